@@ -1,0 +1,11 @@
+"""autofix's rules, one module each. The engine finds them here; nothing else lists them.
+
+ORDER is the order in which fixes are applied to a file, where it matters:
+- TFD001 first: it puts model construction into ``strategy.scope()`` (and may create or move
+  the strategy), which every later rule assumes.
+- TFD002 before TFD003/TFD004: the generated train steps and loss reductions use the global
+  batch size that TFD002 defines.
+- TFD005 last: it scales the learning rate of optimizers that TFD001 has already placed.
+"""
+
+ORDER = ("TFD001", "TFD002", "TFD003", "TFD004", "TFD005")

@@ -1,0 +1,3 @@
+from autofix.cli import main
+
+main()

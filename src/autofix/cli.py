@@ -1,0 +1,328 @@
+"""The command line. This is the only module that prints.
+
+Exit codes (the same for every command; see README "Exit codes"):
+  0  nothing found (check), nothing would change (diff), fixes written (fix), smoke test passed
+  1  findings (check), changes to show (diff), smoke test failed
+  2  an error: a file that could not be read or parsed, a bad option, a harness failure
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from autofix import __version__, registry
+from autofix.diffs import display_path, unified_diff
+from autofix.discovery import DEFAULT_INCLUDE, Discovery
+from autofix.engine import Options, Runner, process_text
+from autofix.output import FORMATS
+from autofix.results import FileResult
+from autofix.sourcefile import SourceError, decode
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+# Below this many files a progress bar only flickers.
+PROGRESS_MIN_FILES = 20
+
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _codes(value: str | None) -> tuple[str, ...]:
+    if not value:
+        return ()
+    return tuple(part.strip().upper() for part in value.split(",") if part.strip())
+
+
+def _common(func):
+    options = [
+        click.option("--select", metavar="CODES", help="Only these rules (comma-separated codes or prefixes)."),
+        click.option("--ignore", metavar="CODES", help="Skip these rules (comma-separated codes or prefixes)."),
+        click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that may change results (TFD005)."),
+        click.option("--exclude", multiple=True, metavar="GLOB", help="Skip paths matching this gitignore-style glob (repeatable)."),
+        click.option("--include", multiple=True, metavar="GLOB", help=f"File names to pick up in directories (default: {', '.join(DEFAULT_INCLUDE)})."),
+        click.option("--no-gitignore", is_flag=True, help="Do not honour .gitignore files."),
+        click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Processes to use (default: all cores)."),
+        click.option("--stdin-filename", metavar="PATH", help="Name to report for code read from standard input."),
+        click.argument("paths", nargs=-1, type=click.Path()),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@dataclass
+class Run:
+    """What a command was asked to do, shared by check, diff and fix."""
+
+    paths: tuple[str, ...]
+    options: Options
+    discovery: Discovery
+    jobs: int | None
+    stdin_filename: str | None
+    counts: Counter = field(default_factory=Counter)
+    rules: Counter = field(default_factory=Counter)
+
+    @classmethod
+    def from_args(cls, kw: dict) -> "Run":
+        try:
+            options = Options(
+                select=_codes(kw["select"]) or None,
+                ignore=_codes(kw["ignore"]),
+                unsafe_fixes=kw["unsafe_fixes"],
+            )
+            options.rules()
+        except registry.UnknownRule as exc:
+            raise click.UsageError(f"unknown rule code {exc.args[0]!r}; see `autofix rules`")
+        discovery = Discovery(
+            include=tuple(kw["include"]) or DEFAULT_INCLUDE,
+            exclude=tuple(kw["exclude"]),
+            respect_gitignore=not kw["no_gitignore"],
+        )
+        return cls(tuple(kw["paths"]) or (".",), options, discovery, kw["jobs"], kw["stdin_filename"])
+
+    @property
+    def from_stdin(self) -> bool:
+        return self.paths == ("-",)
+
+    def results(self, write: bool = False) -> Iterable[FileResult]:
+        if self.from_stdin:
+            yield self._stdin()
+            return
+        if "-" in self.paths:
+            raise click.UsageError("'-' (standard input) cannot be combined with other paths")
+        files = list(self.discovery.files(self.paths))
+        for missing in self.discovery.missing:
+            result = FileResult(missing, error=f"{missing}: no such file or directory")
+            self.count(result)
+            yield result
+        with Runner(self.options, self.jobs) as runner:
+            stream = runner.process(files, write)
+            if len(files) >= PROGRESS_MIN_FILES and err.is_terminal:
+                yield from self._with_progress(stream, len(files))
+            else:
+                for result in stream:
+                    self.count(result)
+                    yield result
+
+    def _with_progress(self, stream: Iterable[FileResult], total: int) -> Iterable[FileResult]:
+        progress = Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        )
+        with progress:
+            task = progress.add_task("Analysing", total=total)
+            for result in stream:
+                self.count(result)
+                progress.advance(task)
+                yield result
+
+    def _stdin(self) -> FileResult:
+        name = self.stdin_filename or "-"
+        try:
+            source = decode(sys.stdin.buffer.read())
+        except SourceError as exc:
+            result = FileResult(name, error=f"{name}: {exc}")
+        else:
+            result = process_text(source.text, name, self.options)
+        self.count(result)
+        return result
+
+    def count(self, result: FileResult) -> None:
+        self.counts["files"] += 1
+        if result.error:
+            self.counts["errors"] += 1
+        if result.changed:
+            self.counts["changed"] += 1
+        for finding in result.findings:
+            if finding.suppressed:
+                continue
+            self.counts["findings"] += 1
+            self.counts["fixable"] += finding.fixable
+            self.rules[finding.code] += 1
+        if result.refused:
+            self.counts["refused"] += 1
+
+    def summary(self, verb: str) -> None:
+        c = self.counts
+        parts = [f"{verb} {c['files']} file{'s' if c['files'] != 1 else ''}"]
+        if c["findings"]:
+            per_rule = ", ".join(f"{code} {n}" for code, n in sorted(self.rules.items()))
+            parts.append(f"{c['findings']} finding{'s' if c['findings'] != 1 else ''} ({per_rule})")
+            parts.append(f"{c['fixable']} fixable")
+        else:
+            parts.append("no findings")
+        if c["changed"]:
+            parts.append(f"{c['changed']} file{'s' if c['changed'] != 1 else ''} {'changed' if verb == 'Fixed' else 'to change'}")
+        if c["refused"]:
+            parts.append(f"{c['refused']} fix{'es' if c['refused'] != 1 else ''} refused")
+        if c["errors"]:
+            parts.append(f"{c['errors']} error{'s' if c['errors'] != 1 else ''}")
+        err.print(Text(", ".join(parts) + ".", style="bold"))
+
+
+def _print_error(result: FileResult) -> None:
+    err.print(Text(f"error: {result.error}", style="red"))
+
+
+def _print_refused(result: FileResult) -> None:
+    err.print(Text(f"warning: {display_path(result.path)}: fix not applied: {result.refused}", style="yellow"))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="autofix")
+def main() -> None:
+    """Find and fix tf.distribute strategy misuse in Keras training scripts."""
+
+
+@main.command()
+@_common
+@click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), default="text", show_default=True, help="Report format.")
+@click.option("-o", "--output", type=click.File("w", encoding="utf-8"), default=None, help="Write the report to this file.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+def check(fmt: str, output, exit_zero: bool, **kw) -> None:
+    """Report findings. Exit 0 when clean, 1 with findings, 2 when a file had an error."""
+    run = Run.from_args(kw)
+    formatter = FORMATS[fmt]()
+    out = output or click.get_text_stream("stdout")
+    for result in run.results():
+        text = formatter.result(result)
+        if text:
+            out.write(text)
+            out.flush()
+        if result.error:
+            _print_error(result)
+        if result.refused:
+            _print_refused(result)
+    out.write(formatter.finish())
+    out.flush()
+    run.summary("Checked")
+    if run.counts["errors"]:
+        sys.exit(EXIT_ERROR)
+    if run.counts["findings"] and not exit_zero:
+        sys.exit(EXIT_FINDINGS)
+    sys.exit(EXIT_OK)
+
+
+def _print_diff(diff: str) -> None:
+    out = click.get_text_stream("stdout")
+    if not sys.stdout.isatty():
+        # Byte-exact for `git apply`: rich would expand tabs and could re-wrap lines.
+        out.write(diff)
+        out.flush()
+        return
+    console = Console(highlight=False, soft_wrap=True)
+    for line in diff.splitlines(keepends=True):
+        style = None
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        elif line.startswith("@@"):
+            style = "cyan"
+        console.print(Text(line.rstrip("\r\n"), style=style or ""))
+
+
+@main.command()
+@_common
+def diff(**kw) -> None:
+    """Print the fixes as a unified diff; write nothing. Exit 1 when something would change."""
+    run = Run.from_args(kw)
+    for result in run.results():
+        if result.changed:
+            _print_diff(unified_diff(result.old_text or "", result.new_text or "", result.path))
+        if result.error:
+            _print_error(result)
+        if result.refused:
+            _print_refused(result)
+        for finding in result.findings:
+            if not finding.fixable and not finding.suppressed:
+                err.print(Text(f"{display_path(result.path)}:{finding.line}:{finding.column}: {finding.code} {finding.message} ({finding.reason or 'not fixed'})", style="dim"))
+    run.summary("Checked")
+    if run.counts["errors"]:
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_FINDINGS if run.counts["changed"] else EXIT_OK)
+
+
+@main.command()
+@_common
+def fix(**kw) -> None:
+    """Write the fixes into the files. Exit 0, or 2 when a file had an error."""
+    run = Run.from_args(kw)
+    for result in run.results(write=True):
+        if run.from_stdin:
+            out = click.get_text_stream("stdout")
+            out.write(result.new_text if result.changed else (result.old_text or ""))
+            out.flush()
+        elif result.written:
+            fixed = sum(1 for f in result.findings if f.fixable)
+            err.print(Text(f"fixed {display_path(result.path)} ({fixed} finding{'s' if fixed != 1 else ''})"))
+        if result.error:
+            _print_error(result)
+        if result.refused:
+            _print_refused(result)
+        for finding in result.findings:
+            if not finding.fixable and not finding.suppressed:
+                err.print(Text(f"{display_path(result.path)}:{finding.line}:{finding.column}: {finding.code} {finding.message} ({finding.reason or 'not fixed'})", style="yellow"))
+    run.summary("Fixed")
+    sys.exit(EXIT_ERROR if run.counts["errors"] else EXIT_OK)
+
+
+@main.command()
+def rules() -> None:
+    """List the rules."""
+    table = Table(title="autofix rules")
+    table.add_column("Code")
+    table.add_column("Name")
+    table.add_column("Fix")
+    table.add_column("Description")
+    for rule in registry.all_rules():
+        table.add_row(rule.CODE, rule.NAME, "safe" if rule.SAFE else "unsafe (--unsafe-fixes)", rule.DESCRIPTION)
+    Console(soft_wrap=False).print(table)
+
+
+@main.command()
+@click.argument("code")
+def explain(code: str) -> None:
+    """Explain a rule: what it finds, why, and what its fix looks like."""
+    try:
+        rule = registry.rule_by_code(code)
+    except registry.UnknownRule:
+        raise click.UsageError(f"unknown rule code {code!r}; see `autofix rules`")
+    out = click.get_text_stream("stdout")
+    out.write(f"{rule.CODE} {rule.NAME}{'' if rule.SAFE else ' (unsafe fix: only with --unsafe-fixes)'}\n\n")
+    out.write(f"{rule.DESCRIPTION}.\n\n")
+    doc = (sys.modules[rule.__module__].__doc__ or "").strip()
+    body = doc.split("\n", 1)[1].strip() if "\n" in doc else ""
+    if body:
+        out.write(body + "\n\n")
+    for example in rule.EXAMPLES:
+        if example.after is None:
+            out.write("Left alone:\n\n" + _indent(example.before) + "\n")
+        else:
+            out.write("Fix:\n\n")
+            delta = difflib.unified_diff(
+                example.before.splitlines(keepends=True), example.after.splitlines(keepends=True), "before", "after"
+            )
+            out.write(_indent("".join(delta)) + "\n")
+
+
+def _indent(text: str) -> str:
+    return "".join("    " + line if line.strip() else line for line in text.splitlines(keepends=True))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,233 @@
+"""The engine: one file in, one :class:`~autofix.results.FileResult` out, and never an exception.
+
+For each file: read it (keeping encoding, BOM and newlines), skip it cheaply when it cannot use
+tf.distribute, parse it once, let every rule report on that one tree, then apply the fixes one
+rule after another. A fix is kept only if the result parses and a second pass over it changes
+nothing; otherwise the file is left as it was and the result says why.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Iterable, Iterator
+
+import libcst as cst
+
+from autofix import registry
+from autofix.results import FileResult, Finding
+from autofix.rule import NO_FIX, Outcome, Rule
+from autofix.sourcefile import SourceError, read_source, write_atomic
+from autofix.tf.program import Program
+
+
+@dataclass(frozen=True)
+class Options:
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] = ()
+    unsafe_fixes: bool = False
+
+    def rules(self) -> tuple[type[Rule], ...]:
+        return _rules(self.select, self.ignore)
+
+    def fixes(self, rule: type[Rule]) -> bool:
+        return rule.SAFE or self.unsafe_fixes
+
+
+@lru_cache(maxsize=None)
+def _rules(select, ignore) -> tuple[type[Rule], ...]:
+    return registry.select(select, ignore)
+
+
+class AnalysisError(Exception):
+    """The file could not be analysed; the message (with line where known) is for the user."""
+
+
+# Every rule needs a tf.distribute strategy, and every way of naming one (``tf.distribute.X``,
+# ``from tensorflow.distribute import X``, ``tensorflow.python.distribute``...) spells this
+# word, so a file without it has nothing to find. This is checked on every fixture and on
+# generated variants (tests/test_prefilter.py).
+PREFILTER = "distribute"
+
+
+def might_need_analysis(text: str) -> bool:
+    return PREFILTER in text
+
+
+def parse(text: str) -> cst.Module:
+    try:
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError as exc:
+        message = exc.message.rstrip(".")
+        raise AnalysisError(f"line {exc.raw_line}, column {exc.raw_column + 1}: syntax error: {message}") from None
+    except RecursionError:
+        raise AnalysisError("nested too deeply to be parsed") from None
+
+
+@dataclass
+class Analysis:
+    findings: list[Finding]
+    new_text: str | None = None
+    refused: str | None = None
+
+
+def analyse(text: str, options: Options) -> Analysis:
+    """Findings for ``text`` and, when the rules fix something, the fixed text."""
+    rules = options.rules()
+    if not rules or not might_need_analysis(text):
+        return Analysis([])
+    try:
+        program = Program(parse(text))
+        findings: list[Finding] = []
+        first: dict[type[Rule], Outcome] = {}
+        for rule in rules:
+            outcome = rule().run(program)
+            findings.extend(_findings(rule, outcome, program, options))
+            if outcome.module is not None and options.fixes(rule):
+                first[rule] = outcome
+    except RecursionError:
+        raise AnalysisError("nested too deeply to be analysed") from None
+    if not first:
+        return Analysis(findings)
+    try:
+        new_text = _apply(text, list(first), first)
+    except AnalysisError as exc:
+        return _refuse(findings, f"the fix produced code that does not parse ({exc})")
+    if new_text == text:
+        return Analysis(findings)
+    try:
+        again = _apply(new_text, [r for r in rules if options.fixes(r)], {})
+    except AnalysisError as exc:
+        return _refuse(findings, f"the fixed code could not be checked again ({exc})")
+    if again != new_text:
+        return _refuse(findings, "a second pass would change the fixed code again")
+    return Analysis(findings, new_text)
+
+
+def _apply(text: str, rules: list[type[Rule]], known: dict[type[Rule], Outcome]) -> str:
+    """Run the fixes of ``rules`` one after another; ``known`` holds outcomes already computed
+    on ``text`` itself (valid for the first rule only)."""
+    current = text
+    for index, rule in enumerate(rules):
+        if index == 0 and rule in known:
+            outcome = known[rule]
+        else:
+            outcome = rule().run(Program(parse(current)))
+        if outcome.module is not None:
+            current = outcome.module.code
+    if current != text:
+        parse(current)
+    return current
+
+
+def _refuse(findings: list[Finding], why: str) -> Analysis:
+    refused = [
+        replace(f, fixable=False, reason=f"fix refused: {why}") if f.fixable else f for f in findings
+    ]
+    return Analysis(refused, None, why)
+
+
+def _findings(rule: type[Rule], outcome: Outcome, program: Program, options: Options) -> list[Finding]:
+    found = []
+    for report in outcome.reports:
+        where = program.position(report.node)
+        fixable = report.reason is None and outcome.module is not None and options.fixes(rule)
+        reason = None if fixable else (NO_FIX + report.reason if report.reason else None)
+        found.append(
+            Finding(
+                code=rule.CODE,
+                name=rule.NAME,
+                message=report.message,
+                line=where.start.line,
+                column=where.start.column + 1,
+                end_line=where.end.line,
+                end_column=where.end.column + 1,
+                fixable=fixable,
+                reason=reason,
+                unsafe=not rule.SAFE and report.reason is None,
+            )
+        )
+    return found
+
+
+def process_text(text: str, path: str, options: Options) -> FileResult:
+    """Analyse text that is not read from a file (standard input)."""
+    try:
+        analysis = analyse(text, options)
+    except AnalysisError as exc:
+        return FileResult(path, error=f"{path}: {exc}")
+    except Exception as exc:  # a bug in a rule must not stop the run
+        return FileResult(path, error=_internal(path, exc))
+    return FileResult(path, tuple(analysis.findings), text, analysis.new_text, refused=analysis.refused)
+
+
+def process_path(path: str, options: Options, write: bool = False) -> FileResult:
+    """Analyse one file and, with ``write``, fix it in place. Never raises (but for Ctrl-C)."""
+    try:
+        source = read_source(path)
+    except SourceError as exc:
+        return FileResult(path, error=f"{path}: {exc}")
+    except Exception as exc:
+        return FileResult(path, error=_internal(path, exc))
+    result = process_text(source.text, path, options)
+    if not result.changed:
+        # Unchanged files keep no text: results stay small however many files there are.
+        return replace(result, old_text=None, new_text=None)
+    if write:
+        try:
+            write_atomic(path, source.encode(result.new_text), source.digest)
+        except SourceError as exc:
+            return replace(result, error=f"{path}: {exc}")
+        return replace(result, written=True)
+    return result
+
+
+def _internal(path: str, exc: Exception) -> str:
+    return f"{path}: internal error ({type(exc).__name__}: {exc}); the file was left unchanged"
+
+
+class Runner:
+    """Processes many files on ``jobs`` processes, yielding results in the order of the paths.
+
+    Use as a context manager: the worker pool starts on entry, before any display thread.
+    """
+
+    def __init__(self, options: Options, jobs: int | None = None) -> None:
+        self.options = options
+        self.jobs = jobs or os.cpu_count() or 1
+        self._pool = None
+
+    def __enter__(self) -> "Runner":
+        if self.jobs > 1:
+            method = "fork" if sys.platform == "linux" else None
+            self._pool = multiprocessing.get_context(method).Pool(self.jobs)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._pool is not None:
+            if exc[0] is None:
+                self._pool.close()
+            else:
+                self._pool.terminate()
+            self._pool.join()
+
+    def process(self, paths: Iterable[str], write: bool = False) -> Iterator[FileResult]:
+        paths = list(paths)
+        if self._pool is None or len(paths) < 2:
+            for path in paths:
+                yield process_path(path, self.options, write)
+            return
+        chunk = max(1, min(8, len(paths) // (self.jobs * 4)))
+        yield from self._pool.imap(_Task(self.options, write), paths, chunksize=chunk)
+
+
+@dataclass(frozen=True)
+class _Task:
+    options: Options
+    write: bool
+
+    def __call__(self, path: str) -> FileResult:
+        return process_path(path, self.options, self.write)

@@ -1,0 +1,125 @@
+"""The formats of ``autofix check --format``.
+
+A formatter gets each file's result as it arrives (so ``text`` and ``github`` stream) and may
+return text to print; ``finish`` returns what is left (``json`` prints everything at the end).
+"""
+
+from __future__ import annotations
+
+import json
+
+from autofix.diffs import display_path
+from autofix.results import FileResult, Finding
+
+
+class Formatter:
+    name = ""
+
+    def result(self, result: FileResult) -> str:
+        return ""
+
+    def finish(self) -> str:
+        return ""
+
+
+def finding_status(finding: Finding) -> str:
+    if finding.fixable:
+        return "[*] "
+    return ""
+
+
+def finding_note(finding: Finding) -> str:
+    if finding.fixable:
+        return ""
+    if finding.unsafe:
+        return " (suggestion: fix available with --unsafe-fixes)"
+    if finding.reason:
+        return f" ({finding.reason})"
+    return ""
+
+
+def location(result: FileResult, finding: Finding) -> str:
+    cell = f"[cell {finding.cell + 1}]" if finding.cell is not None else ""
+    return f"{display_path(result.path)}{cell}:{finding.line}:{finding.column}"
+
+
+class TextFormatter(Formatter):
+    name = "text"
+
+    def result(self, result: FileResult) -> str:
+        lines = [
+            f"{location(result, f)}: {f.code} {finding_status(f)}{f.message}{finding_note(f)}\n"
+            for f in result.findings
+            if not f.suppressed
+        ]
+        return "".join(lines)
+
+
+class JsonFormatter(Formatter):
+    """One object per finding; the fix, where there is one, as the file's replacement text."""
+
+    name = "json"
+
+    def __init__(self) -> None:
+        self.items: list[dict] = []
+
+    def result(self, result: FileResult) -> str:
+        for f in result.findings:
+            if f.suppressed:
+                continue
+            self.items.append(
+                {
+                    "path": display_path(result.path),
+                    "code": f.code,
+                    "name": f.name,
+                    "message": f.message,
+                    "line": f.line,
+                    "column": f.column,
+                    "end_line": f.end_line,
+                    "end_column": f.end_column,
+                    "cell": f.cell,
+                    "fixable": f.fixable,
+                    "unsafe": f.unsafe,
+                    "reason": f.reason,
+                }
+            )
+        if result.error:
+            self.items.append({"path": display_path(result.path), "error": result.error})
+        return ""
+
+    def finish(self) -> str:
+        return json.dumps(self.items, indent=2) + "\n"
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+class GithubFormatter(Formatter):
+    """GitHub Actions workflow commands: annotations on the pull request's files."""
+
+    name = "github"
+
+    def result(self, result: FileResult) -> str:
+        path = _escape_property(display_path(result.path))
+        out = []
+        for f in result.findings:
+            if f.suppressed:
+                continue
+            message = _escape_data(f"{f.message}{finding_note(f)}")
+            out.append(
+                f"::warning file={path},line={f.line},col={f.column},"
+                f"endLine={f.end_line},endColumn={f.end_column},title={f.code}::{message}\n"
+            )
+        if result.error:
+            out.append(f"::error file={path},title=autofix::{_escape_data(result.error)}\n")
+        return "".join(out)
+
+
+FORMATS: dict[str, type[Formatter]] = {
+    f.name: f for f in (TextFormatter, JsonFormatter, GithubFormatter)
+}

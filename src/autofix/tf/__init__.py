@@ -1,0 +1,1 @@
+"""Everything autofix knows about TensorFlow and Keras lives in this package."""

@@ -1,0 +1,635 @@
+"""What a training script does with tf.distribute and Keras, read off one parsed module.
+
+Everything here is resolved through imports and scopes (libcst's QualifiedNameProvider and
+ScopeProvider), never by matching spellings: ``strategy`` is a strategy because of how it was
+assigned, ``keras.Sequential`` is a model constructor whichever way Keras was imported.
+
+Limits, on purpose: attributes (``self.strategy``, ``self.model``) are not followed, nor are
+names imported from other files; methods of classes are never treated as scripts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import libcst as cst
+from libcst.metadata.scope_provider import Assignment
+
+from autofix.tf import symbols
+from autofix.tf.program import Block, Program
+from autofix.tf.symbols import Kind
+
+# What a call does, beyond the Keras kinds: compile a model, train it, call a local function.
+COMPILE = "compile"
+TRAIN = "train"
+
+Owner = cst.Module | cst.FunctionDef | cst.ClassDef | cst.Lambda
+
+
+@dataclass(eq=False)
+class Strategy:
+    """A name bound to a tf.distribute strategy (in one scope)."""
+
+    name: str
+    # The assignments that bind it (several when chosen by if/else), or the parameter.
+    bindings: list[cst.CSTNode]
+    # Class names that may be constructed ("MirroredStrategy", ...); empty when only known
+    # through a helper or an annotation.
+    classes: set[str] = field(default_factory=set)
+    # Constructor calls (to tell one strategy object from two).
+    constructions: list[cst.Call] = field(default_factory=list)
+    is_parameter: bool = False
+
+
+@dataclass(eq=False)
+class FunctionInfo:
+    node: cst.FunctionDef
+    calls: list[cst.Call] = field(default_factory=list)
+    returns: list[cst.Return] = field(default_factory=list)
+    is_method: bool = False
+
+
+class _Collector(cst.CSTVisitor):
+    """One pass over the tree: every call, with-statement, function and class, with its owner."""
+
+    def __init__(self) -> None:
+        self.owners: list[Owner] = []
+        self.calls: list[tuple[cst.Call, Owner]] = []
+        self.functions: dict[cst.FunctionDef, FunctionInfo] = {}
+        self.classes: list[cst.ClassDef] = []
+        self.assigns: list[cst.Assign | cst.AnnAssign] = []
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self.owners.append(node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        is_method = bool(self.owners) and isinstance(self.owners[-1], cst.ClassDef)
+        self.functions[node] = FunctionInfo(node, is_method=is_method)
+        self.owners.append(node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.owners.pop()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.classes.append(node)
+        self.owners.append(node)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.owners.pop()
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        self.owners.append(node)
+
+    def leave_Lambda(self, original_node: cst.Lambda) -> None:
+        self.owners.pop()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        owner = self.owners[-1]
+        self.calls.append((node, owner))
+        if isinstance(owner, cst.FunctionDef):
+            self.functions[owner].calls.append(node)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        owner = self.owners[-1]
+        if isinstance(owner, cst.FunctionDef):
+            self.functions[owner].returns.append(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.assigns.append(node)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self.assigns.append(node)
+
+
+def _run_receivers(call: cst.Call) -> bool:
+    func = call.func
+    return isinstance(func, cst.Attribute) and func.attr.value in ("run", "experimental_run_v2")
+
+
+class Facts:
+    """TF facts about one module. Cheap to build; each fact is computed on first use."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        collector = _Collector()
+        program.module.visit(collector)
+        self.calls = collector.calls
+        self.functions = collector.functions
+        self.classes = collector.classes
+        self.assigns = collector.assigns
+        self._strategy_memo: dict[tuple[int, str], Strategy | None] = {}
+        self._in_progress: set[object] = set()
+
+    # --- assignments and definitions ---------------------------------------------------------
+
+    def assigned_value(self, binding: cst.CSTNode) -> cst.BaseExpression | None:
+        """The value bound by a simple assignment ``name = value`` (None for anything else)."""
+        parent = self.program.parent(binding)
+        if isinstance(parent, cst.AssignTarget):
+            assign = self.program.parent(parent)
+            if isinstance(assign, cst.Assign):
+                return assign.value
+        elif isinstance(parent, cst.AnnAssign) and parent.target is binding:
+            return parent.value
+        elif isinstance(parent, cst.NamedExpr) and parent.target is binding:
+            return parent.value
+        return None
+
+    def bindings(self, name: cst.Name) -> list[cst.CSTNode] | None:
+        """The nodes that bind a name at a use of it, or None if any binding is an import,
+        a builtin or unknown."""
+        scope = self.program.scope(name)
+        if scope is None:
+            return None
+        accesses = scope.accesses[name]
+        referents: set = set()
+        for access in accesses:
+            referents |= set(access.referents)
+        if not accesses:
+            referents = set(scope.assignments[name.value])
+        if not referents:
+            return None
+        pairs = []
+        for referent in referents:
+            if type(referent) is not Assignment:
+                return None
+            pairs.append((referent._index, referent.node))
+        pairs.sort(key=lambda pair: pair[0])
+        return [node for _, node in pairs]
+
+    def local_definition(self, expr: cst.BaseExpression) -> cst.FunctionDef | cst.ClassDef | None:
+        """The function or class of this module that ``expr`` (a name) refers to."""
+        if not isinstance(expr, cst.Name):
+            return None
+        nodes = self.bindings(expr)
+        if not nodes or len(nodes) != 1:
+            return None
+        node = nodes[0]
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            return node
+        return None
+
+    def is_module_reference(self, expr: cst.BaseExpression) -> bool:
+        """Whether ``expr`` is an imported name or an attribute path starting at one."""
+        while isinstance(expr, cst.Attribute):
+            expr = expr.value
+        return isinstance(expr, cst.Name) and self.program.is_import(expr)
+
+    def names_of(self, expr: cst.BaseExpression) -> set[str]:
+        return self.program.qualified_names(expr)
+
+    # --- strategies --------------------------------------------------------------------------
+
+    def is_strategy_expr(self, expr: cst.BaseExpression | None) -> bool:
+        return self.strategy_classes(expr) is not None
+
+    def strategy_classes(self, expr: cst.BaseExpression | None) -> set[str] | None:
+        """The strategy classes ``expr`` may evaluate to, or None if it is not a strategy."""
+        if expr is None:
+            return None
+        if isinstance(expr, cst.Call):
+            for name in self.names_of(expr.func):
+                if symbols.is_strategy_constructor(name):
+                    return {name.rpartition(".")[2]}
+            definition = self.local_definition(expr.func)
+            if isinstance(definition, cst.FunctionDef):
+                return self._function_strategy_classes(definition)
+            return None
+        if isinstance(expr, cst.IfExp):
+            body = self.strategy_classes(expr.body)
+            orelse = self.strategy_classes(expr.orelse)
+            if body is not None and orelse is not None:
+                return body | orelse
+            return None
+        if isinstance(expr, cst.Name):
+            strategy = self.strategy_for_name(expr)
+            return strategy.classes if strategy is not None else None
+        return None
+
+    def _function_strategy_classes(self, function: cst.FunctionDef) -> set[str] | None:
+        key = ("returns", function)
+        if key in self._in_progress:
+            return None
+        info = self.functions.get(function)
+        if info is None or not info.returns:
+            return None
+        self._in_progress.add(key)
+        try:
+            classes: set[str] = set()
+            for ret in info.returns:
+                found = self.strategy_classes(ret.value)
+                if found is None:
+                    return None
+                classes |= found
+            return classes
+        finally:
+            self._in_progress.discard(key)
+
+    def strategy_for_name(self, name: cst.Name) -> Strategy | None:
+        """The strategy a name refers to, if every binding of it makes a strategy."""
+        nodes = self.bindings(name)
+        if not nodes:
+            return None
+        key = (id(nodes[0]), name.value)
+        if key in self._strategy_memo:
+            return self._strategy_memo[key]
+        if key in self._in_progress:
+            return None
+        self._in_progress.add(key)
+        try:
+            result = self._make_strategy(name.value, nodes)
+        finally:
+            self._in_progress.discard(key)
+        self._strategy_memo[key] = result
+        return result
+
+    def _make_strategy(self, name: str, nodes: list[cst.CSTNode]) -> Strategy | None:
+        if len(nodes) == 1 and isinstance(nodes[0], cst.Param):
+            param = nodes[0]
+            annotation = param.annotation
+            if annotation is not None and any(
+                symbols.is_strategy_type(n) for n in self.names_of(annotation.annotation)
+            ):
+                return Strategy(name, [param], is_parameter=True)
+            return None
+        classes: set[str] = set()
+        constructions: list[cst.Call] = []
+        made = False
+        for node in nodes:
+            value = self.assigned_value(node)
+            if isinstance(value, cst.Name) and value.value == "None":
+                continue
+            found = self.strategy_classes(value)
+            if found is None:
+                return None
+            made = True
+            classes |= found
+            constructions.extend(self._constructions(value))
+        if not made:
+            return None
+        return Strategy(name, list(nodes), classes, constructions)
+
+    def _constructions(self, expr: cst.BaseExpression | None) -> list[cst.Call]:
+        if isinstance(expr, cst.Call):
+            if any(symbols.is_strategy_constructor(n) for n in self.names_of(expr.func)):
+                return [expr]
+            definition = self.local_definition(expr.func)
+            if isinstance(definition, cst.FunctionDef):
+                info = self.functions.get(definition)
+                found = []
+                for ret in info.returns if info else ():
+                    found.extend(self._constructions(ret.value))
+                return found
+        if isinstance(expr, cst.IfExp):
+            return self._constructions(expr.body) + self._constructions(expr.orelse)
+        return []
+
+    @cached_property
+    def strategies(self) -> list[Strategy]:
+        """Every strategy variable bound by an assignment in this module (one per scope+name)."""
+        found: list[Strategy] = []
+        seen: set[int] = set()
+        for assign in self.assigns:
+            targets = (
+                [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+            )
+            if assign.value is None or not self.is_strategy_expr(assign.value):
+                continue
+            for target in targets:
+                if not isinstance(target, cst.Name):
+                    continue
+                strategy = self.strategy_for_name(target)
+                if strategy is not None and id(strategy) not in seen:
+                    seen.add(id(strategy))
+                    found.append(strategy)
+        for info in self.functions.values():
+            for param in info.node.params.params:
+                strategy = self.strategy_for_name(param.name)
+                if strategy is not None and strategy.is_parameter and id(strategy) not in seen:
+                    seen.add(id(strategy))
+                    found.append(strategy)
+        return found
+
+    @cached_property
+    def has_strategy(self) -> bool:
+        return bool(self.strategies) or any(self.scope_strategy(item.item) for item in self._with_items)
+
+    @cached_property
+    def _with_items(self) -> list[cst.WithItem]:
+        items: list[cst.WithItem] = []
+
+        class _Withs(cst.CSTVisitor):
+            def visit_WithItem(self, node: cst.WithItem) -> None:
+                items.append(node)
+
+        self.program.module.visit(_Withs())
+        return items
+
+    def scope_strategy(self, expr: cst.BaseExpression) -> bool:
+        """Whether ``expr`` enters a strategy scope: ``s.scope()``, or a name bound to one."""
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            if expr.func.attr.value == "scope" and self.is_strategy_expr(expr.func.value):
+                return True
+            return False
+        if isinstance(expr, cst.Name):
+            nodes = self.bindings(expr)
+            if nodes and all(self.scope_strategy_value(n) for n in nodes):
+                return True
+        return False
+
+    def scope_strategy_value(self, binding: cst.CSTNode) -> bool:
+        value = self.assigned_value(binding)
+        return value is not None and not isinstance(value, cst.Name) and self.scope_strategy(value)
+
+    def scope_with_strategy_name(self, statement: cst.CSTNode) -> str | None:
+        """For ``with <name>.scope():`` (one item, indented body), the strategy name."""
+        if not isinstance(statement, cst.With) or len(statement.items) != 1:
+            return None
+        if not isinstance(statement.body, cst.IndentedBlock) or statement.asynchronous:
+            return None
+        item = statement.items[0].item
+        if (
+            isinstance(item, cst.Call)
+            and not item.args
+            and isinstance(item.func, cst.Attribute)
+            and item.func.attr.value == "scope"
+            and isinstance(item.func.value, cst.Name)
+            and self.is_strategy_expr(item.func.value)
+        ):
+            return item.func.value.value
+        return None
+
+    def is_replica_function(self, function: cst.FunctionDef) -> bool:
+        """Whether ``function`` is passed to ``strategy.run`` (it runs in replica context)."""
+        return function in self.replica_functions
+
+    @cached_property
+    def replica_functions(self) -> set[cst.FunctionDef]:
+        found = set()
+        for call, _owner in self.calls:
+            if not _run_receivers(call) or not call.args:
+                continue
+            receiver = call.func.value  # type: ignore[union-attr]
+            if not self.is_strategy_expr(receiver) and not self._is_extended(receiver):
+                continue
+            definition = self.local_definition(call.args[0].value)
+            if isinstance(definition, cst.FunctionDef):
+                found.add(definition)
+        return found
+
+    def _is_extended(self, expr: cst.BaseExpression) -> bool:
+        return (
+            isinstance(expr, cst.Attribute)
+            and expr.attr.value == "extended"
+            and self.is_strategy_expr(expr.value)
+        )
+
+    def strategy_run_calls(self) -> list[cst.Call]:
+        return [
+            call
+            for call, _owner in self.calls
+            if _run_receivers(call) and self.is_strategy_expr(call.func.value)  # type: ignore[union-attr]
+        ]
+
+    # --- scopes ------------------------------------------------------------------------------
+
+    def under_scope(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` always runs inside a strategy scope (lexically, or because every
+        caller of its function is inside one, or because it runs in replica context)."""
+        previous = node
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, cst.With) and previous is ancestor.body:
+                if any(self.scope_strategy(item.item) for item in ancestor.items):
+                    return True
+            elif isinstance(ancestor, cst.FunctionDef):
+                return self.always_called_under_scope(ancestor)
+            elif isinstance(ancestor, (cst.ClassDef, cst.Lambda)):
+                return False
+            previous = ancestor
+        return False
+
+    def always_called_under_scope(self, function: cst.FunctionDef) -> bool:
+        key = ("under", function)
+        memo = self._scope_memo
+        if function in memo:
+            return memo[function]
+        if key in self._in_progress:
+            return False
+        self._in_progress.add(key)
+        try:
+            references = self.references(function)
+            if self.is_replica_function(function):
+                result = True
+            else:
+                result = bool(references) and all(self.under_scope(ref) for ref in references)
+        finally:
+            self._in_progress.discard(key)
+        memo[function] = result
+        return result
+
+    @cached_property
+    def _scope_memo(self) -> dict[cst.FunctionDef, bool]:
+        return {}
+
+    def references(self, definition: cst.FunctionDef | cst.ClassDef) -> list[cst.CSTNode]:
+        """Every use of a function's or class's name in this module."""
+        scope = self.program.scope(definition)
+        if scope is None:
+            return []
+        refs: list[cst.CSTNode] = []
+        for assignment in scope.assignments[definition.name.value]:
+            if type(assignment) is Assignment and assignment.node is definition:
+                refs.extend(access.node for access in assignment.references)
+        return refs
+
+    # --- Keras objects -----------------------------------------------------------------------
+
+    @cached_property
+    def keras_classes(self) -> dict[cst.ClassDef, Kind]:
+        """Classes of this module that subclass a Keras model or layer."""
+        result: dict[cst.ClassDef, Kind] = {}
+        changed = True
+        while changed:
+            changed = False
+            for cls in self.classes:
+                if cls in result:
+                    continue
+                kind = self._base_kind(cls, result)
+                if kind is not None:
+                    result[cls] = kind
+                    changed = True
+        return result
+
+    def _base_kind(self, cls: cst.ClassDef, known: dict[cst.ClassDef, Kind]) -> Kind | None:
+        kind = None
+        for base in cls.bases:
+            names = self.names_of(base.value)
+            if any(symbols.is_model_base(n) for n in names):
+                return Kind.MODEL
+            if any(symbols.is_layer_base(n) for n in names):
+                kind = Kind.LAYER
+            local = self.local_definition(base.value)
+            if isinstance(local, cst.ClassDef) and local in known:
+                if known[local] is Kind.MODEL:
+                    return Kind.MODEL
+                kind = known[local]
+        return kind
+
+    def call_kind(self, call: cst.Call) -> Kind | str | cst.FunctionDef | None:
+        """What a call does: a Keras :class:`Kind`, ``COMPILE``, ``TRAIN``, a local function
+        it calls (a :class:`cst.FunctionDef`), or None."""
+        func = call.func
+        for name in self.names_of(func):
+            kind = symbols.keras_kind(name)
+            if kind is not None:
+                return kind
+        local = self.local_definition(func)
+        if isinstance(local, cst.ClassDef):
+            return self.keras_classes.get(local)
+        if isinstance(local, cst.FunctionDef):
+            return local
+        if isinstance(func, cst.Call):
+            # ``layers.Dense(8)(x)``: calling a freshly made layer builds it.
+            inner = self.call_kind(func)
+            return Kind.LAYER if inner is Kind.LAYER else None
+        if isinstance(func, cst.Name):
+            return Kind.LAYER if self.is_layer_name(func) else None
+        if not isinstance(func, cst.Attribute):
+            return None
+        attr = func.attr.value
+        receiver = func.value
+        if self.is_module_reference(receiver):
+            return None
+        if attr in symbols.COMPILE_METHODS and self._compiles_a_model(call):
+            return COMPILE
+        if attr in symbols.LOAD_METHODS:
+            return Kind.LOAD
+        if attr == "restore" and self._is_checkpoint(receiver):
+            return Kind.LOAD
+        if attr in symbols.TRAIN_METHODS or attr == "apply_gradients":
+            return TRAIN
+        if attr in ("run", "experimental_run_v2") and self.is_strategy_expr(receiver):
+            return TRAIN
+        return None
+
+    def _compiles_a_model(self, call: cst.Call) -> bool:
+        keywords = {arg.keyword.value for arg in call.args if arg.keyword is not None}
+        if keywords & {"optimizer", "loss", "metrics", "loss_weights", "weighted_metrics",
+                       "run_eagerly", "steps_per_execution", "jit_compile"}:
+            return True
+        receiver = call.func.value  # type: ignore[union-attr]
+        return isinstance(receiver, cst.Name) and self.is_model_name(receiver)
+
+    def _is_checkpoint(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.Call):
+            return symbols.CHECKPOINT in self.names_of(expr.func)
+        if isinstance(expr, cst.Name):
+            nodes = self.bindings(expr)
+            values = [self.assigned_value(n) for n in nodes or ()]
+            return bool(values) and all(v is not None and self._is_checkpoint(v) for v in values)
+        return False
+
+    def _value_kinds(self, name: cst.Name) -> set:
+        nodes = self.bindings(name)
+        kinds = set()
+        for node in nodes or ():
+            value = self.assigned_value(node)
+            if isinstance(value, cst.Call):
+                kinds.add(self.call_kind(value))
+        return kinds
+
+    def is_layer_name(self, name: cst.Name) -> bool:
+        kinds = self._value_kinds(name)
+        return bool(kinds) and kinds <= {Kind.LAYER}
+
+    def is_model_name(self, name: cst.Name) -> bool:
+        kinds = self._value_kinds(name)
+        return any(k in (Kind.MODEL, Kind.LOAD) or isinstance(k, cst.FunctionDef) for k in kinds)
+
+    # --- functions ---------------------------------------------------------------------------
+
+    def scoped_within(self, node: cst.CSTNode, stop: cst.CSTNode) -> bool:
+        """Whether ``node`` is inside a strategy ``with`` block that is itself inside ``stop``."""
+        previous = node
+        for ancestor in self.program.ancestors(node):
+            if ancestor is stop:
+                return False
+            if isinstance(ancestor, cst.With) and previous is ancestor.body:
+                if any(self.scope_strategy(item.item) for item in ancestor.items):
+                    return True
+            previous = ancestor
+        return False
+
+    @cached_property
+    def effects(self) -> dict[cst.FunctionDef, Effects]:
+        """For each plain function: does calling it create Keras objects outside a scope of its
+        own, and does it train? Both follow calls to other functions of the module."""
+        result: dict[cst.FunctionDef, Effects] = {}
+        callees: dict[cst.FunctionDef, list[cst.FunctionDef]] = {}
+        for function, info in self.functions.items():
+            effects = Effects()
+            callees[function] = []
+            if info.is_method:
+                result[function] = effects
+                continue
+            for call in info.calls:
+                kind = self.call_kind(call)
+                if kind == TRAIN:
+                    effects.trains = True
+                elif self.scoped_within(call, function):
+                    continue
+                elif isinstance(kind, Kind) or kind == COMPILE:
+                    effects.creates = True
+                elif isinstance(kind, cst.FunctionDef) and kind is not function:
+                    callees[function].append(kind)
+            result[function] = effects
+        changed = True
+        while changed:
+            changed = False
+            for function, called in callees.items():
+                effects = result[function]
+                for callee in called:
+                    other = result.get(callee)
+                    if other is None:
+                        continue
+                    if other.creates and not effects.creates:
+                        effects.creates = changed = True
+                    if other.trains and not effects.trains:
+                        effects.trains = changed = True
+        return result
+
+    def inspection_only(self, call: cst.Call) -> bool:
+        """Whether ``call`` makes an object that is only ever looked at (``m.summary()``,
+        ``print(m)``), or never used: such an object is not trained, so it may stay outside."""
+        parent = self.program.parent(call)
+        target: cst.CSTNode | None = None
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+            target = parent.targets[0].target
+        elif isinstance(parent, cst.AnnAssign):
+            target = parent.target
+        if not isinstance(target, cst.Name):
+            return False
+        scope = self.program.scope(target)
+        if scope is None:
+            return False
+        for assignment in scope.assignments[target.value]:
+            if type(assignment) is Assignment and assignment.node is target:
+                return all(self._inspects(access.node) for access in assignment.references)
+        return False
+
+    def _inspects(self, use: cst.CSTNode) -> bool:
+        parent = self.program.parent(use)
+        if isinstance(parent, cst.Attribute) and parent.value is use:
+            return parent.attr.value in symbols.INSPECT_METHODS
+        if isinstance(parent, cst.Arg):
+            call = self.program.parent(parent)
+            if isinstance(call, cst.Call):
+                return bool(self.names_of(call.func) & symbols.INSPECT_FUNCTIONS)
+        return False
+
+
+@dataclass
+class Effects:
+    creates: bool = False
+    trains: bool = False

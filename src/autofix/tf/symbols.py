@@ -1,0 +1,196 @@
+"""What TensorFlow and Keras names mean, in one place.
+
+Qualified names come from libcst's QualifiedNameProvider (``import tensorflow as tf`` then
+``tf.keras.Sequential`` resolves to ``tensorflow.keras.Sequential``). :func:`canonical` folds
+the many spellings of Keras (``keras``, ``tensorflow.keras``, ``tf_keras``,
+``tensorflow.compat.v1.keras``, ``tensorflow.python.keras``) into ``keras.*`` and those of
+tf.distribute into ``tensorflow.distribute.*``, so the tables below list each symbol once.
+"""
+
+from __future__ import annotations
+
+import enum
+
+_KERAS_PREFIXES = (
+    "tensorflow.keras.",
+    "tensorflow.compat.v1.keras.",
+    "tensorflow.compat.v2.keras.",
+    "tensorflow.python.keras.",
+    "tensorflow.contrib.keras.",
+    "tf_keras.",
+    "keras.src.",
+    "keras.api.",
+    "keras._tf_keras.keras.",
+)
+_DISTRIBUTE_PREFIXES = (
+    "tensorflow.compat.v1.distribute.",
+    "tensorflow.compat.v2.distribute.",
+    "tensorflow.contrib.distribute.",
+    "tensorflow.python.distribute.",
+)
+
+
+def canonical(name: str) -> str:
+    for prefix in _KERAS_PREFIXES:
+        if name.startswith(prefix):
+            return "keras." + name[len(prefix) :]
+    for base in ("tensorflow.keras", "tf_keras"):
+        if name == base:
+            return "keras"
+    for prefix in _DISTRIBUTE_PREFIXES:
+        if name.startswith(prefix):
+            return "tensorflow.distribute." + name[len(prefix) :]
+    return name
+
+
+STRATEGY_CLASSES = frozenset(
+    {
+        "MirroredStrategy",
+        "MultiWorkerMirroredStrategy",
+        "TPUStrategy",
+        "OneDeviceStrategy",
+        "CentralStorageStrategy",
+        "ParameterServerStrategy",
+        "CollectiveAllReduceStrategy",
+    }
+)
+
+
+def is_strategy_constructor(name: str) -> bool:
+    """``tf.distribute.MirroredStrategy`` and friends, ``tf.distribute.get_strategy``."""
+    for module in ("tensorflow.distribute.", "tensorflow.distribute.experimental."):
+        if name.startswith(module):
+            rest = name[len(module) :]
+            if rest in STRATEGY_CLASSES or rest == "get_strategy":
+                return True
+    return False
+
+
+def is_strategy_type(name: str) -> bool:
+    """A name usable as an annotation that means "a strategy"."""
+    return name in ("tensorflow.distribute.Strategy",) or is_strategy_constructor(name)
+
+
+class Kind(enum.Enum):
+    """What a Keras call creates. All of them must be created inside ``strategy.scope()``."""
+
+    MODEL = "model"
+    LAYER = "layer"
+    OPTIMIZER = "optimizer"
+    METRIC = "metric"
+    LOSS = "loss"
+    LOAD = "loaded model"
+
+
+_MODEL_CONSTRUCTORS = frozenset(
+    {
+        "keras.Sequential",
+        "keras.Model",
+        "keras.models.Sequential",
+        "keras.models.Model",
+        "keras.models.clone_model",
+        "keras.models.model_from_json",
+        "keras.models.model_from_config",
+        "keras.models.model_from_yaml",
+        "keras.engine.sequential.Sequential",
+        "keras.engine.training.Model",
+        "keras.engine.functional.Functional",
+    }
+)
+_LOADERS = frozenset(
+    {
+        "keras.models.load_model",
+        "keras.saving.load_model",
+        "tensorflow.saved_model.load",
+    }
+)
+# Base classes whose subclasses are models or layers when instantiated.
+_MODEL_BASES = frozenset(
+    {"keras.Model", "keras.models.Model", "keras.Sequential", "keras.models.Sequential"}
+)
+_LAYER_BASES = frozenset({"keras.layers.Layer", "keras.Layer", "keras.engine.base_layer.Layer"})
+
+
+def _is_class_name(last: str) -> bool:
+    return last[:1].isupper()
+
+
+def keras_kind(name: str) -> Kind | None:
+    """The kind of object a call of ``name`` (a canonical qualified name) creates, if any."""
+    if name in _MODEL_CONSTRUCTORS:
+        return Kind.MODEL
+    if name in _LOADERS:
+        return Kind.LOAD
+    head, _, last = name.rpartition(".")
+    if head.startswith("keras.applications") and _is_class_name(last):
+        return Kind.MODEL
+    if name in ("keras.Input", "keras.layers.Input", "keras.Layer"):
+        return Kind.LAYER
+    if head.startswith("keras.layers") and _is_class_name(last):
+        return Kind.LAYER
+    if head.startswith("keras.optimizers"):
+        if "schedules" in head:
+            return None
+        if _is_class_name(last) or last == "get":
+            return Kind.OPTIMIZER
+    if name in ("keras.mixed_precision.LossScaleOptimizer",):
+        return Kind.OPTIMIZER
+    if head.startswith("keras.metrics") and (_is_class_name(last) or last == "get"):
+        return Kind.METRIC
+    if head.startswith("keras.losses") and _is_class_name(last) and last != "Reduction":
+        return Kind.LOSS
+    return None
+
+
+def is_model_base(name: str) -> bool:
+    return name in _MODEL_BASES
+
+
+def is_layer_base(name: str) -> bool:
+    return name in _LAYER_BASES or (name.startswith("keras.layers.") and _is_class_name(name.rpartition(".")[2]))
+
+
+# Methods on a model. Creating variables: compile builds the optimizer and metrics.
+COMPILE_METHODS = frozenset({"compile"})
+LOAD_METHODS = frozenset({"load_weights"})
+TRAIN_METHODS = frozenset(
+    {
+        "fit",
+        "fit_generator",
+        "train_on_batch",
+        "evaluate",
+        "evaluate_generator",
+        "test_on_batch",
+        "predict",
+        "predict_generator",
+        "predict_on_batch",
+    }
+)
+# Uses of a model that only look at it: a model used only like this is not trained.
+INSPECT_METHODS = frozenset(
+    {
+        "summary",
+        "count_params",
+        "get_config",
+        "to_json",
+        "to_yaml",
+        "name",
+        "input_shape",
+        "output_shape",
+    }
+)
+INSPECT_FUNCTIONS = frozenset(
+    {
+        "builtins.print",
+        "builtins.len",
+        "builtins.repr",
+        "builtins.str",
+        "builtins.type",
+        "builtins.id",
+        "builtins.isinstance",
+        "keras.utils.plot_model",
+        "keras.utils.model_to_dot",
+    }
+)
+
+CHECKPOINT = "tensorflow.train.Checkpoint"
