@@ -100,7 +100,7 @@ class Run:
             raise click.UsageError("'-' (standard input) cannot be combined with other paths")
         files = list(self.discovery.files(self.paths))
         for missing in self.discovery.missing:
-            result = FileResult(missing, error=f"{missing}: no such file or directory")
+            result = FileResult(missing, error="no such file or directory")
             self.count(result)
             yield result
         with Runner(self.options, self.jobs) as runner:
@@ -133,7 +133,7 @@ class Run:
         try:
             source = decode(sys.stdin.buffer.read())
         except SourceError as exc:
-            result = FileResult(name, error=f"{name}: {exc}")
+            result = FileResult(name, error=str(exc))
         else:
             result = process_text(source.text, name, self.options)
         self.count(result)
@@ -173,7 +173,7 @@ class Run:
 
 
 def _print_error(result: FileResult) -> None:
-    err.print(Text(f"error: {result.error}", style="red"))
+    err.print(Text(f"error: {result.describe_error(display_path(result.path))}", style="red"))
 
 
 def _print_refused(result: FileResult) -> None:
@@ -195,7 +195,7 @@ def check(fmt: str, output, exit_zero: bool, **kw) -> None:
     """Report findings. Exit 0 when clean, 1 with findings, 2 when a file had an error."""
     run = Run.from_args(kw)
     formatter = FORMATS[fmt]()
-    out = output or click.get_text_stream("stdout")
+    out = output or sys.stdout
     for result in run.results():
         text = formatter.result(result)
         if text:
@@ -216,7 +216,7 @@ def check(fmt: str, output, exit_zero: bool, **kw) -> None:
 
 
 def _print_diff(diff: str) -> None:
-    out = click.get_text_stream("stdout")
+    out = sys.stdout
     if not sys.stdout.isatty():
         # Byte-exact for `git apply`: rich would expand tabs and could re-wrap lines.
         out.write(diff)
@@ -264,7 +264,7 @@ def fix(**kw) -> None:
     run = Run.from_args(kw)
     for result in run.results(write=True):
         if run.from_stdin:
-            out = click.get_text_stream("stdout")
+            out = sys.stdout
             out.write(result.new_text if result.changed else (result.old_text or ""))
             out.flush()
         elif result.written:
@@ -302,7 +302,7 @@ def explain(code: str) -> None:
         rule = registry.rule_by_code(code)
     except registry.UnknownRule:
         raise click.UsageError(f"unknown rule code {code!r}; see `autofix rules`")
-    out = click.get_text_stream("stdout")
+    out = sys.stdout
     out.write(f"{rule.CODE} {rule.NAME}{'' if rule.SAFE else ' (unsafe fix: only with --unsafe-fixes)'}\n\n")
     out.write(f"{rule.DESCRIPTION}.\n\n")
     doc = (sys.modules[rule.__module__].__doc__ or "").strip()

@@ -51,7 +51,7 @@ class Discovery:
     missing: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._include = pathspec.PathSpec.from_lines("gitwildmatch", self.include)
+        self._include = pathspec.GitIgnoreSpec.from_lines(list(self.include))
         self._exclude = pathspec.GitIgnoreSpec.from_lines(list(self.exclude))
 
     def files(self, paths: Sequence[str]) -> Iterator[str]:

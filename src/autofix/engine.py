@@ -8,6 +8,7 @@ nothing; otherwise the file is left as it was and the result says why.
 
 from __future__ import annotations
 
+import ast
 import multiprocessing
 import os
 import sys
@@ -61,10 +62,21 @@ def parse(text: str) -> cst.Module:
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
-        message = exc.message.rstrip(".")
-        raise AnalysisError(f"line {exc.raw_line}, column {exc.raw_column + 1}: syntax error: {message}") from None
+        raise AnalysisError(_syntax_error(text, exc)) from None
     except RecursionError:
         raise AnalysisError("nested too deeply to be parsed") from None
+
+
+def _syntax_error(text: str, exc: cst.ParserSyntaxError) -> str:
+    """Python's own message where it has one: it is clearer than the parser's token lists."""
+    try:
+        compile(text, "<file>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as py:
+        where = f"line {py.lineno}" + (f", column {py.offset}" if py.offset else "")
+        return f"{where}: syntax error: {py.msg}"
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    return f"line {exc.raw_line}: cannot be parsed ({exc.message})"
 
 
 @dataclass
@@ -158,9 +170,9 @@ def process_text(text: str, path: str, options: Options) -> FileResult:
     try:
         analysis = analyse(text, options)
     except AnalysisError as exc:
-        return FileResult(path, error=f"{path}: {exc}")
+        return FileResult(path, error=str(exc))
     except Exception as exc:  # a bug in a rule must not stop the run
-        return FileResult(path, error=_internal(path, exc))
+        return FileResult(path, error=_internal(exc))
     return FileResult(path, tuple(analysis.findings), text, analysis.new_text, refused=analysis.refused)
 
 
@@ -169,9 +181,9 @@ def process_path(path: str, options: Options, write: bool = False) -> FileResult
     try:
         source = read_source(path)
     except SourceError as exc:
-        return FileResult(path, error=f"{path}: {exc}")
+        return FileResult(path, error=str(exc))
     except Exception as exc:
-        return FileResult(path, error=_internal(path, exc))
+        return FileResult(path, error=_internal(exc))
     result = process_text(source.text, path, options)
     if not result.changed:
         # Unchanged files keep no text: results stay small however many files there are.
@@ -180,13 +192,13 @@ def process_path(path: str, options: Options, write: bool = False) -> FileResult
         try:
             write_atomic(path, source.encode(result.new_text), source.digest)
         except SourceError as exc:
-            return replace(result, error=f"{path}: {exc}")
+            return replace(result, error=str(exc))
         return replace(result, written=True)
     return result
 
 
-def _internal(path: str, exc: Exception) -> str:
-    return f"{path}: internal error ({type(exc).__name__}: {exc}); the file was left unchanged"
+def _internal(exc: Exception) -> str:
+    return f"internal error ({type(exc).__name__}: {exc}); the file was left unchanged"
 
 
 class Runner:

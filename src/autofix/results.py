@@ -35,7 +35,8 @@ class FileResult:
     """Everything the engine learned about one file.
 
     ``new_text`` is None when nothing changes (or when the fix was refused, with ``refused``
-    saying why); ``error`` is set when the file could not be analysed at all.
+    saying why); ``error`` is set when the file could not be analysed or written, and says why
+    (with the line where known); :meth:`describe_error` prefixes the path.
     """
 
     path: str
@@ -51,6 +52,9 @@ class FileResult:
     notebook: bool = False
     # Why the file was not analysed although it was found (e.g. `# autofix: ignore-file`).
     skipped: str | None = None
+
+    def describe_error(self, shown_path: str | None = None) -> str:
+        return f"{shown_path or self.path}: {self.error}"
 
     @property
     def changed(self) -> bool:

@@ -7,6 +7,7 @@ and libcst reproduces it, so a CRLF file stays CRLF.
 from __future__ import annotations
 
 import codecs
+import functools
 import hashlib
 import io
 import os
@@ -46,7 +47,9 @@ def decode(raw: bytes) -> Source:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
     except SyntaxError as exc:
-        raise SourceError(f"cannot tell its encoding: {exc.msg}") from None
+        if "encoding problem" in str(exc.msg) or "unknown encoding" in str(exc.msg):
+            raise SourceError(f"bad coding declaration: {exc.msg}") from None
+        encoding = "utf-8"  # undecodable first lines: decoding below says where
     bom = raw.startswith(codecs.BOM_UTF8)
     if encoding == "utf-8-sig":
         encoding = "utf-8"
@@ -101,25 +104,16 @@ def write_atomic(path: str, data: bytes, expected_digest: str) -> None:
         st = os.stat(target)
     except OSError as exc:
         raise SourceError(f"cannot be written: {exc.strerror or exc}") from None
-    if not os.access(target, os.W_OK):
+    # Refused even for root, who may write anything: a read-only file is read-only on purpose.
+    if not os.access(target, os.W_OK) or not st.st_mode & 0o222:
         raise SourceError("is read-only; not modified")
     directory = os.path.dirname(target) or "."
-    fd, temp_name = _open_temp(directory, os.path.basename(target))
+    temp_name = None
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-            os.fchmod(fh.fileno(), stat.S_IMODE(st.st_mode))
-            try:
-                os.fchown(fh.fileno(), st.st_uid, st.st_gid)
-            except OSError:
-                pass
-            with open(target, "rb") as current:
-                if digest(current.read()) != expected_digest:
-                    raise ChangedOnDisk("changed on disk since it was read; not overwritten")
-            if temp_name is None:
-                temp_name = _link_anonymous(fh.fileno(), directory, os.path.basename(target))
+        temp_name = _write_temp(directory, os.path.basename(target), data, st)
+        with open(target, "rb") as current:
+            if digest(current.read()) != expected_digest:
+                raise ChangedOnDisk("changed on disk since it was read; not overwritten")
         os.replace(temp_name, target)
         temp_name = None
     except OSError as exc:
@@ -136,19 +130,77 @@ def _temp_path(directory: str, base: str) -> str:
     return os.path.join(directory, f".{base}.autofix-{secrets.token_hex(4)}.tmp")
 
 
-def _open_temp(directory: str, base: str) -> tuple[int, str | None]:
-    """An anonymous file (O_TMPFILE) where the system has them, else a named temporary file."""
-    flag = getattr(os, "O_TMPFILE", 0)
-    if flag:
-        try:
-            return os.open(directory, flag | os.O_WRONLY, 0o600), None
-        except OSError:
-            pass
-    name = _temp_path(directory, base)
-    return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), name
+def _fill(fd: int, data: bytes, st: os.stat_result) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+    os.fsync(fd)
+    os.fchmod(fd, stat.S_IMODE(st.st_mode))
+    try:
+        os.fchown(fd, st.st_uid, st.st_gid)
+    except OSError:
+        pass
 
 
-def _link_anonymous(fd: int, directory: str, base: str) -> str:
-    name = _temp_path(directory, base)
+def _link_fd(fd: int, name: str) -> None:
+    """Give the anonymous file ``fd`` a name: linkat(fd, "", AT_EMPTY_PATH), else through /proc."""
+    libc = _libc()
+    if libc is not None:
+        if libc.linkat(fd, b"", _AT_FDCWD, os.fsencode(name), _AT_EMPTY_PATH) == 0:
+            return
     os.link(f"/proc/self/fd/{fd}", name, follow_symlinks=True)
+
+
+_AT_FDCWD, _AT_EMPTY_PATH = -100, 0x1000
+
+
+@functools.lru_cache(maxsize=1)
+def _libc():
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.linkat  # noqa: B018 - missing on some C libraries
+        return libc
+    except (OSError, AttributeError, ImportError):
+        return None
+
+
+# Devices where linking an O_TMPFILE file failed once: not tried again in this process.
+_NO_ANONYMOUS_LINK: set[int] = set()
+
+
+def _write_temp(directory: str, base: str, data: bytes, st: os.stat_result) -> str:
+    """Write ``data`` to a new file next to the target and return its name.
+
+    Where the system allows it, the file is written without a name (O_TMPFILE) and only
+    linked in once complete: a crash while writing leaves nothing behind.
+    """
+    flag = getattr(os, "O_TMPFILE", 0)
+    if flag and st.st_dev not in _NO_ANONYMOUS_LINK:
+        try:
+            fd = os.open(directory, flag | os.O_WRONLY, 0o600)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            try:
+                _fill(fd, data, st)
+                name = _temp_path(directory, base)
+                _link_fd(fd, name)
+                return name
+            except OSError:
+                # Some file systems (overlayfs) cannot link such files: use a named one.
+                _NO_ANONYMOUS_LINK.add(st.st_dev)
+            finally:
+                os.close(fd)
+    name = _temp_path(directory, base)
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        _fill(fd, data, st)
+    except BaseException:
+        os.close(fd)
+        os.unlink(name)
+        raise
+    os.close(fd)
     return name

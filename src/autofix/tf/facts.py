@@ -489,6 +489,10 @@ class Facts:
             return self.keras_classes.get(local)
         if isinstance(local, cst.FunctionDef):
             return local
+        if self._result_is_compiled(call):
+            # ``model = build_cnn()`` (imported) then ``model.compile(...)``: whatever built
+            # it made a Keras model, with its variables.
+            return Kind.MODEL
         if isinstance(func, cst.Call):
             # ``layers.Dense(8)(x)``: calling a freshly made layer builds it.
             inner = self.call_kind(func)
@@ -512,6 +516,43 @@ class Facts:
         if attr in ("run", "experimental_run_v2") and self.is_strategy_expr(receiver):
             return TRAIN
         return None
+
+    def assigned_name(self, value: cst.BaseExpression) -> cst.Name | None:
+        """``name`` in ``name = value`` (or ``name: T = value``)."""
+        parent = self.program.parent(value)
+        target = None
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+            target = parent.targets[0].target
+        elif isinstance(parent, cst.AnnAssign):
+            target = parent.target
+        return target if isinstance(target, cst.Name) else None
+
+    def uses(self, name: cst.Name) -> list[cst.CSTNode]:
+        """The later reads of the value bound at ``name`` (an assignment target)."""
+        scope = self.program.scope(name)
+        if scope is None:
+            return []
+        for assignment in scope.assignments[name.value]:
+            if type(assignment) is Assignment and assignment.node is name:
+                return [access.node for access in assignment.references]
+        return []
+
+    def _result_is_compiled(self, call: cst.Call) -> bool:
+        target = self.assigned_name(call)
+        if target is None:
+            return False
+        for use in self.uses(target):
+            attribute = self.program.parent(use)
+            if not (isinstance(attribute, cst.Attribute) and attribute.value is use):
+                continue
+            method = self.program.parent(attribute)
+            if not (isinstance(method, cst.Call) and method.func is attribute):
+                continue
+            if attribute.attr.value in symbols.COMPILE_METHODS and method.args:
+                return True
+            if attribute.attr.value in symbols.LOAD_METHODS:
+                return True
+        return False
 
     def _compiles_a_model(self, call: cst.Call) -> bool:
         keywords = {arg.keyword.value for arg in call.args if arg.keyword is not None}
@@ -602,21 +643,10 @@ class Facts:
     def inspection_only(self, call: cst.Call) -> bool:
         """Whether ``call`` makes an object that is only ever looked at (``m.summary()``,
         ``print(m)``), or never used: such an object is not trained, so it may stay outside."""
-        parent = self.program.parent(call)
-        target: cst.CSTNode | None = None
-        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
-            target = parent.targets[0].target
-        elif isinstance(parent, cst.AnnAssign):
-            target = parent.target
-        if not isinstance(target, cst.Name):
+        target = self.assigned_name(call)
+        if target is None:
             return False
-        scope = self.program.scope(target)
-        if scope is None:
-            return False
-        for assignment in scope.assignments[target.value]:
-            if type(assignment) is Assignment and assignment.node is target:
-                return all(self._inspects(access.node) for access in assignment.references)
-        return False
+        return all(self._inspects(use) for use in self.uses(target))
 
     def _inspects(self, use: cst.CSTNode) -> bool:
         parent = self.program.parent(use)
