@@ -1,0 +1,54 @@
+"""Every rule carries its own metadata and examples, and the examples are true."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+
+from autofix import registry
+from autofix.engine import Options, analyse
+
+RULES = registry.all_rules()
+
+
+def test_rules_are_discovered_in_order():
+    codes = [r.CODE for r in RULES]
+    assert codes[0] == "TFD001"
+    assert codes == sorted(codes)
+    assert len(set(codes)) == len(codes)
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.CODE)
+def test_metadata(rule):
+    assert re.fullmatch(r"TFD\d{3}", rule.CODE)
+    assert re.fullmatch(r"[a-z]+(-[a-z]+)+", rule.NAME)
+    assert rule.DESCRIPTION and "\n" not in rule.DESCRIPTION
+    module = sys.modules[rule.__module__]
+    assert module.__name__.startswith(f"codemods.{rule.CODE.lower()}_")
+    assert "Not fixed" in (module.__doc__ or ""), "the docstring must say what the rule will not fix"
+    assert rule.EXAMPLES, "a rule needs before/after examples"
+    assert any(e.after is not None for e in rule.EXAMPLES)
+    assert any(e.after is None for e in rule.EXAMPLES), "and one it leaves alone"
+
+
+@pytest.mark.parametrize(
+    "rule, example",
+    [(r, e) for r in RULES for e in r.EXAMPLES],
+    ids=lambda v: getattr(v, "CODE", "example"),
+)
+def test_examples_hold(rule, example):
+    analysis = analyse(example.before, Options(select=(rule.CODE,), unsafe_fixes=True))
+    if example.after is None:
+        assert analysis.new_text is None and analysis.findings == []
+    else:
+        assert analysis.findings
+        assert analysis.new_text == example.after
+
+
+def test_select_prefixes_and_unknown_codes():
+    assert [r.CODE for r in registry.select(("tfd00",))] == [r.CODE for r in RULES if r.CODE.startswith("TFD00")]
+    assert registry.select(None, ("TFD001",)) == tuple(r for r in RULES if r.CODE != "TFD001")
+    with pytest.raises(registry.UnknownRule):
+        registry.select(("NOPE",))
