@@ -25,6 +25,7 @@ import libcst as cst
 from autofix.blocks import BlockEdits, Span, wrap_spans
 from autofix.rule import Example, Outcome, Report, Rule
 from autofix.tf.facts import COMPILE, TRAIN, Facts, Strategy
+from autofix.tf import ordering
 from autofix.tf.program import Block, Program
 from autofix.tf.symbols import Kind
 
@@ -40,7 +41,7 @@ _WHAT = {
 _PRIORITY = list(_WHAT)
 _WHY = "so its variables are not mirrored across replicas"
 
-NEEDS, TRAINS, MIXED, NEUTRAL, SCOPE = "needs", "trains", "mixed", "neutral", "scope"
+NEEDS, TRAINS, MIXED, NEUTRAL, SCOPE, BLOCKED = "needs", "trains", "mixed", "neutral", "scope", "blocked"
 
 
 @dataclass
@@ -48,6 +49,9 @@ class _Statement:
     category: str
     # Calls in it that must run in the scope, with what they do.
     needing: list[tuple[cst.Call, object]] = field(default_factory=list)
+    # Calls that should, but are left alone, with the reason.
+    blocked: list[tuple[cst.Call, object, str]] = field(default_factory=list)
+    reported: bool = False
 
 
 class VariablesOutsideScope(Rule):
@@ -99,9 +103,14 @@ class VariablesOutsideScope(Rule):
 
 @dataclass
 class _Context:
+    """A block where ``strategy`` exists: after ``index`` (the statement that creates it), or
+    from its start when ``index`` is None (a parameter, or a strategy of an enclosing scope)."""
+
     block: Block
-    start: int
     strategy: Strategy
+    index: int | None = None
+    # Set when fixing would have to choose between strategy objects: report only.
+    conflict: str | None = None
 
 
 class _Planner:
@@ -110,7 +119,7 @@ class _Planner:
         self.facts = facts
         self.reports: list[Report] = []
         self.edits = BlockEdits()
-        self._done: dict[int, str] = {}
+        self._done: set[int] = set()
         # Functions whose body gets its own scope: calls of them need no wrapping.
         self.internal: set[cst.FunctionDef] = set()
 
@@ -123,7 +132,7 @@ class _Planner:
             if function is not None:
                 self.internal.add(function)
         for context in contexts:
-            self._process(context.block, context.start, context.strategy)
+            self._process(context)
 
     def _contexts(self) -> list[_Context]:
         contexts: list[_Context] = []
@@ -131,22 +140,88 @@ class _Planner:
             if strategy.is_parameter:
                 function = self._enclosing_function(strategy.bindings[0])
                 if function is not None and isinstance(function.body, cst.IndentedBlock):
-                    contexts.append(_Context(function.body, 0, strategy))
+                    contexts.append(_Context(function.body, strategy))
                 continue
             located = self._creation(strategy)
-            if located is not None:
-                block, index = located
-                contexts.append(_Context(block, index + 1, strategy))
+            if located is None:
+                continue
+            block, indexes = located
+            context = _Context(block, strategy, max(indexes))
+            if len(set(indexes)) > 1:
+                lines = ", ".join(str(self._line(block.body[i])) for i in sorted(set(indexes)))
+                context.conflict = self._two_objects(f"{strategy.name!r} is created more than once (lines {lines})")
+            else:
+                context.conflict = self._helper_called_twice(strategy) or self._reentered(context)
+            contexts.append(context)
+        by_block: dict[int, list[_Context]] = {}
+        for context in contexts:
+            by_block.setdefault(id(context.block), []).append(context)
+        for group in by_block.values():
+            if len({id(c.strategy) for c in group}) > 1:
+                names = " and ".join(sorted({c.strategy.name for c in group}))
+                for context in group:
+                    context.conflict = self._two_objects(f"this block makes two strategies ({names})")
         # Functions that build and train, run where a strategy made earlier is visible.
         for function, effects in self.facts.effects.items():
             if not (effects.creates and effects.trains) or self._skip_function(function):
                 continue
             if any(self._function_of(c.block) is function for c in contexts):
                 continue
-            strategy = self._visible_strategy(function, contexts)
-            if strategy is not None and isinstance(function.body, cst.IndentedBlock):
-                contexts.append(_Context(function.body, 0, strategy))
+            found = self._visible_strategy(function, contexts)
+            if found is not None and isinstance(function.body, cst.IndentedBlock):
+                contexts.append(_Context(function.body, found.strategy, None, found.conflict))
         return contexts
+
+    @staticmethod
+    def _two_objects(what: str) -> str:
+        return (
+            f"{what}; Keras objects made under one strategy object cannot be used under another "
+            "(\"Mixing different tf.distribute.Strategy objects\"), so which scope they belong in "
+            "is for you to decide"
+        )
+
+    def _helper_called_twice(self, strategy: Strategy) -> str | None:
+        """A helper that makes a new strategy on every call, called more than once."""
+        for binding in strategy.creations:
+            value = self.facts.assigned_value(binding)
+            if not isinstance(value, cst.Call):
+                continue
+            helper = self.facts.local_definition(value.func)
+            if isinstance(helper, cst.FunctionDef) and self._runs_more_than_once(helper):
+                return self._two_objects(f"{helper.name.value}() makes a new strategy on every call and is called more than once")
+        return None
+
+    def _reentered(self, context: _Context) -> str | None:
+        """The creating function runs more than once and compiles or loads into a model that
+        it did not build itself: that model meets a second strategy object."""
+        function = self._function_of(context.block)
+        if function is None or not self._runs_more_than_once(function):
+            return None
+        for call, _owner in self.facts.calls:
+            if self._enclosing_function(call) is not function or self.facts.call_kind(call) not in (COMPILE, Kind.LOAD):
+                continue
+            receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+            if isinstance(receiver, cst.Name):
+                bindings = self.facts.bindings(receiver) or []
+                if not bindings or any(self._enclosing_function(b) is not function or isinstance(b, cst.Param) for b in bindings):
+                    return self._two_objects(
+                        f"{function.name.value}() creates a strategy each time it runs and is called more than once"
+                    )
+        return None
+
+    def _runs_more_than_once(self, function: cst.FunctionDef) -> bool:
+        calls = [r for r in self.facts.references(function)]
+        if len(calls) > 1:
+            return True
+        return any(
+            isinstance(a, (cst.For, cst.While)) for ref in calls for a in self._ancestors_until_function(ref)
+        )
+
+    def _ancestors_until_function(self, node: cst.CSTNode):
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return
+            yield ancestor
 
     def _enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
         for ancestor in self.program.ancestors(node):
@@ -167,11 +242,11 @@ class _Planner:
             or self.facts.always_called_under_scope(function)
         )
 
-    def _creation(self, strategy: Strategy) -> tuple[Block, int] | None:
-        """The innermost block holding every binding of the strategy, and the index of the
-        statement after which the strategy exists."""
-        statements = [self.program.statement_of(b) for b in strategy.bindings]
-        if any(s is None for s in statements):
+    def _creation(self, strategy: Strategy) -> tuple[Block, list[int]] | None:
+        """The innermost block holding every binding that makes the strategy, and the indexes
+        of the statements that make it (one, unless it is made twice in that block)."""
+        statements = [self.program.statement_of(b) for b in strategy.creations]
+        if not statements or any(s is None for s in statements):
             return None
         for ancestor in self.program.ancestors(statements[0]):
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
@@ -180,11 +255,11 @@ class _Planner:
                 continue
             indexes = [_index(ancestor.body, self.program.top_statement_in(s, ancestor)) for s in statements]
             if all(i is not None for i in indexes):
-                return ancestor, max(indexes)  # type: ignore[type-var]
+                return ancestor, indexes  # type: ignore[return-value]
         return None
 
-    def _visible_strategy(self, function: cst.FunctionDef, contexts: list[_Context]) -> Strategy | None:
-        """A strategy of an enclosing scope that exists whenever ``function`` runs."""
+    def _visible_strategy(self, function: cst.FunctionDef, contexts: list[_Context]) -> _Context | None:
+        """The context of a strategy of an enclosing scope that exists whenever ``function`` runs."""
         body = function.body
         if not isinstance(body, cst.IndentedBlock) or not body.body:
             return None
@@ -199,7 +274,7 @@ class _Planner:
                 continue
             if self._referenced_before(function, context):
                 continue
-            candidates.append(strategy)
+            candidates.append(context)
         return candidates[0] if len(candidates) == 1 else None
 
     def _referenced_before(self, function: cst.FunctionDef, context: _Context) -> bool:
@@ -210,8 +285,11 @@ class _Planner:
             if top is None:
                 continue
             index = _index(context.block.body, top)
-            if index is not None and index < context.start and not isinstance(
-                top, (cst.FunctionDef, cst.ClassDef)
+            if (
+                index is not None
+                and context.index is not None
+                and index <= context.index
+                and not isinstance(top, (cst.FunctionDef, cst.ClassDef))
             ):
                 return True
         return False
@@ -224,6 +302,7 @@ class _Planner:
         if self.facts.scope_with_strategy_name(statement) == strategy.name:
             return _Statement(SCOPE)
         needing: list[tuple[cst.Call, object]] = []
+        blocked: list[tuple[cst.Call, object, str]] = []
         trains = False
         for call in _calls_in(statement):
             kind = self.facts.call_kind(call)
@@ -242,61 +321,172 @@ class _Planner:
                 continue
             if self.facts.under_scope(call) or self.facts.inspection_only(call):
                 continue
-            needing.append((call, kind))
+            why = self._called_inside_too(kind) if isinstance(kind, cst.FunctionDef) else None
+            if why:
+                blocked.append((call, kind, why))
+            else:
+                needing.append((call, kind))
+        if blocked:
+            return _Statement(BLOCKED, needing, blocked)
         if needing and trains:
             return _Statement(MIXED, needing)
         if needing:
             return _Statement(NEEDS, needing)
         return _Statement(TRAINS if trains else NEUTRAL)
 
+    def _called_inside_too(self, function: cst.FunctionDef) -> str | None:
+        for ref in self.facts.references(function):
+            call = self.program.parent(ref)
+            if isinstance(call, cst.Call) and call.func is ref and self.facts.under_scope(call):
+                return (
+                    f"{function.name.value}() is also called inside strategy.scope() (line {self._line(call)}); "
+                    "wrap the calls that should be distributed yourself"
+                )
+        return None
+
     # --- the plan ------------------------------------------------------------------------------
 
-    def _process(self, block: Block, start: int, strategy: Strategy) -> None:
-        done = self._done.get(id(block))
-        if done is not None:
+    def _process(self, context: _Context) -> None:
+        block = context.block
+        if id(block) in self._done:
             return
-        self._done[id(block)] = strategy.name
+        self._done.add(id(block))
         body = list(block.body)
-        info = [self._classify(s, strategy) for s in body]
+        info = [self._classify(s, context.strategy) for s in body]
+        order = list(range(len(body)))
+        start = 0
+        if context.index is not None:
+            order = self._order(body, info, context)
+            start = order.index(context.index) + 1
+        if context.conflict is None and any(i.category == BLOCKED for i in info[: context.index or 0]):
+            # A model that stays outside leaves anything compiled or loaded into it broken:
+            # a partial fix would not train, so the rest is reported, not changed.
+            context.conflict = "a Keras object it depends on is made before the strategy and stays outside"
+        if context.conflict:
+            for position in order[start:]:
+                self._report(info[position], context.conflict)
+            return
         spans: list[Span] = []
         first = last = None
-        for index in range(start, len(body)):
+        for position in range(start, len(order)):
+            index = order[position]
             category = info[index].category
             if category == MIXED and _sub_blocks(body[index]):
                 for sub in _sub_blocks(body[index]):
-                    self._process(sub, 0, strategy)
+                    self._process(_Context(sub, context.strategy))
                 category = TRAINS
+            self._report(info[index])
             if category in (NEEDS, MIXED):
-                self._report(info[index].needing)
                 if first is None:
-                    first = index
-                last = index
-            elif category in (TRAINS, SCOPE) and first is not None:
-                spans.append(self._span(body, info, first, last, strategy))
+                    first = position
+                last = position
+            elif category in (TRAINS, SCOPE, BLOCKED) and first is not None:
+                spans.append(self._span(order, info, first, last))
                 first = last = None
         if first is not None:
-            spans.append(self._span(body, info, first, last, strategy))
-        if spans:
-            self.edits.add(block, wrap_spans(_merge(spans), strategy.name))
+            spans.append(self._span(order, info, first, last))
+        if spans or order != sorted(order):
+            self.edits.add(block, _reorder_and_wrap(order, _merge(spans), context.strategy.name))
 
-    def _span(self, body, info, first: int, last: int, strategy: Strategy) -> Span:
+    def _order(self, body: list[cst.BaseStatement], info: list[_Statement], context: _Context) -> list[int]:
+        """The statement order after moving Keras objects made before the strategy: cheap
+        ones down to where they are used, and the strategy up above the rest."""
+        creation = context.index
+        assert creation is not None
+        early = [k for k in range(creation) if info[k].category in (NEEDS, MIXED)]
+        down: dict[int, int] = {}
+        stay: list[int] = []
+        for k in early:
+            dest = self._down_target(body, info, k, creation)
+            if dest is None:
+                stay.append(k)
+            else:
+                down[k] = dest
+        order = list(range(len(body)))
+        if stay:
+            first = stay[0]
+            if any(info[j].category in (TRAINS, MIXED) for j in range(first, creation)):
+                why = "it is trained before the strategy is created"
+            else:
+                why = ordering.why_not_move_up(self.program, body, creation, first)
+            if why:
+                reason = f"made before the strategy is created, which cannot be moved above it: {why}"
+                for k in stay:
+                    info[k] = _Statement(BLOCKED, [], [(c, kind, reason) for c, kind in info[k].needing])
+                    self._report(info[k])
+            else:
+                order = order[:first] + [creation] + order[first:creation] + order[creation + 1 :]
+        for k, dest in sorted(down.items()):
+            order.remove(k)
+            order.insert(order.index(dest), k)
+        return order
+
+    def _down_target(self, body, info: list[_Statement], k: int, creation: int) -> int | None:
+        """Where the optimizer, loss or metric object made by ``body[k]`` can move to (the
+        statement that first uses it, after the strategy), or None."""
+        statement = body[k]
+        needing = info[k].needing
+        if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and len(needing) == 1):
+            return None
+        call, kind = needing[0]
+        if kind not in (Kind.OPTIMIZER, Kind.LOSS, Kind.METRIC) or not self._pure(call):
+            return None
+        target = self.facts.assigned_name(call)
+        if target is None:
+            return None
+        uses = [self.program.top_statement_in(u, self.program.block_of(statement)) for u in self.facts.uses(target)]
+        indexes = [_index(body, u) for u in uses if u is not None]
+        if not indexes or len(indexes) != len(uses) or min(indexes) <= creation:
+            return None
+        dest = min(indexes)
+        if ordering.why_not_move_down(self.program, body, k, dest):
+            return None
+        return dest
+
+    def _pure(self, call: cst.Call) -> bool:
+        """Whether making the object runs no code but Keras constructors (so making it later
+        changes nothing else)."""
+        for inner in _calls_in_expression(call):
+            if inner is call:
+                continue
+            if not any(n.startswith("keras.") for n in self.facts.names_of(inner.func)):
+                return False
+        return True
+
+    def _span(self, order: list[int], info: list[_Statement], first: int, last: int) -> Span:
         hosts = []
-        if first > 0 and info[first - 1].category == SCOPE:
+        if first > 0 and info[order[first - 1]].category == SCOPE and first - 1 >= 0:
             first -= 1
             hosts.append(first)
-        if last + 1 < len(body) and info[last + 1].category == SCOPE:
+        if last + 1 < len(order) and info[order[last + 1]].category == SCOPE:
             last += 1
             hosts.append(last)
         return Span(first, last, tuple(hosts))
 
-    def _report(self, needing: list[tuple[cst.Call, object]]) -> None:
-        by_statement: dict[int, list[tuple[cst.Call, object]]] = {}
-        for call, kind in needing:
-            statement = self.program.statement_of(call)
-            by_statement.setdefault(id(statement), []).append((call, kind))
+    def _report(self, statement: _Statement, reason: str | None = None) -> None:
+        if statement.reported:
+            return
+        statement.reported = True
+        by_statement: dict[int, list[tuple[cst.Call, object, str | None]]] = {}
+        entries = [(c, k, reason) for c, k in statement.needing] + list(statement.blocked)
+        for call, kind, why in entries:
+            owner = self.program.statement_of(call)
+            by_statement.setdefault(id(owner), []).append((call, kind, why))
         for calls in by_statement.values():
-            call, kind = min(calls, key=lambda ck: _rank(ck[1]))
-            self.reports.append(Report(call, _message(call, kind)))
+            call, kind, why = min(calls, key=lambda ck: _rank(ck[1]))
+            self.reports.append(Report(call, _message(call, kind), why))
+
+    def _line(self, node: cst.CSTNode) -> int:
+        return self.program.position(node).start.line
+
+
+def _reorder_and_wrap(order: list[int], spans: list[Span], strategy: str):
+    wrap = wrap_spans(spans, strategy)
+
+    def edit(body):
+        return wrap([body[i] for i in order])
+
+    return edit
 
 
 def _rank(kind: object) -> int:
@@ -382,4 +572,10 @@ class _Calls(cst.CSTVisitor):
 def _calls_in(statement: cst.BaseStatement) -> list[cst.Call]:
     visitor = _Calls()
     statement.visit(visitor)
+    return visitor.calls
+
+
+def _calls_in_expression(expr: cst.CSTNode) -> list[cst.Call]:
+    visitor = _Calls()
+    expr.visit(visitor)
     return visitor.calls

@@ -86,7 +86,7 @@ def test_a_name_that_only_looks_like_keras_is_not_a_model():
     assert analyse(source, TFD001).findings == []
 
 
-def test_keras_objects_made_before_the_strategy_are_reported_not_moved():
+def test_strategy_made_after_the_model_moves_up():
     source = (
         "import tensorflow as tf\n"
         "model = tf.keras.Sequential()\n"
@@ -94,6 +94,52 @@ def test_keras_objects_made_before_the_strategy_are_reported_not_moved():
         "model.compile(optimizer='adam', loss='mse')\n"
         "model.fit(x, y)\n"
     )
+    assert analyse(source, TFD001).new_text == (
+        "import tensorflow as tf\n"
+        "strategy = tf.distribute.MirroredStrategy()\n"
+        "with strategy.scope():\n"
+        "    model = tf.keras.Sequential()\n"
+        "    model.compile(optimizer='adam', loss='mse')\n"
+        "model.fit(x, y)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "between, why",
+    [
+        ("tf.config.experimental.set_memory_growth(gpu, True)", "tf.config.experimental.set_memory_growth()"),
+        ("tf.config.set_visible_devices(gpus[:2], 'GPU')", "tf.config.set_visible_devices()"),
+        ("tf.keras.mixed_precision.set_global_policy('mixed_float16')", "keras.mixed_precision.set_global_policy()"),
+        ("os.environ['CUDA_VISIBLE_DEVICES'] = '0,1'", "the change to os.environ"),
+        ("devices = ['/gpu:0', '/gpu:1']", "it uses 'devices'"),
+    ],
+)
+def test_strategy_never_moves_above_runtime_setup_or_its_inputs(between, why):
+    source = (
+        "import os\n"
+        "import tensorflow as tf\n"
+        "model = tf.keras.Sequential()\n"
+        f"{between}\n"
+        "strategy = tf.distribute.MirroredStrategy(devices)\n"
+        "model.compile(optimizer='adam', loss='mse')\n"
+        "model.fit(x, y)\n"
+    )
     analysis = analyse(source, TFD001)
-    # compile after the strategy is moved; the model made before it cannot be.
-    assert "with strategy.scope():\n    model.compile" in analysis.new_text
+    assert analysis.new_text is None
+    assert [f.line for f in analysis.findings] == [3, 6]
+    assert why in analysis.findings[0].reason
+    assert not any(f.fixable for f in analysis.findings)
+
+
+def test_reading_the_device_list_is_not_in_the_way():
+    source = (
+        "import tensorflow as tf\n"
+        "model = tf.keras.Sequential()\n"
+        "gpus = tf.config.list_physical_devices('GPU')\n"
+        "strategy = tf.distribute.MirroredStrategy()\n"
+        "model.compile(optimizer='adam', loss='mse')\n"
+        "model.fit(x, y)\n"
+    )
+    assert analyse(source, TFD001).new_text.startswith(
+        "import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\nwith strategy.scope():\n"
+    )

@@ -40,6 +40,8 @@ class Strategy:
     # Constructor calls (to tell one strategy object from two).
     constructions: list[cst.Call] = field(default_factory=list)
     is_parameter: bool = False
+    # The bindings that make a strategy (``strategy = None`` placeholders left out).
+    creations: list[cst.CSTNode] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -137,17 +139,15 @@ class Facts:
         return None
 
     def bindings(self, name: cst.Name) -> list[cst.CSTNode] | None:
-        """The nodes that bind a name at a use of it, or None if any binding is an import,
-        a builtin or unknown."""
-        scope = self.program.scope(name)
-        if scope is None:
-            return None
-        accesses = scope.accesses[name]
-        referents: set = set()
-        for access in accesses:
-            referents |= set(access.referents)
-        if not accesses:
-            referents = set(scope.assignments[name.value])
+        """The nodes that bind a name where it is used (for a name being assigned: every
+        binding of that name in its scope), or None if any of them is an import, a builtin or
+        unknown. In source order."""
+        access = self.program.access(name)
+        if access is not None:
+            referents = access.referents
+        else:
+            scope = self.program.scope(name)
+            referents = scope.assignments[name.value] if scope is not None else set()
         if not referents:
             return None
         pairs = []
@@ -248,14 +248,15 @@ class Facts:
         if len(nodes) == 1 and isinstance(nodes[0], cst.Param):
             param = nodes[0]
             annotation = param.annotation
-            if annotation is not None and any(
-                symbols.is_strategy_type(n) for n in self.names_of(annotation.annotation)
-            ):
-                return Strategy(name, [param], is_parameter=True)
+            if (
+                annotation is not None
+                and any(symbols.is_strategy_type(n) for n in self.names_of(annotation.annotation))
+            ) or self._always_passed_a_strategy(param):
+                return Strategy(name, [param], is_parameter=True, creations=[param])
             return None
         classes: set[str] = set()
         constructions: list[cst.Call] = []
-        made = False
+        creations: list[cst.CSTNode] = []
         for node in nodes:
             value = self.assigned_value(node)
             if isinstance(value, cst.Name) and value.value == "None":
@@ -263,12 +264,36 @@ class Facts:
             found = self.strategy_classes(value)
             if found is None:
                 return None
-            made = True
+            creations.append(node)
             classes |= found
             constructions.extend(self._constructions(value))
-        if not made:
+        if not creations:
             return None
-        return Strategy(name, list(nodes), classes, constructions)
+        return Strategy(name, list(nodes), classes, constructions, creations=creations)
+
+    def _always_passed_a_strategy(self, param: cst.Param) -> bool:
+        """Whether every call of the parameter's function passes a strategy for it."""
+        params = self.program.parent(param)
+        function = self.program.parent(params) if isinstance(params, cst.Parameters) else None
+        if not isinstance(function, cst.FunctionDef) or function not in self.functions:
+            return False
+        if self.functions[function].is_method or param not in function.params.params:
+            return False
+        position = list(function.params.params).index(param)
+        references = self.references(function)
+        if not references:
+            return False
+        for ref in references:
+            call = self.program.parent(ref)
+            if not (isinstance(call, cst.Call) and call.func is ref):
+                return False
+            arg = next((a for a in call.args if a.keyword and a.keyword.value == param.name.value), None)
+            if arg is None:
+                positional = [a for a in call.args if a.keyword is None and not a.star]
+                arg = positional[position] if position < len(positional) else None
+            if arg is None or not self.is_strategy_expr(arg.value):
+                return False
+        return True
 
     def _constructions(self, expr: cst.BaseExpression | None) -> list[cst.Call]:
         if isinstance(expr, cst.Call):
@@ -434,14 +459,8 @@ class Facts:
 
     def references(self, definition: cst.FunctionDef | cst.ClassDef) -> list[cst.CSTNode]:
         """Every use of a function's or class's name in this module."""
-        scope = self.program.scope(definition)
-        if scope is None:
-            return []
-        refs: list[cst.CSTNode] = []
-        for assignment in scope.assignments[definition.name.value]:
-            if type(assignment) is Assignment and assignment.node is definition:
-                refs.extend(access.node for access in assignment.references)
-        return refs
+        assignment = self.program.assignment(definition)
+        return [access.node for access in assignment.references] if assignment is not None else []
 
     # --- Keras objects -----------------------------------------------------------------------
 
@@ -529,13 +548,8 @@ class Facts:
 
     def uses(self, name: cst.Name) -> list[cst.CSTNode]:
         """The later reads of the value bound at ``name`` (an assignment target)."""
-        scope = self.program.scope(name)
-        if scope is None:
-            return []
-        for assignment in scope.assignments[name.value]:
-            if type(assignment) is Assignment and assignment.node is name:
-                return [access.node for access in assignment.references]
-        return []
+        assignment = self.program.assignment(name)
+        return [access.node for access in assignment.references] if assignment is not None else []
 
     def _result_is_compiled(self, call: cst.Call) -> bool:
         target = self.assigned_name(call)

@@ -18,7 +18,7 @@ from libcst.metadata import (
     PositionProvider,
     ScopeProvider,
 )
-from libcst.metadata.scope_provider import Assignment, Scope
+from libcst.metadata.scope_provider import Access, Assignment, Scope
 
 from autofix.tf.symbols import canonical
 
@@ -56,32 +56,37 @@ class Program:
     def scope(self, node: cst.CSTNode) -> Scope | None:
         return self._scopes.get(node)
 
-    def assignments_of(self, name: cst.Name) -> list[Assignment]:
-        """Where a name used at ``name`` was assigned (plain assignments only, no imports)."""
-        scope = self.scope(name)
-        if scope is None:
-            return []
-        accesses = scope.accesses[name]
-        found: list[Assignment] = []
-        for access in accesses:
-            for referent in access.referents:
-                if type(referent) is Assignment:
-                    found.append(referent)
-        if not accesses:
-            # A name being assigned to, not read: its own scope's assignments of that name.
-            found = [a for a in scope.assignments[name.value] if type(a) is Assignment]
-        return found
+    @cached_property
+    def _name_index(self) -> tuple[dict, dict]:
+        """Every access and every assignment, by the node that makes it.
+
+        libcst's ``scope.accesses[node]`` looks up by the *name* (all uses of ``x`` in the
+        scope), which is not precise enough to tell a read from a write of one node.
+        """
+        accesses: dict[cst.CSTNode, Access] = {}
+        assignments: dict[cst.CSTNode, Assignment] = {}
+        for scope in {id(s): s for s in self._scopes.values() if s is not None}.values():
+            for access in scope.accesses:
+                accesses[access.node] = access
+            for assignment in scope.assignments:
+                if type(assignment) is Assignment:
+                    assignments[assignment.node] = assignment
+        return accesses, assignments
+
+    def access(self, node: cst.CSTNode) -> Access | None:
+        """The read of a name at ``node``, if ``node`` reads one."""
+        return self._name_index[0].get(node)
+
+    def assignment(self, node: cst.CSTNode) -> Assignment | None:
+        """The binding made at ``node`` (an assignment target, parameter, def or class)."""
+        return self._name_index[1].get(node)
 
     def is_import(self, name: cst.Name) -> bool:
         """Whether ``name`` refers to an imported module or object."""
-        scope = self.scope(name)
-        if scope is None:
-            return False
-        for access in scope.accesses[name]:
-            for referent in access.referents:
-                if type(referent).__name__ == "ImportAssignment":
-                    return True
-        return False
+        access = self.access(name)
+        return access is not None and any(
+            type(referent).__name__ == "ImportAssignment" for referent in access.referents
+        )
 
     # --- tree ------------------------------------------------------------------------------
 
