@@ -304,7 +304,11 @@ class _Planner:
         needing: list[tuple[cst.Call, object]] = []
         blocked: list[tuple[cst.Call, object, str]] = []
         trains = False
+        # Objects only looked at, with everything made inside them (``Sequential([Dense(1)])``).
+        inspected: list[cst.Call] = []
         for call in _calls_in(statement):
+            if inspected and any(a is c for c in inspected for a in self.program.ancestors(call)):
+                continue
             kind = self.facts.call_kind(call)
             if kind == TRAIN:
                 trains = True
@@ -319,7 +323,10 @@ class _Planner:
                     continue
             elif not (isinstance(kind, Kind) or kind == COMPILE):
                 continue
-            if self.facts.under_scope(call) or self.facts.inspection_only(call):
+            if self.facts.under_scope(call):
+                continue
+            if self.facts.inspection_only(call):
+                inspected.append(call)
                 continue
             why = self._called_inside_too(kind) if isinstance(kind, cst.FunctionDef) else None
             if why:

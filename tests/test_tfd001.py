@@ -6,6 +6,7 @@ import pytest
 
 from autofix.engine import Options, analyse
 from fixturecases import params, read
+from keras2 import to_keras2
 
 TFD001 = Options(select=("TFD001",))
 
@@ -143,3 +144,21 @@ def test_reading_the_device_list_is_not_in_the_way():
     assert analyse(source, TFD001).new_text.startswith(
         "import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\nwith strategy.scope():\n"
     )
+
+
+@pytest.mark.parametrize("case", params("tfd001"))
+def test_keras2_spelling_gives_the_same_fix(case):
+    """Every fixture again, spelled for Keras 2 (tf_keras): same findings, same fix."""
+    before = to_keras2(read(case.before))
+    if before is None:
+        pytest.skip("already spelled for Keras 2, or no Keras import")
+    keras3 = analyse(read(case.before), TFD001)
+    keras2 = analyse(before, TFD001)
+    # Line numbers may shift by the ``import tf_keras`` line; what is found may not change.
+    assert [(f.message, f.fixable, f.reason) for f in keras2.findings] == [
+        (f.message, f.fixable, f.reason) for f in keras3.findings
+    ]
+    if case.after is None:
+        assert keras2.new_text is None
+    else:
+        assert keras2.new_text == to_keras2(read(case.after))

@@ -659,7 +659,7 @@ class Facts:
         ``print(m)``), or never used: such an object is not trained, so it may stay outside."""
         target = self.assigned_name(call)
         if target is None:
-            return False
+            return self._inspects(call)
         return all(self._inspects(use) for use in self.uses(target))
 
     def _inspects(self, use: cst.CSTNode) -> bool:

@@ -177,6 +177,9 @@ INSPECT_METHODS = frozenset(
         "name",
         "input_shape",
         "output_shape",
+        # Saved or exported, not trained: a model that is only saved needs no scope.
+        "save",
+        "export",
     }
 )
 INSPECT_FUNCTIONS = frozenset(
