@@ -26,7 +26,8 @@ from autofix.blocks import BlockEdits, Span, wrap_spans
 from autofix.rule import Example, Outcome, Report, Rule
 from autofix.tf.facts import COMPILE, TRAIN, Facts, Strategy
 from autofix.tf import ordering
-from autofix.tf.program import Block, Program
+from autofix.tf.contexts import Context, Contexts, index_of
+from autofix.tf.program import Program
 from autofix.tf.symbols import Kind
 
 _WHAT = {
@@ -101,198 +102,35 @@ class VariablesOutsideScope(Rule):
         return Outcome(planner.reports, module)
 
 
-@dataclass
-class _Context:
-    """A block where ``strategy`` exists: after ``index`` (the statement that creates it), or
-    from its start when ``index`` is None (a parameter, or a strategy of an enclosing scope)."""
-
-    block: Block
-    strategy: Strategy
-    index: int | None = None
-    # Set when fixing would have to choose between strategy objects: report only.
-    conflict: str | None = None
-
-
 class _Planner:
     def __init__(self, program: Program, facts: Facts) -> None:
         self.program = program
         self.facts = facts
+        self.contexts = Contexts.of(program)
         self.reports: list[Report] = []
         self.edits = BlockEdits()
         self._done: set[int] = set()
         # Functions whose body gets its own scope: calls of them need no wrapping.
         self.internal: set[cst.FunctionDef] = set()
 
-    # --- where the strategy applies ------------------------------------------------------------
-
     def plan(self) -> None:
-        contexts = self._contexts()
+        contexts = list(self.contexts.created)
+        # Functions that build and train, run where a strategy made earlier is visible, get a
+        # scope in their body; functions that only build (factories) are wrapped where called.
+        for function, effects in self.facts.effects.items():
+            if not (effects.creates and effects.trains) or self.contexts.skip_function(function):
+                continue
+            if any(self.contexts.function_of(c.block) is function for c in contexts):
+                continue
+            context = self.contexts.function_context(function)
+            if context is not None:
+                contexts.append(context)
         for context in contexts:
-            function = self._function_of(context.block)
+            function = self.contexts.function_of(context.block)
             if function is not None:
                 self.internal.add(function)
         for context in contexts:
             self._process(context)
-
-    def _contexts(self) -> list[_Context]:
-        contexts: list[_Context] = []
-        for strategy in self.facts.strategies:
-            if strategy.is_parameter:
-                function = self._enclosing_function(strategy.bindings[0])
-                if function is not None and isinstance(function.body, cst.IndentedBlock):
-                    contexts.append(_Context(function.body, strategy))
-                continue
-            located = self._creation(strategy)
-            if located is None:
-                continue
-            block, indexes = located
-            context = _Context(block, strategy, max(indexes))
-            if len(set(indexes)) > 1:
-                lines = ", ".join(str(self._line(block.body[i])) for i in sorted(set(indexes)))
-                context.conflict = self._two_objects(f"{strategy.name!r} is created more than once (lines {lines})")
-            else:
-                context.conflict = self._helper_called_twice(strategy) or self._reentered(context)
-            contexts.append(context)
-        by_block: dict[int, list[_Context]] = {}
-        for context in contexts:
-            by_block.setdefault(id(context.block), []).append(context)
-        for group in by_block.values():
-            if len({id(c.strategy) for c in group}) > 1:
-                names = " and ".join(sorted({c.strategy.name for c in group}))
-                for context in group:
-                    context.conflict = self._two_objects(f"this block makes two strategies ({names})")
-        # Functions that build and train, run where a strategy made earlier is visible.
-        for function, effects in self.facts.effects.items():
-            if not (effects.creates and effects.trains) or self._skip_function(function):
-                continue
-            if any(self._function_of(c.block) is function for c in contexts):
-                continue
-            found = self._visible_strategy(function, contexts)
-            if found is not None and isinstance(function.body, cst.IndentedBlock):
-                contexts.append(_Context(function.body, found.strategy, None, found.conflict))
-        return contexts
-
-    @staticmethod
-    def _two_objects(what: str) -> str:
-        return (
-            f"{what}; Keras objects made under one strategy object cannot be used under another "
-            "(\"Mixing different tf.distribute.Strategy objects\"), so which scope they belong in "
-            "is for you to decide"
-        )
-
-    def _helper_called_twice(self, strategy: Strategy) -> str | None:
-        """A helper that makes a new strategy on every call, called more than once."""
-        for binding in strategy.creations:
-            value = self.facts.assigned_value(binding)
-            if not isinstance(value, cst.Call):
-                continue
-            helper = self.facts.local_definition(value.func)
-            if isinstance(helper, cst.FunctionDef) and self._runs_more_than_once(helper):
-                return self._two_objects(f"{helper.name.value}() makes a new strategy on every call and is called more than once")
-        return None
-
-    def _reentered(self, context: _Context) -> str | None:
-        """The creating function runs more than once and compiles or loads into a model that
-        it did not build itself: that model meets a second strategy object."""
-        function = self._function_of(context.block)
-        if function is None or not self._runs_more_than_once(function):
-            return None
-        for call, _owner in self.facts.calls:
-            if self._enclosing_function(call) is not function or self.facts.call_kind(call) not in (COMPILE, Kind.LOAD):
-                continue
-            receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
-            if isinstance(receiver, cst.Name):
-                bindings = self.facts.bindings(receiver) or []
-                if not bindings or any(self._enclosing_function(b) is not function or isinstance(b, cst.Param) for b in bindings):
-                    return self._two_objects(
-                        f"{function.name.value}() creates a strategy each time it runs and is called more than once"
-                    )
-        return None
-
-    def _runs_more_than_once(self, function: cst.FunctionDef) -> bool:
-        calls = [r for r in self.facts.references(function)]
-        if len(calls) > 1:
-            return True
-        return any(
-            isinstance(a, (cst.For, cst.While)) for ref in calls for a in self._ancestors_until_function(ref)
-        )
-
-    def _ancestors_until_function(self, node: cst.CSTNode):
-        for ancestor in self.program.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                return
-            yield ancestor
-
-    def _enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
-        for ancestor in self.program.ancestors(node):
-            if isinstance(ancestor, cst.FunctionDef):
-                return ancestor
-        return None
-
-    def _function_of(self, block: Block) -> cst.FunctionDef | None:
-        if isinstance(block, cst.Module):
-            return None
-        return self._enclosing_function(block)
-
-    def _skip_function(self, function: cst.FunctionDef) -> bool:
-        info = self.facts.functions[function]
-        return (
-            info.is_method
-            or self.facts.is_replica_function(function)
-            or self.facts.always_called_under_scope(function)
-        )
-
-    def _creation(self, strategy: Strategy) -> tuple[Block, list[int]] | None:
-        """The innermost block holding every binding that makes the strategy, and the indexes
-        of the statements that make it (one, unless it is made twice in that block)."""
-        statements = [self.program.statement_of(b) for b in strategy.creations]
-        if not statements or any(s is None for s in statements):
-            return None
-        for ancestor in self.program.ancestors(statements[0]):
-            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                return None
-            if not isinstance(ancestor, (cst.Module, cst.IndentedBlock)):
-                continue
-            indexes = [_index(ancestor.body, self.program.top_statement_in(s, ancestor)) for s in statements]
-            if all(i is not None for i in indexes):
-                return ancestor, indexes  # type: ignore[return-value]
-        return None
-
-    def _visible_strategy(self, function: cst.FunctionDef, contexts: list[_Context]) -> _Context | None:
-        """The context of a strategy of an enclosing scope that exists whenever ``function`` runs."""
-        body = function.body
-        if not isinstance(body, cst.IndentedBlock) or not body.body:
-            return None
-        scope = self.program.scope(body.body[0])
-        candidates = []
-        for context in contexts:
-            strategy = context.strategy
-            if strategy.is_parameter or scope is None or strategy.name not in scope:
-                continue
-            visible = {a.node for a in scope[strategy.name]}
-            if visible != set(strategy.bindings):
-                continue
-            if self._referenced_before(function, context):
-                continue
-            candidates.append(context)
-        return candidates[0] if len(candidates) == 1 else None
-
-    def _referenced_before(self, function: cst.FunctionDef, context: _Context) -> bool:
-        """Whether the function may run before the strategy is created (called earlier in the
-        block that creates it)."""
-        for ref in self.facts.references(function):
-            top = self.program.top_statement_in(ref, context.block)
-            if top is None:
-                continue
-            index = _index(context.block.body, top)
-            if (
-                index is not None
-                and context.index is not None
-                and index <= context.index
-                and not isinstance(top, (cst.FunctionDef, cst.ClassDef))
-            ):
-                return True
-        return False
 
     # --- what each statement does --------------------------------------------------------------
 
@@ -315,7 +153,7 @@ class _Planner:
                 continue
             if isinstance(kind, cst.FunctionDef):
                 effects = self.facts.effects.get(kind)
-                if effects is None or self._skip_function(kind):
+                if effects is None or self.contexts.skip_function(kind):
                     continue
                 if effects.trains:
                     trains = True
@@ -346,14 +184,14 @@ class _Planner:
             call = self.program.parent(ref)
             if isinstance(call, cst.Call) and call.func is ref and self.facts.under_scope(call):
                 return (
-                    f"{function.name.value}() is also called inside strategy.scope() (line {self._line(call)}); "
+                    f"{function.name.value}() is also called inside strategy.scope() (line {self.contexts.line(call)}); "
                     "wrap the calls that should be distributed yourself"
                 )
         return None
 
     # --- the plan ------------------------------------------------------------------------------
 
-    def _process(self, context: _Context) -> None:
+    def _process(self, context: Context) -> None:
         block = context.block
         if id(block) in self._done:
             return
@@ -380,7 +218,7 @@ class _Planner:
             category = info[index].category
             if category == MIXED and _sub_blocks(body[index]):
                 for sub in _sub_blocks(body[index]):
-                    self._process(_Context(sub, context.strategy))
+                    self._process(Context(sub, context.strategy))
                 category = TRAINS
             self._report(info[index])
             if category in (NEEDS, MIXED):
@@ -395,7 +233,7 @@ class _Planner:
         if spans or order != sorted(order):
             self.edits.add(block, _reorder_and_wrap(order, _merge(spans), context.strategy.name))
 
-    def _order(self, body: list[cst.BaseStatement], info: list[_Statement], context: _Context) -> list[int]:
+    def _order(self, body: list[cst.BaseStatement], info: list[_Statement], context: Context) -> list[int]:
         """The statement order after moving Keras objects made before the strategy: cheap
         ones down to where they are used, and the strategy up above the rest."""
         creation = context.index
@@ -442,7 +280,7 @@ class _Planner:
         if target is None:
             return None
         uses = [self.program.top_statement_in(u, self.program.block_of(statement)) for u in self.facts.uses(target)]
-        indexes = [_index(body, u) for u in uses if u is not None]
+        indexes = [index_of(body, u) for u in uses if u is not None]
         if not indexes or len(indexes) != len(uses) or min(indexes) <= creation:
             return None
         dest = min(indexes)
@@ -483,8 +321,6 @@ class _Planner:
             call, kind, why = min(calls, key=lambda ck: _rank(ck[1]))
             self.reports.append(Report(call, _message(call, kind), why))
 
-    def _line(self, node: cst.CSTNode) -> int:
-        return self.program.position(node).start.line
 
 
 def _reorder_and_wrap(order: list[int], spans: list[Span], strategy: str):
@@ -517,13 +353,6 @@ def _merge(spans: list[Span]) -> list[Span]:
             span = Span(prev.first, max(prev.last, span.last), tuple(sorted(set(prev.hosts) | set(span.hosts))))
         merged.append(span)
     return merged
-
-
-def _index(body, statement) -> int | None:
-    for i, s in enumerate(body):
-        if s is statement:
-            return i
-    return None
 
 
 def _sub_blocks(statement: cst.BaseStatement) -> list[cst.IndentedBlock]:

@@ -12,7 +12,7 @@ import difflib
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import click
 from rich.console import Console
@@ -80,7 +80,7 @@ class Run:
             )
             options.rules()
         except registry.UnknownRule as exc:
-            raise click.UsageError(f"unknown rule code {exc.args[0]!r}; see `autofix rules`")
+            raise click.UsageError(f"unknown rule code {exc.args[0]!r}; see `autofix rules`") from None
         discovery = Discovery(
             include=tuple(kw["include"]) or DEFAULT_INCLUDE,
             exclude=tuple(kw["exclude"]),
@@ -301,7 +301,7 @@ def explain(code: str) -> None:
     try:
         rule = registry.rule_by_code(code)
     except registry.UnknownRule:
-        raise click.UsageError(f"unknown rule code {code!r}; see `autofix rules`")
+        raise click.UsageError(f"unknown rule code {code!r}; see `autofix rules`") from None
     out = sys.stdout
     out.write(f"{rule.CODE} {rule.NAME}{'' if rule.SAFE else ' (unsafe fix: only with --unsafe-fixes)'}\n\n")
     out.write(f"{rule.DESCRIPTION}.\n\n")

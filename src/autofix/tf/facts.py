@@ -17,7 +17,7 @@ import libcst as cst
 from libcst.metadata.scope_provider import Assignment
 
 from autofix.tf import symbols
-from autofix.tf.program import Block, Program
+from autofix.tf.program import Program
 from autofix.tf.symbols import Kind
 
 # What a call does, beyond the Keras kinds: compile a model, train it, call a local function.

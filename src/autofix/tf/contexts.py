@@ -1,0 +1,239 @@
+"""Where a strategy exists: the blocks of a module that run after a strategy is created, and
+whether fixing there would have to choose between two strategy objects.
+
+A :class:`Context` is a block plus the strategy that exists in it: after the statement that
+creates it (``index``), or from the block's start (a strategy parameter, or a strategy of an
+enclosing scope visible in a function). Every rule that rewrites code "under the strategy"
+starts from these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Iterator
+
+import libcst as cst
+
+from autofix.tf.facts import COMPILE, Facts, Strategy
+from autofix.tf.program import Block, Program
+from autofix.tf.symbols import Kind
+
+
+@dataclass(eq=False)
+class Context:
+    block: Block
+    strategy: Strategy
+    # The statement of ``block`` that creates the strategy; None when it exists from the start.
+    index: int | None = None
+    # Why a fix here would have to choose between strategy objects (report only), or None.
+    conflict: str | None = None
+
+
+def index_of(body, statement) -> int | None:
+    for i, s in enumerate(body):
+        if s is statement:
+            return i
+    return None
+
+
+def two_objects(what: str) -> str:
+    return (
+        f"{what}; Keras objects made under one strategy object cannot be used under another "
+        '("Mixing different tf.distribute.Strategy objects"), so which scope they belong in '
+        "is for you to decide"
+    )
+
+
+class Contexts:
+    """The strategy contexts of one module (built once per program: ``Contexts.of(program)``)."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.facts: Facts = program.facts
+
+    @staticmethod
+    def of(program: Program) -> "Contexts":
+        cached = program.__dict__.get("_contexts")
+        if cached is None:
+            cached = program.__dict__["_contexts"] = Contexts(program)
+        return cached
+
+    # --- the contexts ------------------------------------------------------------------------
+
+    @cached_property
+    def created(self) -> list[Context]:
+        """One context per strategy: where it is created (or the function it is a parameter of)."""
+        contexts: list[Context] = []
+        for strategy in self.facts.strategies:
+            if strategy.is_parameter:
+                function = self.enclosing_function(strategy.bindings[0])
+                if function is not None and isinstance(function.body, cst.IndentedBlock):
+                    contexts.append(Context(function.body, strategy))
+                continue
+            located = self.creation(strategy)
+            if located is None:
+                continue
+            block, indexes = located
+            context = Context(block, strategy, max(indexes))
+            if len(set(indexes)) > 1:
+                lines = ", ".join(str(self.line(block.body[i])) for i in sorted(set(indexes)))
+                context.conflict = two_objects(f"{strategy.name!r} is created more than once (lines {lines})")
+            else:
+                context.conflict = self._helper_called_twice(strategy) or self._reentered(context)
+            contexts.append(context)
+        by_block: dict[int, list[Context]] = {}
+        for context in contexts:
+            by_block.setdefault(id(context.block), []).append(context)
+        for group in by_block.values():
+            if len({id(c.strategy) for c in group}) > 1:
+                names = " and ".join(sorted({c.strategy.name for c in group}))
+                for context in group:
+                    context.conflict = two_objects(f"this block makes two strategies ({names})")
+        return contexts
+
+    def creation(self, strategy: Strategy) -> tuple[Block, list[int]] | None:
+        """The innermost block holding every binding that makes the strategy, and the indexes
+        of the statements that make it (one, unless it is made twice in that block)."""
+        statements = [self.program.statement_of(b) for b in strategy.creations]
+        if not statements or any(s is None for s in statements):
+            return None
+        for ancestor in self.program.ancestors(statements[0]):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return None
+            if not isinstance(ancestor, (cst.Module, cst.IndentedBlock)):
+                continue
+            indexes = [index_of(ancestor.body, self.program.top_statement_in(s, ancestor)) for s in statements]
+            if all(i is not None for i in indexes):
+                return ancestor, indexes  # type: ignore[return-value]
+        return None
+
+    def visible_strategy(self, function: cst.FunctionDef) -> Context | None:
+        """The context of a strategy of an enclosing scope that exists whenever ``function``
+        runs (it is not called before the strategy is created), if there is exactly one."""
+        body = function.body
+        if not isinstance(body, cst.IndentedBlock) or not body.body:
+            return None
+        scope = self.program.scope(body.body[0])
+        candidates = []
+        for context in self.created:
+            strategy = context.strategy
+            if strategy.is_parameter or scope is None or strategy.name not in scope:
+                continue
+            if {a.node for a in scope[strategy.name]} != set(strategy.bindings):
+                continue
+            if self._referenced_before(function, context):
+                continue
+            candidates.append(context)
+        return candidates[0] if len(candidates) == 1 else None
+
+    def function_context(self, function: cst.FunctionDef) -> Context | None:
+        """A context covering the whole body of ``function``, through a strategy it can see."""
+        found = self.visible_strategy(function)
+        if found is None or not isinstance(function.body, cst.IndentedBlock):
+            return None
+        return Context(function.body, found.strategy, None, found.conflict)
+
+    def at(self, node: cst.CSTNode, extra: list[Context] = ()) -> tuple[Context, int] | None:
+        """The innermost context whose block contains ``node``, with the index of the
+        statement of that block that holds it (before ``context.index`` means: before the
+        strategy exists)."""
+        by_block = {id(c.block): c for c in [*self.created, *extra]}
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, (cst.ClassDef, cst.Lambda)):
+                return None
+            context = by_block.get(id(ancestor))
+            if context is not None:
+                top = self.program.top_statement_in(node, ancestor)
+                index = index_of(ancestor.body, top)
+                if index is not None:
+                    return context, index
+        return None
+
+    # --- two strategy objects ------------------------------------------------------------------
+
+    def _helper_called_twice(self, strategy: Strategy) -> str | None:
+        """A helper that makes a new strategy on every call, called more than once."""
+        for binding in strategy.creations:
+            value = self.facts.assigned_value(binding)
+            if not isinstance(value, cst.Call):
+                continue
+            helper = self.facts.local_definition(value.func)
+            if isinstance(helper, cst.FunctionDef) and self.runs_more_than_once(helper):
+                return two_objects(f"{helper.name.value}() makes a new strategy on every call and is called more than once")
+        return None
+
+    def _reentered(self, context: Context) -> str | None:
+        """The creating function runs more than once and compiles or loads into a model that
+        it did not build itself: that model meets a second strategy object."""
+        function = self.function_of(context.block)
+        if function is None or not self.runs_more_than_once(function):
+            return None
+        for call in self.facts.functions[function].calls:
+            if self.facts.call_kind(call) not in (COMPILE, Kind.LOAD):
+                continue
+            receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+            if isinstance(receiver, cst.Name):
+                bindings = self.facts.bindings(receiver) or []
+                if not bindings or any(
+                    self.enclosing_function(b) is not function or isinstance(b, cst.Param) for b in bindings
+                ):
+                    return two_objects(
+                        f"{function.name.value}() creates a strategy each time it runs and is called more than once"
+                    )
+        return None
+
+    def runs_more_than_once(self, function: cst.FunctionDef) -> bool:
+        references = self.facts.references(function)
+        if len(references) > 1:
+            return True
+        return any(isinstance(a, (cst.For, cst.While)) for ref in references for a in self._until_function(ref))
+
+    def _until_function(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return
+            yield ancestor
+
+    def _referenced_before(self, function: cst.FunctionDef, context: Context) -> bool:
+        """Whether the function may run before the strategy is created (called earlier in the
+        block that creates it)."""
+        for ref in self.facts.references(function):
+            top = self.program.top_statement_in(ref, context.block)
+            if top is None:
+                continue
+            index = index_of(context.block.body, top)
+            if (
+                index is not None
+                and context.index is not None
+                and index <= context.index
+                and not isinstance(top, (cst.FunctionDef, cst.ClassDef))
+            ):
+                return True
+        return False
+
+    # --- small helpers -------------------------------------------------------------------------
+
+    def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                return ancestor
+        return None
+
+    def function_of(self, block: Block) -> cst.FunctionDef | None:
+        if isinstance(block, cst.Module):
+            return None
+        return self.enclosing_function(block)
+
+    def skip_function(self, function: cst.FunctionDef) -> bool:
+        """Methods, replica functions and functions always called under a scope are never
+        places to add a scope."""
+        info = self.facts.functions[function]
+        return (
+            info.is_method
+            or self.facts.is_replica_function(function)
+            or self.facts.always_called_under_scope(function)
+        )
+
+    def line(self, node: cst.CSTNode) -> int:
+        return self.program.position(node).start.line
