@@ -50,3 +50,32 @@ def read(path: Path) -> str:
     # Bytes-exact: newline="" keeps \r\n.
     with open(path, encoding="utf-8", newline="") as fh:
         return fh.read()
+
+
+def assert_fixes_to_expected(case: Case, options) -> None:
+    from autofix.engine import analyse
+
+    analysis = analyse(read(case.before), options)
+    assert analysis.refused is None
+    assert analysis.findings, "a broken fixture must be reported"
+    assert analysis.new_text == read(case.after)
+
+
+def assert_fixed_is_clean(case: Case, options) -> None:
+    from autofix.engine import analyse
+
+    analysis = analyse(read(case.after), options)
+    assert analysis.new_text is None
+    assert all(not f.fixable for f in analysis.findings)
+
+
+def assert_left_alone(case: Case, options) -> None:
+    from autofix.engine import analyse
+
+    analysis = analyse(read(case.before), options)
+    assert analysis.new_text is None
+    if case.name.startswith("noop_"):
+        assert analysis.findings == []
+    else:
+        assert analysis.findings and not any(f.fixable for f in analysis.findings)
+        assert all(f.reason and f.reason.startswith("no automatic fix: ") for f in analysis.findings)

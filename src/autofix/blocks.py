@@ -20,26 +20,45 @@ Statements = list[cst.BaseStatement]
 BodyEdit = Callable[[Statements], Statements]
 
 
+NodeEdit = Callable[[cst.CSTNode], cst.CSTNode]
+
+
 class BlockEdits:
+    """Edits planned against one tree: statement lists (by block) and single nodes."""
+
     def __init__(self) -> None:
         self._edits: dict[int, list[BodyEdit]] = defaultdict(list)
-        self._keep: list[Block] = []
+        self._nodes: dict[int, list[NodeEdit]] = defaultdict(list)
+        self._keep: list[cst.CSTNode] = []
 
     def __bool__(self) -> bool:
-        return bool(self._edits)
+        return bool(self._edits) or bool(self._nodes)
 
     def add(self, block: Block, edit: BodyEdit) -> None:
         """Queue ``edit`` for the body of ``block``; edits of one block run in the order added."""
         self._keep.append(block)  # ids stay valid while the plan lives
         self._edits[id(block)].append(edit)
 
+    def replace(self, node: cst.CSTNode, edit: NodeEdit) -> None:
+        """Queue ``edit`` for ``node``: it gets the node as rewritten so far and returns its
+        replacement (``node``'s own children are edited first)."""
+        self._keep.append(node)
+        self._nodes[id(node)].append(edit)
+
     def apply(self, module: cst.Module) -> cst.Module:
-        return module.visit(_Apply(self._edits))
+        return module.visit(_Apply(self._edits, self._nodes))
 
 
 class _Apply(cst.CSTTransformer):
-    def __init__(self, edits: dict[int, list[BodyEdit]]) -> None:
+    def __init__(self, edits: dict[int, list[BodyEdit]], nodes: dict[int, list[NodeEdit]]) -> None:
         self.edits = edits
+        self.nodes = nodes
+
+    def on_leave(self, original_node, updated_node):
+        updated = super().on_leave(original_node, updated_node)
+        for edit in self.nodes.get(id(original_node), ()):
+            updated = edit(updated)
+        return updated
 
     def _edit(self, original: Block, updated: Block) -> Block:
         edits = self.edits.get(id(original))

@@ -150,6 +150,31 @@ class Contexts:
                     return context, index
         return None
 
+    def executes_after(self, node: cst.CSTNode, context: Context, _seen: set | None = None) -> bool:
+        """Whether ``node`` only ever runs after the context's strategy exists: it is after the
+        creating statement in that block, or in a function that is only called (or passed
+        on) from such places."""
+        seen = _seen if _seen is not None else set()
+        if id(node) in seen:
+            return True
+        seen.add(id(node))
+        previous = node
+        for ancestor in self.program.ancestors(node):
+            if ancestor is context.block:
+                index = index_of(ancestor.body, previous)
+                return index is not None and (context.index is None or index > context.index)
+            if isinstance(ancestor, cst.FunctionDef) and previous is ancestor.body:
+                references = self.facts.references(ancestor)
+                # A function runs where it is called; one never called here runs on import
+                # by another module, after this module's top level.
+                return all(self.executes_after(ref, context, seen) for ref in references) and (
+                    bool(references) or isinstance(context.block, cst.Module)
+                )
+            if isinstance(ancestor, (cst.ClassDef, cst.Lambda)):
+                return False
+            previous = ancestor
+        return False
+
     # --- two strategy objects ------------------------------------------------------------------
 
     def _helper_called_twice(self, strategy: Strategy) -> str | None:

@@ -1,0 +1,619 @@
+"""Planning the batch-size fixes of TFD002.
+
+A *site* is where a batch size is used: ``ds.batch(n)``, ``fit(..., batch_size=n)``, a Keras
+loader's ``batch_size=``. Following the value back gives its *entries*: where it is written
+(a literal at the site, a constant, the argument or default a helper is called with). Each
+entry is scaled where it is written, by the strategy that exists where training happens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from autofix.blocks import BlockEdits
+from autofix.rule import Report
+from autofix.tf import ordering
+from autofix.tf.contexts import Context, Contexts, index_of
+from autofix.tf.datasets import LOADER_DEFAULT_BATCH, LOADERS, DataFlow, Flow, parameter_argument
+from autofix.tf.facts import Facts
+from autofix.tf.program import Program
+
+DEFAULTS = {
+    "keras.utils.timeseries_dataset_from_array": 128,
+    "keras.preprocessing.timeseries_dataset_from_array": 128,
+}
+_DEVICE_COUNTS = ("tensorflow.config.list_physical_devices", "tensorflow.config.list_logical_devices",
+                  "tensorflow.config.experimental.list_physical_devices", "tensorflow.config.experimental.list_logical_devices")
+_ARRAY_MAKERS = (
+    "numpy.",
+    "tensorflow.zeros",
+    "tensorflow.ones",
+    "tensorflow.constant",
+    "tensorflow.random.",
+    "tensorflow.convert_to_tensor",
+    "tensorflow.range",
+    "tensorflow.one_hot",
+    "tensorflow.cast",
+    "tensorflow.reshape",
+    "tensorflow.concat",
+    "tensorflow.stack",
+    "keras.utils.to_categorical",
+)
+KERAS_NOTE = "; note that Keras 3 fails when the first batch does not split evenly over the replicas"
+
+
+@dataclass(eq=False)
+class Site:
+    call: cst.Call
+    kind: str  # "batch", "fit", "loader"
+    arg: cst.Arg | None
+    default: int | None = None
+    flow: Flow | None = None
+
+
+@dataclass(eq=False)
+class Entry:
+    """Where a batch size is written: ``value`` (None: a default, to be written out as
+    ``keyword=default`` in ``call``)."""
+
+    at: cst.CSTNode
+    value: cst.BaseExpression | None
+    call: cst.Call | None = None
+    keyword: str = "batch_size"
+    default: int | None = None
+
+
+@dataclass
+class Plan:
+    """What fixing one site takes; applied only if every part of it is possible."""
+
+    scale: list[cst.BaseExpression] = field(default_factory=list)
+    keywords: list[tuple[cst.Call, str, int]] = field(default_factory=list)
+    constants: list[cst.Name] = field(default_factory=list)
+    # Blocks where the strategy must move up, to before the statement at this index.
+    move_up: dict[int, int] = field(default_factory=dict)
+
+
+class BatchPlanner:
+    def __init__(self, program: Program, edits: BlockEdits) -> None:
+        self.program = program
+        self.facts: Facts = program.facts
+        self.contexts = Contexts.of(program)
+        self.flows = DataFlow(program)
+        self.edits = edits
+        self.reports: list[Report] = []
+        self.extra: list[Context] = []
+        self._names: set[str] | None = None
+        self._renamed: dict[int, str] = {}
+        # Blocks (by id) -> (context, list of statements to insert after the strategy)
+        self._inserts: dict[int, tuple[Context, list[str]]] = {}
+        self._moves: dict[int, tuple[Context, int]] = {}
+        # Blocks (by id) -> index of the statement the inserted lines must follow.
+        self._insert_after: dict[int, int] = {}
+        self._move_to: dict[int, int] = {}
+
+    # --- sites -------------------------------------------------------------------------------
+
+    def plan(self) -> None:
+        created = {self.contexts.function_of(c.block) for c in self.contexts.created}
+        for function in self.facts.functions:
+            if function in created or self.contexts.skip_function(function):
+                continue
+            context = self.contexts.function_context(function)
+            if context is not None:
+                self.extra.append(context)
+        sites = self._sites()
+        entry_uses: set[int] = set()
+        resolved = []
+        for site in sites:
+            context, why = self._training_context(site)
+            if context is None and why is None:
+                continue
+            entries: list[Entry] = []
+            if why is None:
+                why = self._entries(site, context, entries)
+            resolved.append((site, context, entries, why))
+            entry_uses.update(id(e.value) for e in entries if e.value is not None)
+        self._entry_uses = entry_uses
+        plans = []
+        for site, context, entries, why in resolved:
+            plan = Plan()
+            if why is None:
+                for entry in entries:
+                    why = self._plan_entry(entry, context, plan)
+                    if why:
+                        break
+            plans.append((site, context, plan, why))
+        self._check_moves(plans)
+        for site, context, plan, why in plans:
+            node = site.arg.value if site.arg is not None else site.call
+            if why:
+                self.reports.append(Report(node, _message(site), why + (KERAS_NOTE if "inference-only" not in why else "")))
+                continue
+            self.reports.append(Report(node, _message(site)))
+            self._commit(plan, context)
+        self._apply_blocks()
+
+    def _sites(self) -> list[Site]:
+        sites = []
+        for call, _owner in self.facts.calls:
+            func = call.func
+            if isinstance(func, cst.Attribute) and not self.facts.is_module_reference(func.value):
+                method = func.attr.value
+                if method in ("batch", "padded_batch"):
+                    arg = _argument(call, 0, "batch_size")
+                    if arg is not None:
+                        sites.append(Site(call, "batch", arg, flow=self.flows.of(call)))
+                elif method in ("fit", "evaluate"):
+                    arg = _argument(call, None, "batch_size")
+                    if arg is not None:
+                        sites.append(Site(call, "fit", arg))
+                    elif method == "fit" and call.args and call.args[0].keyword is None and self._is_array(call.args[0].value):
+                        sites.append(Site(call, "fit", None, default=32))
+                continue
+            names = self.facts.names_of(func)
+            helper = self._imported_helper(call)
+            if helper is not None:
+                sites.append(helper)
+                continue
+            loader = next((n for n in names if n in LOADERS), None)
+            if loader is not None:
+                arg = _argument(call, None, "batch_size")
+                if arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "None":
+                    continue  # unbatched on purpose
+                default = DEFAULTS.get(loader, LOADER_DEFAULT_BATCH)
+                sites.append(Site(call, "loader", arg, default=default, flow=self.flows.of(call)))
+        return sites
+
+    def _imported_helper(self, call: cst.Call) -> Site | None:
+        """``make_dataset(..., batch_size=64)`` with ``make_dataset`` imported from another
+        file: its result is trained on, so the keyword is that data's batch size. Not when the
+        helper is also given the strategy (it may scale the batch itself)."""
+        func = call.func
+        if self.facts.local_definition(func) is not None:
+            return None
+        root = func
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if not (isinstance(root, cst.Name) and self.program.is_import(root)):
+            return None
+        if any(n.startswith(("keras.", "tensorflow.")) for n in self.facts.names_of(func)):
+            return None
+        arg = _argument(call, None, "batch_size")
+        if arg is None or any(self.facts.is_strategy_expr(a.value) for a in call.args):
+            return None
+        flow = self.flows.of(call)
+        return Site(call, "batch", arg, flow=flow) if flow.sinks else None
+
+    def _training_context(self, site: Site) -> tuple[Context | None, str | None]:
+        """The context training happens in, or (None, reason) when it is reported only, or
+        (None, None) when this site is not about training under a strategy at all."""
+        if site.arg is not None and self._scaled(site.arg.value):
+            return None, None
+        if site.flow is not None:
+            if not site.flow.trains:
+                if site.flow.predicts_only and self._located(site.flow.sinks[0].call):
+                    return None, "inference-only pipeline (used only by predict); left unchanged"
+                return None, None
+            sinks = [s.call for s in site.flow.sinks if s.kind != "predict"]
+        else:
+            sinks = [site.call]
+        located = [found for found in (self._located(s) for s in sinks) if found is not None]
+        if not located:
+            return None, None
+        context = located[0]
+        if any(c.strategy is not context.strategy for c in located):
+            return context, "its data is trained under two different strategies"
+        if context.conflict:
+            return context, context.conflict
+        return context, None
+
+    def _located(self, node: cst.CSTNode) -> Context | None:
+        found = self.contexts.at(node, self.extra)
+        if found is None:
+            return None
+        context, index = found
+        if context.index is not None and index <= context.index:
+            return None
+        return context
+
+    # --- entries: where the value is written -------------------------------------------------
+
+    def _entries(self, site: Site, context: Context, entries: list[Entry]) -> str | None:
+        if site.arg is None:
+            entries.append(Entry(site.call, None, site.call, "batch_size", site.default))
+            return None
+        return self._trace(site.call, site.arg.value, entries, site.flow, set())
+
+    def _trace(self, at: cst.CSTNode, value: cst.BaseExpression, entries: list[Entry], flow: Flow | None, seen: set) -> str | None:
+        if isinstance(value, cst.Name):
+            bindings = self.facts.bindings(value)
+            if bindings and len(bindings) == 1 and isinstance(bindings[0], cst.Param):
+                return self._trace_parameter(bindings[0], entries, flow, seen)
+        entries.append(Entry(at, value))
+        return None
+
+    def _trace_parameter(self, param: cst.Param, entries: list[Entry], flow: Flow | None, seen: set) -> str | None:
+        if id(param) in seen:
+            return "the batch size goes round in a cycle of calls"
+        seen.add(id(param))
+        function = self.contexts.enclosing_function(param)
+        if function is None or self.facts.functions[function].is_method:
+            return "the batch size is a method parameter"
+        calls = [self.program.parent(r) for r in self.facts.references(function)]
+        calls = [c for c in calls if isinstance(c, cst.Call)]
+        if flow is not None and any(self.facts.local_definition(c.func) is function for c in flow.through):
+            # The data is returned by the helper: only the calls whose result is trained on
+            # get a scaled batch; the others keep the default.
+            calls = [c for c in calls if self.flows.of(c).trains]
+        calls = [c for c in calls if self._located(c) is not None]
+        if not calls:
+            return f"{function.name.value}() is not called where the strategy exists"
+        for call in calls:
+            arg = parameter_argument(function, call, param)
+            if arg is not None:
+                why = self._trace(call, arg.value, entries, None, seen)
+                if why:
+                    return why
+                continue
+            default = param.default
+            if isinstance(default, cst.Integer):
+                entries.append(Entry(call, None, call, param.name.value, int(default.value, 0)))
+            elif default is not None and self._scaled(default):
+                continue
+            else:
+                return f"{function.name.value}() is called without {param.name.value} and its default is not a number"
+        return None
+
+    # --- plans -------------------------------------------------------------------------------
+
+    def _plan_entry(self, entry: Entry, context: Context, plan: Plan) -> str | None:
+        if entry.value is not None and self._scaled(entry.value):
+            return None
+        if entry.value is None:
+            why = self._visible(entry.at, context, plan)
+            if why:
+                return why
+            plan.keywords.append((entry.call, entry.keyword, entry.default))  # type: ignore[arg-type]
+            return None
+        value = entry.value
+        if isinstance(value, cst.Name):
+            bindings = self.facts.bindings(value)
+            if bindings and len(bindings) == 1 and self.facts.assigned_value(bindings[0]) is not None:
+                binding = bindings[0]
+                assert isinstance(binding, cst.Name)
+                others = [u for u in self.facts.uses(binding) if id(u) not in self._entry_uses]
+                if others:
+                    return self._plan_constant(binding, others, context, plan)
+        elif not isinstance(value, (cst.Integer, cst.BinaryOperation, cst.UnaryOperation)):
+            others = self._same_expression_elsewhere(value)
+            if others:
+                line = self.contexts.line(others[0])
+                code = self.program.module.code_for_node(value)
+                return f"{code} is also used on line {line}; define the global batch once ({code} * strategy.num_replicas_in_sync) and use it everywhere"
+        why = self._visible(entry.at, context, plan)
+        if why:
+            return why
+        plan.scale.append(value)
+        return None
+
+    def _plan_constant(self, binding: cst.Name, others: list[cst.CSTNode], context: Context, plan: Plan) -> str | None:
+        """``BATCH = 64`` used for more than the batch: ``BATCH_PER_REPLICA = 64``, and
+        ``BATCH = BATCH_PER_REPLICA * strategy.num_replicas_in_sync`` once the strategy exists."""
+        definition = self.program.statement_of(binding)
+        home = self.program.block_of(definition) if definition is not None else None
+        if not isinstance(definition, cst.SimpleStatementLine) or home is None:
+            return f"{binding.value} is not set by a plain assignment"
+        block = context.block
+        if home is not block and not isinstance(home, cst.Module):
+            return f"{binding.value} is set in another function than the one that creates the strategy"
+        if context.index is None:
+            return f"{binding.value} is set outside the function that uses the strategy"
+        after = context.index
+        if home is block:
+            after = max(after, index_of(block.body, definition))  # type: ignore[type-var]
+        if isinstance(home, cst.Module) and not isinstance(block, cst.Module):
+            # The global batch becomes a local of the function that creates the strategy, so
+            # every use must be in that function (the renamed global is gone elsewhere).
+            owner = self.contexts.function_of(block)
+            outside = [u for u in self.facts.uses(binding) if owner not in self.program.ancestors(u)]
+            if outside:
+                return f"{binding.value} is also used outside {owner.name.value}(), which creates the strategy (line {self.contexts.line(outside[0])})"
+        anchor = Context(block, context.strategy, after)
+        early = [u for u in self.facts.uses(binding) if not self.contexts.executes_after(u, anchor)]
+        if early:
+            first = early[0]
+            top = self.program.top_statement_in(first, block)
+            index = index_of(block.body, top) if top is not None else None
+            if index is None or (home is block and index <= index_of(block.body, definition)):
+                return f"{binding.value} is used before the strategy is created (line {self.contexts.line(first)})"
+            plan.move_up[id(block)] = min(plan.move_up.get(id(block), index), index)
+            self._moves.setdefault(id(block), (context, index))
+        plan.constants.append(binding)
+        return None
+
+    def _visible(self, node: cst.CSTNode, context: Context, plan: Plan) -> str | None:
+        """None when the strategy can be named at ``node`` (possibly once it has moved up)."""
+        found = self.contexts.at(node, self.extra)
+        if found is not None:
+            where, index = found
+            if where.strategy is context.strategy:
+                if where.index is None or index > where.index:
+                    return None
+                plan.move_up[id(where.block)] = min(plan.move_up.get(id(where.block), index), index)
+                self._moves.setdefault(id(where.block), (where, index))
+                return None
+        function = self.contexts.enclosing_function(node)
+        if function is not None:
+            return (
+                f"the batch size is fixed inside {function.name.value}(), where {context.strategy.name} "
+                "is not visible; pass it in as a parameter"
+            )
+        return f"the batch is made where {context.strategy.name} does not exist"
+
+    def _check_moves(self, plans) -> None:
+        """Move the strategy up in each block only as far as the furthest site needs and the
+        ordering rules allow; sites needing more are reported."""
+        wanted: dict[int, int] = {}
+        for _site, _context, plan, why in plans:
+            if why:
+                continue
+            for block_id, index in plan.move_up.items():
+                wanted[block_id] = min(wanted.get(block_id, index), index)
+        allowed: dict[int, str | None] = {}
+        for block_id, index in wanted.items():
+            context, _ = self._moves[block_id]
+            body = list(context.block.body)
+            allowed[block_id] = ordering.why_not_move_up(self.program, body, context.index, index)  # type: ignore[arg-type]
+        for position, (site, context, plan, why) in enumerate(plans):
+            if why:
+                continue
+            for block_id in plan.move_up:
+                if allowed.get(block_id):
+                    plans[position] = (site, context, plan, f"it is batched before the strategy is created, and the strategy cannot move above it: {allowed[block_id]}")
+                    break
+        self._move_to = {b: i for b, i in wanted.items() if not allowed.get(b)}
+
+    # --- edits -------------------------------------------------------------------------------
+
+    def _commit(self, plan: Plan, context: Context) -> None:
+        name = context.strategy.name
+        for value in plan.scale:
+            self.edits.replace(value, lambda node, name=name: scaled(node, name))
+        for call, keyword, default in plan.keywords:
+            self.edits.replace(call, lambda node, k=keyword, d=default, name=name: _add_keyword(node, k, d, name))
+        for binding in plan.constants:
+            if id(binding) in self._renamed:
+                continue
+            new = self._fresh(binding.value)
+            self._renamed[id(binding)] = new
+            self.edits.replace(binding, lambda node, new=new: node.with_changes(value=new))
+            _, lines = self._inserts.setdefault(id(context.block), (context, []))
+            lines.append(f"{binding.value} = {new} * {name}.num_replicas_in_sync\n")
+            definition = self.program.statement_of(binding)
+            anchor = context.index
+            if self.program.block_of(definition) is context.block:
+                anchor = max(anchor, index_of(context.block.body, definition))
+            self._insert_after[id(context.block)] = max(self._insert_after.get(id(context.block), -1), anchor)
+
+    def _apply_blocks(self) -> None:
+        blocks = {**{b: c for b, (c, _) in self._inserts.items()}, **{b: self._moves[b][0] for b in self._move_to}}
+        for block_id, context in blocks.items():
+            dest = self._move_to.get(block_id)
+            _, lines = self._inserts.get(block_id, (context, []))
+            anchor = self._insert_after.get(block_id, context.index)
+            self.edits.add(context.block, _move_and_insert(context.index, dest, anchor, lines))
+
+    def _fresh(self, name: str) -> str:
+        if self._names is None:
+            collector = _Names()
+            self.program.module.visit(collector)
+            self._names = collector.names
+        base = f"{name}_PER_REPLICA" if name.isupper() else f"{name}_per_replica"
+        candidate, n = base, 2
+        while candidate in self._names:
+            candidate, n = f"{base}_{n}", n + 1
+        self._names.add(candidate)
+        return candidate
+
+    # --- what values are ---------------------------------------------------------------------
+
+    def _scaled(self, expr: cst.CSTNode, seen: set | None = None) -> bool:
+        """Whether ``expr`` already involves the number of replicas (or of devices)."""
+        seen = seen if seen is not None else set()
+        finder = _Scaled(self)
+        expr.visit(finder)
+        if finder.found:
+            return True
+        for name in finder.names:
+            if id(name) in seen:
+                continue
+            seen.add(id(name))
+            for binding in self.facts.bindings(name) or ():
+                value = self.facts.assigned_value(binding)
+                if value is not None and self._scaled(value, seen):
+                    return True
+                if isinstance(binding, cst.Param) and self._param_scaled(binding, seen):
+                    return True
+        return False
+
+    def _param_scaled(self, param: cst.Param, seen: set) -> bool:
+        function = self.contexts.enclosing_function(param)
+        if function is None:
+            return False
+        calls = [self.program.parent(r) for r in self.facts.references(function)]
+        calls = [c for c in calls if isinstance(c, cst.Call)]
+        if not calls:
+            return False
+        for call in calls:
+            arg = parameter_argument(function, call, param)
+            value = arg.value if arg is not None else param.default
+            if value is None or not self._scaled(value, seen):
+                return False
+        return True
+
+    def _is_array(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        if depth > 8:
+            return False
+        if isinstance(expr, cst.Call):
+            names = self.facts.names_of(expr.func)
+            if any(n.startswith(_ARRAY_MAKERS) for n in names):
+                return True
+            if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("astype", "reshape", "numpy"):
+                return self._is_array(expr.func.value, depth + 1)
+            return False
+        if isinstance(expr, cst.BinaryOperation):
+            return self._is_array(expr.left, depth + 1) or self._is_array(expr.right, depth + 1)
+        if isinstance(expr, cst.Subscript):
+            return self._is_array(expr.value, depth + 1)
+        if isinstance(expr, cst.Name):
+            bindings = self.facts.bindings(expr)
+            if not bindings:
+                return False
+            return all(self._binding_is_array(b, depth + 1) for b in bindings)
+        return False
+
+    def _binding_is_array(self, binding: cst.CSTNode, depth: int) -> bool:
+        value = self.facts.assigned_value(binding)
+        if value is not None:
+            return self._is_array(value, depth)
+        # ``(x_train, y_train), _ = keras.datasets.mnist.load_data()``
+        node = binding
+        for _ in range(4):
+            node = self.program.parent(node)
+            if isinstance(node, cst.AssignTarget):
+                assign = self.program.parent(node)
+                if isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call):
+                    return any(n.startswith("keras.datasets.") for n in self.facts.names_of(assign.value.func))
+                return False
+        return False
+
+    def _same_expression_elsewhere(self, value: cst.BaseExpression) -> list[cst.CSTNode]:
+        """Other places using the very same attribute (``args.batch_size``) in this scope."""
+        if not isinstance(value, cst.Attribute):
+            return []
+        code = self.program.module.code_for_node(value)
+        root = value
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if not isinstance(root, cst.Name):
+            return []
+        finder = _Attributes(code, self.program.module)
+        self.program.module.visit(finder)
+        return [n for n in finder.found if n is not value and id(n) not in self._entry_uses]
+
+
+def _message(site: Site) -> str:
+    if site.arg is None:
+        what = f"the default batch size ({site.default})"
+    else:
+        what = "batch size"
+    return (
+        f"{what} is not scaled by strategy.num_replicas_in_sync: it is the global batch, split "
+        "across the replicas, so each replica gets only a fraction of it"
+    )
+
+
+def scaled(node: cst.BaseExpression, strategy: str) -> cst.BinaryOperation:
+    """``node * strategy.num_replicas_in_sync`` (parenthesised where precedence needs it)."""
+    left = node
+    if not isinstance(node, (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.Call, cst.Subscript)) and not (
+        isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Multiply, cst.Power))
+    ):
+        left = node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]) if not node.lpar else node
+    replicas = cst.Attribute(value=cst.Name(strategy), attr=cst.Name("num_replicas_in_sync"))
+    return cst.BinaryOperation(left=left, operator=cst.Multiply(), right=replicas)
+
+
+def _add_keyword(call: cst.Call, keyword: str, default: int, strategy: str) -> cst.Call:
+    value = scaled(cst.Integer(str(default)), strategy)
+    new = cst.Arg(
+        value=value,
+        keyword=cst.Name(keyword),
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+    )
+    args = list(call.args)
+    if not args:
+        return call.with_changes(args=[new])
+    last = args[-1]
+    if last.comma is not cst.MaybeSentinel.DEFAULT and isinstance(last.comma, cst.Comma):
+        # A trailing comma (often one argument per line): the new argument goes on its own
+        # line like the others, keeping the trailing comma.
+        comma = last.comma
+        previous = args[-2].comma if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else None
+        between = previous.whitespace_after if previous is not None else cst.SimpleWhitespace(" ")
+        args[-1] = last.with_changes(comma=comma.with_changes(whitespace_after=between))
+        args.append(new.with_changes(comma=comma))
+    else:
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        args.append(new)
+    return call.with_changes(args=args)
+
+
+def _move_and_insert(creation: int, dest: int | None, anchor: int, lines: list[str]):
+    """Move the strategy statement (``creation``) up to ``dest``, then insert ``lines`` after
+    the later of it and ``anchor`` (the statement defining what they use)."""
+    inserted = [cst.parse_statement(line) for line in lines]
+
+    def edit(body):
+        order = list(range(len(body)))
+        if dest is not None and dest < creation:
+            order = order[:dest] + [creation] + order[dest:creation] + order[creation + 1 :]
+        new = [body[i] for i in order]
+        if inserted:
+            position = max(order.index(creation), order.index(anchor)) + 1
+            new[position:position] = inserted
+        return new
+
+    return edit
+
+
+def _argument(call: cst.Call, position: int | None, keyword: str) -> cst.Arg | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg
+    if position is not None:
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if position < len(positional):
+            return positional[position]
+    return None
+
+
+class _Scaled(cst.CSTVisitor):
+    def __init__(self, planner: BatchPlanner) -> None:
+        self.planner = planner
+        self.found = False
+        self.names: list[cst.Name] = []
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        if node.attr.value == "num_replicas_in_sync":
+            self.found = True
+        return True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if set(self.planner.facts.names_of(node.func)) & set(_DEVICE_COUNTS):
+            self.found = True
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.append(node)
+
+
+class _Names(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+
+class _Attributes(cst.CSTVisitor):
+    def __init__(self, code: str, module: cst.Module) -> None:
+        self.code = code
+        self.module = module
+        self.found: list[cst.Attribute] = []
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if self.module.code_for_node(node) == self.code:
+            self.found.append(node)

@@ -1,0 +1,213 @@
+"""Where batched data goes: from a ``.batch(n)`` (or a ``batch_size=``) to the ``fit``,
+``evaluate``, ``predict`` or ``strategy.experimental_distribute_dataset`` that consumes it.
+
+Data is followed through method chains (``.prefetch()``, ``.repeat()``...), names, tuples
+(``train, val = make()``), ``return`` and the call sites of local functions, and into the
+parameters of local functions. Anything else (attributes, containers, other modules) ends
+the trail: such data is not claimed to reach training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from autofix.tf.facts import Facts
+from autofix.tf.program import Program
+
+# Dataset methods that return a dataset carrying the same batches.
+PASSTHROUGH = frozenset(
+    {
+        "prefetch",
+        "repeat",
+        "cache",
+        "map",
+        "shuffle",
+        "take",
+        "skip",
+        "filter",
+        "apply",
+        "with_options",
+        "ignore_errors",
+        "enumerate",
+        "concatenate",
+        "shard",
+    }
+)
+TRAIN_SINKS = frozenset({"fit", "fit_generator", "evaluate", "evaluate_generator"})
+PREDICT_SINKS = frozenset({"predict", "predict_generator"})
+DISTRIBUTE_SINKS = frozenset({"experimental_distribute_dataset"})
+# Keras loaders that batch what they load (batch_size defaults to 32).
+LOADERS = frozenset(
+    {
+        "keras.utils.image_dataset_from_directory",
+        "keras.preprocessing.image_dataset_from_directory",
+        "keras.utils.text_dataset_from_directory",
+        "keras.preprocessing.text_dataset_from_directory",
+        "keras.utils.audio_dataset_from_directory",
+        "keras.utils.timeseries_dataset_from_array",
+        "keras.preprocessing.timeseries_dataset_from_array",
+    }
+)
+LOADER_DEFAULT_BATCH = 32
+
+
+@dataclass(frozen=True, eq=False)
+class Sink:
+    call: cst.Call
+    # "train" (fit, evaluate, validation_data=), "predict", or "distribute".
+    kind: str
+
+
+@dataclass
+class Flow:
+    sinks: list[Sink] = field(default_factory=list)
+    # Calls of local functions the data was returned through (their call sites are where
+    # a batch-size parameter enters).
+    through: list[cst.Call] = field(default_factory=list)
+
+    @property
+    def trains(self) -> bool:
+        return any(s.kind in ("train", "distribute") for s in self.sinks)
+
+    @property
+    def predicts_only(self) -> bool:
+        return bool(self.sinks) and all(s.kind == "predict" for s in self.sinks)
+
+
+class DataFlow:
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.facts: Facts = program.facts
+
+    def of(self, expr: cst.CSTNode) -> Flow:
+        flow = Flow()
+        self._follow(expr, flow, set())
+        return flow
+
+    def _follow(self, expr: cst.CSTNode, flow: Flow, seen: set[int]) -> None:
+        if id(expr) in seen:
+            return
+        seen.add(id(expr))
+        parent = self.program.parent(expr)
+        if isinstance(parent, cst.Attribute) and parent.value is expr:
+            call = self.program.parent(parent)
+            if isinstance(call, cst.Call) and call.func is parent and parent.attr.value in PASSTHROUGH:
+                self._follow(call, flow, seen)
+            return
+        if isinstance(parent, cst.Arg):
+            self._argument(parent, flow, seen)
+            return
+        if isinstance(parent, (cst.Element,)) and isinstance(self.program.parent(parent), cst.Tuple):
+            self._tuple_element(parent, flow, seen)
+            return
+        if isinstance(parent, (cst.Assign, cst.AnnAssign)) or isinstance(parent, cst.AssignTarget):
+            target = self.facts.assigned_name(expr) if isinstance(expr, cst.BaseExpression) else None
+            if target is not None:
+                for use in self.facts.uses(target):
+                    self._follow(use, flow, seen)
+            return
+        if isinstance(parent, cst.Return):
+            function = self._function(parent)
+            if function is not None:
+                for ref in self.facts.references(function):
+                    call = self.program.parent(ref)
+                    if isinstance(call, cst.Call) and call.func is ref:
+                        flow.through.append(call)
+                        self._follow(call, flow, seen)
+            return
+
+    def _argument(self, arg: cst.Arg, flow: Flow, seen: set[int]) -> None:
+        call = self.program.parent(arg)
+        if not isinstance(call, cst.Call):
+            return
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            keyword = arg.keyword.value if arg.keyword else None
+            first = call.args and call.args[0] is arg and keyword is None
+            if method in TRAIN_SINKS and (first or keyword in ("x", "validation_data")):
+                flow.sinks.append(Sink(call, "train"))
+                return
+            if method in PREDICT_SINKS and (first or keyword == "x"):
+                flow.sinks.append(Sink(call, "predict"))
+                return
+            if method in DISTRIBUTE_SINKS and self.facts.is_strategy_expr(func.value):
+                flow.sinks.append(Sink(call, "distribute"))
+                return
+        definition = self.facts.local_definition(func)
+        if isinstance(definition, cst.FunctionDef):
+            param = _parameter_for(definition, call, arg)
+            if param is not None:
+                for use in self.facts.uses(param.name):
+                    self._follow(use, flow, seen)
+
+    def _tuple_element(self, element: cst.Element, flow: Flow, seen: set[int]) -> None:
+        """``return train, val`` / ``a, b = x, y``: follow the element to the matching name."""
+        tuple_node = self.program.parent(element)
+        position = list(tuple_node.elements).index(element)  # type: ignore[union-attr]
+        holder = self.program.parent(tuple_node)
+        if isinstance(holder, cst.Return):
+            function = self._function(holder)
+            if function is None:
+                return
+            for ref in self.facts.references(function):
+                call = self.program.parent(ref)
+                if isinstance(call, cst.Call) and call.func is ref:
+                    flow.through.append(call)
+                    target = self._unpacked(call, position)
+                    if target is not None:
+                        for use in self.facts.uses(target):
+                            self._follow(use, flow, seen)
+        elif isinstance(holder, cst.Assign):
+            target = self._unpacked(tuple_node, position)
+            if target is not None:
+                for use in self.facts.uses(target):
+                    self._follow(use, flow, seen)
+
+    def _unpacked(self, value: cst.CSTNode, position: int) -> cst.Name | None:
+        assign = self.program.parent(value)
+        if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1):
+            return None
+        target = assign.targets[0].target
+        if isinstance(target, (cst.Tuple, cst.List)) and position < len(target.elements):
+            name = target.elements[position].value
+            return name if isinstance(name, cst.Name) else None
+        return None
+
+    def _function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                return ancestor
+            if isinstance(ancestor, (cst.Lambda, cst.ClassDef)):
+                return None
+        return None
+
+
+def _parameter_for(function: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
+    params = list(function.params.params)
+    if arg.keyword is not None:
+        for param in [*params, *function.params.kwonly_params]:
+            if param.name.value == arg.keyword.value:
+                return param
+        return None
+    if arg.star:
+        return None
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    position = positional.index(arg)
+    return params[position] if position < len(params) else None
+
+
+def parameter_argument(function: cst.FunctionDef, call: cst.Call, param: cst.Param) -> cst.Arg | None:
+    """The argument ``call`` passes for ``param`` (None when it uses the default)."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == param.name.value:
+            return arg
+    params = list(function.params.params)
+    if param in params:
+        position = params.index(param)
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if position < len(positional):
+            return positional[position]
+    return None

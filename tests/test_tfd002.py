@@ -1,0 +1,84 @@
+"""TFD002 unscaled-batch, driven by the fixture pairs in fixtures/tfd002."""
+
+from __future__ import annotations
+
+import pytest
+
+from autofix.engine import Options, analyse
+from fixturecases import assert_fixed_is_clean, assert_fixes_to_expected, assert_left_alone, params
+
+TFD002 = Options(select=("TFD002",))
+
+
+@pytest.mark.parametrize("case", params("tfd002", "fixed"))
+def test_fixes_to_expected(case):
+    assert_fixes_to_expected(case, TFD002)
+
+
+@pytest.mark.parametrize("case", params("tfd002", "fixed"))
+def test_fixed_code_is_stable(case):
+    assert_fixed_is_clean(case, TFD002)
+
+
+@pytest.mark.parametrize("case", params("tfd002", "unchanged"))
+def test_leaves_alone_or_reports(case):
+    assert_left_alone(case, TFD002)
+
+
+HEADER = (
+    "import numpy as np\n"
+    "import tensorflow as tf\n"
+    "strategy = tf.distribute.MirroredStrategy()\n"
+    "x = np.ones((64, 4), 'float32')\n"
+)
+MODEL = (
+    "with strategy.scope():\n"
+    "    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(4)])\n"
+    "    model.compile(optimizer='adam', loss='mse')\n"
+)
+
+
+@pytest.mark.parametrize(
+    "batch, expected",
+    [
+        ("32", "32 * strategy.num_replicas_in_sync"),
+        ("16 + 16", "(16 + 16) * strategy.num_replicas_in_sync"),
+        ("2 ** 5", "2 ** 5 * strategy.num_replicas_in_sync"),
+        ("size // 2", "(size // 2) * strategy.num_replicas_in_sync"),
+        ("batch_size=32", "batch_size=32 * strategy.num_replicas_in_sync"),
+    ],
+)
+def test_scaling_keeps_precedence(batch, expected):
+    source = HEADER + "size = 64\n" + f"ds = tf.data.Dataset.from_tensor_slices((x, x)).batch({batch})\n" + MODEL + "model.fit(ds)\n"
+    new = analyse(source, TFD002).new_text
+    assert f".batch({expected})" in new
+
+
+def test_other_chains_and_sinks_are_followed():
+    source = (
+        HEADER
+        + "ds = tf.data.Dataset.from_tensor_slices((x, x)).batch(8)\n"
+        + "ds = ds.cache().prefetch(2)\n"
+        + "dist = strategy.experimental_distribute_dataset(ds)\n"
+    )
+    analysis = analyse(source, TFD002)
+    assert ".batch(8 * strategy.num_replicas_in_sync)" in analysis.new_text
+
+
+def test_unused_or_unknown_destinations_are_not_claimed():
+    source = HEADER + "ds = tf.data.Dataset.from_tensor_slices((x, x)).batch(8)\nsave_somewhere(ds)\n"
+    assert analyse(source, TFD002).findings == []
+
+
+def test_collision_free_names():
+    source = (
+        HEADER.replace("strategy = ", "BATCH_SIZE_PER_REPLICA = 'taken'\nstrategy = ")
+        + "BATCH_SIZE = 16\n"
+        + "ds = tf.data.Dataset.from_tensor_slices((x, x)).repeat().batch(BATCH_SIZE)\n"
+        + MODEL
+        + "model.fit(ds, steps_per_epoch=64 // BATCH_SIZE)\n"
+    )
+    new = analyse(source, TFD002).new_text
+    assert "BATCH_SIZE_PER_REPLICA_2 = 16\n" in new
+    assert "BATCH_SIZE = BATCH_SIZE_PER_REPLICA_2 * strategy.num_replicas_in_sync\n" in new
+    assert "BATCH_SIZE_PER_REPLICA = 'taken'" in new
