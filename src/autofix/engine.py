@@ -94,24 +94,25 @@ def analyse(text: str, options: Options) -> Analysis:
     try:
         program = Program(parse(text))
         findings: list[Finding] = []
-        first: dict[type[Rule], Outcome] = {}
+        outcomes: dict[type[Rule], Outcome] = {}
+        first = False
         for rule in rules:
-            outcome = rule().run(program)
+            outcome = outcomes[rule] = rule().run(program)
             findings.extend(_findings(rule, outcome, program, options))
-            if outcome.module is not None and options.fixes(rule):
-                first[rule] = outcome
+            first = first or (outcome.module is not None and options.fixes(rule))
     except RecursionError:
         raise AnalysisError("nested too deeply to be analysed") from None
     if not first:
         return Analysis(findings)
+    fixers = [r for r in rules if options.fixes(r)]
     try:
-        new_text = _apply(text, list(first), first)
+        new_text = _apply(text, fixers, {r: o for r, o in outcomes.items()})
     except AnalysisError as exc:
         return _refuse(findings, f"the fix produced code that does not parse ({exc})")
     if new_text == text:
         return Analysis(findings)
     try:
-        again = _apply(new_text, [r for r in rules if options.fixes(r)], {})
+        again = _apply(new_text, fixers, {})
     except AnalysisError as exc:
         return _refuse(findings, f"the fixed code could not be checked again ({exc})")
     if again != new_text:
@@ -120,16 +121,20 @@ def analyse(text: str, options: Options) -> Analysis:
 
 
 def _apply(text: str, rules: list[type[Rule]], known: dict[type[Rule], Outcome]) -> str:
-    """Run the fixes of ``rules`` one after another; ``known`` holds outcomes already computed
-    on ``text`` itself (valid for the first rule only)."""
+    """Run the fixes of ``rules`` one after another, each on the text the previous ones left.
+    ``known`` holds outcomes already computed on ``text`` itself, reused while nothing has
+    changed yet. Every rule runs: a later one may have work only once an earlier one has
+    fixed something (TFD005 scales an optimizer once TFD001 has moved it after the strategy)."""
     current = text
-    for index, rule in enumerate(rules):
-        if index == 0 and rule in known:
+    for rule in rules:
+        if current is text and rule in known:
             outcome = known[rule]
         else:
             outcome = rule().run(Program(parse(current)))
         if outcome.module is not None:
-            current = outcome.module.code
+            code = outcome.module.code
+            if code != current:
+                current = code
     if current != text:
         parse(current)
     return current

@@ -1,0 +1,219 @@
+"""TFD005 unscaled-learning-rate (unsafe): a constant learning rate not scaled with the global batch.
+
+When the global batch grows with the number of replicas (TFD002), each step averages over N
+times more examples; the common practice, linear scaling, multiplies the learning rate by
+the same factor. It is a practice, not a rule (it can hurt with some optimizers and models),
+so this fix only runs with ``--unsafe-fixes``; ``check`` shows it as a suggestion.
+
+``Adam(1e-3)`` / ``Adam(learning_rate=LR)`` in a training script under a strategy becomes
+``Adam(learning_rate=1e-3 * strategy.num_replicas_in_sync)``.
+
+Not fixed (reported, or left alone):
+- rates that are schedules, callables, or already involve ``num_replicas_in_sync``;
+- string optimizers (``compile(optimizer="adam")``) and optimizers using their default rate:
+  reported with the line to write, since the default differs between optimizers and versions;
+- optimizers made where the strategy does not exist yet (TFD001 moves them into the scope
+  first; they are scaled once they are there);
+- optimizers that are not used to train (neither passed to ``compile`` nor applying gradients).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from autofix.blocks import BlockEdits
+from autofix.rule import Example, Outcome, Report, Rule
+from autofix.tf.batching import scaled
+from autofix.tf.contexts import Contexts
+from autofix.tf.program import Program
+from autofix.tf.symbols import Kind
+
+_SCHEDULES = ("keras.optimizers.schedules.",)
+_STRING_OPTIMIZERS = {
+    "adam": "Adam",
+    "sgd": "SGD",
+    "rmsprop": "RMSprop",
+    "adagrad": "Adagrad",
+    "adadelta": "Adadelta",
+    "adamax": "Adamax",
+    "nadam": "Nadam",
+    "adamw": "AdamW",
+    "ftrl": "Ftrl",
+    "lion": "Lion",
+}
+MESSAGE = (
+    "learning rate is not scaled with the global batch: linear scaling multiplies it by "
+    "strategy.num_replicas_in_sync"
+)
+
+
+class UnscaledLearningRate(Rule):
+    CODE = "TFD005"
+    NAME = "unscaled-learning-rate"
+    DESCRIPTION = "Constant learning rate not scaled with the global batch (unsafe, opt-in)"
+    SAFE = False
+    EXAMPLES = (
+        Example(
+            before=(
+                "import tensorflow as tf\n"
+                "\n"
+                "strategy = tf.distribute.MirroredStrategy()\n"
+                "with strategy.scope():\n"
+                "    model = tf.keras.Sequential([tf.keras.layers.Dense(10)])\n"
+                '    model.compile(optimizer=tf.keras.optimizers.Adam(1e-3), loss="mse")\n'
+                "model.fit(dataset, epochs=3)\n"
+            ),
+            after=(
+                "import tensorflow as tf\n"
+                "\n"
+                "strategy = tf.distribute.MirroredStrategy()\n"
+                "with strategy.scope():\n"
+                "    model = tf.keras.Sequential([tf.keras.layers.Dense(10)])\n"
+                '    model.compile(optimizer=tf.keras.optimizers.Adam(learning_rate=1e-3 * strategy.num_replicas_in_sync), loss="mse")\n'
+                "model.fit(dataset, epochs=3)\n"
+            ),
+        ),
+        Example(
+            before=(
+                "import tensorflow as tf\n"
+                "\n"
+                "strategy = tf.distribute.MirroredStrategy()\n"
+                "schedule = tf.keras.optimizers.schedules.ExponentialDecay(1e-3, 1000, 0.9)\n"
+                "with strategy.scope():\n"
+                "    model = tf.keras.Sequential([tf.keras.layers.Dense(10)])\n"
+                '    model.compile(optimizer=tf.keras.optimizers.Adam(schedule), loss="mse")\n'
+                "model.fit(dataset, epochs=3)\n"
+            ),
+        ),
+    )
+
+    def run(self, program: Program) -> Outcome:
+        facts = program.facts
+        if not facts.strategies:
+            return Outcome()
+        contexts = Contexts.of(program)
+        edits = BlockEdits()
+        reports: list[Report] = []
+        for call, _owner in facts.calls:
+            if facts.call_kind(call) is Kind.OPTIMIZER and self._trains(program, call):
+                self._optimizer(program, contexts, call, edits, reports)
+            elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "compile":
+                self._string_optimizer(program, contexts, call, reports)
+        return Outcome(reports, edits.apply(program.module) if edits else None)
+
+    def _optimizer(self, program: Program, contexts: Contexts, call: cst.Call, edits: BlockEdits, reports: list[Report]) -> None:
+        facts = program.facts
+        if not any(n.rpartition(".")[2][:1].isupper() for n in facts.names_of(call.func)):
+            return  # keras.optimizers.get(...) and the like: no rate of its own here
+        arg = next((a for a in call.args if a.keyword and a.keyword.value == "learning_rate"), None)
+        if arg is None and call.args and call.args[0].keyword is None and not call.args[0].star:
+            arg = call.args[0]
+        context = _context(contexts, call)
+        if context is None:
+            return
+        if arg is None:
+            reports.append(Report(call, MESSAGE, "it uses the optimizer's default rate; pass learning_rate=<rate> * strategy.num_replicas_in_sync"))
+            return
+        value = arg.value
+        if self._schedule_or_scaled(program, value):
+            return
+        if context.conflict:
+            reports.append(Report(value, MESSAGE, context.conflict))
+            return
+        where = contexts.at(call)
+        if where is None or where[0].strategy is not context.strategy or (
+            where[0].index is not None and where[1] <= where[0].index
+        ):
+            reports.append(Report(value, MESSAGE, "the optimizer is made before the strategy exists; TFD001 moves it into strategy.scope() first, after which it is scaled"))
+            return
+        name = context.strategy.name
+        reports.append(Report(value, MESSAGE))
+
+        def rewrite(node: cst.Arg, name: str = name) -> cst.Arg:
+            return node.with_changes(
+                keyword=cst.Name("learning_rate"),
+                equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+                value=scaled(node.value, name),
+            )
+
+        edits.replace(arg, rewrite)
+
+    def _string_optimizer(self, program: Program, contexts: Contexts, call: cst.Call, reports: list[Report]) -> None:
+        arg = next((a for a in call.args if a.keyword and a.keyword.value == "optimizer"), None)
+        if arg is None and call.args and call.args[0].keyword is None:
+            arg = call.args[0]
+        if arg is None or not isinstance(arg.value, cst.SimpleString):
+            return
+        if program.facts.call_kind(call) != "compile" or _context(contexts, call) is None:
+            return
+        name = _STRING_OPTIMIZERS.get(arg.value.evaluated_value.lower())
+        if name is None:
+            return
+        reports.append(
+            Report(
+                arg.value,
+                MESSAGE,
+                f"a string optimizer uses its default rate; to scale it, pass "
+                f"keras.optimizers.{name}(learning_rate=<rate> * strategy.num_replicas_in_sync)",
+            )
+        )
+
+    def _trains(self, program: Program, call: cst.Call) -> bool:
+        """Whether the optimizer made by ``call`` trains a model: passed to compile (directly or
+        through a name), or applying gradients."""
+        facts = program.facts
+        parent = program.parent(call)
+        if isinstance(parent, cst.Arg):
+            owner = program.parent(parent)
+            return isinstance(owner, cst.Call) and facts.call_kind(owner) == "compile"
+        target = facts.assigned_name(call)
+        if target is None:
+            return False
+        for use in facts.uses(target):
+            holder = program.parent(use)
+            if isinstance(holder, cst.Arg):
+                owner = program.parent(holder)
+                if isinstance(owner, cst.Call) and facts.call_kind(owner) == "compile":
+                    return True
+            if isinstance(holder, cst.Attribute) and holder.attr.value in ("apply_gradients", "minimize"):
+                return True
+        return False
+
+    def _schedule_or_scaled(self, program: Program, value: cst.BaseExpression, depth: int = 0) -> bool:
+        facts = program.facts
+        if depth > 6:
+            return True
+        if isinstance(value, (cst.Lambda,)):
+            return True
+        code = program.module.code_for_node(value)
+        if "num_replicas_in_sync" in code:
+            return True
+        if isinstance(value, cst.Call):
+            names = facts.names_of(value.func)
+            if any(n.startswith(_SCHEDULES) for n in names):
+                return True
+            local = facts.local_definition(value.func)
+            return local is not None  # a local schedule class or factory
+        if isinstance(value, cst.Name):
+            bindings = facts.bindings(value)
+            if bindings is None:
+                return False
+            for binding in bindings:
+                bound = facts.assigned_value(binding)
+                if bound is None:
+                    return False
+                if self._schedule_or_scaled(program, bound, depth + 1):
+                    return True
+            return False
+        return False
+
+
+def _context(contexts: Contexts, node: cst.CSTNode):
+    """The strategy context the node's training happens in: where it is, or, for an object
+    made before the strategy in the block that creates it, that block's context."""
+    found = contexts.at(node)
+    if found is None:
+        function = contexts.enclosing_function(node)
+        context = contexts.function_context(function) if function is not None else None
+        return context
+    return found[0]
