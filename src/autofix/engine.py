@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import Iterable, Iterator
 
 import libcst as cst
+import pathspec
 
 from autofix import registry
 from autofix.results import FileResult, Finding
@@ -30,12 +31,31 @@ class Options:
     select: tuple[str, ...] | None = None
     ignore: tuple[str, ...] = ()
     unsafe_fixes: bool = False
+    # ``(glob, codes)`` pairs: rules not run on files matching the glob (gitignore-style,
+    # relative to ``root``, the directory of the configuration that set them).
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    root: str | None = None
 
     def rules(self) -> tuple[type[Rule], ...]:
         return _rules(self.select, self.ignore)
 
     def fixes(self, rule: type[Rule]) -> bool:
         return rule.SAFE or self.unsafe_fixes
+
+    def for_path(self, path: str) -> "Options":
+        """These options with the per-file ignores that apply to ``path`` folded in."""
+        if not self.per_file_ignores:
+            return self
+        relative = os.path.relpath(os.path.abspath(path), self.root or os.getcwd()).replace(os.sep, "/")
+        extra = [code for pattern, codes in self.per_file_ignores if _matches(pattern, relative) for code in codes]
+        if not extra:
+            return self
+        return replace(self, ignore=tuple(dict.fromkeys((*self.ignore, *extra))), per_file_ignores=())
+
+
+@lru_cache(maxsize=256)
+def _matches(pattern: str, relative: str) -> bool:
+    return pathspec.GitIgnoreSpec.from_lines([pattern]).match_file(relative)
 
 
 @lru_cache(maxsize=None)
@@ -189,7 +209,7 @@ def process_path(path: str, options: Options, write: bool = False) -> FileResult
         return FileResult(path, error=str(exc))
     except Exception as exc:
         return FileResult(path, error=_internal(exc))
-    result = process_text(source.text, path, options)
+    result = process_text(source.text, path, options.for_path(path))
     if not result.changed:
         # Unchanged files keep no text: results stay small however many files there are.
         return replace(result, old_text=None, new_text=None)
