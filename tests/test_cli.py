@@ -36,8 +36,11 @@ def test_check_reports_findings_and_exits_1(repo):
     assert result.stdout.splitlines() == [
         "train.py:4:9: TFD001 [*] model built outside strategy.scope(), so its variables are not mirrored across replicas",
         "train.py:5:1: TFD001 [*] compile() called outside strategy.scope(), so its variables are not mirrored across replicas",
+        "train.py:5:25: TFD005 learning rate is not scaled with the global batch: linear scaling multiplies it by "
+        "strategy.num_replicas_in_sync (suggestion; no automatic fix: a string optimizer uses its default rate; to "
+        "scale it, pass keras.optimizers.Adam(learning_rate=<rate> * strategy.num_replicas_in_sync))",
     ]
-    assert "Checked 2 files, 2 findings (TFD001 2), 2 fixable" in result.stderr
+    assert "Checked 2 files, 2 findings (TFD001 2), 2 fixable, 1 suggestion (--unsafe-fixes to apply)" in result.stderr
     assert (repo / "train.py").read_text() == BROKEN
 
 
@@ -45,6 +48,14 @@ def test_check_clean_exits_0(repo):
     result = run("check", "clean.py")
     assert result.exit_code == 0
     assert result.stdout == ""
+
+
+def test_suggestions_do_not_fail_check_unless_unsafe_fixes_are_on(repo):
+    (repo / "ok.py").write_text(FIXED)
+    result = run("check", "ok.py")
+    assert result.exit_code == 0
+    assert "TFD005" in result.stdout and "suggestion" in result.stdout
+    assert run("check", "--unsafe-fixes", "ok.py").exit_code == 1
 
 
 def test_check_with_a_bad_file_exits_2_and_still_reports_the_others(repo):
@@ -149,9 +160,10 @@ def test_json_format(repo):
     result = run("check", "--format", "json", ".")
     assert result.exit_code == 1
     items = json.loads(result.stdout)
-    assert [(i["path"], i["code"], i["line"], i["column"], i["fixable"]) for i in items] == [
-        ("train.py", "TFD001", 4, 9, True),
-        ("train.py", "TFD001", 5, 1, True),
+    assert [(i["path"], i["code"], i["line"], i["column"], i["fixable"], i["unsafe"]) for i in items] == [
+        ("train.py", "TFD001", 4, 9, True, False),
+        ("train.py", "TFD001", 5, 1, True, False),
+        ("train.py", "TFD005", 5, 25, False, True),
     ]
 
 
@@ -165,7 +177,7 @@ def test_github_format(repo):
 def test_output_file(repo):
     result = run("check", "--format", "json", "--output", "report.json", ".")
     assert result.exit_code == 1 and result.stdout == ""
-    assert len(json.loads((repo / "report.json").read_text())) == 2
+    assert len(json.loads((repo / "report.json").read_text())) == 3
 
 
 def test_rules_and_explain():

@@ -148,6 +148,10 @@ class Run:
         for finding in result.findings:
             if finding.suppressed:
                 continue
+            if finding.unsafe and not self.options.unsafe_fixes:
+                # A suggestion (TFD005): shown, but it does not fail `check`.
+                self.counts["suggestions"] += 1
+                continue
             self.counts["findings"] += 1
             self.counts["fixable"] += finding.fixable
             self.rules[finding.code] += 1
@@ -163,6 +167,8 @@ class Run:
             parts.append(f"{c['fixable']} fixable")
         else:
             parts.append("no findings")
+        if c["suggestions"]:
+            parts.append(f"{c['suggestions']} suggestion{'s' if c['suggestions'] != 1 else ''} (--unsafe-fixes to apply)")
         if c["changed"]:
             parts.append(f"{c['changed']} file{'s' if c['changed'] != 1 else ''} {'changed' if verb == 'Fixed' else 'to change'}")
         if c["refused"]:
@@ -278,16 +284,19 @@ def fix(**kw) -> None:
             if not finding.fixable and not finding.suppressed:
                 err.print(Text(f"{display_path(result.path)}:{finding.line}:{finding.column}: {finding.code} {finding.message} ({finding.reason or 'not fixed'})", style="yellow"))
     run.summary("Fixed")
-    sys.exit(EXIT_ERROR if run.counts["errors"] else EXIT_OK)
+    code = EXIT_ERROR if run.counts["errors"] else EXIT_OK
+    if smoke:
+        code = max(code, _smoke_changed(written, err))
+    sys.exit(code)
 
 
 @main.command()
 def rules() -> None:
     """List the rules."""
     table = Table(title="autofix rules")
-    table.add_column("Code")
-    table.add_column("Name")
-    table.add_column("Fix")
+    table.add_column("Code", no_wrap=True)
+    table.add_column("Name", no_wrap=True)
+    table.add_column("Fix", no_wrap=True)
     table.add_column("Description")
     for rule in registry.all_rules():
         table.add_row(rule.CODE, rule.NAME, "safe" if rule.SAFE else "unsafe (--unsafe-fixes)", rule.DESCRIPTION)

@@ -184,7 +184,7 @@ def _findings(rule: type[Rule], outcome: Outcome, program: Program, options: Opt
                 end_column=where.end.column + 1,
                 fixable=fixable,
                 reason=reason,
-                unsafe=not rule.SAFE and report.reason is None,
+                unsafe=not rule.SAFE,
             )
         )
     return found

@@ -23,7 +23,8 @@ class Finding:
     end_column: int
     fixable: bool
     reason: str | None = None
-    # A fix that exists but needs --unsafe-fixes: shown as a suggestion by `check`.
+    # From a rule whose fix may change what training computes (TFD005): a suggestion. It does
+    # not make `check` fail unless --unsafe-fixes was given.
     unsafe: bool = False
     # Notebook cell (0-based index among all cells) the finding is in, if any.
     cell: int | None = None

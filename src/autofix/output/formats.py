@@ -31,8 +31,10 @@ def finding_status(finding: Finding) -> str:
 def finding_note(finding: Finding) -> str:
     if finding.fixable:
         return ""
-    if finding.unsafe:
+    if finding.unsafe and not finding.reason:
         return " (suggestion: fix available with --unsafe-fixes)"
+    if finding.unsafe:
+        return f" (suggestion; {finding.reason})"
     if finding.reason:
         return f" ({finding.reason})"
     return ""
