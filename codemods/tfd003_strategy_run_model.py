@@ -1,0 +1,429 @@
+"""TFD003 strategy-run-model: ``strategy.run`` given a model, or called eagerly in a loop.
+
+``strategy.run`` takes a per-replica step *function*, not a model: ``strategy.run(model,
+args=())`` fails (``TypeError: missing a required argument: 'inputs'`` on Keras 3,
+``ValueError: The first argument to Layer.call must always be passed`` on Keras 2); people
+write it to "test" their distributed setup. The fix replaces it with a generated,
+replica-correct training step fed with real data: a ``@tf.function`` ``train_step`` that
+computes the model's compiled loss per example (``reduction="none"``), averages it with
+``tf.nn.compute_average_loss`` over the global batch, and applies the gradients with the
+compiled optimizer; the loss object is made inside ``strategy.scope()``, and the step runs on a
+batch of ``strategy.experimental_distribute_dataset(<the dataset the model is fit on>)``. A
+value that was used is the per-replica loss reduced with ``strategy.reduce(SUM, ...)``.
+
+``strategy.run(step, ...)`` called eagerly in a loop runs every step op by op; when the step
+is clearly safe to trace (only TensorFlow and Keras calls), the call is wrapped in a
+``@tf.function``.
+
+Not fixed (reported with the reason):
+- a model that is not compiled, or compiled with a loss that cannot be rebuilt per example;
+- a model not fit on a batched ``tf.data`` dataset named before the ``strategy.run`` line;
+- a script that does not import TensorFlow as a module (``import tensorflow as tf``);
+- eager loops whose step prints, converts tensors to Python values, or calls other code.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from autofix.blocks import BlockEdits
+from autofix.rule import Example, Outcome, Report, Rule
+from autofix.tf.facts import Facts
+from autofix.tf.program import Program
+from autofix.tf.symbols import Kind
+from autofix.tf.training import (
+    NotFound,
+    batch_size_of,
+    compile_of,
+    fit_datasets,
+    fresh_names,
+    keras_spelling,
+    module_alias,
+    per_example_loss,
+    visible_at,
+)
+
+MODEL_MESSAGE = "strategy.run was given a model: it takes a per-replica step function (this call raises)"
+EAGER_MESSAGE = "strategy.run is called eagerly in a training loop: every step runs op by op instead of as a graph"
+COMMENT = "# strategy.run takes a per-replica step function, not a model: train one step on real data."
+# Calls a step may make and still be traced safely: TensorFlow, Keras and these builtins.
+_TRACEABLE_BUILTINS = frozenset({"builtins.zip", "builtins.len", "builtins.range", "builtins.isinstance", "builtins.float", "builtins.int"})
+
+
+class StrategyRunModel(Rule):
+    CODE = "TFD003"
+    NAME = "strategy-run-model"
+    DESCRIPTION = "strategy.run(model, ...) instead of a per-replica step function"
+    EXAMPLES = (
+        Example(
+            before=(
+                "import tensorflow as tf\n"
+                "\n"
+                "strategy = tf.distribute.MirroredStrategy()\n"
+                "train_ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)\n"
+                "with strategy.scope():\n"
+                "    model = tf.keras.Sequential([tf.keras.layers.Dense(10)])\n"
+                '    model.compile(optimizer="adam", loss="mse")\n'
+                "strategy.run(model, args=())\n"
+                "model.fit(train_ds, epochs=3)\n"
+            ),
+            after=(
+                "import tensorflow as tf\n"
+                "\n"
+                "strategy = tf.distribute.MirroredStrategy()\n"
+                "train_ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)\n"
+                "with strategy.scope():\n"
+                "    model = tf.keras.Sequential([tf.keras.layers.Dense(10)])\n"
+                '    model.compile(optimizer="adam", loss="mse")\n'
+                f"{COMMENT}\n"
+                "with strategy.scope():\n"
+                '    loss_object = tf.keras.losses.MeanSquaredError(reduction="none")\n'
+                "\n"
+                "\n"
+                "@tf.function\n"
+                "def train_step(inputs):\n"
+                "    features, labels = inputs\n"
+                "    with tf.GradientTape() as tape:\n"
+                "        predictions = model(features, training=True)\n"
+                "        per_example_loss = loss_object(labels, predictions)\n"
+                "        loss = tf.nn.compute_average_loss(per_example_loss, global_batch_size=64)\n"
+                "    gradients = tape.gradient(loss, model.trainable_variables)\n"
+                "    model.optimizer.apply_gradients(zip(gradients, model.trainable_variables))\n"
+                "    return loss\n"
+                "\n"
+                "\n"
+                "dist_dataset = strategy.experimental_distribute_dataset(train_ds)\n"
+                "strategy.run(train_step, args=(next(iter(dist_dataset)),))\n"
+                "model.fit(train_ds, epochs=3)\n"
+            ),
+        ),
+        Example(
+            before=(
+                "import tensorflow as tf\n"
+                "\n"
+                "strategy = tf.distribute.MirroredStrategy()\n"
+                "\n"
+                "\n"
+                "@tf.function\n"
+                "def distributed_step(inputs):\n"
+                "    return strategy.run(step, args=(inputs,))\n"
+            ),
+        ),
+    )
+
+    def run(self, program: Program) -> Outcome:
+        facts = program.facts
+        if not facts.strategies:
+            return Outcome()
+        edits = BlockEdits()
+        reports: list[Report] = []
+        for call in facts.strategy_run_calls():
+            if not call.args:
+                continue
+            target = call.args[0].value
+            if _keras_object(facts, target):
+                try:
+                    self._replace_model_run(program, call, target, edits)
+                except NotFound as why:
+                    reports.append(Report(call, MODEL_MESSAGE, str(why)))
+                else:
+                    reports.append(Report(call, MODEL_MESSAGE))
+                continue
+            if _eager_in_loop(program, call):
+                try:
+                    self._wrap_in_function(program, call, edits)
+                except NotFound as why:
+                    reports.append(Report(call, EAGER_MESSAGE, str(why)))
+                else:
+                    reports.append(Report(call, EAGER_MESSAGE))
+        return Outcome(reports, edits.apply(program.module) if edits else None)
+
+    # --- strategy.run(model) ---------------------------------------------------------------------
+
+    def _replace_model_run(self, program: Program, call: cst.Call, target: cst.BaseExpression, edits: BlockEdits) -> None:
+        facts = program.facts
+        model = _root(target)
+        if model is None:
+            raise NotFound("the model is not a plain name autofix can follow")
+        strategy = call.func.value  # type: ignore[union-attr]
+        if not isinstance(strategy, cst.Name):
+            raise NotFound("the strategy is not a plain name")
+        statement, block = _placement(program, call)
+        tf = module_alias(program, "tensorflow")
+        if tf is None:
+            raise NotFound("the script does not import tensorflow as a module (import tensorflow as tf)")
+        compiled = compile_of(facts, model)
+        if compiled is None:
+            raise NotFound(f"{model.value} is not compiled once, so there is no loss or optimizer to train with")
+        built = [facts.assigned_value(b) for b in facts.bindings(model) or []]
+        keras = keras_spelling(program, [compiled.call, *(v for v in built if v is not None)])
+        making, loss_callable = per_example_loss(program, compiled.loss, keras)
+        dataset = self._dataset(program, model, call)
+        batch = batch_size_of(program, dataset)
+        names = fresh_names(program, ["loss_object", "train_step", "dist_dataset"])
+        loss_fn = loss_callable or names["loss_object"]
+        global_batch = ""
+        if batch is not None and visible_at(program, batch, call):
+            global_batch = f", global_batch_size={program.module.code_for_node(batch)}"
+        locals_ = _step_locals(program, [model.value, loss_fn.split(".")[0], tf, *_names_in(batch)])
+        body = (
+            f"@{tf}.function\n"
+            f"def {names['train_step']}(inputs):\n"
+            f"    {locals_['features']}, {locals_['labels']} = inputs\n"
+            f"    with {tf}.GradientTape() as {locals_['tape']}:\n"
+            f"        {locals_['predictions']} = {model.value}({locals_['features']}, training=True)\n"
+            f"        {locals_['per_example_loss']} = {loss_fn}({locals_['labels']}, {locals_['predictions']})\n"
+            f"        {locals_['loss']} = {tf}.nn.compute_average_loss({locals_['per_example_loss']}{global_batch})\n"
+            f"    {locals_['gradients']} = {locals_['tape']}.gradient({locals_['loss']}, {model.value}.trainable_variables)\n"
+            f"    {model.value}.optimizer.apply_gradients(zip({locals_['gradients']}, {model.value}.trainable_variables))\n"
+            f"    return {locals_['loss']}\n"
+        )
+        module_level = isinstance(block, cst.Module)
+        gap = [cst.EmptyLine(indent=False)] * (2 if module_level else 1)
+        comment = cst.EmptyLine(comment=cst.Comment(COMMENT))
+        new: list[cst.BaseStatement] = []
+        if making is not None:
+            make = cst.parse_statement(f"{names['loss_object']} = {making}\n")
+            if facts.under_scope(call):
+                new.append(make)
+            else:
+                new.append(cst.parse_statement(f"with {strategy.value}.scope():\n    {names['loss_object']} = {making}\n"))
+        step = cst.parse_statement(body)
+        new.append(step.with_changes(leading_lines=gap) if new else step)
+        dist = cst.parse_statement(
+            f"{names['dist_dataset']} = {strategy.value}.experimental_distribute_dataset({program.module.code_for_node(dataset)})\n"
+        )
+        new.append(dist.with_changes(leading_lines=gap))
+        new[0] = new[0].with_changes(leading_lines=[*statement.leading_lines, comment])
+        run = f"{strategy.value}.run({names['train_step']}, args=(next(iter({names['dist_dataset']})),))"
+        whole = isinstance(statement, cst.SimpleStatementLine) and any(
+            isinstance(s, cst.Expr) and s.value is call for s in statement.body
+        )
+        replacement = run if whole else f"{strategy.value}.reduce({tf}.distribute.ReduceOp.SUM, {run}, axis=None)"
+        edits.replace(call, lambda _node: cst.parse_expression(replacement))
+        index = list(block.body).index(statement)
+
+        def insert(body, index=index, new=new):
+            body = list(body)
+            body[index] = body[index].with_changes(leading_lines=())
+            return body[:index] + new + body[index:]
+
+        edits.add(block, insert)
+
+    def _dataset(self, program: Program, model: cst.Name, call: cst.Call) -> cst.BaseExpression:
+        for dataset in fit_datasets(program.facts, model):
+            if isinstance(dataset, cst.Name) and visible_at(program, dataset, call) and batch_size_of(program, dataset) is not None:
+                if program.position(dataset).start.line < program.position(call).start.line or _defined_before(program, dataset, call):
+                    return dataset
+        raise NotFound(
+            f"no batched tf.data dataset that {model.value} is fit on is named before this line, "
+            "so there is no real data to feed the step"
+        )
+
+    # --- eager strategy.run in a loop ----------------------------------------------------------
+
+    def _wrap_in_function(self, program: Program, call: cst.Call, edits: BlockEdits) -> None:
+        facts = program.facts
+        tf = module_alias(program, "tensorflow")
+        if tf is None:
+            raise NotFound("the script does not import tensorflow as a module (import tensorflow as tf)")
+        step = facts.local_definition(call.args[0].value)
+        if not isinstance(step, cst.FunctionDef):
+            raise NotFound("the step function is not defined in this file, so it cannot be shown safe to trace")
+        why = _untraceable(program, step)
+        if why:
+            raise NotFound(f"{step.name.value}() {why}, which would behave differently inside a tf.function")
+        params = _simple_args(call)
+        if params is None:
+            raise NotFound("its arguments are not a plain tuple of names")
+        statement, block = _placement(program, call)
+        loop = _loop_of(program, call)
+        if loop is None or program.block_of(loop) is None:
+            raise NotFound("the loop is not a statement of a block")
+        outer = program.block_of(loop)
+        names = fresh_names(program, [f"distributed_{step.name.value}"])
+        wrapper_name = names[f"distributed_{step.name.value}"]
+        strategy = program.module.code_for_node(call.func.value)  # type: ignore[union-attr]
+        args = ", ".join(params)
+        wrapper = cst.parse_statement(
+            f"@{tf}.function\n"
+            f"def {wrapper_name}({args}):\n"
+            f"    return {strategy}.run({step.name.value}, args=({args}{',' if len(params) == 1 else ''}))\n"
+        )
+        comment = cst.EmptyLine(comment=cst.Comment("# Runs the step as one graph on every replica, not op by op."))
+        gap = [cst.EmptyLine(indent=False)] * (2 if isinstance(outer, cst.Module) else 1)
+        edits.replace(call, lambda _node: cst.parse_expression(f"{wrapper_name}({args})"))
+        index = list(outer.body).index(loop)
+
+        def insert(body, index=index):
+            body = list(body)
+            first = wrapper.with_changes(leading_lines=[*body[index].leading_lines, comment])
+            body[index] = body[index].with_changes(leading_lines=gap)
+            return body[:index] + [first] + body[index:]
+
+        edits.add(outer, insert)
+
+
+def _keras_object(facts: Facts, expr: cst.BaseExpression) -> bool:
+    root = _root(expr)
+    if root is None:
+        return False
+    kinds = facts._value_kinds(root)
+    return any(k in (Kind.MODEL, Kind.LAYER, Kind.LOAD) or isinstance(k, cst.FunctionDef) and facts.effects.get(k) and facts.effects[k].creates for k in kinds)
+
+
+def _root(expr: cst.BaseExpression) -> cst.Name | None:
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+    return expr if isinstance(expr, cst.Name) else None
+
+
+def _placement(program: Program, call: cst.Call) -> tuple[cst.BaseStatement, cst.Module | cst.IndentedBlock]:
+    statement = program.statement_of(call)
+    block = program.block_of(statement) if statement is not None else None
+    if statement is None or block is None or not isinstance(statement, cst.SimpleStatementLine):
+        raise NotFound("the call is not on a line of its own in a block")
+    return statement, block
+
+
+def _defined_before(program: Program, name: cst.Name, site: cst.CSTNode) -> bool:
+    bindings = program.facts.bindings(name) or []
+    line = program.position(site).start.line
+    return bool(bindings) and all(program.position(b).start.line < line for b in bindings)
+
+
+def _names_in(expr: cst.CSTNode | None) -> list[str]:
+    if expr is None:
+        return []
+    found: list[str] = []
+
+    class Visitor(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            found.append(node.value)
+
+    expr.visit(Visitor())
+    return found
+
+
+def _step_locals(program: Program, read: list[str]) -> dict[str, str]:
+    """Local names of the generated step, kept clear of the names it reads."""
+    chosen = {}
+    for name in ("features", "labels", "tape", "predictions", "per_example_loss", "loss", "gradients"):
+        candidate, n = name, 2
+        while candidate in read or candidate in chosen.values():
+            candidate, n = f"{name}_{n}", n + 1
+        chosen[name] = candidate
+    return chosen
+
+
+def _eager_in_loop(program: Program, call: cst.Call) -> bool:
+    """In a for/while loop, and not (inside) a function that is compiled with tf.function."""
+    in_loop = False
+    for ancestor in program.ancestors(call):
+        if isinstance(ancestor, (cst.For, cst.While)):
+            in_loop = True
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            if isinstance(ancestor, cst.FunctionDef) and _compiled(program, ancestor):
+                return False
+            if not in_loop:
+                return False
+    return in_loop
+
+
+def _compiled(program: Program, function: cst.FunctionDef) -> bool:
+    for decorator in function.decorators:
+        expr = decorator.decorator
+        if isinstance(expr, cst.Call):
+            expr = expr.func
+        if "tensorflow.function" in program.facts.names_of(expr):
+            return True
+    for ref in program.facts.references(function):
+        parent = program.parent(ref)
+        holder = program.parent(parent) if isinstance(parent, cst.Arg) else None
+        if isinstance(holder, cst.Call) and "tensorflow.function" in program.facts.names_of(holder.func):
+            return True
+    return False
+
+
+def _untraceable(program: Program, function: cst.FunctionDef) -> str | None:
+    facts = program.facts
+    if _compiled(program, function):
+        return None
+
+    class Visitor(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.why: str | None = None
+
+        def visit_Global(self, node: cst.Global) -> None:
+            self.why = self.why or "assigns a global"
+
+        def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+            self.why = self.why or "assigns an outer variable"
+
+        def visit_Yield(self, node: cst.Yield) -> None:
+            self.why = self.why or "is a generator"
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if self.why:
+                return
+            func = node.func
+            names = facts.names_of(func)
+            if any(n.startswith(("tensorflow.", "keras.")) for n in names) or names & _TRACEABLE_BUILTINS:
+                return
+            if "builtins.print" in names:
+                self.why = "prints"
+                return
+            if isinstance(func, cst.Attribute):
+                if func.attr.value in ("numpy", "item", "tolist"):
+                    self.why = "converts tensors to Python values"
+                    return
+                root = _root(func)
+                if root is not None and (facts.is_model_name(root) or facts.is_layer_name(root) or _keras_value(facts, root)):
+                    return
+                if func.attr.value in ("gradient", "apply_gradients", "update_state", "assign", "assign_add", "assign_sub"):
+                    return
+                self.why = f"calls {program.module.code_for_node(func)}()"
+                return
+            if isinstance(func, cst.Name) and (facts.is_model_name(func) or facts.is_layer_name(func) or _keras_value(facts, func)):
+                return
+            self.why = f"calls {program.module.code_for_node(func)}()"
+
+    visitor = Visitor()
+    function.body.visit(visitor)
+    return visitor.why
+
+
+def _keras_value(facts: Facts, name: cst.Name) -> bool:
+    """A name bound to a Keras loss, metric, optimizer or model object."""
+    kinds = facts._value_kinds(name)
+    return bool(kinds) and all(isinstance(k, Kind) for k in kinds)
+
+
+def _simple_args(call: cst.Call) -> list[str] | None:
+    """The names in ``args=(a, b)`` (``[]`` without args), or None if anything else is passed."""
+    rest = call.args[1:]
+    if not rest:
+        return []
+    if len(rest) != 1 or rest[0].keyword is None or rest[0].keyword.value != "args":
+        return None
+    value = rest[0].value
+    if not isinstance(value, (cst.Tuple, cst.List)):
+        return None
+    names = []
+    for element in value.elements:
+        if not isinstance(element.value, cst.Name) or isinstance(element, cst.StarredElement):
+            return None
+        names.append(element.value.value)
+    return names
+
+
+def _loop_of(program: Program, call: cst.Call) -> cst.BaseStatement | None:
+    """The outermost loop around the call in its function: the wrapper goes before it, so it
+    is defined (and traced) once, not on every pass of an outer loop."""
+    loop = None
+    for ancestor in program.ancestors(call):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            break
+        if isinstance(ancestor, (cst.For, cst.While)):
+            loop = ancestor
+    return loop

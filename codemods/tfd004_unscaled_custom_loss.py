@@ -1,0 +1,328 @@
+"""TFD004 unscaled-custom-loss: a custom training step whose loss is not reduced correctly
+across replicas.
+
+In a step passed to ``strategy.run`` each replica sees 1/N of the global batch and the
+gradients of all replicas are summed. The loss must therefore be the per-example loss summed
+over the replica's examples and divided by the *global* batch size, which is what
+``tf.nn.compute_average_loss(per_example_loss, global_batch_size=...)`` computes, with a loss
+object made with ``reduction="none"``. The fix rewrites:
+
+- ``tf.reduce_mean(per_example_loss)`` (a mean over one replica's batch: gradients N times
+  too large) into ``tf.nn.compute_average_loss(per_example_loss, global_batch_size=...)``;
+- a loss object with the default reduction called in the step (Keras 2 rejects it under a
+  strategy; Keras 3 divides by the replica count itself) into a ``reduction="none"`` loss
+  averaged with ``tf.nn.compute_average_loss``;
+- a manual ``/ strategy.num_replicas_in_sync`` on top of a default-reduction loss (Keras >= 3.8
+  divides twice) the same way, which is right on Keras 2 and 3.
+
+The global batch size is that of the dataset the step is fed from, when it can be named in
+the step; otherwise ``compute_average_loss`` derives it (per-replica batch x replicas).
+
+Not fixed (reported, or left alone):
+- the TensorFlow guide's pattern (``reduction="none"`` + ``compute_average_loss``), a
+  ``reduction="sum"`` loss scaled by hand, and losses used only through ``compile``/``fit``;
+- ``tf.reduce_mean`` of something that is not a per-example loss (its shape is unknown);
+- a default-reduction loss object that is also used outside custom steps (``compile``):
+  changing its reduction would change that use too.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from autofix.blocks import BlockEdits
+from autofix.rule import Example, Outcome, Report, Rule
+from autofix.tf.facts import Facts
+from autofix.tf.program import Program
+from autofix.tf.symbols import Kind
+from autofix.tf.training import batch_size_of, module_alias, visible_at
+
+_MEANS = frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean"})
+_AVERAGE = "tensorflow.nn.compute_average_loss"
+MEAN_MESSAGE = (
+    "loss averaged with reduce_mean over one replica's batch: gradients are summed across "
+    "replicas, so they come out N times too large; average over the global batch instead"
+)
+DEFAULT_MESSAGE = (
+    "loss object with the default reduction in a custom step: Keras 2 rejects it under a "
+    "strategy and Keras 3 divides by the replica count on its own; use reduction='none' and "
+    "tf.nn.compute_average_loss"
+)
+TWICE_MESSAGE = (
+    "loss divided by num_replicas_in_sync on top of a default-reduction loss: Keras >= 3.8 "
+    "already divides by the replica count, so this divides twice"
+)
+
+
+class UnscaledCustomLoss(Rule):
+    CODE = "TFD004"
+    NAME = "unscaled-custom-loss"
+    DESCRIPTION = "Custom training step whose loss is not averaged over the global batch"
+    EXAMPLES = (
+        Example(
+            before=(
+                "import tensorflow as tf\n"
+                "\n"
+                "strategy = tf.distribute.MirroredStrategy()\n"
+                "\n"
+                "\n"
+                "def train_step(inputs):\n"
+                "    x, y = inputs\n"
+                "    with tf.GradientTape() as tape:\n"
+                "        loss = tf.reduce_mean(tf.keras.losses.mse(y, model(x, training=True)))\n"
+                "    grads = tape.gradient(loss, model.trainable_variables)\n"
+                "    optimizer.apply_gradients(zip(grads, model.trainable_variables))\n"
+                "\n"
+                "\n"
+                "strategy.run(train_step, args=(batch,))\n"
+            ),
+            after=(
+                "import tensorflow as tf\n"
+                "\n"
+                "strategy = tf.distribute.MirroredStrategy()\n"
+                "\n"
+                "\n"
+                "def train_step(inputs):\n"
+                "    x, y = inputs\n"
+                "    with tf.GradientTape() as tape:\n"
+                "        loss = tf.nn.compute_average_loss(tf.keras.losses.mse(y, model(x, training=True)))\n"
+                "    grads = tape.gradient(loss, model.trainable_variables)\n"
+                "    optimizer.apply_gradients(zip(grads, model.trainable_variables))\n"
+                "\n"
+                "\n"
+                "strategy.run(train_step, args=(batch,))\n"
+            ),
+        ),
+        Example(
+            before=(
+                "import tensorflow as tf\n"
+                "\n"
+                "strategy = tf.distribute.MirroredStrategy()\n"
+                'loss_object = tf.keras.losses.MeanSquaredError(reduction="none")\n'
+                "\n"
+                "\n"
+                "def train_step(inputs):\n"
+                "    x, y = inputs\n"
+                "    with tf.GradientTape() as tape:\n"
+                "        per_example = loss_object(y, model(x, training=True))\n"
+                "        loss = tf.nn.compute_average_loss(per_example, global_batch_size=64)\n"
+                "    grads = tape.gradient(loss, model.trainable_variables)\n"
+                "    optimizer.apply_gradients(zip(grads, model.trainable_variables))\n"
+                "\n"
+                "\n"
+                "strategy.run(train_step, args=(batch,))\n"
+            ),
+        ),
+    )
+
+    def run(self, program: Program) -> Outcome:
+        facts = program.facts
+        if not facts.strategies:
+            return Outcome()
+        steps = _steps(facts)
+        if not steps:
+            return Outcome()
+        tf = module_alias(program, "tensorflow")
+        edits = BlockEdits()
+        reports: list[Report] = []
+        reconstructed: set[int] = set()
+        for function, root in steps.items():
+            batch = _global_batch(program, root, function)
+            average = f"{tf}.nn.compute_average_loss" if tf else None
+            suffix = f", global_batch_size={program.module.code_for_node(batch)}" if batch is not None else ""
+            for call in facts.functions[function].calls:
+                names = facts.names_of(call.func)
+                if names & _MEANS and call.args:
+                    self._mean(program, call, average, suffix, steps, edits, reports, reconstructed)
+                elif facts.call_kind(call) is None and _loss_object(facts, call.func) is not None:
+                    self._loss_call(program, call, average, suffix, steps, edits, reports, reconstructed)
+        return Outcome(reports, edits.apply(program.module) if edits else None)
+
+    def _mean(self, program, call, average, suffix, steps, edits, reports, reconstructed) -> None:
+        facts = program.facts
+        inner = call.args[0].value
+        if len(call.args) > 1 or call.args[0].keyword is not None:
+            reports.append(Report(call, MEAN_MESSAGE, "it reduces over given axes, so its shape is not one loss per example"))
+            return
+        kind = _per_example(facts, inner)
+        if kind is None:
+            reports.append(Report(call, MEAN_MESSAGE, "what it averages is not known to be one loss per example"))
+            return
+        if kind == "default":
+            why = self._make_none(program, inner, steps, edits, reconstructed)
+            if why:
+                reports.append(Report(call, DEFAULT_MESSAGE, why))
+                return
+        if average is None:
+            reports.append(Report(call, MEAN_MESSAGE, "the script does not import tensorflow as a module"))
+            return
+        code = program.module.code_for_node(inner)
+        edits.replace(call, lambda _node, code=code: cst.parse_expression(f"{average}({code}{suffix})"))
+        reports.append(Report(call, MEAN_MESSAGE if kind != "default" else DEFAULT_MESSAGE))
+
+    def _loss_call(self, program, call, average, suffix, steps, edits, reports, reconstructed) -> None:
+        facts = program.facts
+        obj = _loss_object(facts, call.func)
+        if obj is None or _reduction(obj) != "default":
+            return
+        parent = program.parent(call)
+        if isinstance(parent, cst.Arg) and program.parent(parent) is not None:
+            owner = program.parent(parent)
+            if isinstance(owner, cst.Call) and facts.names_of(owner.func) & (_MEANS | {_AVERAGE}):
+                return  # handled as the mean it is inside of
+        target: cst.CSTNode = call
+        message = DEFAULT_MESSAGE
+        if (
+            isinstance(parent, cst.BinaryOperation)
+            and parent.left is call
+            and isinstance(parent.operator, cst.Divide)
+            and "num_replicas_in_sync" in program.module.code_for_node(parent.right)
+        ):
+            target, message = parent, TWICE_MESSAGE
+        why = self._make_none(program, call, steps, edits, reconstructed)
+        if why is None and average is None:
+            why = "the script does not import tensorflow as a module"
+        if why:
+            reports.append(Report(call, message, why))
+            return
+        code = program.module.code_for_node(call)
+        edits.replace(target, lambda _node, code=code: cst.parse_expression(f"{average}({code}{suffix})"))
+        reports.append(Report(call, message))
+
+    def _make_none(self, program: Program, call: cst.Call, steps, edits: BlockEdits, reconstructed: set[int]) -> str | None:
+        """Give the loss object ``call`` uses ``reduction="none"``, if nothing else uses it."""
+        facts = program.facts
+        construction = _loss_object(facts, call.func)
+        if construction is None:
+            return "the loss object is not made in this file"
+        if id(construction) in reconstructed:
+            return None
+        if isinstance(call.func, cst.Name):
+            for binding in facts.bindings(call.func) or []:
+                for use in facts.uses(binding) if isinstance(binding, cst.Name) else []:
+                    function = _function_of(program, use)
+                    if function not in steps:
+                        return (
+                            f"{call.func.value} is also used outside the training step (line "
+                            f"{program.position(use).start.line}); changing its reduction would change that use too"
+                        )
+        reconstructed.add(id(construction))
+        edits.replace(construction, _with_reduction_none)
+        return None
+
+
+def _steps(facts: Facts) -> dict[cst.FunctionDef, cst.FunctionDef]:
+    """Functions passed to strategy.run, and the functions they call, each with the step it
+    is (or is called from)."""
+    found: dict[cst.FunctionDef, cst.FunctionDef] = {}
+    pending = [(f, f) for f in facts.replica_functions]
+    while pending:
+        function, root = pending.pop()
+        if function in found:
+            continue
+        found[function] = root
+        for call in facts.functions[function].calls:
+            callee = facts.local_definition(call.func)
+            if isinstance(callee, cst.FunctionDef) and callee in facts.functions and not facts.functions[callee].is_method:
+                pending.append((callee, root))
+    return found
+
+
+def _loss_object(facts: Facts, func: cst.BaseExpression) -> cst.Call | None:
+    """The Keras loss construction ``func`` (a name) is bound to."""
+    if not isinstance(func, cst.Name):
+        return None
+    bindings = facts.bindings(func) or []
+    values = [facts.assigned_value(b) for b in bindings]
+    if len(values) == 1 and isinstance(values[0], cst.Call) and facts.call_kind(values[0]) is Kind.LOSS:
+        return values[0]
+    return None
+
+
+def _reduction(construction: cst.Call) -> str:
+    for arg in construction.args:
+        if arg.keyword is not None and arg.keyword.value == "reduction":
+            value = arg.value
+            text = value.evaluated_value if isinstance(value, cst.SimpleString) else (
+                value.attr.value if isinstance(value, cst.Attribute) else ""
+            )
+            text = str(text).lower()
+            if text in ("none",):
+                return "none"
+            if text in ("auto", "sum_over_batch_size"):
+                return "default"
+            return "other"
+    return "default"
+
+
+def _per_example(facts: Facts, expr: cst.BaseExpression) -> str | None:
+    """"none" for one loss per example, "default" for a default-reduction loss object's
+    scalar, None when unknown."""
+    if not isinstance(expr, cst.Call):
+        return None
+    obj = _loss_object(facts, expr.func)
+    if obj is not None:
+        reduction = _reduction(obj)
+        return reduction if reduction in ("none", "default") else None
+    names = facts.names_of(expr.func)
+    if any(n.startswith("keras.losses.") and n.rpartition(".")[2][:1].islower() for n in names):
+        return "none"
+    return None
+
+
+def _with_reduction_none(node: cst.Call) -> cst.Call:
+    args = [a for a in node.args if not (a.keyword is not None and a.keyword.value == "reduction")]
+    new = cst.Arg(
+        value=cst.SimpleString('"none"'),
+        keyword=cst.Name("reduction"),
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+    )
+    if args:
+        last = args[-1]
+        if isinstance(last.comma, cst.Comma):
+            args.append(new.with_changes(comma=last.comma))
+            args[-2] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        else:
+            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            args.append(new)
+    else:
+        args = [new]
+    return node.with_changes(args=args)
+
+
+def _function_of(program: Program, node: cst.CSTNode) -> cst.FunctionDef | None:
+    for ancestor in program.ancestors(node):
+        if isinstance(ancestor, cst.FunctionDef):
+            return ancestor
+    return None
+
+
+def _global_batch(program: Program, step: cst.FunctionDef, where: cst.FunctionDef) -> cst.BaseExpression | None:
+    """The batch size of the distributed dataset ``step`` is fed from, if it can be named
+    inside ``where``."""
+    facts = program.facts
+    if not any(c.args and facts.local_definition(c.args[0].value) is step for c in facts.strategy_run_calls()):
+        return None
+    batches = [batch_size_of(program, source) for source in _distributed_sources(program)]
+    codes = {program.module.code_for_node(b) for b in batches if b is not None}
+    if len(batches) != 1 or batches[0] is None or len(codes) != 1 or not where.body.body:
+        return None  # none, or several distributed datasets: let compute_average_loss work it out
+    batch = batches[0]
+    # What ``.batch()`` is given is the global batch, whether or not it is scaled.
+    return batch if visible_at(program, batch, where.body.body[0]) else None
+
+
+def _distributed_sources(program: Program) -> list[cst.BaseExpression]:
+    """The datasets passed to strategy.experimental_distribute_dataset in this file."""
+    facts = program.facts
+    found = []
+    for call, _owner in facts.calls:
+        func = call.func
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "experimental_distribute_dataset"
+            and facts.is_strategy_expr(func.value)
+            and call.args
+        ):
+            found.append(call.args[0].value)
+    return found
