@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from autofix.blocks import BlockEdits, Span, wrap_spans
-from autofix.rule import Example, Outcome, Report, Rule
+from autofix.rule import SUPPRESSED, Example, Outcome, Report, Rule
 from autofix.tf.facts import COMPILE, TRAIN, Facts, Strategy
 from autofix.tf import ordering
 from autofix.tf.contexts import Context, Contexts, index_of
@@ -167,6 +167,8 @@ class _Planner:
                 inspected.append(call)
                 continue
             why = self._called_inside_too(kind) if isinstance(kind, cst.FunctionDef) else None
+            if self.program.suppressed(call, VariablesOutsideScope.CODE):
+                why = SUPPRESSED
             if why:
                 blocked.append((call, kind, why))
             else:

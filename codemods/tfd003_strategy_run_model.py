@@ -27,7 +27,7 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.blocks import BlockEdits
-from autofix.rule import Example, Outcome, Report, Rule
+from autofix.rule import SUPPRESSED, Example, Outcome, Report, Rule
 from autofix.tf.facts import Facts
 from autofix.tf.program import Program
 from autofix.tf.symbols import Kind
@@ -121,6 +121,10 @@ class StrategyRunModel(Rule):
             if not call.args:
                 continue
             target = call.args[0].value
+            if program.suppressed(call, self.CODE):
+                if _keras_object(facts, target) or _eager_in_loop(program, call):
+                    reports.append(Report(call, MODEL_MESSAGE if _keras_object(facts, target) else EAGER_MESSAGE, SUPPRESSED))
+                continue
             if _keras_object(facts, target):
                 try:
                     self._replace_model_run(program, call, target, edits)

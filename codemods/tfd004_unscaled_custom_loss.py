@@ -31,7 +31,7 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.blocks import BlockEdits
-from autofix.rule import Example, Outcome, Report, Rule
+from autofix.rule import SUPPRESSED, Example, Outcome, Report, Rule
 from autofix.tf.facts import Facts
 from autofix.tf.program import Program
 from autofix.tf.symbols import Kind
@@ -145,6 +145,9 @@ class UnscaledCustomLoss(Rule):
             reports.append(Report(call, MEAN_MESSAGE, "it reduces over given axes, so its shape is not one loss per example"))
             return
         kind = _per_example(facts, inner)
+        if program.suppressed(call, self.CODE):
+            reports.append(Report(call, MEAN_MESSAGE, SUPPRESSED))
+            return
         if kind is None:
             reports.append(Report(call, MEAN_MESSAGE, "what it averages is not known to be one loss per example"))
             return
@@ -179,6 +182,9 @@ class UnscaledCustomLoss(Rule):
             and "num_replicas_in_sync" in program.module.code_for_node(parent.right)
         ):
             target, message = parent, TWICE_MESSAGE
+        if program.suppressed(call, self.CODE):
+            reports.append(Report(call, message, SUPPRESSED))
+            return
         why = self._make_none(program, call, steps, edits, reconstructed)
         if why is None and average is None:
             why = "the script does not import tensorflow as a module"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.blocks import BlockEdits
-from autofix.rule import Example, Outcome, Report, Rule
+from autofix.rule import SUPPRESSED, Example, Outcome, Report, Rule
 from autofix.tf.batching import scaled
 from autofix.tf.contexts import Contexts
 from autofix.tf.program import Program
@@ -125,6 +125,9 @@ class UnscaledLearningRate(Rule):
             where[0].index is not None and where[1] <= where[0].index
         ):
             reports.append(Report(value, MESSAGE, "the optimizer is made before the strategy exists; TFD001 moves it into strategy.scope() first, after which it is scaled"))
+            return
+        if program.suppressed(value, self.CODE):
+            reports.append(Report(value, MESSAGE, SUPPRESSED))
             return
         name = context.strategy.name
         reports.append(Report(value, MESSAGE))

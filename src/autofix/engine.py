@@ -23,6 +23,8 @@ from autofix import registry
 from autofix.results import FileResult, Finding
 from autofix.rule import NO_FIX, Outcome, Rule
 from autofix.sourcefile import SourceError, read_source, write_atomic
+from autofix.suppressions import ALL, Suppressions
+from autofix.suppressions import parse as parse_suppressions
 from autofix.tf.program import Program
 
 
@@ -35,6 +37,8 @@ class Options:
     # relative to ``root``, the directory of the configuration that set them).
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     root: str | None = None
+    # Report ``# autofix: ignore`` comments that suppress nothing (as TFD100 findings).
+    unused_suppressions: bool = False
 
     def rules(self) -> tuple[type[Rule], ...]:
         return _rules(self.select, self.ignore)
@@ -104,15 +108,19 @@ class Analysis:
     findings: list[Finding]
     new_text: str | None = None
     refused: str | None = None
+    skipped: str | None = None
 
 
 def analyse(text: str, options: Options) -> Analysis:
     """Findings for ``text`` and, when the rules fix something, the fixed text."""
     rules = options.rules()
+    suppressions = parse_suppressions(text)
+    if suppressions.ignore_file:
+        return Analysis([], skipped="skipped: it has an autofix: ignore-file comment")
     if not rules or not might_need_analysis(text):
-        return Analysis([])
+        return Analysis(_unused(suppressions, [], rules, options))
     try:
-        program = Program(parse(text))
+        program = Program(parse(text), text)
         findings: list[Finding] = []
         outcomes: dict[type[Rule], Outcome] = {}
         first = False
@@ -120,6 +128,7 @@ def analyse(text: str, options: Options) -> Analysis:
             outcome = outcomes[rule] = rule().run(program)
             findings.extend(_findings(rule, outcome, program, options))
             first = first or (outcome.module is not None and options.fixes(rule))
+        findings.extend(_unused(suppressions, findings, rules, options))
     except RecursionError:
         raise AnalysisError("nested too deeply to be analysed") from None
     if not first:
@@ -171,7 +180,8 @@ def _findings(rule: type[Rule], outcome: Outcome, program: Program, options: Opt
     found = []
     for report in outcome.reports:
         where = program.position(report.node)
-        fixable = report.reason is None and outcome.module is not None and options.fixes(rule)
+        suppressed = program.suppressed(report.node, rule.CODE)
+        fixable = report.reason is None and outcome.module is not None and options.fixes(rule) and not suppressed
         reason = None if fixable else (NO_FIX + report.reason if report.reason else None)
         found.append(
             Finding(
@@ -185,9 +195,53 @@ def _findings(rule: type[Rule], outcome: Outcome, program: Program, options: Opt
                 fixable=fixable,
                 reason=reason,
                 unsafe=not rule.SAFE,
+                suppressed=suppressed,
+                suppressed_by=_suppression_line(program, report.node, rule.CODE) if suppressed else None,
             )
         )
     return found
+
+
+def _suppression_line(program: Program, node: cst.CSTNode, code: str) -> int | None:
+    lines = [program.position(node).start.line]
+    statement = program.statement_of(node)
+    if statement is not None:
+        lines.append(program.position(statement).start.line)
+    return next((line for line in lines if program.suppressions.covers(line, code)), None)
+
+
+UNUSED = ("TFD100", "unused-suppression")
+
+
+def _unused(suppressions: Suppressions, findings: list[Finding], rules, options: Options) -> list[Finding]:
+    """``# autofix: ignore`` comments (for rules that ran) that suppressed nothing."""
+    if not options.unused_suppressions or not suppressions.by_line:
+        return []
+    ran = {rule.CODE for rule in rules}
+    used: dict[int, set[str]] = {}
+    for finding in findings:
+        if finding.suppressed_by is not None:
+            used.setdefault(finding.suppressed_by, set()).add(finding.code)
+    unused = []
+    for line, codes in sorted(suppressions.by_line.items()):
+        if ALL in codes:
+            idle = [] if used.get(line) or not ran else ["all rules"]
+        else:
+            idle = sorted(c for c in codes & ran if c not in used.get(line, set()))
+        if idle:
+            unused.append(
+                Finding(
+                    code=UNUSED[0],
+                    name=UNUSED[1],
+                    message=f"autofix: ignore comment suppresses nothing ({', '.join(idle)})",
+                    line=line,
+                    column=1,
+                    end_line=line,
+                    end_column=1,
+                    fixable=False,
+                )
+            )
+    return unused
 
 
 def process_text(text: str, path: str, options: Options) -> FileResult:
@@ -198,7 +252,9 @@ def process_text(text: str, path: str, options: Options) -> FileResult:
         return FileResult(path, error=str(exc))
     except Exception as exc:  # a bug in a rule must not stop the run
         return FileResult(path, error=_internal(exc))
-    return FileResult(path, tuple(analysis.findings), text, analysis.new_text, refused=analysis.refused)
+    return FileResult(
+        path, tuple(analysis.findings), text, analysis.new_text, refused=analysis.refused, skipped=analysis.skipped
+    )
 
 
 def process_path(path: str, options: Options, write: bool = False) -> FileResult:

@@ -29,6 +29,8 @@ class Finding:
     # Notebook cell (0-based index among all cells) the finding is in, if any.
     cell: int | None = None
     suppressed: bool = False
+    # The line of the ``# autofix: ignore`` comment that suppressed it.
+    suppressed_by: int | None = None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ from libcst.codemod import CodemodCommand, CodemodContext
 from autofix.tf.program import Program
 
 NO_FIX = "no automatic fix: "
+# The reason a rule gives for a place it leaves alone because a comment says so.
+SUPPRESSED = "suppressed by an autofix: ignore comment"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from autofix.blocks import BlockEdits
-from autofix.rule import Report
+from autofix.rule import SUPPRESSED, Report
 from autofix.tf import ordering
 from autofix.tf.contexts import Context, Contexts, index_of
 from autofix.tf.datasets import LOADER_DEFAULT_BATCH, LOADERS, DataFlow, Flow, parameter_argument
@@ -111,6 +111,8 @@ class BatchPlanner:
             context, why = self._training_context(site)
             if context is None and why is None:
                 continue
+            if self.program.suppressed(site.arg.value if site.arg is not None else site.call, "TFD002"):
+                why = SUPPRESSED
             entries: list[Entry] = []
             if why is None:
                 why = self._entries(site, context, entries)
@@ -130,7 +132,8 @@ class BatchPlanner:
         for site, context, plan, why in plans:
             node = site.arg.value if site.arg is not None else site.call
             if why:
-                self.reports.append(Report(node, _message(site), why + (KERAS_NOTE if "inference-only" not in why else "")))
+                note = "" if "inference-only" in why or why == SUPPRESSED else KERAS_NOTE
+                self.reports.append(Report(node, _message(site), why + note))
                 continue
             self.reports.append(Report(node, _message(site)))
             self._commit(plan, context)

@@ -26,10 +26,11 @@ Block = cst.Module | cst.IndentedBlock
 
 
 class Program:
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, source: str | None = None) -> None:
         self.module = module
         # The module comes straight from the parser, so it has no shared nodes: no copy needed.
         self.wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        self._source = source
 
     @cached_property
     def _scopes(self):
@@ -127,6 +128,25 @@ class Program:
 
     def position(self, node: cst.CSTNode) -> CodeRange:
         return self._positions[node]
+
+    @cached_property
+    def suppressions(self):
+        """The ``# autofix: ignore[...]`` comments of this module."""
+        from autofix.suppressions import parse
+
+        return parse(self._source if self._source is not None else self.module.code)
+
+    def suppressed(self, node: cst.CSTNode, code: str) -> bool:
+        """Whether a finding of rule ``code`` at ``node`` is suppressed by a comment on its
+        first line or on the first line of its statement. Rules leave such places unfixed."""
+        suppressions = self.suppressions
+        if not suppressions.by_line:
+            return False
+        lines = {self.position(node).start.line}
+        statement = self.statement_of(node)
+        if statement is not None:
+            lines.add(self.position(statement).start.line)
+        return any(suppressions.covers(line, code) for line in lines)
 
     @cached_property
     def facts(self):
