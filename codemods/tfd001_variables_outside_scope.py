@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from autofix.blocks import BlockEdits, Span, wrap_spans
+from autofix.blocks import BlockEdits, Span, is_wall, wrap_spans
 from autofix.rule import SUPPRESSED, Example, Outcome, Report, Rule
 from autofix.tf.facts import COMPILE, TRAIN, Facts, Strategy
 from autofix.tf import ordering
@@ -43,6 +43,8 @@ _PRIORITY = list(_WHAT)
 _WHY = "so its variables are not mirrored across replicas"
 
 NEEDS, TRAINS, MIXED, NEUTRAL, SCOPE, BLOCKED = "needs", "trains", "mixed", "neutral", "scope", "blocked"
+# A notebook cell boundary: a scope block never spans one.
+WALL = "wall"
 
 
 @dataclass
@@ -135,6 +137,8 @@ class _Planner:
     # --- what each statement does --------------------------------------------------------------
 
     def _classify(self, statement: cst.BaseStatement, strategy: Strategy) -> _Statement:
+        if is_wall(statement):
+            return _Statement(WALL)
         if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
             return _Statement(NEUTRAL)
         if self.facts.scope_with_strategy_name(statement) == strategy.name:
@@ -227,7 +231,7 @@ class _Planner:
                 if first is None:
                     first = position
                 last = position
-            elif category in (TRAINS, SCOPE, BLOCKED) and first is not None:
+            elif category in (TRAINS, SCOPE, BLOCKED, WALL) and first is not None:
                 spans.append(self._span(order, info, first, last))
                 first = last = None
         if first is not None:

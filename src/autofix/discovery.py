@@ -15,7 +15,7 @@ from typing import Iterator, Sequence
 
 import pathspec
 
-DEFAULT_INCLUDE = ("*.py",)
+DEFAULT_INCLUDE = ("*.py", "*.ipynb")
 SKIP_DIRS = frozenset(
     {
         ".git",

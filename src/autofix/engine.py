@@ -19,7 +19,7 @@ from typing import Iterable, Iterator
 import libcst as cst
 import pathspec
 
-from autofix import registry
+from autofix import notebooks, registry
 from autofix.results import FileResult, Finding
 from autofix.rule import NO_FIX, Outcome, Rule
 from autofix.sourcefile import SourceError, read_source, write_atomic
@@ -70,6 +70,12 @@ def _rules(select, ignore) -> tuple[type[Rule], ...]:
 class AnalysisError(Exception):
     """The file could not be analysed; the message (with line where known) is for the user."""
 
+    def __init__(self, message: str, line: int | None = None, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.line = line
+        # The message without its "line N" prefix, for places that name the line themselves.
+        self.detail = detail or message
+
 
 # Every rule needs a tf.distribute strategy, and every way of naming one (``tf.distribute.X``,
 # ``from tensorflow.distribute import X``, ``tensorflow.python.distribute``...) spells this
@@ -86,21 +92,21 @@ def parse(text: str) -> cst.Module:
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
-        raise AnalysisError(_syntax_error(text, exc)) from None
+        raise _syntax_error(text, exc) from None
     except RecursionError:
         raise AnalysisError("nested too deeply to be parsed") from None
 
 
-def _syntax_error(text: str, exc: cst.ParserSyntaxError) -> str:
+def _syntax_error(text: str, exc: cst.ParserSyntaxError) -> AnalysisError:
     """Python's own message where it has one: it is clearer than the parser's token lists."""
     try:
         compile(text, "<file>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as py:
-        where = f"line {py.lineno}" + (f", column {py.offset}" if py.offset else "")
-        return f"{where}: syntax error: {py.msg}"
+        column = f", column {py.offset}" if py.offset else ""
+        return AnalysisError(f"line {py.lineno}{column}: syntax error: {py.msg}", py.lineno, f"syntax error: {py.msg}")
     except (ValueError, RecursionError, MemoryError):
         pass
-    return f"line {exc.raw_line}: cannot be parsed ({exc.message})"
+    return AnalysisError(f"line {exc.raw_line}: cannot be parsed ({exc.message})", exc.raw_line, f"cannot be parsed ({exc.message})")
 
 
 @dataclass
@@ -257,6 +263,43 @@ def process_text(text: str, path: str, options: Options) -> FileResult:
     )
 
 
+def process_notebook(text: str, path: str, options: Options) -> FileResult:
+    """Analyse a notebook's code cells as one program; findings name their cell."""
+    if not might_need_analysis(text):
+        return FileResult(path, notebook=True)
+    try:
+        notebook = notebooks.load(text)
+    except notebooks.NotebookError as exc:
+        return FileResult(path, error=f"notebook: {exc}", notebook=True)
+    if not notebooks.is_python(notebook.data):
+        return FileResult(path, skipped="not a Python notebook", notebook=True)
+    try:
+        analysis = analyse(notebook.program, options)
+    except AnalysisError as exc:
+        where = notebook.cell_of(exc.line) if exc.line else None
+        prefix = f"cell {where[0] + 1}, line {where[1]}: " if where else ""
+        return FileResult(path, error=prefix + exc.detail, notebook=True)
+    except Exception as exc:
+        return FileResult(path, error=_internal(exc), notebook=True)
+    findings = []
+    for finding in analysis.findings:
+        start = notebook.cell_of(finding.line)
+        if start is None:
+            continue
+        end = notebook.cell_of(finding.end_line)
+        end_line = end[1] if end is not None and end[0] == start[0] else start[1]
+        findings.append(replace(finding, line=start[1], end_line=end_line, cell=start[0]))
+    new_text = None
+    refused = analysis.refused
+    if analysis.new_text is not None:
+        try:
+            new_text = notebooks.rebuild(notebook, analysis.new_text)
+        except notebooks.NotebookError as exc:
+            refused = str(exc)
+            findings = [replace(f, fixable=False, reason=f"fix refused: {exc}") if f.fixable else f for f in findings]
+    return FileResult(path, tuple(findings), text, new_text, refused=refused, skipped=analysis.skipped, notebook=True)
+
+
 def process_path(path: str, options: Options, write: bool = False) -> FileResult:
     """Analyse one file and, with ``write``, fix it in place. Never raises (but for Ctrl-C)."""
     try:
@@ -265,7 +308,10 @@ def process_path(path: str, options: Options, write: bool = False) -> FileResult
         return FileResult(path, error=str(exc))
     except Exception as exc:
         return FileResult(path, error=_internal(exc))
-    result = process_text(source.text, path, options.for_path(path))
+    if path.lower().endswith(".ipynb"):
+        result = process_notebook(source.text, path, options.for_path(path))
+    else:
+        result = process_text(source.text, path, options.for_path(path))
     if not result.changed:
         # Unchanged files keep no text: results stay small however many files there are.
         return replace(result, old_text=None, new_text=None)
