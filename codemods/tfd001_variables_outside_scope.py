@@ -100,8 +100,7 @@ class VariablesOutsideScope(Rule):
             return Outcome()
         planner = _Planner(program, facts)
         planner.plan()
-        module = planner.edits.apply(program.module) if planner.edits else None
-        return Outcome(planner.reports, module)
+        return Outcome(planner.reports, edits=planner.edits, tree=program.module)
 
 
 class _Planner:
@@ -148,7 +147,7 @@ class _Planner:
         trains = False
         # Objects only looked at, with everything made inside them (``Sequential([Dense(1)])``).
         inspected: list[cst.Call] = []
-        for call in _calls_in(statement):
+        for call in self.facts.calls_in(statement):
             if inspected and any(a is c for c in inspected for a in self.program.ancestors(call)):
                 continue
             kind = self.facts.call_kind(call)
@@ -401,20 +400,8 @@ class _Calls(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         self.calls.append(node)
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
-
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         return False
-
-
-def _calls_in(statement: cst.BaseStatement) -> list[cst.Call]:
-    visitor = _Calls()
-    statement.visit(visitor)
-    return visitor.calls
 
 
 def _calls_in_expression(expr: cst.CSTNode) -> list[cst.Call]:

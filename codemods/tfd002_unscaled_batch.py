@@ -84,5 +84,4 @@ class UnscaledBatch(Rule):
         edits = BlockEdits()
         planner = BatchPlanner(program, edits)
         planner.plan()
-        module: cst.Module | None = edits.apply(program.module) if edits else None
-        return Outcome(planner.reports, module)
+        return Outcome(planner.reports, edits=edits, tree=program.module)

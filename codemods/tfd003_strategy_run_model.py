@@ -140,7 +140,7 @@ class StrategyRunModel(Rule):
                     reports.append(Report(call, EAGER_MESSAGE, str(why)))
                 else:
                     reports.append(Report(call, EAGER_MESSAGE))
-        return Outcome(reports, edits.apply(program.module) if edits else None)
+        return Outcome(reports, edits=edits, tree=program.module)
 
     # --- strategy.run(model) ---------------------------------------------------------------------
 

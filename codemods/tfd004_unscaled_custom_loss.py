@@ -136,7 +136,7 @@ class UnscaledCustomLoss(Rule):
                     self._mean(program, call, average, suffix, steps, edits, reports, reconstructed)
                 elif facts.call_kind(call) is None and _loss_object(facts, call.func) is not None:
                     self._loss_call(program, call, average, suffix, steps, edits, reports, reconstructed)
-        return Outcome(reports, edits.apply(program.module) if edits else None)
+        return Outcome(reports, edits=edits, tree=program.module)
 
     def _mean(self, program, call, average, suffix, steps, edits, reports, reconstructed) -> None:
         facts = program.facts

@@ -99,7 +99,7 @@ class UnscaledLearningRate(Rule):
                 self._optimizer(program, contexts, call, edits, reports)
             elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "compile":
                 self._string_optimizer(program, contexts, call, reports)
-        return Outcome(reports, edits.apply(program.module) if edits else None)
+        return Outcome(reports, edits=edits, tree=program.module)
 
     def _optimizer(self, program: Program, contexts: Contexts, call: cst.Call, edits: BlockEdits, reports: list[Report]) -> None:
         facts = program.facts

@@ -39,6 +39,9 @@ class Options:
     root: str | None = None
     # Report ``# autofix: ignore`` comments that suppress nothing (as TFD100 findings).
     unused_suppressions: bool = False
+    # Compute the fixed text. ``check`` in a format that shows no fix skips it (and the
+    # second pass that verifies it): whether a fix exists is known without building it.
+    build_fixes: bool = True
 
     def rules(self) -> tuple[type[Rule], ...]:
         return _rules(self.select, self.ignore)
@@ -133,11 +136,11 @@ def analyse(text: str, options: Options) -> Analysis:
         for rule in rules:
             outcome = outcomes[rule] = rule().run(program)
             findings.extend(_findings(rule, outcome, program, options))
-            first = first or (outcome.module is not None and options.fixes(rule))
+            first = first or (outcome.changes and options.fixes(rule))
         findings.extend(_unused(suppressions, findings, rules, options))
     except RecursionError:
         raise AnalysisError("nested too deeply to be analysed") from None
-    if not first:
+    if not first or not options.build_fixes:
         return Analysis(findings)
     fixers = [r for r in rules if options.fixes(r)]
     try:
@@ -159,18 +162,23 @@ def _apply(text: str, rules: list[type[Rule]], known: dict[type[Rule], Outcome])
     """Run the fixes of ``rules`` one after another, each on the text the previous ones left.
     ``known`` holds outcomes already computed on ``text`` itself, reused while nothing has
     changed yet. Every rule runs: a later one may have work only once an earlier one has
-    fixed something (TFD005 scales an optimizer once TFD001 has moved it after the strategy)."""
+    fixed something (TFD005 scales an optimizer once TFD001 has moved it after the strategy).
+    One program (parse and metadata) serves every rule until a rule changes the text."""
     current = text
+    program: Program | None = None
     for rule in rules:
         if current is text and rule in known:
             outcome = known[rule]
         else:
-            outcome = rule().run(Program(parse(current)))
+            if program is None:
+                program = Program(parse(current), current)
+            outcome = rule().run(program)
         if outcome.module is not None:
             code = outcome.module.code
             if code != current:
                 current = code
-    if current != text:
+                program = None
+    if current != text and program is None:
         parse(current)
     return current
 
@@ -187,7 +195,7 @@ def _findings(rule: type[Rule], outcome: Outcome, program: Program, options: Opt
     for report in outcome.reports:
         where = program.position(report.node)
         suppressed = program.suppressed(report.node, rule.CODE)
-        fixable = report.reason is None and outcome.module is not None and options.fixes(rule) and not suppressed
+        fixable = report.reason is None and outcome.changes and options.fixes(rule) and not suppressed
         reason = None if fixable else (NO_FIX + report.reason if report.reason else None)
         found.append(
             Finding(

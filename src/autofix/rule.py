@@ -8,7 +8,7 @@ Rules never print: they return what they found and the tree they would write.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 import libcst as cst
@@ -39,11 +39,28 @@ class Report:
     reason: str | None = None
 
 
-@dataclass
 class Outcome:
-    reports: list[Report] = field(default_factory=list)
-    # The rewritten tree, or None when the rule changes nothing.
-    module: cst.Module | None = None
+    """What a rule found, and the tree it would write (None when it changes nothing).
+
+    The tree is built only when asked for: ``check`` needs to know that a fix exists, not
+    what it is, and building it is the expensive part.
+    """
+
+    def __init__(self, reports: list[Report] | None = None, module: cst.Module | None = None, edits=None, tree: cst.Module | None = None) -> None:
+        self.reports = reports or []
+        self._module = module
+        self._edits = edits if edits else None
+        self._tree = tree
+
+    @property
+    def changes(self) -> bool:
+        return self._module is not None or self._edits is not None
+
+    @property
+    def module(self) -> cst.Module | None:
+        if self._module is None and self._edits is not None:
+            self._module = self._edits.apply(self._tree)
+        return self._module
 
 
 class Rule(CodemodCommand):

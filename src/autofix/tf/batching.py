@@ -411,9 +411,7 @@ class BatchPlanner:
 
     def _fresh(self, name: str) -> str:
         if self._names is None:
-            collector = _Names()
-            self.program.module.visit(collector)
-            self._names = collector.names
+            self._names = self.facts.names()
         base = f"{name}_PER_REPLICA" if name.isupper() else f"{name}_per_replica"
         candidate, n = base, 2
         while candidate in self._names:
@@ -497,15 +495,27 @@ class BatchPlanner:
         """Other places using the very same attribute (``args.batch_size``) in this scope."""
         if not isinstance(value, cst.Attribute):
             return []
-        code = self.program.module.code_for_node(value)
-        root = value
+        chain: list[str] = []
+        root: cst.BaseExpression = value
         while isinstance(root, cst.Attribute):
+            chain.append(root.attr.value)
             root = root.value
         if not isinstance(root, cst.Name):
             return []
-        finder = _Attributes(code, self.program.module)
-        self.program.module.visit(finder)
-        return [n for n in finder.found if n is not value and id(n) not in self._entry_uses]
+        found = []
+        for access in self.program.index.accesses.values():
+            if access.name != root.value:
+                continue
+            node: cst.CSTNode = access.node
+            for attr in reversed(chain):
+                parent = self.program.parent(node)
+                if not (isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value == attr):
+                    break
+                node = parent
+            else:
+                if node is not value and id(node) not in self._entry_uses:
+                    found.append(node)
+        return found
 
 
 def _message(site: Site) -> str:
@@ -601,22 +611,3 @@ class _Scaled(cst.CSTVisitor):
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.append(node)
-
-
-class _Names(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.names.add(node.value)
-
-
-class _Attributes(cst.CSTVisitor):
-    def __init__(self, code: str, module: cst.Module) -> None:
-        self.code = code
-        self.module = module
-        self.found: list[cst.Attribute] = []
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if self.module.code_for_node(node) == self.code:
-            self.found.append(node)

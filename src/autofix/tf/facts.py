@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import libcst as cst
-from libcst.metadata.scope_provider import Assignment
 
 from autofix.tf import symbols
 from autofix.tf.program import Program
@@ -52,58 +51,6 @@ class FunctionInfo:
     is_method: bool = False
 
 
-class _Collector(cst.CSTVisitor):
-    """One pass over the tree: every call, with-statement, function and class, with its owner."""
-
-    def __init__(self) -> None:
-        self.owners: list[Owner] = []
-        self.calls: list[tuple[cst.Call, Owner]] = []
-        self.functions: dict[cst.FunctionDef, FunctionInfo] = {}
-        self.classes: list[cst.ClassDef] = []
-        self.assigns: list[cst.Assign | cst.AnnAssign] = []
-
-    def visit_Module(self, node: cst.Module) -> None:
-        self.owners.append(node)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        is_method = bool(self.owners) and isinstance(self.owners[-1], cst.ClassDef)
-        self.functions[node] = FunctionInfo(node, is_method=is_method)
-        self.owners.append(node)
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        self.owners.pop()
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.classes.append(node)
-        self.owners.append(node)
-
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-        self.owners.pop()
-
-    def visit_Lambda(self, node: cst.Lambda) -> None:
-        self.owners.append(node)
-
-    def leave_Lambda(self, original_node: cst.Lambda) -> None:
-        self.owners.pop()
-
-    def visit_Call(self, node: cst.Call) -> None:
-        owner = self.owners[-1]
-        self.calls.append((node, owner))
-        if isinstance(owner, cst.FunctionDef):
-            self.functions[owner].calls.append(node)
-
-    def visit_Return(self, node: cst.Return) -> None:
-        owner = self.owners[-1]
-        if isinstance(owner, cst.FunctionDef):
-            self.functions[owner].returns.append(node)
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        self.assigns.append(node)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self.assigns.append(node)
-
-
 def _run_receivers(call: cst.Call) -> bool:
     func = call.func
     return isinstance(func, cst.Attribute) and func.attr.value in ("run", "experimental_run_v2")
@@ -114,12 +61,14 @@ class Facts:
 
     def __init__(self, program: Program) -> None:
         self.program = program
-        collector = _Collector()
-        program.module.visit(collector)
-        self.calls = collector.calls
-        self.functions = collector.functions
-        self.classes = collector.classes
-        self.assigns = collector.assigns
+        index = program.index
+        self.calls = index.calls
+        self.functions: dict[cst.FunctionDef, FunctionInfo] = {
+            function: FunctionInfo(function, index.function_calls[function], index.returns[function], is_method)
+            for function, is_method in index.functions
+        }
+        self.classes = index.classes
+        self.assigns = index.assigns
         self._strategy_memo: dict[tuple[int, str], Strategy | None] = {}
         self._in_progress: set[object] = set()
 
@@ -147,14 +96,14 @@ class Facts:
             referents = access.referents
         else:
             scope = self.program.scope(name)
-            referents = scope.assignments[name.value] if scope is not None else set()
+            referents = scope.assignments(name.value) if scope is not None else []
         if not referents:
             return None
         pairs = []
         for referent in referents:
-            if type(referent) is not Assignment:
+            if referent.kind in ("import", "builtin"):
                 return None
-            pairs.append((referent._index, referent.node))
+            pairs.append((referent.index, referent.node))
         pairs.sort(key=lambda pair: pair[0])
         return [node for _, node in pairs]
 
@@ -340,16 +289,9 @@ class Facts:
     def has_strategy(self) -> bool:
         return bool(self.strategies) or any(self.scope_strategy(item.item) for item in self._with_items)
 
-    @cached_property
+    @property
     def _with_items(self) -> list[cst.WithItem]:
-        items: list[cst.WithItem] = []
-
-        class _Withs(cst.CSTVisitor):
-            def visit_WithItem(self, node: cst.WithItem) -> None:
-                items.append(node)
-
-        self.program.module.visit(_Withs())
-        return items
+        return self.program.index.with_items
 
     def scope_strategy(self, expr: cst.BaseExpression) -> bool:
         """Whether ``expr`` enters a strategy scope: ``s.scope()``, or a name bound to one."""
@@ -601,6 +543,30 @@ class Facts:
     def is_model_name(self, name: cst.Name) -> bool:
         kinds = self._value_kinds(name)
         return any(k in (Kind.MODEL, Kind.LOAD) or isinstance(k, cst.FunctionDef) for k in kinds)
+
+    def calls_in(self, statement: cst.CSTNode) -> list[cst.Call]:
+        """The calls made by running ``statement`` (not those inside functions, classes or
+        lambdas it defines), in source order."""
+        return self._calls_by_statement.get(statement, [])
+
+    @cached_property
+    def _calls_by_statement(self) -> dict[cst.CSTNode, list[cst.Call]]:
+        found: dict[cst.CSTNode, list[cst.Call]] = {}
+        parents = self.program.index.parents
+        for call, owner in self.calls:
+            node = parents.get(call)
+            while node is not None and node is not owner:
+                if isinstance(node, (cst.BaseStatement, cst.BaseSmallStatement)):
+                    found.setdefault(node, []).append(call)
+                if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                    break
+                node = parents.get(node)
+        return found
+
+    def names(self) -> set[str]:
+        """Every name bound or read in the module."""
+        index = self.program.index
+        return {b.name for b in index.bindings.values()} | {a.name for a in index.accesses.values()}
 
     # --- functions ---------------------------------------------------------------------------
 

@@ -47,9 +47,10 @@ class _Collect(cst.CSTVisitor):
         self.effects = effects
 
     def visit_Name(self, node: cst.Name) -> None:
+        # ``x += 1`` both reads and writes x.
         if self.program.access(node) is not None:
             self.effects.reads.add(node.value)
-        elif self.program.assignment(node) is not None:
+        if self.program.assignment(node) is not None:
             self.effects.writes.add(node.value)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:

@@ -1,25 +1,22 @@
-"""One parsed module and the libcst metadata every rule shares.
+"""One parsed module and what every rule asks of it, computed once per parsed tree.
 
-A :class:`Program` is built once per parsed tree; each metadata provider is resolved at most
-once, and only when a rule first asks for it (positions, the most expensive, only when there is
-something to report).
+The names, scopes and parents come from one :class:`~autofix.tf.index.Index` pass; positions
+(only needed for what is reported) from one code generation that records offsets. See
+:mod:`autofix.tf.index` for why this does not use libcst's metadata providers.
 """
 
 from __future__ import annotations
 
+import bisect
+from contextlib import contextmanager
 from functools import cached_property
 from typing import Iterator
 
 import libcst as cst
-from libcst.metadata import (
-    CodeRange,
-    MetadataWrapper,
-    ParentNodeProvider,
-    PositionProvider,
-    ScopeProvider,
-)
-from libcst.metadata.scope_provider import Access, Assignment, Scope
+from libcst._nodes.internal import CodegenState
+from libcst.metadata import CodePosition, CodeRange
 
+from autofix.tf.index import Access, Binding, Index, Scope
 from autofix.tf.symbols import canonical
 
 Block = cst.Module | cst.IndentedBlock
@@ -28,74 +25,49 @@ Block = cst.Module | cst.IndentedBlock
 class Program:
     def __init__(self, module: cst.Module, source: str | None = None) -> None:
         self.module = module
-        # The module comes straight from the parser, so it has no shared nodes: no copy needed.
-        self.wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         self._source = source
 
     @cached_property
-    def _scopes(self):
-        return self.wrapper.resolve(ScopeProvider)
-
-    @cached_property
-    def _parents(self):
-        return self.wrapper.resolve(ParentNodeProvider)
-
-    @cached_property
-    def _positions(self):
-        return self.wrapper.resolve(PositionProvider)
+    def index(self) -> Index:
+        return Index(self.module)
 
     # --- names -----------------------------------------------------------------------------
 
     def qualified_names(self, node: cst.CSTNode) -> set[str]:
         """Canonical qualified names of an expression (``tf.keras.Model`` -> ``keras.Model``)."""
-        scope = self._scopes.get(node)
-        if scope is None:
-            return set()
-        # What QualifiedNameProvider computes, without building a lazy value for every node.
-        return {canonical(q.name) for q in scope.get_qualified_names_for(node)}
+        return {canonical(name) for name in self.index.qualified_names(node)}
 
     def scope(self, node: cst.CSTNode) -> Scope | None:
-        return self._scopes.get(node)
-
-    @cached_property
-    def _name_index(self) -> tuple[dict, dict]:
-        """Every access and every assignment, by the node that makes it.
-
-        libcst's ``scope.accesses[node]`` looks up by the *name* (all uses of ``x`` in the
-        scope), which is not precise enough to tell a read from a write of one node.
-        """
-        accesses: dict[cst.CSTNode, Access] = {}
-        assignments: dict[cst.CSTNode, Assignment] = {}
-        for scope in {id(s): s for s in self._scopes.values() if s is not None}.values():
-            for access in scope.accesses:
-                accesses[access.node] = access
-            for assignment in scope.assignments:
-                if type(assignment) is Assignment:
-                    assignments[assignment.node] = assignment
-        return accesses, assignments
+        """The scope the code at ``node`` runs in (for a name being bound: the scope it is
+        bound in)."""
+        binding = self.index.bindings.get(node)
+        if binding is not None:
+            return binding.scope
+        access = self.index.accesses.get(node)
+        if access is not None:
+            return access.scope
+        return self.index.scope_of(node)
 
     def access(self, node: cst.CSTNode) -> Access | None:
         """The read of a name at ``node``, if ``node`` reads one."""
-        return self._name_index[0].get(node)
+        return self.index.accesses.get(node)
 
-    def assignment(self, node: cst.CSTNode) -> Assignment | None:
+    def assignment(self, node: cst.CSTNode) -> Binding | None:
         """The binding made at ``node`` (an assignment target, parameter, def or class)."""
-        return self._name_index[1].get(node)
+        return self.index.bindings.get(node)
 
     def is_import(self, name: cst.Name) -> bool:
         """Whether ``name`` refers to an imported module or object."""
         access = self.access(name)
-        return access is not None and any(
-            type(referent).__name__ == "ImportAssignment" for referent in access.referents
-        )
+        return access is not None and any(b.kind == "import" for b in access.referents)
 
     # --- tree ------------------------------------------------------------------------------
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        return self._parents.get(node)
+        return self.index.parents.get(node)
 
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-        parents = self._parents
+        parents = self.index.parents
         current = parents.get(node)
         while current is not None:
             yield current
@@ -126,8 +98,28 @@ class Program:
             previous = ancestor
         return None
 
+    # --- positions -------------------------------------------------------------------------
+
+    @cached_property
+    def _offsets(self) -> tuple[dict, list[int]]:
+        state = _OffsetState(default_indent=self.module.default_indent, default_newline=self.module.default_newline)
+        self.module._codegen(state)
+        code = "".join(state.tokens)
+        starts = [0]
+        position = code.find("\n")
+        while position != -1:
+            starts.append(position + 1)
+            position = code.find("\n", position + 1)
+        return state.ranges, starts
+
     def position(self, node: cst.CSTNode) -> CodeRange:
-        return self._positions[node]
+        """Where ``node`` is (1-based lines, 0-based columns, without surrounding whitespace,
+        as libcst's PositionProvider gives it)."""
+        ranges, starts = self._offsets
+        start, end = ranges[node]
+        return CodeRange(_point(starts, start), _point(starts, end))
+
+    # --- derived facts ---------------------------------------------------------------------
 
     @cached_property
     def suppressions(self):
@@ -154,3 +146,53 @@ class Program:
         from autofix.tf.facts import Facts
 
         return Facts(self)
+
+
+def _point(starts: list[int], offset: int) -> CodePosition:
+    line = bisect.bisect_right(starts, offset) - 1
+    return CodePosition(line + 1, offset - starts[line])
+
+
+class _OffsetState(CodegenState):
+    """Code generation that records where each node's syntax starts and ends, as offsets into
+    the generated code (cheaper than tracking lines and columns token by token)."""
+
+    def __init__(self, default_indent: str, default_newline: str) -> None:
+        super().__init__(default_indent=default_indent, default_newline=default_newline)
+        self.length = 0
+        self.ranges: dict[cst.CSTNode, tuple[int, int]] = {}
+        self._starts: list[int] = []
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        self._starts.append(self.length)
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        start = self._starts.pop()
+        # A node that recorded its syntactic range keeps it; others span all they printed.
+        if node not in self.ranges:
+            self.ranges[node] = (start, self.length)
+
+    def add_token(self, value: str) -> None:
+        self.tokens.append(value)
+        self.length += len(value)
+
+    def add_indent_tokens(self) -> None:
+        for token in self.indent_tokens:
+            self.add_token(token)
+
+    def pop_trailing_newline(self) -> None:
+        if self.tokens:
+            self.length -= len(self.tokens.pop())
+
+    @contextmanager
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None):
+        start = self.length
+        try:
+            yield
+        finally:
+            end = self.length
+            if start_node is not None:
+                start = self.ranges[start_node][0]
+            if end_node is not None:
+                end = self.ranges[end_node][1]
+            self.ranges[node] = (start, end)

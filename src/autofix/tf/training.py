@@ -242,13 +242,7 @@ def visible_at(program: Program, expr: cst.BaseExpression, site: cst.CSTNode) ->
 
 def fresh_names(program: Program, wanted: list[str]) -> dict[str, str]:
     """Names for generated code that no name of the module already uses."""
-    taken: set[str] = set()
-
-    class Visitor(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            taken.add(node.value)
-
-    program.module.visit(Visitor())
+    taken = program.facts.names()
     chosen = {}
     for name in wanted:
         candidate, n = name, 2
