@@ -3,7 +3,8 @@
 Exit codes (the same for every command; see README "Exit codes"):
   0  nothing found (check), nothing would change (diff), fixes written (fix), smoke test passed
   1  findings (check), changes to show (diff), smoke test failed
-  2  an error: a file that could not be read or parsed, a bad option, a harness failure
+  2  an error: a file that could not be read or parsed, a bad option or [tool.autofix] table,
+     a harness failure
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import difflib
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 import click
@@ -20,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from autofix import __version__, registry
+from autofix import __version__, config, registry
 from autofix.diffs import display_path, unified_diff
 from autofix.discovery import DEFAULT_INCLUDE, Discovery
 from autofix.engine import Options, Runner, process_text
@@ -29,10 +30,17 @@ from autofix.results import FileResult
 from autofix.sourcefile import SourceError, decode
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+FORMATS_WITH_FIXES = frozenset({"json", "sarif", "suggestions"})
 # Below this many files a progress bar only flickers.
 PROGRESS_MIN_FILES = 20
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class ConfigProblem(click.ClickException):
+    """A [tool.autofix] table that cannot be used: exit 2 with the message alone (no usage)."""
+
+    exit_code = EXIT_ERROR
 
 
 def _codes(value: str | None) -> tuple[str, ...]:
@@ -45,12 +53,14 @@ def _common(func):
     options = [
         click.option("--select", metavar="CODES", help="Only these rules (comma-separated codes or prefixes)."),
         click.option("--ignore", metavar="CODES", help="Skip these rules (comma-separated codes or prefixes)."),
-        click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes that may change results (TFD005)."),
+        click.option("--unsafe-fixes/--no-unsafe-fixes", default=None, help="Also apply fixes that may change results (TFD005)."),
         click.option("--exclude", multiple=True, metavar="GLOB", help="Skip paths matching this gitignore-style glob (repeatable)."),
         click.option("--include", multiple=True, metavar="GLOB", help=f"File names to pick up in directories (default: {', '.join(DEFAULT_INCLUDE)})."),
         click.option("--no-gitignore", is_flag=True, help="Do not honour .gitignore files."),
         click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Processes to use (default: all cores)."),
         click.option("--stdin-filename", metavar="PATH", help="Name to report for code read from standard input."),
+        click.option("--config", "config_file", metavar="FILE", type=click.Path(dir_okay=False), help="Read [tool.autofix] from this pyproject.toml instead of looking for one."),
+        click.option("--isolated", is_flag=True, help="Ignore [tool.autofix] in pyproject.toml files."),
         click.argument("paths", nargs=-1, type=click.Path()),
     ]
     for option in reversed(options):
@@ -72,21 +82,27 @@ class Run:
 
     @classmethod
     def from_args(cls, kw: dict) -> "Run":
+        paths = tuple(kw["paths"]) or (".",)
         try:
-            options = Options(
+            settings = config.load(paths, kw["stdin_filename"], kw["config_file"], kw["isolated"])
+        except config.ConfigError as exc:
+            raise ConfigProblem(str(exc)) from None
+        # A command-line option replaces the [tool.autofix] key it corresponds to.
+        try:
+            options = settings.options(
                 select=_codes(kw["select"]) or None,
-                ignore=_codes(kw["ignore"]),
+                ignore=_codes(kw["ignore"]) if kw["ignore"] is not None else None,
                 unsafe_fixes=kw["unsafe_fixes"],
             )
             options.rules()
         except registry.UnknownRule as exc:
             raise click.UsageError(f"unknown rule code {exc.args[0]!r}; see `autofix rules`") from None
-        discovery = Discovery(
-            include=tuple(kw["include"]) or DEFAULT_INCLUDE,
+        discovery = settings.discovery(
+            include=tuple(kw["include"]),
             exclude=tuple(kw["exclude"]),
-            respect_gitignore=not kw["no_gitignore"],
+            respect_gitignore=False if kw["no_gitignore"] else None,
         )
-        return cls(tuple(kw["paths"]) or (".",), options, discovery, kw["jobs"], kw["stdin_filename"])
+        return cls(paths, options, discovery, kw["jobs"], kw["stdin_filename"])
 
     @property
     def from_stdin(self) -> bool:
@@ -135,7 +151,9 @@ class Run:
         except SourceError as exc:
             result = FileResult(name, error=str(exc))
         else:
-            result = process_text(source.text, name, self.options)
+            # Per-file ignores apply to the name the code is reported under.
+            options = self.options.for_path(self.stdin_filename) if self.stdin_filename else self.options
+            result = process_text(source.text, name, options)
         self.count(result)
         return result
 
@@ -200,7 +218,9 @@ def main() -> None:
 def check(fmt: str, output, exit_zero: bool, **kw) -> None:
     """Report findings. Exit 0 when clean, 1 with findings, 2 when a file had an error."""
     run = Run.from_args(kw)
-    formatter = FORMATS[fmt]()
+    # Formats that show no fix only need to know that one exists: skip building it.
+    run.options = replace(run.options, build_fixes=fmt in FORMATS_WITH_FIXES)
+    formatter = FORMATS[fmt](unsafe_fixes=run.options.unsafe_fixes)
     out = output or sys.stdout
     for result in run.results():
         text = formatter.result(result)

@@ -1,7 +1,8 @@
-"""The formats of ``autofix check --format``.
+"""The line-oriented formats of ``autofix check --format`` (text, json, github).
 
 A formatter gets each file's result as it arrives (so ``text`` and ``github`` stream) and may
 return text to print; ``finish`` returns what is left (``json`` prints everything at the end).
+``sarif`` and ``suggestions`` live in their own modules; ``autofix.output.FORMATS`` lists all.
 """
 
 from __future__ import annotations
@@ -9,11 +10,17 @@ from __future__ import annotations
 import json
 
 from autofix.diffs import display_path
+from autofix.output.fixes import file_fixes
 from autofix.results import FileResult, Finding
 
 
 class Formatter:
     name = ""
+
+    def __init__(self, unsafe_fixes: bool = False) -> None:
+        # Whether unsafe rules' findings count as findings (they fail `check`) rather than
+        # suggestions.
+        self.unsafe_fixes = unsafe_fixes
 
     def result(self, result: FileResult) -> str:
         return ""
@@ -58,17 +65,24 @@ class TextFormatter(Formatter):
 
 
 class JsonFormatter(Formatter):
-    """One object per finding; the fix, where there is one, as the file's replacement text."""
+    """One object per finding. A fixable finding's ``fix`` holds its share of the file's fix as
+    ``replacements`` (see :mod:`autofix.output.fixes`): applying those of all findings of a
+    file gives the fixed file. ``fix`` is null when the finding is not fixed."""
 
     name = "json"
 
-    def __init__(self) -> None:
+    def __init__(self, unsafe_fixes: bool = False) -> None:
+        super().__init__(unsafe_fixes)
         self.items: list[dict] = []
 
     def result(self, result: FileResult) -> str:
-        for f in result.findings:
+        fixes = file_fixes(result)
+        for index, f in enumerate(result.findings):
             if f.suppressed:
                 continue
+            fix = None
+            if fixes is not None and index in fixes.by_finding:
+                fix = {"replacements": [r.as_json() for r in fixes.by_finding[index]]}
             self.items.append(
                 {
                     "path": display_path(result.path),
@@ -83,6 +97,7 @@ class JsonFormatter(Formatter):
                     "fixable": f.fixable,
                     "unsafe": f.unsafe,
                     "reason": f.reason,
+                    "fix": fix,
                 }
             )
         if result.error:
@@ -121,7 +136,3 @@ class GithubFormatter(Formatter):
             out.append(f"::error file={path},title=autofix::{_escape_data(result.error)}\n")
         return "".join(out)
 
-
-FORMATS: dict[str, type[Formatter]] = {
-    f.name: f for f in (TextFormatter, JsonFormatter, GithubFormatter)
-}

@@ -1,0 +1,251 @@
+"""``--format sarif``: a SARIF 2.1.0 log for GitHub code scanning and other SARIF viewers.
+
+One run; ``tool.driver.rules`` lists every rule with its documentation (from the rule module's
+docstring and examples); each finding is a result whose ``ruleIndex`` points into that list. A
+fixable finding carries its share of the file's fix as ``fixes[0].artifactChanges[0]
+.replacements`` (divided as described in :mod:`autofix.output.fixes`). Files that could not be
+analysed, and fixes refused by the safety checks, are ``toolExecutionNotifications`` of the
+invocation.
+
+Artifact URIs are relative to the source root (``%SRCROOT%``): the git work tree that holds the
+working directory, else the working directory, since code scanning resolves relative URIs
+against the repository root. Suppressed findings are left out, as in the other formats.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import sys
+from importlib import metadata
+from pathlib import Path
+from urllib.parse import quote
+
+from autofix import __version__, registry
+from autofix.output.fixes import Replacement, file_fixes
+from autofix.output.formats import Formatter, finding_note
+from autofix.output.locations import root_relative, source_root
+from autofix.results import FileResult, Finding
+from autofix.rule import Rule
+
+SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
+SRCROOT = "%SRCROOT%"
+# GitHub truncates longer rule descriptions.
+DESCRIPTION_LIMIT = 1024
+
+
+class SarifFormatter(Formatter):
+    name = "sarif"
+
+    def __init__(self, unsafe_fixes: bool = False) -> None:
+        super().__init__(unsafe_fixes)
+        self.rules = registry.all_rules()
+        self.rule_index = {rule.CODE: i for i, rule in enumerate(self.rules)}
+        self.root = source_root()
+        self.results: list[dict] = []
+        self.notifications: list[dict] = []
+        self.errors = 0
+
+    def result(self, result: FileResult) -> str:
+        location = self._artifact(result.path)
+        fixes = file_fixes(result)
+        for index, finding in enumerate(result.findings):
+            if finding.suppressed:
+                continue
+            replacements = fixes.by_finding.get(index, ()) if fixes is not None else ()
+            self.results.append(self._result(finding, location, replacements))
+        if result.error:
+            self.errors += 1
+            self.notifications.append(_notification("error", result.error, location))
+        if result.refused:
+            self.notifications.append(_notification("warning", f"fix not applied: {result.refused}", location))
+        return ""
+
+    def finish(self) -> str:
+        invocation = {
+            "executionSuccessful": self.errors == 0,
+            "workingDirectory": {"uri": _directory_uri(os.getcwd())},
+        }
+        if self.notifications:
+            invocation["toolExecutionNotifications"] = self.notifications
+        run = {
+            "tool": {"driver": _driver(self.rules)},
+            "invocations": [invocation],
+            "originalUriBaseIds": {SRCROOT: {"uri": _directory_uri(self.root)}},
+            "columnKind": "unicodeCodePoints",
+            "results": self.results,
+        }
+        log = {"$schema": SCHEMA_URI, "version": "2.1.0", "runs": [run]}
+        return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+
+    def _artifact(self, path: str) -> dict:
+        if path == "-":
+            return {"uri": "-"}
+        relative = root_relative(path, self.root)
+        if relative is None:
+            return {"uri": Path(os.path.abspath(path)).as_uri()}
+        return {"uri": quote(relative, safe="/"), "uriBaseId": SRCROOT}
+
+    def _result(self, finding: Finding, artifact: dict, replacements: tuple[Replacement, ...]) -> dict:
+        region = {
+            "startLine": finding.line,
+            "startColumn": finding.column,
+            "endLine": finding.end_line,
+            "endColumn": finding.end_column,
+        }
+        physical: dict = {"artifactLocation": artifact, "region": region}
+        location: dict = {"physicalLocation": physical}
+        if finding.cell is not None:
+            # SARIF has no notion of cells: the lines are the cell's, and `cell` is the same
+            # 0-based index as in the json format.
+            location["properties"] = {"cell": finding.cell}
+        out: dict = {"ruleId": finding.code}
+        if finding.code in self.rule_index:
+            out["ruleIndex"] = self.rule_index[finding.code]
+        out["level"] = level(finding, self.unsafe_fixes)
+        out["message"] = {"text": f"{finding.message}{finding_note(finding)}"}
+        out["locations"] = [location]
+        if replacements:
+            out["fixes"] = [
+                {
+                    "description": {"text": f"{finding.code}: {finding.message}"},
+                    "artifactChanges": [
+                        {"artifactLocation": artifact, "replacements": [_replacement(r) for r in replacements]}
+                    ],
+                }
+            ]
+        return out
+
+
+def level(finding: Finding, unsafe_fixes: bool = False) -> str:
+    """Suggestions (findings of unsafe rules, unless --unsafe-fixes makes them count) are
+    notes; findings, which fail `check`, are warnings."""
+    return "note" if finding.unsafe and not unsafe_fixes else "warning"
+
+
+def _replacement(r: Replacement) -> dict:
+    out: dict = {
+        "deletedRegion": {
+            "startLine": r.start_line,
+            "startColumn": r.start_column,
+            "endLine": r.end_line,
+            "endColumn": r.end_column,
+            "charOffset": r.char_offset,
+            "charLength": r.char_length,
+        }
+    }
+    if r.content:
+        out["insertedContent"] = {"text": r.content}
+    return out
+
+
+def _notification(level_: str, message: str, artifact: dict) -> dict:
+    return {
+        "level": level_,
+        "message": {"text": message},
+        "locations": [{"physicalLocation": {"artifactLocation": artifact}}],
+    }
+
+
+def _driver(rules: tuple[type[Rule], ...]) -> dict:
+    driver = {
+        "name": "autofix",
+        "version": __version__,
+        "semanticVersion": __version__,
+    }
+    uri = information_uri()
+    if uri:
+        driver["informationUri"] = uri
+    driver["rules"] = [rule_descriptor(rule) for rule in rules]
+    return driver
+
+
+def rule_descriptor(rule: type[Rule]) -> dict:
+    summary, body = rule_doc(rule)
+    level_ = "warning" if rule.SAFE else "note"
+    fix = "safe" if rule.SAFE else "unsafe (only with --unsafe-fixes)"
+    return {
+        "id": rule.CODE,
+        "name": rule.NAME,
+        "shortDescription": {"text": rule.DESCRIPTION},
+        "fullDescription": {"text": _limit(summary or rule.DESCRIPTION)},
+        "help": {"text": _help_text(rule, body, fix), "markdown": _help_markdown(rule, body, fix)},
+        "defaultConfiguration": {"level": level_},
+        "properties": {"tags": ["tf.distribute", "keras"], "fix": "safe" if rule.SAFE else "unsafe"},
+    }
+
+
+def rule_doc(rule: type[Rule]) -> tuple[str, str]:
+    """The first paragraph after the title line of the rule module's docstring, and all of it
+    after the title line; RST literals (``x``) become Markdown ones (`x`)."""
+    doc = (sys.modules[rule.__module__].__doc__ or "").strip()
+    body = doc.split("\n", 1)[1].strip() if "\n" in doc else ""
+    body = body.replace("``", "`")
+    summary = " ".join(body.split("\n\n", 1)[0].split()) if body else ""
+    return summary, body
+
+
+def _limit(text: str) -> str:
+    return text if len(text) <= DESCRIPTION_LIMIT else text[: DESCRIPTION_LIMIT - 1].rstrip() + "…"
+
+
+def _examples(rule: type[Rule]) -> list[tuple[str, str]]:
+    out = []
+    for example in rule.EXAMPLES:
+        if example.after is None:
+            out.append(("Left alone", example.before))
+        else:
+            delta = difflib.unified_diff(
+                example.before.splitlines(keepends=True), example.after.splitlines(keepends=True), "before", "after"
+            )
+            out.append(("Fix", "".join(delta)))
+    return out
+
+
+def _help_text(rule: type[Rule], body: str, fix: str) -> str:
+    parts = [f"{rule.CODE} {rule.NAME}: {rule.DESCRIPTION}. Fix: {fix}."]
+    if body:
+        parts.append(body)
+    for title, text in _examples(rule):
+        parts.append(f"{title}:\n\n{text.rstrip()}")
+    return "\n\n".join(parts) + "\n"
+
+
+def _help_markdown(rule: type[Rule], body: str, fix: str) -> str:
+    parts = [f"**{rule.CODE} {rule.NAME}**: {rule.DESCRIPTION}. Fix: {fix}."]
+    if body:
+        parts.append(body)
+    for title, text in _examples(rule):
+        lang = "python" if title == "Left alone" else "diff"
+        fence = _fence(text)
+        parts.append(f"{title}:\n\n{fence}{lang}\n{text.rstrip()}\n{fence}")
+    return "\n\n".join(parts) + "\n"
+
+
+def _fence(text: str) -> str:
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def information_uri(dist: str = "autofix") -> str | None:
+    """The project's home page from the installed package's metadata (``[project.urls]``)."""
+    try:
+        meta = metadata.metadata(dist)
+    except metadata.PackageNotFoundError:
+        return None
+    urls = {}
+    for entry in meta.get_all("Project-URL") or []:
+        label, _, url = entry.partition(",")
+        urls[label.strip().lower()] = url.strip()
+    for label in ("homepage", "home", "documentation", "source", "repository"):
+        if urls.get(label, "").startswith(("https://", "http://")):
+            return urls[label]
+    home = meta.get("Home-page") or ""
+    return home if home.startswith(("https://", "http://")) else None
+
+
+def _directory_uri(path: str) -> str:
+    uri = Path(path).as_uri()
+    return uri if uri.endswith("/") else uri + "/"
