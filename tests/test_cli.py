@@ -220,3 +220,24 @@ def test_libcst_tool_runs_a_rule(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert target.read_text() == FIXED
     assert "TFD001 model built outside strategy.scope()" in proc.stderr
+
+
+def test_notebook_findings_and_diffs_name_the_cell(tmp_path, monkeypatch):
+    notebook = Path(__file__).resolve().parent.parent / "fixtures" / "notebooks" / "train.ipynb"
+    (tmp_path / "train.ipynb").write_bytes(notebook.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    check = run("check", "--select", "TFD001", ".")
+    assert check.exit_code == 1
+    assert check.stdout.splitlines()[0].startswith("train.ipynb:cell 5:2:9: TFD001 [*] model built")
+    diff = run("diff", "--select", "TFD001", "train.ipynb")
+    assert diff.exit_code == 1
+    assert diff.stdout.startswith("--- a/train.ipynb:cell 5\n+++ b/train.ipynb:cell 5\n")
+    assert "+with strategy.scope():" in diff.stdout
+
+
+def test_unused_suppressions_flag(repo):
+    (repo / "ok.py").write_text(FIXED.replace("model.fit(x, y)", "model.fit(x, y)  # autofix: ignore[TFD001]"))
+    assert "TFD100" not in run("check", "ok.py").stdout
+    result = run("check", "--unused-suppressions", "ok.py")
+    assert "ok.py:7:1: TFD100 autofix: ignore comment suppresses nothing (TFD001)" in result.stdout
+    assert result.exit_code == 1

@@ -21,11 +21,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from autofix import __version__, config, registry
+from autofix import __version__, config, notebooks, registry
 from autofix.diffs import display_path, unified_diff
 from autofix.discovery import DEFAULT_INCLUDE, Discovery
 from autofix.engine import Options, Runner, process_text
 from autofix.output import FORMATS
+from autofix.output.formats import location
 from autofix.results import FileResult
 from autofix.sourcefile import SourceError, decode
 
@@ -215,11 +216,14 @@ def main() -> None:
 @click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), default="text", show_default=True, help="Report format.")
 @click.option("-o", "--output", type=click.File("w", encoding="utf-8"), default=None, help="Write the report to this file.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
-def check(fmt: str, output, exit_zero: bool, **kw) -> None:
+@click.option("--unused-suppressions", is_flag=True, help="Also report `# autofix: ignore` comments that suppress nothing (TFD100).")
+def check(fmt: str, output, exit_zero: bool, unused_suppressions: bool, **kw) -> None:
     """Report findings. Exit 0 when clean, 1 with findings, 2 when a file had an error."""
     run = Run.from_args(kw)
     # Formats that show no fix only need to know that one exists: skip building it.
-    run.options = replace(run.options, build_fixes=fmt in FORMATS_WITH_FIXES)
+    run.options = replace(
+        run.options, build_fixes=fmt in FORMATS_WITH_FIXES, unused_suppressions=unused_suppressions
+    )
     formatter = FORMATS[fmt](unsafe_fixes=run.options.unsafe_fixes)
     out = output or sys.stdout
     for result in run.results():
@@ -268,7 +272,9 @@ def diff(**kw) -> None:
     """Print the fixes as a unified diff; write nothing. Exit 1 when something would change."""
     run = Run.from_args(kw)
     for result in run.results():
-        if result.changed:
+        if result.changed and result.notebook:
+            _print_diff(notebooks.cell_diffs(result.old_text or "", result.new_text or "", display_path(result.path)))
+        elif result.changed:
             _print_diff(unified_diff(result.old_text or "", result.new_text or "", result.path))
         if result.error:
             _print_error(result)
@@ -276,7 +282,7 @@ def diff(**kw) -> None:
             _print_refused(result)
         for finding in result.findings:
             if not finding.fixable and not finding.suppressed:
-                err.print(Text(f"{display_path(result.path)}:{finding.line}:{finding.column}: {finding.code} {finding.message} ({finding.reason or 'not fixed'})", style="dim"))
+                err.print(Text(f"{location(result, finding)}: {finding.code} {finding.message} ({finding.reason or 'not fixed'})", style="dim"))
     run.summary("Checked")
     if run.counts["errors"]:
         sys.exit(EXIT_ERROR)
@@ -285,10 +291,19 @@ def diff(**kw) -> None:
 
 @main.command()
 @_common
-def fix(**kw) -> None:
-    """Write the fixes into the files. Exit 0, or 2 when a file had an error."""
+@click.option("--smoke", is_flag=True, help="Then smoke-test each changed script before and after the fix (runs it; needs TensorFlow).")
+def fix(smoke: bool = False, **kw) -> None:
+    """Write the fixes into the files. Exit 0, or 2 when a file had an error.
+
+    With --smoke, exit 1 when a fixed script fails its smoke test (2 when the harness fails).
+    """
     run = Run.from_args(kw)
+    if smoke and run.from_stdin:
+        raise click.UsageError("--smoke needs files to run, not standard input")
+    written: list[FileResult] = []
     for result in run.results(write=True):
+        if smoke and result.written:
+            written.append(result)
         if run.from_stdin:
             out = sys.stdout
             out.write(result.new_text if result.changed else (result.old_text or ""))
@@ -302,7 +317,7 @@ def fix(**kw) -> None:
             _print_refused(result)
         for finding in result.findings:
             if not finding.fixable and not finding.suppressed:
-                err.print(Text(f"{display_path(result.path)}:{finding.line}:{finding.column}: {finding.code} {finding.message} ({finding.reason or 'not fixed'})", style="yellow"))
+                err.print(Text(f"{location(result, finding)}: {finding.code} {finding.message} ({finding.reason or 'not fixed'})", style="yellow"))
     run.summary("Fixed")
     code = EXIT_ERROR if run.counts["errors"] else EXIT_OK
     if smoke:
@@ -351,6 +366,12 @@ def explain(code: str) -> None:
 
 def _indent(text: str) -> str:
     return "".join("    " + line if line.strip() else line for line in text.splitlines(keepends=True))
+
+
+# The smoke test lives in its own package; `fix --smoke` and `smoke` only call into it.
+from autofix.smoke.command import smoke as _smoke_command, smoke_changed as _smoke_changed  # noqa: E402
+
+main.add_command(_smoke_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

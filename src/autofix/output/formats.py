@@ -48,7 +48,9 @@ def finding_note(finding: Finding) -> str:
 
 
 def location(result: FileResult, finding: Finding) -> str:
-    cell = f"[cell {finding.cell + 1}]" if finding.cell is not None else ""
+    """``path:line:col``, or ``path:cell N:line:col`` in a notebook (cells counted from 1,
+    markdown cells included, as Jupyter shows them)."""
+    cell = f":cell {finding.cell + 1}" if finding.cell is not None else ""
     return f"{display_path(result.path)}{cell}:{finding.line}:{finding.column}"
 
 

@@ -1,0 +1,49 @@
+"""Smoke test: run a training script for a few steps on N replicas and check that it trained
+distributed.
+
+Public API (nothing here imports TensorFlow; the scripts run in a child process)::
+
+    run_smoke(script, *, replicas=2, steps=3, timeout=120, args=(), offline=None,
+              legacy_keras=False) -> SmokeReport
+    run_many(scripts, *, replicas=2, steps=3, timeout=120, args=(), offline=None,
+             legacy_keras=False) -> list[SmokeReport]      # one process for all scripts
+
+``offline=None`` serves synthetic ``keras.datasets`` when their download host cannot be
+reached; ``legacy_keras=True`` runs under Keras 2 (``TF_USE_LEGACY_KERAS=1``, tf-keras).
+
+Typical assertions::
+
+    report = run_many(paths, replicas=2, steps=2)[0]
+    report.ok, report.failures                 # verdict and the failed checks' messages
+    report.fits[0].replicas, report.fits[0].all_mirrored, report.fits[0].unmirrored
+    report.fits[0].global_batch, report.fits[0].losses
+    report.fits[0].user_args["steps_per_epoch"]   # the script's own value, before capping
+    report.runs[0].given, report.runs[0].replicas, report.runs[0].losses
+
+The fields are described in :mod:`autofix.smoke.report`, the checks in
+:mod:`autofix.smoke.checks`, the process handling in :mod:`autofix.smoke.harness` and what
+runs inside the child in :mod:`autofix.smoke.runner`.
+"""
+
+from autofix.smoke.harness import (
+    DEFAULT_REPLICAS,
+    DEFAULT_STEPS,
+    DEFAULT_TIMEOUT,
+    SmokeJob,
+    run_many,
+    run_smoke,
+)
+from autofix.smoke.report import Check, FitRecord, RunRecord, SmokeReport
+
+__all__ = [
+    "DEFAULT_REPLICAS",
+    "DEFAULT_STEPS",
+    "DEFAULT_TIMEOUT",
+    "Check",
+    "FitRecord",
+    "RunRecord",
+    "SmokeJob",
+    "SmokeReport",
+    "run_many",
+    "run_smoke",
+]

@@ -1,0 +1,312 @@
+"""Hooks on Keras (3, or 2 as tf-keras) that cap and record training (child side).
+
+``fit`` runs one epoch of at most ``steps`` steps (validation: one step) and records, per call:
+the strategy and replica count, whether every model and optimizer variable is mirrored, the
+losses, the first global batch and the script's own arguments. ``train_on_batch`` is recorded
+the same way and ends the script after ``steps`` calls; ``evaluate`` is capped to ``steps``
+steps; ``predict`` is left whole because scripts compare its output with their labels.
+
+The hooks are installed on whichever of ``keras`` and ``tf_keras`` the script imports.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any
+
+import tensorflow as tf
+
+from autofix.smoke.state import (
+    FitRec,
+    StepLimitReached,
+    describe_exception,
+    recorder,
+    scalar,
+    user_site,
+)
+
+USER_FIT_ARGS = ("epochs", "steps_per_epoch", "batch_size", "validation_steps")
+MAX_NAMES = 10
+
+
+def install(module: Any) -> None:
+    if getattr(module, "_autofix_smoke_patched", False):
+        return
+    module._autofix_smoke_patched = True
+    version = f"{module.__name__} {getattr(module, '__version__', '?')}"
+    model = module.Model
+    callback = _callback_class(module)
+    _wrap(model, "fit", lambda original: _fit(original, callback, version))
+    _wrap(model, "train_on_batch", lambda original: _train_on_batch(original, version))
+    _wrap(model, "evaluate", _evaluate)
+    _wrap(model, "predict", _keras_owned)
+    _wrap(model, "compile", _compile)
+    optimizers = [module.optimizers.Optimizer]
+    legacy = getattr(getattr(module.optimizers, "legacy", None), "Optimizer", None)
+    if legacy is not None and legacy not in optimizers:
+        optimizers.append(legacy)
+    for cls in optimizers:
+        _wrap(cls, "__init__", _optimizer_init)
+        for name in ("apply_gradients", "apply"):
+            if hasattr(cls, name):
+                _wrap(cls, name, _optimizer_apply)
+
+
+def _wrap(cls: type, name: str, make) -> None:
+    original = getattr(cls, name)
+    setattr(cls, name, functools.wraps(original)(make(original)))
+
+
+class _Keras:
+    """Marks Keras' own calls: strategy.run and tf.function calls inside are not the script's."""
+
+    def __enter__(self):
+        recorder.keras_depth += 1
+
+    def __exit__(self, *exc):
+        recorder.keras_depth -= 1
+
+
+def _keras_owned(original):
+    def call(self, *args, **kwargs):
+        with _Keras():
+            return original(self, *args, **kwargs)
+
+    return call
+
+
+def _callback_class(module: Any) -> type:
+    class Record(module.callbacks.Callback):
+        def __init__(self, record: FitRec) -> None:
+            super().__init__()
+            self.record = record
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.record.steps += 1
+            loss = scalar((logs or {}).get("loss"))
+            if loss is not None:
+                self.record.losses.append(loss)
+
+    return Record
+
+
+def _fit(original, callback: type, version: str):
+    signature = inspect.signature(original)
+
+    def fit(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        given = bound.arguments
+        defaults = {k: p.default for k, p in signature.parameters.items()}
+        user = {k: given.get(k, defaults.get(k)) for k in USER_FIT_ARGS}
+        steps = recorder.steps
+        if user["steps_per_epoch"]:
+            steps = min(steps, int(user["steps_per_epoch"]))
+        given.update(epochs=1, initial_epoch=0, steps_per_epoch=steps)
+        validates = given.get("validation_data") is not None or given.get("validation_split")
+        if validates:
+            given["validation_steps"] = 1
+        capped = {"epochs": 1, "steps_per_epoch": steps, "validation_steps": 1 if validates else None}
+        record = FitRec("fit", user_site(), _plain(user), capped, keras=version)
+        recorder.fits.append(record)
+        given["callbacks"] = _with_callback(given.get("callbacks"), callback(record))
+        recorder.current_fit = record
+        try:
+            with _Keras():
+                return original(*bound.args, **bound.kwargs)
+        except StepLimitReached:
+            raise
+        except BaseException as exc:
+            record.error = describe_exception(exc)
+            _finish(record, self)
+            _failed("fit", record.cause)
+            raise
+        finally:
+            recorder.current_fit = None
+            if record.error is None:
+                _finish(record, self)
+
+    return fit
+
+
+def _with_callback(callbacks, extra):
+    if callbacks is None:
+        return [extra]
+    if isinstance(callbacks, (list, tuple)):
+        return [*callbacks, extra]
+    if hasattr(callbacks, "append"):  # a CallbackList built by the script
+        callbacks.append(extra)
+        return callbacks
+    return [callbacks, extra]
+
+
+def _plain(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: (v if v is None or isinstance(v, (int, float, str, bool)) else repr(v)) for k, v in values.items()}
+
+
+def _train_on_batch(original, version: str):
+    records: dict[int, FitRec] = {}
+
+    def train_on_batch(self, *args, **kwargs):
+        record = records.get(id(self))
+        if record is None:
+            record = FitRec("train_on_batch", user_site(), {}, {"calls": recorder.steps}, keras=version)
+            records[id(self)] = record
+            recorder.fits.append(record)
+        if record.steps >= recorder.steps:
+            raise StepLimitReached(f"train_on_batch called {record.steps} times")
+        try:
+            with _Keras():
+                result = original(self, *args, **kwargs)
+        except StepLimitReached:
+            raise
+        except BaseException as exc:
+            record.error = describe_exception(exc)
+            _finish(record, self)
+            _failed("train_on_batch", record.cause)
+            raise
+        record.steps += 1
+        loss = scalar(result)
+        if loss is not None:
+            record.losses.append(loss)
+        _finish(record, self)
+        return result
+
+    return train_on_batch
+
+
+def _evaluate(original):
+    signature = inspect.signature(original)
+
+    def evaluate(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        asked = bound.arguments.get("steps")
+        bound.arguments["steps"] = min(int(asked), recorder.steps) if asked else recorder.steps
+        with _Keras():
+            return original(*bound.args, **bound.kwargs)
+
+    return evaluate
+
+
+def _compile(original):
+    def compile(self, *args, **kwargs):
+        object.__setattr__(self, "_autofix_smoke_compiled_in_scope", tf.distribute.has_strategy())
+        recorder.in_compile += 1
+        try:
+            return original(self, *args, **kwargs)
+        except StepLimitReached:
+            raise
+        except BaseException:
+            try:
+                _failed("compile", _cause(self, _unmirrored(_model_variables(self))))
+            except Exception:  # the script's exception is the one to report
+                pass
+            raise
+        finally:
+            recorder.in_compile -= 1
+
+    return compile
+
+
+def _optimizer_init(original):
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        origin = (tf.distribute.get_strategy(), recorder.in_compile > 0)
+        object.__setattr__(self, "_autofix_smoke_origin", origin)
+
+    return __init__
+
+
+def _optimizer_apply(original):
+    def apply(self, *args, **kwargs):
+        if recorder.current_run is not None:
+            recorder.current_run.applies_gradients = True
+        return original(self, *args, **kwargs)
+
+    return apply
+
+
+def _failed(where: str, cause: str | None) -> None:
+    if recorder.failure is None:
+        recorder.failure = {"where": where, "cause": cause}
+
+
+def _finish(record: FitRec, model: Any) -> None:
+    """Fill in what only the model can tell, after (or when) fit ends. Never raises: the
+    script's own exception, if any, is the one to report."""
+    try:
+        _inspect(record, model)
+    except Exception as exc:
+        recorder.note(f"could not inspect the model after {record.method} ({describe_exception(exc)})")
+
+
+def _inspect(record: FitRec, model: Any) -> None:
+    strategy = model.distribute_strategy
+    record.strategy = type(strategy).__name__
+    record.replicas = int(strategy.num_replicas_in_sync)
+    model_vars = _model_variables(model)
+    variables = model_vars + _optimizer_variables(model)
+    unmirrored = _unmirrored(variables)
+    record.variables = len(variables)
+    record.all_mirrored = bool(variables) and not unmirrored
+    record.unmirrored = unmirrored[:MAX_NAMES]
+    record.unmirrored_count = len(unmirrored)
+    record.compiled_in_scope = getattr(model, "_autofix_smoke_compiled_in_scope", None)
+    origin = getattr(getattr(model, "optimizer", None), "_autofix_smoke_origin", None)
+    record.optimizer_in_scope = None if origin is None else origin[0] is strategy
+    record.cause = _cause(model, _unmirrored(model_vars))
+
+
+def _cause(model: Any, unmirrored_model_vars: list[str]) -> str | None:
+    """Why training was not (or could not be) distributed, in the script's terms."""
+    strategy = model.distribute_strategy
+    if type(strategy).__name__.startswith("_Default"):
+        if not recorder.strategies:
+            return "no MirroredStrategy was created"
+        # Also when its layers were built inside and only the model wrapping them outside.
+        return "the model was built outside strategy.scope()"
+    if unmirrored_model_vars:
+        return "the model was built outside strategy.scope()"
+    origin = getattr(getattr(model, "optimizer", None), "_autofix_smoke_origin", None)
+    if origin is not None and origin[0] is not strategy:
+        if origin[1]:
+            return "compile() was called outside strategy.scope()"
+        return "the optimizer was created outside strategy.scope()"
+    replicas = int(strategy.num_replicas_in_sync)
+    if replicas < recorder.replicas:
+        return f"the strategy has {replicas} device{'s' if replicas != 1 else ''}"
+    return None
+
+
+def _model_variables(model: Any) -> list[Any]:
+    try:
+        return list(model.weights)
+    except Exception:  # an unbuilt subclassed model has none yet
+        return []
+
+
+def _optimizer_variables(model: Any) -> list[Any]:
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is None:
+        return []
+    variables = getattr(optimizer, "variables", [])
+    try:
+        return list(variables() if callable(variables) else variables)
+    except Exception:
+        return []
+
+
+def _unmirrored(variables: list[Any]) -> list[str]:
+    return [_name(v) for v in variables if not _is_mirrored(v)]
+
+
+def _is_mirrored(variable: Any) -> bool:
+    # Keras 3 wraps the tf.Variable in ``_value``; mixed precision (Keras 2) in ``_variable``.
+    for candidate in (variable, getattr(variable, "_value", None), getattr(variable, "_variable", None)):
+        if isinstance(candidate, tf.distribute.DistributedValues):
+            return True
+    return False
+
+
+def _name(variable: Any) -> str:
+    return str(getattr(variable, "path", None) or getattr(variable, "name", "?"))

@@ -1,0 +1,231 @@
+"""Hooks on tf.distribute that record and cap custom training loops (child side).
+
+Every call of ``strategy.run`` made by the script (not by Keras) is recorded per call site:
+what it was given, whether it was inside a ``tf.function``, which replicas ran the function,
+whether an optimizer applied gradients in it, and the loss of each step where it can be seen.
+
+A *step* is one call of the outermost ``tf.function`` that calls ``strategy.run`` (its return
+value, when a scalar, is the step's loss), or one eager call of ``strategy.run`` (the loss is
+the next eager ``strategy.reduce``). A script that asks for more than ``steps`` steps ends
+there, cleanly. Which replicas ran is seen when the function is traced (or on every eager call).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import threading
+from typing import Any
+
+import tensorflow as tf
+from tensorflow.python.distribute import distribute_lib, mirrored_run
+from tensorflow.python.eager.polymorphic_function import polymorphic_function
+
+from autofix.smoke.state import (
+    RunRec,
+    StepFunction,
+    StepLimitReached,
+    describe_exception,
+    recorder,
+    scalar,
+    shown,
+    user_site,
+)
+
+
+def install() -> None:
+    base = distribute_lib.StrategyBase
+    _wrap(base, "run", _run)
+    _wrap(base, "reduce", _reduce)
+    _wrap(base, "experimental_distribute_dataset", _distribute_dataset)
+    _wrap(polymorphic_function.Function, "__call__", _function_call)
+    original = mirrored_run._call_for_each_replica
+    mirrored_run._call_for_each_replica = functools.wraps(original)(_for_each_replica(original))
+
+
+def _wrap(cls: type, name: str, make) -> None:
+    original = getattr(cls, name)
+    setattr(cls, name, functools.wraps(original)(make(original)))
+
+
+def _mine() -> bool:
+    """True when the call comes from the script itself, not from Keras or a replica thread."""
+    return recorder.keras_depth == 0 and threading.current_thread() is threading.main_thread()
+
+
+def _run(original):
+    def run(self, fn, args=(), kwargs=None, options=None):
+        if not _mine() or recorder.current_run is not None:
+            return original(self, fn, args, kwargs, options)
+        in_function = tf.inside_function()
+        outer = recorder.function_stack[-1] if recorder.function_stack else None
+        given, name = classify(fn)
+        site = _function_site(outer) if outer is not None else user_site()
+        record = recorder.runs.get(f"{site}|{name}")
+        if record is None:
+            record = RunRec(site, given, name, in_function, type(self).__name__, int(self.num_replicas_in_sync))
+            recorder.runs[f"{site}|{name}"] = record
+        record.in_tf_function = record.in_tf_function or in_function
+        eager_step = outer is None and not in_function
+        if outer is not None:
+            step = recorder.step_functions.get(id(outer))
+            if step is None:
+                step = recorder.step_functions[id(outer)] = StepFunction()
+                recorder.step_function_refs.append(outer)
+            if not any(r is record for r in step.runs):
+                step.runs.append(record)
+        elif eager_step and record.steps >= recorder.steps:
+            raise StepLimitReached(f"strategy.run called {record.steps} times at {site}")
+        record.calls += 1
+        if record.global_batch is None:
+            record.global_batch = recorder.last_user_batch
+        recorder.current_run = record
+        try:
+            result = original(self, fn, args, kwargs, options)
+        except BaseException as exc:
+            if not isinstance(exc, StepLimitReached):
+                record.error = describe_exception(exc)
+                if recorder.failure is None:
+                    cause = f"it was given a {given}" if given in ("model", "layer", "module") else None
+                    recorder.failure = {"where": "strategy.run", "cause": cause}
+            raise
+        finally:
+            recorder.current_run = None
+        if eager_step:
+            record.steps += 1
+            recorder.last_eager_run = record
+        return result
+
+    return run
+
+
+def _function_site(function: Any) -> str:
+    python = getattr(function, "python_function", None)
+    code = getattr(python, "__code__", None)
+    if code is None:
+        return f"<tf.function {getattr(function, '__name__', '?')}>"
+    return f"{shown(code.co_filename)}:{code.co_firstlineno} {code.co_name}"
+
+
+def classify(fn: Any) -> tuple[str, str]:
+    """What strategy.run was given: model, layer, module, tf.function, function or callable."""
+    name = getattr(fn, "name", None) if not inspect.isroutine(fn) else None
+    name = name or getattr(fn, "__name__", None) or type(fn).__name__
+    for module_name in ("keras", "tf_keras"):
+        module = sys.modules.get(module_name)
+        if module is None:
+            continue
+        if isinstance(fn, getattr(module, "Model", ())):
+            return "model", str(name)
+        layers = getattr(module, "layers", None)
+        if layers is not None and isinstance(fn, getattr(layers, "Layer", ())):
+            return "layer", str(name)
+    if isinstance(fn, polymorphic_function.Function):
+        return "tf.function", str(name)
+    if isinstance(fn, tf.Module):
+        return "module", str(name)
+    if inspect.isroutine(fn) or isinstance(fn, functools.partial):
+        return "function", str(name)
+    return ("callable" if callable(fn) else "other"), str(name)
+
+
+def _for_each_replica(original):
+    def call_for_each_replica(distribution, fn, args, kwargs):
+        record = recorder.current_run
+        if record is None:
+            return original(distribution, fn, args, kwargs)
+
+        def per_replica(*a, **k):
+            context = tf.distribute.get_replica_context()
+            replica = None
+            if context is not None:
+                replica = tf.get_static_value(context.replica_id_in_sync_group)
+            record.saw_replica(None if replica is None else int(replica))
+            return fn(*a, **k)
+
+        return original(distribution, per_replica, args, kwargs)
+
+    return call_for_each_replica
+
+
+def _function_call(original):
+    def __call__(self, *args, **kwds):
+        if not _mine() or tf.inside_function():
+            return original(self, *args, **kwds)
+        step = recorder.step_functions.get(id(self))
+        if step is not None and step.calls >= recorder.steps:
+            raise StepLimitReached(f"{getattr(self, '__name__', 'the step function')} called {step.calls} times")
+        recorder.function_stack.append(self)
+        try:
+            result = original(self, *args, **kwds)
+        finally:
+            recorder.function_stack.pop()
+        step = recorder.step_functions.get(id(self))
+        if step is not None:
+            step.calls += 1
+            loss = _loss(result)
+            for record in step.runs:
+                record.steps += 1
+                if loss is not None:
+                    record.losses.append(loss)
+        return result
+
+    return __call__
+
+
+def _reduce(original):
+    def reduce(self, reduce_op, value, axis=None):
+        result = original(self, reduce_op, value, axis)
+        if _mine() and not tf.inside_function() and recorder.last_eager_run is not None:
+            loss = _loss(result)
+            if loss is not None:
+                recorder.last_eager_run.losses.append(loss)
+                recorder.last_eager_run = None
+        return result
+
+    return reduce
+
+
+def _distribute_dataset(original):
+    def experimental_distribute_dataset(self, dataset, options=None):
+        fit = recorder.current_fit
+        if fit is not None and not fit.batch_probed:
+            fit.batch_probed = True
+            fit.global_batch = batch_of(dataset)
+        elif recorder.keras_depth == 0:
+            recorder.last_user_batch = batch_of(dataset)
+        return original(self, dataset, options)
+
+    return experimental_distribute_dataset
+
+
+def batch_of(dataset: Any) -> int | None:
+    """The size of the first batch: from the static shape, else by reading one element."""
+    if not isinstance(dataset, tf.data.Dataset):
+        return None
+    try:
+        for spec in tf.nest.flatten(dataset.element_spec):
+            shape = getattr(spec, "shape", None)
+            if shape is not None and shape.rank:
+                if shape[0] is not None:
+                    return int(shape[0])
+                break
+        first = next(iter(dataset.take(1)))
+        for tensor in tf.nest.flatten(first):
+            shape = getattr(tensor, "shape", None)
+            if shape is not None and len(shape):
+                return int(shape[0])
+    except Exception:  # an exhausted or failing input pipeline is the script's to report
+        return None
+    return None
+
+
+def _loss(result: Any) -> float | None:
+    if isinstance(result, (list, tuple)) and result:
+        result = result[0]
+    if isinstance(result, tf.distribute.DistributedValues):
+        values = [scalar(v) for v in result.values]
+        values = [v for v in values if v is not None]
+        return sum(values) / len(values) if values else None
+    return scalar(result)

@@ -1,0 +1,116 @@
+"""Rich renderables and one-line summaries of smoke reports (nothing here prints)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from autofix.smoke.report import FitRecord, SmokeReport
+
+
+def _losses(losses: Iterable[float]) -> str:
+    values = list(losses)
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.4g}"
+    return f"{values[0]:.4g} -> {values[-1]:.4g}"
+
+
+def _args(fit: FitRecord) -> str:
+    if fit.method != "fit":
+        return f"capped at {fit.capped_args.get('calls')} calls"
+    user = ", ".join(f"{k}={v}" for k, v in fit.user_args.items() if v is not None)
+    capped = ", ".join(f"{k}={v}" for k, v in fit.capped_args.items() if v is not None)
+    return f"{user or '(defaults)'} -> {capped}"
+
+
+def _strategy(name: str) -> str:
+    return "default (none)" if name.startswith("_Default") else (name or "-")
+
+
+def _yes(value: bool | None) -> str:
+    return "?" if value is None else ("yes" if value else "no")
+
+
+def report_view(report: SmokeReport, shown_path: str) -> Group:
+    parts = []
+    head = Text(f"autofix smoke: {shown_path}", style="bold")
+    if report.args:
+        head.append(" " + " ".join(report.args))
+    setup = [report.provided or f"{report.replicas} replicas", f"cap {report.steps} steps"]
+    if report.tensorflow:
+        setup.append(f"TensorFlow {report.tensorflow}")
+    if report.legacy_keras:
+        setup.append("Keras 2 (tf-keras)")
+    head.append(f"  ({', '.join(setup)})", style="dim")
+    parts.append(head)
+    if report.fits:
+        table = Table(title="fit", title_justify="left", expand=False)
+        for column in ("where", "strategy", "replicas", "mirrored", "global batch", "script args -> capped", "steps", "loss"):
+            table.add_column(column)
+        for fit in report.fits:
+            mirrored = "all" if fit.all_mirrored else f"{fit.unmirrored_count} of {fit.variables} not"
+            table.add_row(
+                f"{fit.site}" + ("" if fit.method == "fit" else f" ({fit.method})"),
+                _strategy(fit.strategy),
+                str(fit.replicas),
+                mirrored,
+                "-" if fit.global_batch is None else str(fit.global_batch),
+                _args(fit),
+                str(fit.steps),
+                _losses(fit.losses),
+            )
+        parts.append(table)
+    if report.runs:
+        table = Table(title="strategy.run", title_justify="left", expand=False)
+        for column in ("where", "given", "tf.function", "replicas", "steps", "applies gradients", "loss"):
+            table.add_column(column)
+        for run in report.runs:
+            replicas = ",".join(map(str, run.replicas)) if run.replicas_observed else f"{run.num_replicas} (not seen)"
+            table.add_row(
+                run.site, f"{run.given} {run.name}", _yes(run.in_tf_function), replicas, str(run.steps), _yes(run.applies_gradients), _losses(run.losses)
+            )
+        parts.append(table)
+    checks = Table(title="checks", title_justify="left", show_header=False, expand=False)
+    checks.add_column("")
+    checks.add_column("")
+    for check in report.checks:
+        checks.add_row(Text("pass", style="green") if check.passed else Text("FAIL", style="bold red"), check.message)
+    parts.append(checks)
+    foot = f"{report.seconds:.1f} s"
+    if report.startup_seconds is not None:
+        foot += f" (+ {report.startup_seconds:.1f} s TensorFlow start-up)"
+    if report.peak_memory_mb is not None:
+        foot += f", peak memory {report.peak_memory_mb:.0f} MB"
+    verdict = Text("PASSED" if report.ok else ("HARNESS FAILED" if report.exit_code == 2 else "FAILED"), style="bold green" if report.ok else "bold red")
+    parts.append(Text.assemble(verdict, "  ", (foot, "dim")))
+    for note in report.notes:
+        parts.append(Text(f"note: {note}", style="dim"))
+    return Group(*parts)
+
+
+def summary(report: SmokeReport) -> str:
+    """One line: "2 replicas, all variables mirrored, loss 1.38 -> 1.21" or what went wrong."""
+    if report.harness_error:
+        return f"harness failed: {report.harness_error}"
+    failed = [c for c in report.checks if not c.passed]
+    if report.status in ("crashed", "exited", "timeout", "died"):
+        return failed[0].message if failed else report.status
+    losses = [v for f in report.fits for v in f.losses] + [v for r in report.runs for v in r.losses]
+    loss = f", loss {losses[0]:.2f} -> {losses[-1]:.2f}" if len(losses) > 1 else ""
+    trained = [f for f in report.fits if f.steps]
+    if trained:
+        low = min(trained, key=lambda f: f.replicas)
+        if low.replicas < report.replicas:
+            return f"trained on {low.replicas} replica{'s' if low.replicas != 1 else ''}" + (f" ({low.cause})" if low.cause else "")
+        mirrored = "all variables mirrored" if all(f.all_mirrored for f in trained) else "some variables not mirrored"
+        return f"{low.replicas} replicas, {mirrored}{loss}"
+    runs = [r for r in report.runs if r.steps and r.applies_gradients]
+    if runs:
+        seen = min(len(r.replicas) if r.replicas_observed else r.num_replicas for r in runs)
+        return f"custom loop on {seen} replica{'s' if seen != 1 else ''}, {sum(r.steps for r in runs)} steps{loss}"
+    return failed[0].message if failed else "no training happened"

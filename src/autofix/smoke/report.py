@@ -1,0 +1,187 @@
+"""The result of smoke-testing one script: plain, frozen values (parent side).
+
+:class:`SmokeReport` — one per script:
+
+- ``script``, ``args``: what ran. ``ok``: training happened and every check passed.
+- ``status``: how the script ended — ``completed`` (ran to its end), ``step-limit`` (stopped
+  cleanly at the step cap), ``crashed`` (an exception), ``exited`` (``sys.exit`` with a
+  non-zero status), ``timeout``, ``died`` (the process was killed or exited under the script),
+  ``harness-error`` (the harness itself failed: no verdict on the script).
+- ``replicas`` (asked for), ``provided`` (how: ``"2 logical CPUs"``), ``steps`` (the cap).
+- ``fits``: one :class:`FitRecord` per ``fit`` (and per model trained with ``train_on_batch``).
+- ``runs``: one :class:`RunRecord` per call site of ``strategy.run`` in the script.
+- ``checks``: every :class:`Check`, passed or not; ``failures`` has the failed ones' messages.
+- ``seconds`` (the script, without TensorFlow's start-up), ``startup_seconds`` (importing
+  TensorFlow and providing the devices, shared by the scripts of one :func:`run_many` process),
+  ``peak_memory_mb`` (peak resident memory while the script ran, TensorFlow included).
+- ``error`` (``"Type: message"``) and ``error_site`` (``file:line`` in the script) of a crash;
+  ``script_exit`` (the script's ``sys.exit`` status); ``harness_error``.
+- ``strategies`` created, ``datasets`` served synthetically (``--offline``), ``notes``
+  (things worth knowing that are not failures), ``output`` (the tail of what the script printed),
+  ``tensorflow`` (version), ``legacy_keras``, ``offline``.
+- ``exit_code``: 0 (ok), 1 (a check failed), 2 (harness error) — the CLI's exit status.
+
+:class:`FitRecord` — one ``fit``: ``method`` (``fit`` / ``train_on_batch``), ``site``
+(``file:line``), ``strategy`` (class of ``model.distribute_strategy``), ``replicas``
+(its ``num_replicas_in_sync``), ``all_mirrored`` (every model and optimizer variable is a
+``tf.distribute.DistributedValues``), ``variables`` (how many were checked), ``unmirrored``
+(names of the others, at most 10; ``unmirrored_count`` counts them all), ``losses`` (the
+running loss fit reports after each step), ``steps`` (that ran), ``global_batch`` (size of the first batch fit received, before it is
+split over replicas), ``user_args`` (the script's ``epochs``, ``steps_per_epoch``,
+``batch_size``, ``validation_steps``, before capping), ``capped_args``, ``compiled_in_scope``,
+``optimizer_in_scope`` (created under the model's strategy), ``cause`` (why training was not
+distributed, in the script's terms), ``error`` (when fit raised), ``keras`` (package and version).
+
+:class:`RunRecord` — one call site of ``strategy.run``: ``site`` (``file:line``, or the
+``tf.function`` holding it: ``file:line name``), ``given`` (``function``, ``tf.function``,
+``model``, ``layer``, ``module``, ``callable``), ``name``, ``in_tf_function``, ``strategy``,
+``num_replicas``, ``calls`` (Python calls: traces when inside a tf.function), ``steps``
+(distributed steps executed), ``replicas`` (replica ids seen running the function),
+``replicas_observed``, ``applies_gradients`` (an optimizer applied gradients inside it),
+``losses`` (per step, where the step returns a scalar or is followed by ``strategy.reduce``),
+``global_batch`` (first batch of the dataset the script last passed to
+``experimental_distribute_dataset``), ``error``.
+
+:class:`Check` — ``name``, ``passed``, ``message`` (one line, phrased for the user).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+EXIT_OK, EXIT_FAILED, EXIT_HARNESS = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class FitRecord:
+    method: str = "fit"
+    site: str = ""
+    strategy: str = ""
+    replicas: int = 0
+    all_mirrored: bool = False
+    variables: int = 0
+    unmirrored: tuple[str, ...] = ()
+    unmirrored_count: int = 0
+    losses: tuple[float, ...] = ()
+    steps: int = 0
+    global_batch: int | None = None
+    user_args: dict[str, Any] = field(default_factory=dict)
+    capped_args: dict[str, Any] = field(default_factory=dict)
+    compiled_in_scope: bool | None = None
+    optimizer_in_scope: bool | None = None
+    cause: str | None = None
+    error: str | None = None
+    keras: str = ""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    site: str = ""
+    given: str = ""
+    name: str = ""
+    in_tf_function: bool = False
+    strategy: str = ""
+    num_replicas: int = 0
+    calls: int = 0
+    steps: int = 0
+    replicas: tuple[int, ...] = ()
+    replicas_observed: bool = False
+    applies_gradients: bool = False
+    losses: tuple[float, ...] = ()
+    global_batch: int | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    passed: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class SmokeReport:
+    script: str
+    ok: bool
+    status: str
+    replicas: int
+    steps: int
+    args: tuple[str, ...] = ()
+    fits: tuple[FitRecord, ...] = ()
+    runs: tuple[RunRecord, ...] = ()
+    checks: tuple[Check, ...] = ()
+    seconds: float = 0.0
+    startup_seconds: float | None = None
+    peak_memory_mb: float | None = None
+    error: str | None = None
+    error_site: str | None = None
+    script_exit: int | None = None
+    harness_error: str | None = None
+    strategies: tuple[str, ...] = ()
+    datasets: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    provided: str = ""
+    tensorflow: str = ""
+    legacy_keras: bool = False
+    offline: bool = False
+    output: str = ""
+
+    @property
+    def failures(self) -> tuple[str, ...]:
+        return tuple(c.message for c in self.checks if not c.passed)
+
+    @property
+    def trained(self) -> bool:
+        return any(f.steps > 0 for f in self.fits) or any(r.steps > 0 and r.applies_gradients for r in self.runs)
+
+    @property
+    def exit_code(self) -> int:
+        if self.harness_error is not None:
+            return EXIT_HARNESS
+        return EXIT_OK if self.ok else EXIT_FAILED
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["exit_code"] = self.exit_code
+        data["trained"] = self.trained
+        data["failures"] = list(self.failures)
+        return _finite(data)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SmokeReport:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["fits"] = tuple(_record(FitRecord, f) for f in data.get("fits", ()))
+        values["runs"] = tuple(_record(RunRecord, r) for r in data.get("runs", ()))
+        values["checks"] = tuple(Check(**c) for c in data.get("checks", ()))
+        for name in ("args", "strategies", "datasets", "notes"):
+            values[name] = tuple(data.get(name, ()))
+        return cls(**values)
+
+
+def _record(cls, data: dict[str, Any]):
+    known = {f.name for f in fields(cls)}
+    values = {k: v for k, v in data.items() if k in known}
+    for name, value in values.items():
+        if isinstance(value, list):
+            values[name] = tuple(value)
+    if "losses" in values:
+        values["losses"] = tuple(float("nan") if v is None else v for v in values["losses"])
+    return cls(**values)
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN: a loss that is not finite is written as null (its check says so)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

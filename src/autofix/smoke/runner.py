@@ -1,0 +1,284 @@
+"""The child process: ``python -m autofix.smoke.runner SPEC.json`` (started by the harness).
+
+It imports TensorFlow once, provides the replicas, installs the hooks, then runs each script
+of the spec in turn as ``__main__`` — in its own directory, with its own ``sys.argv``,
+``sys.path[0]``, a fresh namespace and its output in its own log — and clears the Keras
+session between scripts. Progress goes to the spec's ``events`` file, one JSON object a line,
+written as it happens, so that the harness knows which script was running if this process
+dies: ``ready`` (or ``harness-error``), then ``start`` and ``done`` for each script.
+
+It prints nothing itself; what the scripts print goes to their logs.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.abc
+import importlib.util
+import json
+import os
+import resource
+import runpy
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from autofix.smoke.state import StepLimitReached, describe_exception, recorder, shown
+
+KERAS_PACKAGES = ("keras", "tf_keras")
+_hook_errors: list[str] = []
+
+
+def main(argv: list[str]) -> int:
+    with open(argv[1], encoding="utf-8") as fh:
+        spec = json.load(fh)
+    with open(spec["events"], "a", encoding="utf-8") as events:
+
+        def emit(event: dict[str, Any]) -> None:
+            events.write(json.dumps(event, default=repr) + "\n")
+            events.flush()
+
+        return _run_all(spec, emit)
+
+
+def _run_all(spec: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> int:
+    started = time.perf_counter()
+    try:
+        provision = _bootstrap(spec)
+    except BaseException as exc:  # the harness cannot work here: say why and stop
+        emit({"event": "harness-error", "error": describe_exception(exc), "traceback": traceback.format_exc()})
+        return 3
+    import tensorflow as tf
+
+    emit(
+        {
+            "event": "ready",
+            "startup_seconds": round(time.perf_counter() - started, 3),
+            "tensorflow": tf.__version__,
+            "provided": provision.how,
+        }
+    )
+    home = os.getcwd()
+    for index, job in enumerate(spec["scripts"]):
+        emit({"event": "start", "index": index})
+        result = _run_one(job)
+        os.chdir(home)
+        _clear_sessions()
+        emit({"event": "done", "index": index, "result": result})
+    return 0
+
+
+def _exit(code: int) -> None:
+    """Everything is reported: skip TensorFlow's teardown, which takes 1-2 s."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code)
+
+
+def _bootstrap(spec: dict[str, Any]):
+    if hasattr(sys.stdout, "reconfigure"):
+        # A script killed by a timeout must not lose what it printed last.
+        sys.stdout.reconfigure(line_buffering=True)
+    recorder.steps = int(spec["steps"])
+    recorder.replicas = int(spec["replicas"])
+    import tensorflow  # noqa: F401  (starts nothing: the runtime starts on first use)
+
+    from autofix.smoke import devices, loops
+
+    provision = devices.Provision(recorder.replicas)
+    devices.install(provision)
+    loops.install()
+    offline = bool(spec.get("offline"))
+    actions = {name: _keras_action(offline) for name in KERAS_PACKAGES}
+    for name in list(actions):
+        if name in sys.modules:
+            actions.pop(name)(sys.modules[name])
+    if _hook_errors:
+        raise RuntimeError("; ".join(_hook_errors))
+    sys.meta_path.insert(0, _AfterImport(actions))
+    # TensorFlow leaves ~10^6 objects that live as long as the process: keeping them out of
+    # the collector makes the clean-up between scripts (clear_session collects) ~10x cheaper.
+    gc.freeze()
+    return provision
+
+
+def _keras_action(offline: bool) -> Callable[[Any], None]:
+    def action(module: Any) -> None:
+        from autofix.smoke import datasets, keras_hooks
+
+        try:
+            keras_hooks.install(module)
+            if offline:
+                datasets.install(module.__name__)
+        except Exception as exc:  # reported as a harness failure, not as the script's
+            _hook_errors.append(f"cannot hook {module.__name__}: {describe_exception(exc)}")
+
+    return action
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs an action right after a package (``keras``, ``tf_keras``) is first imported."""
+
+    def __init__(self, actions: dict[str, Callable[[Any], None]]) -> None:
+        self.actions = actions
+
+    def find_spec(self, fullname, path=None, target=None):
+        action = self.actions.pop(fullname, None)
+        if action is None:
+            return None
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _Loader(spec.loader, action)
+        return spec
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, loader, action) -> None:
+        self._loader = loader
+        self._action = action
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        module.__loader__ = self._loader
+        module.__spec__.loader = self._loader
+        self._loader.exec_module(module)
+        self._action(module)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+def _run_one(job: dict[str, Any]) -> dict[str, Any]:
+    path = os.path.abspath(job["path"])
+    script_dir = os.path.dirname(path)
+    recorder.reset(script_dir)
+    del _hook_errors[:]
+    saved = _redirect(job["log"])
+    saved_argv, saved_path, saved_environ = sys.argv, list(sys.path), dict(os.environ)
+    modules_before = set(sys.modules)
+    _reset_peak_memory()
+    result: dict[str, Any] = {"status": "completed", "error": None, "error_site": None, "exit_code": None}
+    started = time.perf_counter()
+    try:
+        os.chdir(job.get("cwd") or script_dir)
+        sys.argv = [path, *job.get("args", [])]
+        sys.path[0] = script_dir
+        runpy.run_path(path, run_name="__main__")
+    except StepLimitReached as exc:
+        result["status"] = "step-limit"
+        recorder.note(f"stopped after {recorder.steps} steps ({exc})")
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            result.update(status="exited", exit_code=exc.code if isinstance(exc.code, int) else 1)
+            result["error"] = None if isinstance(exc.code, int) else str(exc.code)
+    except BaseException as exc:
+        traceback.print_exc()
+        result.update(status="crashed", error=describe_exception(exc), error_site=_error_site(exc))
+    finally:
+        result["seconds"] = round(time.perf_counter() - started, 3)
+        sys.argv = saved_argv
+        sys.path[:] = saved_path
+        if os.environ != saved_environ:
+            os.environ.clear()
+            os.environ.update(saved_environ)
+        _restore(saved)
+    result["peak_memory_mb"] = _peak_memory_mb()
+    _forget_modules(modules_before, script_dir)
+    result.update(recorder.to_dict())
+    if _hook_errors:
+        result["harness_error"] = "; ".join(_hook_errors)
+    return result
+
+
+def _error_site(exc: BaseException) -> str | None:
+    site = None
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        filename = frame.f_code.co_filename
+        if os.path.realpath(filename).startswith(os.path.realpath(recorder.script_dir) + os.sep):
+            site = f"{shown(filename)}:{line}"
+    return site
+
+
+def _redirect(log: str) -> tuple[int, int]:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    saved = (os.dup(1), os.dup(2))
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    return saved
+
+
+def _restore(saved: tuple[int, int]) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # the script may have closed or replaced it
+            pass
+    os.dup2(saved[0], 1)
+    os.dup2(saved[1], 2)
+    os.close(saved[0])
+    os.close(saved[1])
+
+
+def _forget_modules(before: set[str], script_dir: str) -> None:
+    """Modules imported from the script's folder belong to that script: the next script may
+    have its own ``model.py``."""
+    prefix = os.path.realpath(script_dir) + os.sep
+    for name in set(sys.modules) - before:
+        filename = getattr(sys.modules.get(name), "__file__", None) or ""
+        if filename and os.path.realpath(filename).startswith(prefix):
+            del sys.modules[name]
+
+
+def _clear_sessions() -> None:
+    for name in KERAS_PACKAGES:
+        module = sys.modules.get(name)
+        if module is None:
+            continue
+        try:
+            module.backend.clear_session()
+            module.mixed_precision.set_global_policy("float32")
+        except Exception:  # a half-imported or unusual Keras: the next script starts anyway
+            pass
+    try:
+        import tensorflow as tf
+
+        tf.config.run_functions_eagerly(False)
+    except Exception:
+        pass
+    gc.collect()
+
+
+def _reset_peak_memory() -> None:
+    # Linux >= 4.0 resets the peak resident size on this write, giving each script its own peak.
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+
+
+def _peak_memory_mb() -> float:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
+
+
+if __name__ == "__main__":
+    _exit(main(sys.argv))

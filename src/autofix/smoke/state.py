@@ -1,0 +1,206 @@
+"""What the bootstrap records while one script runs (child side).
+
+Everything here is plain Python data that :mod:`autofix.smoke.runner` turns into one JSON
+object per script. The hooks write into the one :data:`recorder`; it is reset between the
+scripts of a batch. Replica threads of MirroredStrategy write into it too, so nothing here is
+thread-local.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import sysconfig
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class StepLimitReached(BaseException):
+    """Ends a script once it asks for more distributed steps than the cap.
+
+    A BaseException, so that a script's own ``except Exception`` does not swallow it; the
+    runner treats it as a normal end of the script.
+    """
+
+
+@dataclass
+class FitRec:
+    method: str
+    site: str
+    user_args: dict[str, Any]
+    capped_args: dict[str, Any]
+    strategy: str = ""
+    replicas: int = 0
+    all_mirrored: bool = False
+    variables: int = 0
+    unmirrored: list[str] = field(default_factory=list)
+    unmirrored_count: int = 0
+    losses: list[float] = field(default_factory=list)
+    steps: int = 0
+    global_batch: int | None = None
+    compiled_in_scope: bool | None = None
+    optimizer_in_scope: bool | None = None
+    cause: str | None = None
+    error: str | None = None
+    keras: str = ""
+    batch_probed: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("batch_probed")
+        return data
+
+
+@dataclass
+class RunRec:
+    site: str
+    given: str
+    name: str
+    in_tf_function: bool
+    strategy: str
+    num_replicas: int
+    calls: int = 0
+    steps: int = 0
+    replicas: list[int] = field(default_factory=list)
+    replicas_observed: bool = False
+    applies_gradients: bool = False
+    losses: list[float] = field(default_factory=list)
+    global_batch: int | None = None
+    error: str | None = None
+
+    def saw_replica(self, replica: int | None) -> None:
+        self.replicas_observed = True
+        if replica is not None and replica not in self.replicas:
+            self.replicas.append(replica)
+            self.replicas.sort()
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class StepFunction:
+    """A user tf.function that calls strategy.run: each call of it is one distributed step."""
+
+    runs: list[RunRec] = field(default_factory=list)
+    calls: int = 0
+
+
+@dataclass
+class Recorder:
+    steps: int = 3
+    replicas: int = 2
+    script_dir: str = ""
+    fits: list[FitRec] = field(default_factory=list)
+    runs: dict[str, RunRec] = field(default_factory=dict)
+    strategies: list[str] = field(default_factory=list)
+    datasets: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    # Depth of Keras' own fit/evaluate/predict calls: strategy.run and tf.function calls made
+    # by Keras itself are not the script's and must not be recorded or capped.
+    keras_depth: int = 0
+    in_compile: int = 0
+    # Where the script failed, when a hook saw the exception pass: {"where", "cause"}.
+    failure: dict[str, Any] | None = None
+    current_fit: FitRec | None = None
+    current_run: RunRec | None = None
+    last_eager_run: RunRec | None = None
+    last_user_batch: int | None = None
+    function_stack: list[Any] = field(default_factory=list)
+    step_functions: dict[int, StepFunction] = field(default_factory=dict)
+    # Keeps the tf.function objects of step_functions alive so that their ids stay unique.
+    step_function_refs: list[Any] = field(default_factory=list)
+
+    def reset(self, script_dir: str) -> None:
+        keep = {"steps": self.steps, "replicas": self.replicas}
+        self.__init__(script_dir=script_dir, **keep)  # type: ignore[misc]
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fits": [f.to_dict() for f in self.fits],
+            "runs": [r.to_dict() for r in self.runs.values()],
+            "strategies": list(self.strategies),
+            "datasets": list(self.datasets),
+            "notes": list(self.notes),
+            "failure": self.failure,
+        }
+
+
+recorder = Recorder()
+
+
+def scalar(value: Any) -> float | None:
+    """A float for a Python/NumPy/TF scalar (or a 1-element structure), else None."""
+    if isinstance(value, (list, tuple)) and value:
+        value = value[0]
+    elif isinstance(value, dict):
+        value = value.get("loss")
+    if value is None or isinstance(value, (str, bytes, bool)):
+        return None
+    shape = getattr(value, "shape", ())
+    try:
+        if shape is not None and len(shape) != 0:
+            return None
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+_LIBRARY_DIRS = tuple(
+    os.path.realpath(p) + os.sep
+    for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+)
+_OWN_DIR = os.path.dirname(os.path.realpath(__file__)) + os.sep
+
+
+def _is_user_file(filename: str) -> bool:
+    if filename.startswith("<") or "__autograph_generated_file" in filename:
+        return False
+    real = os.path.realpath(filename)
+    return not real.startswith(_OWN_DIR) and not real.startswith(_LIBRARY_DIRS)
+
+
+def user_site(depth: int = 2) -> str:
+    """``file:line`` of the innermost frame in the user's code (relative to the script)."""
+    frame = sys._getframe(depth)
+    while frame is not None:
+        if _is_user_file(frame.f_code.co_filename):
+            return f"{shown(frame.f_code.co_filename)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>"
+
+
+def shown(filename: str) -> str:
+    base = recorder.script_dir
+    try:
+        rel = os.path.relpath(filename, base) if base else filename
+    except ValueError:
+        return filename
+    return filename if rel.startswith("..") else rel
+
+
+_OBJECT_REPR = re.compile(r"<(?:[\w.]+\.)?(\w+) object at 0x[0-9a-fA-F]+>")
+MAX_MESSAGE = 300
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``Type: first line of the message`` — what a user recognises from a traceback."""
+    name = type(exc).__name__
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return name
+    text = lines[0]
+    if text == "in user code:":
+        # tf.function errors list the traced frames first; the cause is the last line.
+        text = lines[-1]
+        if text.startswith(f"{name}: "):
+            text = text[len(name) + 2 :]
+    text = _OBJECT_REPR.sub(r"<\1>", text)
+    if len(text) > MAX_MESSAGE:
+        text = text[: MAX_MESSAGE - 3] + "..."
+    return f"{name}: {text}"
