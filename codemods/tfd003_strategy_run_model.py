@@ -28,6 +28,7 @@ import libcst as cst
 
 from autofix.blocks import BlockEdits
 from autofix.rule import SUPPRESSED, Example, Outcome, Report, Rule
+from autofix.tf.datasets import PASSTHROUGH
 from autofix.tf.facts import Facts
 from autofix.tf.program import Program
 from autofix.tf.symbols import Kind
@@ -216,6 +217,13 @@ class StrategyRunModel(Rule):
 
     def _dataset(self, program: Program, model: cst.Name, call: cst.Call) -> cst.BaseExpression:
         for dataset in fit_datasets(program.facts, model):
+            # ``fit(train_ds.take(1))`` trains on (part of) ``train_ds``.
+            while (
+                isinstance(dataset, cst.Call)
+                and isinstance(dataset.func, cst.Attribute)
+                and dataset.func.attr.value in PASSTHROUGH
+            ):
+                dataset = dataset.func.value
             if isinstance(dataset, cst.Name) and visible_at(program, dataset, call) and batch_size_of(program, dataset) is not None:
                 if program.position(dataset).start.line < program.position(call).start.line or _defined_before(program, dataset, call):
                     return dataset

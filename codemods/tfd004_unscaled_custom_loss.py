@@ -61,6 +61,7 @@ class UnscaledCustomLoss(Rule):
     EXAMPLES = (
         Example(
             before=(
+                "import keras\n"
                 "import tensorflow as tf\n"
                 "\n"
                 "strategy = tf.distribute.MirroredStrategy()\n"
@@ -69,7 +70,7 @@ class UnscaledCustomLoss(Rule):
                 "def train_step(inputs):\n"
                 "    x, y = inputs\n"
                 "    with tf.GradientTape() as tape:\n"
-                "        loss = tf.reduce_mean(tf.keras.losses.mse(y, model(x, training=True)))\n"
+                "        loss = tf.reduce_mean(keras.losses.mean_squared_error(y, model(x, training=True)))\n"
                 "    grads = tape.gradient(loss, model.trainable_variables)\n"
                 "    optimizer.apply_gradients(zip(grads, model.trainable_variables))\n"
                 "\n"
@@ -77,6 +78,7 @@ class UnscaledCustomLoss(Rule):
                 "strategy.run(train_step, args=(batch,))\n"
             ),
             after=(
+                "import keras\n"
                 "import tensorflow as tf\n"
                 "\n"
                 "strategy = tf.distribute.MirroredStrategy()\n"
@@ -85,7 +87,7 @@ class UnscaledCustomLoss(Rule):
                 "def train_step(inputs):\n"
                 "    x, y = inputs\n"
                 "    with tf.GradientTape() as tape:\n"
-                "        loss = tf.nn.compute_average_loss(tf.keras.losses.mse(y, model(x, training=True)))\n"
+                "        loss = tf.nn.compute_average_loss(keras.losses.mean_squared_error(y, model(x, training=True)))\n"
                 "    grads = tape.gradient(loss, model.trainable_variables)\n"
                 "    optimizer.apply_gradients(zip(grads, model.trainable_variables))\n"
                 "\n"

@@ -22,7 +22,7 @@ def to_keras2(text: str) -> str | None:
         new = pattern.sub(replacement, new)
     if new == text:
         return None
-    if "tf_keras." in new and not re.search(r"^import tf_keras\b", new, re.M):
+    if "tf_keras." in new and not re.search(r"^import tf_keras\s*$", new, re.M):
         # On the same line, so that line numbers (in findings and reasons) do not move.
         new = re.sub(r"^import tensorflow as tf$", "import tensorflow as tf; import tf_keras", new, count=1, flags=re.M)
     return new

@@ -145,7 +145,11 @@ def test_exclude_extend_exclude_and_the_command_line_override(project):
     # --exclude replaces `exclude`; `extend-exclude` still applies.
     paths = {p for p, _ in codes(check("--exclude", "other/", "."))}
     assert paths == {"train.py", "legacy/t.py"}
-    # A file named on the command line is excluded too (as pre-commit passes them).
+    # A file named on the command line is taken, as with Ruff, unless --force-exclude (which
+    # the pre-commit hooks pass, since pre-commit names every staged file).
+    assert {p for p, _ in codes(check("scratch/t.py"))} == {"scratch/t.py"}
+    assert codes(check("--force-exclude", "scratch/t.py")) == []
+    project("extend-exclude = ['scratch/']\nforce-exclude = true\nselect = ['TFD001']")
     assert codes(check("scratch/t.py")) == []
 
 
@@ -270,8 +274,8 @@ def test_this_repository_does_not_rewrite_its_own_fixtures(monkeypatch):
     assert settings.path == str(ROOT / "pyproject.toml")
     found = list(settings.discovery().files(["."]))
     assert found and not any(Path(p).parts[0] in ("fixtures", "tests", "examples") for p in found)
-    # Files under them are excluded even when named, as pre-commit names them.
-    assert list(settings.discovery().files(["fixtures/tfd001/load_model.py"])) == []
+    # Files under them are excluded when named with --force-exclude, as the pre-commit hooks do.
+    assert list(settings.discovery(force_exclude=True).files(["fixtures/tfd001/load_model.py"])) == []
     # Walking a folder below them by its own name still works: README's main job.
     assert list(settings.discovery().files([os.path.join("examples", "legacy-repo")]))
 

@@ -62,13 +62,25 @@ def test_exclude_and_include_globs(tmp_path):
     assert found(tmp_path, include=["*.py", "*.pyw"]) == ["a.py", "legacy/b.py", "scripts/run.pyw", "tests/test_c.py"]
 
 
-def test_explicit_files_are_taken_unless_excluded(tmp_path):
+def test_explicit_files_are_taken_unless_force_excluded(tmp_path):
     tree(tmp_path, ["ignored.py", "other.txt"])
     (tmp_path / ".gitignore").write_text("ignored.py\n")
     d = Discovery()
     files = list(d.files([str(tmp_path / "ignored.py"), str(tmp_path / "other.txt")]))
     assert files == [str(tmp_path / "ignored.py"), str(tmp_path / "other.txt")]
-    assert list(Discovery(exclude=["ignored.py"]).files([str(tmp_path / "ignored.py")])) == []
+    named = str(tmp_path / "ignored.py")
+    assert list(Discovery(exclude=["ignored.py"]).files([named])) == [named]
+    assert list(Discovery(exclude=["ignored.py"], force_exclude=True).files([named])) == []
+
+
+def test_excludes_are_relative_to_their_root_and_a_named_folder_overrides_them(tmp_path):
+    tree(tmp_path, ["src/app.py", "src/legacy/old.py", "examples/demo/train.py", "examples/demo/gen/x.py"])
+    d = Discovery(exclude=["/src/legacy/", "/examples/", "gen/"], root=str(tmp_path))
+    only_src = Discovery(exclude=["/src/legacy/"], root=str(tmp_path)).files([str(tmp_path / "src")])
+    assert [os.path.relpath(p, tmp_path) for p in only_src] == ["src/app.py"]
+    assert sorted(os.path.relpath(p, tmp_path) for p in d.files([str(tmp_path)])) == ["src/app.py"]
+    # Naming an excluded folder overrides the globs that exclude it, not the others.
+    assert [os.path.relpath(p, tmp_path) for p in d.files([str(tmp_path / "examples" / "demo")])] == ["examples/demo/train.py"]
 
 
 def test_symlinks_never_leave_the_tree_and_loops_end(tmp_path):

@@ -58,6 +58,7 @@ def _common(func):
         click.option("--exclude", multiple=True, metavar="GLOB", help="Skip paths matching this gitignore-style glob (repeatable)."),
         click.option("--include", multiple=True, metavar="GLOB", help=f"File names to pick up in directories (default: {', '.join(DEFAULT_INCLUDE)})."),
         click.option("--no-gitignore", is_flag=True, help="Do not honour .gitignore files."),
+        click.option("--force-exclude", is_flag=True, default=None, help="Apply excludes to files named on the command line too (for pre-commit)."),
         click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Processes to use (default: all cores)."),
         click.option("--stdin-filename", metavar="PATH", help="Name to report for code read from standard input."),
         click.option("--config", "config_file", metavar="FILE", type=click.Path(dir_okay=False), help="Read [tool.autofix] from this pyproject.toml instead of looking for one."),
@@ -102,6 +103,7 @@ class Run:
             include=tuple(kw["include"]),
             exclude=tuple(kw["exclude"]),
             respect_gitignore=False if kw["no_gitignore"] else None,
+            force_exclude=True if kw["force_exclude"] else None,
         )
         return cls(paths, options, discovery, kw["jobs"], kw["stdin_filename"])
 

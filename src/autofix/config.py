@@ -13,6 +13,7 @@ wins, and a ``pyproject.toml`` without one is passed over. Keys follow Ruff's sp
     exclude = ["legacy/"]              # gitignore-style globs of paths to skip
     extend-exclude = ["scratch/"]      # more globs, kept even when --exclude is given
     respect-gitignore = true           # honour .gitignore files
+    force-exclude = false              # apply exclude to files named on the command line too
     per-file-ignores = {"tests/*" = ["TFD002"]}   # globs relative to the pyproject's directory
 
 A command-line option replaces the key it corresponds to (``--select`` replaces ``select``,
@@ -57,6 +58,7 @@ class Settings:
     exclude: tuple[str, ...] = ()
     extend_exclude: tuple[str, ...] = ()
     respect_gitignore: bool = True
+    force_exclude: bool = False
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
@@ -83,6 +85,7 @@ class Settings:
         include: Sequence[str] = (),
         exclude: Sequence[str] = (),
         respect_gitignore: bool | None = None,
+        force_exclude: bool | None = None,
     ) -> Discovery:
         """File discovery: a non-empty ``include``/``exclude`` or a ``respect_gitignore`` that is
         not None replaces its key; ``extend-exclude`` is always added."""
@@ -90,6 +93,9 @@ class Settings:
             include=tuple(include) or self.include or DEFAULT_INCLUDE,
             exclude=(*(tuple(exclude) or self.exclude), *self.extend_exclude),
             respect_gitignore=self.respect_gitignore if respect_gitignore is None else respect_gitignore,
+            force_exclude=self.force_exclude if force_exclude is None else force_exclude,
+            # The table's globs are relative to its file; the command line's to the cwd.
+            root=None if exclude else self.root,
         )
 
 
@@ -134,6 +140,7 @@ KEYS = {
     "exclude": ("exclude", _strings),
     "extend-exclude": ("extend_exclude", _strings),
     "respect-gitignore": ("respect_gitignore", _bool),
+    "force-exclude": ("force_exclude", _bool),
     "per-file-ignores": ("per_file_ignores", _per_file_ignores),
 }
 

@@ -3,8 +3,10 @@
 Directories are walked; ``.gitignore`` files are honoured (with git's own pattern rules, via
 pathspec), as are ``--exclude`` and ``--include`` globs; virtualenvs, site-packages, caches and
 build folders are skipped. Symlinks are followed only when they point inside the tree being
-walked, and each file is yielded once. A file named explicitly is always analysed unless an
-``--exclude`` glob matches it.
+walked, and each file is yielded once. Exclude globs are matched relative to ``root`` (the
+directory of the configuration that set them, else the working directory). A file named
+explicitly is always analysed, as with Ruff, unless ``force_exclude`` is set (what pre-commit
+hooks want, since they name every staged file).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ class Discovery:
     include: Sequence[str] = DEFAULT_INCLUDE
     exclude: Sequence[str] = ()
     respect_gitignore: bool = True
+    force_exclude: bool = False
+    root: str | None = None
     # Paths that were given but do not exist, with why.
     missing: list[str] = field(default_factory=list)
 
@@ -59,24 +63,49 @@ class Discovery:
         for path in paths:
             if os.path.isdir(path):
                 root = os.path.realpath(path)
-                for found in self._walk(path, root, [], {root}):
+                exclude = self._below(path)
+                for found in self._walk(path, root, [], {root}, exclude):
                     key = os.path.realpath(found)
                     if key not in seen:
                         seen.add(key)
                         yield found
             elif os.path.lexists(path):
                 key = os.path.realpath(path)
-                if key not in seen and not self._excluded(path, os.path.basename(path), False):
+                if key not in seen and not (self.force_exclude and self._excluded(path, False, self._exclude)):
                     seen.add(key)
                     yield path
             else:
                 self.missing.append(path)
 
-    def _excluded(self, relative: str, name: str, is_dir: bool) -> bool:
-        candidate = relative + "/" if is_dir else relative
-        return self._exclude.match_file(candidate) or self._exclude.match_file(name + ("/" if is_dir else ""))
+    def _relative(self, path: str) -> str:
+        relative = os.path.relpath(os.path.abspath(path), self.root or os.getcwd()).replace(os.sep, "/")
+        return os.path.basename(path) if relative.startswith("../") or relative == ".." else relative
 
-    def _walk(self, directory: str, root: str, ignores: list[tuple[str, pathspec.PathSpec]], visited: set[str]) -> Iterator[str]:
+    def _below(self, directory: str) -> pathspec.PathSpec:
+        """The exclude globs to use inside a directory named on the command line: those that
+        would exclude the directory itself are dropped (asking for it overrides them, unless
+        ``force_exclude``), so ``autofix check examples/demo`` works even if ``examples/`` is
+        excluded."""
+        if self.force_exclude or not self.exclude:
+            return self._exclude
+        relative = self._relative(directory).rstrip("/") + "/"
+        if relative == "./":
+            return self._exclude
+        kept = [p for p in self.exclude if not pathspec.GitIgnoreSpec.from_lines([p]).match_file(relative)]
+        return pathspec.GitIgnoreSpec.from_lines(kept)
+
+    def _excluded(self, path: str, is_dir: bool, spec: pathspec.PathSpec) -> bool:
+        suffix = "/" if is_dir else ""
+        return spec.match_file(self._relative(path) + suffix) or spec.match_file(os.path.basename(path) + suffix)
+
+    def _walk(
+        self,
+        directory: str,
+        root: str,
+        ignores: list[tuple[str, pathspec.PathSpec]],
+        visited: set[str],
+        exclude: pathspec.PathSpec,
+    ) -> Iterator[str]:
         if self.respect_gitignore:
             spec = _gitignore(directory)
             if spec is not None:
@@ -96,14 +125,13 @@ class Discovery:
                 target = os.path.realpath(path)
                 if not (target == root or target.startswith(root + os.sep)):
                     continue  # never leave the tree
-            relative = os.path.relpath(path, root)
-            if _ignored(path, is_dir, ignores) or self._excluded(relative, entry.name, is_dir):
+            if _ignored(path, is_dir, ignores) or self._excluded(path, is_dir, exclude):
                 continue
             if is_dir:
                 real = os.path.realpath(path)
                 if entry.name in SKIP_DIRS or real in visited or _is_virtualenv(path):
                     continue
-                yield from self._walk(path, root, ignores, visited | {real})
+                yield from self._walk(path, root, ignores, visited | {real}, exclude)
             elif entry.is_file() and self._include.match_file(entry.name):
                 yield path
 

@@ -91,6 +91,20 @@ def _callback_class(module: Any) -> type:
     return Record
 
 
+KERAS_DEFAULT_BATCH = 32
+
+
+def _array_like(x) -> bool:
+    """Arrays and tensors (and lists, dicts or tuples of them), not datasets or generators."""
+    if x is None or hasattr(x, "element_spec"):
+        return False
+    if isinstance(x, dict):
+        return all(_array_like(v) for v in x.values())
+    if isinstance(x, (list, tuple)):
+        return bool(x) and all(_array_like(v) or isinstance(v, (int, float)) for v in x)
+    return hasattr(x, "shape") and hasattr(x, "dtype")
+
+
 def _fit(original, callback: type, version: str):
     signature = inspect.signature(original)
 
@@ -102,6 +116,10 @@ def _fit(original, callback: type, version: str):
         steps = recorder.steps
         if user["steps_per_epoch"]:
             steps = min(steps, int(user["steps_per_epoch"]))
+        if user["batch_size"] is None and _array_like(given.get("x")):
+            # Keras batches arrays by 32 when not told; given steps_per_epoch alone it would
+            # instead split the arrays into that many batches, so capping would change the batch.
+            given["batch_size"] = KERAS_DEFAULT_BATCH
         given.update(epochs=1, initial_epoch=0, steps_per_epoch=steps)
         validates = given.get("validation_data") is not None or given.get("validation_split")
         if validates:

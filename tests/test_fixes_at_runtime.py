@@ -1,0 +1,212 @@
+"""The fixes, run: every broken fixture and its fix train under a real MirroredStrategy on two
+logical CPU devices (through the smoke harness), on Keras 3 and on Keras 2.
+
+What makes these tests honest is the pair: the check that the fixed script passes must fail
+on the broken one. Scripts share TensorFlow processes (``run_many``), one per group below.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import shutil
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from fixturecases import FIXTURES, cases
+from keras2 import to_keras2
+
+pytestmark = [
+    pytest.mark.tf,
+    pytest.mark.skipif(
+        importlib.util.find_spec("tensorflow") is None,
+        reason="TensorFlow is not installed (pip install -e '.[smoke]')",
+    ),
+]
+
+# Fixtures that cannot run here, and why: they are checked statically only.
+NOT_RUNNABLE = {
+    "tfd001/imported_factory": "imports a models package that is not part of the fixture",
+    "tfd001/load_weights_checkpoint": "loads weight files that do not exist",
+    "tfd001/strategy_kinds": "TPU, multi-worker and central-storage strategies need hardware or a cluster",
+    "tfd002/imported_helper_keyword": "imports a data package that is not part of the fixture",
+    "tfd002/loader_default": "reads an image folder that does not exist",
+}
+REPLICAS = 2
+
+
+def pairs(rule: str) -> list:
+    return [c for c in cases(rule) if c.after is not None and c.id not in NOT_RUNNABLE]
+
+
+@lru_cache(maxsize=None)
+def _batch(paths: tuple[str, ...], steps: int, legacy_keras: bool = False) -> dict:
+    from autofix.smoke import run_many
+
+    reports = run_many(list(paths), replicas=REPLICAS, steps=steps, timeout=180, legacy_keras=legacy_keras)
+    return dict(zip(paths, reports))
+
+
+def _keras3_reports() -> dict:
+    """One TensorFlow process for every fit-based pair (two steps per fit)."""
+    paths = []
+    for rule in ("tfd001", "tfd002", "tfd003"):
+        for case in pairs(rule):
+            paths += [str(case.before), str(case.after)]
+    return _batch(tuple(paths), steps=2)
+
+
+def report(path: Path):
+    return _keras3_reports()[str(path)]
+
+
+# --- TFD001: variables are mirrored once the fix is applied ------------------------------------
+
+
+@pytest.mark.parametrize("case", pairs("tfd001"), ids=lambda c: c.id)
+def test_tfd001_fixed_script_trains_mirrored_on_every_replica(case):
+    fixed, broken = report(case.after), report(case.before)
+    assert fixed.ok, fixed.failures
+    assert fixed.fits, "the fixed script must train"
+    for fit in fixed.fits:
+        assert fit.replicas == REPLICAS
+        assert fit.all_mirrored, fit.unmirrored
+    # The same check fails before the fix.
+    assert not broken.ok
+    assert any(not fit.all_mirrored or fit.replicas != REPLICAS for fit in broken.fits) or broken.status == "crashed"
+
+
+# --- TFD002: each replica gets the per-replica batch, derived values follow --------------------
+
+
+@pytest.mark.parametrize("case", pairs("tfd002"), ids=lambda c: c.id)
+def test_tfd002_batch_is_per_replica_times_replicas(case):
+    fixed, broken = report(case.after), report(case.before)
+    assert fixed.ok, fixed.failures
+    observed_fixed = [f.global_batch for f in fixed.fits] + [r.global_batch for r in fixed.runs if r.global_batch]
+    observed_broken = [f.global_batch for f in broken.fits] + [r.global_batch for r in broken.runs if r.global_batch]
+    assert observed_fixed and len(observed_fixed) == len(observed_broken)
+    assert observed_fixed == [REPLICAS * b for b in observed_broken]
+    for before, after in zip(broken.fits, fixed.fits):
+        steps = (before.user_args or {}).get("steps_per_epoch")
+        if steps is not None:
+            # steps_per_epoch = N // BATCH_SIZE now uses the global batch.
+            assert (after.user_args or {}).get("steps_per_epoch") == steps // REPLICAS
+
+
+# --- TFD003: the generated step trains on both replicas, and agrees with fit --------------------
+
+
+@pytest.mark.parametrize("case", pairs("tfd003"), ids=lambda c: c.id)
+def test_tfd003_generated_step_runs_on_every_replica(case):
+    fixed, broken = report(case.after), report(case.before)
+    assert fixed.ok, fixed.failures
+    assert fixed.runs and all(r.num_replicas == REPLICAS and r.replicas_observed for r in fixed.runs)
+    assert all(math.isfinite(loss) for r in fixed.runs for loss in r.losses)
+    if "model" in case.name:
+        assert not broken.ok
+        assert any(r.given in ("model", "layer") for r in broken.runs)
+
+
+@pytest.mark.parametrize("legacy_keras", [False, True], ids=["keras3", "keras2"])
+def test_tfd003_step_loss_matches_fit_on_the_same_batch_and_weights(legacy_keras):
+    script = FIXTURES / "tfd003" / "run_model_compare.fixed.py"
+    result = _batch((str(script),), steps=3, legacy_keras=legacy_keras)[str(script)]
+    assert result.ok, result.failures
+    (run,) = result.runs
+    (fit,) = result.fits
+    assert run.given == "tf.function" and run.num_replicas == REPLICAS
+    assert len(run.losses) == 1 and len(fit.losses) == 1
+    assert run.losses[0] == pytest.approx(fit.losses[0], rel=1e-5)
+
+
+# --- TFD004: the loss is finite and falls ---------------------------------------------------------
+
+
+def _loop_reports(legacy_keras: bool) -> dict:
+    """The TFD004 pairs, six steps each; on Keras 2 in their tf_keras spelling (``import
+    keras`` stays Keras 3 even with TF_USE_LEGACY_KERAS=1), keyed by the fixture's path."""
+    if not legacy_keras:
+        paths = tuple(str(p) for c in pairs("tfd004") for p in (c.before, c.after))
+        return _batch(paths, steps=6)
+    copies = _respelled("tfd004")
+    reports = _batch(tuple(p for _, b, a in copies for p in (b, a)), steps=6, legacy_keras=True)
+    by_fixture = {}
+    for case_id, broken, fixed in copies:
+        case = next(c for c in pairs("tfd004") if c.id == case_id)
+        by_fixture[str(case.before)], by_fixture[str(case.after)] = reports[broken], reports[fixed]
+    return by_fixture
+
+
+@pytest.mark.parametrize("case", pairs("tfd004"), ids=lambda c: c.id)
+def test_tfd004_fixed_step_runs_everywhere_and_learns(case):
+    fixed = _loop_reports(False)[str(case.after)]
+    assert fixed.ok, fixed.failures
+    (run,) = fixed.runs
+    assert run.num_replicas == REPLICAS and run.replicas_observed
+    assert len(run.losses) >= 4 and all(math.isfinite(loss) for loss in run.losses)
+    assert run.losses[-1] < run.losses[0]
+
+
+def test_tfd004_dividing_by_the_replica_count_again_halves_the_loss_on_keras3():
+    """The measured Keras >= 3.8 behaviour the rule exists for: the broken step's loss is the
+    fixed step's divided once more by the number of replicas."""
+    reports = _loop_reports(False)
+    broken = reports[str(FIXTURES / "tfd004" / "divided_twice.py")].runs[0].losses[0]
+    fixed = reports[str(FIXTURES / "tfd004" / "divided_twice.fixed.py")].runs[0].losses[0]
+    assert broken == pytest.approx(fixed / REPLICAS, rel=1e-4)
+
+
+@pytest.mark.parametrize("case", pairs("tfd004"), ids=lambda c: c.id)
+def test_tfd004_fixed_step_also_runs_on_keras2(case):
+    reports = _loop_reports(True)
+    fixed = reports[str(case.after)]
+    assert fixed.ok, fixed.failures
+    assert all(math.isfinite(loss) for r in fixed.runs for loss in r.losses)
+
+
+def test_keras2_rejects_the_default_reduction_loss_that_tfd004_fixes():
+    broken = _loop_reports(True)[str(FIXTURES / "tfd004" / "default_reduction.py")]
+    assert not broken.ok
+    assert "reduction" in " ".join(broken.failures).lower()
+
+
+# --- Keras 2 spelling of the TFD001 fixtures ------------------------------------------------------
+
+
+@lru_cache(maxsize=None)
+def _respelled(rule: str) -> tuple[tuple[str, str, str], ...]:
+    """(case id, broken copy, fixed copy) of a rule's pairs respelled for tf_keras."""
+    folder = Path(tempfile.mkdtemp(prefix=f"autofix-keras2-{rule}-"))
+    out = []
+    for case in pairs(rule):
+        before, after = to_keras2(case.before.read_text()), to_keras2(case.after.read_text())
+        if before is None or after is None:
+            continue
+        b, a = folder / f"{case.name}.py", folder / f"{case.name}.fixed.py"
+        b.write_text(before)
+        a.write_text(after)
+        out.append((case.id, str(b), str(a)))
+    return tuple(out)
+
+
+@pytest.fixture(scope="module")
+def keras2_reports():
+    copies = _respelled("tfd001")
+    yield copies, _batch(tuple(p for _, b, a in copies for p in (b, a)), steps=2, legacy_keras=True)
+    for _, broken, _fixed in copies:
+        shutil.rmtree(Path(broken).parent, ignore_errors=True)
+        break
+
+
+def test_tfd001_fixes_also_work_on_keras2(keras2_reports):
+    copies, reports = keras2_reports
+    assert len(copies) >= 10
+    for case_id, broken_path, fixed_path in copies:
+        fixed, broken = reports[fixed_path], reports[broken_path]
+        assert fixed.ok, (case_id, fixed.failures)
+        assert fixed.fits and all(f.replicas == REPLICAS and f.all_mirrored for f in fixed.fits), case_id
+        assert not broken.ok, case_id
