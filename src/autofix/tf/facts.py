@@ -277,13 +277,45 @@ class Facts:
                 if strategy is not None and id(strategy) not in seen:
                     seen.add(id(strategy))
                     found.append(strategy)
+        for param in self._parameter_candidates(found):
+            strategy = self.strategy_for_name(param.name)
+            if strategy is not None and strategy.is_parameter and id(strategy) not in seen:
+                seen.add(id(strategy))
+                found.append(strategy)
+        return found
+
+    def _parameter_candidates(self, strategies: list[Strategy]) -> list[cst.Param]:
+        """Parameters that may hold a strategy: annotated with a strategy type, or given a
+        strategy (a name bound to one, or a strategy call) at some call of their function.
+        Only these are checked, instead of every parameter of every function."""
+        candidates: list[cst.Param] = []
         for info in self.functions.values():
             for param in info.node.params.params:
-                strategy = self.strategy_for_name(param.name)
-                if strategy is not None and strategy.is_parameter and id(strategy) not in seen:
-                    seen.add(id(strategy))
-                    found.append(strategy)
-        return found
+                annotation = param.annotation
+                if annotation is not None and any(
+                    symbols.is_strategy_type(n) for n in self.names_of(annotation.annotation)
+                ):
+                    candidates.append(param)
+        if not strategies and not any(symbols.is_strategy_constructor(n) for c, _ in self.calls for n in self.names_of(c.func)):
+            return candidates
+        for call, _owner in self.calls:
+            definition = None
+            for arg in call.args:
+                value = arg.value
+                if not isinstance(value, (cst.Name, cst.Call)) or not self.is_strategy_expr(value):
+                    continue
+                if definition is None:
+                    definition = self.local_definition(call.func)
+                    if not isinstance(definition, cst.FunctionDef):
+                        break
+                params = list(definition.params.params)
+                if arg.keyword is not None:
+                    candidates.extend(p for p in params if p.name.value == arg.keyword.value)
+                else:
+                    positional = [a for a in call.args if a.keyword is None and not a.star]
+                    if arg in positional and positional.index(arg) < len(params):
+                        candidates.append(params[positional.index(arg)])
+        return candidates
 
     @cached_property
     def has_strategy(self) -> bool:

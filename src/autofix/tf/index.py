@@ -75,6 +75,21 @@ _NOT_CHILDREN = frozenset(
     }
 )
 _FIELD_CACHE: dict[type, tuple[str, ...]] = {}
+# What a value found in a node's field is, by its type (isinstance on libcst's ABCs is slow
+# enough to dominate a walk otherwise).
+_OTHER, _WALK, _SEQUENCE = 0, 1, 2
+_KINDS: dict[type, int] = {}
+
+
+def _kind(kind: type) -> int:
+    if issubclass(kind, cst.CSTNode):
+        value = _OTHER if issubclass(kind, _SKIP) else _WALK
+    elif kind in (list, tuple):
+        value = _SEQUENCE
+    else:
+        value = _OTHER
+    _KINDS[kind] = value
+    return value
 
 
 def _fields(kind: type) -> tuple[str, ...]:
@@ -203,13 +218,18 @@ class Index:
         return self._count
 
     def _child(self, child: object, parent: cst.CSTNode, scope: Scope) -> None:
-        if isinstance(child, cst.CSTNode):
-            if not isinstance(child, _SKIP):
-                self.parents[child] = parent
-                self._walk(child, scope)
-        elif isinstance(child, (list, tuple)):
-            for item in child:
-                if isinstance(item, cst.CSTNode) and not isinstance(item, _SKIP):
+        kind = _KINDS.get(type(child))
+        if kind is None:
+            kind = _kind(type(child))
+        if kind == _WALK:
+            self.parents[child] = parent  # type: ignore[index]
+            self._walk(child, scope)  # type: ignore[arg-type]
+        elif kind == _SEQUENCE:
+            for item in child:  # type: ignore[attr-defined]
+                item_kind = _KINDS.get(type(item))
+                if item_kind is None:
+                    item_kind = _kind(type(item))
+                if item_kind == _WALK:
                     self.parents[item] = parent
                     self._walk(item, scope)
 
