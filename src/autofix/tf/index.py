@@ -419,7 +419,10 @@ def _handle_comprehension(index: Index, node: cst.CSTNode, scope: Scope) -> None
     index.scopes[node] = inner
     for_in = node.for_in  # type: ignore[attr-defined]
     index.parents[for_in] = node
-    index._walk(for_in, inner)
+    # The first iterable is evaluated in the enclosing scope, before the comprehension's own.
+    index.parents[for_in.iter] = for_in
+    index._walk(for_in.iter, scope)
+    _handle_comp_for(index, for_in, inner, outer_iter_done=True)
     for name in ("elt", "key", "value"):
         child = getattr(node, name, None)
         if isinstance(child, cst.CSTNode):
@@ -427,9 +430,10 @@ def _handle_comprehension(index: Index, node: cst.CSTNode, scope: Scope) -> None
             index._walk(child, inner)
 
 
-def _handle_comp_for(index: Index, node: cst.CompFor, scope: Scope) -> None:
-    index.parents[node.iter] = node
-    index._walk(node.iter, scope)
+def _handle_comp_for(index: Index, node: cst.CompFor, scope: Scope, outer_iter_done: bool = False) -> None:
+    if not outer_iter_done:
+        index.parents[node.iter] = node
+        index._walk(node.iter, scope)
     index.parents[node.target] = node
     index._bind_target(node.target, scope)
     for condition in node.ifs:

@@ -7,7 +7,9 @@ The names, scopes and parents come from one :class:`~autofix.tf.index.Index` pas
 
 from __future__ import annotations
 
+import ast
 import bisect
+import re
 from contextlib import contextmanager
 from functools import cached_property
 from typing import Iterator
@@ -101,23 +103,70 @@ class Program:
     # --- positions -------------------------------------------------------------------------
 
     @cached_property
-    def _offsets(self) -> tuple[dict, list[int]]:
-        state = _OffsetState(default_indent=self.module.default_indent, default_newline=self.module.default_newline)
-        self.module._codegen(state)
-        code = "".join(state.tokens)
-        starts = [0]
-        position = code.find("\n")
-        while position != -1:
-            starts.append(position + 1)
-            position = code.find("\n", position + 1)
-        return state.ranges, starts
+    def _statement_lines(self) -> dict[cst.CSTNode, int] | None:
+        """The first line of each top-level statement, read off Python's own (C, fast) parser,
+        so that a position needs the code of one statement, not of the whole module. None
+        when the two parsers do not line up (then positions come from the whole module)."""
+        source = self._source if self._source is not None else None
+        if source is None:
+            return None
+        try:
+            body = ast.parse(source).body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        lines: dict[cst.CSTNode, int] = {}
+        index = 0
+        for statement in self.module.body:
+            if index >= len(body):
+                return None
+            if isinstance(statement, cst.SimpleStatementLine):
+                lines[statement] = body[index].lineno
+                index += len(statement.body)
+            else:
+                # For a decorated def or class both parsers start at ``def``/``class``.
+                lines[statement] = body[index].lineno
+                index += 1
+        return lines if index == len(body) else None
+
+    def _ranges_of(self, node: cst.CSTNode) -> tuple[dict, list[int], int]:
+        """Offsets of the nodes of ``node`` in its own code, that code's line starts, and the
+        line (1-based) at which that code's first line sits in the module."""
+        cache = self.__dict__.setdefault("_range_cache", {})
+        found = cache.get(node)
+        if found is None:
+            state = _OffsetState(default_indent=self.module.default_indent, default_newline=self.module.default_newline)
+            node._codegen(state)
+            starts = _line_starts("".join(state.tokens))
+            if node is self.module:
+                first = 1
+            else:
+                # The statement's own syntax starts on the line Python's parser gave it.
+                syntactic_line = bisect.bisect_right(starts, state.ranges[node][0])
+                first = self._statement_lines[node] - syntactic_line + 1  # type: ignore[index]
+            found = cache[node] = (state.ranges, starts, first)
+        return found
 
     def position(self, node: cst.CSTNode) -> CodeRange:
         """Where ``node`` is (1-based lines, 0-based columns, without surrounding whitespace,
         as libcst's PositionProvider gives it)."""
-        ranges, starts = self._offsets
+        holder: cst.CSTNode = self.module
+        lines = self._statement_lines
+        if lines is not None:
+            top = node if node in lines else None
+            if top is None:
+                for ancestor in self.ancestors(node):
+                    if ancestor in lines:
+                        top = ancestor
+                        break
+            if top is not None:
+                holder = top
+        ranges, starts, first = self._ranges_of(holder)
         start, end = ranges[node]
-        return CodeRange(_point(starts, start), _point(starts, end))
+        begin, finish = _point(starts, start), _point(starts, end)
+        offset = first - 1
+        return CodeRange(
+            CodePosition(begin.line + offset, begin.column), CodePosition(finish.line + offset, finish.column)
+        )
 
     # --- derived facts ---------------------------------------------------------------------
 
@@ -146,6 +195,14 @@ class Program:
         from autofix.tf.facts import Facts
 
         return Facts(self)
+
+
+_NEWLINE = re.compile(r"\r\n?|\n")
+
+
+def _line_starts(code: str) -> list[int]:
+    """Offsets where lines start (a line ends at \n, \r\n or a lone \r, as libcst counts)."""
+    return [0, *(match.end() for match in _NEWLINE.finditer(code))]
 
 
 def _point(starts: list[int], offset: int) -> CodePosition:
