@@ -5,7 +5,9 @@
 Builds two corpora in DIR (default bench/out, git-ignored):
 
 - tf-only: the project's fixtures and example repo copied into folders until there are at
-  least 400 TensorFlow training scripts;
+  least 400 TensorFlow training scripts (about 1 kB each: start-up costs weigh heavily);
+- tf-real-size: 400 training scripts of about 10 kB, the size of real ones (the issue's
+  reference corpus: 390 scripts, 3.9 MB), each made of a dozen fixtures one after another;
 - mixed: Python's own standard library plus a few dozen of those scripts (a typical repo in
   which few files use tf.distribute).
 
@@ -51,6 +53,17 @@ def build_tf_corpus(target: Path, minimum: int) -> int:
             shutil.copyfile(source, destination)
             count += 1
     return count
+
+
+def build_real_size_corpus(target: Path, files: int, per_file: int = 12) -> int:
+    scripts = [p for p in TF_SOURCES if "fixtures" in p.parts]
+    for index in range(files):
+        parts = [scripts[(index * 7 + k * 13) % len(scripts)] for k in range(per_file)]
+        text = "\n\n".join(p.read_text() for p in parts)
+        destination = target / f"group{index // 50:02}" / f"train_{index:03}.py"
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_text(text)
+    return files
 
 
 def build_mixed_corpus(target: Path, tf_scripts: int) -> int:
@@ -109,9 +122,11 @@ def main() -> None:
     out = args.out or Path(tempfile.mkdtemp(prefix="autofix-bench-"))
     out.mkdir(parents=True, exist_ok=True)
     tf_corpus, mixed_corpus, big_corpus = out / "tf-only", out / "mixed", out / "tf-only-x4"
-    for folder in (tf_corpus, mixed_corpus, big_corpus):
+    real_corpus = out / "tf-real-size"
+    for folder in (tf_corpus, mixed_corpus, big_corpus, real_corpus):
         shutil.rmtree(folder, ignore_errors=True)
     tf_files = build_tf_corpus(tf_corpus, args.minimum)
+    real_files = build_real_size_corpus(real_corpus, args.minimum)
     big_files = build_tf_corpus(big_corpus, 4 * args.minimum)
     mixed_files = build_mixed_corpus(mixed_corpus, 40)
     size = lambda folder: sum(p.stat().st_size for p in folder.rglob("*.py")) / 1e6  # noqa: E731
@@ -142,20 +157,39 @@ def main() -> None:
             [upgrade, "--intree", tf_corpus.name, "--outtree", outtree.name, "--reportfile", str(out / "tf-upgrade.txt")],
         )
         shutil.rmtree(outtree, ignore_errors=True)
+    floor_real = run("libcst no-op codemod", real_corpus, real_files, [*noop, real_corpus.name])
+    check_real = run("autofix check", real_corpus, real_files, [*autofix, "check", "--isolated", "-j", jobs, real_corpus.name])
+    diff_real = run("autofix diff", real_corpus, real_files, [*autofix, "diff", "--isolated", "-j", jobs, real_corpus.name])
+    upgrade_real = None
+    if upgrade and not args.skip_tf_upgrade:
+        outtree = out / "tf-upgraded"
+        upgrade_real = run(
+            "tf_upgrade_v2 (1 process)",
+            real_corpus,
+            real_files,
+            [upgrade, "--intree", real_corpus.name, "--outtree", outtree.name, "--reportfile", str(out / "tf-upgrade.txt")],
+        )
+        shutil.rmtree(outtree, ignore_errors=True)
     floor_mixed = run("libcst no-op codemod", mixed_corpus, mixed_files, [*noop, mixed_corpus.name])
     check_mixed = run("autofix check", mixed_corpus, mixed_files, [*autofix, "check", "--isolated", "-j", jobs, mixed_corpus.name])
     run("autofix diff", mixed_corpus, mixed_files, [*autofix, "diff", "--isolated", "-j", jobs, mixed_corpus.name])
     run("autofix check", big_corpus, big_files, [*autofix, "check", "--isolated", "-j", jobs, big_corpus.name])
 
-    print(f"jobs={jobs}, median of {args.repeat} runs; tf-only {size(tf_corpus):.1f} MB, mixed {size(mixed_corpus):.1f} MB\n")
+    print(
+        f"jobs={jobs}, median of {args.repeat} runs; tf-only {size(tf_corpus):.1f} MB, "
+        f"tf-real-size {size(real_corpus):.1f} MB, mixed {size(mixed_corpus):.1f} MB\n"
+    )
     print("| tool | corpus | files | wall s | files/s | peak MiB |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
     for label, corpus, files, seconds, rate, peak in rows:
         print(f"| {label} | {corpus} | {files} | {seconds:.2f} | {rate:.0f} | {peak:.0f} |")
     print()
     print(f"- tf-only: autofix check / no-op = {check_tf / floor_tf:.2f}x (target <= 1.0x); diff / no-op = {diff_tf / floor_tf:.2f}x")
+    print(f"- tf-real-size: autofix check / no-op = {check_real / floor_real:.2f}x; diff / no-op = {diff_real / floor_real:.2f}x")
     if upgrade_tf:
         print(f"- tf-only: tf_upgrade_v2 / autofix check = {upgrade_tf / check_tf:.1f}x faster (target >= 3x)")
+    if upgrade_real:
+        print(f"- tf-real-size: tf_upgrade_v2 / autofix check = {upgrade_real / check_real:.1f}x faster (target >= 3x)")
     print(f"- mixed: no-op / autofix check = {floor_mixed / check_mixed:.1f}x faster (target >= 5x)")
     peaks = {corpus: peak for label, corpus, _f, _s, _r, peak in rows if label == "autofix check"}
     print(

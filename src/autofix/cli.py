@@ -17,8 +17,6 @@ from typing import Iterable
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 from rich.text import Text
 
 from autofix import __version__, config, notebooks, registry
@@ -132,6 +130,8 @@ class Run:
                     yield result
 
     def _with_progress(self, stream: Iterable[FileResult], total: int) -> Iterable[FileResult]:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
         progress = Progress(
             TextColumn("[progress.description]{task.description}"),
             BarColumn(),
@@ -330,6 +330,8 @@ def fix(smoke: bool = False, **kw) -> None:
 @main.command()
 def rules() -> None:
     """List the rules."""
+    from rich.table import Table
+
     table = Table(title="autofix rules")
     table.add_column("Code", no_wrap=True)
     table.add_column("Name", no_wrap=True)

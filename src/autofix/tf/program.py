@@ -103,30 +103,24 @@ class Program:
     # --- positions -------------------------------------------------------------------------
 
     @cached_property
-    def _statement_lines(self) -> dict[cst.CSTNode, int] | None:
-        """The first line of each top-level statement, read off Python's own (C, fast) parser,
-        so that a position needs the code of one statement, not of the whole module. None
-        when the two parsers do not line up (then positions come from the whole module)."""
-        source = self._source if self._source is not None else None
-        if source is None:
+    def _statement_lines(self) -> dict[cst.CSTNode, tuple[int, int]] | None:
+        """Line and column of each statement (at any depth), read off Python's own (C, fast)
+        parser, so that a position needs the code of one statement, not of the whole module.
+        None when the two parsers' statements do not line up (then positions come from the
+        whole module's code)."""
+        if self._source is None:
             return None
         try:
-            body = ast.parse(source).body
+            tree = ast.parse(self._source)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
-        lines: dict[cst.CSTNode, int] = {}
-        index = 0
-        for statement in self.module.body:
-            if index >= len(body):
+        found: dict[cst.CSTNode, tuple[int, int]] = {}
+        try:
+            if not _pair_block(self.module.body, tree.body, found):
                 return None
-            if isinstance(statement, cst.SimpleStatementLine):
-                lines[statement] = body[index].lineno
-                index += len(statement.body)
-            else:
-                # For a decorated def or class both parsers start at ``def``/``class``.
-                lines[statement] = body[index].lineno
-                index += 1
-        return lines if index == len(body) else None
+        except RecursionError:
+            return None
+        return found
 
     def _ranges_of(self, node: cst.CSTNode) -> tuple[dict, list[int], int]:
         """Offsets of the nodes of ``node`` in its own code, that code's line starts, and the
@@ -135,16 +129,29 @@ class Program:
         found = cache.get(node)
         if found is None:
             state = _OffsetState(default_indent=self.module.default_indent, default_newline=self.module.default_newline)
-            node._codegen(state)
-            starts = _line_starts("".join(state.tokens))
             if node is self.module:
+                node._codegen(state)
                 first = 1
+                starts = _line_starts("".join(state.tokens))
             else:
-                # The statement's own syntax starts on the line Python's parser gave it.
+                line, column = self._statement_lines[node]  # type: ignore[index]
+                # Generated alone, a nested statement lacks the indentation of its block:
+                # give it the one it has in the file, so that columns come out right.
+                prefix = self._source_line(line)[:column]
+                if prefix:
+                    state.increase_indent(prefix)
+                node._codegen(state)
+                starts = _line_starts("".join(state.tokens))
                 syntactic_line = bisect.bisect_right(starts, state.ranges[node][0])
-                first = self._statement_lines[node] - syntactic_line + 1  # type: ignore[index]
+                first = line - syntactic_line + 1
             found = cache[node] = (state.ranges, starts, first)
         return found
+
+    def _source_line(self, line: int) -> str:
+        lines = self.__dict__.get("_source_lines")
+        if lines is None:
+            lines = self.__dict__["_source_lines"] = _NEWLINE.split(self._source or "")
+        return lines[line - 1] if 0 < line <= len(lines) else ""
 
     def position(self, node: cst.CSTNode) -> CodeRange:
         """Where ``node`` is (1-based lines, 0-based columns, without surrounding whitespace,
@@ -198,6 +205,72 @@ class Program:
 
 
 _NEWLINE = re.compile(r"\r\n?|\n")
+
+
+def _pair_block(statements, nodes, found: dict) -> bool:
+    """Pair libcst statements with Python's (``a = 1; b = 2`` is one libcst line and two
+    ast statements); False when they do not line up."""
+    index = 0
+    for statement in statements:
+        if index >= len(nodes):
+            return False
+        node = nodes[index]
+        found[statement] = (node.lineno, node.col_offset)
+        if isinstance(statement, cst.SimpleStatementLine):
+            index += len(statement.body)
+            continue
+        index += 1
+        if not _pair_compound(statement, node, found):
+            return False
+    return index == len(nodes)
+
+
+def _suite(block) -> list | None:
+    return list(block.body) if isinstance(block, cst.IndentedBlock) else None
+
+
+def _pair_body(block, nodes, found: dict) -> bool:
+    body = _suite(block)
+    # A one-line suite (``if x: y = 1``) is left to its compound statement's code.
+    return body is None or _pair_block(body, nodes, found)
+
+
+def _pair_compound(statement, node, found: dict) -> bool:
+    if isinstance(statement, (cst.FunctionDef, cst.ClassDef, cst.With)):
+        return _pair_body(statement.body, node.body, found)
+    if isinstance(statement, (cst.For, cst.While)):
+        ok = _pair_body(statement.body, node.body, found)
+        if statement.orelse is not None:
+            ok = ok and _pair_body(statement.orelse.body, node.orelse, found)
+        return ok
+    if isinstance(statement, cst.If):
+        if not isinstance(node, ast.If) or not _pair_body(statement.body, node.body, found):
+            return False
+        orelse = statement.orelse
+        if isinstance(orelse, cst.If):
+            if len(node.orelse) != 1:
+                return False
+            # An ``elif`` is not paired itself (alone it would print as ``if``), only its body.
+            return _pair_compound(orelse, node.orelse[0], found)
+        if isinstance(orelse, cst.Else):
+            return _pair_body(orelse.body, node.orelse, found)
+        return True
+    if isinstance(statement, (cst.Try, cst.TryStar)):
+        if len(statement.handlers) != len(node.handlers):
+            return False
+        ok = _pair_body(statement.body, node.body, found)
+        for handler, ast_handler in zip(statement.handlers, node.handlers):
+            ok = ok and _pair_body(handler.body, ast_handler.body, found)
+        if statement.orelse is not None:
+            ok = ok and _pair_body(statement.orelse.body, node.orelse, found)
+        if statement.finalbody is not None:
+            ok = ok and _pair_body(statement.finalbody.body, node.finalbody, found)
+        return ok
+    if isinstance(statement, cst.Match):
+        if len(statement.cases) != len(node.cases):
+            return False
+        return all(_pair_body(case.body, ast_case.body, found) for case, ast_case in zip(statement.cases, node.cases))
+    return True
 
 
 def _line_starts(code: str) -> list[int]:
