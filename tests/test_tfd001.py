@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autofix.engine import Options, analyse
-from fixturecases import params, read
+from fixturecases import assert_fixed_is_clean, assert_fixes_to_expected, assert_left_alone, params, read
 from keras2 import to_keras2
 
 TFD001 = Options(select=("TFD001",))
@@ -13,28 +13,19 @@ TFD001 = Options(select=("TFD001",))
 
 @pytest.mark.parametrize("case", params("tfd001", "fixed"))
 def test_fixes_to_expected(case):
-    analysis = analyse(read(case.before), TFD001)
-    assert analysis.refused is None
-    assert analysis.findings, "a broken fixture must be reported"
-    assert all(f.code == "TFD001" for f in analysis.findings)
-    assert analysis.new_text == read(case.after)
+    assert_fixes_to_expected(case, TFD001)
+    assert all(f.code == "TFD001" for f in analyse(read(case.before), TFD001).findings)
 
 
 @pytest.mark.parametrize("case", params("tfd001", "fixed"))
 def test_fixed_code_is_clean_and_stable(case):
-    analysis = analyse(read(case.after), TFD001)
-    assert analysis.findings == []
-    assert analysis.new_text is None
+    assert_fixed_is_clean(case, TFD001)
+    assert analyse(read(case.after), TFD001).findings == []
 
 
 @pytest.mark.parametrize("case", params("tfd001", "unchanged"))
 def test_leaves_correct_code_alone(case):
-    analysis = analyse(read(case.before), TFD001)
-    assert analysis.new_text is None
-    if case.name.startswith("noop_"):
-        assert analysis.findings == []
-    else:
-        assert analysis.findings and not any(f.fixable for f in analysis.findings)
+    assert_left_alone(case, TFD001)
 
 
 def test_finding_points_at_the_construction():

@@ -203,6 +203,14 @@ def _print_error(result: FileResult) -> None:
     err.print(Text(f"error: {result.describe_error(display_path(result.path))}", style="red"))
 
 
+def _print_unfixed(result: FileResult, style: str) -> None:
+    """What diff and fix leave as it is, with the reason, on standard error."""
+    for finding in result.findings:
+        if not finding.fixable and not finding.suppressed:
+            reason = finding.reason or "not fixed"
+            err.print(Text(f"{location(result, finding)}: {finding.code} {finding.message} ({reason})", style=style))
+
+
 def _print_refused(result: FileResult) -> None:
     err.print(Text(f"warning: {display_path(result.path)}: fix not applied: {result.refused}", style="yellow"))
 
@@ -282,9 +290,7 @@ def diff(**kw) -> None:
             _print_error(result)
         if result.refused:
             _print_refused(result)
-        for finding in result.findings:
-            if not finding.fixable and not finding.suppressed:
-                err.print(Text(f"{location(result, finding)}: {finding.code} {finding.message} ({finding.reason or 'not fixed'})", style="dim"))
+        _print_unfixed(result, "dim")
     run.summary("Checked")
     if run.counts["errors"]:
         sys.exit(EXIT_ERROR)
@@ -317,9 +323,7 @@ def fix(smoke: bool = False, **kw) -> None:
             _print_error(result)
         if result.refused:
             _print_refused(result)
-        for finding in result.findings:
-            if not finding.fixable and not finding.suppressed:
-                err.print(Text(f"{location(result, finding)}: {finding.code} {finding.message} ({finding.reason or 'not fixed'})", style="yellow"))
+        _print_unfixed(result, "yellow")
     run.summary("Fixed")
     code = EXIT_ERROR if run.counts["errors"] else EXIT_OK
     if smoke:

@@ -103,32 +103,10 @@ class Compiled:
     optimizer: cst.BaseExpression | None
 
 
-def compile_of(facts: Facts, model: cst.Name) -> Compiled | None:
-    """The ``compile`` call of the model bound at ``model``'s use, if there is exactly one."""
-    bindings = facts.bindings(model) or []
+def method_calls(facts: Facts, model: cst.Name, methods: tuple[str, ...], kind: str) -> list[cst.Call]:
+    """The calls ``m.<method>(...)`` on the model bound where ``model`` is used, that the
+    facts classify as ``kind`` (COMPILE or TRAIN)."""
     found = []
-    for binding in bindings:
-        if not isinstance(binding, cst.Name):
-            continue
-        for use in facts.uses(binding):
-            attribute = facts.program.parent(use)
-            call = facts.program.parent(attribute)
-            if (
-                isinstance(attribute, cst.Attribute)
-                and attribute.attr.value == "compile"
-                and isinstance(call, cst.Call)
-                and facts.call_kind(call) == COMPILE
-            ):
-                found.append(call)
-    if len(found) != 1:
-        return None
-    call = found[0]
-    return Compiled(call, _arg(call, "loss", 1), _arg(call, "optimizer", 0))
-
-
-def fit_datasets(facts: Facts, model: cst.Name) -> list[cst.BaseExpression]:
-    """What the model's ``fit`` calls train on (their first argument)."""
-    datasets = []
     for binding in facts.bindings(model) or []:
         if not isinstance(binding, cst.Name):
             continue
@@ -137,14 +115,27 @@ def fit_datasets(facts: Facts, model: cst.Name) -> list[cst.BaseExpression]:
             call = facts.program.parent(attribute)
             if (
                 isinstance(attribute, cst.Attribute)
-                and attribute.attr.value in ("fit", "fit_generator")
+                and attribute.attr.value in methods
                 and isinstance(call, cst.Call)
-                and facts.call_kind(call) == TRAIN
+                and facts.call_kind(call) == kind
             ):
-                first = _arg(call, "x", 0)
-                if first is not None:
-                    datasets.append(first)
-    return datasets
+                found.append(call)
+    return found
+
+
+def compile_of(facts: Facts, model: cst.Name) -> Compiled | None:
+    """The ``compile`` call of the model bound at ``model``'s use, if there is exactly one."""
+    found = method_calls(facts, model, ("compile",), COMPILE)
+    if len(found) != 1:
+        return None
+    call = found[0]
+    return Compiled(call, _arg(call, "loss", 1), _arg(call, "optimizer", 0))
+
+
+def fit_datasets(facts: Facts, model: cst.Name) -> list[cst.BaseExpression]:
+    """What the model's ``fit`` calls train on (their first argument)."""
+    firsts = (_arg(call, "x", 0) for call in method_calls(facts, model, ("fit", "fit_generator"), TRAIN))
+    return [first for first in firsts if first is not None]
 
 
 def _arg(call: cst.Call, keyword: str, position: int) -> cst.BaseExpression | None:
