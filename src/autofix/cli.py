@@ -24,7 +24,7 @@ from autofix.diffs import display_path, unified_diff
 from autofix.discovery import DEFAULT_INCLUDE, Discovery
 from autofix.engine import Options, Runner, process_text
 from autofix.output import FORMATS
-from autofix.output.formats import location
+from autofix.output.formats import finding_note, location
 from autofix.results import FileResult
 from autofix.sourcefile import SourceError, decode
 
@@ -207,8 +207,8 @@ def _print_unfixed(result: FileResult, style: str) -> None:
     """What diff and fix leave as it is, with the reason, on standard error."""
     for finding in result.findings:
         if not finding.fixable and not finding.suppressed:
-            reason = finding.reason or "not fixed"
-            err.print(Text(f"{location(result, finding)}: {finding.code} {finding.message} ({reason})", style=style))
+            note = finding_note(finding) or " (not fixed)"
+            err.print(Text(f"{location(result, finding)}: {finding.code} {finding.message}{note}", style=style))
 
 
 def _print_refused(result: FileResult) -> None:
