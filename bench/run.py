@@ -85,9 +85,11 @@ def build_mixed_corpus(target: Path, tf_scripts: int) -> int:
     return count
 
 
-def measure(name: str, command: list[str], cwd: Path, repeat: int, clean: Path | None = None) -> tuple[float, float]:
-    """Median wall time and peak memory of ``repeat`` runs; ``clean`` (an output folder) is
-    removed before each run (tf_upgrade_v2 refuses to write into an existing one)."""
+def measure(name: str, command: list[str], cwd: Path, repeat: int, clean: Path | None = None) -> tuple[float, float, float]:
+    """Median wall time, peak memory and median CPU time (all processes, user + system) of
+    ``repeat`` runs; ``clean`` (an output folder) is removed before each run (tf_upgrade_v2
+    refuses to write into an existing one). CPU time varies much less than wall time on a
+    machine shared with other work."""
     runner = [sys.executable, "-c", _MEASURE, *command]
     results = []
     for _ in range(repeat):
@@ -96,9 +98,13 @@ def measure(name: str, command: list[str], cwd: Path, repeat: int, clean: Path |
         completed = subprocess.run(runner, cwd=cwd, capture_output=True, text=True)
         if completed.returncode != 0:
             raise SystemExit(f"{name} failed:\n{completed.stderr[-3000:]}")
-        seconds, peak = map(float, completed.stdout.split())
-        results.append((seconds, peak))
-    return statistics.median(r[0] for r in results), max(r[1] for r in results)
+        seconds, peak, cpu = map(float, completed.stdout.split())
+        results.append((seconds, peak, cpu))
+    return (
+        statistics.median(r[0] for r in results),
+        max(r[1] for r in results),
+        statistics.median(r[2] for r in results),
+    )
 
 
 # Runs one tool in a fresh interpreter so that its peak memory is its own.
@@ -112,7 +118,8 @@ allowed = (0,) if "tf_upgrade_v2" in sys.argv[1] else (0, 1)
 if done.returncode not in allowed:
     sys.stderr.write(done.stderr[-3000:])
     sys.exit(done.returncode)
-print(seconds, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(seconds, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime)
 """
 
 
@@ -142,10 +149,12 @@ def main() -> None:
     jobs = str(args.jobs)
     noop = [sys.executable, "-m", "libcst.tool", "codemod", "noop.NOOPCommand", "--no-format", "--hide-progress", "-j", jobs]
     rows = []
+    cpus: dict[tuple[str, str], float] = {}
 
     def run(label: str, corpus: Path, files: int, command: list[str], clean: Path | None = None) -> float:
-        seconds, peak = measure(label, command, corpus.parent, args.repeat, clean)
-        rows.append((label, corpus.name, files, seconds, files / seconds, peak))
+        seconds, peak, cpu = measure(label, command, corpus.parent, args.repeat, clean)
+        rows.append((label, corpus.name, files, seconds, files / seconds, peak, cpu))
+        cpus[(label, corpus.name)] = cpu
         return seconds
 
     floor_tf = run("libcst no-op codemod", tf_corpus, tf_files, [*noop, tf_corpus.name])
@@ -186,19 +195,27 @@ def main() -> None:
         f"jobs={jobs}, median of {args.repeat} runs; tf-only {size(tf_corpus):.1f} MB, "
         f"tf-real-size {size(real_corpus):.1f} MB, mixed {size(mixed_corpus):.1f} MB\n"
     )
-    print("| tool | corpus | files | wall s | files/s | peak MiB |")
-    print("| --- | --- | ---: | ---: | ---: | ---: |")
-    for label, corpus, files, seconds, rate, peak in rows:
-        print(f"| {label} | {corpus} | {files} | {seconds:.2f} | {rate:.0f} | {peak:.0f} |")
+    print("| tool | corpus | files | wall s | files/s | CPU s | peak MiB |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for label, corpus, files, seconds, rate, peak, cpu in rows:
+        print(f"| {label} | {corpus} | {files} | {seconds:.2f} | {rate:.0f} | {cpu:.2f} | {peak:.0f} |")
     print()
-    print(f"- tf-only: autofix check / no-op = {check_tf / floor_tf:.2f}x (target <= 1.0x); diff / no-op = {diff_tf / floor_tf:.2f}x")
-    print(f"- tf-real-size: autofix check / no-op = {check_real / floor_real:.2f}x; diff / no-op = {diff_real / floor_real:.2f}x")
+    noop_cpu = cpus[("libcst no-op codemod", "tf-only")]
+    print(
+        f"- tf-only: autofix check / no-op = {check_tf / floor_tf:.2f}x wall, "
+        f"{cpus[('autofix check', 'tf-only')] / noop_cpu:.2f}x CPU (target <= 1.0x); diff / no-op = {diff_tf / floor_tf:.2f}x"
+    )
+    real_cpu = cpus[("libcst no-op codemod", "tf-real-size")]
+    print(
+        f"- tf-real-size: autofix check / no-op = {check_real / floor_real:.2f}x wall, "
+        f"{cpus[('autofix check', 'tf-real-size')] / real_cpu:.2f}x CPU; diff / no-op = {diff_real / floor_real:.2f}x"
+    )
     if upgrade_tf:
         print(f"- tf-only: tf_upgrade_v2 / autofix check = {upgrade_tf / check_tf:.1f}x faster (target >= 3x)")
     if upgrade_real:
         print(f"- tf-real-size: tf_upgrade_v2 / autofix check = {upgrade_real / check_real:.1f}x faster (target >= 3x)")
     print(f"- mixed: no-op / autofix check = {floor_mixed / check_mixed:.1f}x faster (target >= 5x)")
-    peaks = {corpus: peak for label, corpus, _f, _s, _r, peak in rows if label == "autofix check"}
+    peaks = {corpus: peak for label, corpus, _f, _s, _r, peak, _c in rows if label == "autofix check"}
     print(
         f"- memory: autofix check peak {peaks.get('tf-only', 0):.0f} MiB on {tf_files} files, "
         f"{peaks.get('tf-only-x4', 0):.0f} MiB on {big_files} files"
