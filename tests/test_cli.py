@@ -208,18 +208,35 @@ def test_installed_console_script(tmp_path):
 
 def test_libcst_tool_runs_a_rule(tmp_path):
     """Each rule is also a libcst codemod: `python -m libcst.tool codemod` finds it through
-    the project's .libcst.codemod.yaml."""
+    the project's .libcst.codemod.yaml, also with parallel jobs (the command is pickled)."""
     root = Path(__file__).resolve().parent.parent
-    target = tmp_path / "train.py"
-    target.write_text(BROKEN)
+    for name in ("train.py", "other.py"):
+        (tmp_path / name).write_text(BROKEN)
     proc = subprocess.run(
-        [sys.executable, "-m", "libcst.tool", "codemod", "--no-format",
-         "tfd001_variables_outside_scope.VariablesOutsideScope", str(target)],
+        [sys.executable, "-m", "libcst.tool", "codemod", "tfd001_variables_outside_scope.VariablesOutsideScope",
+         "--no-format", "-j", "2", str(tmp_path)],
         cwd=root, capture_output=True, text=True,
     )
     assert proc.returncode == 0, proc.stderr
-    assert target.read_text() == FIXED
-    assert "TFD001 model built outside strategy.scope()" in proc.stderr
+    assert (tmp_path / "train.py").read_text() == FIXED and (tmp_path / "other.py").read_text() == FIXED
+    assert proc.stderr.count("TFD001 model built outside strategy.scope()") == 2
+
+
+def test_autofix_does_not_load_libcst_codemod(tmp_path):
+    """libcst.codemod (and libcst.matchers) take half a second to import; autofix only needs
+    them when libcst's own tool runs a rule."""
+    (tmp_path / "train.py").write_text(BROKEN)
+    code = (
+        "import sys\n"
+        "from autofix.cli import main\n"
+        "try:\n"
+        "    main(['check', '-j', '1', sys.argv[1]])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('libcst.codemod' in sys.modules, 'libcst.matchers' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True)
+    assert proc.stdout.strip().splitlines()[-1] == "False False", proc.stdout + proc.stderr
 
 
 def test_notebook_findings_and_diffs_name_the_cell(tmp_path, monkeypatch):

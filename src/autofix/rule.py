@@ -1,18 +1,23 @@
 """The base class every rule in ``codemods/`` derives from.
 
-A rule is a libcst codemod command, so ``python -m libcst.tool codemod <module>.<Class> PATH``
-runs it directly; the engine instead calls :meth:`Rule.run` with a shared
-:class:`~autofix.tf.program.Program`, so that one parse and one metadata pass serve all rules.
-Rules never print: they return what they found and the tree they would write.
+The engine calls :meth:`Rule.run` with a shared :class:`~autofix.tf.program.Program`, so that
+one parse and one metadata pass serve all rules. Rules never print: they return what they found
+and the tree they would write.
+
+A rule is also a libcst codemod: ``python -m libcst.tool codemod <module>.<Class> PATH`` runs it.
+The tool makes the command with a ``CodemodContext``; given one, the rule class makes an instance
+of a ``CodemodCommand`` made for it (see :func:`codemod_command`). Rules do not derive from
+``CodemodCommand`` themselves because importing ``libcst.codemod`` (and with it
+``libcst.matchers``) takes almost half a second, which every ``autofix`` run would pay.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from functools import lru_cache
+from typing import Any, ClassVar
 
 import libcst as cst
-from libcst.codemod import CodemodCommand, CodemodContext
 
 from autofix.tf.program import Program
 
@@ -63,7 +68,7 @@ class Outcome:
         return self._module
 
 
-class Rule(CodemodCommand):
+class Rule:
     CODE: ClassVar[str]
     NAME: ClassVar[str]
     DESCRIPTION: ClassVar[str]
@@ -71,18 +76,47 @@ class Rule(CodemodCommand):
     SAFE: ClassVar[bool] = True
     EXAMPLES: ClassVar[tuple[Example, ...]] = ()
 
-    def __init__(self, context: CodemodContext | None = None) -> None:
-        super().__init__(context or CodemodContext())
+    def __new__(cls, context: Any = None, **codemod_args: Any) -> Any:
+        if context is None:
+            return super().__new__(cls)
+        # ``python -m libcst.tool codemod`` makes the command with a CodemodContext.
+        return codemod_command(cls)(context)
+
+    # What ``python -m libcst.tool codemod`` asks of a command class besides making it.
+    @staticmethod
+    def add_args(parser: Any) -> None:
+        """Rules take no arguments."""
+
+    @classmethod
+    def get_inherited_dependencies(cls) -> Any:
+        return codemod_command(cls).get_inherited_dependencies()
 
     def run(self, program: Program) -> Outcome:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        """Entry point for ``python -m libcst.tool codemod``: warn for each finding, return the fix."""
-        program = Program(tree)
-        outcome = self.run(program)
-        for report in outcome.reports:
-            where = program.position(report.node).start
-            suffix = f" ({NO_FIX}{report.reason})" if report.reason else ""
-            self.warn(f"{where.line}:{where.column + 1}: {self.CODE} {report.message}{suffix}")
-        return outcome.module if outcome.module is not None else tree
+
+@lru_cache(maxsize=None)
+def codemod_command(rule: type[Rule]) -> type:
+    """A libcst ``CodemodCommand`` that runs ``rule``: it warns for each finding and returns
+    the fixed tree."""
+    from libcst.codemod import CodemodCommand
+
+    class Command(CodemodCommand):
+        DESCRIPTION = rule.DESCRIPTION
+
+        def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+            program = Program(tree)
+            outcome = rule().run(program)
+            for report in outcome.reports:
+                where = program.position(report.node).start
+                suffix = f" ({NO_FIX}{report.reason})" if report.reason else ""
+                self.warn(f"{where.line}:{where.column + 1}: {rule.CODE} {report.message}{suffix}")
+            return outcome.module if outcome.module is not None else tree
+
+        def __reduce__(self):
+            # libcst's parallel runner pickles the command: rebuild it from the rule's class.
+            return (rule, (self.context,))
+
+    Command.__name__ = Command.__qualname__ = f"{rule.__name__}Command"
+    Command.__module__ = rule.__module__
+    return Command

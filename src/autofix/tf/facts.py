@@ -125,7 +125,7 @@ class Facts:
             expr = expr.value
         return isinstance(expr, cst.Name) and self.program.is_import(expr)
 
-    def names_of(self, expr: cst.BaseExpression) -> set[str]:
+    def names_of(self, expr: cst.BaseExpression) -> frozenset[str]:
         return self.program.qualified_names(expr)
 
     # --- strategies --------------------------------------------------------------------------
@@ -472,6 +472,16 @@ class Facts:
     def call_kind(self, call: cst.Call) -> Kind | str | cst.FunctionDef | None:
         """What a call does: a Keras :class:`Kind`, ``COMPILE``, ``TRAIN``, a local function
         it calls (a :class:`cst.FunctionDef`), or None."""
+        memo = self._call_kinds
+        if call not in memo:
+            memo[call] = self._call_kind(call)
+        return memo[call]
+
+    @cached_property
+    def _call_kinds(self) -> dict[cst.Call, Kind | str | cst.FunctionDef | None]:
+        return {}
+
+    def _call_kind(self, call: cst.Call) -> Kind | str | cst.FunctionDef | None:
         func = call.func
         for name in self.names_of(func):
             kind = symbols.keras_kind(name)

@@ -28,6 +28,8 @@ class Program:
     def __init__(self, module: cst.Module, source: str | None = None) -> None:
         self.module = module
         self._source = source
+        # Rules ask the same names of the same expressions many times.
+        self._names: dict[cst.CSTNode, frozenset[str]] = {}
 
     @cached_property
     def index(self) -> Index:
@@ -35,9 +37,13 @@ class Program:
 
     # --- names -----------------------------------------------------------------------------
 
-    def qualified_names(self, node: cst.CSTNode) -> set[str]:
+    def qualified_names(self, node: cst.CSTNode) -> frozenset[str]:
         """Canonical qualified names of an expression (``tf.keras.Model`` -> ``keras.Model``)."""
-        return {canonical(name) for name in self.index.qualified_names(node)}
+        cache = self._names
+        found = cache.get(node)
+        if found is None:
+            found = cache[node] = frozenset(canonical(name) for name in self.index.qualified_names(node))
+        return found
 
     def scope(self, node: cst.CSTNode) -> Scope | None:
         """The scope the code at ``node`` runs in (for a name being bound: the scope it is
