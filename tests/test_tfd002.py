@@ -82,3 +82,26 @@ def test_collision_free_names():
     assert "BATCH_SIZE_PER_REPLICA_2 = 16\n" in new
     assert "BATCH_SIZE = BATCH_SIZE_PER_REPLICA_2 * strategy.num_replicas_in_sync\n" in new
     assert "BATCH_SIZE_PER_REPLICA = 'taken'" in new
+
+
+@pytest.mark.parametrize("keyword", ["validation_split=0.1", "validation_data=(x, x)", "validation_data=[x, x]"])
+def test_array_validation_is_reported_not_scaled(keyword):
+    """A validation set of unknown size may be a single, uneven batch once the batch is
+    scaled (Keras 3 then fails): report with the reason, change nothing."""
+    source = HEADER + MODEL + f"model.fit(x, x, batch_size=32, {keyword})\n"
+    analysis = analyse(source, TFD002)
+    (finding,) = analysis.findings
+    assert not finding.fixable and analysis.new_text is None
+    assert "does not split evenly over the replicas" in finding.reason
+    assert keyword.split("=")[0] + "=" in finding.reason
+
+
+def test_validation_on_a_dataset_is_still_scaled():
+    source = (
+        HEADER
+        + "val = tf.data.Dataset.from_tensor_slices((x, x)).batch(8)\n"
+        + MODEL
+        + "model.fit(x, x, batch_size=32, validation_data=val)\n"
+    )
+    new = analyse(source, TFD002).new_text
+    assert "batch_size=32 * strategy.num_replicas_in_sync" in new and ".batch(8 * strategy.num_replicas_in_sync)" in new

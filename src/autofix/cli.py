@@ -179,7 +179,7 @@ class Run:
         if result.refused:
             self.counts["refused"] += 1
 
-    def summary(self, verb: str) -> None:
+    def summary(self, verb: str = "Checked", wrote: bool = False) -> None:
         c = self.counts
         parts = [f"{verb} {c['files']} file{'s' if c['files'] != 1 else ''}"]
         if c["findings"]:
@@ -191,7 +191,7 @@ class Run:
         if c["suggestions"]:
             parts.append(f"{c['suggestions']} suggestion{'s' if c['suggestions'] != 1 else ''} (--unsafe-fixes to apply)")
         if c["changed"]:
-            parts.append(f"{c['changed']} file{'s' if c['changed'] != 1 else ''} {'changed' if verb == 'Fixed' else 'to change'}")
+            parts.append(f"{c['changed']} file{'s' if c['changed'] != 1 else ''} {'changed' if wrote else 'to change'}")
         if c["refused"]:
             parts.append(f"{c['refused']} fix{'es' if c['refused'] != 1 else ''} refused")
         if c["errors"]:
@@ -324,7 +324,7 @@ def fix(smoke: bool = False, **kw) -> None:
         if result.refused:
             _print_refused(result)
         _print_unfixed(result, "yellow")
-    run.summary("Fixed")
+    run.summary(wrote=True)
     code = EXIT_ERROR if run.counts["errors"] else EXIT_OK
     if smoke:
         code = max(code, _smoke_changed(written, err))

@@ -132,7 +132,7 @@ class BatchPlanner:
         for site, context, plan, why in plans:
             node = site.arg.value if site.arg is not None else site.call
             if why:
-                note = "" if "inference-only" in why or why == SUPPRESSED else KERAS_NOTE
+                note = "" if "inference-only" in why or "split evenly" in why or why == SUPPRESSED else KERAS_NOTE
                 self.reports.append(Report(node, _message(site), why + note))
                 continue
             self.reports.append(Report(node, _message(site)))
@@ -211,6 +211,10 @@ class BatchPlanner:
             return context, "its data is trained under two different strategies"
         if context.conflict:
             return context, context.conflict
+        if site.kind == "fit":
+            why = _small_validation(site.call)
+            if why:
+                return context, why
         return context, None
 
     def _located(self, node: cst.CSTNode) -> Context | None:
@@ -516,6 +520,25 @@ class BatchPlanner:
                 if node is not value and id(node) not in self._entry_uses:
                     found.append(node)
         return found
+
+
+def _small_validation(call: cst.Call) -> str | None:
+    """Arrays split off for validation (``validation_split=``, ``validation_data=(x, y)``) are
+    of a size not known here; if the set is smaller than the global batch, it is one batch,
+    and on Keras 3.15 that batch must split evenly over the replicas, which no batch size
+    chosen here can promise."""
+    for arg in call.args:
+        if arg.keyword is None:
+            continue
+        name = arg.keyword.value
+        if name == "validation_split" or (name == "validation_data" and isinstance(arg.value, (cst.Tuple, cst.List))):
+            return (
+                f"with {name}=, a validation set smaller than the scaled global batch is a single "
+                "batch, and Keras 3 fails when that batch does not split evenly over the replicas; "
+                "scale batch_size by hand once the validation set is known to hold a global batch, "
+                "or validate on a tf.data.Dataset"
+            )
+    return None
 
 
 def _message(site: Site) -> str:
