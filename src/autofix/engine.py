@@ -386,6 +386,7 @@ class Runner:
             else:
                 self._pool.terminate()
             self._pool.join()
+            gc.unfreeze()
 
     def process(self, paths: Iterable[str], write: bool = False) -> Iterator[FileResult]:
         paths = list(paths)
