@@ -23,7 +23,10 @@ Not fixed (reported with the reason, or left alone):
 - pipelines only used by ``predict`` (reported, not changed);
 - a batch size fixed inside a helper the strategy is not visible in, a constant also used
   before the strategy exists or outside the function that creates it (reported);
-- ``fit(x, y)`` without ``batch_size=`` unless ``x`` is clearly an array (Keras' default is 32).
+- ``fit(x, y)`` without ``batch_size=`` unless ``x`` is clearly an array (Keras' default is 32);
+- ``fit`` on arrays validated with ``validation_split=`` or ``validation_data=(x, y)``: a
+  validation set smaller than the scaled batch is one batch, which Keras 3 fails on when it
+  does not split evenly over the replicas, and its size is not known here (reported).
 """
 
 from __future__ import annotations
