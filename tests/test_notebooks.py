@@ -9,6 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autofix import notebooks
 from autofix.engine import Options, process_path
 from fixturecases import FIXTURES
 
@@ -119,3 +120,36 @@ def test_notebook_with_a_syntax_error_names_the_cell(tmp_path):
     nbformat.write(nb, str(path))
     result = process_path(str(path), Options())
     assert result.error.startswith("cell 2, line 1: syntax error")
+
+
+@pytest.mark.parametrize("as_list", [True, False], ids=["source-lines", "source-string"])
+@pytest.mark.parametrize("indent, ensure_ascii", [(1, True), (None, False), (2, False)])
+def test_cell_places_map_to_the_notebook_text(as_list, indent, ensure_ascii):
+    """Code hosts show findings on the notebook's own lines: a place in a cell maps to the
+    same code in the JSON text, through escaping (quotes, non-ASCII) and whatever the layout."""
+    cells = [
+        ["import tensorflow as tf\n", "\n", "model = tf.keras.Sequential()"],
+        ["x = 'é\"'; model = build()\n", "model.fit(x)"],
+    ]
+    data = {
+        "cells": [
+            {"cell_type": "markdown", "id": "m", "metadata": {}, "source": ["model = tf.keras.Sequential()"]},
+            *(
+                {
+                    "cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {},
+                    # An output that repeats a source line must not be mistaken for it.
+                    "outputs": [{"name": "stdout", "output_type": "stream", "text": [src[-1]]}],
+                    "source": src if as_list else "".join(src),
+                }
+                for i, src in enumerate(cells)
+            ),
+        ],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+    }
+    text = json.dumps(data, indent=indent, ensure_ascii=ensure_ascii) + "\n"
+    position = notebooks.file_positions(text)
+    lines = text.split("\n")
+    for cell, line, column, expected in [(1, 3, 9, "tf.keras.Sequential()"), (2, 1, 11, "model = build()"), (2, 2, 1, "model.fit(x)")]:
+        file_line, file_column = position(cell, line, column)
+        assert lines[file_line - 1][file_column - 1 :].startswith(expected)
+    assert notebooks.file_positions("{not json") is None

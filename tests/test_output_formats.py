@@ -690,6 +690,20 @@ def test_notebook_fixes_apply_to_the_notebook_file(tmp_path, monkeypatch, sarif_
     assert apply_lines(text, [(s["start_line"], s["end_line"], s["replacement"]) for s in suggestions]) == fixed
     log = json.loads(run("check", "--format", "sarif", "--select", "TFD001", "nb.ipynb").stdout)
     sarif_validator.validate(log)
-    assert [r["locations"][0]["properties"] for r in log["runs"][0]["results"]] == [{"cell": 1}, {"cell": 1}]
+    results = log["runs"][0]["results"]
+    assert [r["locations"][0]["properties"] for r in results] == [
+        {"cell": 1, "cellLine": 1, "cellColumn": 9},
+        {"cell": 1, "cellLine": 2, "cellColumn": 1},
+    ]
+    # The region is where code scanning shows it: the flagged code in the notebook's JSON text.
+    lines = text.split("\n")
+    for result, flagged in zip(results, ("tf.keras.Sequential(", "model.compile(")):
+        region = result["locations"][0]["physicalLocation"]["region"]
+        assert lines[region["startLine"] - 1][region["startColumn"] - 1 :].startswith(flagged)
+    annotations = run("check", "--format", "github", "--select", "TFD001", "nb.ipynb").stdout.splitlines()
+    for annotation, flagged in zip(annotations, ("tf.keras.Sequential(", "model.compile(")):
+        line, column = (int(re.search(rf",{key}=(\d+)", annotation).group(1)) for key in ("line", "col"))
+        assert lines[line - 1][column - 1 :].startswith(flagged), annotation
+        assert "::cell 2, line " in annotation
     # In a review comment, a notebook finding is named by its cell.
     assert "autofix: **TFD001** (cell 2, line 1) model built outside strategy.scope()" in suggestions[0]["body"]

@@ -11,10 +11,12 @@ cannot be reproduced exactly is reported, never rewritten.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 from autofix.blocks import CELL_MARKER as MARKER
 
@@ -160,6 +162,73 @@ def _style(text: str) -> Style:
 def dumps(data: dict, style: Style) -> str:
     text = json.dumps(data, indent=style.indent, ensure_ascii=style.ensure_ascii)
     return text + "\n" if style.final_newline else text
+
+
+_TAG = re.compile(r"\\u0000autofix(\d+)\\u0000")
+
+
+def file_positions(text: str) -> Callable[[int, int, int], tuple[int, int] | None] | None:
+    """A map from a place in a code cell (cell index; line in the cell and column, 1-based) to
+    the same place in the notebook's own JSON text (line and column, 1-based), where code hosts
+    show it; None when the notebook cannot be read.
+
+    Each source string (one per line, or one for the whole cell) is tagged with a numbered
+    prefix and the notebook dumped in its own style: the tags show on which line of the file,
+    and at which column, each string starts; a column inside it is that plus the length of
+    what precedes it, as JSON escapes it."""
+    try:
+        notebook = load(text)
+    except NotebookError:
+        return None
+    data = copy.deepcopy(notebook.data)
+    pieces: dict[int, list[tuple[int, str, int]]] = {}  # cell -> [(first line, string, tag)]
+    count = 0
+    for index in notebook.code_cells:
+        cell = data["cells"][index]
+        source = cell.get("source", "")
+        strings = source if isinstance(source, list) else [source]
+        tagged = []
+        line = 1
+        for string in strings:
+            pieces.setdefault(index, []).append((line, string, count))
+            tagged.append(f"\x00autofix{count}\x00{string}")
+            line += string.count("\n")
+            count += 1
+        cell["source"] = tagged if isinstance(source, list) else tagged[0]
+    dumped = dumps(data, notebook.style)
+    starts: dict[int, tuple[int, int]] = {}
+    line, line_start, scanned = 1, 0, 0
+    shift_line, shift = 0, 0
+    for match in _TAG.finditer(dumped):
+        newlines = dumped.count("\n", scanned, match.start())
+        if newlines:
+            line += newlines
+            line_start = dumped.rfind("\n", 0, match.start()) + 1
+        scanned = match.start()
+        if line != shift_line:
+            shift_line, shift = line, 0
+        starts[int(match.group(1))] = (line, match.start() - line_start - shift)
+        shift += match.end() - match.start()
+    ensure_ascii = notebook.style.ensure_ascii
+
+    def position(cell: int, line: int, column: int) -> tuple[int, int] | None:
+        holder = None
+        for first, string, tag in pieces.get(cell, ()):
+            if first > line:
+                break
+            holder = (first, string, tag)
+        if holder is None or holder[2] not in starts:
+            return None
+        first, string, tag = holder
+        offset = 0
+        for _ in range(line - first):
+            offset = string.find("\n", offset) + 1
+        offset = min(offset + column - 1, len(string))
+        file_line, file_column = starts[tag]
+        escaped = json.dumps(string[:offset], ensure_ascii=ensure_ascii)[1:-1]
+        return file_line, file_column + len(escaped) + 1
+
+    return position
 
 
 def cell_sources(text: str) -> list[tuple[int, str]]:

@@ -11,6 +11,7 @@ import json
 
 from autofix.diffs import display_path
 from autofix.output.fixes import file_fixes
+from autofix.output.locations import file_region, notebook_positions
 from autofix.results import FileResult, Finding
 
 
@@ -125,14 +126,19 @@ class GithubFormatter(Formatter):
 
     def result(self, result: FileResult) -> str:
         path = _escape_property(display_path(result.path))
+        positions = notebook_positions(result)
         out = []
         for f in result.findings:
             if f.suppressed:
                 continue
             message = _escape_data(f"{f.message}{finding_note(f)}")
+            if f.cell is not None:
+                message = _escape_data(f"cell {f.cell + 1}, line {f.line}: ") + message
+            # In a notebook, the place in its JSON text, which is what the pull request shows.
+            line, column, end_line, end_column = file_region(f, positions)
             out.append(
-                f"::warning file={path},line={f.line},col={f.column},"
-                f"endLine={f.end_line},endColumn={f.end_column},title={f.code}::{message}\n"
+                f"::warning file={path},line={line},col={column},"
+                f"endLine={end_line},endColumn={end_column},title={f.code}::{message}\n"
             )
         if result.error:
             out.append(f"::error file={path},title=autofix::{_escape_data(result.error)}\n")

@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import os
+from typing import Callable
+
+from autofix import notebooks
+from autofix.results import FileResult, Finding
+from autofix.sourcefile import SourceError, read_source
+
+Positions = Callable[[int, int, int], "tuple[int, int] | None"]
 
 
 def source_root(start: str | None = None) -> str:
@@ -31,3 +38,31 @@ def root_relative(path: str, root: str) -> str | None:
     if relative == ".." or relative.startswith(".." + os.sep) or os.path.isabs(relative):
         return None
     return relative.replace(os.sep, "/")
+
+
+def notebook_positions(result: FileResult) -> Positions | None:
+    """For a notebook with findings: the map from places in its cells to places in its JSON
+    text (see :func:`autofix.notebooks.file_positions`); None otherwise."""
+    if not result.notebook or not any(f.cell is not None for f in result.findings):
+        return None
+    text = result.old_text
+    if text is None:
+        try:
+            text = read_source(result.path).text
+        except (SourceError, OSError):
+            return None
+    return notebooks.file_positions(text)
+
+
+def file_region(finding: Finding, positions: Positions | None) -> tuple[int, int, int, int]:
+    """``(line, column, end line, end column)`` of a finding in the file itself: for a
+    notebook, in its JSON text, which is what a code host shows; the cell's own when that
+    place cannot be found."""
+    own = (finding.line, finding.column, finding.end_line, finding.end_column)
+    if finding.cell is None or positions is None:
+        return own
+    start = positions(finding.cell, finding.line, finding.column)
+    end = positions(finding.cell, finding.end_line, finding.end_column)
+    if start is None or end is None:
+        return own
+    return (*start, *end)

@@ -26,7 +26,7 @@ from urllib.parse import quote
 from autofix import __version__, registry
 from autofix.output.fixes import Replacement, file_fixes
 from autofix.output.formats import Formatter, finding_note
-from autofix.output.locations import root_relative, source_root
+from autofix.output.locations import file_region, notebook_positions, root_relative, source_root
 from autofix.results import FileResult, Finding
 from autofix.rule import Rule
 
@@ -51,11 +51,12 @@ class SarifFormatter(Formatter):
     def result(self, result: FileResult) -> str:
         location = self._artifact(result.path)
         fixes = file_fixes(result)
+        positions = notebook_positions(result)
         for index, finding in enumerate(result.findings):
             if finding.suppressed:
                 continue
             replacements = fixes.by_finding.get(index, ()) if fixes is not None else ()
-            self.results.append(self._result(finding, location, replacements))
+            self.results.append(self._result(finding, location, replacements, positions))
         if result.error:
             self.errors += 1
             self.notifications.append(_notification("error", result.error, location))
@@ -88,19 +89,16 @@ class SarifFormatter(Formatter):
             return {"uri": Path(os.path.abspath(path)).as_uri()}
         return {"uri": quote(relative, safe="/"), "uriBaseId": SRCROOT}
 
-    def _result(self, finding: Finding, artifact: dict, replacements: tuple[Replacement, ...]) -> dict:
-        region = {
-            "startLine": finding.line,
-            "startColumn": finding.column,
-            "endLine": finding.end_line,
-            "endColumn": finding.end_column,
-        }
+    def _result(self, finding: Finding, artifact: dict, replacements: tuple[Replacement, ...], positions=None) -> dict:
+        line, column, end_line, end_column = file_region(finding, positions)
+        region = {"startLine": line, "startColumn": column, "endLine": end_line, "endColumn": end_column}
         physical: dict = {"artifactLocation": artifact, "region": region}
         location: dict = {"physicalLocation": physical}
         if finding.cell is not None:
-            # SARIF has no notion of cells: the lines are the cell's, and `cell` is the same
-            # 0-based index as in the json format.
-            location["properties"] = {"cell": finding.cell}
+            # SARIF has no notion of cells: the region is in the notebook's JSON text (where
+            # code scanning shows it, and where the fixes apply); the properties give the cell
+            # (the same 0-based index as in the json format) and the place in it.
+            location["properties"] = {"cell": finding.cell, "cellLine": finding.line, "cellColumn": finding.column}
         out: dict = {"ruleId": finding.code}
         if finding.code in self.rule_index:
             out["ruleIndex"] = self.rule_index[finding.code]
