@@ -160,32 +160,27 @@ def main() -> None:
     floor_tf = run("libcst no-op codemod", tf_corpus, tf_files, [*noop, tf_corpus.name])
     check_tf = run("autofix check", tf_corpus, tf_files, [*autofix, "check", "--isolated", "-j", jobs, tf_corpus.name])
     diff_tf = run("autofix diff", tf_corpus, tf_files, [*autofix, "diff", "--isolated", "-j", jobs, tf_corpus.name])
-    upgrade_tf = None
     upgrade = shutil.which("tf_upgrade_v2", path=str(bin_dir)) or shutil.which("tf_upgrade_v2")
-    if upgrade and not args.skip_tf_upgrade:
+
+    def run_upgrade(corpus: Path, files: int) -> float | None:
+        if not upgrade or args.skip_tf_upgrade:
+            return None
         outtree = out / "tf-upgraded"
-        upgrade_tf = run(
+        seconds = run(
             "tf_upgrade_v2 (1 process)",
-            tf_corpus,
-            tf_files,
-            [upgrade, "--intree", tf_corpus.name, "--outtree", outtree.name, "--reportfile", str(out / "tf-upgrade.txt")],
+            corpus,
+            files,
+            [upgrade, "--intree", corpus.name, "--outtree", outtree.name, "--reportfile", str(out / "tf-upgrade.txt")],
             clean=outtree,
         )
         shutil.rmtree(outtree, ignore_errors=True)
+        return seconds
+
+    upgrade_tf = run_upgrade(tf_corpus, tf_files)
     floor_real = run("libcst no-op codemod", real_corpus, real_files, [*noop, real_corpus.name])
     check_real = run("autofix check", real_corpus, real_files, [*autofix, "check", "--isolated", "-j", jobs, real_corpus.name])
     diff_real = run("autofix diff", real_corpus, real_files, [*autofix, "diff", "--isolated", "-j", jobs, real_corpus.name])
-    upgrade_real = None
-    if upgrade and not args.skip_tf_upgrade:
-        outtree = out / "tf-upgraded"
-        upgrade_real = run(
-            "tf_upgrade_v2 (1 process)",
-            real_corpus,
-            real_files,
-            [upgrade, "--intree", real_corpus.name, "--outtree", outtree.name, "--reportfile", str(out / "tf-upgrade.txt")],
-            clean=outtree,
-        )
-        shutil.rmtree(outtree, ignore_errors=True)
+    upgrade_real = run_upgrade(real_corpus, real_files)
     floor_mixed = run("libcst no-op codemod", mixed_corpus, mixed_files, [*noop, mixed_corpus.name])
     check_mixed = run("autofix check", mixed_corpus, mixed_files, [*autofix, "check", "--isolated", "-j", jobs, mixed_corpus.name])
     run("autofix diff", mixed_corpus, mixed_files, [*autofix, "diff", "--isolated", "-j", jobs, mixed_corpus.name])
