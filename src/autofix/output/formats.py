@@ -11,7 +11,7 @@ import json
 
 from autofix.diffs import display_path
 from autofix.output.fixes import file_fixes
-from autofix.output.locations import file_region, notebook_positions
+from autofix.output.locations import file_region, notebook_positions, place
 from autofix.results import FileResult, Finding
 
 
@@ -133,7 +133,7 @@ class GithubFormatter(Formatter):
                 continue
             message = _escape_data(f"{f.message}{finding_note(f)}")
             if f.cell is not None:
-                message = _escape_data(f"cell {f.cell + 1}, line {f.line}: ") + message
+                message = _escape_data(f"{place(f)}: ") + message
             # In a notebook, the place in its JSON text, which is what the pull request shows.
             line, column, end_line, end_column = file_region(f, positions)
             out.append(

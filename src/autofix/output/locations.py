@@ -54,6 +54,14 @@ def notebook_positions(result: FileResult) -> Positions | None:
     return notebooks.file_positions(text)
 
 
+def place(finding: Finding) -> str:
+    """``line N``, or ``cell M, line N`` in a notebook (cells counted from 1), for messages
+    read next to the file rather than the cell."""
+    if finding.cell is not None:
+        return f"cell {finding.cell + 1}, line {finding.line}"
+    return f"line {finding.line}"
+
+
 def file_region(finding: Finding, positions: Positions | None) -> tuple[int, int, int, int]:
     """``(line, column, end line, end column)`` of a finding in the file itself: for a
     notebook, in its JSON text, which is what a code host shows; the cell's own when that

@@ -28,7 +28,7 @@ from typing import Sequence
 from autofix.diffs import display_path, lines_of
 from autofix.output.fixes import Hunk, hunks, overlaps, owners
 from autofix.output.formats import Formatter
-from autofix.output.locations import root_relative, source_root
+from autofix.output.locations import place, root_relative, source_root
 from autofix.results import FileResult, Finding
 
 
@@ -137,7 +137,7 @@ def body(findings: Sequence[Finding], replacement: str, together: Sequence[tuple
     """The review comment: what is fixed, then a ```suggestion block GitHub can apply.
     ``together`` are the line ranges of the other suggestions of the same fix."""
     if findings:
-        lines = [f"autofix: **{f.code}** ({_where(f)}) {f.message}" for f in findings]
+        lines = [f"autofix: **{f.code}** ({place(f)}) {f.message}" for f in findings]
     else:
         lines = ["autofix: part of this file's fix"]
     if together:
@@ -151,9 +151,3 @@ def body(findings: Sequence[Finding], replacement: str, together: Sequence[tuple
     fence = "`" * max(3, longest + 1)
     block = f"{fence}suggestion\n{text}\n{fence}" if replacement else f"{fence}suggestion\n{fence}"
     return "\n".join(lines) + "\n\n" + block + "\n"
-
-
-def _where(finding: Finding) -> str:
-    if finding.cell is not None:
-        return f"cell {finding.cell + 1}, line {finding.line}"
-    return f"line {finding.line}"
