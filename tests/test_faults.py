@@ -45,8 +45,44 @@ def populate(folder: Path) -> dict[Path, str]:
     return originals
 
 
-def leftovers(folder: Path) -> list[Path]:
-    return [p for p in folder.rglob("*") if ".autofix-" in p.name]
+def leftovers(folder: Path, wait: float = 10.0) -> list[Path]:
+    """Temporary files under ``folder``, once the watcher of a killed run has had its turn."""
+    deadline = time.monotonic() + wait
+    while True:
+        found = [p for p in folder.rglob("*") if ".autofix-" in p.name]
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+KILLED_BETWEEN_LINK_AND_RENAME = """
+import os, signal, sys
+from autofix import sourcefile
+if sys.argv[2] == "named":
+    sourcefile._NO_ANONYMOUS_LINK.add(os.stat(sys.argv[1]).st_dev)
+st = os.stat(sys.argv[1])
+name = sourcefile._write_temp(os.path.dirname(sys.argv[1]), "train.py", b"new = 1\\n", st)
+print(name, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("kind", ["anonymous", "named"])
+def test_killed_between_naming_the_temporary_file_and_the_rename(tmp_path, kind):
+    """The narrowest window: the temporary file has a name and the target is not replaced yet."""
+    target = tmp_path / "train.py"
+    target.write_text("old = 1\n")
+    process = subprocess.run(
+        [sys.executable, "-c", KILLED_BETWEEN_LINK_AND_RENAME, str(target), kind],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert process.returncode == -signal.SIGKILL, process.stderr
+    name = Path(process.stdout.strip())
+    assert name.parent == tmp_path and ".autofix-" in name.name
+    assert leftovers(tmp_path) == []
+    assert target.read_text() == "old = 1\n"
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])

@@ -16,6 +16,8 @@ import stat
 import tokenize
 from dataclasses import dataclass
 
+from autofix import tempguard
+
 
 class SourceError(Exception):
     """A file that cannot be read as Python source; the message is for the user."""
@@ -95,9 +97,10 @@ def write_atomic(path: str, data: bytes, expected_digest: str) -> None:
 
     The new content goes to a temporary file in the same directory, which is renamed over the
     original, so a reader (or a crash) sees either the old or the new file, never half of one.
-    On Linux the temporary file has no name until the moment before the rename, so even a
-    SIGKILL leaves nothing behind. Mode and (where allowed) owner are kept. Symlinks are
-    followed: the file they point to is replaced, the link itself stays.
+    On Linux the temporary file has no name until the moment before the rename, and a watcher
+    process (``tempguard``) removes it if autofix is killed in that moment. Mode and (where
+    allowed) owner are kept. Symlinks are followed: the file they point to is replaced, the
+    link itself stays.
     """
     target = os.path.realpath(path)
     try:
@@ -115,6 +118,7 @@ def write_atomic(path: str, data: bytes, expected_digest: str) -> None:
             if digest(current.read()) != expected_digest:
                 raise ChangedOnDisk("changed on disk since it was read; not overwritten")
         os.replace(temp_name, target)
+        tempguard.release(temp_name)
         temp_name = None
     except OSError as exc:
         raise SourceError(f"cannot be written: {exc.strerror or exc}") from None
@@ -124,6 +128,7 @@ def write_atomic(path: str, data: bytes, expected_digest: str) -> None:
                 os.unlink(temp_name)
             except OSError:
                 pass
+            tempguard.release(temp_name)
 
 
 def _temp_path(directory: str, base: str) -> str:
@@ -187,7 +192,12 @@ def _write_temp(directory: str, base: str, data: bytes, st: os.stat_result) -> s
             try:
                 _fill(fd, data, st)
                 name = _temp_path(directory, base)
-                _link_fd(fd, name)
+                tempguard.guard(name)
+                try:
+                    _link_fd(fd, name)
+                except OSError:
+                    tempguard.release(name)
+                    raise
                 return name
             except OSError:
                 # Some file systems (overlayfs) cannot link such files: use a named one.
@@ -195,12 +205,18 @@ def _write_temp(directory: str, base: str, data: bytes, st: os.stat_result) -> s
             finally:
                 os.close(fd)
     name = _temp_path(directory, base)
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    tempguard.guard(name)
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except BaseException:
+        tempguard.release(name)
+        raise
     try:
         _fill(fd, data, st)
     except BaseException:
         os.close(fd)
         os.unlink(name)
+        tempguard.release(name)
         raise
     os.close(fd)
     return name
