@@ -31,8 +31,6 @@ Not fixed (reported with the reason, or left alone):
 
 from __future__ import annotations
 
-import libcst as cst
-
 from autofix.blocks import BlockEdits
 from autofix.rule import Example, Outcome, Rule
 from autofix.tf.batching import BatchPlanner

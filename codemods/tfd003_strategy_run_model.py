@@ -248,7 +248,7 @@ class StrategyRunModel(Rule):
         params = _simple_args(call)
         if params is None:
             raise NotFound("its arguments are not a plain tuple of names")
-        statement, block = _placement(program, call)
+        _placement(program, call)  # the call must be a line of its own, else NotFound
         loop = _loop_of(program, call)
         if loop is None or program.block_of(loop) is None:
             raise NotFound("the loop is not a statement of a block")
