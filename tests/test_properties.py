@@ -15,6 +15,7 @@ from io import StringIO
 
 import hypothesmith
 import libcst as cst
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -89,6 +90,8 @@ def test_programs_assembled_from_fixtures(text):
     check_guarantees(text)
 
 
+# Random programs are valid but odd (``...()``): Python warns about them while compiling.
+@pytest.mark.filterwarnings("ignore::SyntaxWarning")
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(hypothesmith.from_grammar(auto_target=False))
 def test_random_valid_python_with_a_strategy(source):
