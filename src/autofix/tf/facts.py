@@ -61,6 +61,7 @@ class Facts:
 
     def __init__(self, program: Program) -> None:
         self.program = program
+        self._call_kinds: dict[cst.Call, Kind | str | cst.FunctionDef | None] = {}
         index = program.index
         self.calls = index.calls
         self.functions: dict[cst.FunctionDef, FunctionInfo] = {
@@ -476,10 +477,6 @@ class Facts:
         if call not in memo:
             memo[call] = self._call_kind(call)
         return memo[call]
-
-    @cached_property
-    def _call_kinds(self) -> dict[cst.Call, Kind | str | cst.FunctionDef | None]:
-        return {}
 
     def _call_kind(self, call: cst.Call) -> Kind | str | cst.FunctionDef | None:
         func = call.func

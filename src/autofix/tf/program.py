@@ -30,6 +30,7 @@ class Program:
         self._source = source
         # Rules ask the same names of the same expressions many times.
         self._names: dict[cst.CSTNode, frozenset[str]] = {}
+        self._ranges: dict[cst.CSTNode, tuple[dict, list[int], int]] = {}
 
     @cached_property
     def index(self) -> Index:
@@ -131,7 +132,7 @@ class Program:
     def _ranges_of(self, node: cst.CSTNode) -> tuple[dict, list[int], int]:
         """Offsets of the nodes of ``node`` in its own code, that code's line starts, and the
         line (1-based) at which that code's first line sits in the module."""
-        cache = self.__dict__.setdefault("_range_cache", {})
+        cache = self._ranges
         found = cache.get(node)
         if found is None:
             state = _OffsetState(default_indent=self.module.default_indent, default_newline=self.module.default_newline)
@@ -153,10 +154,12 @@ class Program:
             found = cache[node] = (state.ranges, starts, first)
         return found
 
+    @cached_property
+    def _source_lines(self) -> list[str]:
+        return _NEWLINE.split(self._source or "")
+
     def _source_line(self, line: int) -> str:
-        lines = self.__dict__.get("_source_lines")
-        if lines is None:
-            lines = self.__dict__["_source_lines"] = _NEWLINE.split(self._source or "")
+        lines = self._source_lines
         return lines[line - 1] if 0 < line <= len(lines) else ""
 
     def position(self, node: cst.CSTNode) -> CodeRange:
