@@ -81,9 +81,8 @@ def _watch() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     pending: set[bytes] = set()
     buffer = b""
-    stdin = sys.stdin.buffer.raw if hasattr(sys.stdin.buffer, "raw") else sys.stdin.buffer
     while True:
-        chunk = stdin.read(65536)
+        chunk = os.read(0, 65536)
         if not chunk:
             break
         buffer += chunk
