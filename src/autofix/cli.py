@@ -23,12 +23,14 @@ from autofix import __version__, config, notebooks, registry
 from autofix.diffs import display_path, unified_diff
 from autofix.discovery import DEFAULT_INCLUDE, Discovery
 from autofix.engine import Options, Runner, process_text
+from autofix.exitcodes import ERROR as EXIT_ERROR
+from autofix.exitcodes import FINDINGS as EXIT_FINDINGS
+from autofix.exitcodes import OK as EXIT_OK
 from autofix.output import FORMATS
 from autofix.output.formats import finding_note, location
 from autofix.results import FileResult
 from autofix.sourcefile import SourceError, decode
 
-EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 FORMATS_WITH_FIXES = frozenset({"json", "sarif", "suggestions"})
 # Below this many files a progress bar only flickers.
 PROGRESS_MIN_FILES = 20

@@ -8,6 +8,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from autofix.exitcodes import HARNESS as EXIT_HARNESS
 from autofix.smoke.report import FitRecord, SmokeReport
 
 
@@ -86,7 +87,7 @@ def report_view(report: SmokeReport, shown_path: str) -> Group:
         foot += f" (+ {report.startup_seconds:.1f} s TensorFlow start-up)"
     if report.peak_memory_mb is not None:
         foot += f", peak memory {report.peak_memory_mb:.0f} MB"
-    verdict = Text("PASSED" if report.ok else ("HARNESS FAILED" if report.exit_code == 2 else "FAILED"), style="bold green" if report.ok else "bold red")
+    verdict = Text("PASSED" if report.ok else ("HARNESS FAILED" if report.exit_code == EXIT_HARNESS else "FAILED"), style="bold green" if report.ok else "bold red")
     parts.append(Text.assemble(verdict, "  ", (foot, "dim")))
     for note in report.notes:
         parts.append(Text(f"note: {note}", style="dim"))

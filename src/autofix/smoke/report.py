@@ -52,7 +52,9 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-EXIT_OK, EXIT_FAILED, EXIT_HARNESS = 0, 1, 2
+from autofix.exitcodes import FAILED as EXIT_FAILED
+from autofix.exitcodes import HARNESS as EXIT_HARNESS
+from autofix.exitcodes import OK as EXIT_OK
 
 
 @dataclass(frozen=True)
