@@ -26,23 +26,23 @@ from __future__ import annotations
 
 import libcst as cst
 
-from autofix.blocks import BlockEdits
-from autofix.rule import SUPPRESSED, Example, Outcome, Report, Rule
-from autofix.tf.datasets import PASSTHROUGH
-from autofix.tf.facts import Facts
-from autofix.tf.program import Program
-from autofix.tf.symbols import Kind
-from autofix.tf.training import (
+from autofix.analysis.dataflow import PASSTHROUGH
+from autofix.analysis.facts import Facts
+from autofix.analysis.program import Program
+from autofix.analysis.syntax import names_in, root_name
+from autofix.analysis.training import batch_size_of, compile_of, fit_datasets
+from autofix.codegen import (
+    BlockEdits,
     NotFound,
-    batch_size_of,
-    compile_of,
-    fit_datasets,
+    fresh_name,
     fresh_names,
     keras_spelling,
     module_alias,
     per_example_loss,
     visible_at,
 )
+from autofix.rule import Example, Rule
+from autofix.tf.symbols import Kind
 
 MODEL_MESSAGE = "strategy.run was given a model: it takes a per-replica step function (this call raises)"
 EAGER_MESSAGE = "strategy.run is called eagerly in a training loop: every step runs op by op instead of as a graph"
@@ -112,42 +112,22 @@ class StrategyRunModel(Rule):
         ),
     )
 
-    def run(self, program: Program) -> Outcome:
-        facts = program.facts
-        if not facts.strategies:
-            return Outcome()
-        edits = BlockEdits()
-        reports: list[Report] = []
+    def check(self) -> None:
+        program, facts = self.program, self.facts
         for call in facts.strategy_run_calls():
             if not call.args:
                 continue
             target = call.args[0].value
-            if program.suppressed(call, self.CODE):
-                if _keras_object(facts, target) or _eager_in_loop(program, call):
-                    reports.append(Report(call, MODEL_MESSAGE if _keras_object(facts, target) else EAGER_MESSAGE, SUPPRESSED))
-                continue
             if _keras_object(facts, target):
-                try:
-                    self._replace_model_run(program, call, target, edits)
-                except NotFound as why:
-                    reports.append(Report(call, MODEL_MESSAGE, str(why)))
-                else:
-                    reports.append(Report(call, MODEL_MESSAGE))
-                continue
-            if _eager_in_loop(program, call):
-                try:
-                    self._wrap_in_function(program, call, edits)
-                except NotFound as why:
-                    reports.append(Report(call, EAGER_MESSAGE, str(why)))
-                else:
-                    reports.append(Report(call, EAGER_MESSAGE))
-        return Outcome(reports, edits=edits, tree=program.module)
+                self.fix(call, MODEL_MESSAGE, lambda edits, call=call, target=target: self._replace_model_run(program, call, target, edits))
+            elif _eager_in_loop(program, call):
+                self.fix(call, EAGER_MESSAGE, lambda edits, call=call: self._wrap_in_function(program, call, edits))
 
     # --- strategy.run(model) ---------------------------------------------------------------------
 
     def _replace_model_run(self, program: Program, call: cst.Call, target: cst.BaseExpression, edits: BlockEdits) -> None:
-        facts = program.facts
-        model = _root(target)
+        facts = Facts.of(program)
+        model = root_name(target)
         if model is None:
             raise NotFound("the model is not a plain name autofix can follow")
         strategy = call.func.value  # type: ignore[union-attr]
@@ -170,7 +150,7 @@ class StrategyRunModel(Rule):
         global_batch = ""
         if batch is not None and visible_at(program, batch, call):
             global_batch = f", global_batch_size={program.module.code_for_node(batch)}"
-        locals_ = _step_locals(program, [model.value, loss_fn.split(".")[0], tf, *_names_in(batch)])
+        locals_ = _step_locals([model.value, loss_fn.split(".")[0], tf, *(n.value for n in names_in(batch))])
         body = (
             f"@{tf}.function\n"
             f"def {names['train_step']}(inputs):\n"
@@ -216,7 +196,7 @@ class StrategyRunModel(Rule):
         edits.add(block, insert)
 
     def _dataset(self, program: Program, model: cst.Name, call: cst.Call) -> cst.BaseExpression:
-        for dataset in fit_datasets(program.facts, model):
+        for dataset in fit_datasets(Facts.of(program), model):
             # ``fit(train_ds.take(1))`` trains on (part of) ``train_ds``.
             while (
                 isinstance(dataset, cst.Call)
@@ -235,7 +215,7 @@ class StrategyRunModel(Rule):
     # --- eager strategy.run in a loop ----------------------------------------------------------
 
     def _wrap_in_function(self, program: Program, call: cst.Call, edits: BlockEdits) -> None:
-        facts = program.facts
+        facts = Facts.of(program)
         tf = module_alias(program, "tensorflow")
         if tf is None:
             raise NotFound("the script does not import tensorflow as a module (import tensorflow as tf)")
@@ -277,17 +257,11 @@ class StrategyRunModel(Rule):
 
 
 def _keras_object(facts: Facts, expr: cst.BaseExpression) -> bool:
-    root = _root(expr)
+    root = root_name(expr)
     if root is None:
         return False
     kinds = facts._value_kinds(root)
     return any(k in (Kind.MODEL, Kind.LAYER, Kind.LOAD) or isinstance(k, cst.FunctionDef) and facts.effects.get(k) and facts.effects[k].creates for k in kinds)
-
-
-def _root(expr: cst.BaseExpression) -> cst.Name | None:
-    while isinstance(expr, cst.Attribute):
-        expr = expr.value
-    return expr if isinstance(expr, cst.Name) else None
 
 
 def _placement(program: Program, call: cst.Call) -> tuple[cst.BaseStatement, cst.Module | cst.IndentedBlock]:
@@ -299,33 +273,15 @@ def _placement(program: Program, call: cst.Call) -> tuple[cst.BaseStatement, cst
 
 
 def _defined_before(program: Program, name: cst.Name, site: cst.CSTNode) -> bool:
-    bindings = program.facts.bindings(name) or []
+    bindings = Facts.of(program).bindings(name) or []
     line = program.position(site).start.line
     return bool(bindings) and all(program.position(b).start.line < line for b in bindings)
 
 
-def _names_in(expr: cst.CSTNode | None) -> list[str]:
-    if expr is None:
-        return []
-    found: list[str] = []
-
-    class Visitor(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            found.append(node.value)
-
-    expr.visit(Visitor())
-    return found
-
-
-def _step_locals(program: Program, read: list[str]) -> dict[str, str]:
+def _step_locals(read: list[str]) -> dict[str, str]:
     """Local names of the generated step, kept clear of the names it reads."""
-    chosen = {}
-    for name in ("features", "labels", "tape", "predictions", "per_example_loss", "loss", "gradients"):
-        candidate, n = name, 2
-        while candidate in read or candidate in chosen.values():
-            candidate, n = f"{name}_{n}", n + 1
-        chosen[name] = candidate
-    return chosen
+    taken = set(read)
+    return {name: fresh_name(taken, name) for name in ("features", "labels", "tape", "predictions", "per_example_loss", "loss", "gradients")}
 
 
 def _eager_in_loop(program: Program, call: cst.Call) -> bool:
@@ -347,18 +303,18 @@ def _compiled(program: Program, function: cst.FunctionDef) -> bool:
         expr = decorator.decorator
         if isinstance(expr, cst.Call):
             expr = expr.func
-        if "tensorflow.function" in program.facts.names_of(expr):
+        if "tensorflow.function" in Facts.of(program).names_of(expr):
             return True
-    for ref in program.facts.references(function):
+    for ref in Facts.of(program).references(function):
         parent = program.parent(ref)
         holder = program.parent(parent) if isinstance(parent, cst.Arg) else None
-        if isinstance(holder, cst.Call) and "tensorflow.function" in program.facts.names_of(holder.func):
+        if isinstance(holder, cst.Call) and "tensorflow.function" in Facts.of(program).names_of(holder.func):
             return True
     return False
 
 
 def _untraceable(program: Program, function: cst.FunctionDef) -> str | None:
-    facts = program.facts
+    facts = Facts.of(program)
     if _compiled(program, function):
         return None
 
@@ -389,7 +345,7 @@ def _untraceable(program: Program, function: cst.FunctionDef) -> str | None:
                 if func.attr.value in ("numpy", "item", "tolist"):
                     self.why = "converts tensors to Python values"
                     return
-                root = _root(func)
+                root = root_name(func)
                 if root is not None and (facts.is_model_name(root) or facts.is_layer_name(root) or _keras_value(facts, root)):
                     return
                 if func.attr.value in ("gradient", "apply_gradients", "update_state", "assign", "assign_add", "assign_sub"):

@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from autofix.blocks import BlockEdits
-from autofix.rule import SUPPRESSED, Example, Outcome, Report, Rule
-from autofix.tf.facts import Facts
-from autofix.tf.program import Program
+from autofix.analysis.facts import Facts
+from autofix.analysis.program import Program
+from autofix.analysis.training import batch_size_of
+from autofix.codegen import BlockEdits, NotFound, module_alias, visible_at, with_reduction_none
+from autofix.rule import Example, Rule
 from autofix.tf.symbols import Kind
-from autofix.tf.training import batch_size_of, module_alias, visible_at
 
 _MEANS = frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean"})
 _AVERAGE = "tensorflow.nn.compute_average_loss"
@@ -117,56 +117,46 @@ class UnscaledCustomLoss(Rule):
         ),
     )
 
-    def run(self, program: Program) -> Outcome:
-        facts = program.facts
-        if not facts.strategies:
-            return Outcome()
-        steps = _steps(facts)
-        if not steps:
-            return Outcome()
+    def check(self) -> None:
+        program, facts = self.program, self.facts
+        self.steps = _steps(facts)
+        if not self.steps:
+            return
         tf = module_alias(program, "tensorflow")
-        edits = BlockEdits()
-        reports: list[Report] = []
-        reconstructed: set[int] = set()
-        for function, root in steps.items():
+        self.average = f"{tf}.nn.compute_average_loss" if tf else None
+        # Loss objects already given reduction="none" by an earlier fix in this file.
+        self.reconstructed: set[int] = set()
+        for function, root in self.steps.items():
             batch = _global_batch(program, root, function)
-            average = f"{tf}.nn.compute_average_loss" if tf else None
             suffix = f", global_batch_size={program.module.code_for_node(batch)}" if batch is not None else ""
             for call in facts.functions[function].calls:
                 names = facts.names_of(call.func)
                 if names & _MEANS and call.args:
-                    self._mean(program, call, average, suffix, steps, edits, reports, reconstructed)
+                    self._mean(call, suffix)
                 elif facts.call_kind(call) is None and _loss_object(facts, call.func) is not None:
-                    self._loss_call(program, call, average, suffix, steps, edits, reports, reconstructed)
-        return Outcome(reports, edits=edits, tree=program.module)
+                    self._loss_call(call, suffix)
 
-    def _mean(self, program, call, average, suffix, steps, edits, reports, reconstructed) -> None:
-        facts = program.facts
+    def _mean(self, call: cst.Call, suffix: str) -> None:
         inner = call.args[0].value
         if len(call.args) > 1 or call.args[0].keyword is not None:
-            reports.append(Report(call, MEAN_MESSAGE, "it reduces over given axes, so its shape is not one loss per example"))
+            self.report(call, MEAN_MESSAGE, "it reduces over given axes, so its shape is not one loss per example")
             return
-        kind = _per_example(facts, inner)
-        if program.suppressed(call, self.CODE):
-            reports.append(Report(call, MEAN_MESSAGE, SUPPRESSED))
-            return
-        if kind is None:
-            reports.append(Report(call, MEAN_MESSAGE, "what it averages is not known to be one loss per example"))
-            return
-        if kind == "default":
-            why = self._make_none(program, inner, steps, edits, reconstructed)
-            if why:
-                reports.append(Report(call, DEFAULT_MESSAGE, why))
-                return
-        if average is None:
-            reports.append(Report(call, MEAN_MESSAGE, "the script does not import tensorflow as a module"))
-            return
-        code = program.module.code_for_node(inner)
-        edits.replace(call, lambda _node, code=code: cst.parse_expression(f"{average}({code}{suffix})"))
-        reports.append(Report(call, MEAN_MESSAGE if kind != "default" else DEFAULT_MESSAGE))
+        kind = _per_example(self.facts, inner)
+        message = DEFAULT_MESSAGE if kind == "default" else MEAN_MESSAGE
 
-    def _loss_call(self, program, call, average, suffix, steps, edits, reports, reconstructed) -> None:
-        facts = program.facts
+        def plan(edits: BlockEdits) -> None:
+            if kind is None:
+                raise NotFound("what it averages is not known to be one loss per example")
+            average = self._average()
+            if kind == "default":
+                self._make_none(inner, edits)
+            code = self.program.module.code_for_node(inner)
+            edits.replace(call, lambda _node: cst.parse_expression(f"{average}({code}{suffix})"))
+
+        self.fix(call, message, plan)
+
+    def _loss_call(self, call: cst.Call, suffix: str) -> None:
+        program, facts = self.program, self.facts
         obj = _loss_object(facts, call.func)
         if obj is None or _reduction(obj) != "default":
             return
@@ -184,39 +174,39 @@ class UnscaledCustomLoss(Rule):
             and "num_replicas_in_sync" in program.module.code_for_node(parent.right)
         ):
             target, message = parent, TWICE_MESSAGE
-        if program.suppressed(call, self.CODE):
-            reports.append(Report(call, message, SUPPRESSED))
-            return
-        why = self._make_none(program, call, steps, edits, reconstructed)
-        if why is None and average is None:
-            why = "the script does not import tensorflow as a module"
-        if why:
-            reports.append(Report(call, message, why))
-            return
-        code = program.module.code_for_node(call)
-        edits.replace(target, lambda _node, code=code: cst.parse_expression(f"{average}({code}{suffix})"))
-        reports.append(Report(call, message))
 
-    def _make_none(self, program: Program, call: cst.Call, steps, edits: BlockEdits, reconstructed: set[int]) -> str | None:
+        def plan(edits: BlockEdits) -> None:
+            average = self._average()
+            self._make_none(call, edits)
+            code = program.module.code_for_node(call)
+            edits.replace(target, lambda _node: cst.parse_expression(f"{average}({code}{suffix})"))
+
+        self.fix(call, message, plan)
+
+    def _average(self) -> str:
+        if self.average is None:
+            raise NotFound("the script does not import tensorflow as a module")
+        return self.average
+
+    def _make_none(self, call: cst.Call, edits: BlockEdits) -> None:
         """Give the loss object ``call`` uses ``reduction="none"``, if nothing else uses it."""
-        facts = program.facts
+        program, facts = self.program, self.facts
         construction = _loss_object(facts, call.func)
         if construction is None:
-            return "the loss object is not made in this file"
-        if id(construction) in reconstructed:
-            return None
+            raise NotFound("the loss object is not made in this file")
+        if id(construction) in self.reconstructed:
+            return
         if isinstance(call.func, cst.Name):
             for binding in facts.bindings(call.func) or []:
                 for use in facts.uses(binding) if isinstance(binding, cst.Name) else []:
-                    function = _function_of(program, use)
-                    if function not in steps:
-                        return (
+                    function = program.enclosing_function(use)
+                    if function not in self.steps:
+                        raise NotFound(
                             f"{call.func.value} is also used outside the training step (line "
-                            f"{program.position(use).start.line}); changing its reduction would change that use too"
+                            f"{program.line(use)}); changing its reduction would change that use too"
                         )
-        reconstructed.add(id(construction))
-        edits.replace(construction, _with_reduction_none)
-        return None
+        self.reconstructed.add(id(construction))
+        edits.replace(construction, with_reduction_none)
 
 
 def _steps(facts: Facts) -> dict[cst.FunctionDef, cst.FunctionDef]:
@@ -278,37 +268,10 @@ def _per_example(facts: Facts, expr: cst.BaseExpression) -> str | None:
     return None
 
 
-def _with_reduction_none(node: cst.Call) -> cst.Call:
-    args = [a for a in node.args if not (a.keyword is not None and a.keyword.value == "reduction")]
-    new = cst.Arg(
-        value=cst.SimpleString('"none"'),
-        keyword=cst.Name("reduction"),
-        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
-    )
-    if args:
-        last = args[-1]
-        if isinstance(last.comma, cst.Comma):
-            args.append(new.with_changes(comma=last.comma))
-            args[-2] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        else:
-            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-            args.append(new)
-    else:
-        args = [new]
-    return node.with_changes(args=args)
-
-
-def _function_of(program: Program, node: cst.CSTNode) -> cst.FunctionDef | None:
-    for ancestor in program.ancestors(node):
-        if isinstance(ancestor, cst.FunctionDef):
-            return ancestor
-    return None
-
-
 def _global_batch(program: Program, step: cst.FunctionDef, where: cst.FunctionDef) -> cst.BaseExpression | None:
     """The batch size of the distributed dataset ``step`` is fed from, if it can be named
     inside ``where``."""
-    facts = program.facts
+    facts = Facts.of(program)
     if not any(c.args and facts.local_definition(c.args[0].value) is step for c in facts.strategy_run_calls()):
         return None
     batches = [batch_size_of(program, source) for source in _distributed_sources(program)]
@@ -322,7 +285,7 @@ def _global_batch(program: Program, step: cst.FunctionDef, where: cst.FunctionDe
 
 def _distributed_sources(program: Program) -> list[cst.BaseExpression]:
     """The datasets passed to strategy.experimental_distribute_dataset in this file."""
-    facts = program.facts
+    facts = Facts.of(program)
     found = []
     for call, _owner in facts.calls:
         func = call.func

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from autofix.blocks import BlockEdits
-from autofix.rule import SUPPRESSED, Example, Outcome, Report, Rule
-from autofix.tf.batching import scaled
-from autofix.tf.contexts import Contexts
-from autofix.tf.program import Program
+from autofix.analysis.contexts import Contexts
+from autofix.analysis.facts import Facts
+from autofix.analysis.program import Program
+from autofix.codegen import scaled
+from autofix.rule import Example, Rule
 from autofix.tf.symbols import Kind
 
 _SCHEDULES = ("keras.optimizers.schedules.",)
@@ -52,6 +52,7 @@ class UnscaledLearningRate(Rule):
     NAME = "unscaled-learning-rate"
     DESCRIPTION = "Constant learning rate not scaled with the global batch (unsafe, opt-in)"
     SAFE = False
+    OPT_IN = True
     EXAMPLES = (
         Example(
             before=(
@@ -87,22 +88,17 @@ class UnscaledLearningRate(Rule):
         ),
     )
 
-    def run(self, program: Program) -> Outcome:
-        facts = program.facts
-        if not facts.strategies:
-            return Outcome()
+    def check(self) -> None:
+        program, facts = self.program, self.facts
         contexts = Contexts.of(program)
-        edits = BlockEdits()
-        reports: list[Report] = []
         for call, _owner in facts.calls:
             if facts.call_kind(call) is Kind.OPTIMIZER and self._trains(program, call):
-                self._optimizer(program, contexts, call, edits, reports)
+                self._optimizer(program, contexts, call)
             elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "compile":
-                self._string_optimizer(program, contexts, call, reports)
-        return Outcome(reports, edits=edits, tree=program.module)
+                self._string_optimizer(program, contexts, call)
 
-    def _optimizer(self, program: Program, contexts: Contexts, call: cst.Call, edits: BlockEdits, reports: list[Report]) -> None:
-        facts = program.facts
+    def _optimizer(self, program: Program, contexts: Contexts, call: cst.Call) -> None:
+        facts = Facts.of(program)
         if not any(n.rpartition(".")[2][:1].isupper() for n in facts.names_of(call.func)):
             return  # keras.optimizers.get(...) and the like: no rate of its own here
         arg = next((a for a in call.args if a.keyword and a.keyword.value == "learning_rate"), None)
@@ -112,25 +108,23 @@ class UnscaledLearningRate(Rule):
         if context is None:
             return
         if arg is None:
-            reports.append(Report(call, MESSAGE, "it uses the optimizer's default rate; pass learning_rate=<rate> * strategy.num_replicas_in_sync"))
+            self.report(call, MESSAGE, "it uses the optimizer's default rate; pass learning_rate=<rate> * strategy.num_replicas_in_sync")
             return
         value = arg.value
         if self._schedule_or_scaled(program, value):
             return
         if context.conflict:
-            reports.append(Report(value, MESSAGE, context.conflict))
+            self.report(value, MESSAGE, context.conflict)
             return
         where = contexts.at(call)
         if where is None or where[0].strategy is not context.strategy or (
             where[0].index is not None and where[1] <= where[0].index
         ):
-            reports.append(Report(value, MESSAGE, "the optimizer is made before the strategy exists; TFD001 moves it into strategy.scope() first, after which it is scaled"))
+            self.report(value, MESSAGE, "the optimizer is made before the strategy exists; TFD001 moves it into strategy.scope() first, after which it is scaled")
             return
-        if program.suppressed(value, self.CODE):
-            reports.append(Report(value, MESSAGE, SUPPRESSED))
+        if not self.report(value, MESSAGE):
             return
         name = context.strategy.name
-        reports.append(Report(value, MESSAGE))
 
         def rewrite(node: cst.Arg, name: str = name) -> cst.Arg:
             return node.with_changes(
@@ -139,32 +133,30 @@ class UnscaledLearningRate(Rule):
                 value=scaled(node.value, name),
             )
 
-        edits.replace(arg, rewrite)
+        self.edits.replace(arg, rewrite)
 
-    def _string_optimizer(self, program: Program, contexts: Contexts, call: cst.Call, reports: list[Report]) -> None:
+    def _string_optimizer(self, program: Program, contexts: Contexts, call: cst.Call) -> None:
         arg = next((a for a in call.args if a.keyword and a.keyword.value == "optimizer"), None)
         if arg is None and call.args and call.args[0].keyword is None:
             arg = call.args[0]
         if arg is None or not isinstance(arg.value, cst.SimpleString):
             return
-        if program.facts.call_kind(call) != "compile" or _context(contexts, call) is None:
+        if Facts.of(program).call_kind(call) != "compile" or _context(contexts, call) is None:
             return
         name = _STRING_OPTIMIZERS.get(arg.value.evaluated_value.lower())
         if name is None:
             return
-        reports.append(
-            Report(
-                arg.value,
-                MESSAGE,
-                f"a string optimizer uses its default rate; to scale it, pass "
-                f"keras.optimizers.{name}(learning_rate=<rate> * strategy.num_replicas_in_sync)",
-            )
+        self.report(
+            arg.value,
+            MESSAGE,
+            f"a string optimizer uses its default rate; to scale it, pass "
+            f"keras.optimizers.{name}(learning_rate=<rate> * strategy.num_replicas_in_sync)",
         )
 
     def _trains(self, program: Program, call: cst.Call) -> bool:
         """Whether the optimizer made by ``call`` trains a model: passed to compile (directly or
         through a name), or applying gradients."""
-        facts = program.facts
+        facts = Facts.of(program)
         parent = program.parent(call)
         if isinstance(parent, cst.Arg):
             owner = program.parent(parent)
@@ -183,7 +175,7 @@ class UnscaledLearningRate(Rule):
         return False
 
     def _schedule_or_scaled(self, program: Program, value: cst.BaseExpression, depth: int = 0) -> bool:
-        facts = program.facts
+        facts = Facts.of(program)
         if depth > 6:
             return True
         if isinstance(value, (cst.Lambda,)):
@@ -216,7 +208,7 @@ def _context(contexts: Contexts, node: cst.CSTNode):
     made before the strategy in the block that creates it, that block's context."""
     found = contexts.at(node)
     if found is None:
-        function = contexts.enclosing_function(node)
+        function = contexts.program.enclosing_function(node)
         context = contexts.function_context(function) if function is not None else None
         return context
     return found[0]

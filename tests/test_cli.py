@@ -36,12 +36,22 @@ def test_check_reports_findings_and_exits_1(repo):
     assert result.stdout.splitlines() == [
         "train.py:4:9: TFD001 [*] model built outside strategy.scope(), so its variables are not mirrored across replicas",
         "train.py:5:1: TFD001 [*] compile() called outside strategy.scope(), so its variables are not mirrored across replicas",
+    ]
+    assert "Checked 2 files, 2 findings (TFD001 2), 2 fixable" in result.stderr
+    assert "suggestion" not in result.stderr
+    assert (repo / "train.py").read_text() == BROKEN
+
+
+def test_the_opt_in_rule_runs_only_when_named(repo):
+    result = run("check", "--select", "TFD,TFD005", ".")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[2:] == [
         "train.py:5:25: TFD005 learning rate is not scaled with the global batch: linear scaling multiplies it by "
         "strategy.num_replicas_in_sync (suggestion; no automatic fix: a string optimizer uses its default rate; to "
         "scale it, pass keras.optimizers.Adam(learning_rate=<rate> * strategy.num_replicas_in_sync))",
     ]
     assert "Checked 2 files, 2 findings (TFD001 2), 2 fixable, 1 suggestion (--unsafe-fixes to apply)" in result.stderr
-    assert (repo / "train.py").read_text() == BROKEN
+    assert "TFD005" not in run("check", "--select", "ALL", ".").stdout
 
 
 def test_check_clean_exits_0(repo):
@@ -52,10 +62,10 @@ def test_check_clean_exits_0(repo):
 
 def test_suggestions_do_not_fail_check_unless_unsafe_fixes_are_on(repo):
     (repo / "ok.py").write_text(FIXED)
-    result = run("check", "ok.py")
+    result = run("check", "--select", "TFD005", "ok.py")
     assert result.exit_code == 0
     assert "TFD005" in result.stdout and "suggestion" in result.stdout
-    assert run("check", "--unsafe-fixes", "ok.py").exit_code == 1
+    assert run("check", "--select", "TFD005", "--unsafe-fixes", "ok.py").exit_code == 1
 
 
 def test_check_with_a_bad_file_exits_2_and_still_reports_the_others(repo):
@@ -157,7 +167,7 @@ def test_select_and_ignore(repo):
 
 
 def test_json_format(repo):
-    result = run("check", "--format", "json", ".")
+    result = run("check", "--format", "json", "--select", "TFD001,TFD005", ".")
     assert result.exit_code == 1
     items = json.loads(result.stdout)
     assert [(i["path"], i["code"], i["line"], i["column"], i["fixable"], i["unsafe"]) for i in items] == [
@@ -177,7 +187,7 @@ def test_github_format(repo):
 def test_output_file(repo):
     result = run("check", "--format", "json", "--output", "report.json", ".")
     assert result.exit_code == 1 and result.stdout == ""
-    assert len(json.loads((repo / "report.json").read_text())) == 3
+    assert len(json.loads((repo / "report.json").read_text())) == 2
 
 
 def test_rules_and_explain():

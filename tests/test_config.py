@@ -117,7 +117,7 @@ def test_select_and_the_command_line_override(project):
 
 
 def test_ignore_and_the_command_line_override(project):
-    project("ignore = ['TFD001', 'TFD005']")
+    project("select = ['TFD', 'TFD005']\nignore = ['TFD001', 'TFD005']")
     assert codes(check(".")) == [("train.py", "TFD002")]
     # --ignore replaces the table's list; an empty one clears it.
     assert {c for _, c in codes(check("--ignore", "TFD002", "."))} == {"TFD001", "TFD005"}
@@ -125,12 +125,12 @@ def test_ignore_and_the_command_line_override(project):
 
 
 def test_unsafe_fixes_and_the_command_line_override(project):
-    project("unsafe-fixes = true")
+    project("select = ['TFD005']\nunsafe-fixes = true")
     items = json.loads(check(".").stdout)
     assert [i["fixable"] for i in items if i["code"] == "TFD005"] == [True]
     items = json.loads(check("--no-unsafe-fixes", ".").stdout)
     assert [i["fixable"] for i in items if i["code"] == "TFD005"] == [False]
-    project("unsafe-fixes = false")
+    project("select = ['TFD005']\nunsafe-fixes = false")
     items = json.loads(check("--unsafe-fixes", ".").stdout)
     assert [i["fixable"] for i in items if i["code"] == "TFD005"] == [True]
 
@@ -197,7 +197,8 @@ def test_fix_uses_the_table(project):
 
 def test_isolated_and_config_file(project, tmp_path_factory):
     project("select = ['TFD002']")
-    assert {c for _, c in codes(check("--isolated", "."))} == {"TFD001", "TFD002", "TFD005"}
+    # Without the table, the default rules run (TFD005 is opt-in).
+    assert {c for _, c in codes(check("--isolated", "."))} == {"TFD001", "TFD002"}
     elsewhere = tmp_path_factory.mktemp("cfg") / "pyproject.toml"
     elsewhere.write_text("[tool.autofix]\nselect = ['TFD001']\n")
     assert {c for _, c in codes(check("--config", str(elsewhere), "."))} == {"TFD001"}

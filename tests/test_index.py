@@ -17,7 +17,7 @@ from libcst.metadata import (
 )
 from libcst.metadata.scope_provider import Assignment
 
-from autofix.tf.program import Program
+from autofix.analysis.program import Program
 from autofix.tf.symbols import canonical
 from fixturecases import FIXTURES, ROOT, read
 
@@ -25,6 +25,7 @@ from fixturecases import FIXTURES, ROOT, read
 SOURCES = (
     sorted(FIXTURES.rglob("*.py"))
     + sorted((ROOT / "src" / "autofix" / "tf").glob("*.py"))
+    + sorted((ROOT / "src" / "autofix" / "analysis").glob("*.py"))
     + [ROOT / "src" / "autofix" / "output" / "suggestions.py", ROOT / "src" / "autofix" / "smoke" / "harness.py"]
 )
 

@@ -48,7 +48,17 @@ def test_examples_hold(rule, example):
 
 
 def test_select_prefixes_and_unknown_codes():
-    assert [r.CODE for r in registry.select(("tfd00",))] == [r.CODE for r in RULES if r.CODE.startswith("TFD00")]
-    assert registry.select(None, ("TFD001",)) == tuple(r for r in RULES if r.CODE != "TFD001")
+    regular = [r for r in RULES if not r.OPT_IN]
+    assert [r.CODE for r in registry.select(("tfd00",))] == [r.CODE for r in regular if r.CODE.startswith("TFD00")]
+    assert registry.select(None, ("TFD001",)) == tuple(r for r in regular if r.CODE != "TFD001")
     with pytest.raises(registry.UnknownRule):
         registry.select(("NOPE",))
+
+
+def test_opt_in_rules_run_only_when_named_exactly():
+    opt_in = [r for r in RULES if r.OPT_IN]
+    assert [r.CODE for r in opt_in] == ["TFD005"]
+    for selection in (None, ("ALL",), ("TFD",), ("TFD00",)):
+        assert not set(registry.select(selection)) & set(opt_in)
+    assert registry.select(("tfd005",)) == tuple(opt_in)
+    assert registry.select(("TFD00", "TFD005")) == RULES

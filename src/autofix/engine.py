@@ -27,7 +27,7 @@ from autofix.rule import NO_FIX, Outcome, Rule
 from autofix.sourcefile import SourceError, read_source, write_atomic
 from autofix.suppressions import ALL, Suppressions
 from autofix.suppressions import parse as parse_suppressions
-from autofix.tf.program import Program
+from autofix.analysis.program import Program
 
 
 @dataclass(frozen=True)

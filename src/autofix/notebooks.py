@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from autofix.blocks import CELL_MARKER as MARKER
+from autofix.codegen import CELL_MARKER as MARKER
 
 _MARKER_LINE = re.compile(rf"^{MARKER}\((\d+)\)\r?$")
 _PLACEHOLDER = "# autofix-ipython:"

@@ -42,17 +42,23 @@ def rule_by_code(code: str) -> type[Rule]:
 
 
 def select(select: tuple[str, ...] | None, ignore: tuple[str, ...] = ()) -> tuple[type[Rule], ...]:
-    """The rules to run. Codes may be prefixes (``TFD00`` selects all five); unknown ones raise."""
+    """The rules to run. Codes may be prefixes (``TFD00``) or ``ALL``; unknown ones raise. An
+    opt-in rule (TFD005) runs only when its own code is selected: no prefix, ``ALL`` or
+    default selection includes it."""
     rules = all_rules()
     codes = [r.CODE for r in rules]
+    regular = {r.CODE for r in rules if not r.OPT_IN}
 
-    def matching(prefix: str) -> set[str]:
-        found = {c for c in codes if c.startswith(prefix.upper())} if prefix else set()
-        if not found and prefix.upper() != "ALL":
+    def matching(prefix: str, selecting: bool = False) -> set[str]:
+        prefix = prefix.upper()
+        found = {c for c in codes if c.startswith(prefix)} if prefix else set()
+        if not found and prefix != "ALL":
             raise UnknownRule(prefix)
-        return set(codes) if prefix.upper() == "ALL" else found
+        found = set(codes) if prefix == "ALL" else found
+        # Selecting by a prefix or ALL leaves opt-in rules out; naming one exactly takes it.
+        return {c for c in found if c in regular or c == prefix} if selecting else found
 
-    chosen = set(codes) if not select else set().union(*(matching(s) for s in select))
+    chosen = set(regular) if not select else set().union(*(matching(s, selecting=True) for s in select))
     for code in ignore:
         chosen -= matching(code)
     return tuple(r for r in rules if r.CODE in chosen)

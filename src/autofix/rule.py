@@ -1,13 +1,19 @@
 """The base class every rule in ``codemods/`` derives from.
 
-The engine calls :meth:`Rule.run` with a shared :class:`~autofix.tf.program.Program`, so that
-one parse and one metadata pass serve all rules. Rules never print: they return what they found
-and the tree they would write.
+A rule is a class with a code, a name, a one-line description, a docstring that says what it
+will not fix, before/after :class:`Example` data, and one method, :meth:`Rule.check`, which
+reads the shared analysis of the file and calls :meth:`Rule.report` for each finding and
+``self.edits`` (a :class:`~autofix.codegen.BlockEdits`) for each change. The base applies
+``# autofix: ignore`` comments, merges repeated reports of one place, and hands the engine an
+:class:`Outcome`. Rules never print.
 
-A rule is also a libcst codemod: ``python -m libcst.tool codemod <module>.<Class> PATH`` runs it.
-The tool makes the command with a ``CodemodContext``; given one, the rule class makes an instance
-of a ``CodemodCommand`` made for it (see :func:`codemod_command`). Rules do not derive from
-``CodemodCommand`` themselves because importing ``libcst.codemod`` (and with it
+The engine calls :meth:`Rule.run` with a shared :class:`~autofix.analysis.program.Program`,
+so that one parse and one analysis serve all rules.
+
+A rule is also a libcst codemod: ``python -m libcst.tool codemod <module>.<Class> PATH`` runs
+it. The tool makes the command with a ``CodemodContext``; given one, the rule class makes an
+instance of a ``CodemodCommand`` made for it (see :func:`codemod_command`). Rules do not
+derive from ``CodemodCommand`` themselves because importing ``libcst.codemod`` (and with it
 ``libcst.matchers``) takes almost half a second, which every ``autofix`` run would pay.
 """
 
@@ -15,11 +21,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import libcst as cst
 
-from autofix.tf.program import Program
+from autofix.analysis.facts import Facts
+from autofix.analysis.program import Program
+from autofix.codegen import BlockEdits, NotFound
 
 NO_FIX = "no automatic fix: "
 # The reason a rule gives for a place it leaves alone because a comment says so.
@@ -51,7 +59,7 @@ class Outcome:
     what it is, and building it is the expensive part.
     """
 
-    def __init__(self, reports: list[Report] | None = None, module: cst.Module | None = None, edits=None, tree: cst.Module | None = None) -> None:
+    def __init__(self, reports: list[Report] | None = None, module: cst.Module | None = None, edits: BlockEdits | None = None, tree: cst.Module | None = None) -> None:
         self.reports = reports or []
         self._module = module
         self._edits = edits if edits else None
@@ -74,7 +82,13 @@ class Rule:
     DESCRIPTION: ClassVar[str]
     # An unsafe rule's fix can change what the program computes; it runs only when asked.
     SAFE: ClassVar[bool] = True
+    # An opt-in rule runs only when it is selected by its full code (not by a prefix or ALL).
+    OPT_IN: ClassVar[bool] = False
     EXAMPLES: ClassVar[tuple[Example, ...]] = ()
+
+    program: Program
+    facts: Facts
+    edits: BlockEdits
 
     def __new__(cls, context: Any = None, **codemod_args: Any) -> Any:
         if context is None:
@@ -91,8 +105,54 @@ class Rule:
     def get_inherited_dependencies(cls) -> Any:
         return codemod_command(cls).get_inherited_dependencies()
 
-    def run(self, program: Program) -> Outcome:  # pragma: no cover - abstract
+    def run(self, program: Program) -> Outcome:
+        """Check ``program``; every rule needs a tf.distribute strategy to have anything to say."""
+        self.program = program
+        self.facts = Facts.of(program)
+        self.edits = BlockEdits()
+        self._reports: dict[tuple[int, str], Report] = {}
+        if self.facts.strategies:
+            self.check()
+        return Outcome(list(self._reports.values()), edits=self.edits, tree=program.module)
+
+    def check(self) -> None:  # pragma: no cover - abstract
+        """Find what is wrong in ``self.program``: :meth:`report` each finding, and plan each
+        fix in ``self.edits`` (only where :meth:`report` said the place may be fixed)."""
         raise NotImplementedError
+
+    def report(self, node: cst.CSTNode, message: str, reason: str | None = None) -> bool:
+        """Record a finding at ``node``: fixable when ``reason`` is None, otherwise reported
+        with why not. Returns whether the rule may fix it, which it may not where an
+        ``# autofix: ignore`` comment covers the place. A place reported twice is one finding
+        (the first reason that forbids a fix wins)."""
+        if reason is None and self.suppressed(node):
+            reason = SUPPRESSED
+        key = (id(node), message)
+        known = self._reports.get(key)
+        if known is not None:
+            if known.reason is None and reason is not None:
+                self._reports[key] = Report(node, message, reason)
+            return self._reports[key].reason is None
+        self._reports[key] = Report(node, message, reason)
+        return reason is None
+
+    def fix(self, node: cst.CSTNode, message: str, plan: Callable[[BlockEdits], None]) -> bool:
+        """Report ``node`` and plan its fix with ``plan(edits)``. When ``plan`` raises
+        :class:`~autofix.codegen.NotFound`, nothing it planned is kept and the finding says
+        why; a suppressed place is reported without calling it. Returns whether it was fixed."""
+        if self.suppressed(node):
+            return self.report(node, message)
+        edits = BlockEdits()
+        try:
+            plan(edits)
+        except NotFound as why:
+            return self.report(node, message, str(why))
+        self.edits.extend(edits)
+        return self.report(node, message)
+
+    def suppressed(self, node: cst.CSTNode) -> bool:
+        """Whether an ``# autofix: ignore`` comment for this rule covers ``node``."""
+        return self.program.suppressed(node, self.CODE)
 
 
 @lru_cache(maxsize=None)

@@ -1,1 +1,2 @@
-"""Everything autofix knows about TensorFlow and Keras lives in this package."""
+"""What TensorFlow and Keras names mean (:mod:`.symbols`), and the one-pass index of names,
+scopes and parents that resolves them (:mod:`.index`)."""

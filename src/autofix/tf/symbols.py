@@ -1,6 +1,6 @@
 """What TensorFlow and Keras names mean, in one place.
 
-Qualified names come from libcst's QualifiedNameProvider (``import tensorflow as tf`` then
+Qualified names come from the index (:mod:`autofix.tf.index`: ``import tensorflow as tf`` then
 ``tf.keras.Sequential`` resolves to ``tensorflow.keras.Sequential``). :func:`canonical` folds
 the many spellings of Keras (``keras``, ``tensorflow.keras``, ``tf_keras``,
 ``tensorflow.compat.v1.keras``, ``tensorflow.python.keras``) into ``keras.*`` and those of

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from autofix.tf.program import Program
+from autofix.analysis.program import Program
 
 # Calls that must stay before the strategy is created (they configure the runtime, which
 # creating a strategy starts), as canonical qualified-name prefixes.
@@ -120,13 +120,13 @@ def why_not_move_up(program: Program, body: list[cst.BaseStatement], source: int
     for index in range(dest, source):
         between = effects_of(program, body[index])
         if between.barrier:
-            return f"it would move above {_describe(between.barrier)} (line {_line(program, body[index])}), which must run before the strategy is created"
+            return f"it would move above {_describe(between.barrier)} (line {program.line(body[index])}), which must run before the strategy is created"
         if moved.reads & between.writes:
             name = sorted(moved.reads & between.writes)[0]
-            return f"it uses {name!r}, which is only set on line {_line(program, body[index])}"
+            return f"it uses {name!r}, which is only set on line {program.line(body[index])}"
         if moved.writes & (between.reads | between.writes):
             name = sorted(moved.writes & (between.reads | between.writes))[0]
-            return f"{name!r} is used on line {_line(program, body[index])} before the strategy is created"
+            return f"{name!r} is used on line {program.line(body[index])} before the strategy is created"
     return None
 
 
@@ -152,7 +152,3 @@ def _describe(barrier: str) -> str:
     if barrier == "os.environ":
         return "the change to os.environ"
     return barrier.replace("tensorflow.", "tf.") + "()"
-
-
-def _line(program: Program, node: cst.CSTNode) -> int:
-    return program.position(node).start.line

@@ -31,10 +31,9 @@ Not fixed (reported with the reason, or left alone):
 
 from __future__ import annotations
 
-from autofix.blocks import BlockEdits
-from autofix.rule import Example, Outcome, Rule
-from autofix.tf.batching import BatchPlanner
-from autofix.tf.program import Program
+from autofix.rule import Example, Rule
+
+from .planner import BatchPlanner
 
 
 class UnscaledBatch(Rule):
@@ -79,10 +78,5 @@ class UnscaledBatch(Rule):
         ),
     )
 
-    def run(self, program: Program) -> Outcome:
-        if not program.facts.strategies:
-            return Outcome()
-        edits = BlockEdits()
-        planner = BatchPlanner(program, edits)
-        planner.plan()
-        return Outcome(planner.reports, edits=edits, tree=program.module)
+    def check(self) -> None:
+        BatchPlanner(self).plan()

@@ -9,28 +9,33 @@ from __future__ import annotations
 
 import ast
 import bisect
-import re
-from contextlib import contextmanager
 from functools import cached_property
-from typing import Iterator
+from typing import Iterator, TypeVar
 
 import libcst as cst
-from libcst._nodes.internal import CodegenState
 from libcst.metadata import CodePosition, CodeRange
 
+from autofix.analysis import positions
+from autofix.suppressions import parse as parse_suppressions
 from autofix.tf.index import Access, Binding, Index, Scope
 from autofix.tf.symbols import canonical
 
 Block = cst.Module | cst.IndentedBlock
+T = TypeVar("T")
 
 
 class Program:
+    # Positions from libcst's public PositionProvider instead of autofix's own (tests set it).
+    use_provider = False
+
     def __init__(self, module: cst.Module, source: str | None = None) -> None:
         self.module = module
         self._source = source
         # Rules ask the same names of the same expressions many times.
         self._names: dict[cst.CSTNode, frozenset[str]] = {}
         self._ranges: dict[cst.CSTNode, tuple[dict, list[int], int]] = {}
+        self._derived: dict[type, object] = {}
+        self._provided: dict[cst.CSTNode, CodeRange] | None = None
 
     @cached_property
     def index(self) -> Index:
@@ -91,6 +96,13 @@ class Program:
                 return ancestor
         return None
 
+    def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        """The innermost function whose code contains ``node``."""
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                return ancestor
+        return None
+
     def block_of(self, statement: cst.BaseStatement) -> Block | None:
         """The block (module or indented block) whose ``body`` lists ``statement``."""
         parent = self.parent(statement)
@@ -135,36 +147,43 @@ class Program:
         cache = self._ranges
         found = cache.get(node)
         if found is None:
-            state = _OffsetState(default_indent=self.module.default_indent, default_newline=self.module.default_newline)
+            indent, newline = self.module.default_indent, self.module.default_newline
+            assert positions.offsets is not None
             if node is self.module:
-                node._codegen(state)
+                ranges, code = positions.offsets(node, indent, newline, "")
                 first = 1
-                starts = _line_starts("".join(state.tokens))
+                starts = positions.line_starts(code)
             else:
                 line, column = self._statement_lines[node]  # type: ignore[index]
                 # Generated alone, a nested statement lacks the indentation of its block:
                 # give it the one it has in the file, so that columns come out right.
                 prefix = self._source_line(line)[:column]
-                if prefix:
-                    state.increase_indent(prefix)
-                node._codegen(state)
-                starts = _line_starts("".join(state.tokens))
-                syntactic_line = bisect.bisect_right(starts, state.ranges[node][0])
+                ranges, code = positions.offsets(node, indent, newline, prefix)
+                starts = positions.line_starts(code)
+                syntactic_line = bisect.bisect_right(starts, ranges[node][0])
                 first = line - syntactic_line + 1
-            found = cache[node] = (state.ranges, starts, first)
+            found = cache[node] = (ranges, starts, first)
         return found
 
     @cached_property
     def _source_lines(self) -> list[str]:
-        return _NEWLINE.split(self._source or "")
+        return positions.NEWLINE.split(self._source or "")
 
     def _source_line(self, line: int) -> str:
         lines = self._source_lines
         return lines[line - 1] if 0 < line <= len(lines) else ""
 
+    def line(self, node: cst.CSTNode) -> int:
+        """The line ``node`` starts on."""
+        return self.position(node).start.line
+
     def position(self, node: cst.CSTNode) -> CodeRange:
         """Where ``node`` is (1-based lines, 0-based columns, without surrounding whitespace,
         as libcst's PositionProvider gives it)."""
+        if positions.offsets is None or self.use_provider:
+            if self._provided is None:
+                self._provided = positions.provider_positions(self.module)
+            return self._provided[node]
         holder: cst.CSTNode = self.module
         lines = self._statement_lines
         if lines is not None:
@@ -178,7 +197,7 @@ class Program:
                 holder = top
         ranges, starts, first = self._ranges_of(holder)
         start, end = ranges[node]
-        begin, finish = _point(starts, start), _point(starts, end)
+        begin, finish = positions.point(starts, start), positions.point(starts, end)
         offset = first - 1
         return CodeRange(
             CodePosition(begin.line + offset, begin.column), CodePosition(finish.line + offset, finish.column)
@@ -189,9 +208,7 @@ class Program:
     @cached_property
     def suppressions(self):
         """The ``# autofix: ignore[...]`` comments of this module."""
-        from autofix.suppressions import parse
-
-        return parse(self._source if self._source is not None else self.module.code)
+        return parse_suppressions(self._source if self._source is not None else self.module.code)
 
     def suppressed(self, node: cst.CSTNode, code: str) -> bool:
         """Whether a finding of rule ``code`` at ``node`` is suppressed by a comment on its
@@ -205,15 +222,15 @@ class Program:
             lines.add(self.position(statement).start.line)
         return any(suppressions.covers(line, code) for line in lines)
 
-    @cached_property
-    def facts(self):
-        """The TF facts of this module (see :mod:`autofix.tf.facts`), built on first use."""
-        from autofix.tf.facts import Facts
+    def derived(self, kind: type[T]) -> T:
+        """The analysis ``kind`` of this program (``kind(program)``), built once and shared by
+        every rule (see :class:`autofix.analysis.Derived`)."""
+        found = self._derived.get(kind)
+        if found is None:
+            found = self._derived[kind] = kind(self)
+        return found  # type: ignore[return-value]
 
-        return Facts(self)
 
-
-_NEWLINE = re.compile(r"\r\n?|\n")
 
 
 def _pair_block(statements, nodes, found: dict) -> bool:
@@ -280,58 +297,3 @@ def _pair_compound(statement, node, found: dict) -> bool:
             return False
         return all(_pair_body(case.body, ast_case.body, found) for case, ast_case in zip(statement.cases, node.cases))
     return True
-
-
-def _line_starts(code: str) -> list[int]:
-    """Offsets where lines start (a line ends at \n, \r\n or a lone \r, as libcst counts)."""
-    return [0, *(match.end() for match in _NEWLINE.finditer(code))]
-
-
-def _point(starts: list[int], offset: int) -> CodePosition:
-    line = bisect.bisect_right(starts, offset) - 1
-    return CodePosition(line + 1, offset - starts[line])
-
-
-class _OffsetState(CodegenState):
-    """Code generation that records where each node's syntax starts and ends, as offsets into
-    the generated code (cheaper than tracking lines and columns token by token)."""
-
-    def __init__(self, default_indent: str, default_newline: str) -> None:
-        super().__init__(default_indent=default_indent, default_newline=default_newline)
-        self.length = 0
-        self.ranges: dict[cst.CSTNode, tuple[int, int]] = {}
-        self._starts: list[int] = []
-
-    def before_codegen(self, node: cst.CSTNode) -> None:
-        self._starts.append(self.length)
-
-    def after_codegen(self, node: cst.CSTNode) -> None:
-        start = self._starts.pop()
-        # A node that recorded its syntactic range keeps it; others span all they printed.
-        if node not in self.ranges:
-            self.ranges[node] = (start, self.length)
-
-    def add_token(self, value: str) -> None:
-        self.tokens.append(value)
-        self.length += len(value)
-
-    def add_indent_tokens(self) -> None:
-        for token in self.indent_tokens:
-            self.add_token(token)
-
-    def pop_trailing_newline(self) -> None:
-        if self.tokens:
-            self.length -= len(self.tokens.pop())
-
-    @contextmanager
-    def record_syntactic_position(self, node, *, start_node=None, end_node=None):
-        start = self.length
-        try:
-            yield
-        finally:
-            end = self.length
-            if start_node is not None:
-                start = self.ranges[start_node][0]
-            if end_node is not None:
-                end = self.ranges[end_node][1]
-            self.ranges[node] = (start, end)

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from autofix.blocks import BlockEdits
-from autofix.rule import SUPPRESSED, Report
-from autofix.tf import ordering
-from autofix.tf.contexts import Context, Contexts, index_of
-from autofix.tf.datasets import LOADER_DEFAULT_BATCH, LOADERS, DataFlow, Flow, parameter_argument
-from autofix.tf.facts import Facts
-from autofix.tf.program import Program
+from autofix.analysis import ordering
+from autofix.analysis.contexts import Context, Contexts, index_of
+from autofix.analysis.dataflow import LOADER_DEFAULT_BATCH, LOADERS, DataFlow, Flow
+from autofix.analysis.facts import Facts
+from autofix.analysis.syntax import argument, parameter_argument
+from autofix.codegen import add_keyword, fresh_name, scaled
+from autofix.rule import SUPPRESSED, Rule
 
 DEFAULTS = {
     "keras.utils.timeseries_dataset_from_array": 128,
@@ -77,13 +77,13 @@ class Plan:
 
 
 class BatchPlanner:
-    def __init__(self, program: Program, edits: BlockEdits) -> None:
-        self.program = program
-        self.facts: Facts = program.facts
-        self.contexts = Contexts.of(program)
-        self.flows = DataFlow(program)
-        self.edits = edits
-        self.reports: list[Report] = []
+    def __init__(self, rule: Rule) -> None:
+        self.rule = rule
+        self.program = rule.program
+        self.facts: Facts = rule.facts
+        self.contexts = Contexts.of(rule.program)
+        self.flows = DataFlow.of(rule.program)
+        self.edits = rule.edits
         self.extra: list[Context] = []
         self._names: set[str] | None = None
         self._renamed: dict[int, str] = {}
@@ -111,7 +111,7 @@ class BatchPlanner:
             context, why = self._training_context(site)
             if context is None and why is None:
                 continue
-            if self.program.suppressed(site.arg.value if site.arg is not None else site.call, "TFD002"):
+            if self.rule.suppressed(site.arg.value if site.arg is not None else site.call):
                 why = SUPPRESSED
             entries: list[Entry] = []
             if why is None:
@@ -133,10 +133,10 @@ class BatchPlanner:
             node = site.arg.value if site.arg is not None else site.call
             if why:
                 note = "" if "inference-only" in why or "split evenly" in why or why == SUPPRESSED else KERAS_NOTE
-                self.reports.append(Report(node, _message(site), why + note))
+                self.rule.report(node, _message(site), why + note)
                 continue
-            self.reports.append(Report(node, _message(site)))
-            self._commit(plan, context)
+            if self.rule.report(node, _message(site)):
+                self._commit(plan, context)
         self._apply_blocks()
 
     def _sites(self) -> list[Site]:
@@ -146,11 +146,11 @@ class BatchPlanner:
             if isinstance(func, cst.Attribute) and not self.facts.is_module_reference(func.value):
                 method = func.attr.value
                 if method in ("batch", "padded_batch"):
-                    arg = _argument(call, 0, "batch_size")
+                    arg = argument(call, "batch_size", 0)
                     if arg is not None:
-                        sites.append(Site(call, "batch", arg, flow=self.flows.of(call)))
+                        sites.append(Site(call, "batch", arg, flow=self.flows.flow(call)))
                 elif method in ("fit", "evaluate"):
-                    arg = _argument(call, None, "batch_size")
+                    arg = argument(call, "batch_size")
                     if arg is not None:
                         sites.append(Site(call, "fit", arg))
                     elif method == "fit" and call.args and call.args[0].keyword is None and self._is_array(call.args[0].value):
@@ -163,11 +163,11 @@ class BatchPlanner:
                 continue
             loader = next((n for n in names if n in LOADERS), None)
             if loader is not None:
-                arg = _argument(call, None, "batch_size")
+                arg = argument(call, "batch_size")
                 if arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "None":
                     continue  # unbatched on purpose
                 default = DEFAULTS.get(loader, LOADER_DEFAULT_BATCH)
-                sites.append(Site(call, "loader", arg, default=default, flow=self.flows.of(call)))
+                sites.append(Site(call, "loader", arg, default=default, flow=self.flows.flow(call)))
         return sites
 
     def _imported_helper(self, call: cst.Call) -> Site | None:
@@ -184,10 +184,10 @@ class BatchPlanner:
             return None
         if any(n.startswith(("keras.", "tensorflow.")) for n in self.facts.names_of(func)):
             return None
-        arg = _argument(call, None, "batch_size")
+        arg = argument(call, "batch_size")
         if arg is None or any(self.facts.is_strategy_expr(a.value) for a in call.args):
             return None
-        flow = self.flows.of(call)
+        flow = self.flows.flow(call)
         return Site(call, "batch", arg, flow=flow) if flow.sinks else None
 
     def _training_context(self, site: Site) -> tuple[Context | None, str | None]:
@@ -246,7 +246,7 @@ class BatchPlanner:
         if id(param) in seen:
             return "the batch size goes round in a cycle of calls"
         seen.add(id(param))
-        function = self.contexts.enclosing_function(param)
+        function = self.program.enclosing_function(param)
         if function is None or self.facts.functions[function].is_method:
             return "the batch size is a method parameter"
         calls = [self.program.parent(r) for r in self.facts.references(function)]
@@ -254,7 +254,7 @@ class BatchPlanner:
         if flow is not None and any(self.facts.local_definition(c.func) is function for c in flow.through):
             # The data is returned by the helper: only the calls whose result is trained on
             # get a scaled batch; the others keep the default.
-            calls = [c for c in calls if self.flows.of(c).trains]
+            calls = [c for c in calls if self.flows.flow(c).trains]
         calls = [c for c in calls if self._located(c) is not None]
         if not calls:
             return f"{function.name.value}() is not called where the strategy exists"
@@ -297,7 +297,7 @@ class BatchPlanner:
         elif not isinstance(value, (cst.Integer, cst.BinaryOperation, cst.UnaryOperation)):
             others = self._same_expression_elsewhere(value)
             if others:
-                line = self.contexts.line(others[0])
+                line = self.program.line(others[0])
                 code = self.program.module.code_for_node(value)
                 return f"{code} is also used on line {line}; define the global batch once ({code} * strategy.num_replicas_in_sync) and use it everywhere"
         why = self._visible(entry.at, context, plan)
@@ -327,7 +327,7 @@ class BatchPlanner:
             owner = self.contexts.function_of(block)
             outside = [u for u in self.facts.uses(binding) if owner not in self.program.ancestors(u)]
             if outside:
-                return f"{binding.value} is also used outside {owner.name.value}(), which creates the strategy (line {self.contexts.line(outside[0])})"
+                return f"{binding.value} is also used outside {owner.name.value}(), which creates the strategy (line {self.program.line(outside[0])})"
         anchor = Context(block, context.strategy, after)
         early = [u for u in self.facts.uses(binding) if not self.contexts.executes_after(u, anchor)]
         if early:
@@ -335,7 +335,7 @@ class BatchPlanner:
             top = self.program.top_statement_in(first, block)
             index = index_of(block.body, top) if top is not None else None
             if index is None or (home is block and index <= index_of(block.body, definition)):
-                return f"{binding.value} is used before the strategy is created (line {self.contexts.line(first)})"
+                return f"{binding.value} is used before the strategy is created (line {self.program.line(first)})"
             plan.move_up[id(block)] = min(plan.move_up.get(id(block), index), index)
             self._moves.setdefault(id(block), (context, index))
         plan.constants.append(binding)
@@ -352,7 +352,7 @@ class BatchPlanner:
                 plan.move_up[id(where.block)] = min(plan.move_up.get(id(where.block), index), index)
                 self._moves.setdefault(id(where.block), (where, index))
                 return None
-        function = self.contexts.enclosing_function(node)
+        function = self.program.enclosing_function(node)
         if function is not None:
             return (
                 f"the batch size is fixed inside {function.name.value}(), where {context.strategy.name} "
@@ -390,7 +390,7 @@ class BatchPlanner:
         for value in plan.scale:
             self.edits.replace(value, lambda node, name=name: scaled(node, name))
         for call, keyword, default in plan.keywords:
-            self.edits.replace(call, lambda node, k=keyword, d=default, name=name: _add_keyword(node, k, d, name))
+            self.edits.replace(call, lambda node, k=keyword, d=default, name=name: add_keyword(node, k, d, name))
         for binding in plan.constants:
             if id(binding) in self._renamed:
                 continue
@@ -416,12 +416,7 @@ class BatchPlanner:
     def _fresh(self, name: str) -> str:
         if self._names is None:
             self._names = self.facts.names()
-        base = f"{name}_PER_REPLICA" if name.isupper() else f"{name}_per_replica"
-        candidate, n = base, 2
-        while candidate in self._names:
-            candidate, n = f"{base}_{n}", n + 1
-        self._names.add(candidate)
-        return candidate
+        return fresh_name(self._names, f"{name}_PER_REPLICA" if name.isupper() else f"{name}_per_replica")
 
     # --- what values are ---------------------------------------------------------------------
 
@@ -445,7 +440,7 @@ class BatchPlanner:
         return False
 
     def _param_scaled(self, param: cst.Param, seen: set) -> bool:
-        function = self.contexts.enclosing_function(param)
+        function = self.program.enclosing_function(param)
         if function is None:
             return False
         calls = [self.program.parent(r) for r in self.facts.references(function)]
@@ -552,42 +547,6 @@ def _message(site: Site) -> str:
     )
 
 
-def scaled(node: cst.BaseExpression, strategy: str) -> cst.BinaryOperation:
-    """``node * strategy.num_replicas_in_sync`` (parenthesised where precedence needs it)."""
-    left = node
-    if not isinstance(node, (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.Call, cst.Subscript)) and not (
-        isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Multiply, cst.Power))
-    ):
-        left = node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]) if not node.lpar else node
-    replicas = cst.Attribute(value=cst.Name(strategy), attr=cst.Name("num_replicas_in_sync"))
-    return cst.BinaryOperation(left=left, operator=cst.Multiply(), right=replicas)
-
-
-def _add_keyword(call: cst.Call, keyword: str, default: int, strategy: str) -> cst.Call:
-    value = scaled(cst.Integer(str(default)), strategy)
-    new = cst.Arg(
-        value=value,
-        keyword=cst.Name(keyword),
-        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
-    )
-    args = list(call.args)
-    if not args:
-        return call.with_changes(args=[new])
-    last = args[-1]
-    if last.comma is not cst.MaybeSentinel.DEFAULT and isinstance(last.comma, cst.Comma):
-        # A trailing comma (often one argument per line): the new argument goes on its own
-        # line like the others, keeping the trailing comma.
-        comma = last.comma
-        previous = args[-2].comma if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else None
-        between = previous.whitespace_after if previous is not None else cst.SimpleWhitespace(" ")
-        args[-1] = last.with_changes(comma=comma.with_changes(whitespace_after=between))
-        args.append(new.with_changes(comma=comma))
-    else:
-        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        args.append(new)
-    return call.with_changes(args=args)
-
-
 def _move_and_insert(creation: int, dest: int | None, anchor: int, lines: list[str]):
     """Move the strategy statement (``creation``) up to ``dest``, then insert ``lines`` after
     the later of it and ``anchor`` (the statement defining what they use)."""
@@ -604,17 +563,6 @@ def _move_and_insert(creation: int, dest: int | None, anchor: int, lines: list[s
         return new
 
     return edit
-
-
-def _argument(call: cst.Call, position: int | None, keyword: str) -> cst.Arg | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg
-    if position is not None:
-        positional = [a for a in call.args if a.keyword is None and not a.star]
-        if position < len(positional):
-            return positional[position]
-    return None
 
 
 class _Scaled(cst.CSTVisitor):

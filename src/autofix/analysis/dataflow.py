@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from autofix.tf.facts import Facts
-from autofix.tf.program import Program
+from autofix.analysis import Derived
+from autofix.analysis.facts import Facts
+from autofix.analysis.program import Program
+from autofix.analysis.syntax import parameter_for
 
 # Dataset methods that return a dataset carrying the same batches.
 PASSTHROUGH = frozenset(
@@ -76,12 +78,12 @@ class Flow:
         return bool(self.sinks) and all(s.kind == "predict" for s in self.sinks)
 
 
-class DataFlow:
+class DataFlow(Derived):
     def __init__(self, program: Program) -> None:
-        self.program = program
-        self.facts: Facts = program.facts
+        super().__init__(program)
+        self.facts: Facts = Facts.of(program)
 
-    def of(self, expr: cst.CSTNode) -> Flow:
+    def flow(self, expr: cst.CSTNode) -> Flow:
         flow = Flow()
         self._follow(expr, flow, set())
         return flow
@@ -138,7 +140,7 @@ class DataFlow:
                 return
         definition = self.facts.local_definition(func)
         if isinstance(definition, cst.FunctionDef):
-            param = _parameter_for(definition, call, arg)
+            param = parameter_for(definition, call, arg)
             if param is not None:
                 for use in self.facts.uses(param.name):
                     self._follow(use, flow, seen)
@@ -183,31 +185,3 @@ class DataFlow:
             if isinstance(ancestor, (cst.Lambda, cst.ClassDef)):
                 return None
         return None
-
-
-def _parameter_for(function: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
-    params = list(function.params.params)
-    if arg.keyword is not None:
-        for param in [*params, *function.params.kwonly_params]:
-            if param.name.value == arg.keyword.value:
-                return param
-        return None
-    if arg.star:
-        return None
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    position = positional.index(arg)
-    return params[position] if position < len(params) else None
-
-
-def parameter_argument(function: cst.FunctionDef, call: cst.Call, param: cst.Param) -> cst.Arg | None:
-    """The argument ``call`` passes for ``param`` (None when it uses the default)."""
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == param.name.value:
-            return arg
-    params = list(function.params.params)
-    if param in params:
-        position = params.index(param)
-        positional = [a for a in call.args if a.keyword is None and not a.star]
-        if position < len(positional):
-            return positional[position]
-    return None

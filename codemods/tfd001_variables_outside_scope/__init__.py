@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from autofix.blocks import BlockEdits, Span, is_wall, wrap_spans
-from autofix.rule import SUPPRESSED, Example, Outcome, Report, Rule
-from autofix.tf.facts import COMPILE, TRAIN, Facts, Strategy
-from autofix.tf import ordering
-from autofix.tf.contexts import Context, Contexts, index_of
-from autofix.tf.program import Program
+from autofix.analysis import ordering
+from autofix.analysis.contexts import Context, Contexts, index_of
+from autofix.analysis.facts import COMPILE, TRAIN, Strategy
+from autofix.analysis.syntax import calls_in
+from autofix.codegen import Span, is_wall, wrap_spans
+from autofix.rule import SUPPRESSED, Example, Rule
 from autofix.tf.symbols import Kind
 
 _WHAT = {
@@ -94,22 +94,17 @@ class VariablesOutsideScope(Rule):
         ),
     )
 
-    def run(self, program: Program) -> Outcome:
-        facts = program.facts
-        if not facts.strategies:
-            return Outcome()
-        planner = _Planner(program, facts)
-        planner.plan()
-        return Outcome(planner.reports, edits=planner.edits, tree=program.module)
+    def check(self) -> None:
+        _Planner(self).plan()
 
 
 class _Planner:
-    def __init__(self, program: Program, facts: Facts) -> None:
-        self.program = program
-        self.facts = facts
-        self.contexts = Contexts.of(program)
-        self.reports: list[Report] = []
-        self.edits = BlockEdits()
+    def __init__(self, rule: Rule) -> None:
+        self.rule = rule
+        self.program = rule.program
+        self.facts = rule.facts
+        self.contexts = Contexts.of(rule.program)
+        self.edits = rule.edits
         self._done: set[int] = set()
         # Functions whose body gets its own scope: calls of them need no wrapping.
         self.internal: set[cst.FunctionDef] = set()
@@ -170,7 +165,7 @@ class _Planner:
                 inspected.append(call)
                 continue
             why = self._called_inside_too(kind) if isinstance(kind, cst.FunctionDef) else None
-            if self.program.suppressed(call, VariablesOutsideScope.CODE):
+            if self.rule.suppressed(call):
                 why = SUPPRESSED
             if why:
                 blocked.append((call, kind, why))
@@ -189,7 +184,7 @@ class _Planner:
             call = self.program.parent(ref)
             if isinstance(call, cst.Call) and call.func is ref and self.facts.under_scope(call):
                 return (
-                    f"{function.name.value}() is also called inside strategy.scope() (line {self.contexts.line(call)}); "
+                    f"{function.name.value}() is also called inside strategy.scope() (line {self.program.line(call)}); "
                     "wrap the calls that should be distributed yourself"
                 )
         return None
@@ -296,7 +291,7 @@ class _Planner:
     def _pure(self, call: cst.Call) -> bool:
         """Whether making the object runs no code but Keras constructors (so making it later
         changes nothing else)."""
-        for inner in _calls_in_expression(call):
+        for inner in calls_in(call):
             if inner is call:
                 continue
             if not any(n.startswith("keras.") for n in self.facts.names_of(inner.func)):
@@ -324,7 +319,7 @@ class _Planner:
             by_statement.setdefault(id(owner), []).append((call, kind, why))
         for calls in by_statement.values():
             call, kind, why = min(calls, key=lambda ck: _rank(ck[1]))
-            self.reports.append(Report(call, _message(call, kind), why))
+            self.rule.report(call, _message(call, kind), why)
 
 
 
@@ -391,20 +386,3 @@ def _sub_blocks(statement: cst.BaseStatement) -> list[cst.IndentedBlock]:
         for case in statement.cases:
             ok = ok and add(case.body)
     return blocks if ok else []
-
-
-class _Calls(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.calls: list[cst.Call] = []
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.calls.append(node)
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-
-def _calls_in_expression(expr: cst.CSTNode) -> list[cst.Call]:
-    visitor = _Calls()
-    expr.visit(visitor)
-    return visitor.calls

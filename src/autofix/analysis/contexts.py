@@ -15,8 +15,9 @@ from typing import Iterator
 
 import libcst as cst
 
-from autofix.tf.facts import COMPILE, Facts, Strategy
-from autofix.tf.program import Block, Program
+from autofix.analysis import Derived
+from autofix.analysis.facts import COMPILE, Facts, Strategy
+from autofix.analysis.program import Block, Program
 from autofix.tf.symbols import Kind
 
 
@@ -45,19 +46,12 @@ def two_objects(what: str) -> str:
     )
 
 
-class Contexts:
+class Contexts(Derived):
     """The strategy contexts of one module (built once per program: ``Contexts.of(program)``)."""
 
     def __init__(self, program: Program) -> None:
-        self.program = program
-        self.facts: Facts = program.facts
-
-    @staticmethod
-    def of(program: Program) -> "Contexts":
-        cached = program.__dict__.get("_contexts")
-        if cached is None:
-            cached = program.__dict__["_contexts"] = Contexts(program)
-        return cached
+        super().__init__(program)
+        self.facts: Facts = Facts.of(program)
 
     # --- the contexts ------------------------------------------------------------------------
 
@@ -67,7 +61,7 @@ class Contexts:
         contexts: list[Context] = []
         for strategy in self.facts.strategies:
             if strategy.is_parameter:
-                function = self.enclosing_function(strategy.bindings[0])
+                function = self.program.enclosing_function(strategy.bindings[0])
                 if function is not None and isinstance(function.body, cst.IndentedBlock):
                     contexts.append(Context(function.body, strategy))
                 continue
@@ -77,7 +71,7 @@ class Contexts:
             block, indexes = located
             context = Context(block, strategy, max(indexes))
             if len(set(indexes)) > 1:
-                lines = ", ".join(str(self.line(block.body[i])) for i in sorted(set(indexes)))
+                lines = ", ".join(str(self.program.line(block.body[i])) for i in sorted(set(indexes)))
                 context.conflict = two_objects(f"{strategy.name!r} is created more than once (lines {lines})")
             else:
                 context.conflict = self._helper_called_twice(strategy) or self._reentered(context)
@@ -201,7 +195,7 @@ class Contexts:
             if isinstance(receiver, cst.Name):
                 bindings = self.facts.bindings(receiver) or []
                 if not bindings or any(
-                    self.enclosing_function(b) is not function or isinstance(b, cst.Param) for b in bindings
+                    self.program.enclosing_function(b) is not function or isinstance(b, cst.Param) for b in bindings
                 ):
                     return two_objects(
                         f"{function.name.value}() creates a strategy each time it runs and is called more than once"
@@ -239,16 +233,10 @@ class Contexts:
 
     # --- small helpers -------------------------------------------------------------------------
 
-    def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
-        for ancestor in self.program.ancestors(node):
-            if isinstance(ancestor, cst.FunctionDef):
-                return ancestor
-        return None
-
     def function_of(self, block: Block) -> cst.FunctionDef | None:
         if isinstance(block, cst.Module):
             return None
-        return self.enclosing_function(block)
+        return self.program.enclosing_function(block)
 
     def skip_function(self, function: cst.FunctionDef) -> bool:
         """Methods, replica functions and functions always called under a scope are never
@@ -260,5 +248,3 @@ class Contexts:
             or self.facts.always_called_under_scope(function)
         )
 
-    def line(self, node: cst.CSTNode) -> int:
-        return self.program.position(node).start.line

@@ -1,7 +1,7 @@
 """What a training script does with tf.distribute and Keras, read off one parsed module.
 
-Everything here is resolved through imports and scopes (libcst's QualifiedNameProvider and
-ScopeProvider), never by matching spellings: ``strategy`` is a strategy because of how it was
+Everything here is resolved through imports and scopes (the one-pass index of
+:mod:`autofix.tf.index`), never by matching spellings: ``strategy`` is a strategy because of how it was
 assigned, ``keras.Sequential`` is a model constructor whichever way Keras was imported.
 
 Limits, on purpose: attributes (``self.strategy``, ``self.model``) are not followed, nor are
@@ -15,15 +15,14 @@ from functools import cached_property
 
 import libcst as cst
 
+from autofix.analysis import Derived
+from autofix.analysis.program import Program
 from autofix.tf import symbols
-from autofix.tf.program import Program
 from autofix.tf.symbols import Kind
 
 # What a call does, beyond the Keras kinds: compile a model, train it, call a local function.
 COMPILE = "compile"
 TRAIN = "train"
-
-Owner = cst.Module | cst.FunctionDef | cst.ClassDef | cst.Lambda
 
 
 @dataclass(eq=False)
@@ -56,11 +55,11 @@ def _run_receivers(call: cst.Call) -> bool:
     return isinstance(func, cst.Attribute) and func.attr.value in ("run", "experimental_run_v2")
 
 
-class Facts:
+class Facts(Derived):
     """TF facts about one module. Cheap to build; each fact is computed on first use."""
 
     def __init__(self, program: Program) -> None:
-        self.program = program
+        super().__init__(program)
         self._call_kinds: dict[cst.Call, Kind | str | cst.FunctionDef | None] = {}
         index = program.index
         self.calls = index.calls
@@ -317,10 +316,6 @@ class Facts:
                     if arg in positional and positional.index(arg) < len(params):
                         candidates.append(params[positional.index(arg)])
         return candidates
-
-    @cached_property
-    def has_strategy(self) -> bool:
-        return bool(self.strategies) or any(self.scope_strategy(item.item) for item in self._with_items)
 
     @property
     def _with_items(self) -> list[cst.WithItem]:

@@ -1,0 +1,31 @@
+"""The analysis of one parsed file that every rule reads.
+
+Layers, each importing only those below it: :mod:`autofix.tf` (what TensorFlow and Keras
+names mean, and the one-pass index of names and scopes), then :mod:`.program` (a parsed file:
+names, tree, positions, suppressions), :mod:`.facts` (strategies, what calls make or do),
+:mod:`.contexts` (where a strategy exists), :mod:`.dataflow` (where data goes),
+:mod:`.ordering` (what may move past what), and :mod:`.training` (the training program:
+which objects and data take part in distributed training, and where).
+
+Each analysis is built at most once per program and shared: ``Facts.of(program)``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from autofix.analysis.program import Program
+
+D = TypeVar("D", bound="Derived")
+
+
+class Derived:
+    """An analysis computed from one program, built on first use and shared by every rule."""
+
+    def __init__(self, program: "Program") -> None:
+        self.program = program
+
+    @classmethod
+    def of(cls: type[D], program: "Program") -> D:
+        return program.derived(cls)

@@ -1,0 +1,104 @@
+"""Questions about the shape of code alone (no names resolved): a call's arguments, the names
+and calls inside an expression, the root of an attribute chain."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+
+def argument(call: cst.Call, keyword: str, position: int | None = None) -> cst.Arg | None:
+    """The argument ``call`` passes as ``keyword=``, or else at ``position`` (0-based, among
+    plain positional arguments), if any."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg
+    if position is not None:
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if position < len(positional):
+            return positional[position]
+    return None
+
+
+def argument_value(call: cst.Call, keyword: str, position: int | None = None) -> cst.BaseExpression | None:
+    arg = argument(call, keyword, position)
+    return arg.value if arg is not None else None
+
+
+def parameter_for(function: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
+    """The parameter of ``function`` that ``arg`` of ``call`` binds."""
+    params = list(function.params.params)
+    if arg.keyword is not None:
+        for param in [*params, *function.params.kwonly_params]:
+            if param.name.value == arg.keyword.value:
+                return param
+        return None
+    if arg.star:
+        return None
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    position = positional.index(arg)
+    return params[position] if position < len(params) else None
+
+
+def parameter_argument(function: cst.FunctionDef, call: cst.Call, param: cst.Param) -> cst.Arg | None:
+    """The argument ``call`` passes for ``param`` (None when it uses the default)."""
+    params = list(function.params.params)
+    return argument(call, param.name.value, params.index(param) if param in params else None)
+
+
+def root_name(expr: cst.BaseExpression) -> cst.Name | None:
+    """``a`` in ``a.b.c`` (or ``a`` itself); None when the chain starts elsewhere."""
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+    return expr if isinstance(expr, cst.Name) else None
+
+
+def attribute_path(expr: cst.BaseExpression) -> tuple[str, ...] | None:
+    """``("self", "model")`` for ``self.model``; None unless it is names and attributes."""
+    parts: list[str] = []
+    while isinstance(expr, cst.Attribute):
+        parts.append(expr.attr.value)
+        expr = expr.value
+    if not isinstance(expr, cst.Name):
+        return None
+    parts.append(expr.value)
+    return tuple(reversed(parts))
+
+
+class _Collector(cst.CSTVisitor):
+    def __init__(self, names: bool, calls: bool) -> None:
+        self.names: list[cst.Name] = []
+        self.calls: list[cst.Call] = []
+        self._want_names = names
+        self._want_calls = calls
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if self._want_names:
+            self.names.append(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        # ``a.b``: ``b`` is not a name that is read.
+        node.value.visit(self)
+        return False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self._want_calls:
+            self.calls.append(node)
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+def names_in(node: cst.CSTNode | None) -> list[cst.Name]:
+    """The names read in ``node`` (attribute names left out), in source order."""
+    if node is None:
+        return []
+    collector = _Collector(names=True, calls=False)
+    node.visit(collector)
+    return collector.names
+
+
+def calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    """The calls in ``node`` (itself included, lambdas left out), outermost first."""
+    collector = _Collector(names=False, calls=True)
+    node.visit(collector)
+    return collector.calls

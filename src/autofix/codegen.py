@@ -1,0 +1,403 @@
+"""Code generation, in one place: statement-level edits of a tree (wrap a run of statements
+in a ``with`` block, insert or move statements), the expressions rules write (a batch scaled by
+the replica count, a loss with ``reduction="none"``), fresh names, and what generated code
+needs to know about the script (how it spells TensorFlow and Keras, its loss per example).
+
+Edits are planned against the original tree (blocks are named by their node) and applied in
+one pass, innermost blocks first.
+
+libcst keeps comments attached to the statements they precede (``leading_lines``) and the
+indentation of continuation lines relative to the block, so a moved statement keeps its
+comments and its layout.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import libcst as cst
+
+from autofix.analysis.facts import Facts
+from autofix.analysis.program import Program
+from autofix.tf.symbols import Kind
+
+Block = cst.Module | cst.IndentedBlock
+
+# The statement put between the cells of a notebook analysed as one program: no statement
+# may be moved into the same block as one, so that every fix stays inside its cell.
+CELL_MARKER = "__autofix_cell__"
+
+
+def is_wall(statement: cst.CSTNode) -> bool:
+    """Whether ``statement`` is a notebook cell boundary (``__autofix_cell__(3)``)."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return False
+    expr = statement.body[0]
+    return (
+        isinstance(expr, cst.Expr)
+        and isinstance(expr.value, cst.Call)
+        and isinstance(expr.value.func, cst.Name)
+        and expr.value.func.value == CELL_MARKER
+    )
+Statements = list[cst.BaseStatement]
+BodyEdit = Callable[[Statements], Statements]
+
+
+NodeEdit = Callable[[cst.CSTNode], cst.CSTNode]
+
+
+class BlockEdits:
+    """Edits planned against one tree: statement lists (by block) and single nodes."""
+
+    def __init__(self) -> None:
+        self._edits: dict[int, list[BodyEdit]] = defaultdict(list)
+        self._nodes: dict[int, list[NodeEdit]] = defaultdict(list)
+        self._keep: list[cst.CSTNode] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._edits) or bool(self._nodes)
+
+    def add(self, block: Block, edit: BodyEdit) -> None:
+        """Queue ``edit`` for the body of ``block``; edits of one block run in the order added."""
+        self._keep.append(block)  # ids stay valid while the plan lives
+        self._edits[id(block)].append(edit)
+
+    def replace(self, node: cst.CSTNode, edit: NodeEdit) -> None:
+        """Queue ``edit`` for ``node``: it gets the node as rewritten so far and returns its
+        replacement (``node``'s own children are edited first)."""
+        self._keep.append(node)
+        self._nodes[id(node)].append(edit)
+
+    def extend(self, other: "BlockEdits") -> None:
+        """Queue every edit of ``other`` after those already queued."""
+        self._keep.extend(other._keep)
+        for key, edits in other._edits.items():
+            self._edits[key].extend(edits)
+        for key, edits in other._nodes.items():
+            self._nodes[key].extend(edits)
+
+    def apply(self, module: cst.Module) -> cst.Module:
+        return module.visit(_Apply(self._edits, self._nodes))
+
+
+class _Apply(cst.CSTTransformer):
+    def __init__(self, edits: dict[int, list[BodyEdit]], nodes: dict[int, list[NodeEdit]]) -> None:
+        self.edits = edits
+        self.nodes = nodes
+
+    def on_leave(self, original_node, updated_node):
+        updated = super().on_leave(original_node, updated_node)
+        for edit in self.nodes.get(id(original_node), ()):
+            updated = edit(updated)
+        return updated
+
+    def _edit(self, original: Block, updated: Block) -> Block:
+        edits = self.edits.get(id(original))
+        if not edits:
+            return updated
+        body = list(updated.body)
+        for edit in edits:
+            body = edit(body)
+        return updated.with_changes(body=body)
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        return self._edit(original_node, updated_node)  # type: ignore[return-value]
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        return self._edit(original_node, updated_node)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Span:
+    """Statements ``first..last`` (inclusive) of a block, to go into one ``with`` block.
+
+    ``hosts`` are indexes inside the span of existing ``with <strategy>.scope():`` statements:
+    their bodies are merged in, and the first one's header is kept.
+    """
+
+    first: int
+    last: int
+    hosts: tuple[int, ...] = ()
+
+
+def scope_call(strategy: str) -> cst.Call:
+    return cst.Call(func=cst.Attribute(value=cst.Name(strategy), attr=cst.Name("scope")))
+
+
+def wrap_spans(spans: Sequence[Span], strategy: str) -> BodyEdit:
+    """An edit that puts each span of a body into a ``with <strategy>.scope():`` block."""
+
+    def edit(body: Statements) -> Statements:
+        result = list(body)
+        for span in sorted(spans, key=lambda s: s.first, reverse=True):
+            result[span.first : span.last + 1] = [_wrap(result, span, strategy)]
+        return result
+
+    return edit
+
+
+def _wrap(body: Statements, span: Span, strategy: str) -> cst.With:
+    statements = body[span.first : span.last + 1]
+    inner: Statements = []
+    host: cst.With | None = None
+    for offset, statement in enumerate(statements):
+        index = span.first + offset
+        if index in span.hosts:
+            assert isinstance(statement, cst.With) and isinstance(statement.body, cst.IndentedBlock)
+            children = list(statement.body.body)
+            if host is None:
+                host = statement
+                if inner and children:
+                    # Comments and blank lines above the old ``with`` now sit inside it.
+                    children[0] = _prepend_lines(children[0], statement.leading_lines)
+            elif children:
+                children[0] = _prepend_lines(children[0], statement.leading_lines)
+            inner.extend(children)
+        else:
+            inner.append(statement)
+    leading = statements[0].leading_lines
+    inner = [_blank_lines_unindented(s) for s in inner]
+    if host is None or statements[0] is not host:
+        inner[0] = inner[0].with_changes(leading_lines=())
+    if host is None:
+        return cst.With(
+            items=[cst.WithItem(scope_call(strategy))],
+            body=cst.IndentedBlock(body=inner),
+            leading_lines=leading,
+        )
+    return host.with_changes(body=host.body.with_changes(body=inner), leading_lines=leading)
+
+
+def _blank_lines_unindented(statement: cst.BaseStatement) -> cst.BaseStatement:
+    """Blank lines stay blank when their statement moves into a block (at module level libcst
+    marks them as indented, which would leave trailing spaces once they are inside one)."""
+    lines = statement.leading_lines
+    if not any(line.indent and line.comment is None and not line.whitespace.value for line in lines):
+        return statement
+    fixed = [
+        line.with_changes(indent=False) if line.comment is None and not line.whitespace.value else line
+        for line in lines
+    ]
+    return statement.with_changes(leading_lines=fixed)
+
+
+def _prepend_lines(statement: cst.BaseStatement, lines: Sequence[cst.EmptyLine]) -> cst.BaseStatement:
+    if not lines:
+        return statement
+    return statement.with_changes(leading_lines=[*lines, *statement.leading_lines])
+
+
+# --- expressions ---------------------------------------------------------------------------
+
+
+def scaled(node: cst.BaseExpression, strategy: str) -> cst.BinaryOperation:
+    """``node * strategy.num_replicas_in_sync`` (parenthesised where precedence needs it)."""
+    left = node
+    if not isinstance(node, (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.Call, cst.Subscript)) and not (
+        isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Multiply, cst.Power))
+    ):
+        left = node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]) if not node.lpar else node
+    replicas = cst.Attribute(value=cst.Name(strategy), attr=cst.Name("num_replicas_in_sync"))
+    return cst.BinaryOperation(left=left, operator=cst.Multiply(), right=replicas)
+
+
+def add_keyword(call: cst.Call, keyword: str, default: int, strategy: str) -> cst.Call:
+    value = scaled(cst.Integer(str(default)), strategy)
+    new = cst.Arg(
+        value=value,
+        keyword=cst.Name(keyword),
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+    )
+    args = list(call.args)
+    if not args:
+        return call.with_changes(args=[new])
+    last = args[-1]
+    if last.comma is not cst.MaybeSentinel.DEFAULT and isinstance(last.comma, cst.Comma):
+        # A trailing comma (often one argument per line): the new argument goes on its own
+        # line like the others, keeping the trailing comma.
+        comma = last.comma
+        previous = args[-2].comma if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else None
+        between = previous.whitespace_after if previous is not None else cst.SimpleWhitespace(" ")
+        args[-1] = last.with_changes(comma=comma.with_changes(whitespace_after=between))
+        args.append(new.with_changes(comma=comma))
+    else:
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        args.append(new)
+    return call.with_changes(args=args)
+
+
+def with_reduction_none(node: cst.Call) -> cst.Call:
+    """The loss construction ``node`` with ``reduction="none"`` (one loss per example)."""
+    args = [a for a in node.args if not (a.keyword is not None and a.keyword.value == "reduction")]
+    new = cst.Arg(
+        value=cst.SimpleString('"none"'),
+        keyword=cst.Name("reduction"),
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+    )
+    if args:
+        last = args[-1]
+        if isinstance(last.comma, cst.Comma):
+            args.append(new.with_changes(comma=last.comma))
+            args[-2] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        else:
+            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            args.append(new)
+    else:
+        args = [new]
+    return node.with_changes(args=args)
+
+
+# --- what generated code needs to know about the script --------------------------------------
+
+# Keras loss names accepted by compile(loss="..."), and the class computing each.
+LOSS_CLASSES = {
+    "sparse_categorical_crossentropy": "SparseCategoricalCrossentropy",
+    "categorical_crossentropy": "CategoricalCrossentropy",
+    "binary_crossentropy": "BinaryCrossentropy",
+    "binary_focal_crossentropy": "BinaryFocalCrossentropy",
+    "mse": "MeanSquaredError",
+    "mean_squared_error": "MeanSquaredError",
+    "mae": "MeanAbsoluteError",
+    "mean_absolute_error": "MeanAbsoluteError",
+    "mape": "MeanAbsolutePercentageError",
+    "mean_absolute_percentage_error": "MeanAbsolutePercentageError",
+    "msle": "MeanSquaredLogarithmicError",
+    "mean_squared_logarithmic_error": "MeanSquaredLogarithmicError",
+    "huber": "Huber",
+    "huber_loss": "Huber",
+    "log_cosh": "LogCosh",
+    "logcosh": "LogCosh",
+    "kld": "KLDivergence",
+    "kl_divergence": "KLDivergence",
+    "kullback_leibler_divergence": "KLDivergence",
+    "poisson": "Poisson",
+    "hinge": "Hinge",
+    "squared_hinge": "SquaredHinge",
+    "categorical_hinge": "CategoricalHinge",
+    "cosine_similarity": "CosineSimilarity",
+}
+
+
+class NotFound(Exception):
+    """What generated code would need cannot be found; the message says what, for the user."""
+
+
+def module_alias(program: Program, module: str) -> str | None:
+    """The name the script imports ``module`` under (``import tensorflow as tf`` -> ``tf``)."""
+    for statement in program.module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Import):
+                for alias in small.names:
+                    if program.module.code_for_node(alias.name) == module:
+                        return alias.asname.name.value if alias.asname else module  # type: ignore[union-attr]
+    return None
+
+
+def keras_spelling(program: Program, near: list[cst.CSTNode]) -> str:
+    """How the script names the Keras module that built its model (``keras``, ``tf.keras``,
+    ``tf_keras``): generated losses must come from that same Keras."""
+    facts = Facts.of(program)
+    for node in near:
+        for expr in _attribute_chains(node):
+            names = facts.names_of(expr)
+            if not any(n.startswith("keras.") for n in names):
+                continue
+            code = program.module.code_for_node(expr)
+            for root in ("tf.keras", "tensorflow.keras", "tf_keras", "keras"):
+                if code.startswith(root + "."):
+                    return root
+            parts = code.split(".")
+            if len(parts) > 2 and parts[1] == "keras":
+                return ".".join(parts[:2])
+    tf = module_alias(program, "tensorflow")
+    if tf is not None:
+        return f"{tf}.keras"
+    raise NotFound("could not tell which Keras the model comes from")
+
+
+def _attribute_chains(node: cst.CSTNode) -> list[cst.Attribute]:
+    found: list[cst.Attribute] = []
+
+    class Visitor(cst.CSTVisitor):
+        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
+            found.append(attribute)
+            return False
+
+    node.visit(Visitor())
+    return found
+
+
+def per_example_loss(program: Program, loss: cst.BaseExpression | None, keras: str) -> tuple[str | None, str]:
+    """``(making, calling)``: code that makes a loss object computing one loss per example
+    (``reduction="none"``), or None when none is needed, and the callable to apply to
+    ``(labels, predictions)``."""
+    facts = Facts.of(program)
+    if loss is None:
+        raise NotFound("the model's compile() has no loss")
+    if isinstance(loss, cst.SimpleString):
+        name = loss.evaluated_value
+        cls = LOSS_CLASSES.get(str(name).lower())
+        if cls is None:
+            raise NotFound(f"the loss {loss.value} has no Keras loss class autofix knows")
+        return f'{keras}.losses.{cls}(reduction="none")', ""
+    if isinstance(loss, cst.Name):
+        bindings = facts.bindings(loss) or []
+        values = [facts.assigned_value(b) for b in bindings]
+        if len(values) == 1 and isinstance(values[0], cst.Call):
+            return per_example_loss(program, values[0], keras)
+    if isinstance(loss, cst.Call) and facts.call_kind(loss) is Kind.LOSS:
+        return program.module.code_for_node(with_reduction_none(loss)), ""
+    if isinstance(loss, (cst.Name, cst.Attribute)):
+        names = facts.names_of(loss)
+        if any(n.startswith("keras.losses.") and n.rpartition(".")[2][:1].islower() for n in names):
+            # A loss function (keras.losses.mse): it already returns one loss per example.
+            return None, program.module.code_for_node(loss)
+    raise NotFound("the compiled loss is not a Keras loss that can be rebuilt with reduction='none'")
+
+
+def visible_at(program: Program, expr: cst.BaseExpression, site: cst.CSTNode) -> bool:
+    """Whether every name ``expr`` reads means the same at ``site`` (so it can be copied there)."""
+    scope = program.scope(site)
+    if scope is None:
+        return False
+
+    names: list[cst.Name] = []
+
+    class Visitor(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            names.append(node)
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)
+            return False
+
+    expr.visit(Visitor())
+    for name in names:
+        access = program.access(name)
+        if access is None:
+            return False
+        here = {a for a in scope[name.value]} if name.value in scope else set()
+        if not set(access.referents) <= here and not set(access.referents) & here:
+            return False
+        if not here:
+            return False
+    return True
+
+
+def fresh_name(taken: set[str], base: str) -> str:
+    """``base``, or ``base_2``, ``base_3``... the first that is not in ``taken`` (which it joins)."""
+    candidate, n = base, 2
+    while candidate in taken:
+        candidate, n = f"{base}_{n}", n + 1
+    taken.add(candidate)
+    return candidate
+
+
+def fresh_names(program: Program, wanted: list[str]) -> dict[str, str]:
+    """Names for generated code that no name of the module already uses."""
+    taken = Facts.of(program).names()
+    return {name: fresh_name(taken, name) for name in wanted}
