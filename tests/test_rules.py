@@ -26,7 +26,7 @@ def test_metadata(rule):
     assert re.fullmatch(r"[a-z]+(-[a-z]+)+", rule.NAME)
     assert rule.DESCRIPTION and "\n" not in rule.DESCRIPTION
     module = sys.modules[rule.__module__]
-    assert module.__name__.startswith(f"codemods.{rule.CODE.lower()}_")
+    assert module.__name__.startswith(f"autofix.codemods.{rule.CODE.lower()}_")
     assert "Not fixed" in (module.__doc__ or ""), "the docstring must say what the rule will not fix"
     assert rule.EXAMPLES, "a rule needs before/after examples"
     assert any(e.after is not None for e in rule.EXAMPLES)

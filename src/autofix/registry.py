@@ -1,4 +1,5 @@
-"""Finds the rules: every :class:`~autofix.rule.Rule` subclass defined in a ``codemods`` module.
+"""Finds the rules: every :class:`~autofix.rule.Rule` subclass defined in a module (or package) of
+``autofix.codemods`` (the repository's ``codemods/`` folder).
 
 The engine never names a rule. Adding a rule is adding a module to ``codemods/``.
 """
@@ -20,7 +21,7 @@ class UnknownRule(ValueError):
 @lru_cache(maxsize=None)
 def all_rules() -> tuple[type[Rule], ...]:
     """Every rule, in the order they run (``codemods.ORDER``, then by code)."""
-    package = importlib.import_module("codemods")
+    package = importlib.import_module("autofix.codemods")
     found: dict[str, type[Rule]] = {}
     for info in pkgutil.iter_modules(package.__path__):
         if info.name.startswith("_"):

@@ -1,0 +1,100 @@
+"""The layers of the code stay layers: no module imports, directly or through others, a module
+that imports it back (lazy imports inside functions count too)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from fixturecases import ROOT
+
+
+def _modules() -> dict[str, tuple[Path, bool]]:
+    found = {}
+    for base, prefix in ((ROOT / "src" / "autofix", "autofix"), (ROOT / "codemods", "autofix.codemods")):
+        for path in base.rglob("*.py"):
+            parts = [p for p in path.relative_to(base).with_suffix("").parts if p != "__init__"]
+            found[".".join([prefix, *parts])] = (path, path.name == "__init__.py")
+    return found
+
+
+def _imports(name: str, path: Path, package: bool, modules) -> set[str]:
+    found: set[str] = set()
+
+    class Visitor(ast.NodeVisitor):
+        def visit_If(self, node: ast.If) -> None:
+            if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+                self.generic_visit(node)
+
+        def visit_Import(self, node: ast.Import) -> None:
+            found.update(alias.name for alias in node.names)
+
+        def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+            if node.level:
+                base = name if package else name.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    base = base.rpartition(".")[0]
+                base = f"{base}.{node.module}" if node.module else base
+            else:
+                base = node.module or ""
+            # ``from package import submodule`` depends on the submodule, not on the package.
+            submodules = [f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in modules]
+            found.update(submodules)
+            if len(submodules) < len(node.names):
+                found.add(base)
+
+    Visitor().visit(ast.parse(path.read_text(encoding="utf-8")))
+    return {m for m in found if m in modules and m != name}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycles():
+    modules = _modules()
+    graph = {name: _imports(name, path, package, modules) for name, (path, package) in modules.items()}
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_lower_layers_do_not_import_the_rules_or_the_engine():
+    modules = _modules()
+    graph = {name: _imports(name, path, package, modules) for name, (path, package) in modules.items()}
+    for name, imported in graph.items():
+        if name.startswith(("autofix.tf", "autofix.analysis")):
+            assert not {m for m in imported if not m.startswith(("autofix.tf", "autofix.analysis", "autofix.suppressions"))}, name
