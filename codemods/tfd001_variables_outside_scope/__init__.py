@@ -25,8 +25,9 @@ import libcst as cst
 from autofix.analysis import ordering
 from autofix.analysis.contexts import Context, Contexts, index_of
 from autofix.analysis.facts import COMPILE, TRAIN, Strategy
-from autofix.analysis.syntax import calls_in
-from autofix.codegen import Span, is_wall, wrap_spans
+from autofix.analysis.syntax import calls_in, names_in, root_name
+from autofix.analysis.training import TrainingModel
+from autofix.codegen import BlockEdits, Span, is_wall, wrap_spans
 from autofix.rule import SUPPRESSED, Example, Rule
 from autofix.tf.symbols import Kind
 
@@ -95,19 +96,88 @@ class VariablesOutsideScope(Rule):
     )
 
     def check(self) -> None:
-        _Planner(self).plan()
+        planner = _Planner(self)
+        planner.plan()
+        units = planner.broken_units()
+        if units:
+            # Part of a training unit cannot be moved: plan again, leaving the whole unit
+            # where it is (a model left outside with its compile moved in does not train).
+            planner = _Planner(self, units)
+            planner.plan()
+        planner.commit()
 
 
 class _Planner:
-    def __init__(self, rule: Rule) -> None:
+    """Plans TFD001's edits for one file. Nothing reaches the rule until :meth:`commit`, so
+    that a plan can be made, looked at (:meth:`broken_units`) and made again."""
+
+    def __init__(self, rule: Rule, units: dict[cst.Call, str] | None = None) -> None:
         self.rule = rule
         self.program = rule.program
         self.facts = rule.facts
         self.contexts = Contexts.of(rule.program)
-        self.edits = rule.edits
+        self.training = TrainingModel.of(rule.program)
+        self.edits = BlockEdits()
+        self.reports: list[tuple[cst.Call, object, str | None]] = []
+        # Calls that the plan wraps in a scope, and calls it leaves outside (with why).
+        self.wrapped: set[cst.Call] = set()
+        self.blocked: dict[cst.Call, str] = {}
+        # Members of training units that cannot be fixed whole, with the reason.
+        self.units = units or {}
         self._done: set[int] = set()
         # Functions whose body gets its own scope: calls of them need no wrapping.
         self.internal: set[cst.FunctionDef] = set()
+
+    def commit(self) -> None:
+        reported = set()
+        for call, kind, why in self.reports:
+            reported.add(call)
+            self.rule.report(call, _message(call, kind), why)
+        for call, why in self.units.items():
+            # Members the plan never reached (made where no strategy is in view).
+            if call not in reported and self._needs_scope(call):
+                self.rule.report(call, _message(call, self._kind(call)), why)
+        self.rule.edits.extend(self.edits)
+
+    def broken_units(self) -> dict[cst.Call, str]:
+        """Members of training units that this plan would fix only in part, each with why the
+        unit is left as it is."""
+        broken: dict[cst.Call, str] = {}
+        for site in self.training.sites:
+            if not site.distributed:
+                continue
+            needing = [m for m in site.members if self._needs_scope(m)]
+            missing = [m for m in needing if m not in self.wrapped]
+            if not missing:
+                continue
+            first = missing[0]
+            why = self.blocked.get(first) or "it is made where no strategy is in view"
+            if len(needing) == 1:
+                reason = why
+            else:
+                kind = self._kind(first)
+                what = f"{kind.name.value}() call" if isinstance(kind, cst.FunctionDef) else _WHAT.get(kind, "Keras object")
+                reason = (
+                    f"part of a training unit that cannot be fixed whole: the {what} on line "
+                    f"{self.program.line(first)} stays outside strategy.scope() ({why})"
+                )
+            for member in needing:
+                broken.setdefault(member, why if member is first else reason)
+        return broken
+
+    def _kind(self, call: cst.Call):
+        return self.facts.call_kind(call)
+
+    def _needs_scope(self, call: cst.Call) -> bool:
+        """Whether ``call`` must run inside strategy.scope() and does not."""
+        kind = self._kind(call)
+        if isinstance(kind, cst.FunctionDef):
+            effects = self.facts.effects.get(kind)
+            if effects is None or not effects.creates or self.contexts.skip_function(kind):
+                return False
+        elif not (isinstance(kind, Kind) and kind is not Kind.LOSS or kind == COMPILE):
+            return False
+        return not self.facts.under_scope(call)
 
     def plan(self) -> None:
         contexts = list(self.contexts.created)
@@ -159,7 +229,7 @@ class _Planner:
                     continue
             elif not (isinstance(kind, Kind) or kind == COMPILE):
                 continue
-            if self.facts.under_scope(call):
+            if self.facts.under_scope(call) or not self.training.takes_part(call):
                 continue
             if self.facts.inspection_only(call):
                 inspected.append(call)
@@ -167,8 +237,10 @@ class _Planner:
             why = self._called_inside_too(kind) if isinstance(kind, cst.FunctionDef) else None
             if self.rule.suppressed(call):
                 why = SUPPRESSED
+            why = self.units.get(call) or why
             if why:
                 blocked.append((call, kind, why))
+                self.blocked.setdefault(call, why)
             else:
                 needing.append((call, kind))
         if blocked:
@@ -203,35 +275,93 @@ class _Planner:
         if context.index is not None:
             order = self._order(body, info, context)
             start = order.index(context.index) + 1
-        if context.conflict is None and any(i.category == BLOCKED for i in info[: context.index or 0]):
+        conflict = context.conflict or self._maybe_none(context)
+        if conflict is None and any(i.category == BLOCKED for i in info[: context.index or 0]):
             # A model that stays outside leaves anything compiled or loaded into it broken:
             # a partial fix would not train, so the rest is reported, not changed.
-            context.conflict = "a Keras object it depends on is made before the strategy and stays outside"
-        if context.conflict:
+            conflict = "a Keras object it depends on is made before the strategy and stays outside"
+        if conflict:
             for position in order[start:]:
-                self._report(info[position], context.conflict)
+                for call, _kind in info[position].needing:
+                    self.blocked.setdefault(call, conflict)
+                self._report(info[position], conflict)
             return
         spans: list[Span] = []
         first = last = None
+        # Statements since the last one that needs the scope, which join the span only if
+        # the next one needs it too and they belong with the objects being made.
+        between: list[int] = []
         for position in range(start, len(order)):
             index = order[position]
             category = info[index].category
             if category == MIXED and _sub_blocks(body[index]):
+                # Its blocks are fixed (and reported) one by one.
+                info[index].reported = True
                 for sub in _sub_blocks(body[index]):
-                    self._process(Context(sub, context.strategy))
+                    self._process(Context(sub, context.strategy, None, context.conflict))
                 category = TRAINS
             self._report(info[index])
             if category in (NEEDS, MIXED):
+                if first is not None and between and not self._belongs(body, info, order, first, between, index):
+                    spans.append(self._span(order, info, first, last))
+                    first = None
                 if first is None:
                     first = position
                 last = position
-            elif category in (TRAINS, SCOPE, BLOCKED, WALL) and first is not None:
+                between = []
+            elif first is not None and (category in (TRAINS, SCOPE, BLOCKED, WALL) or not _simple(body[index])):
                 spans.append(self._span(order, info, first, last))
                 first = last = None
+                between = []
+            elif first is not None:
+                between.append(position)
         if first is not None:
             spans.append(self._span(order, info, first, last))
+        for span in spans:
+            for position in range(span.first, span.last + 1):
+                self.wrapped.update(call for call, _kind in info[order[position]].needing)
         if spans or order != sorted(order):
             self.edits.add(block, _reorder_and_wrap(order, _merge(spans), context.strategy.name))
+
+    def _belongs(self, body, info: list[_Statement], order: list[int], first: int, between: list[int], following: int) -> bool:
+        """Whether the statements ``between`` (positions after ``first``) work on the objects
+        the span makes: each reads a name the span binds before it, or binds a name the
+        statements from ``following`` on that need the scope read (``base.trainable = False``,
+        ``x = tf.concat(...)``, a loss object given to ``compile``).
+        Anything else (prints, hyperparameters, file operations) stays outside the scope."""
+        bound: set[str] = set()
+        for position in range(first, between[0]):
+            bound |= _names(self.program, body[order[position]])[0]
+        later: set[str] = set()
+        for index in order[order.index(following):]:
+            if info[index].category in (NEEDS, MIXED):
+                later |= _names(self.program, body[index])[1]
+        for position in between:
+            binds, reads = _names(self.program, body[order[position]])
+            if not (reads & bound or binds & later):
+                return False
+            bound |= binds
+        return True
+
+    def _maybe_none(self, context: Context) -> str | None:
+        """Why the strategy may be None where the context's code runs (a ``strategy = None``
+        placeholder that is not overwritten first in the same block), else None."""
+        strategy = context.strategy
+        for binding in strategy.bindings:
+            if binding in strategy.creations or isinstance(binding, cst.Param):
+                continue
+            statement = self.program.statement_of(binding)
+            if (
+                context.index is not None
+                and self.program.block_of(statement) is context.block
+                and (index_of(context.block.body, statement) or 0) < context.index
+            ):
+                continue
+            return (
+                f"{strategy.name} may be None here (line {self.program.line(binding)}), so an unconditional "
+                f"`with {strategy.name}.scope():` could fail; enter the scope where the strategy is known to exist"
+            )
+        return None
 
     def _order(self, body: list[cst.BaseStatement], info: list[_Statement], context: Context) -> list[int]:
         """The statement order after moving Keras objects made before the strategy: cheap
@@ -257,6 +387,8 @@ class _Planner:
             if why:
                 reason = f"made before the strategy is created, which cannot be moved above it: {why}"
                 for k in stay:
+                    for call, _kind in info[k].needing:
+                        self.blocked.setdefault(call, reason)
                     info[k] = _Statement(BLOCKED, [], [(c, kind, reason) for c, kind in info[k].needing])
                     self._report(info[k])
             else:
@@ -318,9 +450,34 @@ class _Planner:
             owner = self.program.statement_of(call)
             by_statement.setdefault(id(owner), []).append((call, kind, why))
         for calls in by_statement.values():
-            call, kind, why = min(calls, key=lambda ck: _rank(ck[1]))
-            self.rule.report(call, _message(call, kind), why)
+            self.reports.append(min(calls, key=lambda ck: _rank(ck[1])))
 
+
+
+def _simple(statement: cst.BaseStatement) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine)
+
+
+def _names(program, statement: cst.CSTNode) -> tuple[set[str], set[str]]:
+    """The names ``statement`` binds and the names it reads."""
+    binds: set[str] = set()
+    reads: set[str] = set()
+    for name in names_in(statement):
+        if program.assignment(name) is not None:
+            binds.add(name.value)
+        else:
+            reads.add(name.value)
+    if isinstance(statement, cst.SimpleStatementLine):
+        # ``base.trainable = False`` changes ``base``: it binds nothing, but writes to it.
+        for small in statement.body:
+            if isinstance(small, (cst.Assign, cst.AugAssign)):
+                targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+                for target in targets:
+                    if isinstance(target, (cst.Attribute, cst.Subscript)):
+                        root = root_name(target)
+                        if root is not None:
+                            reads.add(root.value)
+    return binds, reads
 
 
 def _reorder_and_wrap(order: list[int], spans: list[Span], strategy: str):

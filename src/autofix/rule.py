@@ -113,7 +113,8 @@ class Rule:
         self._reports: dict[tuple[int, str], Report] = {}
         if self.facts.strategies:
             self.check()
-        return Outcome(list(self._reports.values()), edits=self.edits, tree=program.module)
+        reports = sorted(self._reports.values(), key=lambda r: _start(program, r.node))
+        return Outcome(reports, edits=self.edits, tree=program.module)
 
     def check(self) -> None:  # pragma: no cover - abstract
         """Find what is wrong in ``self.program``: :meth:`report` each finding, and plan each
@@ -153,6 +154,11 @@ class Rule:
     def suppressed(self, node: cst.CSTNode) -> bool:
         """Whether an ``# autofix: ignore`` comment for this rule covers ``node``."""
         return self.program.suppressed(node, self.CODE)
+
+
+def _start(program: Program, node: cst.CSTNode) -> tuple[int, int]:
+    start = program.position(node).start
+    return start.line, start.column
 
 
 @lru_cache(maxsize=None)
