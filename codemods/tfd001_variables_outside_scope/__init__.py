@@ -26,7 +26,7 @@ from autofix.analysis import ordering
 from autofix.analysis.contexts import Context, Contexts, index_of
 from autofix.analysis.facts import COMPILE, TRAIN, Strategy
 from autofix.analysis.syntax import calls_in, names_in, root_name
-from autofix.analysis.training import TrainingModel
+from autofix.analysis.training import Site, TrainingModel
 from autofix.codegen import BlockEdits, Span, is_wall, wrap_spans
 from autofix.rule import SUPPRESSED, Example, Rule
 from autofix.tf.symbols import Kind
@@ -42,8 +42,24 @@ _WHAT = {
 }
 _PRIORITY = list(_WHAT)
 _WHY = "so its variables are not mirrored across replicas"
+# What goes wrong, where it is not (only) that the variables are not mirrored (measured on
+# TF 2.21 with Keras 3.15 and tf-keras 2.21, two replicas: see tests/test_fixes_at_runtime.py).
+_MIXING = 'Keras 3 fails with "Mixing different tf.distribute.Strategy objects"'
+_MESSAGES = {
+    Kind.OPTIMIZER: f"optimizer created outside strategy.scope() but trains under it: {_MIXING}",
+    COMPILE: f"compile() makes its optimizer outside strategy.scope(): {_MIXING}",
+    Kind.METRIC: (
+        "metric created outside strategy.scope() but used in training under it: Keras 2 rejects it "
+        '("created inside a different distribution strategy")'
+    ),
+}
+# Calls that load into objects that exist already: they need no scope of their own, but stay
+# next to the objects they load into when those move.
+_JOINING_LOADS = frozenset({"load_weights", "restore"})
 
 NEEDS, TRAINS, MIXED, NEUTRAL, SCOPE, BLOCKED = "needs", "trains", "mixed", "neutral", "scope", "blocked"
+# A statement that only compiles or loads into objects being moved: it joins their scope.
+JOINS = "joins"
 # A notebook cell boundary: a scope block never spans one.
 WALL = "wall"
 
@@ -95,6 +111,10 @@ class VariablesOutsideScope(Rule):
         ),
     )
 
+    def applies(self) -> bool:
+        # A trainer class may keep its strategy in an attribute (``self.strategy``).
+        return super().applies() or bool(TrainingModel.of(self.program).distributed_sites)
+
     def check(self) -> None:
         planner = _Planner(self)
         planner.plan()
@@ -129,29 +149,29 @@ class _Planner:
         self.internal: set[cst.FunctionDef] = set()
 
     def commit(self) -> None:
-        reported = set()
-        for call, kind, why in self.reports:
-            reported.add(call)
-            self.rule.report(call, _message(call, kind), why)
+        reported = {id(self.program.statement_of(call)) for call, _kind, _why in self.reports}
+        # Members the plan never reached (made where no strategy is in view), one per statement.
+        unreached: dict[int, list[tuple[cst.Call, object, str]]] = {}
         for call, why in self.units.items():
-            # Members the plan never reached (made where no strategy is in view).
-            if call not in reported and self._needs_scope(call):
-                self.rule.report(call, _message(call, self._kind(call)), why)
+            statement = id(self.program.statement_of(call))
+            if statement not in reported and self._needs_scope(call):
+                unreached.setdefault(statement, []).append((call, self._kind(call), why))
+        self.reports.extend(min(calls, key=lambda ck: _rank(ck[1])) for calls in unreached.values())
+        for call, kind, why in self.reports:
+            self.rule.report(call, _message(call, kind), why)
         self.rule.edits.extend(self.edits)
 
     def broken_units(self) -> dict[cst.Call, str]:
         """Members of training units that this plan would fix only in part, each with why the
         unit is left as it is."""
         broken: dict[cst.Call, str] = {}
-        for site in self.training.sites:
-            if not site.distributed:
-                continue
+        for site in self.training.distributed_sites:
             needing = [m for m in site.members if self._needs_scope(m)]
             missing = [m for m in needing if m not in self.wrapped]
             if not missing:
                 continue
             first = missing[0]
-            why = self.blocked.get(first) or "it is made where no strategy is in view"
+            why = self.blocked.get(first) or self._unreached(first, site)
             if len(needing) == 1:
                 reason = why
             else:
@@ -165,8 +185,24 @@ class _Planner:
                 broken.setdefault(member, why if member is first else reason)
         return broken
 
+    def _unreached(self, call: cst.Call, site: Site) -> str:
+        """Why a call that needs the scope was neither wrapped nor blocked by the plan."""
+        if site.held_in is not None:
+            return (
+                f"the model is kept in {site.held_in} and made in a method, which autofix does not rewrite; "
+                f"build and compile it inside `with {site.holder}.scope():`"
+            )
+        found = self.contexts.at(call)
+        if found is not None and (found[0].index is None or found[1] > found[0].index):
+            statement = self.program.statement_of(call)
+            return f"it is made inside {_describe(statement)}, where a with block cannot be added around it alone"
+        return "it is made where no strategy is in view"
+
     def _kind(self, call: cst.Call):
-        return self.facts.call_kind(call)
+        kind = self.facts.call_kind(call)
+        if kind is None and self.training.is_model_maker(call):
+            return Kind.MODEL  # ``self.build_model()``
+        return kind
 
     def _needs_scope(self, call: cst.Call) -> bool:
         """Whether ``call`` must run inside strategy.scope() and does not."""
@@ -175,9 +211,19 @@ class _Planner:
             effects = self.facts.effects.get(kind)
             if effects is None or not effects.creates or self.contexts.skip_function(kind):
                 return False
-        elif not (isinstance(kind, Kind) and kind is not Kind.LOSS or kind == COMPILE):
+        elif not self._makes_variables(call, kind):
             return False
-        return not self.facts.under_scope(call)
+        return not self.facts.under_scope(call) and self.training.takes_part(call)
+
+    def _makes_variables(self, call: cst.Call, kind: object) -> bool:
+        """Whether ``call`` (a Keras call of ``kind``) makes variables, so that where it runs
+        decides their strategy. Loss objects hold none; ``compile`` makes only an optimizer it
+        is given by name; loading weights into a model assigns what exists."""
+        if kind == COMPILE:
+            return self.training.creates_optimizer(call)
+        if kind is Kind.LOAD:
+            return not (isinstance(call.func, cst.Attribute) and call.func.attr.value in _JOINING_LOADS)
+        return isinstance(kind, Kind) and kind is not Kind.LOSS
 
     def plan(self) -> None:
         contexts = list(self.contexts.created)
@@ -209,7 +255,7 @@ class _Planner:
             return _Statement(SCOPE)
         needing: list[tuple[cst.Call, object]] = []
         blocked: list[tuple[cst.Call, object, str]] = []
-        trains = False
+        trains = joins = False
         # Objects only looked at, with everything made inside them (``Sequential([Dense(1)])``).
         inspected: list[cst.Call] = []
         for call in self.facts.calls_in(statement):
@@ -231,6 +277,9 @@ class _Planner:
                 continue
             if self.facts.under_scope(call) or not self.training.takes_part(call):
                 continue
+            if not isinstance(kind, cst.FunctionDef) and not self._makes_variables(call, kind):
+                joins = True
+                continue
             if self.facts.inspection_only(call):
                 inspected.append(call)
                 continue
@@ -249,7 +298,9 @@ class _Planner:
             return _Statement(MIXED, needing)
         if needing:
             return _Statement(NEEDS, needing)
-        return _Statement(TRAINS if trains else NEUTRAL)
+        if trains:
+            return _Statement(TRAINS)
+        return _Statement(JOINS if joins else NEUTRAL)
 
     def _called_inside_too(self, function: cst.FunctionDef) -> str | None:
         for ref in self.facts.references(function):
@@ -309,6 +360,14 @@ class _Planner:
                     first = position
                 last = position
                 between = []
+            elif category == JOINS and first is not None:
+                # ``model.compile(optimizer=opt)`` after the objects it uses: it goes with them.
+                if between and not self._belongs(body, info, order, first, between, index):
+                    spans.append(self._span(order, info, first, last))
+                    first = last = None
+                else:
+                    last = position
+                between = []
             elif first is not None and (category in (TRAINS, SCOPE, BLOCKED, WALL) or not _simple(body[index])):
                 spans.append(self._span(order, info, first, last))
                 first = last = None
@@ -334,7 +393,7 @@ class _Planner:
             bound |= _names(self.program, body[order[position]])[0]
         later: set[str] = set()
         for index in order[order.index(following):]:
-            if info[index].category in (NEEDS, MIXED):
+            if info[index].category in (NEEDS, MIXED, JOINS):
                 later |= _names(self.program, body[index])[1]
         for position in between:
             binds, reads = _names(self.program, body[order[position]])
@@ -454,6 +513,14 @@ class _Planner:
 
 
 
+def _describe(statement: cst.CSTNode | None) -> str:
+    names = {cst.If: "an if condition", cst.While: "a while condition", cst.For: "a for header", cst.With: "a with header"}
+    for kind, name in names.items():
+        if isinstance(statement, kind):
+            return name
+    return "a statement"
+
+
 def _simple(statement: cst.BaseStatement) -> bool:
     return isinstance(statement, cst.SimpleStatementLine)
 
@@ -498,7 +565,7 @@ def _rank(kind: object) -> int:
 def _message(call: cst.Call, kind: object) -> str:
     if isinstance(kind, cst.FunctionDef):
         return f"{kind.name.value}() builds Keras objects outside strategy.scope(), {_WHY}"
-    return f"{_WHAT.get(kind, 'Keras object created')} outside strategy.scope(), {_WHY}"
+    return _MESSAGES.get(kind) or f"{_WHAT.get(kind, 'Keras object created')} outside strategy.scope(), {_WHY}"
 
 
 def _merge(spans: list[Span]) -> list[Span]:

@@ -20,6 +20,9 @@ from autofix.analysis.program import Program
 from autofix.tf import symbols
 from autofix.tf.symbols import Kind
 
+# The class of a strategy known only by use (``with s.scope():``), made in another module.
+UNKNOWN_STRATEGY = "Strategy"
+
 # What a call does, beyond the Keras kinds: compile a model, train it, call a local function.
 COMPILE = "compile"
 TRAIN = "train"
@@ -106,6 +109,31 @@ class Facts(Derived):
             pairs.append((referent.index, referent.node))
         pairs.sort(key=lambda pair: pair[0])
         return [node for _, node in pairs]
+
+    def reaching_bindings(self, name: cst.Name) -> list[cst.CSTNode] | None:
+        """:meth:`bindings` of a name that is read, without those that a later binding
+        certainly replaces first: one made by a statement of a block that the read is in (or
+        in a ``with`` body there), before the read (``model = a(); model = b(); model.fit()``
+        reaches ``b()`` only)."""
+        nodes = self.bindings(name)
+        if not nodes or len(nodes) == 1 or self.program.access(name) is None:
+            return nodes
+        path = {id(a): a for a in self.program.ancestors(name)}
+        line = self.program.position(name).start.line
+        for position in range(len(nodes) - 1, -1, -1):
+            statement = self.program.statement_of(nodes[position])
+            while statement is not None:
+                block = self.program.block_of(statement)
+                if block is None:
+                    break
+                if id(block) in path:
+                    if self.program.position(statement).start.line < line and not _inside(self.program, name, statement):
+                        return nodes[position:]
+                    break
+                # The body of a ``with`` runs whenever the ``with`` does.
+                holder = self.program.parent(block)
+                statement = holder if isinstance(holder, cst.With) else None
+        return nodes
 
     def local_definition(self, expr: cst.BaseExpression) -> cst.FunctionDef | cst.ClassDef | None:
         """The function or class of this module that ``expr`` (a name) refers to."""
@@ -200,7 +228,7 @@ class Facts(Derived):
             if (
                 annotation is not None
                 and any(symbols.is_strategy_type(n) for n in self.names_of(annotation.annotation))
-            ) or self._always_passed_a_strategy(param):
+            ) or self._always_passed_a_strategy(param) or self._scope_entered(nodes):
                 return Strategy(name, [param], is_parameter=True, creations=[param])
             return None
         classes: set[str] = set()
@@ -211,6 +239,10 @@ class Facts(Derived):
             if isinstance(value, cst.Name) and value.value == "None":
                 continue
             found = self.strategy_classes(value)
+            if found is None and isinstance(value, cst.Call) and self.is_module_reference(value.func) and self._scope_entered(nodes):
+                # ``strategy = create_strategy()`` (made in another module), then
+                # ``with strategy.scope():``: what it is, is known by how it is used.
+                found = {UNKNOWN_STRATEGY}
             if found is None:
                 return None
             creations.append(node)
@@ -219,6 +251,21 @@ class Facts(Derived):
         if not creations:
             return None
         return Strategy(name, list(nodes), classes, constructions, creations=creations)
+
+    def _scope_entered(self, nodes: list[cst.CSTNode]) -> bool:
+        """Whether a name bound at ``nodes`` is used as ``with <name>.scope():``."""
+        for item in self._with_items:
+            value = item.item
+            if (
+                isinstance(value, cst.Call)
+                and not value.args
+                and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value == "scope"
+                and isinstance(value.func.value, cst.Name)
+                and set(self.bindings(value.func.value) or ()) & set(nodes)
+            ):
+                return True
+        return False
 
     def _always_passed_a_strategy(self, param: cst.Param) -> bool:
         """Whether every call of the parameter's function passes a strategy for it."""
@@ -282,6 +329,18 @@ class Facts(Derived):
             if strategy is not None and strategy.is_parameter and id(strategy) not in seen:
                 seen.add(id(strategy))
                 found.append(strategy)
+        # Names known to be strategies only by use: ``with strategy.scope():``.
+        for item in self._with_items:
+            value = item.item
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Name):
+                if value.func.attr.value != "scope":
+                    continue
+                for node in self.bindings(value.func.value) or ():
+                    name = node.name if isinstance(node, cst.Param) else node
+                    strategy = self.strategy_for_name(name) if isinstance(name, cst.Name) else None
+                    if strategy is not None and id(strategy) not in seen:
+                        seen.add(id(strategy))
+                        found.append(strategy)
         return found
 
     def _parameter_candidates(self, strategies: list[Strategy]) -> list[cst.Param]:
@@ -481,7 +540,12 @@ class Facts(Derived):
                 return kind
         local = self.local_definition(func)
         if isinstance(local, cst.ClassDef):
-            return self.keras_classes.get(local)
+            kind = self.keras_classes.get(local)
+            if kind is None and self._result_is_compiled(call):
+                # A subclass of a model class from elsewhere (``tfrs.models.Model``): it is
+                # compiled, so it is a Keras model.
+                return Kind.MODEL
+            return kind
         if isinstance(local, cst.FunctionDef):
             return local
         if self._result_is_compiled(call):
@@ -677,3 +741,7 @@ class Facts(Derived):
 class Effects:
     creates: bool = False
     trains: bool = False
+
+
+def _inside(program: Program, node: cst.CSTNode, statement: cst.CSTNode) -> bool:
+    return any(a is statement for a in program.ancestors(node))

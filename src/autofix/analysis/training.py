@@ -11,9 +11,9 @@ import libcst as cst
 from autofix.analysis import Derived
 from autofix.analysis.contexts import Contexts
 from autofix.analysis.dataflow import PASSTHROUGH
-from autofix.analysis.facts import COMPILE, TRAIN, Facts
+from autofix.analysis.facts import COMPILE, TRAIN, UNKNOWN_STRATEGY, Facts
 from autofix.analysis.program import Program
-from autofix.analysis.syntax import argument_value, parameter_argument
+from autofix.analysis.syntax import argument_value, attribute_path, parameter_argument
 from autofix.tf.symbols import Kind
 
 
@@ -104,6 +104,10 @@ class Site:
     strategies: frozenset[str]
     # Every call that makes, loads, compiles or restores what it trains.
     members: list[cst.Call] = field(default_factory=list)
+    # ``self.model`` when the model is kept in an attribute of a class, and the expression
+    # holding the strategy there (``self.strategy``).
+    held_in: str | None = None
+    holder: str | None = None
 
     @property
     def distributed(self) -> bool:
@@ -148,7 +152,11 @@ class TrainingModel(Derived):
             if not isinstance(func, cst.Attribute):
                 continue
             if func.attr.value in FIT_METHODS and not self.facts.is_module_reference(func.value):
-                models = [m for m in self.makers(func.value) if self._is_model_maker(m)]
+                held = self._attribute_site(call, func.value)
+                if held is not None:
+                    found.append(held)
+                    continue
+                models = [m for m in self.makers(func.value) if self.is_model_maker(m)]
                 if models:
                     site = Site(call, "fit", self._strategies_at(call))
                     self._add_model_members(site, func.value, models)
@@ -166,22 +174,159 @@ class TrainingModel(Derived):
             self._add_restores(site)
         return found
 
+    def creates_optimizer(self, compile_call: cst.Call) -> bool:
+        """Whether ``model.compile(...)`` makes its own optimizer (none given: RMSprop, or a
+        name such as ``"adam"``). Outside the scope it is made under no strategy, which Keras 3
+        refuses to mix with the model's ("Mixing different tf.distribute.Strategy objects");
+        given an optimizer object, compile itself makes nothing that must be mirrored."""
+        value = argument_value(compile_call, "optimizer", 0)
+        if value is None:
+            # A model whose compile takes its optimizers under other names makes none itself.
+            return not any(a.keyword is not None and "optimizer" in a.keyword.value for a in compile_call.args)
+        if isinstance(value, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+            return True
+        if isinstance(value, cst.Name):
+            values = [self.facts.assigned_value(b) for b in self.facts.bindings(value) or ()]
+            return bool(values) and all(isinstance(v, (cst.SimpleString, cst.ConcatenatedString)) for v in values)
+        return False
+
+    # --- models kept in attributes ----------------------------------------------------------------
+
+    def _attribute_site(self, call: cst.Call, receiver: cst.BaseExpression) -> Site | None:
+        """``self.model.fit(...)`` in a method: the model is what the methods of the class
+        assign to ``self.model``, and the strategy is one the class keeps in an attribute."""
+        path = attribute_path(receiver)
+        if path is None or len(path) != 2:
+            return None
+        method = self.program.enclosing_function(call)
+        if method is None or not self.facts.functions[method].is_method or not method.params.params:
+            return None
+        owner, attribute = path
+        if method.params.params[0].name.value != owner:
+            return None
+        cls = self.program.parent(self.program.parent(method))
+        if not isinstance(cls, cst.ClassDef):
+            return None
+        assigned = self._attribute_values(cls)
+        models = [m for value in assigned.get(attribute, ()) for m in self.makers(value) if self.is_model_maker(m)]
+        if not models:
+            return None
+        strategies: set[str] = set()
+        holder = "strategy"
+        for name, values in assigned.items():
+            for value in values:
+                classes = self.facts.strategy_classes(value)
+                if classes:
+                    strategies |= classes
+                    holder = f"{owner}.{name}"
+        site = Site(call, "fit", frozenset(strategies | self._strategies_at(call)), held_in=f"{owner}.{attribute}", holder=holder)
+        for model in models:
+            self._add(site, [model, *self.ingredients(model)])
+        for use in self._attribute_uses(cls, attribute):
+            self._add_method_call(site, use)
+        return site
+
+    def _own_method(self, func: cst.BaseExpression) -> cst.FunctionDef | None:
+        """The method ``self.build()`` calls, when ``self`` is the calling method's own first
+        parameter and its class defines ``build``."""
+        path = attribute_path(func)
+        if path is None or len(path) != 2:
+            return None
+        caller = self.program.enclosing_function(func)
+        if caller is None or caller not in self.facts.functions or not self.facts.functions[caller].is_method:
+            return None
+        if not caller.params.params or caller.params.params[0].name.value != path[0]:
+            return None
+        cls = self.program.parent(self.program.parent(caller))
+        if not isinstance(cls, cst.ClassDef) or not isinstance(cls.body, cst.IndentedBlock):
+            return None
+        for statement in cls.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == path[1]:
+                return statement
+        return None
+
+    def _attribute_values(self, cls: cst.ClassDef) -> dict[str, list[cst.BaseExpression]]:
+        """``{"model": [value, ...]}`` for every ``self.model = value`` in the class's methods."""
+        found: dict[str, list[cst.BaseExpression]] = {}
+        for function, info in self.facts.functions.items():
+            if not info.is_method or self.program.parent(self.program.parent(function)) is not cls:
+                continue
+            if not function.params.params:
+                continue
+            owner = function.params.params[0].name.value
+            for assign in _assignments(function):
+                for target in assign.targets:
+                    path = attribute_path(target.target)
+                    if path is not None and len(path) == 2 and path[0] == owner:
+                        found.setdefault(path[1], []).append(assign.value)
+        return found
+
+    def _attribute_uses(self, cls: cst.ClassDef, attribute: str) -> list[cst.Attribute]:
+        """Every ``self.<attribute>`` read in the class's methods."""
+        found: list[cst.Attribute] = []
+        for function, info in self.facts.functions.items():
+            if not info.is_method or self.program.parent(self.program.parent(function)) is not cls or not function.params.params:
+                continue
+            owner = function.params.params[0].name.value
+            found.extend(a for a in _attributes(function) if attribute_path(a) == (owner, attribute))
+        return found
+
     @cached_property
     def participants(self) -> dict[cst.Call, Site]:
         """Every call that makes, loads, compiles or restores an object trained under a
         strategy with more than one replica, with (one of) the sites it takes part in."""
         found: dict[cst.Call, Site] = {}
         for site in self.sites:
-            if site.distributed:
+            if site.distributed and not self._apart(site):
                 for member in site.members:
                     found.setdefault(member, site)
         return found
 
-    def takes_part(self, call: cst.Call) -> bool:
-        return call in self.participants
+    def _apart(self, site: Site) -> bool:
+        """Whether the site's training is kept apart from the strategy on purpose: nothing of
+        it is made or run inside a strategy scope, while the file does enter one for other
+        objects (a baseline trained without the strategy, a model reloaded "without a
+        strategy", a second script in the same file). Attributes of a class are never apart."""
+        if site.held_in is not None or site.kind == "step" or not self._enters_scope:
+            return False
+        return not any(self.facts.under_scope(node) or self._scopes_inside(node) for node in [site.call, *site.members])
 
-    def sites_of(self, call: cst.Call) -> list[Site]:
-        return [site for site in self.sites if site.distributed and call in site.members]
+    def _scopes_inside(self, call: cst.Call) -> bool:
+        """Whether ``call`` runs a local function that enters a strategy scope itself."""
+        function = self.facts.call_kind(call)
+        if not isinstance(function, cst.FunctionDef):
+            return False
+        return any(self.facts.scoped_within(inner, function) for inner in self.facts.functions[function].calls)
+
+    @cached_property
+    def _enters_scope(self) -> bool:
+        return any(self.facts.scope_strategy(item.item) for item in self.program.index.with_items)
+
+    def takes_part(self, call: cst.Call) -> bool:
+        """Whether ``call`` makes, loads, compiles or restores something trained under a
+        strategy with more than one replica, and is not kept outside its scope on purpose."""
+        return call in self.participants and not self._other_branch_scopes(call)
+
+    def _other_branch_scopes(self, node: cst.CSTNode) -> bool:
+        """``if replicas == 1: model = build() else: with strategy.scope(): model = build()``:
+        a branch whose other branch enters a strategy scope is outside it by choice."""
+        previous = node
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, cst.If) and previous in (ancestor.body, ancestor.orelse):
+                other = ancestor.orelse if previous is ancestor.body else ancestor.body
+                if other is not None and self._enters_scope_in(other):
+                    return True
+            previous = ancestor
+        return False
+
+    def _enters_scope_in(self, node: cst.CSTNode) -> bool:
+        items = [item for item in self.program.index.with_items if any(a is node for a in self.program.ancestors(item))]
+        return any(self.facts.scope_strategy(item.item) for item in items)
+
+    @cached_property
+    def distributed_sites(self) -> list[Site]:
+        """The sites that may train under more than one replica, and are not kept apart."""
+        return [site for site in self.sites if site.distributed and not self._apart(site)]
 
     def _strategies_at(self, node: cst.CSTNode) -> frozenset[str]:
         """The strategy classes in effect where ``node`` runs: a ``with s.scope():`` around
@@ -197,7 +342,7 @@ class TrainingModel(Derived):
             previous = ancestor
         for context in self.contexts.created:
             if self.contexts.executes_after(node, context):
-                classes |= context.strategy.classes or {"MirroredStrategy"}
+                classes |= context.strategy_classes or {UNKNOWN_STRATEGY}
         return frozenset(classes)
 
     # --- what makes a value ----------------------------------------------------------------------
@@ -220,12 +365,15 @@ class TrainingModel(Derived):
                 effects = facts.effects.get(kind)
                 made = (effects is not None and effects.creates) or self.returns_keras_object(kind)
                 return [expr] if made else []
+            method = self._own_method(expr.func)
+            if method is not None and self.returns_keras_object(method):
+                return [expr]
             return []
         if isinstance(expr, cst.IfExp):
             return self.makers(expr.body, seen) + self.makers(expr.orelse, seen)
         if isinstance(expr, cst.Name):
             found: list[cst.Call] = []
-            for binding in facts.bindings(expr) or ():
+            for binding in facts.reaching_bindings(expr) or ():
                 if isinstance(binding, cst.Param):
                     for argument in self._arguments_for(binding):
                         found.extend(self.makers(argument, seen))
@@ -278,13 +426,13 @@ class TrainingModel(Derived):
                 found.append(param.default)
         return found
 
-    def _is_model_maker(self, call: cst.Call) -> bool:
+    def is_model_maker(self, call: cst.Call) -> bool:
         kind = self.facts.call_kind(call)
         if kind in _MODEL_KINDS:
             return True
         if isinstance(kind, cst.FunctionDef):
             return True
-        return False
+        return kind is None and self._own_method(call.func) is not None
 
     def ingredients(self, call: cst.Call) -> list[cst.Call]:
         """The Keras objects a model is built from: layers (and models) whose results flow into
@@ -298,7 +446,7 @@ class TrainingModel(Derived):
                 continue
             seen.add(id(node))
             if isinstance(node, cst.Name):
-                for binding in self.facts.bindings(node) or ():
+                for binding in self.facts.reaching_bindings(node) or ():
                     if isinstance(binding, cst.Param):
                         continue
                     value = self.facts.assigned_value(binding)
@@ -309,7 +457,7 @@ class TrainingModel(Derived):
                 kind = self.facts.call_kind(node)
                 if isinstance(kind, Kind) and kind in (Kind.LAYER, Kind.MODEL, Kind.LOAD):
                     found.append(node)
-                elif isinstance(kind, cst.FunctionDef) and self._is_model_maker(node):
+                elif isinstance(kind, cst.FunctionDef) and self.is_model_maker(node):
                     found.append(node)
                 pending.append(node.func)
                 pending.extend(a.value for a in node.args)
@@ -342,13 +490,29 @@ class TrainingModel(Derived):
 
     def _model_names(self, receiver: cst.BaseExpression) -> list[cst.Name | cst.Param]:
         """The assignment targets (or parameters) that hold the model used as ``receiver``."""
-        if not isinstance(receiver, cst.Name):
-            return []
-        return [b for b in self.facts.bindings(receiver) or () if isinstance(b, (cst.Name, cst.Param))]
+        found: list[cst.Name | cst.Param] = []
+        pending = [receiver]
+        seen: set[int] = set()
+        while pending:
+            expr = pending.pop()
+            if not isinstance(expr, cst.Name) or id(expr) in seen:
+                continue
+            seen.add(id(expr))
+            for binding in self.facts.reaching_bindings(expr) or ():
+                if isinstance(binding, (cst.Name, cst.Param)) and binding not in found:
+                    found.append(binding)
+                if isinstance(binding, cst.Param):
+                    # ``def train(model): model.fit(...)``: and the names the callers pass.
+                    pending.extend(self._arguments_for(binding))
+        return found
 
     def _uses(self, binding: cst.Name | cst.Param) -> list[cst.CSTNode]:
+        """The reads of the value bound at ``binding`` (not those a later binding replaces)."""
         assignment = self.program.assignment(binding)
-        return [access.node for access in assignment.references] if assignment is not None else []
+        if assignment is None:
+            return []
+        reads = [access.node for access in assignment.references]
+        return [r for r in reads if not isinstance(r, cst.Name) or binding in (self.facts.reaching_bindings(r) or ())]
 
     def _add_method_call(self, site: Site, use: cst.CSTNode) -> None:
         attribute = self.program.parent(use)
@@ -360,8 +524,10 @@ class TrainingModel(Derived):
             return  # ``model.load_weights(...)`` in the branch that predicts instead
         if self.facts.call_kind(call) == COMPILE:
             self._add(site, [call])
-            for keyword, position in (("optimizer", 0), ("metrics", 2), ("weighted_metrics", None)):
-                for value in _elements(argument_value(call, keyword, position)):
+            # ``optimizer=``, ``metrics=[...]``, and the optimizers of a model whose compile
+            # takes others (``compile(encoder_optimizer=..., probe_optimizer=...)``).
+            for arg in call.args:
+                for value in _elements(arg.value):
                     self._add(site, [m for m in self.makers(value) if self.facts.call_kind(m) in (Kind.OPTIMIZER, Kind.METRIC)])
         elif self.facts.call_kind(call) is Kind.LOAD:
             self._add(site, [call])
@@ -417,7 +583,7 @@ class TrainingModel(Derived):
             func = call.func
             if not isinstance(func, cst.Attribute):
                 if isinstance(func, cst.Name):
-                    models = [m for m in self.makers(func) if self._is_model_maker(m)]
+                    models = [m for m in self.makers(func) if self.is_model_maker(m)]
                     for model in models:
                         self._add(site, [model, *self.ingredients(model)])
                     if models:
@@ -440,7 +606,7 @@ class TrainingModel(Derived):
                     self._add_model(site, attribute.value)
 
     def _add_model(self, site: Site, receiver: cst.BaseExpression) -> None:
-        models = [m for m in self.makers(receiver) if self._is_model_maker(m)]
+        models = [m for m in self.makers(receiver) if self.is_model_maker(m)]
         if models:
             self._add_model_members(site, receiver, models)
 
@@ -482,6 +648,23 @@ def _attributes(function: cst.FunctionDef) -> list[cst.Attribute]:
             found.append(node)
 
     function.body.visit(Visitor())
+    return found
+
+
+def _assignments(function: cst.FunctionDef) -> list[cst.Assign]:
+    found: list[cst.Assign] = []
+
+    class Visitor(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            found.append(node)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+    function.visit(Visitor())
     return found
 
 
