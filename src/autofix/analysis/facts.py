@@ -17,6 +17,7 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.program import Program
+from autofix.analysis.syntax import argument_value, parameter_argument
 from autofix.tf import symbols
 from autofix.tf.symbols import Kind
 
@@ -168,7 +169,12 @@ class Facts(Derived):
         if isinstance(expr, cst.Call):
             for name in self.names_of(expr.func):
                 if symbols.is_strategy_constructor(name):
-                    return {name.rpartition(".")[2]}
+                    kind = name.rpartition(".")[2]
+                    devices = argument_value(expr, "devices", 0) if kind == "MirroredStrategy" else None
+                    if isinstance(devices, (cst.List, cst.Tuple)) and len(devices.elements) == 1:
+                        # ``MirroredStrategy(devices=["/gpu:0"])``: one replica.
+                        return {symbols.ONE_DEVICE_MIRRORED}
+                    return {kind}
             definition = self.local_definition(expr.func)
             if isinstance(definition, cst.FunctionDef):
                 return self._function_strategy_classes(definition)
@@ -229,7 +235,7 @@ class Facts(Derived):
                 annotation is not None
                 and any(symbols.is_strategy_type(n) for n in self.names_of(annotation.annotation))
             ) or self._always_passed_a_strategy(param) or self._scope_entered(nodes):
-                return Strategy(name, [param], is_parameter=True, creations=[param])
+                return Strategy(name, [param], self._passed_classes(param), is_parameter=True, creations=[param])
             return None
         classes: set[str] = set()
         constructions: list[cst.Call] = []
@@ -266,6 +272,21 @@ class Facts(Derived):
             ):
                 return True
         return False
+
+    def _passed_classes(self, param: cst.Param) -> set[str]:
+        """The strategy classes the calls of the parameter's function pass for it (unknown
+        when a call passes something else, or there is no call)."""
+        function = self.program.enclosing_function(param)
+        classes: set[str] = set()
+        references = self.references(function) if function is not None else []
+        for ref in references:
+            call = self.program.parent(ref)
+            arg = parameter_argument(function, call, param) if isinstance(call, cst.Call) and call.func is ref else None
+            found = self.strategy_classes(arg.value) if arg is not None else None
+            if not found:
+                return {UNKNOWN_STRATEGY}
+            classes |= found
+        return classes or {UNKNOWN_STRATEGY}
 
     def _always_passed_a_strategy(self, param: cst.Param) -> bool:
         """Whether every call of the parameter's function passes a strategy for it."""
@@ -586,10 +607,23 @@ class Facts(Derived):
             target = parent.target
         return target if isinstance(target, cst.Name) else None
 
-    def uses(self, name: cst.Name) -> list[cst.CSTNode]:
-        """The later reads of the value bound at ``name`` (an assignment target)."""
+    def uses(self, name: cst.Name | cst.Param) -> list[cst.CSTNode]:
+        """The later reads of the value bound at ``name`` (an assignment target, or a
+        parameter or its name)."""
         assignment = self.program.assignment(name)
-        return [access.node for access in assignment.references] if assignment is not None else []
+        if assignment is None:
+            parent = self.program.parent(name)
+            if isinstance(parent, cst.Param) and parent.name is name:
+                assignment = self.program.assignment(parent)
+        if assignment is None:
+            return []
+        node = assignment.node
+        # Not the reads that a later binding certainly replaces first (see reaching_bindings).
+        return [
+            access.node
+            for access in assignment.references
+            if not isinstance(access.node, cst.Name) or node in (self.reaching_bindings(access.node) or (node,))
+        ]
 
     def _result_is_compiled(self, call: cst.Call) -> bool:
         target = self.assigned_name(call)

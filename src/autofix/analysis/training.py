@@ -14,7 +14,7 @@ from autofix.analysis.dataflow import PASSTHROUGH
 from autofix.analysis.facts import COMPILE, TRAIN, UNKNOWN_STRATEGY, Facts
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value, attribute_path, parameter_argument
-from autofix.tf.symbols import Kind
+from autofix.tf.symbols import SINGLE_REPLICA, Kind
 
 
 @dataclass
@@ -88,8 +88,6 @@ def batch_size_of(program: Program, dataset: cst.BaseExpression, depth: int = 0)
 FIT_METHODS = frozenset({"fit", "fit_generator", "train_on_batch"})
 # Attributes of a model that hand its variables to a custom step.
 VARIABLE_ATTRIBUTES = frozenset({"trainable_variables", "trainable_weights", "variables", "weights"})
-# Strategies with one replica: nothing is distributed under them.
-SINGLE_REPLICA = frozenset({"OneDeviceStrategy", "get_strategy"})
 _MODEL_KINDS = (Kind.MODEL, Kind.LOAD)
 
 
@@ -323,6 +321,15 @@ class TrainingModel(Derived):
         items = [item for item in self.program.index.with_items if any(a is node for a in self.program.ancestors(item))]
         return any(self.facts.scope_strategy(item.item) for item in items)
 
+    def distributed_site(self, call: cst.Call) -> Site | None:
+        """The distributed site whose call (``fit``, or the ``strategy.run`` of a training
+        step) is ``call``, if any."""
+        return self._distributed_by_call.get(call)
+
+    @cached_property
+    def _distributed_by_call(self) -> dict[cst.Call, Site]:
+        return {site.call: site for site in self.distributed_sites}
+
     @cached_property
     def distributed_sites(self) -> list[Site]:
         """The sites that may train under more than one replica, and are not kept apart."""
@@ -508,11 +515,7 @@ class TrainingModel(Derived):
 
     def _uses(self, binding: cst.Name | cst.Param) -> list[cst.CSTNode]:
         """The reads of the value bound at ``binding`` (not those a later binding replaces)."""
-        assignment = self.program.assignment(binding)
-        if assignment is None:
-            return []
-        reads = [access.node for access in assignment.references]
-        return [r for r in reads if not isinstance(r, cst.Name) or binding in (self.facts.reaching_bindings(r) or ())]
+        return self.facts.uses(binding)
 
     def _add_method_call(self, site: Site, use: cst.CSTNode) -> None:
         attribute = self.program.parent(use)
@@ -551,11 +554,14 @@ class TrainingModel(Derived):
 
     def _step_functions(self, expr: cst.BaseExpression) -> list[cst.FunctionDef]:
         """The function run by ``strategy.run`` and the local functions it calls."""
-        first = self.facts.local_definition(expr)
-        if not isinstance(first, cst.FunctionDef):
-            return []
+        firsts = [self.facts.local_definition(expr)]
+        if firsts[0] is None and isinstance(expr, cst.Name):
+            # ``def run(strategy, step, inputs): strategy.run(step, ...)``: the functions passed.
+            for binding in self.facts.bindings(expr) or ():
+                if isinstance(binding, cst.Param):
+                    firsts = [self.facts.local_definition(a) for a in self._arguments_for(binding)]
         found: list[cst.FunctionDef] = []
-        pending = [first]
+        pending = [f for f in firsts if isinstance(f, cst.FunctionDef)]
         while pending:
             function = pending.pop()
             if function in found or function not in self.facts.functions:

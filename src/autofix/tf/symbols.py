@@ -56,6 +56,12 @@ STRATEGY_CLASSES = frozenset(
 )
 
 
+# A MirroredStrategy given one device: it has a single replica.
+ONE_DEVICE_MIRRORED = "MirroredStrategy(one device)"
+# Strategies with one replica: nothing is distributed under them.
+SINGLE_REPLICA = frozenset({"OneDeviceStrategy", "get_strategy", ONE_DEVICE_MIRRORED})
+
+
 def is_strategy_constructor(name: str) -> bool:
     """``tf.distribute.MirroredStrategy`` and friends, ``tf.distribute.get_strategy``."""
     for module in ("tensorflow.distribute.", "tensorflow.distribute.experimental."):
