@@ -352,20 +352,19 @@ class _Planner:
                     self._process(Context(sub, context.strategy, None, context.conflict))
                 category = TRAINS
             self._report(info[index])
-            if category in (NEEDS, MIXED):
-                if first is not None and between and not self._belongs(body, info, order, first, between, index):
-                    spans.append(self._span(order, info, first, last))
-                    first = None
-                if first is None:
+            if category in (NEEDS, MIXED) or (category == JOINS and first is not None):
+                # A JOINS statement (``model.compile(optimizer=opt)``) goes with the objects it
+                # uses, but never starts a scope of its own.
+                if first is not None and between:
+                    joining = self._belonging(body, info, order, first, between, index)
+                    if joining < len(between):
+                        if joining:
+                            last = between[joining - 1]
+                        spans.append(self._span(order, info, first, last))
+                        first = None
+                if first is None and category != JOINS:
                     first = position
-                last = position
-                between = []
-            elif category == JOINS and first is not None:
-                # ``model.compile(optimizer=opt)`` after the objects it uses: it goes with them.
-                if between and not self._belongs(body, info, order, first, between, index):
-                    spans.append(self._span(order, info, first, last))
-                    first = last = None
-                else:
+                if first is not None:
                     last = position
                 between = []
             elif first is not None and (category in (TRAINS, SCOPE, BLOCKED, WALL) or not _simple(body[index])):
@@ -382,12 +381,13 @@ class _Planner:
         if spans or order != sorted(order):
             self.edits.add(block, _reorder_and_wrap(order, _merge(spans), context.strategy.name))
 
-    def _belongs(self, body, info: list[_Statement], order: list[int], first: int, between: list[int], following: int) -> bool:
-        """Whether the statements ``between`` (positions after ``first``) work on the objects
-        the span makes: each reads a name the span binds before it, or binds a name the
-        statements from ``following`` on that need the scope read (``base.trainable = False``,
-        ``x = tf.concat(...)``, a loss object given to ``compile``).
-        Anything else (prints, hyperparameters, file operations) stays outside the scope."""
+    def _belonging(self, body, info: list[_Statement], order: list[int], first: int, between: list[int], following: int) -> int:
+        """How many of the statements ``between`` (positions after ``first``), from the first
+        on, work on the objects the span makes: each reads a name the span binds before it, or
+        binds a name the statements from ``following`` on that need the scope read
+        (``base.trainable = False``, ``x = tf.concat(...)``, a loss object given to
+        ``compile``). Anything else (prints, hyperparameters, file operations) stays outside
+        the scope."""
         bound: set[str] = set()
         for position in range(first, between[0]):
             bound |= _names(self.program, body[order[position]])[0]
@@ -395,12 +395,12 @@ class _Planner:
         for index in order[order.index(following):]:
             if info[index].category in (NEEDS, MIXED, JOINS):
                 later |= _names(self.program, body[index])[1]
-        for position in between:
+        for count, position in enumerate(between):
             binds, reads = _names(self.program, body[order[position]])
             if not (reads & bound or binds & later):
-                return False
+                return count
             bound |= binds
-        return True
+        return len(between)
 
     def _maybe_none(self, context: Context) -> str | None:
         """Why the strategy may be None where the context's code runs (a ``strategy = None``

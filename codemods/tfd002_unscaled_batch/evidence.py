@@ -17,12 +17,14 @@ helpers are called with) and off where the value goes:
 from __future__ import annotations
 
 import re
+from functools import cached_property
 
 import libcst as cst
 
 from autofix.analysis.facts import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value, parameter_argument
+from autofix.tf.symbols import IN_BATCH_OBJECTIVES
 
 _DEVICE_COUNTS = frozenset(
     {
@@ -59,6 +61,14 @@ def _counts(name: str) -> bool:
     return False
 
 
+# The file's own words, in comments and docstrings, that its batch is the global one.
+_GLOBAL_TEXT = re.compile(
+    r"partial batch|\bbatch(es)? (is|are|will be|gets|get) (split|divided|sharded|distributed) "
+    r"(evenly )?(across|among|between|over)",
+    re.IGNORECASE,
+)
+
+
 class Evidence:
     """Asks, for one program, whether a batch-size expression is already global."""
 
@@ -66,6 +76,19 @@ class Evidence:
         self.program = program
         self.facts = Facts.of(program)
         self._flags: dict[str, str] | None = None
+
+    @cached_property
+    def batches_are_global(self) -> str | None:
+        """Why every batch of the file is global, whatever its spelling, or None: its text
+        says it thinks in global batches, or it trains an in-batch objective (retrieval,
+        contrastive), where the batch is part of what is trained."""
+        for call, _owner in self.facts.calls:
+            if self.facts.names_of(call.func) & IN_BATCH_OBJECTIVES:
+                return "in-batch objective"
+        text = _text(self.program.module)
+        if _GLOBAL_TEXT.search(text):
+            return "text"
+        return None
 
     def already_global(self, expr: cst.CSTNode, seen: set[int] | None = None) -> bool:
         seen = seen if seen is not None else set()
@@ -191,3 +214,18 @@ class _Finder(cst.CSTVisitor):
     def visit_Name(self, node: cst.Name) -> None:
         self.names.append(node)
 
+
+def _text(module: cst.Module) -> str:
+    """The comments and docstrings (string statements) of a module, joined."""
+    parts: list[str] = []
+
+    class Visitor(cst.CSTVisitor):
+        def visit_Comment(self, node: cst.Comment) -> None:
+            parts.append(node.value)
+
+        def visit_Expr(self, node: cst.Expr) -> None:
+            if isinstance(node.value, cst.SimpleString):
+                parts.append(node.value.value)
+
+    module.visit(Visitor())
+    return "\n".join(parts)

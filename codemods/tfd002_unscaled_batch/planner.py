@@ -204,6 +204,8 @@ class BatchPlanner:
     def _training_context(self, site: Site) -> tuple[Context | None, str | None]:
         """The context training happens in, or (None, reason) when it is reported only, or
         (None, None) when this site is not about training under a strategy at all."""
+        if self.evidence.batches_are_global:
+            return None, None
         if site.arg is not None and self.evidence.already_global(site.arg.value):
             return None, None
         if site.flow is not None:

@@ -203,3 +203,21 @@ INSPECT_FUNCTIONS = frozenset(
 )
 
 CHECKPOINT = "tensorflow.train.Checkpoint"
+
+# Objectives that compare the examples of a batch with each other (in-batch negatives,
+# contrastive losses): the batch size is part of what is trained, not only of its speed.
+IN_BATCH_OBJECTIVES = frozenset(
+    {
+        "tensorflow_recommenders.tasks.Retrieval",
+        "tensorflow_recommenders.tasks.retrieval.Retrieval",
+        "keras_cv.training.SimCLRTrainer",
+        "keras_cv.training.ContrastiveTrainer",
+        "keras_cv.losses.SimCLRLoss",
+        "tensorflow_addons.losses.ContrastiveLoss",
+        "tensorflow_addons.losses.TripletSemiHardLoss",
+        "tensorflow_addons.losses.TripletHardLoss",
+        "tensorflow_addons.losses.NpairsLoss",
+        "tensorflow_similarity.losses.MultiSimilarityLoss",
+        "tensorflow_similarity.losses.SimCLRLoss",
+    }
+)
