@@ -1,21 +1,34 @@
-"""TFD001 variables-outside-scope: Keras objects created outside ``strategy.scope()``.
+"""TFD001 variables-outside-scope: what is trained under a strategy, made outside its scope.
 
-Models, layers, optimizers, metrics and losses, loaded models and weights, and ``compile`` must
-run inside ``with strategy.scope():`` so that their variables are mirrored. Outside it, ``fit``
-silently trains on one replica (or fails with "Mixing different tf.distribute.Strategy
-objects"). The fix moves those statements into one ``with strategy.scope():`` block right where
-they are, merged with an adjacent one; ``fit``, ``evaluate``, ``predict`` and the data pipeline
-stay where they are.
+A model trained with ``fit`` / ``train_on_batch`` (or by a step that ``strategy.run`` runs and
+that applies gradients) under a strategy with more than one replica must be made in
+``strategy.scope()``, with the layers it is built from, the optimizer and metric objects it is
+compiled or trained with, a model loaded with ``load_model``, and a ``compile`` that makes its
+optimizer from a name (``optimizer="adam"``, or none). Outside the scope, ``fit`` silently trains
+on one replica, or fails: Keras 3 with "Mixing different tf.distribute.Strategy objects" (an
+optimizer, or compile's own), Keras 2 for a metric. The fix moves those statements, and only
+those, into ``with strategy.scope():`` right where they are (several small blocks of one
+strategy train as one); statements that only work on the objects being made
+(``base.trainable = False``, a ``compile`` given objects, ``load_weights``) join them.
 
-Not fixed (reported, or left alone):
-- code already inside a scope, or in a function whose every caller is inside one;
-- a model that is only inspected (``summary()``, ``plot_model``) and never trained;
-- a function that builds a model but is called both inside and outside a scope;
-- more than one strategy in the same block;
-- Keras objects created before the strategy exists (for now: reported only);
-- attributes (``self.model = ...``) and methods of classes.
+Not findings (measured, or kept apart on purpose):
+- what is only evaluated, predicted with or inspected; loss objects (they hold no variables);
+  ``compile`` given an optimizer object, and weights loaded or a checkpoint restored into a
+  model made in the scope (both work outside it);
+- training kept apart from the strategy: nothing of it made or run in a scope of a file that
+  enters one elsewhere (a baseline, a model reloaded "without a strategy"), or a branch whose
+  other branch enters the scope (``if replicas == 1``);
+- single-replica strategies (``OneDeviceStrategy``, ``MirroredStrategy(devices=[one])``, the
+  default strategy); code that runs before the strategy exists and is not trained under it.
+
+Not fixed (reported with the reason):
+- a training unit any part of which cannot be moved (suppressed, made in an ``if`` or ``while``
+  condition, before a strategy that cannot move up, where no strategy is in view): the whole
+  unit stays, since a model left outside with its compile moved in does not train;
+- a model kept in an attribute of a trainer class (``self.model = self.build()``);
+- a function that builds a model but is called both inside and outside a scope; two
+  strategies in one block; a strategy that may be None where the scope would go.
 """
-
 from __future__ import annotations
 
 from dataclasses import dataclass, field
