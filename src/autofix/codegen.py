@@ -142,6 +142,9 @@ def _wrap(body: Statements, span: Span, strategy: str) -> cst.With:
     statements = body[span.first : span.last + 1]
     inner: Statements = []
     host: cst.With | None = None
+    # Blank lines and comments that closed a host's body: they stay where they were, before
+    # what now follows them in the merged block.
+    footer: Sequence[cst.EmptyLine] = ()
     for offset, statement in enumerate(statements):
         index = span.first + offset
         if index in span.hosts:
@@ -151,14 +154,19 @@ def _wrap(body: Statements, span: Span, strategy: str) -> cst.With:
                 host = statement
                 if inner and children:
                     # Comments and blank lines above the old ``with`` now sit inside it.
-                    children[0] = _prepend_lines(children[0], statement.leading_lines)
+                    children[0] = _prepend_lines(children[0], _unindented(statement.leading_lines))
             elif children:
-                children[0] = _prepend_lines(children[0], statement.leading_lines)
+                children[0] = _prepend_lines(children[0], _unindented(statement.leading_lines))
+            if children:
+                children[0] = _prepend_lines(children[0], footer)
+                footer = ()
             inner.extend(children)
+            footer = (*footer, *statement.body.footer)
         else:
-            inner.append(statement)
+            # Moved in from outside: its blank lines must not take the block's indentation.
+            inner.append(_prepend_lines(_blank_lines_unindented(statement), footer))
+            footer = ()
     leading = statements[0].leading_lines
-    inner = [_blank_lines_unindented(s) for s in inner]
     if host is None or statements[0] is not host:
         inner[0] = inner[0].with_changes(leading_lines=())
     if host is None:
@@ -167,20 +175,19 @@ def _wrap(body: Statements, span: Span, strategy: str) -> cst.With:
             body=cst.IndentedBlock(body=inner),
             leading_lines=leading,
         )
-    return host.with_changes(body=host.body.with_changes(body=inner), leading_lines=leading)
+    return host.with_changes(body=host.body.with_changes(body=inner, footer=footer), leading_lines=leading)
 
 
 def _blank_lines_unindented(statement: cst.BaseStatement) -> cst.BaseStatement:
     """Blank lines stay blank when their statement moves into a block (at module level libcst
     marks them as indented, which would leave trailing spaces once they are inside one)."""
-    lines = statement.leading_lines
+    return statement.with_changes(leading_lines=_unindented(statement.leading_lines))
+
+
+def _unindented(lines: Sequence[cst.EmptyLine]) -> Sequence[cst.EmptyLine]:
     if not any(line.indent and line.comment is None and not line.whitespace.value for line in lines):
-        return statement
-    fixed = [
-        line.with_changes(indent=False) if line.comment is None and not line.whitespace.value else line
-        for line in lines
-    ]
-    return statement.with_changes(leading_lines=fixed)
+        return lines
+    return [line.with_changes(indent=False) if line.comment is None and not line.whitespace.value else line for line in lines]
 
 
 def _prepend_lines(statement: cst.BaseStatement, lines: Sequence[cst.EmptyLine]) -> cst.BaseStatement:
