@@ -110,7 +110,7 @@ class _Apply(cst.CSTTransformer):
 
 
 @dataclass(frozen=True)
-class Span:
+class ScopeSpan:
     """Statements ``first..last`` (inclusive) of a block, to go into one ``with`` block.
 
     ``hosts`` are indexes inside the span of existing ``with <strategy>.scope():`` statements:
@@ -126,7 +126,7 @@ def scope_call(strategy: str) -> cst.Call:
     return cst.Call(func=cst.Attribute(value=cst.Name(strategy), attr=cst.Name("scope")))
 
 
-def wrap_spans(spans: Sequence[Span], strategy: str) -> BodyEdit:
+def wrap_spans(spans: Sequence[ScopeSpan], strategy: str) -> BodyEdit:
     """An edit that puts each span of a body into a ``with <strategy>.scope():`` block."""
 
     def edit(body: Statements) -> Statements:
@@ -138,7 +138,7 @@ def wrap_spans(spans: Sequence[Span], strategy: str) -> BodyEdit:
     return edit
 
 
-def _wrap(body: Statements, span: Span, strategy: str) -> cst.With:
+def _wrap(body: Statements, span: ScopeSpan, strategy: str) -> cst.With:
     statements = body[span.first : span.last + 1]
     inner: Statements = []
     host: cst.With | None = None

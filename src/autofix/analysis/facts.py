@@ -726,13 +726,13 @@ class Facts(Derived):
         return False
 
     @cached_property
-    def effects(self) -> dict[cst.FunctionDef, Effects]:
+    def effects(self) -> dict[cst.FunctionDef, FunctionEffects]:
         """For each plain function: does calling it create Keras objects outside a scope of its
         own, and does it train? Both follow calls to other functions of the module."""
-        result: dict[cst.FunctionDef, Effects] = {}
+        result: dict[cst.FunctionDef, FunctionEffects] = {}
         callees: dict[cst.FunctionDef, list[cst.FunctionDef]] = {}
         for function, info in self.functions.items():
-            effects = Effects()
+            effects = FunctionEffects()
             callees[function] = []
             if info.is_method:
                 result[function] = effects
@@ -783,7 +783,7 @@ class Facts(Derived):
 
 
 @dataclass
-class Effects:
+class FunctionEffects:
     creates: bool = False
     trains: bool = False
 

@@ -5,8 +5,10 @@ model or dataset that needs it), and a cheap Keras object (optimizer, loss, metr
 to where it is first used. A move is allowed only when it cannot change what the program
 computes: what the moved statement reads is not written in between, what it writes is not read
 or written in between, and it never crosses a statement that must run before the TensorFlow
-runtime starts (device setup, mixed precision policy, environment variables): see
-../shared/docs/tf-distribute-facts.md, "Ordering".
+runtime starts: creating a strategy starts it, after which device setup fails ("RuntimeError:
+Physical devices cannot be modified after being initialized"), a mixed precision policy no
+longer applies to what is built, and environment variables such as CUDA_VISIBLE_DEVICES are
+not read again.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ _ENVIRON_WRITES = frozenset({"update", "setdefault", "pop", "clear", "__setitem_
 
 
 @dataclass
-class Effects:
+class StatementEffects:
     """Names a statement reads and writes (including inside nested functions), and whether
     it touches what must happen before the runtime starts."""
 
@@ -42,7 +44,7 @@ class Effects:
 
 
 class _Collect(cst.CSTVisitor):
-    def __init__(self, program: Program, effects: Effects) -> None:
+    def __init__(self, program: Program, effects: StatementEffects) -> None:
         self.program = program
         self.effects = effects
 
@@ -97,8 +99,8 @@ def _configures_runtime(name: str) -> bool:
     return last.startswith(("set_", "enable_", "disable_", "experimental_connect_to"))
 
 
-def effects_of(program: Program, statement: cst.CSTNode) -> Effects:
-    effects = Effects()
+def effects_of(program: Program, statement: cst.CSTNode) -> StatementEffects:
+    effects = StatementEffects()
     statement.visit(_Collect(program, effects))
     if isinstance(statement, (cst.Import, cst.ImportFrom, cst.SimpleStatementLine)):
         for small in getattr(statement, "body", [statement]):
