@@ -2,12 +2,17 @@
 
 Exit codes: 0 when training happened and every check passed; 1 when a check failed (one line
 per failed check on standard error); 2 when the harness itself failed (or a bad option).
+Stopped by SIGTERM or SIGHUP, it ends every process of the run, removes its temporary folder,
+then dies by that signal (SIGINT: "Aborted!", as click has it).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import click
 from rich.console import Console
@@ -23,6 +28,7 @@ from autofix.smoke.harness import (
     DEFAULT_TIMEOUT,
     run_smoke,
 )
+from autofix.smoke.process import Interrupted
 from autofix.smoke.render import report_view, summary
 from autofix.smoke.report import SmokeReport
 
@@ -47,9 +53,10 @@ def smoke(script, args, replicas, steps, timeout, json_file, offline, legacy_ker
     Arguments after `--` are passed to the script. The script runs in its own folder, for real:
     it may write files there.
     """
-    report = run_smoke(
-        script, replicas=replicas, steps=steps, timeout=timeout, args=args, offline=offline, legacy_keras=legacy_keras
-    )
+    with _die_when_interrupted():
+        report = run_smoke(
+            script, replicas=replicas, steps=steps, timeout=timeout, args=args, offline=offline, legacy_keras=legacy_keras
+        )
     if json_file:
         with open(json_file, "w", encoding="utf-8") as fh:
             fh.write(report.to_json() + "\n")
@@ -63,6 +70,21 @@ def smoke(script, args, replicas, steps, timeout, json_file, offline, legacy_ker
         err.print(Text(_last_lines(report.output), style="dim"))
     _print_failures(err, display_path(script), report)
     sys.exit(report.exit_code)
+
+
+@contextlib.contextmanager
+def _die_when_interrupted() -> Iterator[None]:
+    """Once the harness has cleaned up after SIGTERM / SIGHUP, die by that signal, so that
+    whoever sent it sees the usual status (128 + signal number)."""
+    try:
+        yield
+    except Interrupted as stop:
+        Console(stderr=True, highlight=False).print(Text(f"Stopped by {stop.name}: every process of the smoke test ended.", style="red"))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.signal(stop.signum, signal.SIG_DFL)
+        os.kill(os.getpid(), stop.signum)
+        raise SystemExit(128 + stop.signum)  # where the signal does not end the process at once
 
 
 def _last_lines(text: str, count: int = OUTPUT_LINES) -> str:
@@ -80,7 +102,8 @@ def smoke_changed(results: Sequence[FileResult], err: Console) -> int:
     if not count:
         return 0
     err.print(Text(f"Smoke-testing {count} changed script{'s' if count != 1 else ''} before and after the fix...", style="bold"))
-    comparisons = before_after.compare(results)
+    with _die_when_interrupted():
+        comparisons = before_after.compare(results)
     table = Table(title="autofix fix --smoke", title_justify="left")
     table.add_column("script")
     table.add_column("before")

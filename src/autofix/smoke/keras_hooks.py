@@ -87,6 +87,7 @@ def _callback_class(module: Any) -> type:
             loss = scalar((logs or {}).get("loss"))
             if loss is not None:
                 self.record.losses.append(loss)
+            recorder.publish()
 
     return Record
 
@@ -143,6 +144,7 @@ def _fit(original, callback: type, version: str):
             recorder.current_fit = None
             if record.error is None:
                 _finish(record, self)
+            recorder.publish()
 
     return fit
 
@@ -182,12 +184,14 @@ def _train_on_batch(original, version: str):
             record.error = describe_exception(exc)
             _finish(record, self)
             _failed("train_on_batch", record.cause)
+            recorder.publish()
             raise
         record.steps += 1
         loss = scalar(result)
         if loss is not None:
             record.losses.append(loss)
         _finish(record, self)
+        recorder.publish()
         return result
 
     return train_on_batch

@@ -95,6 +95,7 @@ def _run(original):
         if eager_step:
             record.steps += 1
             recorder.last_eager_run = record
+            recorder.publish()
         return result
 
     return run
@@ -169,6 +170,7 @@ def _function_call(original):
                 record.steps += 1
                 if loss is not None:
                     record.losses.append(loss)
+            recorder.publish()
         return result
 
     return __call__
@@ -182,6 +184,7 @@ def _reduce(original):
             if loss is not None:
                 recorder.last_eager_run.losses.append(loss)
                 recorder.last_eager_run = None
+                recorder.publish()
         return result
 
     return reduce

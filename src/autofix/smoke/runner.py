@@ -5,7 +5,9 @@ of the spec in turn as ``__main__`` — in its own directory, with its own ``sys
 ``sys.path[0]``, a fresh namespace and its output in its own log — and clears the Keras
 session between scripts. Progress goes to the spec's ``events`` file, one JSON object a line,
 written as it happens, so that the harness knows which script was running if this process
-dies: ``ready`` (or ``harness-error``), then ``start`` and ``done`` for each script.
+dies: ``ready`` (or ``harness-error``), then for each script ``start``, ``progress`` (the
+records so far, after every step and every ``fit``) and ``done``. A script that ends the
+process itself (``os._exit``) keeps what it recorded up to its last step.
 
 It prints nothing itself; what the scripts print goes to their logs.
 """
@@ -45,6 +47,7 @@ def main(argv: list[str]) -> int:
 
 def _run_all(spec: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> int:
     started = time.perf_counter()
+    _die_with_parent()
     try:
         provision = _bootstrap(spec)
     except BaseException as exc:  # the harness cannot work here: say why and stop
@@ -58,16 +61,30 @@ def _run_all(spec: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> in
             "startup_seconds": round(time.perf_counter() - started, 3),
             "tensorflow": tf.__version__,
             "provided": provision.how,
+            "pid": os.getpid(),
         }
     )
     home = os.getcwd()
     for index, job in enumerate(spec["scripts"]):
         emit({"event": "start", "index": index})
+        recorder.sink = lambda records, index=index: emit({"event": "progress", "index": index, "records": records})
         result = _run_one(job)
         os.chdir(home)
         _clear_sessions()
         emit({"event": "done", "index": index, "result": result})
     return 0
+
+
+def _die_with_parent() -> None:
+    """End with the reaper that started this process, even when it is SIGKILLed (Linux)."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
 
 
 def _exit(code: int) -> None:

@@ -3,7 +3,9 @@
 Everything here is plain Python data that :mod:`autofix.smoke.runner` turns into one JSON
 object per script. The hooks write into the one :data:`recorder`; it is reset between the
 scripts of a batch. Replica threads of MirroredStrategy write into it too, so nothing here is
-thread-local.
+thread-local. The hooks call :meth:`Recorder.publish` after every step and every ``fit``:
+the runner streams the records to the harness as they happen, so a script that ends the
+process itself (``os._exit(0)`` after training) keeps them.
 """
 
 from __future__ import annotations
@@ -111,10 +113,22 @@ class Recorder:
     step_functions: dict[int, StepFunction] = field(default_factory=dict)
     # Keeps the tf.function objects of step_functions alive so that their ids stay unique.
     step_function_refs: list[Any] = field(default_factory=list)
+    # Receives ``to_dict()`` after every step; set by the runner.
+    sink: Any = None
 
     def reset(self, script_dir: str) -> None:
-        keep = {"steps": self.steps, "replicas": self.replicas}
+        keep = {"steps": self.steps, "replicas": self.replicas, "sink": self.sink}
         self.__init__(script_dir=script_dir, **keep)  # type: ignore[misc]
+
+    def publish(self) -> None:
+        """Send the records so far to the harness. Never raises: recording must not fail a
+        script."""
+        if self.sink is None:
+            return
+        try:
+            self.sink(self.to_dict())
+        except Exception:
+            pass
 
     def note(self, text: str) -> None:
         if text not in self.notes:
