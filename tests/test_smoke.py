@@ -376,10 +376,10 @@ def test_harness_failure_is_exit_2(tmp_path):
 def test_fix_smoke_exit_code_follows_the_fixed_scripts(monkeypatch, tmp_path):
     good, bad = _report(), _report(ok=False, checks=(Check("trained", False, "no training happened"),))
     results = [FileResult(str(tmp_path / "t.py"), old_text="x = 1\n", new_text="x = 2\n", written=True)]
-    monkeypatch.setattr(before_after, "compare", lambda rs: [before_after.Comparison(rs[0].path, bad, good)])
+    monkeypatch.setattr(before_after, "compare", lambda rs, **options: [before_after.Comparison(rs[0].path, bad, good)])
     console = command.Console(file=io.StringIO(), width=400)
     assert command.smoke_changed(results, console) == 0
-    monkeypatch.setattr(before_after, "compare", lambda rs: [before_after.Comparison(rs[0].path, good, bad)])
+    monkeypatch.setattr(before_after, "compare", lambda rs, **options: [before_after.Comparison(rs[0].path, good, bad)])
     assert command.smoke_changed(results, console) == 1
     assert "t.py: after the fix: no training happened" in console.file.getvalue()
     assert command.smoke_changed([dataclasses.replace(results[0], written=False)], console) == 0

@@ -268,5 +268,6 @@ def _report(settings: _Settings, job: SmokeJob, raw: dict[str, Any], ready: dict
         legacy_keras=settings.legacy_keras,
         offline=settings.offline,
         output=raw.get("output", ""),
+        writes=checks.write_records(raw),
     )
 

@@ -103,13 +103,17 @@ def _bootstrap(spec: dict[str, Any]):
         sys.stdout.reconfigure(line_buffering=True)
     recorder.steps = int(spec["steps"])
     recorder.replicas = int(spec["replicas"])
+    worker = spec.get("worker") or {}
+    recorder.worker, recorder.workers = int(worker.get("index", 0)), int(worker.get("count", 1))
     import tensorflow  # noqa: F401  (starts nothing: the runtime starts on first use)
 
-    from autofix.smoke import devices, loops
+    from autofix.smoke import devices, loops, multiworker, writes
 
     provision = devices.Provision(recorder.replicas)
     devices.install(provision)
+    multiworker.install(provision)
     loops.install()
+    writes.install(os.path.dirname(os.path.abspath(spec["events"])))
     offline = bool(spec.get("offline"))
     actions = {name: _keras_action(offline) for name in KERAS_PACKAGES}
     for name in list(actions):
@@ -126,10 +130,11 @@ def _bootstrap(spec: dict[str, Any]):
 
 def _keras_action(offline: bool) -> Callable[[Any], None]:
     def action(module: Any) -> None:
-        from autofix.smoke import datasets, keras_hooks
+        from autofix.smoke import datasets, keras_hooks, writes
 
         try:
             keras_hooks.install(module)
+            writes.install_keras(module)
             if offline:
                 datasets.install(module.__name__)
         except Exception as exc:  # reported as a harness failure, not as the script's
