@@ -71,16 +71,17 @@ def run_workers(settings, job) -> SmokeReport:
             children.append(Child(workdir / f"worker-{index}", spec, env, settings.python))
         for child in children:
             child.start()
-        raws, failure = _watch(settings, children)
+        raws, failure, first_failed = _watch(settings, children)
     finally:
         for child in children:
             child.close()
         shutil.rmtree(workdir, ignore_errors=True)
-    return _report(settings, job, addresses, raws, [c.ready for c in children], failure)
+    return _report(settings, job, addresses, raws, [c.ready for c in children], failure, first_failed)
 
 
-def _watch(settings, children: list[Child]) -> tuple[list[dict[str, Any]], tuple[str, str] | None]:
-    """Each worker's raw result; or a harness failure (message, output)."""
+def _watch(settings, children: list[Child]) -> tuple[list[dict[str, Any]], tuple[str, str] | None, int | None]:
+    """Each worker's raw result, the worker that failed first (if any); or a harness failure
+    (message, output)."""
     raws: list[dict[str, Any] | None] = [None] * len(children)
     first_failure: tuple[int, float] | None = None
     while True:
@@ -91,37 +92,40 @@ def _watch(settings, children: list[Child]) -> tuple[list[dict[str, Any]], tuple
             child.poll()
             if child.harness_error is not None:
                 message, details = child.harness_error
-                return [], (f"worker {index}: {message}", details or child.boot_output())
+                return [], (f"worker {index}: {message}", details or child.boot_output()), None
             if 0 in child.done:
                 raws[index] = dict(child.done[0])
             elif child.exited:
                 if not child.ready:
                     reason = checks.death_reason(child.returncode)
-                    return [], (f"worker {index} ended before TensorFlow started ({reason})", child.boot_output())
+                    return [], (f"worker {index} ended before TensorFlow started ({reason})", child.boot_output()), None
                 if child.running is None:
-                    return [], (f"worker {index} ended without running the script", child.boot_output())
+                    return [], (f"worker {index} ended without running the script", child.boot_output()), None
                 raws[index] = child.ended_mid_script()
             elif not child.ready and now - child.launched > settings.startup_timeout:
-                return [], (f"worker {index}: TensorFlow did not start within {settings.startup_timeout:g} s", child.boot_output())
+                return [], (f"worker {index}: TensorFlow did not start within {settings.startup_timeout:g} s", child.boot_output()), None
             elif child.running is not None and now - child.started > settings.timeout:
                 peak = child.peak_memory_mb()
                 raws[index] = dict(child.ended_mid_script("timeout"), peak_memory_mb=peak)
                 child.stop()
             if first_failure is None and raws[index] is not None and raws[index].get("status") not in ENDED:
                 first_failure = (index, now)
+        first = None if first_failure is None else first_failure[0]
         if all(raw is not None for raw in raws):
-            return [raw for raw in raws if raw is not None], None
+            return [raw for raw in raws if raw is not None], None, first
         if first_failure is not None and now - first_failure[1] > min(PEER_GRACE, settings.timeout):
             for index, child in enumerate(children):
                 if raws[index] is None:
                     raw = child.ended_mid_script("stopped") if child.running is not None else {"status": "stopped", "output": child.boot_output()}
                     raws[index] = dict(raw, stopped_after=first_failure[0])
                     child.stop()
-            return [raw for raw in raws if raw is not None], None
+            return [raw for raw in raws if raw is not None], None, first
         time.sleep(POLL_SECONDS)
 
 
-def _report(settings, job, addresses: list[str], raws: list[dict[str, Any]], readies: list[dict[str, Any]], failure) -> SmokeReport:
+def _report(
+    settings, job, addresses: list[str], raws: list[dict[str, Any]], readies: list[dict[str, Any]], failure, first_failed: int | None = None
+) -> SmokeReport:
     from autofix.smoke.harness import _report as one_report
 
     chief_ready = readies[0] if readies else {}
@@ -132,7 +136,8 @@ def _report(settings, job, addresses: list[str], raws: list[dict[str, Any]], rea
     total = settings.replicas * settings.workers
     script_dir = os.path.dirname(os.path.abspath(job.script))
     per_worker = [checks.evaluate(raw, replicas=total, timeout=settings.timeout, workers=settings.workers) for raw in raws]
-    merged = _merge(per_worker)
+    failed = _first_failed(raws, first_failed)
+    merged = _merge(per_worker, first=failed or 0)
     across = checks.cluster(raws, lambda path: _shown(path, script_dir))
     workers = tuple(_worker(settings, i, addresses[i], raw, found, readies[i]) for i, (raw, found) in enumerate(zip(raws, per_worker)))
     agree = next((c.passed for c in across if c.name == "workers.agree"), None)
@@ -145,7 +150,7 @@ def _report(settings, job, addresses: list[str], raws: list[dict[str, Any]], rea
         shared_writes=shared,
         each=workers,
     )
-    failed = next((i for i, raw in enumerate(raws) if raw.get("status") not in ENDED), None)
+    # The output of the worker that failed first: the others often fail because it did.
     shown = raws[0] if failed is None else raws[failed]
     base = one_report(settings, job, dict(raws[0], status=shown.get("status"), output=shown.get("output", "")), chief_ready)
     all_checks = (*merged, *across)
@@ -166,17 +171,29 @@ def _report(settings, job, addresses: list[str], raws: list[dict[str, Any]], rea
     )
 
 
-def _merge(per_worker: list[tuple[Check, ...]]) -> tuple[Check, ...]:
+def _first_failed(raws: list[dict[str, Any]], seen_first: int | None) -> int | None:
+    """The worker that failed first, by the time each ended (else the one seen first)."""
+    failed = [i for i, raw in enumerate(raws) if raw.get("status") not in ENDED]
+    timed = [i for i in failed if raws[i].get("ended_at") is not None and raws[i].get("status") != "stopped"]
+    if timed:
+        return min(timed, key=lambda i: raws[i]["ended_at"])
+    return seen_first if seen_first is not None else (failed[0] if failed else None)
+
+
+def _merge(per_worker: list[tuple[Check, ...]], first: int = 0) -> tuple[Check, ...]:
     """The chief's passed checks, and every failed check once: as it is when every worker failed
-    it, else prefixed with the workers that did."""
+    it, else prefixed with the workers that did; the failures of worker ``first`` (the first to
+    fail) come first."""
     count = len(per_worker)
     failed: dict[tuple[str, str], list[int]] = {}
-    for index, found in enumerate(per_worker):
-        for check in found:
+    order = [first] + [i for i in range(count) if i != first]
+    for index in order:
+        for check in per_worker[index]:
             if not check.passed:
                 failed.setdefault((check.name, check.message), []).append(index)
     merged = [c for c in per_worker[0] if c.passed]
     for (name, message), indexes in failed.items():
+        indexes = sorted(indexes)
         if len(indexes) == count:
             merged.append(Check(name, False, message))
         else:

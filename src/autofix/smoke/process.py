@@ -161,6 +161,7 @@ class Child:
         assert self.running is not None
         raw: dict[str, Any] = dict(self.progress)
         raw["seconds"] = round(time.monotonic() - self.started, 3)
+        raw["ended_at"] = time.time()
         code = self.returncode
         if reason is not None:
             raw.update(status=reason)

@@ -151,7 +151,8 @@ def summary(report: SmokeReport) -> str:
         return f"{_on_workers(report)}{low.replicas} replicas, {mirrored}{loss}"
     runs = [r for r in report.runs if r.steps and r.applies_gradients]
     if runs:
-        seen = min(len(r.replicas) if r.replicas_observed else r.num_replicas for r in runs)
+        # A worker of a multi-worker run sees only its own replicas run.
+        seen = min(len(r.replicas) if r.replicas_observed and report.workers is None else r.num_replicas for r in runs)
         return f"{_on_workers(report)}custom loop on {seen} replica{'s' if seen != 1 else ''}, {sum(r.steps for r in runs)} steps{loss}"
     return failed[0].message if failed else "no training happened"
 

@@ -206,6 +206,8 @@ def _run_one(job: dict[str, Any]) -> dict[str, Any]:
         result.update(status="crashed", error=describe_exception(exc), error_site=_error_site(exc))
     finally:
         result["seconds"] = round(time.perf_counter() - started, 3)
+        # Wall-clock end, to tell which worker of a multi-worker run failed first.
+        result["ended_at"] = time.time()
         sys.argv = saved_argv
         sys.path[:] = saved_path
         if os.environ != saved_environ:
@@ -224,7 +226,8 @@ def _error_site(exc: BaseException) -> str | None:
     site = None
     for frame, line in traceback.walk_tb(exc.__traceback__):
         filename = frame.f_code.co_filename
-        if os.path.realpath(filename).startswith(os.path.realpath(recorder.script_dir) + os.sep):
+        # Compiled extensions name their frames relative ("h5py/h5f.pyx"): never the script's.
+        if os.path.isabs(filename) and os.path.realpath(filename).startswith(os.path.realpath(recorder.script_dir) + os.sep):
             site = f"{shown(filename)}:{line}"
     return site
 
