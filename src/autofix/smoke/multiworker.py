@@ -50,6 +50,8 @@ def install(provision: Any) -> None:
         original_init(self, *args, **kwargs)
         workers = getattr(self.extended, "_num_workers", 1)
         recorder.strategies.append(f"MultiWorkerMirroredStrategy ({self.num_replicas_in_sync} replicas, {workers} worker{'s' if workers != 1 else ''})")
+        if workers == 1:
+            recorder.note("MultiWorkerMirroredStrategy ran as a single worker: --workers 2 runs it across worker processes")
 
     strategy.__init__ = __init__
 
