@@ -7,6 +7,8 @@ loopback ports, worker 0 the chief; each worker has R replicas (``replicas``). T
 talk through TensorFlow's own collective runtime (gRPC). They all run the script in its folder,
 as workers sharing a file system would.
 
+A worker that has run the script waits (the chief hosts the coordination service the others
+still talk to) until every worker has; then all are stopped together.
 A worker that fails (crash, exit, death, timeout) leaves the others waiting in a collective:
 they get :data:`PEER_GRACE` seconds to end on their own (they often fail the same way, with
 their own message), then are stopped. Every worker process is ended in any case.

@@ -72,6 +72,12 @@ def _run_all(spec: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> in
         os.chdir(home)
         _clear_sessions()
         emit({"event": "done", "index": index, "result": result})
+    if recorder.workers > 1:
+        # A worker that left now could break the others' last collective or their
+        # coordination service (the chief hosts it): the harness stops every worker together
+        # once it has them all.
+        while True:
+            time.sleep(3600)
     return 0
 
 
