@@ -117,6 +117,11 @@ def test_reaper_cleans_up_when_the_harness_is_killed(tmp_path):
 # --- `autofix smoke` stopped part-way ---------------------------------------------------------
 
 
+def _default_signals() -> None:
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 @pytest.mark.tf
 @pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
 @pytest.mark.parametrize(
@@ -139,8 +144,9 @@ def test_smoke_stopped_by_a_signal_ends_every_process_and_removes_its_folder(tmp
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
-        # As from a shell: SIGINT is not ignored in the child.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        # As from an interactive shell: none of the three is ignored (a background job or
+        # nohup would have inherited SIG_IGN, which autofix keeps on purpose).
+        preexec_fn=_default_signals,
     )
     try:
         pids = [int(p) for p in wait_for(pid_file, 120).split()]
