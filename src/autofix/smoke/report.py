@@ -19,6 +19,16 @@
 - ``strategies`` created, ``datasets`` served synthetically (``--offline``), ``notes``
   (things worth knowing that are not failures), ``output`` (the tail of what the script printed),
   ``tensorflow`` (version), ``legacy_keras``, ``offline``.
+- ``writes``: one :class:`WriteRecord` per path the script wrote (``api``, absolute ``path``,
+  ``via`` the Keras callback, ``site``).
+- ``workers``: ``None``, or for a multi-worker run a :class:`WorkersReport`: ``count``,
+  ``replicas_per_worker``, ``trained`` (workers that trained), ``agree`` (same losses and
+  weights; ``None`` when fewer than two trained), ``shared_writes`` (messages of paths two
+  workers wrote) and ``each``, one :class:`WorkerReport` per worker (``index``, ``chief``,
+  ``address``, ``status``, ``ok``, ``trained``, ``replicas``, ``steps``, ``losses``,
+  ``weights`` digests, ``global_batch``, ``writes``, ``failures``, times, ``error``, ``output``).
+  The other fields are then the chief's, except ``status`` / ``error`` / ``output`` (the worker
+  that failed first) and ``replicas`` (the total).
 - ``exit_code``: 0 (ok), 1 (a check failed), 2 (harness error) — the CLI's exit status.
 
 :class:`FitRecord` — one ``fit``: ``method`` (``fit`` / ``train_on_batch``), ``site``
@@ -30,7 +40,8 @@ running loss fit reports after each step), ``steps`` (that ran), ``global_batch`
 split over replicas), ``user_args`` (the script's ``epochs``, ``steps_per_epoch``,
 ``batch_size``, ``validation_steps``, before capping), ``capped_args``, ``compiled_in_scope``,
 ``optimizer_in_scope`` (created under the model's strategy), ``cause`` (why training was not
-distributed, in the script's terms), ``error`` (when fit raised), ``keras`` (package and version).
+distributed, in the script's terms), ``error`` (when fit raised), ``keras`` (package and version);
+in multi-worker runs ``weights`` (digest after fit), ``auto_shard`` and ``sharded``.
 
 :class:`RunRecord` — one call site of ``strategy.run``: ``site`` (``file:line``, or the
 ``tf.function`` holding it: ``file:line name``), ``given`` (``function``, ``tf.function``,
