@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from autofix.smoke import checks
+from autofix.smoke.jobs import Settings, SmokeJob, build_report, child_env
 from autofix.smoke.process import Child
 from autofix.smoke.report import Check, SmokeReport, WorkerReport, WorkersReport
 
@@ -52,9 +53,7 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
-def run_workers(settings, job) -> SmokeReport:
-    from autofix.smoke.harness import child_env
-
+def run_workers(settings: Settings, job: SmokeJob) -> SmokeReport:
     count = settings.workers
     addresses = [f"localhost:{port}" for port in free_ports(count)]
     workdir = Path(tempfile.mkdtemp(prefix="autofix-smoke-"))
@@ -128,13 +127,11 @@ def _watch(settings, children: list[Child]) -> tuple[list[dict[str, Any]], tuple
 def _report(
     settings, job, addresses: list[str], raws: list[dict[str, Any]], readies: list[dict[str, Any]], failure, first_failed: int | None = None
 ) -> SmokeReport:
-    from autofix.smoke.harness import _report as one_report
-
     chief_ready = readies[0] if readies else {}
     if failure is not None:
         message, output = failure
         raw = {"status": "harness-error", "harness_error": message, "output": output.strip()[-4000:]}
-        return one_report(settings, job, raw, chief_ready)
+        return build_report(settings, job, raw, chief_ready)
     total = settings.replicas * settings.workers
     script_dir = os.path.dirname(os.path.abspath(job.script))
     per_worker = [checks.evaluate(raw, replicas=total, timeout=settings.timeout, workers=settings.workers) for raw in raws]
@@ -154,7 +151,7 @@ def _report(
     )
     # The output of the worker that failed first: the others often fail because it did.
     shown = raws[0] if failed is None else raws[failed]
-    base = one_report(settings, job, dict(raws[0], status=shown.get("status"), output=shown.get("output", "")), chief_ready)
+    base = build_report(settings, job, dict(raws[0], status=shown.get("status"), output=shown.get("output", "")), chief_ready)
     all_checks = (*merged, *across)
     return SmokeReport(
         **{

@@ -25,11 +25,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from autofix.smoke import checks
+from autofix.smoke.cluster import run_workers
+from autofix.smoke.jobs import Settings, SmokeJob, build_report, child_env
 from autofix.smoke.process import OUTPUT_TAIL, Child, clean_output, stop_on_signals
 from autofix.smoke.report import SmokeReport
 
@@ -42,27 +43,6 @@ STARTUP_TIMEOUT = 180.0
 POLL_SECONDS = 0.05
 # Where keras.datasets downloads from: when it cannot be reached, --offline is the default.
 DATASET_HOST = ("storage.googleapis.com", 443)
-
-
-@dataclass(frozen=True)
-class SmokeJob:
-    """One script to run: its path, arguments and working directory (default: its folder)."""
-
-    script: str
-    args: tuple[str, ...] = ()
-    cwd: str | None = None
-
-
-@dataclass(frozen=True)
-class _Settings:
-    replicas: int
-    steps: int
-    timeout: float
-    offline: bool
-    legacy_keras: bool
-    python: str
-    startup_timeout: float
-    workers: int = 1
 
 
 def run_smoke(
@@ -115,7 +95,7 @@ def run_many(
     if replicas < 1 or steps < 1 or workers < 1:
         raise ValueError("replicas, steps and workers must be at least 1")
     jobs = [s if isinstance(s, SmokeJob) else SmokeJob(os.fspath(s), tuple(args)) for s in scripts]
-    settings = _Settings(
+    settings = Settings(
         replicas,
         steps,
         float(timeout),
@@ -127,13 +107,11 @@ def run_many(
     )
     with stop_on_signals():
         if workers > 1:
-            from autofix.smoke.cluster import run_workers
-
             return [run_workers(settings, job) for job in jobs]
         return _run_batches(settings, jobs)
 
 
-def _run_batches(settings: _Settings, jobs: list[SmokeJob]) -> list[SmokeReport]:
+def _run_batches(settings: Settings, jobs: list[SmokeJob]) -> list[SmokeReport]:
     reports: list[SmokeReport | None] = [None] * len(jobs)
     pending = list(range(len(jobs)))
     while pending:
@@ -142,7 +120,7 @@ def _run_batches(settings: _Settings, jobs: list[SmokeJob]) -> list[SmokeReport]
         left = [i for i in pending if reports[i] is None]
         if len(left) == len(pending):  # no progress: never loop forever
             for i in left:
-                reports[i] = _report(settings, jobs[i], {"status": "harness-error", "harness_error": "the harness made no progress"}, {})
+                reports[i] = build_report(settings, jobs[i], {"status": "harness-error", "harness_error": "the harness made no progress"}, {})
             break
         pending = left
     return [r for r in reports if r is not None]
@@ -160,7 +138,7 @@ def datasets_unreachable() -> bool:
 class _Batch:
     """One child process running some of the jobs."""
 
-    def __init__(self, settings: _Settings, jobs: list[tuple[int, SmokeJob]]) -> None:
+    def __init__(self, settings: Settings, jobs: list[tuple[int, SmokeJob]]) -> None:
         self.settings = settings
         self.jobs = jobs
         self.reports: dict[int, SmokeReport] = {}
@@ -219,55 +197,10 @@ class _Batch:
 
     def _done(self, index: int, raw: dict[str, Any]) -> None:
         order, job = self.jobs[index]
-        self.reports[order] = _report(self.settings, job, raw, self.ready)
+        self.reports[order] = build_report(self.settings, job, raw, self.ready)
 
     def _harness_error(self, message: str, output: str) -> None:
         for order, job in self.jobs:
             if order not in self.reports:
                 raw = {"status": "harness-error", "harness_error": message, "output": output.strip()[-OUTPUT_TAIL:]}
-                self.reports[order] = _report(self.settings, job, raw, self.ready)
-
-
-def child_env(settings: _Settings, extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    package_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    if settings.legacy_keras:
-        env["TF_USE_LEGACY_KERAS"] = "1"
-    env.update(extra or {})
-    return env
-
-
-def _report(settings: _Settings, job: SmokeJob, raw: dict[str, Any], ready: dict[str, Any]) -> SmokeReport:
-    found = checks.evaluate(raw, replicas=settings.replicas, timeout=settings.timeout)
-    harness_error = raw.get("harness_error")
-    if harness_error and raw.get("status") != "harness-error":
-        found = (*found, checks.Check("harness", False, f"the harness failed: {harness_error}"))
-    return SmokeReport(
-        script=job.script,
-        ok=all(c.passed for c in found),
-        status=raw.get("status", "harness-error"),
-        replicas=settings.replicas,
-        steps=settings.steps,
-        args=tuple(job.args),
-        fits=checks.fit_records(raw),
-        runs=checks.run_records(raw),
-        checks=found,
-        seconds=float(raw.get("seconds") or 0.0),
-        startup_seconds=ready.get("startup_seconds"),
-        peak_memory_mb=raw.get("peak_memory_mb"),
-        error=raw.get("error"),
-        error_site=raw.get("error_site"),
-        script_exit=raw.get("exit_code"),
-        harness_error=harness_error,
-        strategies=tuple(raw.get("strategies", ())),
-        datasets=tuple(raw.get("datasets", ())),
-        notes=checks.notes(raw),
-        provided=ready.get("provided", ""),
-        tensorflow=ready.get("tensorflow", ""),
-        legacy_keras=settings.legacy_keras,
-        offline=settings.offline,
-        output=raw.get("output", ""),
-        writes=checks.write_records(raw),
-    )
-
+                self.reports[order] = build_report(self.settings, job, raw, self.ready)
