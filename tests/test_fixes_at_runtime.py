@@ -31,7 +31,7 @@ pytestmark = [
 # Fixtures that cannot run here, and why: they are checked statically only.
 NOT_RUNNABLE = {
     "tfd001/imported_factory": "imports a models package that is not part of the fixture",
-    "tfd001/strategy_kinds": "TPU and central-storage strategies need hardware (its multi-worker function runs below)",
+    "tfd001/strategy_kinds": "TPU, multi-worker and central-storage strategies need hardware or a cluster",
     "tfd002/imported_helper_keyword": "imports a data package that is not part of the fixture",
     "tfd002/loader_default": "reads an image folder that does not exist",
 }
@@ -215,6 +215,7 @@ def test_tfd001_fixes_also_work_on_keras2(keras2_reports):
 # --- Multi-worker: the fixes on two worker processes of one MultiWorkerMirroredStrategy ------------
 #
 # Keras 2 (tf.keras with TF_USE_LEGACY_KERAS=1): Keras 3 cannot fit under MultiWorkerMirroredStrategy.
+# strategy_kinds, not runnable as a whole above, has its multi-worker function run here.
 # Each script here starts two TensorFlow processes, so only the pairs where the strategy changes
 # what the rule is about: the scope (TFD001, the multi-worker function of strategy_kinds), the
 # global batch (TFD002) and strategy.run (TFD003).
