@@ -99,8 +99,8 @@ class Steps(Derived):
 
     @cached_property
     def runs(self) -> list[cst.Call]:
-        """``strategy.run`` / ``experimental_run_v2`` calls (on a strategy, or on an attribute
-        named for one: ``self.strategy.run``)."""
+        """``strategy.run`` / ``experimental_run_v2`` calls (on a strategy, or on a name or
+        ``self`` attribute named for one)."""
         found = []
         for call, _owner in self.facts.calls:
             func = call.func
@@ -110,8 +110,10 @@ class Steps(Derived):
             if self.facts.is_strategy_expr(receiver):
                 found.append(call)
                 continue
+            # A strategy passed in from another file: ``self.strategy.run(self.step, ...)``,
+            # ``def loop(strategy): strategy.run(step, ...)``.
             path = attribute_path(receiver)
-            if path is not None and len(path) == 2 and path[0] == "self" and "strategy" in words(path[1]):
+            if path is not None and len(path) <= 2 and path[0] in ("self", path[-1]) and words(path[-1]) & {"strategy", "strat"}:
                 found.append(call)
         return found
 
