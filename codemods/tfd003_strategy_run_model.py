@@ -1,6 +1,7 @@
-"""TFD003 strategy-run-model: ``strategy.run`` given a model with no inputs, a model whose
-outputs are used as a training loss, Keras's own training methods, or a training step called
-eagerly in a loop.
+"""TFD003 strategy-run-model: what ``strategy.run`` cannot run, and training steps run eagerly.
+
+Found: ``strategy.run`` given a model with no inputs, a model whose outputs are used as a
+training loss, or Keras's own training methods; and a training step called eagerly in a loop.
 
 ``strategy.run`` takes a per-replica step *function*. Given a model and real inputs
 (``strategy.run(model, args=(x,))``) it is valid distributed inference: it returns the
@@ -82,7 +83,7 @@ _TRACEABLE_BUILTINS = frozenset({"builtins.zip", "builtins.len", "builtins.range
 class StrategyRunModel(Rule):
     CODE = "TFD003"
     NAME = "strategy-run-model"
-    DESCRIPTION = "strategy.run(model, ...) instead of a per-replica step function"
+    DESCRIPTION = "strategy.run given what it cannot run (a model without inputs), or a training step run eagerly"
     EXAMPLES = (
         Example(
             before=(
@@ -136,6 +137,17 @@ class StrategyRunModel(Rule):
                 "@tf.function\n"
                 "def distributed_step(inputs):\n"
                 "    return strategy.run(step, args=(inputs,))\n"
+            ),
+        ),
+        Example(
+            before=(
+                "import tensorflow as tf\n"
+                "\n"
+                "strategy = tf.distribute.MirroredStrategy()\n"
+                "with strategy.scope():\n"
+                "    model = tf.keras.models.load_model(\"model.keras\")\n"
+                "for batch in strategy.experimental_distribute_dataset(test_ds):\n"
+                "    predictions = strategy.gather(strategy.run(model, args=(batch,)), axis=0)\n"
             ),
         ),
     )

@@ -1,5 +1,4 @@
-"""TFD004 unscaled-custom-loss: a custom training step whose loss is not reduced correctly
-across replicas.
+"""TFD004 unscaled-custom-loss: a custom step's loss not reduced correctly across replicas.
 
 In a step passed to ``strategy.run`` each replica sees 1/N of the global batch and the
 gradients of all replicas are summed. The loss must therefore be the per-example loss summed
@@ -28,8 +27,9 @@ Not fixed (reported, or left alone):
 - correct code: the TensorFlow guide's pattern (``reduction="none"`` + ``compute_average_loss``),
   a ``reduction="sum"`` loss divided by the global batch, a per-replica ``reduce_mean`` divided
   by ``num_replicas_in_sync`` (or multiplied by its inverse) before the gradient, losses used
-  only through ``compile``/``fit``, and any step under a one-replica strategy
-  (``OneDeviceStrategy``, the default strategy);
+  only through ``compile``/``fit``, any step under a one-replica strategy
+  (``OneDeviceStrategy``, the default strategy), and a step that averages its gradients across
+  replicas itself (``all_reduce``, ``experimental_aggregate_gradients=False``);
 - ``tf.reduce_mean`` of something that is not a per-example loss (its shape is unknown);
 - a default-reduction loss object, or a helper computing the loss, that is also used outside
   custom steps (``compile``, evaluation): changing it would change that use too;
@@ -44,7 +44,7 @@ import libcst as cst
 
 from autofix.analysis.facts import Facts
 from autofix.analysis.program import Program
-from autofix.analysis.steps import Steps, Term
+from autofix.analysis.steps import Steps, Term, tf_names
 from autofix.analysis.syntax import argument_value, calls_in, names_in
 from autofix.analysis.training import batch_size_of
 from autofix.codegen import BlockEdits, NotFound, module_alias, visible_at, with_reduction_none
@@ -148,6 +148,8 @@ class UnscaledCustomLoss(Rule):
         self.reconstructed: set[int] = set()
         terms: dict[cst.CSTNode, list[tuple[cst.FunctionDef, Term]]] = {}
         for root in self.steps.roots:
+            if self.steps.aggregates_itself(root):
+                continue  # gradients averaged by hand: a per-replica mean is what that wants
             for term in self.steps.loss_terms(root):
                 terms.setdefault(term.node, []).append((root, term))
         for node, reached in terms.items():
@@ -158,9 +160,10 @@ class UnscaledCustomLoss(Rule):
         """One place where the loss is made, reached from one or more gradients."""
         facts = self.facts
         root, term = reached[0]
-        mean = bool(facts.names_of(call.func) & _MEANS) and bool(call.args)
-        if mean:
-            kind = _per_example(facts, self._resolved(call.args[0].value), self.steps)
+        averaged = argument_value(call, "input_tensor", 0) if tf_names(facts, call.func) & _MEANS else None
+        mean = averaged is not None
+        if averaged is not None:
+            kind = _per_example(facts, self._resolved(averaged), self.steps)
         else:
             obj = _loss_object(facts, self.steps, call.func)
             if obj is None or _reduction(obj) != "default":
@@ -183,10 +186,30 @@ class UnscaledCustomLoss(Rule):
         function = self.program.enclosing_function(call)
         batch = _global_batch(self.program, self.steps, root, function) if function is not None else None
         suffix = f", global_batch_size={self.program.module.code_for_node(batch)}" if batch is not None else ""
+        target = self._rewritten(call, term, message)
+        if target is None:
+            return
         if mean:
-            self._mean(call, kind, message, suffix)
+            self._mean(call, target, kind, message, suffix)
         else:
-            self._loss_call(call, term, message, suffix)
+            self._loss_call(call, target, message, suffix)
+
+    def _rewritten(self, call: cst.Call, term: Term, message: str) -> cst.CSTNode | None:
+        """What the fix replaces: the loss, or ``loss / n`` when the division by the replica
+        count is applied to it right there (it must go too). None, after reporting, when that
+        division is made elsewhere."""
+        if not term.scaling:
+            return call
+        scaling = term.scaling[-1]
+        if _operand_of(scaling, call):
+            return scaling
+        self.report(
+            call,
+            message,
+            f"the division by the replica count is on line {self.program.line(scaling)}, away from "
+            "the loss; remove it when switching to reduction='none' and tf.nn.compute_average_loss",
+        )
+        return None
 
     def _unsafe(self, call: cst.Call, root: cst.FunctionDef, terms: list[Term]) -> str | None:
         """Why rewriting the loss at ``call`` would change more than the gradient, if it would."""
@@ -217,15 +240,24 @@ class UnscaledCustomLoss(Rule):
                 return values[0]
         return expr
 
-    def _mean(self, call: cst.Call, kind: str | None, message: str, suffix: str) -> None:
-        inner = call.args[0].value
-        if len(call.args) > 1 or call.args[0].keyword is not None:
-            self.report(call, message, "it reduces over given axes, so its shape is not one loss per example")
+    def _mean(self, call: cst.Call, target: cst.CSTNode, kind: str | None, message: str, suffix: str) -> None:
+        inner = argument_value(call, "input_tensor", 0)
+        if argument_value(call, "axis", 1) is not None or inner is None:
+            self.report(
+                call,
+                message,
+                "it reduces over given axes, so what it averages is not known to be one loss per "
+                "example; if it averages over the batch, divide it by strategy.num_replicas_in_sync",
+            )
             return
 
         def plan(edits: BlockEdits) -> None:
             if kind is None:
-                raise NotFound("what it averages is not known to be one loss per example")
+                raise NotFound(
+                    "what it averages is not known to be one loss per example; average it over all "
+                    "but the batch axis and pass that to tf.nn.compute_average_loss, or divide this "
+                    "mean by strategy.num_replicas_in_sync"
+                )
             average = self._average()
             if kind == "default":
                 made = self._resolved(inner)
@@ -233,24 +265,12 @@ class UnscaledCustomLoss(Rule):
                     raise NotFound("the loss object's call is not in this step")
                 self._make_none(made, edits)
             code = self.program.module.code_for_node(inner)
-            edits.replace(call, lambda _node: cst.parse_expression(f"{average}({code}{suffix})"))
+            edits.replace(target, lambda _node: cst.parse_expression(f"{average}({code}{suffix})"))
 
         self.fix(call, message, plan)
 
-    def _loss_call(self, call: cst.Call, term: Term, message: str, suffix: str) -> None:
+    def _loss_call(self, call: cst.Call, target: cst.CSTNode, message: str, suffix: str) -> None:
         program = self.program
-        target: cst.CSTNode = call
-        if term.scaling:
-            scaling = term.scaling[-1]
-            if not _operand_of(scaling, call):
-                self.report(
-                    call,
-                    message,
-                    f"the division by the replica count is on line {program.line(scaling)}, away from "
-                    "the loss; remove it when switching to reduction='none' and tf.nn.compute_average_loss",
-                )
-                return
-            target = scaling
 
         def plan(edits: BlockEdits) -> None:
             average = self._average()
@@ -344,7 +364,7 @@ def _per_example(facts: Facts, expr: cst.BaseExpression, steps: Steps) -> str | 
     if obj is not None:
         reduction = _reduction(obj)
         return reduction if reduction in ("none", "default") else None
-    names = facts.names_of(expr.func)
+    names = tf_names(facts, expr.func)
     if names & _PER_EXAMPLE or any(n.startswith("keras.losses.") and n.rpartition(".")[2][:1].islower() for n in names):
         return "none"
     return None

@@ -209,6 +209,23 @@ class Steps(Derived):
         """The calls made when ``function`` runs (in it and in the local functions it calls)."""
         return [call for f in self.reached(function) for call in self.facts.functions[f].calls]
 
+    def aggregates_itself(self, function: cst.FunctionDef) -> bool:
+        """Whether the step combines gradients across replicas itself (``all_reduce`` in the
+        replica context, ``apply_gradients(..., experimental_aggregate_gradients=False)`` /
+        ``skip_gradients_aggregation=True``): then the optimizer does not sum them."""
+        for call in self.calls(function):
+            func = call.func
+            if not isinstance(func, cst.Attribute):
+                continue
+            if func.attr.value in ("all_reduce", "batch_reduce_to", "reduce_to"):
+                return True
+            if func.attr.value == "apply_gradients":
+                for keyword, off in (("experimental_aggregate_gradients", "False"), ("skip_gradients_aggregation", "True")):
+                    value = argument_value(call, keyword)
+                    if isinstance(value, cst.Name) and value.value == off:
+                        return True
+        return False
+
     def trains(self, function: cst.FunctionDef) -> bool:
         """Whether running ``function`` takes gradients or applies them."""
         return any(
@@ -236,17 +253,17 @@ class Steps(Derived):
 
     def attribute_assignments(self, attr: cst.BaseExpression) -> list[tuple[cst.BaseExpression, cst.CSTNode]]:
         """The values assigned to ``self.<name>`` (``attr``) in its class, with their targets."""
-        path = attribute_path(attr)
-        if path is None or len(path) != 2 or path[0] != "self":
-            return []
-        return self._self_attributes(attr).get(path[1], ([], []))[0]
+        return self._self_attribute(attr)[0]
 
     def attribute_reads(self, attr: cst.BaseExpression) -> list[cst.CSTNode]:
         """Every read of ``self.<name>`` (``attr``) in its class."""
+        return self._self_attribute(attr)[1]
+
+    def _self_attribute(self, attr: cst.BaseExpression) -> tuple[list, list]:
         path = attribute_path(attr)
         if path is None or len(path) != 2 or path[0] != "self":
-            return []
-        return self._self_attributes(attr).get(path[1], ([], []))[1]
+            return [], []
+        return self._self_attributes(attr).get(path[1], ([], []))
 
     def _self_attributes(self, node: cst.CSTNode) -> dict[str, tuple[list, list]]:
         cls = next((a for a in self.program.ancestors(node) if isinstance(a, cst.ClassDef)), None)
