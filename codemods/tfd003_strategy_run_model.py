@@ -77,6 +77,8 @@ METHOD_REASON = (
 EAGER_MESSAGE = "strategy.run is called eagerly in a training loop: every step runs op by op instead of as a graph"
 COMMENT = "# strategy.run takes a per-replica step function, not a model: train one step on real data."
 # Calls a step may make and still be traced safely: TensorFlow, Keras and these builtins.
+# What a function calling strategy.run may do with the strategy inside a tf.function.
+_STRATEGY_METHODS = frozenset({"run", "experimental_run_v2", "reduce", "gather", "experimental_local_results"})
 _TRACEABLE_BUILTINS = frozenset({"builtins.zip", "builtins.len", "builtins.range", "builtins.isinstance", "builtins.float", "builtins.int"})
 
 
@@ -171,22 +173,49 @@ class StrategyRunModel(Rule):
                 elif inputs and steps.feeds_gradient(call) is not None:
                     line = self.program.line(steps.feeds_gradient(call))
                     self.report(call, LOSS_MESSAGE, LOSS_REASON.format(line=line))
-            elif self._eager_training_loop(call, target):
-                self.fix(call, EAGER_MESSAGE, lambda edits, call=call: self._wrap_in_function(self.program, call, edits))
+            else:
+                eager = self._eager_training_loop(call, target)
+                if eager is call:
+                    self.fix(call, EAGER_MESSAGE, lambda edits, call=call: self._wrap_in_function(self.program, call, edits))
+                elif isinstance(eager, cst.FunctionDef):
+                    self.fix(call, EAGER_MESSAGE, lambda edits, call=call, f=eager: self._decorate(call, f, edits))
 
-    def _eager_training_loop(self, call: cst.Call, target: cst.BaseExpression) -> bool:
-        """``strategy.run(step)`` in a loop, outside any tf.function, with a step that trains
-        and is not a tf.function itself."""
+    def _eager_training_loop(self, call: cst.Call, target: cst.BaseExpression) -> cst.CSTNode | None:
+        """For ``strategy.run(step)`` outside any tf.function, with a step that trains and is
+        not a tf.function itself: the call, when it is in a loop; the function holding it, when
+        that function is called in a loop; otherwise None."""
         steps = self.steps
         step = steps.definition(target)
         if step is None or steps.compiled(step) or steps.in_graph(call) or not steps.trains(step):
-            return False
+            return None
         for ancestor in self.program.ancestors(call):
             if isinstance(ancestor, (cst.For, cst.While)):
-                return True
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-                return False
-        return False
+                return call
+            if isinstance(ancestor, cst.FunctionDef):
+                looped = any(
+                    _loop_of(self.program, ref) is not None
+                    for ref in self.facts.references(ancestor)
+                    if isinstance(self.program.parent(ref), cst.Call)
+                )
+                return ancestor if looped else None
+            if isinstance(ancestor, (cst.Lambda, cst.ClassDef)):
+                return None
+        return None
+
+    def _decorate(self, call: cst.Call, function: cst.FunctionDef, edits: BlockEdits) -> None:
+        """``def train_step(x): return strategy.run(step, ...)`` called in a loop: make it a
+        tf.function."""
+        program = self.program
+        tf = module_alias(program, "tensorflow")
+        if tf is None:
+            raise NotFound("the script does not import tensorflow as a module (import tensorflow as tf)")
+        step = self.steps.definition(self.steps.run_target(call))  # type: ignore[arg-type]
+        for traced in (function, step):
+            why = _untraceable(program, self.steps, traced) if traced is not None else "is not defined in this file"
+            if why:
+                raise NotFound(f"{traced.name.value if traced else 'the step'}() {why}, which would behave differently inside a tf.function")
+        decorator = cst.Decorator(cst.parse_expression(f"{tf}.function"))
+        edits.replace(function, lambda node: node.with_changes(decorators=[decorator, *node.decorators]))
 
     # --- strategy.run(model) ---------------------------------------------------------------------
 
@@ -435,6 +464,8 @@ def _untraceable(program: Program, steps: Steps, function: cst.FunctionDef) -> s
                 if root is not None and (facts.is_model_name(root) or facts.is_layer_name(root) or _keras_value(facts, root)):
                     return
                 if func.attr.value in ("gradient", "apply_gradients", "update_state", "assign", "assign_add", "assign_sub"):
+                    return
+                if func.attr.value in _STRATEGY_METHODS and steps.is_strategy(func.value):
                     return
                 self.why = f"calls {program.module.code_for_node(func)}()"
                 return

@@ -189,11 +189,13 @@ class UnscaledLearningRate(Rule):
 
     def _trains(self, program: Program, call: cst.Call) -> bool:
         """Whether the optimizer made by ``call`` trains a model: passed to compile (directly or
-        through a name), or applying gradients."""
+        through a name, or wrapped in a ``LossScaleOptimizer``), or applying gradients."""
         facts = Facts.of(program)
         parent = program.parent(call)
         if isinstance(parent, cst.Arg):
             owner = program.parent(parent)
+            if isinstance(owner, cst.Call) and facts.call_kind(owner) is Kind.OPTIMIZER:
+                return self._trains(program, owner)
             return isinstance(owner, cst.Call) and facts.call_kind(owner) == "compile"
         target = facts.assigned_name(call)
         if target is None:

@@ -115,8 +115,9 @@ def test_a_loss_scale_optimizer_and_a_schedule_are_not_rates():
         "    model.compile(optimizer=tf.keras.optimizers.Adam(1e-3, 0.9, 0.999), loss='mse')\n"
     )
     analysis = analyse(source, UNSAFE)
-    # The last rate is scaled, kept positional before the other positional arguments.
-    assert [f.line for f in analysis.findings] == [9]
+    # The optimizer inside the LossScaleOptimizer is reported (default rate), not the wrapper;
+    # the last rate is scaled, kept positional before the other positional arguments.
+    assert [(f.line, f.fixable) for f in analysis.findings] == [(5, False), (9, True)]
     assert "Adam(1e-3 * strategy.num_replicas_in_sync, 0.9, 0.999)" in analysis.new_text
     assert "LossScaleOptimizer(tf.keras.optimizers.Adam())" in analysis.new_text
     assert "CosineDecay(0.1, 1000))" in analysis.new_text

@@ -104,18 +104,17 @@ class Steps(Derived):
         found = []
         for call, _owner in self.facts.calls:
             func = call.func
-            if not (isinstance(func, cst.Attribute) and func.attr.value in RUN_METHODS and call.args):
-                continue
-            receiver = func.value
-            if self.facts.is_strategy_expr(receiver):
-                found.append(call)
-                continue
-            # A strategy passed in from another file: ``self.strategy.run(self.step, ...)``,
-            # ``def loop(strategy): strategy.run(step, ...)``.
-            path = attribute_path(receiver)
-            if path is not None and len(path) <= 2 and path[0] in ("self", path[-1]) and words(path[-1]) & {"strategy", "strat"}:
+            if isinstance(func, cst.Attribute) and func.attr.value in RUN_METHODS and call.args and self.is_strategy(func.value):
                 found.append(call)
         return found
+
+    def is_strategy(self, expr: cst.BaseExpression) -> bool:
+        """A strategy, or a name or ``self`` attribute named for one (a strategy passed in from
+        another file: ``self.strategy.run(self.step, ...)``, ``def loop(strategy): ...``)."""
+        if self.facts.is_strategy_expr(expr):
+            return True
+        path = attribute_path(expr)
+        return path is not None and len(path) <= 2 and path[0] in ("self", path[-1]) and bool(words(path[-1]) & {"strategy", "strat"})
 
     def run_target(self, call: cst.Call) -> cst.BaseExpression | None:
         """What ``strategy.run`` is asked to run (its first argument)."""
@@ -336,18 +335,22 @@ class Steps(Derived):
         self._graph[function] = result
         return result
 
+    def _is_tf_function(self, expr: cst.BaseExpression) -> bool:
+        if TF_FUNCTION in tf_names(self.facts, expr):
+            return True
+        # ``tf.function`` read where no import binds ``tf`` (a notebook or a pasted snippet).
+        return attribute_path(expr) == ("tf", "function") and not self.facts.names_of(expr)
+
     def _compiled(self, function: cst.FunctionDef) -> bool:
         for decorator in function.decorators:
             expr = decorator.decorator
-            if isinstance(expr, cst.Call):
-                expr = expr.func
-            if TF_FUNCTION in tf_names(self.facts, expr):
+            if self._is_tf_function(expr.func if isinstance(expr, cst.Call) else expr):
                 return True
         references = self.facts.references(function)
         for ref in references:
             arg = self.program.parent(ref)
             holder = self.program.parent(arg) if isinstance(arg, cst.Arg) else None
-            if isinstance(holder, cst.Call) and TF_FUNCTION in tf_names(self.facts, holder.func):
+            if isinstance(holder, cst.Call) and self._is_tf_function(holder.func):
                 return True
         if not references:
             return False
