@@ -170,15 +170,12 @@ class UnscaledCustomLoss(Rule):
                 return
             kind = "default"
         scaled = [t for _, t in reached if t.scaling]
-        if scaled and kind != "default":
-            if len(scaled) == len(reached):
-                return  # a per-replica mean divided by the replica count: right as it is
-            self.report(call, MEAN_MESSAGE, _mixed(self.program, scaled[0]))
-            return
-        message = TWICE_MESSAGE if scaled else (DEFAULT_MESSAGE if kind == "default" else MEAN_MESSAGE)
         if scaled and len(scaled) != len(reached):
-            self.report(call, message, _mixed(self.program, scaled[0]))
+            self.report(call, DEFAULT_MESSAGE if kind == "default" else MEAN_MESSAGE, _mixed(self.program, scaled[0]))
             return
+        if scaled and kind != "default":
+            return  # a per-replica mean divided by the replica count: right as it is
+        message = TWICE_MESSAGE if scaled else (DEFAULT_MESSAGE if kind == "default" else MEAN_MESSAGE)
         why = self._unsafe(call, root, [t for _, t in reached])
         if why is not None:
             self.report(call, message, why)

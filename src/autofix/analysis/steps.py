@@ -94,6 +94,7 @@ class Steps(Derived):
         super().__init__(program)
         self.facts: Facts = Facts.of(program)
         self._graph: dict[cst.FunctionDef, bool] = {}
+        self._classes: dict[cst.ClassDef, dict[str, tuple[list, list]]] = {}
 
     # --- strategy.run and the functions it runs ------------------------------------------------
 
@@ -273,10 +274,6 @@ class Steps(Derived):
             found = self._classes[cls] = _SelfAttributes.of(cls)
         return found
 
-    @cached_property
-    def _classes(self) -> dict[cst.ClassDef, dict[str, tuple[list, list]]]:
-        return {}
-
     # --- what is differentiated ---------------------------------------------------------------
 
     def differentiated(self, call: cst.Call) -> cst.BaseExpression | None:
@@ -306,13 +303,10 @@ class Steps(Derived):
     def gradient_targets(self, root: cst.FunctionDef) -> list[tuple[cst.Call, cst.BaseExpression]]:
         """What the replica function ``root`` (and the helpers it calls) differentiates."""
         found = []
-        for function, owner in self.functions.items():
-            if owner is not root:
-                continue
-            for call in self.facts.functions[function].calls:
-                target = self.differentiated(call)
-                if target is not None:
-                    found.append((call, target))
+        for call in self.calls(root):
+            target = self.differentiated(call)
+            if target is not None:
+                found.append((call, target))
         return found
 
     def loss_terms(self, root: cst.FunctionDef) -> list[Term]:
