@@ -98,3 +98,35 @@ def test_lower_layers_do_not_import_the_rules_or_the_engine():
     for name, imported in graph.items():
         if name.startswith(("autofix.tf", "autofix.analysis")):
             assert not {m for m in imported if not m.startswith(("autofix.tf", "autofix.analysis", "autofix.suppressions"))}, name
+
+
+def test_the_rule_in_docs_architecture_is_added_by_one_module(tmp_path, monkeypatch):
+    """docs/architecture.md's "How to add a rule" holds: its example, saved as one module next
+    to the rules, is found, selected and run, with nothing else changed."""
+    import re
+
+    import autofix.codemods
+    from autofix import engine, registry
+
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    folder = tmp_path / "more_rules"
+    folder.mkdir()
+    (folder / "tfd006_print_under_strategy.py").write_text(code)
+    monkeypatch.setattr(autofix.codemods, "__path__", [*autofix.codemods.__path__, str(folder)])
+    registry.all_rules.cache_clear()
+    engine._rules.cache_clear()
+    try:
+        assert "TFD006" in [rule.CODE for rule in registry.all_rules()]
+        source = "import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\nprint(strategy)\n"
+        analysis = engine.analyse(source, engine.Options(select=("TFD006",)))
+        assert [(f.code, f.line, f.reason) for f in analysis.findings] == [
+            ("TFD006", 3, "no automatic fix: it is only an example")
+        ]
+        (example,) = registry.rule_by_code("TFD006").EXAMPLES
+        assert engine.analyse(example.before, engine.Options(select=("TFD006",))).findings == []
+    finally:
+        monkeypatch.undo()
+        registry.all_rules.cache_clear()
+        engine._rules.cache_clear()
+    assert "TFD006" not in [rule.CODE for rule in registry.all_rules()]

@@ -35,7 +35,7 @@ def test_check_reports_findings_and_exits_1(repo):
     assert result.exit_code == 1
     assert result.stdout.splitlines() == [
         "train.py:4:9: TFD001 [*] model built outside strategy.scope(), so its variables are not mirrored across replicas",
-        "train.py:5:1: TFD001 [*] compile() called outside strategy.scope(), so its variables are not mirrored across replicas",
+        "train.py:5:1: TFD001 [*] compile() makes its optimizer outside strategy.scope(): Keras 3 fails with \"Mixing different tf.distribute.Strategy objects\"",
     ]
     assert "Checked 2 files, 2 findings (TFD001 2), 2 fixable" in result.stderr
     assert "suggestion" not in result.stderr

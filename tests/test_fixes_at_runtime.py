@@ -30,8 +30,8 @@ pytestmark = [
 # Fixtures that cannot run here, and why: they are checked statically only.
 NOT_RUNNABLE = {
     "tfd001/imported_factory": "imports a models package that is not part of the fixture",
-    "tfd001/load_weights_checkpoint": "loads weight files that do not exist",
     "tfd001/strategy_kinds": "TPU, multi-worker and central-storage strategies need hardware or a cluster",
+    "tfd001/strategy_known_by_use": "imports its strategy from a module that is not part of the fixture",
     "tfd002/imported_helper_keyword": "imports a data package that is not part of the fixture",
     "tfd002/loader_default": "reads an image folder that does not exist",
 }

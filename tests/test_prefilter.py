@@ -51,7 +51,7 @@ STRATEGY_SPELLINGS = [
     ("from tensorflow.distribute import MirroredStrategy as MS", "MS()"),
     ("from tensorflow.distribute.experimental import MultiWorkerMirroredStrategy as W", "W()"),
     ("import tensorflow.compat.v2 as tf2", "tf2.distribute.MirroredStrategy()"),
-    ("import tensorflow as tf", "tf.distribute.get_strategy()"),
+    ("import tensorflow as tf", "tf.distribute.TPUStrategy(resolver)"),
 ]
 KERAS_SPELLINGS = [
     ("import tensorflow as tfk", "tfk.keras.Sequential"),

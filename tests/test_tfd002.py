@@ -54,15 +54,55 @@ def test_scaling_keeps_precedence(batch, expected):
     assert f".batch({expected})" in new
 
 
-def test_other_chains_and_sinks_are_followed():
+STEP = (
+    "optimizer = model.optimizer\n"
+    "def step_fn(batch):\n"
+    "    features, labels = batch\n"
+    "    with tf.GradientTape() as tape:\n"
+    "        loss = tf.nn.compute_average_loss(tf.reduce_sum(tf.square(model(features) - labels), axis=1))\n"
+    "    grads = tape.gradient(loss, model.trainable_variables)\n"
+    "    optimizer.apply_gradients(zip(grads, model.trainable_variables))\n"
+)
+
+
+@pytest.mark.parametrize(
+    "loop",
+    [
+        "for batch in dist:\n    strategy.run(step_fn, args=(batch,))\n",
+        "it = iter(dist)\nfor _ in range(3):\n    strategy.run(step_fn, args=(next(it),))\n",
+        "@tf.function\ndef train(inputs):\n    strategy.run(step_fn, args=(inputs,))\nfor batch in dist:\n    train(batch)\n",
+    ],
+)
+def test_a_distributed_dataset_is_followed_into_the_training_step(loop):
     source = (
         HEADER
         + "ds = tf.data.Dataset.from_tensor_slices((x, x)).batch(8)\n"
         + "ds = ds.cache().prefetch(2)\n"
         + "dist = strategy.experimental_distribute_dataset(ds)\n"
+        + MODEL
+        + STEP
+        + loop
     )
     analysis = analyse(source, TFD002)
     assert ".batch(8 * strategy.num_replicas_in_sync)" in analysis.new_text
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        "",  # distributed, then never used
+        "def eval_fn(batch):\n    return model(batch[0])\nfor batch in dist:\n    strategy.run(eval_fn, args=(batch,))\n",
+    ],
+)
+def test_a_distributed_dataset_that_trains_nothing_is_not_a_finding(use):
+    source = (
+        HEADER
+        + "ds = tf.data.Dataset.from_tensor_slices((x, x)).batch(8)\n"
+        + "dist = strategy.experimental_distribute_dataset(ds)\n"
+        + MODEL
+        + use
+    )
+    assert analyse(source, TFD002).findings == []
 
 
 def test_unused_or_unknown_destinations_are_not_claimed():
@@ -96,12 +136,18 @@ def test_array_validation_is_reported_not_scaled(keyword):
     assert keyword.split("=")[0] + "=" in finding.reason
 
 
-def test_validation_on_a_dataset_is_still_scaled():
+def test_validation_evaluation_and_prediction_batches_are_not_training_batches():
     source = (
         HEADER
         + "val = tf.data.Dataset.from_tensor_slices((x, x)).batch(8)\n"
+        + "test = tf.data.Dataset.from_tensor_slices((x, x)).batch(16)\n"
         + MODEL
         + "model.fit(x, x, batch_size=32, validation_data=val)\n"
+        + "model.evaluate(test)\n"
+        + "model.evaluate(x, x, batch_size=64)\n"
+        + "model.predict(x, batch_size=64)\n"
     )
-    new = analyse(source, TFD002).new_text
-    assert "batch_size=32 * strategy.num_replicas_in_sync" in new and ".batch(8 * strategy.num_replicas_in_sync)" in new
+    analysis = analyse(source, TFD002)
+    assert [f.line for f in analysis.findings] == [10]
+    assert "batch_size=32 * strategy.num_replicas_in_sync" in analysis.new_text
+    assert ".batch(8)" in analysis.new_text and ".batch(16)" in analysis.new_text

@@ -1,21 +1,34 @@
-"""TFD001 variables-outside-scope: Keras objects created outside ``strategy.scope()``.
+"""TFD001 variables-outside-scope: what is trained under a strategy, made outside its scope.
 
-Models, layers, optimizers, metrics and losses, loaded models and weights, and ``compile`` must
-run inside ``with strategy.scope():`` so that their variables are mirrored. Outside it, ``fit``
-silently trains on one replica (or fails with "Mixing different tf.distribute.Strategy
-objects"). The fix moves those statements into one ``with strategy.scope():`` block right where
-they are, merged with an adjacent one; ``fit``, ``evaluate``, ``predict`` and the data pipeline
-stay where they are.
+A model trained with ``fit`` / ``train_on_batch`` (or by a step that ``strategy.run`` runs and
+that applies gradients) under a strategy with more than one replica must be made in
+``strategy.scope()``, with the layers it is built from, the optimizer and metric objects it is
+compiled or trained with, a model loaded with ``load_model``, and a ``compile`` that makes its
+optimizer from a name (``optimizer="adam"``, or none). Outside the scope, ``fit`` silently trains
+on one replica, or fails: Keras 3 with "Mixing different tf.distribute.Strategy objects" (an
+optimizer, or compile's own), Keras 2 for a metric. The fix moves those statements, and only
+those, into ``with strategy.scope():`` right where they are (several small blocks of one
+strategy train as one); statements that only work on the objects being made
+(``base.trainable = False``, a ``compile`` given objects, ``load_weights``) join them.
 
-Not fixed (reported, or left alone):
-- code already inside a scope, or in a function whose every caller is inside one;
-- a model that is only inspected (``summary()``, ``plot_model``) and never trained;
-- a function that builds a model but is called both inside and outside a scope;
-- more than one strategy in the same block;
-- Keras objects created before the strategy exists (for now: reported only);
-- attributes (``self.model = ...``) and methods of classes.
+Not findings (measured, or kept apart on purpose):
+- what is only evaluated, predicted with or inspected; loss objects (they hold no variables);
+  ``compile`` given an optimizer object, and weights loaded or a checkpoint restored into a
+  model made in the scope (both work outside it);
+- training kept apart from the strategy: nothing of it made or run in a scope of a file that
+  enters one elsewhere (a baseline, a model reloaded "without a strategy"), or a branch whose
+  other branch enters the scope (``if replicas == 1``);
+- single-replica strategies (``OneDeviceStrategy``, ``MirroredStrategy(devices=[one])``, the
+  default strategy); code that runs before the strategy exists and is not trained under it.
+
+Not fixed (reported with the reason):
+- a training unit any part of which cannot be moved (suppressed, made in an ``if`` or ``while``
+  condition, before a strategy that cannot move up, where no strategy is in view): the whole
+  unit stays, since a model left outside with its compile moved in does not train;
+- a model kept in an attribute of a trainer class (``self.model = self.build()``);
+- a function that builds a model but is called both inside and outside a scope; two
+  strategies in one block; a strategy that may be None where the scope would go.
 """
-
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -25,8 +38,9 @@ import libcst as cst
 from autofix.analysis import ordering
 from autofix.analysis.contexts import Context, Contexts, index_of
 from autofix.analysis.facts import COMPILE, TRAIN, Strategy
-from autofix.analysis.syntax import calls_in
-from autofix.codegen import Span, is_wall, wrap_spans
+from autofix.analysis.syntax import calls_in, names_in, root_name
+from autofix.analysis.training import Site, TrainingModel
+from autofix.codegen import BlockEdits, Span, is_wall, wrap_spans
 from autofix.rule import SUPPRESSED, Example, Rule
 from autofix.tf.symbols import Kind
 
@@ -41,8 +55,24 @@ _WHAT = {
 }
 _PRIORITY = list(_WHAT)
 _WHY = "so its variables are not mirrored across replicas"
+# What goes wrong, where it is not (only) that the variables are not mirrored (measured on
+# TF 2.21 with Keras 3.15 and tf-keras 2.21, two replicas: see tests/test_fixes_at_runtime.py).
+_MIXING = 'Keras 3 fails with "Mixing different tf.distribute.Strategy objects"'
+_MESSAGES = {
+    Kind.OPTIMIZER: f"optimizer created outside strategy.scope() but trains under it: {_MIXING}",
+    COMPILE: f"compile() makes its optimizer outside strategy.scope(): {_MIXING}",
+    Kind.METRIC: (
+        "metric created outside strategy.scope() but used in training under it: Keras 2 rejects it "
+        '("created inside a different distribution strategy")'
+    ),
+}
+# Calls that load into objects that exist already: they need no scope of their own, but stay
+# next to the objects they load into when those move.
+_JOINING_LOADS = frozenset({"load_weights", "restore"})
 
 NEEDS, TRAINS, MIXED, NEUTRAL, SCOPE, BLOCKED = "needs", "trains", "mixed", "neutral", "scope", "blocked"
+# A statement that only compiles or loads into objects being moved: it joins their scope.
+JOINS = "joins"
 # A notebook cell boundary: a scope block never spans one.
 WALL = "wall"
 
@@ -94,20 +124,119 @@ class VariablesOutsideScope(Rule):
         ),
     )
 
+    def applies(self) -> bool:
+        # A trainer class may keep its strategy in an attribute (``self.strategy``).
+        return super().applies() or bool(TrainingModel.of(self.program).distributed_sites)
+
     def check(self) -> None:
-        _Planner(self).plan()
+        planner = _Planner(self)
+        planner.plan()
+        units = planner.broken_units()
+        if units:
+            # Part of a training unit cannot be moved: plan again, leaving the whole unit
+            # where it is (a model left outside with its compile moved in does not train).
+            planner = _Planner(self, units)
+            planner.plan()
+        planner.commit()
 
 
 class _Planner:
-    def __init__(self, rule: Rule) -> None:
+    """Plans TFD001's edits for one file. Nothing reaches the rule until :meth:`commit`, so
+    that a plan can be made, looked at (:meth:`broken_units`) and made again."""
+
+    def __init__(self, rule: Rule, units: dict[cst.Call, str] | None = None) -> None:
         self.rule = rule
         self.program = rule.program
         self.facts = rule.facts
         self.contexts = Contexts.of(rule.program)
-        self.edits = rule.edits
+        self.training = TrainingModel.of(rule.program)
+        self.edits = BlockEdits()
+        self.reports: list[tuple[cst.Call, object, str | None]] = []
+        # Calls that the plan wraps in a scope, and calls it leaves outside (with why).
+        self.wrapped: set[cst.Call] = set()
+        self.blocked: dict[cst.Call, str] = {}
+        # Members of training units that cannot be fixed whole, with the reason.
+        self.units = units or {}
         self._done: set[int] = set()
         # Functions whose body gets its own scope: calls of them need no wrapping.
         self.internal: set[cst.FunctionDef] = set()
+
+    def commit(self) -> None:
+        reported = {id(self.program.statement_of(call)) for call, _kind, _why in self.reports}
+        # Members the plan never reached (made where no strategy is in view), one per statement.
+        unreached: dict[int, list[tuple[cst.Call, object, str]]] = {}
+        for call, why in self.units.items():
+            statement = id(self.program.statement_of(call))
+            if statement not in reported and self._needs_scope(call):
+                unreached.setdefault(statement, []).append((call, self._kind(call), why))
+        self.reports.extend(min(calls, key=lambda ck: _rank(ck[1])) for calls in unreached.values())
+        for call, kind, why in self.reports:
+            self.rule.report(call, _message(call, kind), why)
+        self.rule.edits.extend(self.edits)
+
+    def broken_units(self) -> dict[cst.Call, str]:
+        """Members of training units that this plan would fix only in part, each with why the
+        unit is left as it is."""
+        broken: dict[cst.Call, str] = {}
+        for site in self.training.distributed_sites:
+            needing = [m for m in site.members if self._needs_scope(m)]
+            missing = [m for m in needing if m not in self.wrapped]
+            if not missing:
+                continue
+            first = missing[0]
+            why = self.blocked.get(first) or self._unreached(first, site)
+            if len(needing) == 1:
+                reason = why
+            else:
+                kind = self._kind(first)
+                what = f"{kind.name.value}() call" if isinstance(kind, cst.FunctionDef) else _WHAT.get(kind, "Keras object")
+                reason = (
+                    f"part of a training unit that cannot be fixed whole: the {what} on line "
+                    f"{self.program.line(first)} stays outside strategy.scope() ({why})"
+                )
+            for member in needing:
+                broken.setdefault(member, why if member is first else reason)
+        return broken
+
+    def _unreached(self, call: cst.Call, site: Site) -> str:
+        """Why a call that needs the scope was neither wrapped nor blocked by the plan."""
+        if site.held_in is not None:
+            return (
+                f"the model is kept in {site.held_in} and made in a method, which autofix does not rewrite; "
+                f"build and compile it inside `with {site.holder}.scope():`"
+            )
+        found = self.contexts.at(call)
+        if found is not None and (found[0].index is None or found[1] > found[0].index):
+            statement = self.program.statement_of(call)
+            return f"it is made inside {_describe(statement)}, where a with block cannot be added around it alone"
+        return "it is made where no strategy is in view"
+
+    def _kind(self, call: cst.Call):
+        kind = self.facts.call_kind(call)
+        if kind is None and self.training.is_model_maker(call):
+            return Kind.MODEL  # ``self.build_model()``
+        return kind
+
+    def _needs_scope(self, call: cst.Call) -> bool:
+        """Whether ``call`` must run inside strategy.scope() and does not."""
+        kind = self._kind(call)
+        if isinstance(kind, cst.FunctionDef):
+            effects = self.facts.effects.get(kind)
+            if effects is None or not effects.creates or self.contexts.skip_function(kind):
+                return False
+        elif not self._makes_variables(call, kind):
+            return False
+        return not self.facts.under_scope(call) and self.training.takes_part(call)
+
+    def _makes_variables(self, call: cst.Call, kind: object) -> bool:
+        """Whether ``call`` (a Keras call of ``kind``) makes variables, so that where it runs
+        decides their strategy. Loss objects hold none; ``compile`` makes only an optimizer it
+        is given by name; loading weights into a model assigns what exists."""
+        if kind == COMPILE:
+            return self.training.creates_optimizer(call)
+        if kind is Kind.LOAD:
+            return not (isinstance(call.func, cst.Attribute) and call.func.attr.value in _JOINING_LOADS)
+        return isinstance(kind, Kind) and kind is not Kind.LOSS
 
     def plan(self) -> None:
         contexts = list(self.contexts.created)
@@ -139,7 +268,7 @@ class _Planner:
             return _Statement(SCOPE)
         needing: list[tuple[cst.Call, object]] = []
         blocked: list[tuple[cst.Call, object, str]] = []
-        trains = False
+        trains = joins = False
         # Objects only looked at, with everything made inside them (``Sequential([Dense(1)])``).
         inspected: list[cst.Call] = []
         for call in self.facts.calls_in(statement):
@@ -159,7 +288,10 @@ class _Planner:
                     continue
             elif not (isinstance(kind, Kind) or kind == COMPILE):
                 continue
-            if self.facts.under_scope(call):
+            if self.facts.under_scope(call) or not self.training.takes_part(call):
+                continue
+            if not isinstance(kind, cst.FunctionDef) and not self._makes_variables(call, kind):
+                joins = True
                 continue
             if self.facts.inspection_only(call):
                 inspected.append(call)
@@ -167,8 +299,10 @@ class _Planner:
             why = self._called_inside_too(kind) if isinstance(kind, cst.FunctionDef) else None
             if self.rule.suppressed(call):
                 why = SUPPRESSED
+            why = self.units.get(call) or why
             if why:
                 blocked.append((call, kind, why))
+                self.blocked.setdefault(call, why)
             else:
                 needing.append((call, kind))
         if blocked:
@@ -177,7 +311,9 @@ class _Planner:
             return _Statement(MIXED, needing)
         if needing:
             return _Statement(NEEDS, needing)
-        return _Statement(TRAINS if trains else NEUTRAL)
+        if trains:
+            return _Statement(TRAINS)
+        return _Statement(JOINS if joins else NEUTRAL)
 
     def _called_inside_too(self, function: cst.FunctionDef) -> str | None:
         for ref in self.facts.references(function):
@@ -203,35 +339,101 @@ class _Planner:
         if context.index is not None:
             order = self._order(body, info, context)
             start = order.index(context.index) + 1
-        if context.conflict is None and any(i.category == BLOCKED for i in info[: context.index or 0]):
+        conflict = context.conflict or self._maybe_none(context)
+        if conflict is None and any(i.category == BLOCKED for i in info[: context.index or 0]):
             # A model that stays outside leaves anything compiled or loaded into it broken:
             # a partial fix would not train, so the rest is reported, not changed.
-            context.conflict = "a Keras object it depends on is made before the strategy and stays outside"
-        if context.conflict:
+            conflict = "a Keras object it depends on is made before the strategy and stays outside"
+        if conflict:
             for position in order[start:]:
-                self._report(info[position], context.conflict)
+                for call, _kind in info[position].needing:
+                    self.blocked.setdefault(call, conflict)
+                self._report(info[position], conflict)
             return
         spans: list[Span] = []
         first = last = None
+        # Statements since the last one that needs the scope, which join the span only if
+        # the next one needs it too and they belong with the objects being made.
+        between: list[int] = []
         for position in range(start, len(order)):
             index = order[position]
             category = info[index].category
             if category == MIXED and _sub_blocks(body[index]):
+                # Its blocks are fixed (and reported) one by one.
+                info[index].reported = True
                 for sub in _sub_blocks(body[index]):
-                    self._process(Context(sub, context.strategy))
+                    self._process(Context(sub, context.strategy, None, context.conflict))
                 category = TRAINS
             self._report(info[index])
-            if category in (NEEDS, MIXED):
-                if first is None:
+            if category in (NEEDS, MIXED) or (category == JOINS and first is not None):
+                # A JOINS statement (``model.compile(optimizer=opt)``) goes with the objects it
+                # uses, but never starts a scope of its own.
+                if first is not None and between:
+                    joining = self._belonging(body, info, order, first, between, index)
+                    if joining < len(between):
+                        if joining:
+                            last = between[joining - 1]
+                        spans.append(self._span(order, info, first, last))
+                        first = None
+                if first is None and category != JOINS:
                     first = position
-                last = position
-            elif category in (TRAINS, SCOPE, BLOCKED, WALL) and first is not None:
+                if first is not None:
+                    last = position
+                between = []
+            elif first is not None and (category in (TRAINS, SCOPE, BLOCKED, WALL) or not _simple(body[index])):
                 spans.append(self._span(order, info, first, last))
                 first = last = None
+                between = []
+            elif first is not None:
+                between.append(position)
         if first is not None:
             spans.append(self._span(order, info, first, last))
+        for span in spans:
+            for position in range(span.first, span.last + 1):
+                self.wrapped.update(call for call, _kind in info[order[position]].needing)
         if spans or order != sorted(order):
             self.edits.add(block, _reorder_and_wrap(order, _merge(spans), context.strategy.name))
+
+    def _belonging(self, body, info: list[_Statement], order: list[int], first: int, between: list[int], following: int) -> int:
+        """How many of the statements ``between`` (positions after ``first``), from the first
+        on, work on the objects the span makes: each reads a name the span binds before it, or
+        binds a name the statements from ``following`` on that need the scope read
+        (``base.trainable = False``, ``x = tf.concat(...)``, a loss object given to
+        ``compile``). Anything else (prints, hyperparameters, file operations) stays outside
+        the scope."""
+        bound: set[str] = set()
+        for position in range(first, between[0]):
+            bound |= _names(self.program, body[order[position]])[0]
+        later: set[str] = set()
+        for index in order[order.index(following):]:
+            if info[index].category in (NEEDS, MIXED, JOINS):
+                later |= _names(self.program, body[index])[1]
+        for count, position in enumerate(between):
+            binds, reads = _names(self.program, body[order[position]])
+            if not (reads & bound or binds & later):
+                return count
+            bound |= binds
+        return len(between)
+
+    def _maybe_none(self, context: Context) -> str | None:
+        """Why the strategy may be None where the context's code runs (a ``strategy = None``
+        placeholder that is not overwritten first in the same block), else None."""
+        strategy = context.strategy
+        for binding in strategy.bindings:
+            if binding in strategy.creations or isinstance(binding, cst.Param):
+                continue
+            statement = self.program.statement_of(binding)
+            if (
+                context.index is not None
+                and self.program.block_of(statement) is context.block
+                and (index_of(context.block.body, statement) or 0) < context.index
+            ):
+                continue
+            return (
+                f"{strategy.name} may be None here (line {self.program.line(binding)}), so an unconditional "
+                f"`with {strategy.name}.scope():` could fail; enter the scope where the strategy is known to exist"
+            )
+        return None
 
     def _order(self, body: list[cst.BaseStatement], info: list[_Statement], context: Context) -> list[int]:
         """The statement order after moving Keras objects made before the strategy: cheap
@@ -257,6 +459,8 @@ class _Planner:
             if why:
                 reason = f"made before the strategy is created, which cannot be moved above it: {why}"
                 for k in stay:
+                    for call, _kind in info[k].needing:
+                        self.blocked.setdefault(call, reason)
                     info[k] = _Statement(BLOCKED, [], [(c, kind, reason) for c, kind in info[k].needing])
                     self._report(info[k])
             else:
@@ -318,9 +522,42 @@ class _Planner:
             owner = self.program.statement_of(call)
             by_statement.setdefault(id(owner), []).append((call, kind, why))
         for calls in by_statement.values():
-            call, kind, why = min(calls, key=lambda ck: _rank(ck[1]))
-            self.rule.report(call, _message(call, kind), why)
+            self.reports.append(min(calls, key=lambda ck: _rank(ck[1])))
 
+
+
+def _describe(statement: cst.CSTNode | None) -> str:
+    names = {cst.If: "an if condition", cst.While: "a while condition", cst.For: "a for header", cst.With: "a with header"}
+    for kind, name in names.items():
+        if isinstance(statement, kind):
+            return name
+    return "a statement"
+
+
+def _simple(statement: cst.BaseStatement) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine)
+
+
+def _names(program, statement: cst.CSTNode) -> tuple[set[str], set[str]]:
+    """The names ``statement`` binds and the names it reads."""
+    binds: set[str] = set()
+    reads: set[str] = set()
+    for name in names_in(statement):
+        if program.assignment(name) is not None:
+            binds.add(name.value)
+        else:
+            reads.add(name.value)
+    if isinstance(statement, cst.SimpleStatementLine):
+        # ``base.trainable = False`` changes ``base``: it binds nothing, but writes to it.
+        for small in statement.body:
+            if isinstance(small, (cst.Assign, cst.AugAssign)):
+                targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+                for target in targets:
+                    if isinstance(target, (cst.Attribute, cst.Subscript)):
+                        root = root_name(target)
+                        if root is not None:
+                            reads.add(root.value)
+    return binds, reads
 
 
 def _reorder_and_wrap(order: list[int], spans: list[Span], strategy: str):
@@ -341,7 +578,7 @@ def _rank(kind: object) -> int:
 def _message(call: cst.Call, kind: object) -> str:
     if isinstance(kind, cst.FunctionDef):
         return f"{kind.name.value}() builds Keras objects outside strategy.scope(), {_WHY}"
-    return f"{_WHAT.get(kind, 'Keras object created')} outside strategy.scope(), {_WHY}"
+    return _MESSAGES.get(kind) or f"{_WHAT.get(kind, 'Keras object created')} outside strategy.scope(), {_WHY}"
 
 
 def _merge(spans: list[Span]) -> list[Span]:

@@ -14,18 +14,19 @@ import libcst as cst
 
 from autofix.analysis import ordering
 from autofix.analysis.contexts import Context, Contexts, index_of
-from autofix.analysis.dataflow import LOADER_DEFAULT_BATCH, LOADERS, DataFlow, Flow
-from autofix.analysis.facts import Facts
+from autofix.analysis.dataflow import LOADER_DEFAULT_BATCH, LOADERS, PASSTHROUGH, DataFlow, Flow
+from autofix.analysis.facts import UNKNOWN_STRATEGY, Facts
 from autofix.analysis.syntax import argument, parameter_argument
-from autofix.codegen import add_keyword, fresh_name, scaled
+from autofix.analysis.training import TrainingModel
+
+from .evidence import Evidence
+from autofix.codegen import BlockEdits, add_keyword, fresh_name, scaled
 from autofix.rule import SUPPRESSED, Rule
 
 DEFAULTS = {
     "keras.utils.timeseries_dataset_from_array": 128,
     "keras.preprocessing.timeseries_dataset_from_array": 128,
 }
-_DEVICE_COUNTS = ("tensorflow.config.list_physical_devices", "tensorflow.config.list_logical_devices",
-                  "tensorflow.config.experimental.list_physical_devices", "tensorflow.config.experimental.list_logical_devices")
 _ARRAY_MAKERS = (
     "numpy.",
     "tensorflow.zeros",
@@ -41,6 +42,7 @@ _ARRAY_MAKERS = (
     "tensorflow.stack",
     "keras.utils.to_categorical",
 )
+TPU = "TPUStrategy"
 KERAS_NOTE = "; note that Keras 3 fails when the first batch does not split evenly over the replicas"
 
 
@@ -72,6 +74,8 @@ class Plan:
     scale: list[cst.BaseExpression] = field(default_factory=list)
     keywords: list[tuple[cst.Call, str, int]] = field(default_factory=list)
     constants: list[cst.Name] = field(default_factory=list)
+    # A per-replica constant used where the file's own global batch belongs: (use, global name).
+    globals: list[tuple[cst.Name, str]] = field(default_factory=list)
     # Blocks where the strategy must move up, to before the statement at this index.
     move_up: dict[int, int] = field(default_factory=dict)
 
@@ -83,6 +87,8 @@ class BatchPlanner:
         self.facts: Facts = rule.facts
         self.contexts = Contexts.of(rule.program)
         self.flows = DataFlow.of(rule.program)
+        self.training = TrainingModel.of(rule.program)
+        self.evidence = Evidence(rule.program)
         self.edits = rule.edits
         self.extra: list[Context] = []
         self._names: set[str] | None = None
@@ -149,11 +155,16 @@ class BatchPlanner:
                     arg = argument(call, "batch_size", 0)
                     if arg is not None:
                         sites.append(Site(call, "batch", arg, flow=self.flows.flow(call)))
-                elif method in ("fit", "evaluate"):
+                elif method == "fit":
+                    # fit batches arrays; ``batch_size=`` has no effect on a dataset or a
+                    # generator, which batch themselves.
+                    x = argument(call, "x", 0)
                     arg = argument(call, "batch_size")
+                    if x is None or _is_none(x.value) or self._is_dataset(x.value) or (arg is not None and _is_none(arg.value)):
+                        continue
                     if arg is not None:
                         sites.append(Site(call, "fit", arg))
-                    elif method == "fit" and call.args and call.args[0].keyword is None and self._is_array(call.args[0].value):
+                    elif self._is_array(x.value):
                         sites.append(Site(call, "fit", None, default=32))
                 continue
             names = self.facts.names_of(func)
@@ -164,7 +175,7 @@ class BatchPlanner:
             loader = next((n for n in names if n in LOADERS), None)
             if loader is not None:
                 arg = argument(call, "batch_size")
-                if arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "None":
+                if arg is not None and _is_none(arg.value):
                     continue  # unbatched on purpose
                 default = DEFAULTS.get(loader, LOADER_DEFAULT_BATCH)
                 sites.append(Site(call, "loader", arg, default=default, flow=self.flows.flow(call)))
@@ -193,29 +204,40 @@ class BatchPlanner:
     def _training_context(self, site: Site) -> tuple[Context | None, str | None]:
         """The context training happens in, or (None, reason) when it is reported only, or
         (None, None) when this site is not about training under a strategy at all."""
-        if site.arg is not None and self._scaled(site.arg.value):
+        if self.evidence.batches_are_global:
+            return None, None
+        if site.arg is not None and self.evidence.already_global(site.arg.value):
             return None, None
         if site.flow is not None:
-            if not site.flow.trains:
-                if site.flow.predicts_only and self._located(site.flow.sinks[0].call):
-                    return None, "inference-only pipeline (used only by predict); left unchanged"
-                return None, None
-            sinks = [s.call for s in site.flow.sinks if s.kind != "predict"]
+            sinks = [s.call for s in site.flow.sinks if s.kind in ("train", "step")]
         else:
             sinks = [site.call]
-        located = [found for found in (self._located(s) for s in sinks) if found is not None]
+        trained = [t for t in (self.training.distributed_site(call) for call in sinks) if t is not None]
+        if not trained:
+            return None, None  # evaluation, prediction, or training under no multi-replica strategy
+        if any(_fixed_batch(member) for t in trained for member in t.members):
+            return None, None  # the model is built for one batch size: the data's is global
+        classes = set().union(*(t.strategies for t in trained))
+        if TPU in classes or UNKNOWN_STRATEGY in classes:
+            # On TPUs batch sizes are global by convention; a strategy made elsewhere may be one.
+            return None, None
+        located = [found for found in (self._located(t.call) for t in trained) if found is not None]
         if not located:
             return None, None
         context = located[0]
-        if any(c.strategy is not context.strategy for c in located):
-            return context, "its data is trained under two different strategies"
-        if context.conflict:
-            return context, context.conflict
+        if any(c.strategy is not context.strategy for c in located) or len(context.strategy.classes) > 1 or self._shares_block(context):
+            # Which strategy's replicas divide the batch is not known. (One strategy made
+            # twice is still one kind of strategy: the replica count is the same.)
+            return None, None
         if site.kind == "fit":
             why = _small_validation(site.call)
             if why:
                 return context, why
         return context, None
+
+    def _shares_block(self, context: Context) -> bool:
+        """Whether another strategy is made in the same block (``mirrored`` and ``one_device``)."""
+        return any(c.block is context.block and c.strategy is not context.strategy for c in self.contexts.created)
 
     def _located(self, node: cst.CSTNode) -> Context | None:
         found = self.contexts.at(node, self.extra)
@@ -268,7 +290,7 @@ class BatchPlanner:
             default = param.default
             if isinstance(default, cst.Integer):
                 entries.append(Entry(call, None, call, param.name.value, int(default.value, 0)))
-            elif default is not None and self._scaled(default):
+            elif default is not None and self.evidence.already_global(default):
                 continue
             else:
                 return f"{function.name.value}() is called without {param.name.value} and its default is not a number"
@@ -277,7 +299,7 @@ class BatchPlanner:
     # --- plans -------------------------------------------------------------------------------
 
     def _plan_entry(self, entry: Entry, context: Context, plan: Plan) -> str | None:
-        if entry.value is not None and self._scaled(entry.value):
+        if entry.value is not None and self.evidence.already_global(entry.value):
             return None
         if entry.value is None:
             why = self._visible(entry.at, context, plan)
@@ -291,6 +313,20 @@ class BatchPlanner:
             if bindings and len(bindings) == 1 and self.facts.assigned_value(bindings[0]) is not None:
                 binding = bindings[0]
                 assert isinstance(binding, cst.Name)
+                derived = self._derived_global(binding)
+                if derived is not None:
+                    # ``GLOBAL = BATCH * strategy.num_replicas_in_sync`` exists: BATCH is the
+                    # per-replica size by intent, and the batch must be GLOBAL.
+                    target, line = derived
+                    scope = self.program.scope(entry.at)
+                    seen = set(scope[target.value]) if scope is not None and target.value in scope else set()
+                    if seen != {self.program.assignment(target)} or line >= self.program.line(entry.at):
+                        return (
+                            f"{binding.value} is the per-replica batch ({target.value} = {binding.value} x replicas "
+                            f"on line {line}); batch with {target.value}"
+                        )
+                    plan.globals.append((value, target.value))
+                    return None
                 others = [u for u in self.facts.uses(binding) if id(u) not in self._entry_uses]
                 if others:
                     return self._plan_constant(binding, others, context, plan)
@@ -304,6 +340,21 @@ class BatchPlanner:
         if why:
             return why
         plan.scale.append(value)
+        return None
+
+    def _derived_global(self, binding: cst.Name) -> tuple[cst.Name, int] | None:
+        """``GLOBAL = BATCH * strategy.num_replicas_in_sync`` for the constant bound at
+        ``binding``: the name the file gives the global batch, and the line that defines it."""
+        for use in self.facts.uses(binding):
+            product = self.program.parent(use)
+            if not (isinstance(product, cst.BinaryOperation) and isinstance(product.operator, cst.Multiply)):
+                continue
+            other = product.right if product.left is use else product.left
+            if not self.evidence.already_global(other):
+                continue
+            target = self.facts.assigned_name(product)
+            if target is not None:
+                return target, self.program.line(target)
         return None
 
     def _plan_constant(self, binding: cst.Name, others: list[cst.CSTNode], context: Context, plan: Plan) -> str | None:
@@ -391,6 +442,8 @@ class BatchPlanner:
             self.edits.replace(value, lambda node, name=name: scaled(node, name))
         for call, keyword, default in plan.keywords:
             self.edits.replace(call, lambda node, k=keyword, d=default, name=name: add_keyword(node, k, d, name))
+        for use, global_name in plan.globals:
+            self.edits.replace(use, lambda node, g=global_name: node.with_changes(value=g))
         for binding in plan.constants:
             if id(binding) in self._renamed:
                 continue
@@ -420,40 +473,6 @@ class BatchPlanner:
 
     # --- what values are ---------------------------------------------------------------------
 
-    def _scaled(self, expr: cst.CSTNode, seen: set | None = None) -> bool:
-        """Whether ``expr`` already involves the number of replicas (or of devices)."""
-        seen = seen if seen is not None else set()
-        finder = _Scaled(self)
-        expr.visit(finder)
-        if finder.found:
-            return True
-        for name in finder.names:
-            if id(name) in seen:
-                continue
-            seen.add(id(name))
-            for binding in self.facts.bindings(name) or ():
-                value = self.facts.assigned_value(binding)
-                if value is not None and self._scaled(value, seen):
-                    return True
-                if isinstance(binding, cst.Param) and self._param_scaled(binding, seen):
-                    return True
-        return False
-
-    def _param_scaled(self, param: cst.Param, seen: set) -> bool:
-        function = self.program.enclosing_function(param)
-        if function is None:
-            return False
-        calls = [self.program.parent(r) for r in self.facts.references(function)]
-        calls = [c for c in calls if isinstance(c, cst.Call)]
-        if not calls:
-            return False
-        for call in calls:
-            arg = parameter_argument(function, call, param)
-            value = arg.value if arg is not None else param.default
-            if value is None or not self._scaled(value, seen):
-                return False
-        return True
-
     def _is_array(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         if depth > 8:
             return False
@@ -473,6 +492,31 @@ class BatchPlanner:
             if not bindings:
                 return False
             return all(self._binding_is_array(b, depth + 1) for b in bindings)
+        return False
+
+    def _is_dataset(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """Whether ``expr`` is a tf.data dataset, a Keras dataset loader's result, a generator,
+        or a ``keras.utils.Sequence``: input that batches itself."""
+        if depth > 8:
+            return False
+        if isinstance(expr, cst.Call):
+            names = self.facts.names_of(expr.func)
+            if any(n.startswith("tensorflow.data.") or n in LOADERS for n in names):
+                return True
+            func = expr.func
+            if isinstance(func, cst.Attribute) and func.attr.value in (*PASSTHROUGH, "batch", "padded_batch", "unbatch", "experimental_distribute_dataset"):
+                return True
+            local = self.facts.local_definition(func)
+            if isinstance(local, cst.FunctionDef):
+                return _is_generator(local)
+            if isinstance(local, cst.ClassDef):
+                return any(
+                    n.rpartition(".")[2] in ("Sequence", "PyDataset") for b in local.bases for n in self.facts.names_of(b.value)
+                )
+            return False
+        if isinstance(expr, cst.Name):
+            values = [self.facts.assigned_value(b) for b in self.facts.reaching_bindings(expr) or ()]
+            return bool(values) and all(v is not None and self._is_dataset(v, depth + 1) for v in values)
         return False
 
     def _binding_is_array(self, binding: cst.CSTNode, depth: int) -> bool:
@@ -565,20 +609,27 @@ def _move_and_insert(creation: int, dest: int | None, anchor: int, lines: list[s
     return edit
 
 
-class _Scaled(cst.CSTVisitor):
-    def __init__(self, planner: BatchPlanner) -> None:
-        self.planner = planner
-        self.found = False
-        self.names: list[cst.Name] = []
+def _is_generator(function: cst.FunctionDef) -> bool:
+    found = []
 
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        if node.attr.value == "num_replicas_in_sync":
-            self.found = True
-        return True
+    class Visitor(cst.CSTVisitor):
+        def visit_Yield(self, node: cst.Yield) -> None:
+            found.append(node)
 
-    def visit_Call(self, node: cst.Call) -> None:
-        if set(self.planner.facts.names_of(node.func)) & set(_DEVICE_COUNTS):
-            self.found = True
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
 
-    def visit_Name(self, node: cst.Name) -> None:
-        self.names.append(node)
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+    function.visit(Visitor())
+    return bool(found)
+
+
+def _is_none(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
+
+
+def _fixed_batch(call: cst.Call) -> bool:
+    """``keras.Input(..., batch_size=32)`` (or ``batch_shape=``, ``batch_input_shape=``)."""
+    return any(a.keyword is not None and a.keyword.value in ("batch_size", "batch_shape", "batch_input_shape") for a in call.args)

@@ -84,13 +84,16 @@ class AnalysisError(Exception):
 
 # Every rule needs a tf.distribute strategy, and every way of naming one (``tf.distribute.X``,
 # ``from tensorflow.distribute import X``, ``tensorflow.python.distribute``...) spells this
-# word, so a file without it has nothing to find. This is checked on every fixture and on
-# generated variants (tests/test_prefilter.py).
+# word, or the strategy is made elsewhere and used here as ``with strategy.scope():``; so a
+# file with neither has nothing to find. This is checked on every fixture and on generated
+# variants (tests/test_prefilter.py).
 PREFILTER = "distribute"
+# A strategy made in another module is known by its use: ``with strategy.scope():``.
+PREFILTER_SCOPE = ".scope()"
 
 
 def might_need_analysis(text: str) -> bool:
-    return PREFILTER in text
+    return PREFILTER in text or PREFILTER_SCOPE in text
 
 
 def parse(text: str) -> cst.Module:

@@ -106,14 +106,19 @@ class Rule:
         return codemod_command(cls).get_inherited_dependencies()
 
     def run(self, program: Program) -> Outcome:
-        """Check ``program``; every rule needs a tf.distribute strategy to have anything to say."""
+        """Check ``program`` (when :meth:`applies`), and say what was found and how to fix it."""
         self.program = program
         self.facts = Facts.of(program)
         self.edits = BlockEdits()
         self._reports: dict[tuple[int, str], Report] = {}
-        if self.facts.strategies:
+        if self.applies():
             self.check()
-        return Outcome(list(self._reports.values()), edits=self.edits, tree=program.module)
+        reports = sorted(self._reports.values(), key=lambda r: _start(program, r.node))
+        return Outcome(reports, edits=self.edits, tree=program.module)
+
+    def applies(self) -> bool:
+        """Whether the file can have findings at all: by default, when it makes a strategy."""
+        return bool(self.facts.strategies)
 
     def check(self) -> None:  # pragma: no cover - abstract
         """Find what is wrong in ``self.program``: :meth:`report` each finding, and plan each
@@ -153,6 +158,11 @@ class Rule:
     def suppressed(self, node: cst.CSTNode) -> bool:
         """Whether an ``# autofix: ignore`` comment for this rule covers ``node``."""
         return self.program.suppressed(node, self.CODE)
+
+
+def _start(program: Program, node: cst.CSTNode) -> tuple[int, int]:
+    start = program.position(node).start
+    return start.line, start.column
 
 
 @lru_cache(maxsize=None)

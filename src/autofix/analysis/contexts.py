@@ -29,6 +29,13 @@ class Context:
     index: int | None = None
     # Why a fix here would have to choose between strategy objects (report only), or None.
     conflict: str | None = None
+    # The strategy classes in effect after ``index`` (the last of several creations in the
+    # block wins); None: those of the strategy.
+    classes: set[str] | None = None
+
+    @property
+    def strategy_classes(self) -> set[str]:
+        return self.classes if self.classes is not None else self.strategy.classes
 
 
 def index_of(body, statement) -> int | None:
@@ -70,6 +77,9 @@ class Contexts(Derived):
                 continue
             block, indexes = located
             context = Context(block, strategy, max(indexes))
+            last = [b for b, i in zip(strategy.creations, indexes) if i == max(indexes)]
+            if len(last) == 1 and self.program.statement_of(last[0]) is block.body[max(indexes)]:
+                context.classes = self.facts.strategy_classes(self.facts.assigned_value(last[0]))
             if len(set(indexes)) > 1:
                 lines = ", ".join(str(self.program.line(block.body[i])) for i in sorted(set(indexes)))
                 context.conflict = two_objects(f"{strategy.name!r} is created more than once (lines {lines})")

@@ -37,8 +37,9 @@ PASSTHROUGH = frozenset(
         "shard",
     }
 )
-TRAIN_SINKS = frozenset({"fit", "fit_generator", "evaluate", "evaluate_generator"})
-PREDICT_SINKS = frozenset({"predict", "predict_generator"})
+TRAIN_SINKS = frozenset({"fit", "fit_generator", "train_on_batch"})
+EVALUATE_SINKS = frozenset({"evaluate", "evaluate_generator", "test_on_batch"})
+PREDICT_SINKS = frozenset({"predict", "predict_generator", "predict_on_batch"})
 DISTRIBUTE_SINKS = frozenset({"experimental_distribute_dataset"})
 # Keras loaders that batch what they load (batch_size defaults to 32).
 LOADERS = frozenset(
@@ -53,12 +54,16 @@ LOADERS = frozenset(
     }
 )
 LOADER_DEFAULT_BATCH = 32
+# Calls whose result carries the batches of their arguments.
+_SAME_BATCHES = frozenset({"builtins.iter", "builtins.next", "builtins.enumerate", "builtins.zip", "tensorflow.data.Dataset.zip"})
 
 
 @dataclass(frozen=True, eq=False)
 class Sink:
     call: cst.Call
-    # "train" (fit, evaluate, validation_data=), "predict", or "distribute".
+    # "train" (what fit trains on), "evaluate" (evaluate, validation_data=), "predict",
+    # "distribute" (strategy.experimental_distribute_dataset, followed on), or "step" (given
+    # to strategy.run: ``call`` is that run call).
     kind: str
 
 
@@ -71,11 +76,8 @@ class Flow:
 
     @property
     def trains(self) -> bool:
-        return any(s.kind in ("train", "distribute") for s in self.sinks)
-
-    @property
-    def predicts_only(self) -> bool:
-        return bool(self.sinks) and all(s.kind == "predict" for s in self.sinks)
+        """Whether the data may reach training (a step run by strategy.run may be one)."""
+        return any(s.kind in ("train", "step") for s in self.sinks)
 
 
 class DataFlow(Derived):
@@ -97,6 +99,12 @@ class DataFlow(Derived):
             call = self.program.parent(parent)
             if isinstance(call, cst.Call) and call.func is parent and parent.attr.value in PASSTHROUGH:
                 self._follow(call, flow, seen)
+            return
+        if isinstance(parent, cst.For) and parent.iter is expr:
+            # ``for batch in dataset:``: each batch goes where the loop variable goes.
+            if isinstance(parent.target, cst.Name):
+                for use in self.facts.uses(parent.target):
+                    self._follow(use, flow, seen)
             return
         if isinstance(parent, cst.Arg):
             self._argument(parent, flow, seen)
@@ -125,18 +133,27 @@ class DataFlow(Derived):
         if not isinstance(call, cst.Call):
             return
         func = call.func
+        names = self.facts.names_of(func)
+        if names & _SAME_BATCHES:
+            # ``it = iter(dist_dataset)``, ``next(it)``, ``zip(a, b)``: the same batches.
+            self._follow(call, flow, seen)
+            return
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             keyword = arg.keyword.value if arg.keyword else None
             first = call.args and call.args[0] is arg and keyword is None
-            if method in TRAIN_SINKS and (first or keyword in ("x", "validation_data")):
+            if method in TRAIN_SINKS and (first or keyword == "x"):
                 flow.sinks.append(Sink(call, "train"))
+                return
+            if (method in EVALUATE_SINKS and (first or keyword == "x")) or (method in TRAIN_SINKS and keyword == "validation_data"):
+                flow.sinks.append(Sink(call, "evaluate"))
                 return
             if method in PREDICT_SINKS and (first or keyword == "x"):
                 flow.sinks.append(Sink(call, "predict"))
                 return
             if method in DISTRIBUTE_SINKS and self.facts.is_strategy_expr(func.value):
                 flow.sinks.append(Sink(call, "distribute"))
+                self._follow(call, flow, seen)
                 return
         definition = self.facts.local_definition(func)
         if isinstance(definition, cst.FunctionDef):
@@ -150,6 +167,15 @@ class DataFlow(Derived):
         tuple_node = self.program.parent(element)
         position = list(tuple_node.elements).index(element)  # type: ignore[union-attr]
         holder = self.program.parent(tuple_node)
+        if isinstance(holder, cst.Arg) and self.facts.names_of(self.program.parent(holder).func) & _SAME_BATCHES:
+            # ``tf.data.Dataset.zip((a, b))``
+            self._follow(self.program.parent(holder), flow, seen)
+            return
+        if isinstance(holder, cst.Arg) and holder.keyword is not None and holder.keyword.value == "args":
+            run = self.program.parent(holder)
+            if isinstance(run, cst.Call) and isinstance(run.func, cst.Attribute) and run.func.attr.value in ("run", "experimental_run_v2"):
+                flow.sinks.append(Sink(run, "step"))
+            return
         if isinstance(holder, cst.Return):
             function = self._function(holder)
             if function is None:

@@ -17,8 +17,12 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.program import Program
+from autofix.analysis.syntax import argument_value, parameter_argument
 from autofix.tf import symbols
 from autofix.tf.symbols import Kind
+
+# The class of a strategy known only by use (``with s.scope():``), made in another module.
+UNKNOWN_STRATEGY = "Strategy"
 
 # What a call does, beyond the Keras kinds: compile a model, train it, call a local function.
 COMPILE = "compile"
@@ -70,6 +74,7 @@ class Facts(Derived):
         self.classes = index.classes
         self.assigns = index.assigns
         self._strategy_memo: dict[tuple[int, str], Strategy | None] = {}
+        self._reaching: dict[cst.Name, list[cst.CSTNode] | None] = {}
         self._in_progress: set[object] = set()
 
     # --- assignments and definitions ---------------------------------------------------------
@@ -107,6 +112,41 @@ class Facts(Derived):
         pairs.sort(key=lambda pair: pair[0])
         return [node for _, node in pairs]
 
+    def reaching_bindings(self, name: cst.Name) -> list[cst.CSTNode] | None:
+        """:meth:`bindings` of a name that is read, without those that a later binding
+        certainly replaces first: one made by a statement of a block that the read is in (or
+        in a ``with`` body there), before the read (``model = a(); model = b(); model.fit()``
+        reaches ``b()`` only)."""
+        nodes = self.bindings(name)
+        access = self.program.access(name)
+        if not nodes or len(nodes) == 1 or access is None:
+            return nodes
+        memo = self._reaching
+        if name in memo:
+            return memo[name]
+        memo[name] = nodes
+        path = {id(a): a for a in self.program.ancestors(name)}
+        bindings = self.program.index.bindings
+        for position in range(len(nodes) - 1, -1, -1):
+            binding = bindings.get(nodes[position])
+            # Bindings and reads are numbered in source order by the index.
+            if binding is None or binding.index > access.index:
+                continue
+            statement = self.program.statement_of(nodes[position])
+            while statement is not None:
+                block = self.program.block_of(statement)
+                if block is None:
+                    break
+                if id(block) in path:
+                    if not _inside(self.program, name, statement):
+                        memo[name] = nodes[position:]
+                        return memo[name]
+                    break
+                # The body of a ``with`` runs whenever the ``with`` does.
+                holder = self.program.parent(block)
+                statement = holder if isinstance(holder, cst.With) else None
+        return nodes
+
     def local_definition(self, expr: cst.BaseExpression) -> cst.FunctionDef | cst.ClassDef | None:
         """The function or class of this module that ``expr`` (a name) refers to."""
         if not isinstance(expr, cst.Name):
@@ -140,7 +180,12 @@ class Facts(Derived):
         if isinstance(expr, cst.Call):
             for name in self.names_of(expr.func):
                 if symbols.is_strategy_constructor(name):
-                    return {name.rpartition(".")[2]}
+                    kind = name.rpartition(".")[2]
+                    devices = argument_value(expr, "devices", 0) if kind == "MirroredStrategy" else None
+                    if isinstance(devices, (cst.List, cst.Tuple)) and len(devices.elements) == 1:
+                        # ``MirroredStrategy(devices=["/gpu:0"])``: one replica.
+                        return {symbols.ONE_DEVICE_MIRRORED}
+                    return {kind}
             definition = self.local_definition(expr.func)
             if isinstance(definition, cst.FunctionDef):
                 return self._function_strategy_classes(definition)
@@ -200,8 +245,8 @@ class Facts(Derived):
             if (
                 annotation is not None
                 and any(symbols.is_strategy_type(n) for n in self.names_of(annotation.annotation))
-            ) or self._always_passed_a_strategy(param):
-                return Strategy(name, [param], is_parameter=True, creations=[param])
+            ) or self._always_passed_a_strategy(param) or self._scope_entered(nodes):
+                return Strategy(name, [param], self._passed_classes(param), is_parameter=True, creations=[param])
             return None
         classes: set[str] = set()
         constructions: list[cst.Call] = []
@@ -211,6 +256,10 @@ class Facts(Derived):
             if isinstance(value, cst.Name) and value.value == "None":
                 continue
             found = self.strategy_classes(value)
+            if found is None and isinstance(value, cst.Call) and self.is_module_reference(value.func) and self._scope_entered(nodes):
+                # ``strategy = create_strategy()`` (made in another module), then
+                # ``with strategy.scope():``: what it is, is known by how it is used.
+                found = {UNKNOWN_STRATEGY}
             if found is None:
                 return None
             creations.append(node)
@@ -219,6 +268,36 @@ class Facts(Derived):
         if not creations:
             return None
         return Strategy(name, list(nodes), classes, constructions, creations=creations)
+
+    def _scope_entered(self, nodes: list[cst.CSTNode]) -> bool:
+        """Whether a name bound at ``nodes`` is used as ``with <name>.scope():``."""
+        for item in self._with_items:
+            value = item.item
+            if (
+                isinstance(value, cst.Call)
+                and not value.args
+                and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value == "scope"
+                and isinstance(value.func.value, cst.Name)
+                and set(self.bindings(value.func.value) or ()) & set(nodes)
+            ):
+                return True
+        return False
+
+    def _passed_classes(self, param: cst.Param) -> set[str]:
+        """The strategy classes the calls of the parameter's function pass for it (unknown
+        when a call passes something else, or there is no call)."""
+        function = self.program.enclosing_function(param)
+        classes: set[str] = set()
+        references = self.references(function) if function is not None else []
+        for ref in references:
+            call = self.program.parent(ref)
+            arg = parameter_argument(function, call, param) if isinstance(call, cst.Call) and call.func is ref else None
+            found = self.strategy_classes(arg.value) if arg is not None else None
+            if not found:
+                return {UNKNOWN_STRATEGY}
+            classes |= found
+        return classes or {UNKNOWN_STRATEGY}
 
     def _always_passed_a_strategy(self, param: cst.Param) -> bool:
         """Whether every call of the parameter's function passes a strategy for it."""
@@ -282,6 +361,18 @@ class Facts(Derived):
             if strategy is not None and strategy.is_parameter and id(strategy) not in seen:
                 seen.add(id(strategy))
                 found.append(strategy)
+        # Names known to be strategies only by use: ``with strategy.scope():``.
+        for item in self._with_items:
+            value = item.item
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Name):
+                if value.func.attr.value != "scope":
+                    continue
+                for node in self.bindings(value.func.value) or ():
+                    name = node.name if isinstance(node, cst.Param) else node
+                    strategy = self.strategy_for_name(name) if isinstance(name, cst.Name) else None
+                    if strategy is not None and id(strategy) not in seen:
+                        seen.add(id(strategy))
+                        found.append(strategy)
         return found
 
     def _parameter_candidates(self, strategies: list[Strategy]) -> list[cst.Param]:
@@ -481,7 +572,12 @@ class Facts(Derived):
                 return kind
         local = self.local_definition(func)
         if isinstance(local, cst.ClassDef):
-            return self.keras_classes.get(local)
+            kind = self.keras_classes.get(local)
+            if kind is None and self._result_is_compiled(call):
+                # A subclass of a model class from elsewhere (``tfrs.models.Model``): it is
+                # compiled, so it is a Keras model.
+                return Kind.MODEL
+            return kind
         if isinstance(local, cst.FunctionDef):
             return local
         if self._result_is_compiled(call):
@@ -522,10 +618,23 @@ class Facts(Derived):
             target = parent.target
         return target if isinstance(target, cst.Name) else None
 
-    def uses(self, name: cst.Name) -> list[cst.CSTNode]:
-        """The later reads of the value bound at ``name`` (an assignment target)."""
+    def uses(self, name: cst.Name | cst.Param) -> list[cst.CSTNode]:
+        """The later reads of the value bound at ``name`` (an assignment target, or a
+        parameter or its name)."""
         assignment = self.program.assignment(name)
-        return [access.node for access in assignment.references] if assignment is not None else []
+        if assignment is None:
+            parent = self.program.parent(name)
+            if isinstance(parent, cst.Param) and parent.name is name:
+                assignment = self.program.assignment(parent)
+        if assignment is None:
+            return []
+        node = assignment.node
+        # Not the reads that a later binding certainly replaces first (see reaching_bindings).
+        return [
+            access.node
+            for access in assignment.references
+            if not isinstance(access.node, cst.Name) or node in (self.reaching_bindings(access.node) or (node,))
+        ]
 
     def _result_is_compiled(self, call: cst.Call) -> bool:
         target = self.assigned_name(call)
@@ -677,3 +786,7 @@ class Facts(Derived):
 class Effects:
     creates: bool = False
     trains: bool = False
+
+
+def _inside(program: Program, node: cst.CSTNode, statement: cst.CSTNode) -> bool:
+    return any(a is statement for a in program.ancestors(node))

@@ -1,16 +1,20 @@
-"""The training program: what a model was compiled with, what it is fit on, and the global
-batch size of a dataset."""
+"""The training program: where training happens, what takes part in it (:class:`TrainingModel`),
+what a model was compiled with and fit on, and the batch size of a dataset."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import libcst as cst
 
+from autofix.analysis import Derived
+from autofix.analysis.contexts import Contexts
 from autofix.analysis.dataflow import PASSTHROUGH
-from autofix.analysis.facts import COMPILE, TRAIN, Facts
+from autofix.analysis.facts import COMPILE, TRAIN, UNKNOWN_STRATEGY, Facts
 from autofix.analysis.program import Program
-from autofix.analysis.syntax import argument_value
+from autofix.analysis.syntax import argument_value, attribute_path, parameter_argument
+from autofix.tf.symbols import SINGLE_REPLICA, Kind
 
 
 @dataclass
@@ -75,4 +79,613 @@ def batch_size_of(program: Program, dataset: cst.BaseExpression, depth: int = 0)
             return argument_value(dataset, "batch_size", 0)
         if method in PASSTHROUGH:
             return batch_size_of(program, dataset.func.value, depth + 1)
+    return None
+
+
+# --- the training program ---------------------------------------------------------------------
+
+# Model methods that train it (evaluate and predict do not: what they use is not trained).
+FIT_METHODS = frozenset({"fit", "fit_generator", "train_on_batch"})
+# Attributes of a model that hand its variables to a custom step.
+VARIABLE_ATTRIBUTES = frozenset({"trainable_variables", "trainable_weights", "variables", "weights"})
+_MODEL_KINDS = (Kind.MODEL, Kind.LOAD)
+
+
+@dataclass(eq=False)
+class Site:
+    """A place where training happens: ``model.fit`` / ``train_on_batch``, or a step run by
+    ``strategy.run`` that applies gradients."""
+
+    call: cst.Call
+    kind: str  # "fit" or "step"
+    # The strategy classes it may run under (empty: under none).
+    strategies: frozenset[str]
+    # Every call that makes, loads, compiles or restores what it trains.
+    members: list[cst.Call] = field(default_factory=list)
+    # ``self.model`` when the model is kept in an attribute of a class, and the expression
+    # holding the strategy there (``self.strategy``).
+    held_in: str | None = None
+    holder: str | None = None
+
+    @property
+    def distributed(self) -> bool:
+        """Whether it may run under a strategy with more than one replica."""
+        return bool(self.strategies - SINGLE_REPLICA)
+
+
+def multi_replica(classes: set[str] | frozenset[str] | None) -> bool:
+    """Whether a strategy that may be any of ``classes`` can have more than one replica."""
+    return bool(classes) and bool(set(classes) - SINGLE_REPLICA)
+
+
+class TrainingModel(Derived):
+    """The training program of one file: each training site, and what takes part in it.
+
+    An object takes part in distributed training when it reaches a training site that runs
+    under a strategy with more than one replica: the model trained there (with the layers it
+    is built from), its ``compile`` and what compile is given (optimizer, metrics), weights
+    loaded into it before training, a checkpoint restored into it, and, in a custom step, the
+    optimizer applying the gradients and the metrics updated. What is only evaluated,
+    predicted with, inspected, or trained before any strategy exists takes no part. Loss
+    objects hold no variables and take no part either.
+
+    Limits, on purpose: values are followed through names, tuple-less assignments, function
+    parameters and local factories; models kept in attributes are followed only within one
+    class (:meth:`attribute_sites`); other modules are not followed.
+    """
+
+    def __init__(self, program: Program) -> None:
+        super().__init__(program)
+        self.facts = Facts.of(program)
+        self.contexts = Contexts.of(program)
+        self._returns: dict[cst.FunctionDef, bool] = {}
+
+    # --- sites ---------------------------------------------------------------------------------
+
+    @cached_property
+    def sites(self) -> list[Site]:
+        found: list[Site] = []
+        for call, _owner in self.facts.calls:
+            func = call.func
+            if not isinstance(func, cst.Attribute):
+                continue
+            if func.attr.value in FIT_METHODS and not self.facts.is_module_reference(func.value):
+                held = self._attribute_site(call, func.value)
+                if held is not None:
+                    found.append(held)
+                    continue
+                models = [m for m in self.makers(func.value) if self.is_model_maker(m)]
+                if models:
+                    site = Site(call, "fit", self._strategies_at(call))
+                    self._add_model_members(site, func.value, models)
+                    found.append(site)
+            elif func.attr.value in ("run", "experimental_run_v2") and call.args:
+                classes = self.facts.strategy_classes(func.value)
+                if classes is None:
+                    continue
+                steps = self._step_functions(call.args[0].value)
+                if steps and self._applies_gradients(steps):
+                    site = Site(call, "step", frozenset(classes))
+                    self._add_step_members(site, steps)
+                    found.append(site)
+        for site in found:
+            self._add_restores(site)
+        return found
+
+    def creates_optimizer(self, compile_call: cst.Call) -> bool:
+        """Whether ``model.compile(...)`` makes its own optimizer (none given: RMSprop, or a
+        name such as ``"adam"``). Outside the scope it is made under no strategy, which Keras 3
+        refuses to mix with the model's ("Mixing different tf.distribute.Strategy objects");
+        given an optimizer object, compile itself makes nothing that must be mirrored."""
+        value = argument_value(compile_call, "optimizer", 0)
+        if value is None:
+            # A model whose compile takes its optimizers under other names makes none itself.
+            return not any(a.keyword is not None and "optimizer" in a.keyword.value for a in compile_call.args)
+        if isinstance(value, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+            return True
+        if isinstance(value, cst.Name):
+            values = [self.facts.assigned_value(b) for b in self.facts.bindings(value) or ()]
+            return bool(values) and all(isinstance(v, (cst.SimpleString, cst.ConcatenatedString)) for v in values)
+        return False
+
+    # --- models kept in attributes ----------------------------------------------------------------
+
+    def _attribute_site(self, call: cst.Call, receiver: cst.BaseExpression) -> Site | None:
+        """``self.model.fit(...)`` in a method: the model is what the methods of the class
+        assign to ``self.model``, and the strategy is one the class keeps in an attribute."""
+        path = attribute_path(receiver)
+        if path is None or len(path) != 2:
+            return None
+        method = self.program.enclosing_function(call)
+        if method is None or not self.facts.functions[method].is_method or not method.params.params:
+            return None
+        owner, attribute = path
+        if method.params.params[0].name.value != owner:
+            return None
+        cls = self.program.parent(self.program.parent(method))
+        if not isinstance(cls, cst.ClassDef):
+            return None
+        assigned = self._attribute_values(cls)
+        models = [m for value in assigned.get(attribute, ()) for m in self.makers(value) if self.is_model_maker(m)]
+        if not models:
+            return None
+        strategies: set[str] = set()
+        holder = "strategy"
+        for name, values in assigned.items():
+            for value in values:
+                classes = self.facts.strategy_classes(value)
+                if classes:
+                    strategies |= classes
+                    holder = f"{owner}.{name}"
+        site = Site(call, "fit", frozenset(strategies | self._strategies_at(call)), held_in=f"{owner}.{attribute}", holder=holder)
+        for model in models:
+            self._add(site, [model, *self.ingredients(model)])
+        for use in self._attribute_uses(cls, attribute):
+            self._add_method_call(site, use)
+        return site
+
+    def _own_method(self, func: cst.BaseExpression) -> cst.FunctionDef | None:
+        """The method ``self.build()`` calls, when ``self`` is the calling method's own first
+        parameter and its class defines ``build``."""
+        path = attribute_path(func)
+        if path is None or len(path) != 2:
+            return None
+        caller = self.program.enclosing_function(func)
+        if caller is None or caller not in self.facts.functions or not self.facts.functions[caller].is_method:
+            return None
+        if not caller.params.params or caller.params.params[0].name.value != path[0]:
+            return None
+        cls = self.program.parent(self.program.parent(caller))
+        if not isinstance(cls, cst.ClassDef) or not isinstance(cls.body, cst.IndentedBlock):
+            return None
+        for statement in cls.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == path[1]:
+                return statement
+        return None
+
+    def _attribute_values(self, cls: cst.ClassDef) -> dict[str, list[cst.BaseExpression]]:
+        """``{"model": [value, ...]}`` for every ``self.model = value`` in the class's methods."""
+        found: dict[str, list[cst.BaseExpression]] = {}
+        for function, info in self.facts.functions.items():
+            if not info.is_method or self.program.parent(self.program.parent(function)) is not cls:
+                continue
+            if not function.params.params:
+                continue
+            owner = function.params.params[0].name.value
+            for assign in _assignments(function):
+                for target in assign.targets:
+                    path = attribute_path(target.target)
+                    if path is not None and len(path) == 2 and path[0] == owner:
+                        found.setdefault(path[1], []).append(assign.value)
+        return found
+
+    def _attribute_uses(self, cls: cst.ClassDef, attribute: str) -> list[cst.Attribute]:
+        """Every ``self.<attribute>`` read in the class's methods."""
+        found: list[cst.Attribute] = []
+        for function, info in self.facts.functions.items():
+            if not info.is_method or self.program.parent(self.program.parent(function)) is not cls or not function.params.params:
+                continue
+            owner = function.params.params[0].name.value
+            found.extend(a for a in _attributes(function) if attribute_path(a) == (owner, attribute))
+        return found
+
+    @cached_property
+    def participants(self) -> dict[cst.Call, Site]:
+        """Every call that makes, loads, compiles or restores an object trained under a
+        strategy with more than one replica, with (one of) the sites it takes part in."""
+        found: dict[cst.Call, Site] = {}
+        for site in self.sites:
+            if site.distributed and not self._apart(site):
+                for member in site.members:
+                    found.setdefault(member, site)
+        return found
+
+    def _apart(self, site: Site) -> bool:
+        """Whether the site's training is kept apart from the strategy on purpose: nothing of
+        it is made or run inside a strategy scope, while the file does enter one for other
+        objects (a baseline trained without the strategy, a model reloaded "without a
+        strategy", a second script in the same file). Attributes of a class are never apart."""
+        if site.held_in is not None or site.kind == "step" or not self._enters_scope:
+            return False
+        return not any(self.facts.under_scope(node) or self._scopes_inside(node) for node in [site.call, *site.members])
+
+    def _scopes_inside(self, call: cst.Call) -> bool:
+        """Whether ``call`` runs a local function that enters a strategy scope itself."""
+        function = self.facts.call_kind(call)
+        if not isinstance(function, cst.FunctionDef):
+            return False
+        return any(self.facts.scoped_within(inner, function) for inner in self.facts.functions[function].calls)
+
+    @cached_property
+    def _enters_scope(self) -> bool:
+        return any(self.facts.scope_strategy(item.item) for item in self.program.index.with_items)
+
+    def takes_part(self, call: cst.Call) -> bool:
+        """Whether ``call`` makes, loads, compiles or restores something trained under a
+        strategy with more than one replica, and is not kept outside its scope on purpose."""
+        return call in self.participants and not self._other_branch_scopes(call)
+
+    def _other_branch_scopes(self, node: cst.CSTNode) -> bool:
+        """``if replicas == 1: model = build() else: with strategy.scope(): model = build()``:
+        a branch whose other branch enters a strategy scope is outside it by choice."""
+        previous = node
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, cst.If) and previous in (ancestor.body, ancestor.orelse):
+                other = ancestor.orelse if previous is ancestor.body else ancestor.body
+                if other is not None and self._enters_scope_in(other):
+                    return True
+            previous = ancestor
+        return False
+
+    def _enters_scope_in(self, node: cst.CSTNode) -> bool:
+        items = [item for item in self.program.index.with_items if any(a is node for a in self.program.ancestors(item))]
+        return any(self.facts.scope_strategy(item.item) for item in items)
+
+    def distributed_site(self, call: cst.Call) -> Site | None:
+        """The distributed site whose call (``fit``, or the ``strategy.run`` of a training
+        step) is ``call``, if any."""
+        return self._distributed_by_call.get(call)
+
+    @cached_property
+    def _distributed_by_call(self) -> dict[cst.Call, Site]:
+        return {site.call: site for site in self.distributed_sites}
+
+    @cached_property
+    def distributed_sites(self) -> list[Site]:
+        """The sites that may train under more than one replica, and are not kept apart."""
+        return [site for site in self.sites if site.distributed and not self._apart(site)]
+
+    def _strategies_at(self, node: cst.CSTNode) -> frozenset[str]:
+        """The strategy classes in effect where ``node`` runs: a ``with s.scope():`` around
+        it, or a strategy that exists whenever it runs."""
+        classes: set[str] = set()
+        previous = node
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, cst.With) and previous is ancestor.body:
+                for item in ancestor.items:
+                    value = item.item
+                    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "scope":
+                        classes |= self.facts.strategy_classes(value.func.value) or set()
+            previous = ancestor
+        for context in self.contexts.created:
+            if self.contexts.executes_after(node, context):
+                classes |= context.strategy_classes or {UNKNOWN_STRATEGY}
+        return frozenset(classes)
+
+    # --- what makes a value ----------------------------------------------------------------------
+
+    def makers(self, expr: cst.BaseExpression | None, _seen: set[int] | None = None) -> list[cst.Call]:
+        """The calls that make the object ``expr`` evaluates to: Keras constructions and
+        loads, and calls of factories (local functions that make Keras objects, or imported
+        ones whose result is compiled). Followed through names, parameters and ``a if c else
+        b``; an empty list when nothing is known."""
+        seen = _seen if _seen is not None else set()
+        if expr is None or id(expr) in seen:
+            return []
+        seen.add(id(expr))
+        facts = self.facts
+        if isinstance(expr, cst.Call):
+            kind = facts.call_kind(expr)
+            if isinstance(kind, Kind):
+                return [expr]
+            if isinstance(kind, cst.FunctionDef):
+                effects = facts.effects.get(kind)
+                made = (effects is not None and effects.creates) or self.returns_keras_object(kind)
+                return [expr] if made else []
+            method = self._own_method(expr.func)
+            if method is not None and self.returns_keras_object(method):
+                return [expr]
+            return []
+        if isinstance(expr, cst.IfExp):
+            return self.makers(expr.body, seen) + self.makers(expr.orelse, seen)
+        if isinstance(expr, cst.Name):
+            found: list[cst.Call] = []
+            for binding in facts.reaching_bindings(expr) or ():
+                if isinstance(binding, cst.Param):
+                    for argument in self._arguments_for(binding):
+                        found.extend(self.makers(argument, seen))
+                    continue
+                value = facts.assigned_value(binding)
+                if value is not None:
+                    found.extend(self.makers(value, seen))
+                else:
+                    found.extend(self._unpacked_maker(binding))
+            return found
+        return []
+
+    def returns_keras_object(self, function: cst.FunctionDef) -> bool:
+        """Whether ``function`` returns a Keras object it (or a function it calls) makes."""
+        memo = self._returns
+        if function not in memo:
+            memo[function] = False  # while it is being worked out (recursion)
+            info = self.facts.functions.get(function)
+            memo[function] = info is not None and any(self.makers(ret.value) for ret in info.returns)
+        return memo[function]
+
+    def _unpacked_maker(self, binding: cst.CSTNode) -> list[cst.Call]:
+        """``model, optimizer = build()``: the factory call, when it makes Keras objects."""
+        node = binding
+        for _ in range(4):
+            node = self.program.parent(node)
+            if isinstance(node, cst.AssignTarget):
+                assign = self.program.parent(node)
+                if isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call):
+                    return self.makers(assign.value)
+                return []
+            if node is None or isinstance(node, cst.BaseStatement):
+                return []
+        return []
+
+    def _arguments_for(self, param: cst.Param) -> list[cst.BaseExpression]:
+        """What the calls of the parameter's function pass for it (its default included)."""
+        function = self.program.enclosing_function(param)
+        if function is None or param not in function.params.params and param not in function.params.kwonly_params:
+            return []
+        found: list[cst.BaseExpression] = []
+        for ref in self.facts.references(function):
+            call = self.program.parent(ref)
+            if not (isinstance(call, cst.Call) and call.func is ref):
+                continue
+            arg = parameter_argument(function, call, param)
+            if arg is not None:
+                found.append(arg.value)
+            elif param.default is not None:
+                found.append(param.default)
+        return found
+
+    def is_model_maker(self, call: cst.Call) -> bool:
+        kind = self.facts.call_kind(call)
+        if kind in _MODEL_KINDS:
+            return True
+        if isinstance(kind, cst.FunctionDef):
+            return True
+        return kind is None and self._own_method(call.func) is not None
+
+    def ingredients(self, call: cst.Call) -> list[cst.Call]:
+        """The Keras objects a model is built from: layers (and models) whose results flow into
+        the construction, followed back through names and calls."""
+        found: list[cst.Call] = []
+        seen: set[int] = {id(call)}
+        pending: list[cst.CSTNode] = [call.func, *(a.value for a in call.args)]
+        while pending:
+            node = pending.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if isinstance(node, cst.Name):
+                for binding in self.facts.reaching_bindings(node) or ():
+                    if isinstance(binding, cst.Param):
+                        continue
+                    value = self.facts.assigned_value(binding)
+                    if value is not None:
+                        pending.append(value)
+                continue
+            if isinstance(node, cst.Call):
+                kind = self.facts.call_kind(node)
+                if isinstance(kind, Kind) and kind in (Kind.LAYER, Kind.MODEL, Kind.LOAD):
+                    found.append(node)
+                elif isinstance(kind, cst.FunctionDef) and self.is_model_maker(node):
+                    found.append(node)
+                pending.append(node.func)
+                pending.extend(a.value for a in node.args)
+                continue
+            if isinstance(node, cst.Attribute):
+                pending.append(node.value)
+            elif isinstance(node, (cst.List, cst.Tuple, cst.Set)):
+                pending.extend(e.value for e in node.elements)
+            elif isinstance(node, cst.Dict):
+                pending.extend(e.value for e in node.elements if isinstance(e, cst.DictElement))
+            elif isinstance(node, cst.BinaryOperation):
+                pending.extend((node.left, node.right))
+            elif isinstance(node, cst.Subscript):
+                pending.append(node.value)
+        return found
+
+    # --- members ---------------------------------------------------------------------------------
+
+    def _add(self, site: Site, calls) -> None:
+        for call in calls:
+            if call not in site.members:
+                site.members.append(call)
+
+    def _add_model_members(self, site: Site, receiver: cst.BaseExpression, models: list[cst.Call]) -> None:
+        for model in models:
+            self._add(site, [model, *self.ingredients(model)])
+        for name in self._model_names(receiver):
+            for use in self._uses(name):
+                self._add_method_call(site, use)
+
+    def _model_names(self, receiver: cst.BaseExpression) -> list[cst.Name | cst.Param]:
+        """The assignment targets (or parameters) that hold the model used as ``receiver``."""
+        found: list[cst.Name | cst.Param] = []
+        pending = [receiver]
+        seen: set[int] = set()
+        while pending:
+            expr = pending.pop()
+            if not isinstance(expr, cst.Name) or id(expr) in seen:
+                continue
+            seen.add(id(expr))
+            for binding in self.facts.reaching_bindings(expr) or ():
+                if isinstance(binding, (cst.Name, cst.Param)) and binding not in found:
+                    found.append(binding)
+                if isinstance(binding, cst.Param):
+                    # ``def train(model): model.fit(...)``: and the names the callers pass.
+                    pending.extend(self._arguments_for(binding))
+        return found
+
+    def _uses(self, binding: cst.Name | cst.Param) -> list[cst.CSTNode]:
+        """The reads of the value bound at ``binding`` (not those a later binding replaces)."""
+        return self.facts.uses(binding)
+
+    def _add_method_call(self, site: Site, use: cst.CSTNode) -> None:
+        attribute = self.program.parent(use)
+        call = self.program.parent(attribute)
+        if not (isinstance(attribute, cst.Attribute) and attribute.value is use and isinstance(call, cst.Call) and call.func is attribute):
+            return
+        method = attribute.attr.value
+        if self._exclusive(call, site.call):
+            return  # ``model.load_weights(...)`` in the branch that predicts instead
+        if self.facts.call_kind(call) == COMPILE:
+            self._add(site, [call])
+            # ``optimizer=``, ``metrics=[...]``, and the optimizers of a model whose compile
+            # takes others (``compile(encoder_optimizer=..., probe_optimizer=...)``).
+            for arg in call.args:
+                for value in _elements(arg.value):
+                    self._add(site, [m for m in self.makers(value) if self.facts.call_kind(m) in (Kind.OPTIMIZER, Kind.METRIC)])
+        elif self.facts.call_kind(call) is Kind.LOAD:
+            self._add(site, [call])
+        elif method == "add":
+            for arg in call.args:
+                self._add(site, [m for m in self.makers(arg.value) if self.facts.call_kind(m) in (Kind.LAYER, Kind.MODEL)])
+
+    def _exclusive(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+        """Whether ``a`` and ``b`` are in different branches of one ``if`` (one runs only when
+        the other does not)."""
+        ancestors_b = {id(n): n for n in self.program.ancestors(b)}
+        previous: cst.CSTNode = a
+        for ancestor in self.program.ancestors(a):
+            if id(ancestor) in ancestors_b:
+                if isinstance(ancestor, cst.If):
+                    side_a, side_b = _branch_of(ancestor, previous), _side(self.program, b, ancestor)
+                    return side_a is not None and side_b is not None and side_a != side_b
+                return False
+            previous = ancestor
+        return False
+
+    def _step_functions(self, expr: cst.BaseExpression) -> list[cst.FunctionDef]:
+        """The function run by ``strategy.run`` and the local functions it calls."""
+        firsts = [self.facts.local_definition(expr)]
+        if firsts[0] is None and isinstance(expr, cst.Name):
+            # ``def run(strategy, step, inputs): strategy.run(step, ...)``: the functions passed.
+            for binding in self.facts.bindings(expr) or ():
+                if isinstance(binding, cst.Param):
+                    firsts = [self.facts.local_definition(a) for a in self._arguments_for(binding)]
+        found: list[cst.FunctionDef] = []
+        pending = [f for f in firsts if isinstance(f, cst.FunctionDef)]
+        while pending:
+            function = pending.pop()
+            if function in found or function not in self.facts.functions:
+                continue
+            found.append(function)
+            for call in self.facts.functions[function].calls:
+                callee = self.facts.local_definition(call.func)
+                if isinstance(callee, cst.FunctionDef):
+                    pending.append(callee)
+        return found
+
+    def _step_calls(self, steps: list[cst.FunctionDef]):
+        for function in steps:
+            yield from self.facts.functions[function].calls
+
+    def _applies_gradients(self, steps: list[cst.FunctionDef]) -> bool:
+        return any(
+            isinstance(call.func, cst.Attribute) and call.func.attr.value in ("apply_gradients", "minimize")
+            for call in self._step_calls(steps)
+        )
+
+    def _add_step_members(self, site: Site, steps: list[cst.FunctionDef]) -> None:
+        facts = self.facts
+        for call in self._step_calls(steps):
+            func = call.func
+            if not isinstance(func, cst.Attribute):
+                if isinstance(func, cst.Name):
+                    models = [m for m in self.makers(func) if self.is_model_maker(m)]
+                    for model in models:
+                        self._add(site, [model, *self.ingredients(model)])
+                    if models:
+                        for name in self._model_names(func):
+                            for use in self._uses(name):
+                                self._add_method_call(site, use)
+                continue
+            method = func.attr.value
+            receiver = func.value
+            if method in ("apply_gradients", "minimize"):
+                if isinstance(receiver, cst.Attribute) and receiver.attr.value == "optimizer":
+                    self._add_model(site, receiver.value)
+                else:
+                    self._add(site, [m for m in self.makers(receiver) if facts.call_kind(m) is Kind.OPTIMIZER])
+            elif method in ("update_state", "reset_state", "reset_states"):
+                self._add(site, [m for m in self.makers(receiver) if facts.call_kind(m) is Kind.METRIC])
+        for function in steps:
+            for attribute in _attributes(function):
+                if attribute.attr.value in VARIABLE_ATTRIBUTES:
+                    self._add_model(site, attribute.value)
+
+    def _add_model(self, site: Site, receiver: cst.BaseExpression) -> None:
+        models = [m for m in self.makers(receiver) if self.is_model_maker(m)]
+        if models:
+            self._add_model_members(site, receiver, models)
+
+    def _add_restores(self, site: Site) -> None:
+        """``tf.train.Checkpoint(model=model, ...).restore(path)``: restoring into what is
+        trained takes part in training."""
+        for call, _owner in self.facts.calls:
+            if self.facts.call_kind(call) is not Kind.LOAD or not isinstance(call.func, cst.Attribute):
+                continue
+            if call.func.attr.value != "restore" or self._exclusive(call, site.call):
+                continue
+            for checkpoint in self._checkpoints(call.func.value):
+                held = [m for arg in checkpoint.args for m in self.makers(arg.value)]
+                if any(m in site.members for m in held):
+                    self._add(site, [call])
+
+    def _checkpoints(self, expr: cst.BaseExpression) -> list[cst.Call]:
+        if isinstance(expr, cst.Call):
+            return [expr]
+        if isinstance(expr, cst.Name):
+            values = [self.facts.assigned_value(b) for b in self.facts.bindings(expr) or ()]
+            return [v for v in values if isinstance(v, cst.Call)]
+        return []
+
+
+def _elements(value: cst.BaseExpression | None) -> list[cst.BaseExpression]:
+    if value is None:
+        return []
+    if isinstance(value, (cst.List, cst.Tuple)):
+        return [e.value for e in value.elements]
+    return [value]
+
+
+def _attributes(function: cst.FunctionDef) -> list[cst.Attribute]:
+    found: list[cst.Attribute] = []
+
+    class Visitor(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            found.append(node)
+
+    function.body.visit(Visitor())
+    return found
+
+
+def _assignments(function: cst.FunctionDef) -> list[cst.Assign]:
+    found: list[cst.Assign] = []
+
+    class Visitor(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            found.append(node)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+    function.visit(Visitor())
+    return found
+
+
+def _branch_of(statement: cst.If, child: cst.CSTNode) -> str | None:
+    if child is statement.body:
+        return "body"
+    if child is statement.orelse:
+        return "orelse"
+    return None
+
+
+def _side(program: Program, node: cst.CSTNode, statement: cst.If) -> str | None:
+    previous = node
+    for ancestor in program.ancestors(node):
+        if ancestor is statement:
+            return _branch_of(statement, previous)
+        previous = ancestor
     return None

@@ -56,6 +56,12 @@ STRATEGY_CLASSES = frozenset(
 )
 
 
+# A MirroredStrategy given one device: it has a single replica.
+ONE_DEVICE_MIRRORED = "MirroredStrategy(one device)"
+# Strategies with one replica: nothing is distributed under them.
+SINGLE_REPLICA = frozenset({"OneDeviceStrategy", "get_strategy", ONE_DEVICE_MIRRORED})
+
+
 def is_strategy_constructor(name: str) -> bool:
     """``tf.distribute.MirroredStrategy`` and friends, ``tf.distribute.get_strategy``."""
     for module in ("tensorflow.distribute.", "tensorflow.distribute.experimental."):
@@ -197,3 +203,21 @@ INSPECT_FUNCTIONS = frozenset(
 )
 
 CHECKPOINT = "tensorflow.train.Checkpoint"
+
+# Objectives that compare the examples of a batch with each other (in-batch negatives,
+# contrastive losses): the batch size is part of what is trained, not only of its speed.
+IN_BATCH_OBJECTIVES = frozenset(
+    {
+        "tensorflow_recommenders.tasks.Retrieval",
+        "tensorflow_recommenders.tasks.retrieval.Retrieval",
+        "keras_cv.training.SimCLRTrainer",
+        "keras_cv.training.ContrastiveTrainer",
+        "keras_cv.losses.SimCLRLoss",
+        "tensorflow_addons.losses.ContrastiveLoss",
+        "tensorflow_addons.losses.TripletSemiHardLoss",
+        "tensorflow_addons.losses.TripletHardLoss",
+        "tensorflow_addons.losses.NpairsLoss",
+        "tensorflow_similarity.losses.MultiSimilarityLoss",
+        "tensorflow_similarity.losses.SimCLRLoss",
+    }
+)

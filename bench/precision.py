@@ -1,0 +1,287 @@
+"""Precision, recall, fix quality and false parse errors of autofix on the real-world corpus.
+
+    python bench/precision.py [--files DIR] [--autofix PATH] [--json OUT]
+
+Runs the autofix engine (default options) on every file of bench/realworld/manifest.json and
+compares what it finds and fixes with the hand triage in bench/realworld/triage.json (format:
+bench/realworld/README.md). The corpus files are not in the repository; get them with
+``python bench/realworld/fetch.py``. DIR defaults to $AUTOFIX_CORPUS, else bench/realworld/files.
+``--autofix`` measures another autofix: a checkout (or its src/ folder) to import it from, or a
+Python interpreter that has autofix installed (this script is then run again with it).
+
+Exit status: 0 when there is no wrong fix, no false parse error, no corrupted or missing file
+and nothing untriaged; 1 otherwise; 2 when the corpus cannot be found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MANIFEST = HERE / "realworld" / "manifest.json"
+TRIAGE = HERE / "realworld" / "triage.json"
+RULES = ("TFD001", "TFD002", "TFD003", "TFD004", "TFD005")
+
+
+# --- What Python and Jupyter accept -------------------------------------------------------
+
+def python_accepts(data: bytes) -> bool:
+    try:
+        compile(data, "<file>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        return True
+    except (SyntaxError, ValueError):
+        return False
+
+
+_ASSIGN_SHELL = re.compile(r"^(\s*[\w.,\s\[\]]+=\s*)[!%]")
+_NON_PYTHON_CELL_MAGICS = {"bash", "sh", "script", "html", "javascript", "js", "latex", "markdown",
+                           "svg", "writefile", "file", "perl", "ruby", "sql", "bigquery", "system"}
+
+
+def _open_brackets(text: str) -> int:
+    """Bracket depth at the end of ``text`` (strings and comments skipped; good enough here)."""
+    depth, i, n = 0, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "#":
+            i = text.find("\n", i)
+            i = n if i < 0 else i
+        elif c in "'\"":
+            quote = text[i:i + 3] if text[i:i + 3] in ('"""', "'''") else c
+            j = i + len(quote)
+            while j < n and text[j:j + len(quote)] != quote:
+                j += 2 if text[j] == "\\" else 1
+            i = j + len(quote)
+            continue
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth = max(0, depth - 1)
+        i += 1
+    return depth
+
+
+def ipython_to_python(source: str) -> str | None:
+    """The cell as plain Python, IPython syntax replaced by ``pass``; None for a non-Python cell."""
+    lines = source.split("\n")
+    if lines and lines[0].lstrip().startswith("%%"):
+        magic = lines[0].lstrip()[2:].split()[0] if lines[0].strip() != "%%" else ""
+        if magic in _NON_PYTHON_CELL_MAGICS:
+            return None
+        lines = lines[1:]
+    out: list[str] = []
+    magic_continues = False
+    for line in lines:
+        stripped = line.lstrip()
+        indent = line[: len(line) - len(stripped)]
+        if magic_continues:  # `!cmd \` / `%magic \` goes on to the next line
+            magic_continues = line.endswith("\\")
+            out.append("")
+        elif out and _open_brackets("\n".join(out)) > 0:
+            out.append(line)  # a continuation line: `%` here is the modulo operator
+        elif stripped.startswith(("%", "!")) or (stripped.endswith("?") and not stripped.startswith("#")):
+            magic_continues = line.endswith("\\")
+            out.append(indent + "pass")
+        elif _ASSIGN_SHELL.match(line):
+            out.append(_ASSIGN_SHELL.match(line).group(1) + "None")
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def jupyter_accepts(data: bytes) -> bool:
+    try:
+        nb = json.loads(data.decode("utf-8"))
+        cells = nb["cells"] if "cells" in nb else nb["worksheets"][0]["cells"]
+    except (ValueError, KeyError, IndexError, TypeError, UnicodeDecodeError):
+        return False
+    flags = ast.PyCF_ONLY_AST | getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)
+    for cell in cells:
+        if cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", cell.get("input", ""))
+        source = "".join(source) if isinstance(source, list) else source
+        python = ipython_to_python(source)
+        if python is None:
+            continue
+        try:
+            compile(python, "<cell>", "exec", flags=flags, dont_inherit=True)
+        except (SyntaxError, ValueError):
+            return False
+    return True
+
+
+# --- Running autofix ----------------------------------------------------------------------
+
+def run_autofix(paths: list[Path]) -> dict[str, object]:
+    from autofix.engine import Options, process_path
+
+    return {p.name: process_path(str(p), Options()) for p in paths}
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# --- Comparing with the triage ------------------------------------------------------------
+
+def evaluate(manifest: list[dict], triage: dict, files: Path) -> dict:
+    report: dict = {"files": len(manifest), "missing": [], "corrupted": [], "false_parse_errors": [],
+                    "parse_errors": [], "rules": {}, "untriaged_findings": [], "fixes": {},
+                    "untriaged_fixes": [], "wrong_fixes": [], "misses": {}, "recall": {}}
+    present = []
+    for entry in manifest:
+        path = files / entry["id"]
+        if not path.is_file():
+            report["missing"].append(entry["id"])
+            continue
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+            report["corrupted"].append(entry["id"])
+            continue
+        present.append((entry, path, data))
+    results = run_autofix([path for _, path, _ in present])
+
+    verdicts = {(f["file"], f["cell"], f["line"], f["code"]): f for f in triage["findings"]}
+    fix_verdicts = {(f["file"], f["sha256"]): f for f in triage["fixes"]}
+    counts: dict[str, Counter] = defaultdict(Counter)
+    reported: set[tuple] = set()
+    changed = 0
+    for entry, path, data in present:
+        fid, result = entry["id"], results[entry["id"]]
+        if result.error:
+            accepted = jupyter_accepts(data) if entry["kind"] == "notebook" else python_accepts(data)
+            item = {"file": fid, "error": result.error}
+            report["false_parse_errors" if accepted else "parse_errors"].append(item)
+        for f in result.findings:
+            key = (fid, f.cell, f.line, f.code)
+            reported.add(key)
+            c = counts[f.code]
+            c["findings"] += 1
+            c["fixable"] += bool(f.fixable)
+            verdict = verdicts.get(key)
+            if verdict is None:
+                c["untriaged"] += 1
+                report["untriaged_findings"].append(
+                    {"file": fid, "cell": f.cell, "line": f.line, "code": f.code, "message": f.message})
+            else:
+                c[verdict["verdict"]] += 1
+        if result.changed:
+            changed += 1
+            digest = sha256_text(result.new_text)
+            verdict = fix_verdicts.get((fid, digest))
+            if verdict is None:
+                report["untriaged_fixes"].append({"file": fid, "sha256": digest,
+                                                  "findings": [[f.cell, f.line, f.code] for f in result.findings if f.fixable]})
+            elif verdict["verdict"] == "wrong":
+                report["wrong_fixes"].append({"file": fid, "sha256": digest, "why": verdict["why"]})
+            counts["fixes"]["correct" if verdict and verdict["verdict"] == "correct" else
+                            "wrong" if verdict else "untriaged"] += 1
+
+    for code in sorted(set(RULES) | {c for c in counts if c != "fixes"}):
+        c = counts.get(code, Counter())
+        judged = c["true"] + c["false"]
+        report["rules"][code] = {"findings": c["findings"], "true": c["true"], "false": c["false"],
+                                 "untriaged": c["untriaged"], "fixable": c["fixable"],
+                                 "precision": round(c["true"] / judged, 3) if judged else None}
+    report["fixes"] = {"files_changed": changed, "correct": counts["fixes"]["correct"],
+                       "wrong": counts["fixes"]["wrong"], "untriaged": counts["fixes"]["untriaged"]}
+
+    # Real bugs: findings triaged true plus the triaged misses. Recall: how many are reported now.
+    present_ids = {entry["id"] for entry, _, _ in present}
+    real = [dict(f, source="finding") for f in triage["findings"] if f["verdict"] == "true"]
+    real += [dict(m, source="miss") for m in triage["misses"]]
+    found, missed = defaultdict(int), defaultdict(list)
+    for bug in real:
+        if bug["file"] not in present_ids:
+            continue
+        key = (bug["file"], bug["cell"], bug["line"], bug["code"])
+        if key in reported:
+            found[bug["code"]] += 1
+        else:
+            missed[bug["code"]].append({k: bug[k] for k in ("file", "cell", "line", "code", "why", "source")})
+    for code in sorted(set(found) | set(missed)):
+        total = found[code] + len(missed[code])
+        report["recall"][code] = {"real_bugs": total, "reported": found[code], "not_reported": len(missed[code]),
+                                  "recall": round(found[code] / total, 3) if total else None}
+    report["misses"] = {code: missed[code] for code in sorted(missed) if missed[code]}
+    return report
+
+
+# --- Output -------------------------------------------------------------------------------
+
+def show(report: dict) -> None:
+    print(f"corpus: {report['files']} files; missing {len(report['missing'])}, corrupted {len(report['corrupted'])}")
+    print("\nper rule:   findings  true  false  untriaged  precision  fixable")
+    for code, r in report["rules"].items():
+        p = "-" if r["precision"] is None else f"{r['precision']:.0%}"
+        print(f"  {code}     {r['findings']:6d} {r['true']:5d} {r['false']:6d} {r['untriaged']:10d} {p:>10} {r['fixable']:8d}")
+    fx = report["fixes"]
+    print(f"\nfixes: {fx['files_changed']} files changed; correct {fx['correct']}, wrong {fx['wrong']}, untriaged {fx['untriaged']}")
+    print("\nrecall:    real bugs  reported  not reported  recall")
+    for code, r in report["recall"].items():
+        print(f"  {code}      {r['real_bugs']:6d} {r['reported']:9d} {r['not_reported']:13d} {r['recall']:7.0%}")
+    print(f"\nfalse parse errors: {len(report['false_parse_errors'])}; "
+          f"parse errors on files Python/Jupyter reject too: {len(report['parse_errors'])}")
+    sections = [("false parse errors (valid for Python / Jupyter)", report["false_parse_errors"], "{file}: {error}"),
+                ("missing files", [{"file": f} for f in report["missing"]], "{file}"),
+                ("corrupted files (sha256 differs from the manifest)", [{"file": f} for f in report["corrupted"]], "{file}"),
+                ("wrong fixes", report["wrong_fixes"], "{file}: {why}"),
+                ("untriaged fixes", report["untriaged_fixes"], "{file} sha256={sha256} fixable findings={findings}"),
+                ("untriaged findings", report["untriaged_findings"], "{file}:{where}: {code} {message}")]
+    for title, items, fmt in sections:
+        if items:
+            print(f"\n{title}:")
+            for item in items:
+                where = f"cell[{item['cell']}]:{item['line']}" if item.get("cell") is not None else item.get("line")
+                print("  " + fmt.format(where=where, **item))
+    for code, bugs in report["misses"].items():
+        print(f"\nreal {code} bugs not reported:")
+        for b in bugs:
+            where = f"cell[{b['cell']}]:{b['line']}" if b["cell"] is not None else b["line"]
+            print(f"  {b['file']}:{where} ({b['source']}): {b['why']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--files", help="folder holding the corpus files (default: $AUTOFIX_CORPUS, else bench/realworld/files)")
+    parser.add_argument("--autofix", help="autofix to measure: a checkout or src/ folder, or a Python interpreter")
+    parser.add_argument("--json", help="also write the whole report as JSON to this file")
+    args = parser.parse_args(argv)
+
+    if args.autofix:
+        target = Path(args.autofix)
+        if target.is_dir():  # a checkout: its src/ (the engine) and its root (codemods/) go first
+            for folder in (target, target / "src"):
+                sys.path.insert(0, str(folder.resolve()))
+        else:
+            rest = [a for a in sys.argv[1:] if a != args.autofix and not a.startswith("--autofix")]
+            return subprocess.call([args.autofix, __file__, *rest])
+
+    files = Path(args.files or os.environ.get("AUTOFIX_CORPUS") or HERE / "realworld" / "files")
+    if not files.is_dir():
+        print(f"corpus folder {files} not found; get the files with: python bench/realworld/fetch.py "
+              "(or point --files / $AUTOFIX_CORPUS at them)", file=sys.stderr)
+        return 2
+    manifest = json.loads(MANIFEST.read_text(encoding="utf-8"))
+    triage = json.loads(TRIAGE.read_text(encoding="utf-8"))
+    report = evaluate(manifest, triage, files)
+    show(report)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    bad = (report["wrong_fixes"] or report["false_parse_errors"] or report["untriaged_findings"]
+           or report["untriaged_fixes"] or report["missing"] or report["corrupted"])
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""Download the real-world corpus listed in manifest.json and check every file's sha256.
+
+    python bench/realworld/fetch.py [--files DIR] [--force]
+
+Each file comes from https://raw.githubusercontent.com/<repo>/<commit>/<path>, pinned to the
+commit it was triaged at, and is saved as DIR/<id> (DIR: $AUTOFIX_CORPUS, else
+bench/realworld/files, which git ignores). Files already present with the right sha256 are
+kept. Needs network access (it cannot run in CI); standard library only. Exits 1 and names
+every file that could not be downloaded or whose content differs from the manifest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RAW = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
+
+
+def url_of(entry: dict) -> str:
+    return RAW.format(repo=entry["repo"], commit=entry["commit"], path=urllib.parse.quote(entry["path"]))
+
+
+def download(url: str, attempts: int = 3) -> bytes:
+    for attempt in range(attempts):
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response:
+                return response.read()
+        except (urllib.error.URLError, TimeoutError) as exc:
+            if isinstance(exc, urllib.error.HTTPError) and exc.code == 404 or attempt == attempts - 1:
+                raise
+            time.sleep(2 ** attempt)
+    raise AssertionError("unreachable")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--files", help="where to put the files (default: $AUTOFIX_CORPUS, else bench/realworld/files)")
+    parser.add_argument("--force", action="store_true", help="download again even when a file is present and intact")
+    args = parser.parse_args(argv)
+    folder = Path(args.files or os.environ.get("AUTOFIX_CORPUS") or HERE / "files")
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest = json.loads((HERE / "manifest.json").read_text(encoding="utf-8"))
+
+    failed: list[tuple[str, str]] = []
+    fetched = kept = 0
+    for n, entry in enumerate(manifest, 1):
+        target = folder / entry["id"]
+        if not args.force and target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == entry["sha256"]:
+            kept += 1
+            continue
+        url = url_of(entry)
+        try:
+            data = download(url)
+        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            failed.append((entry["id"], f"download failed ({exc}) from {url}"))
+            continue
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != entry["sha256"]:
+            failed.append((entry["id"], f"sha256 {digest} differs from the manifest's {entry['sha256']} ({url}); not saved"))
+            continue
+        target.write_bytes(data)
+        fetched += 1
+        print(f"[{n}/{len(manifest)}] {entry['id']}")
+
+    print(f"\n{fetched} downloaded, {kept} already present, {len(failed)} failed; files in {folder}")
+    for file_id, why in failed:
+        print(f"FAILED {file_id}: {why}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""What shows that a batch size is already the global batch, so that scaling it again would
+change what a correct script computes.
+
+Evidence is read off the value's derivation (followed through names and the arguments
+helpers are called with) and off where the value goes:
+
+- it involves the replica or device count: ``num_replicas_in_sync``, a device list's length,
+  a multiplication by a count of workers, replicas, GPUs, devices or cores
+  (``per_worker_batch * num_workers``);
+- a name or flag says so: a name with the word ``global`` or ``total`` in it, or a command-line
+  flag whose help text says "global" or "total";
+- the script treats it as global: it divides it by the replica count
+  (``PER_REPLICA = GLOBAL // strategy.num_replicas_in_sync``) or passes it as
+  ``global_batch_size=`` (``tf.nn.compute_average_loss``).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+
+import libcst as cst
+
+from autofix.analysis.facts import Facts
+from autofix.analysis.program import Program
+from autofix.analysis.syntax import argument_value, parameter_argument
+from autofix.tf.symbols import IN_BATCH_OBJECTIVES
+
+_DEVICE_COUNTS = frozenset(
+    {
+        "tensorflow.config.list_physical_devices",
+        "tensorflow.config.list_logical_devices",
+        "tensorflow.config.experimental.list_physical_devices",
+        "tensorflow.config.experimental.list_logical_devices",
+    }
+)
+_GLOBAL_HELP = re.compile(r"\b(global|total)\b", re.IGNORECASE)
+_COUNTED = frozenset({"worker", "replica", "gpu", "device", "core", "tpu", "host", "node"})
+
+
+def _words(name: str) -> list[str]:
+    """``GLOBAL_BATCH_SIZE`` -> global, batch, size; ``numGpus`` -> num, gpus."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    return [w for w in spaced.lower().split("_") if w]
+
+
+def _says_global(name: str) -> bool:
+    return any(w in ("global", "total") for w in _words(name))
+
+
+def _counts(name: str) -> bool:
+    """A name for a count of workers, replicas, GPUs, devices or cores (``NUM_WORKERS``,
+    ``n_gpus``, ``ngpus``, ``gpu_count``)."""
+    words = _words(name)
+    if "batch" in words or "size" in words:
+        return False
+    for word in words:
+        for stem in (word, word[1:] if word.startswith("n") else "", word[3:] if word.startswith("num") else ""):
+            if stem.rstrip("s") in _COUNTED:
+                return True
+    return False
+
+
+# The file's own words (comments, docstrings) that its batch is the global one.
+_GLOBAL_TEXT = re.compile(
+    r"partial batch|\bbatch(es)? (is|are|will be|gets|get) (split|divided|sharded|distributed) "
+    r"(evenly )?(across|among|between|over)",
+    re.IGNORECASE,
+)
+
+
+class Evidence:
+    """Asks, for one program, whether a batch-size expression is already global."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.facts = Facts.of(program)
+        self._flags: dict[str, str] | None = None
+
+    @cached_property
+    def batches_are_global(self) -> str | None:
+        """Why every batch of the file is global, whatever its spelling, or None: its text
+        says it thinks in global batches, or it trains an in-batch objective (retrieval,
+        contrastive), where the batch is part of what is trained."""
+        for call, _owner in self.facts.calls:
+            if self.facts.names_of(call.func) & IN_BATCH_OBJECTIVES:
+                return "in-batch objective"
+        # The words are looked for in the whole text: code does not spell them.
+        if _GLOBAL_TEXT.search(self.program.source):
+            return "text"
+        return None
+
+    def already_global(self, expr: cst.CSTNode, seen: set[int] | None = None) -> bool:
+        seen = seen if seen is not None else set()
+        if id(expr) in seen:
+            return False
+        seen.add(id(expr))
+        finder = _Finder(self)
+        expr.visit(finder)
+        if finder.found:
+            return True
+        for attribute in finder.attributes:
+            if _says_global(attribute.attr.value) or self._flag_says_global(attribute.attr.value):
+                return True
+        for name in finder.names:
+            if _says_global(name.value) or self._treated_as_global(name):
+                return True
+            for binding in self.facts.bindings(name) or ():
+                if isinstance(binding, cst.Param):
+                    if self._parameter_global(binding, seen):
+                        return True
+                    continue
+                value = self.facts.assigned_value(binding)
+                if value is not None and self.already_global(value, seen):
+                    return True
+        return False
+
+    def _parameter_global(self, param: cst.Param, seen: set[int]) -> bool:
+        """Every call of the parameter's function passes a global batch (or the default is)."""
+        function = self.program.enclosing_function(param)
+        if function is None:
+            return False
+        calls = [self.program.parent(r) for r in self.facts.references(function)]
+        calls = [c for c in calls if isinstance(c, cst.Call)]
+        if not calls:
+            return param.default is not None and self.already_global(param.default, seen)
+        for call in calls:
+            arg = parameter_argument(function, call, param)
+            value = arg.value if arg is not None else param.default
+            if value is None or not self.already_global(value, seen):
+                return False
+        return True
+
+    def _treated_as_global(self, name: cst.Name) -> bool:
+        """The value bound where ``name`` is read is divided by the replica count, or given as
+        a ``global_batch_size``, somewhere in the file."""
+        for binding in self.facts.bindings(name) or ():
+            if not isinstance(binding, cst.Name):
+                continue
+            for use in self.facts.uses(binding):
+                parent = self.program.parent(use)
+                if (
+                    isinstance(parent, cst.BinaryOperation)
+                    and parent.left is use
+                    and isinstance(parent.operator, (cst.Divide, cst.FloorDivide))
+                    and self._counts_replicas(parent.right)
+                ):
+                    return True
+                if isinstance(parent, cst.Arg) and parent.keyword is not None and parent.keyword.value == "global_batch_size":
+                    return True
+        return False
+
+    def _counts_replicas(self, expr: cst.BaseExpression) -> bool:
+        finder = _Finder(self)
+        expr.visit(finder)
+        return finder.found or any(_counts(n.value) for n in finder.names)
+
+    def _flag_says_global(self, name: str) -> bool:
+        """``parser.add_argument("--batch_size", help="Global batch size")`` or
+        ``flags.DEFINE_integer("batch_size", 512, "Total batch size")``."""
+        if self._flags is None:
+            self._flags = {}
+            for call, _owner in self.facts.calls:
+                func = call.func
+                method = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+                if method == "add_argument":
+                    help_text = argument_value(call, "help")
+                elif method.startswith("DEFINE_"):
+                    help_text = argument_value(call, "help", 2)
+                else:
+                    continue
+                text = help_text.evaluated_value if isinstance(help_text, cst.SimpleString) else ""
+                for arg in call.args:
+                    if arg.keyword is None and isinstance(arg.value, cst.SimpleString):
+                        flag = str(arg.value.evaluated_value).lstrip("-").replace("-", "_")
+                        self._flags[flag] = str(text or "")
+        return bool(_GLOBAL_HELP.search(self._flags.get(name, "")))
+
+
+class _Finder(cst.CSTVisitor):
+    """Reads an expression: does it count replicas or devices, and which names and
+    attributes does it read."""
+
+    def __init__(self, evidence: Evidence) -> None:
+        self.evidence = evidence
+        self.found = False
+        self.names: list[cst.Name] = []
+        self.attributes: list[cst.Attribute] = []
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        if node.attr.value == "num_replicas_in_sync":
+            self.found = True
+        self.attributes.append(node)
+        return True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        names = self.evidence.facts.names_of(node.func)
+        if names & _DEVICE_COUNTS:
+            self.found = True
+        elif "builtins.len" in names and node.args:
+            counted = _Finder(self.evidence)
+            node.args[0].value.visit(counted)
+            if counted.found or any(_counts(n.value) for n in counted.names):
+                self.found = True
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if isinstance(node.operator, cst.Multiply):
+            for side in (node.left, node.right):
+                if isinstance(side, cst.Name) and _counts(side.value):
+                    self.found = True
+                elif isinstance(side, cst.Attribute) and _counts(side.attr.value):
+                    self.found = True
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.append(node)
