@@ -28,6 +28,8 @@ Not fixed (reported, or left alone):
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from autofix.analysis.contexts import Contexts
@@ -39,6 +41,8 @@ from autofix.rule import Example, Rule
 from autofix.tf.symbols import Kind
 
 _SCHEDULER_CALLBACKS = frozenset({"keras.callbacks.LearningRateScheduler"})
+# A callback's code that reads or sets the optimizer's rate.
+_OPTIMIZER_RATE = re.compile(r"\boptimizer\.(lr|learning_rate)\b")
 # Calls that make a plain number.
 _NUMBER_CALLS = frozenset({"builtins.float", "builtins.int"})
 _STRING_OPTIMIZERS = {
@@ -112,8 +116,9 @@ class UnscaledLearningRate(Rule):
                 self._string_optimizer(program, contexts, call)
 
     def _sets_the_rate(self, call: cst.Call) -> bool:
-        """A ``LearningRateScheduler``, or a callback class of this file named for a rate
-        schedule (``LearningRateBatchScheduler``, ``WarmUpLR``)."""
+        """A ``LearningRateScheduler``, or a callback class of this file that is named for a
+        rate schedule (``LearningRateBatchScheduler``, ``WarmUpLR``) or sets the optimizer's
+        rate (``set_value(self.model.optimizer.lr, ...)``)."""
         facts = self.facts
         if facts.names_of(call.func) & _SCHEDULER_CALLBACKS:
             return True
@@ -121,8 +126,12 @@ class UnscaledLearningRate(Rule):
         if not isinstance(local, cst.ClassDef):
             return False
         bases = {n for base in local.bases for n in facts.names_of(base.value)}
+        if "keras.callbacks.Callback" not in bases:
+            return False
         found = words(local.name.value)
-        return "keras.callbacks.Callback" in bases and bool(found & {"lr", "scheduler", "schedule"} or {"learning", "rate"} <= found)
+        if found & {"lr", "scheduler", "schedule"} or {"learning", "rate"} <= found:
+            return True
+        return bool(_OPTIMIZER_RATE.search(self.program.module.code_for_node(local)))
 
     def _optimizer(self, program: Program, contexts: Contexts, call: cst.Call) -> None:
         facts = Facts.of(program)
