@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -39,7 +40,11 @@ BAD: dict[str, tuple[bytes, str | None]] = {
     "empty.py": (b"", None),
     "only_comments.py": (b"# tf.distribute notes only\n", None),
     "deep_ifs.py": (_nested_ifs(90).encode(), None),
-    "deep_parens.py": ((STRATEGY + "x = " + "(" * 400 + "1" + ")" * 400 + "\n").encode(), None),
+    "deep_parens.py": ((STRATEGY + "x = " + "(" * 199 + "1" + ")" * 199 + "\n").encode(), None),
+    # Beyond CPython's own limits: refused before libcst's native parser could overflow its stack.
+    "too_many_parens.py": ((STRATEGY + "x = " + "(" * 5000 + "1" + ")" * 5000 + "\n").encode(), "line 3, column 205: syntax error: too many nested parentheses"),
+    "long_sum.py": ((STRATEGY + "x = " + "+".join(["1"] * 8000) + "\n").encode(), "nested too deeply: Python itself cannot compile it"),
+    "long_and.py": ((STRATEGY + "x = " + " and ".join(["a"] * 30000) + "\n").encode(), "line 3: nested too deeply to be analysed (more than 1000 levels)"),
     "newest_syntax.py": (
         (
             STRATEGY
@@ -106,11 +111,35 @@ def test_newest_syntax_is_analysed_and_fixed(tmp_path):
 
 
 def test_deep_nesting_is_an_error_or_a_result_never_a_crash(tmp_path):
-    for depth in (200, 1000):
+    for depth, error in ((150, None), (1000, "syntax error: too many nested parentheses")):
         path = tmp_path / f"deep{depth}.py"
         path.write_text(STRATEGY + "x = " + "[" * depth + "]" * depth + "\n")
-        result = process_path(str(path), Options())
-        assert result.error is None or "nested too deeply" in result.error or "cannot be parsed" in result.error
+        assert process_path(str(path), Options()).error == (error and f"line 3, column 205: {error}")
+
+
+AUTOFIX = Path(sys.executable).with_name("autofix")
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_code_deep_enough_to_crash_the_parser_is_refused_and_the_run_goes_on(tmp_path, jobs):
+    """5000 nested brackets and an 8000-term sum crash libcst's native parser (SIGSEGV); with
+    a process pool the lost task used to hang the run for ever. In a real process, with a
+    timeout: each is an error, and the good file next to them is reported."""
+    (tmp_path / "nest.py").write_text(STRATEGY + "x = " + "(" * 5000 + "1" + ")" * 5000 + "\n")
+    (tmp_path / "sum.py").write_text(STRATEGY + "x = " + "+".join(["1"] * 8000) + "\n")
+    (tmp_path / "ok.py").write_text(BROKEN)
+    for args in (["nest.py"], ["sum.py"], ["."]):
+        run = subprocess.run(
+            [str(AUTOFIX), "check", "--isolated", "-j", jobs, *args],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        )
+        assert run.returncode == 2, run.stderr
+        if "nest.py" in args or "." in args:
+            assert "error: nest.py: line 3, column 205: syntax error: too many nested parentheses" in run.stderr
+        if "sum.py" in args or "." in args:
+            assert "error: sum.py: nested too deeply: Python itself cannot compile it" in run.stderr
+        if "." in args:
+            assert "ok.py:4:9: TFD001" in run.stdout
 
 
 def test_a_directory_named_as_a_file(tmp_path):

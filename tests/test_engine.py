@@ -11,6 +11,7 @@ import pytest
 
 from autofix import engine
 from autofix.engine import Options, analyse, process_path
+from autofix.runner import Runner
 from autofix.results import FileResult
 from autofix.rule import Outcome
 from conftest import BROKEN, FIXED
@@ -216,7 +217,7 @@ def test_runner_keeps_order_across_processes(tmp_path):
     for i in range(12):
         body = BROKEN if i % 2 else "x = 1\n"
         paths.append(write(tmp_path, f"f{i:02}.py", body.encode()))
-    with engine.Runner(Options(), jobs=2) as runner:
+    with Runner(Options(), jobs=2) as runner:
         results = list(runner.process(paths))
     assert [r.path for r in results] == paths
     assert [r.changed for r in results] == [bool(i % 2) for i in range(12)]

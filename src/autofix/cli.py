@@ -22,14 +22,16 @@ from rich.text import Text
 from autofix import __version__, config, notebooks, registry
 from autofix.diffs import display_path, unified_diff
 from autofix.discovery import DEFAULT_INCLUDE, Discovery
-from autofix.engine import Options, Runner, process_text
+from autofix.engine import Options, process_text
 from autofix.exitcodes import ERROR as EXIT_ERROR
 from autofix.exitcodes import FINDINGS as EXIT_FINDINGS
 from autofix.exitcodes import OK as EXIT_OK
 from autofix.output import FORMATS
 from autofix.output.formats import finding_note, location
 from autofix.results import FileResult
+from autofix.runner import Runner
 from autofix.sourcefile import SourceError, decode
+from autofix.unused_suppressions import UnusedSuppression
 
 FORMATS_WITH_FIXES = frozenset({"json", "sarif", "suggestions"})
 # Below this many files a progress bar only flickers.
@@ -355,12 +357,13 @@ def explain(code: str) -> None:
     try:
         rule = registry.rule_by_code(code)
     except registry.UnknownRule:
-        raise click.UsageError(f"unknown rule code {code!r}; see `autofix rules`") from None
+        if code.upper() != UnusedSuppression.CODE:
+            raise click.UsageError(f"unknown rule code {code!r}; see `autofix rules`") from None
+        rule = UnusedSuppression
     out = sys.stdout
     out.write(f"{rule.CODE} {rule.NAME}{'' if rule.SAFE else ' (unsafe fix: only with --unsafe-fixes)'}\n\n")
     out.write(f"{rule.DESCRIPTION}.\n\n")
-    doc = (sys.modules[rule.__module__].__doc__ or "").strip()
-    body = doc.split("\n", 1)[1].strip() if "\n" in doc else ""
+    _, body = registry.rule_doc(rule)
     if body:
         out.write(body + "\n\n")
     for example in rule.EXAMPLES:

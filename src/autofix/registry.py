@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import sys
 from functools import lru_cache
 
 from autofix.rule import Rule
@@ -63,3 +64,14 @@ def select(select: tuple[str, ...] | None, ignore: tuple[str, ...] = ()) -> tupl
     for code in ignore:
         chosen -= matching(code)
     return tuple(r for r in rules if r.CODE in chosen)
+
+
+def rule_doc(rule: type) -> tuple[str, str]:
+    """What ``autofix explain`` and SARIF's rule help say about ``rule``: the first paragraph
+    after the title line of its module's docstring, and all of it after the title line; RST
+    literals (````x````) become Markdown ones (```x```)."""
+    doc = (sys.modules[rule.__module__].__doc__ or "").strip()
+    body = doc.split("\n", 1)[1].strip() if "\n" in doc else ""
+    body = body.replace("``", "`")
+    summary = " ".join(body.split("\n\n", 1)[0].split()) if body else ""
+    return summary, body

@@ -18,7 +18,6 @@ import difflib
 import json
 import os
 import re
-import sys
 from importlib import metadata
 from pathlib import Path
 from urllib.parse import quote
@@ -161,7 +160,7 @@ def _driver(rules: tuple[type[Rule], ...]) -> dict:
 
 
 def rule_descriptor(rule: type[Rule]) -> dict:
-    summary, body = rule_doc(rule)
+    summary, body = registry.rule_doc(rule)
     level_ = "warning" if rule.SAFE else "note"
     fix = "safe" if rule.SAFE else "unsafe (only with --unsafe-fixes)"
     return {
@@ -173,16 +172,6 @@ def rule_descriptor(rule: type[Rule]) -> dict:
         "defaultConfiguration": {"level": level_},
         "properties": {"tags": ["tf.distribute", "keras"], "fix": "safe" if rule.SAFE else "unsafe"},
     }
-
-
-def rule_doc(rule: type[Rule]) -> tuple[str, str]:
-    """The first paragraph after the title line of the rule module's docstring, and all of it
-    after the title line; RST literals (``x``) become Markdown ones (`x`)."""
-    doc = (sys.modules[rule.__module__].__doc__ or "").strip()
-    body = doc.split("\n", 1)[1].strip() if "\n" in doc else ""
-    body = body.replace("``", "`")
-    summary = " ".join(body.split("\n\n", 1)[0].split()) if body else ""
-    return summary, body
 
 
 def _limit(text: str) -> str:
