@@ -141,7 +141,7 @@ def test_missing_and_directory_paths(tmp_path):
 
 def test_unreadable_file(tmp_path, monkeypatch):
     path = write(tmp_path, "secret.py", BROKEN.encode())
-    real_open = open
+    real_open = os.open
 
     def denied(file, *args, **kwargs):
         if str(file) == path:
@@ -149,7 +149,7 @@ def test_unreadable_file(tmp_path, monkeypatch):
         return real_open(file, *args, **kwargs)
 
     # Tests may run as root, who can read a file with mode 000: deny it the way the OS would.
-    monkeypatch.setattr("builtins.open", denied)
+    monkeypatch.setattr(os, "open", denied)
     assert process_path(path, Options()).error == "permission denied while reading"
 
 

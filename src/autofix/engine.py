@@ -81,6 +81,10 @@ def might_need_analysis(text: str) -> bool:
     return PREFILTER in text or PREFILTER_SCOPE in text
 
 
+# Why a file the prefilter passes over is not analysed.
+NOT_USED = "it does not use tf.distribute"
+
+
 @dataclass
 class Analysis:
     findings: list[Finding]
@@ -94,7 +98,7 @@ def analyse(text: str, options: Options) -> Analysis:
     rules = options.rules()
     suppressions = parse_suppressions(text)
     if suppressions.ignore_file:
-        return Analysis([], skipped="skipped: it has an autofix: ignore-file comment")
+        return Analysis([], skipped="it has an autofix: ignore-file comment")
     if not rules or not might_need_analysis(text):
         return Analysis(_unused(suppressions, [], rules, options))
     try:
@@ -231,15 +235,16 @@ def process_text(text: str, path: str, options: Options) -> FileResult:
         return FileResult(path, error=str(exc))
     except Exception as exc:  # a bug in a rule must not stop the run
         return FileResult(path, error=_internal(exc))
-    return FileResult(
-        path, tuple(analysis.findings), text, analysis.new_text, refused=analysis.refused, skipped=analysis.skipped
-    )
+    skipped = analysis.skipped
+    if skipped is None and not analysis.findings and not might_need_analysis(text):
+        skipped = NOT_USED
+    return FileResult(path, tuple(analysis.findings), text, analysis.new_text, refused=analysis.refused, skipped=skipped)
 
 
 def process_notebook(text: str, path: str, options: Options) -> FileResult:
     """Analyse a notebook's code cells as one program; findings name their cell."""
     if not might_need_analysis(text):
-        return FileResult(path, notebook=True)
+        return FileResult(path, notebook=True, skipped=NOT_USED)
     try:
         notebook = notebooks.load(text)
     except notebooks.NotebookError as exc:
@@ -288,6 +293,7 @@ def process_path(path: str, options: Options, write: bool = False) -> FileResult
     if not result.changed:
         # Unchanged files keep no text: results stay small however many files there are.
         return replace(result, old_text=None, new_text=None)
+    result = replace(result, encoding=source.encoding, bom=source.bom)
     if write:
         try:
             write_atomic(path, source.encode(result.new_text), source.digest)

@@ -6,6 +6,12 @@ next real finding on that line without anyone deciding so; this check names such
 that they can be removed. A comment is reported only for the rules that ran (``--select`` and
 ``--ignore`` are taken into account): a bare ``# autofix: ignore`` counts as used when it hides
 a finding of any rule. There is no automatic fix: remove the comment, or narrow its codes.
+
+Reported (the model is already built inside the scope, so TFD001 has nothing to hide)::
+
+    strategy = tf.distribute.MirroredStrategy()
+    with strategy.scope():
+        model = build_model()  # autofix: ignore[TFD001]
 """
 
 from __future__ import annotations
@@ -24,13 +30,7 @@ class UnusedSuppression:
     NAME = "unused-suppression"
     DESCRIPTION = "an `# autofix: ignore` comment that suppresses nothing (check --unused-suppressions)"
     SAFE = True
-    EXAMPLES = (
-        Example(
-            "strategy = tf.distribute.MirroredStrategy()\n"
-            "with strategy.scope():\n"
-            "    model = build_model()  # autofix: ignore[TFD001]\n"
-        ),
-    )
+    EXAMPLES: tuple[Example, ...] = ()
 
 
 def unused(suppressions: Suppressions, findings: Iterable[Finding], ran: Iterable[str]) -> list[Finding]:
