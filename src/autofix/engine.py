@@ -265,8 +265,12 @@ def process_notebook(text: str, path: str, options: Options) -> FileResult:
         if start is None:
             continue
         end = notebook.cell_of(finding.end_line)
-        end_line = end[1] if end is not None and end[0] == start[0] else start[1]
-        findings.append(replace(finding, line=start[1], end_line=end_line, cell=start[0]))
+        if end is None or end[0] != start[0]:
+            end, end_column = start, notebook.column(finding.line, finding.column)
+        else:
+            end_column = notebook.column(finding.end_line, finding.end_column)
+        column = notebook.column(finding.line, finding.column)
+        findings.append(replace(finding, line=start[1], column=column, end_line=end[1], end_column=end_column, cell=start[0]))
     new_text = None
     refused = analysis.refused
     if analysis.new_text is not None:
