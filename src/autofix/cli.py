@@ -4,12 +4,12 @@ Exit codes (the same for every command; see README "Exit codes"):
   0  nothing found (check), nothing would change (diff), fixes written (fix), smoke test passed
   1  findings (check), changes to show (diff), smoke test failed
   2  an error: a file that could not be read or parsed, a bad option or [tool.autofix] table,
+     a report that could not be written (--output),
      a harness failure
 """
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 from collections import Counter
@@ -452,15 +452,8 @@ def explain(code: str) -> None:
     _, body = registry.rule_doc(rule)
     if body:
         out.write(body + "\n\n")
-    for example in rule.EXAMPLES:
-        if example.after is None:
-            out.write("Left alone:\n\n" + _indent(example.before) + "\n")
-        else:
-            out.write("Fix:\n\n")
-            delta = difflib.unified_diff(
-                example.before.splitlines(keepends=True), example.after.splitlines(keepends=True), "before", "after"
-            )
-            out.write(_indent("".join(delta)) + "\n")
+    for title, text in registry.rule_examples(rule):
+        out.write(f"{title}:\n\n" + _indent(text) + "\n")
 
 
 def _indent(text: str) -> str:

@@ -6,6 +6,7 @@ The engine never names a rule. Adding a rule is adding a module to ``codemods/``
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import pkgutil
@@ -75,3 +76,18 @@ def rule_doc(rule: type) -> tuple[str, str]:
     body = body.replace("``", "`")
     summary = " ".join(body.split("\n\n", 1)[0].split()) if body else ""
     return summary, body
+
+
+def rule_examples(rule: type) -> list[tuple[str, str]]:
+    """``(title, text)`` for each of a rule's examples: "Fix" with a unified diff from before to
+    after, or "Left alone" with the code."""
+    out = []
+    for example in rule.EXAMPLES:
+        if example.after is None:
+            out.append(("Left alone", example.before))
+        else:
+            delta = difflib.unified_diff(
+                example.before.splitlines(keepends=True), example.after.splitlines(keepends=True), "before", "after"
+            )
+            out.append(("Fix", "".join(delta)))
+    return out

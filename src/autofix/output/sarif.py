@@ -14,7 +14,6 @@ against the repository root. Suppressed findings are left out, as in the other f
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
@@ -178,24 +177,11 @@ def _limit(text: str) -> str:
     return text if len(text) <= DESCRIPTION_LIMIT else text[: DESCRIPTION_LIMIT - 1].rstrip() + "…"
 
 
-def _examples(rule: type[Rule]) -> list[tuple[str, str]]:
-    out = []
-    for example in rule.EXAMPLES:
-        if example.after is None:
-            out.append(("Left alone", example.before))
-        else:
-            delta = difflib.unified_diff(
-                example.before.splitlines(keepends=True), example.after.splitlines(keepends=True), "before", "after"
-            )
-            out.append(("Fix", "".join(delta)))
-    return out
-
-
 def _help_text(rule: type[Rule], body: str, fix: str) -> str:
     parts = [f"{rule.CODE} {rule.NAME}: {rule.DESCRIPTION}. Fix: {fix}."]
     if body:
         parts.append(body)
-    for title, text in _examples(rule):
+    for title, text in registry.rule_examples(rule):
         parts.append(f"{title}:\n\n{text.rstrip()}")
     return "\n\n".join(parts) + "\n"
 
@@ -204,7 +190,7 @@ def _help_markdown(rule: type[Rule], body: str, fix: str) -> str:
     parts = [f"**{rule.CODE} {rule.NAME}**: {rule.DESCRIPTION}. Fix: {fix}."]
     if body:
         parts.append(body)
-    for title, text in _examples(rule):
+    for title, text in registry.rule_examples(rule):
         lang = "python" if title == "Left alone" else "diff"
         fence = _fence(text)
         parts.append(f"{title}:\n\n{fence}{lang}\n{text.rstrip()}\n{fence}")
