@@ -207,7 +207,7 @@ def test_tabs_libcst_cannot_read_are_analysed_and_fixed_keeping_every_other_line
 
 def test_tabs_in_the_block_being_fixed_get_its_indentation(tmp_path):
     path = tmp_path / "tabs.py"
-    body = "".join("\t     " + line + "\n" for line in BROKEN.splitlines()[2:5])
+    body = "".join("\t     " + line + "\n" for line in BROKEN.splitlines()[2:6])
     path.write_text("import tensorflow as tf\nif True:\n for q in r:\n" + body)
     result = process_path(str(path), Options(select=("TFD001",)), write=True)
     assert result.error is None and result.written, result
@@ -218,6 +218,7 @@ def test_tabs_in_the_block_being_fixed_get_its_indentation(tmp_path):
         # One column more: the file's first block is indented by one space, its unit.
         "\t      model = tf.keras.Sequential([tf.keras.layers.Dense(1)])",
         "\t      model.compile(optimizer='adam', loss='mse')",
+        "\t     model.fit(x, y)",
     ]
     compile(path.read_text(), "tabs.py", "exec")
 

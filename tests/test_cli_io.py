@@ -117,7 +117,7 @@ NOTEBOOK_CELLS = ["import tensorflow as tf\n", "strategy = tf.distribute.Mirrore
 
 
 def _notebook() -> str:
-    cells = [NOTEBOOK_CELLS, ["model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n", "model.compile(optimizer='adam', loss='mse')"]]
+    cells = [NOTEBOOK_CELLS, ["model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n", "model.compile(optimizer='adam', loss='mse')\n", "model.fit(x, y)"]]
     data = {
         "cells": [{"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [], "source": c} for i, c in enumerate(cells)],
         "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},

@@ -164,6 +164,7 @@ def test_cell_places_map_to_the_notebook_text(as_list, indent, ensure_ascii):
 STRATEGY_CELL = "import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()"
 MODEL = "model = tf.keras.Sequential([tf.keras.layers.Dense(1)])"
 COMPILE = "model.compile(optimizer='adam', loss='mse')"
+FIT = "model.fit(x, y)"
 
 
 def make_notebook(tmp_path, *cells: str, name: str = "nb.ipynb", **dump) -> Path:
@@ -196,17 +197,17 @@ def test_a_comment_that_looks_like_a_mask_is_user_text(tmp_path):
     """The old placeholder was a comment a user could write: it was replaced by a magic from
     another cell (or indexed past the end when there was none)."""
     for first in ("!pip install foo\nimport tensorflow as tf", "import tensorflow as tf"):
-        cells = (first, "strategy = tf.distribute.MirroredStrategy()\n# autofix-ipython:0\nx = 1", f"{MODEL}\n{COMPILE}")
+        cells = (first, "strategy = tf.distribute.MirroredStrategy()\n# autofix-ipython:0\nx = 1", f"{MODEL}\n{COMPILE}\n{FIT}")
         path = make_notebook(tmp_path, *cells)
         fix(path)
-        assert code_cells(path) == [*cells[:2], f"with strategy.scope():\n    {MODEL}\n    {COMPILE}"]
+        assert code_cells(path) == [*cells[:2], f"with strategy.scope():\n    {MODEL}\n    {COMPILE}\n{FIT}"]
 
 
 def test_a_wall_written_by_the_user_is_code_and_walls_stay_walls(tmp_path):
-    cells = (STRATEGY_CELL, "__autofix_cell__(0)\n__autofix_cell__(2)", f"{MODEL}\n{COMPILE}")
+    cells = (STRATEGY_CELL, "__autofix_cell__(0)\n__autofix_cell__(2)", f"{MODEL}\n{COMPILE}\n{FIT}")
     path = make_notebook(tmp_path, *cells)
     fix(path)
-    assert code_cells(path) == [*cells[:2], f"with strategy.scope():\n    {MODEL}\n    {COMPILE}"]
+    assert code_cells(path) == [*cells[:2], f"with strategy.scope():\n    {MODEL}\n    {COMPILE}\n{FIT}"]
     notebook = notebooks.load(path.read_text())
     token = notebook.masker.token
     assert token not in path.read_text()
@@ -217,11 +218,11 @@ def test_a_wall_written_by_the_user_is_code_and_walls_stay_walls(tmp_path):
     "cell",
     [
         # A comment ending in "?" inside a call continued over lines.
-        f"{MODEL}\nmodel.compile(optimizer='adam',  # or sgd?\n              loss='mse')",
+        f"{MODEL}\nmodel.compile(optimizer='adam',  # or sgd?\n              loss='mse')\n{FIT}",
         # A continuation line starting with the % operator.
-        f"n = (10\n     % 3)\n{MODEL}\n{COMPILE}",
+        f"n = (10\n     % 3)\n{MODEL}\n{COMPILE}\n{FIT}",
         # Lines of a string that look like help, shell and magic syntax.
-        f'doc = """Which optimizer?\n!important\n%done\n"""\n{MODEL}\n{COMPILE}',
+        f'doc = """Which optimizer?\n!important\n%done\n"""\n{MODEL}\n{COMPILE}\n{FIT}',
         # A trailing comment ending in "?" (the model line used to vanish from the analysis).
         f"{MODEL}  # bigger?\n{COMPILE}\nmodel.fit(x, y)",
     ],
@@ -241,29 +242,31 @@ def test_valid_python_is_never_taken_for_ipython_syntax(tmp_path, cell):
 
 
 def test_time_magic_runs_a_statement_that_is_analysed_and_kept(tmp_path):
-    path = make_notebook(tmp_path, STRATEGY_CELL, f"%time {MODEL}\n!echo built\n{COMPILE}\nmodel?")
+    path = make_notebook(tmp_path, STRATEGY_CELL, f"%time {MODEL}\n!echo built\n{COMPILE}\nmodel?\n{FIT}")
     result = process_path(str(path), Options(select=("TFD001",)))
     assert [(f.cell, f.line, f.column) for f in result.findings] == [(1, 1, 15), (1, 3, 1)]
     fix(path)
-    assert code_cells(path)[1] == f"with strategy.scope():\n    %time {MODEL}\n    !echo built\n    {COMPILE}\nmodel?"
+    assert code_cells(path)[1] == (
+        f"with strategy.scope():\n    %time {MODEL}\n!echo built\nwith strategy.scope():\n    {COMPILE}\nmodel?\n{FIT}"
+    )
 
 
 def test_time_cell_magic_body_is_analysed(tmp_path):
-    path = make_notebook(tmp_path, STRATEGY_CELL, f"%%time\n{MODEL}\n{COMPILE}", "%%bash\necho tf.distribute")
+    path = make_notebook(tmp_path, STRATEGY_CELL, f"%%time\n{MODEL}\n{COMPILE}\n{FIT}", "%%bash\necho tf.distribute")
     fix(path)
-    assert code_cells(path)[1:] == [f"%%time\nwith strategy.scope():\n    {MODEL}\n    {COMPILE}", "%%bash\necho tf.distribute"]
+    assert code_cells(path)[1:] == [f"%%time\nwith strategy.scope():\n    {MODEL}\n    {COMPILE}\n{FIT}", "%%bash\necho tf.distribute"]
 
 
 def test_indented_magics_and_shell_lines(tmp_path):
     setup = "try:\n    %tensorflow_version 2.x\nexcept Exception:\n    pass\nif True:\n    !pip install foo \\\n        bar\nfiles = !ls"
-    path = make_notebook(tmp_path, setup, STRATEGY_CELL, f"{MODEL}\n{COMPILE}")
+    path = make_notebook(tmp_path, setup, STRATEGY_CELL, f"{MODEL}\n{COMPILE}\n{FIT}")
     result = fix(path)
     assert result.written
-    assert code_cells(path) == [setup, STRATEGY_CELL, f"with strategy.scope():\n    {MODEL}\n    {COMPILE}"]
+    assert code_cells(path) == [setup, STRATEGY_CELL, f"with strategy.scope():\n    {MODEL}\n    {COMPILE}\n{FIT}"]
 
 
 def test_a_fix_that_would_lose_or_change_a_masked_line_is_refused(tmp_path):
-    path = make_notebook(tmp_path, STRATEGY_CELL, f"{MODEL}\n!echo hi\n{COMPILE}")
+    path = make_notebook(tmp_path, STRATEGY_CELL, f"{MODEL}\n!echo hi\n{COMPILE}\n{FIT}")
     notebook = notebooks.load(path.read_text())
     masked = next(line for line in notebook.program.split("\n") if notebook.masker.token in line and "echo" not in line and "cell" not in line)
     for tampered in (
@@ -278,7 +281,7 @@ def test_a_fix_that_would_lose_or_change_a_masked_line_is_refused(tmp_path):
 
 def test_colab_escaped_notebook_is_fixed_in_its_own_style(tmp_path):
     """Colab writes <, > and & as \u003c, \u003e, \u0026: such notebooks used to be refused."""
-    path = make_notebook(tmp_path, STRATEGY_CELL, f"{MODEL}  # 1 < 2 & 3 > 2, café\n{COMPILE}", ensure_ascii=False)
+    path = make_notebook(tmp_path, STRATEGY_CELL, f"{MODEL}  # 1 < 2 & 3 > 2, café\n{COMPILE}\n{FIT}", ensure_ascii=False)
     text = path.read_text()
     for ch, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
         text = text.replace(ch, escape)
@@ -288,7 +291,7 @@ def test_colab_escaped_notebook_is_fixed_in_its_own_style(tmp_path):
     after_text = path.read_text()
     assert "<" not in after_text and "\\u003c" in after_text and "café" in after_text
     after = json.loads(after_text)
-    assert "".join(after["cells"][1]["source"]) == f"with strategy.scope():\n    {MODEL}  # 1 < 2 & 3 > 2, café\n    {COMPILE}"
+    assert "".join(after["cells"][1]["source"]) == f"with strategy.scope():\n    {MODEL}  # 1 < 2 & 3 > 2, café\n    {COMPILE}\n{FIT}"
     assert [c["id"] for c in after["cells"]] == [c["id"] for c in before["cells"]]
     # Only the changed cell's lines differ, line for line.
     changed = [line for line in difflib.ndiff(text.splitlines(), after_text.splitlines()) if line[:1] in "+-"]
@@ -298,7 +301,7 @@ def test_colab_escaped_notebook_is_fixed_in_its_own_style(tmp_path):
 
 @pytest.mark.parametrize("dump", [{"indent": None}, {"indent": 2, "ensure_ascii": True}, {"indent": 4, "sort_keys": True}])
 def test_other_json_layouts_keep_every_other_byte(tmp_path, dump):
-    path = make_notebook(tmp_path, STRATEGY_CELL, f"{MODEL}  # é\n{COMPILE}", **dump)
+    path = make_notebook(tmp_path, STRATEGY_CELL, f"{MODEL}  # é\n{COMPILE}\n{FIT}", **dump)
     text = path.read_text()
     fix(path)
     after = path.read_text()
