@@ -60,38 +60,34 @@ class Runner:
     def __init__(self, options: Options, jobs: int | None = None) -> None:
         self.options = options
         self.jobs = jobs or os.cpu_count() or 1
-        self._pools: dict[bool, _Pool] = {}
-        self._context = None
+        self._pool: _Pool | None = None
 
     def __enter__(self) -> "Runner":
         if self.jobs > 1:
             # What is loaded now (modules, rules) stays for the workers' lifetime: keep it
             # out of the collector's way, and the forked pages shared.
             gc.freeze()
-            self._context = multiprocessing.get_context("fork" if sys.platform == "linux" else None)
+            context = multiprocessing.get_context("fork" if sys.platform == "linux" else None)
+            self._pool = _Pool(context, self.jobs, self.options)
         return self
 
     def __exit__(self, *exc) -> None:
-        for pool in self._pools.values():
-            pool.close(graceful=exc[0] is None)
-        self._pools.clear()
-        if self._context is not None:
+        if self._pool is not None:
+            self._pool.close(graceful=exc[0] is None)
+            self._pool = None
             gc.unfreeze()
 
     def process(self, paths: Iterable[str], write: bool = False) -> Iterator[FileResult]:
         paths = list(paths)
-        if self._context is None or len(paths) < 2:
+        if self._pool is None or len(paths) < 2:
             for path in paths:
                 yield process_one(path, self.options, write)
             return
-        pool = self._pools.get(write)
-        if pool is None:
-            pool = self._pools[write] = _Pool(self._context, min(self.jobs, len(paths)), self.options, write)
-        yield from pool.run(paths)
+        yield from self._pool.run(paths, write)
 
 
-def _serve(conn: Connection, inherited: list[Connection], options: Options, write: bool) -> None:
-    """A worker: ``(index, path)`` in, ``(index, result)`` out, until told to stop."""
+def _serve(conn: Connection, inherited: list[Connection], options: Options) -> None:
+    """A worker: ``(index, path, write)`` in, ``(index, result)`` out, until told to stop."""
     # Ctrl-C goes to the whole process group: the main process decides what happens.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The main process's ends of every pipe (copied by fork): without closing them, a worker
@@ -105,16 +101,16 @@ def _serve(conn: Connection, inherited: list[Connection], options: Options, writ
             return
         if message is None:
             return
-        index, path = message
+        index, path, write = message
         conn.send((index, process_one(path, options, write)))
 
 
 class _Worker:
-    def __init__(self, context, options: Options, write: bool, inherited: list[Connection]) -> None:
+    def __init__(self, context, options: Options, inherited: list[Connection]) -> None:
         self.conn, child = context.Pipe()
         # Only a forked worker holds copies of the main process's ends of the pipes.
         ends = [*inherited, self.conn] if context.get_start_method() == "fork" else []
-        self.process = context.Process(target=_serve, args=(child, ends, options, write), daemon=True)
+        self.process = context.Process(target=_serve, args=(child, ends, options), daemon=True)
         self.process.start()
         child.close()
         # Indexes sent and not answered yet, in the order the worker takes them.
@@ -131,23 +127,27 @@ def died(exitcode: int | None) -> str:
 
 
 class _Pool:
-    def __init__(self, context, size: int, options: Options, write: bool) -> None:
+    """Started before any display thread (a fork copies only the thread that forks); only a
+    worker that replaces a dead one is forked later."""
+
+    def __init__(self, context, size: int, options: Options) -> None:
         self.context = context
         self.options = options
-        self.write = write
+        self.write = False
         self.workers: list[_Worker] = []
         for _ in range(size):
             self._spawn()
 
     def _spawn(self) -> bool:
         try:
-            worker = _Worker(self.context, self.options, self.write, [w.conn for w in self.workers])
+            worker = _Worker(self.context, self.options, [w.conn for w in self.workers])
         except OSError:
             return False
         self.workers.append(worker)
         return True
 
-    def run(self, paths: list[str]) -> Iterator[FileResult]:
+    def run(self, paths: list[str], write: bool) -> Iterator[FileResult]:
+        self.write = write
         pending: deque[int] = deque(range(len(paths)))
         done: dict[int, FileResult] = {}
         following = 0
@@ -168,7 +168,7 @@ class _Pool:
             while pending and len(worker.queue) < QUEUED_PER_WORKER:
                 index = pending.popleft()
                 try:
-                    worker.conn.send((index, paths[index]))
+                    worker.conn.send((index, paths[index], self.write))
                 except OSError:
                     pending.appendleft(index)
                     self._lost(worker, paths, pending, done)
