@@ -249,6 +249,8 @@ def process_notebook(text: str, path: str, options: Options) -> FileResult:
         notebook = notebooks.load(text)
     except notebooks.NotebookError as exc:
         return FileResult(path, error=f"notebook: {exc}", notebook=True)
+    except Exception as exc:  # a bug must not stop the run
+        return FileResult(path, error=_internal(exc), notebook=True)
     if not notebooks.is_python(notebook.data):
         return FileResult(path, skipped="not a Python notebook", notebook=True)
     try:
@@ -276,9 +278,9 @@ def process_notebook(text: str, path: str, options: Options) -> FileResult:
     if analysis.new_text is not None:
         try:
             new_text = notebooks.rebuild(notebook, analysis.new_text)
-        except notebooks.NotebookError as exc:
-            refused = str(exc)
-            findings = [replace(f, fixable=False, reason=f"fix refused: {exc}") if f.fixable else f for f in findings]
+        except Exception as exc:  # NotebookError, or a bug: the notebook is left as it is
+            refused = str(exc) if isinstance(exc, notebooks.NotebookError) else _internal(exc)
+            findings = [replace(f, fixable=False, reason=f"fix refused: {refused}") if f.fixable else f for f in findings]
     return FileResult(path, tuple(findings), text, new_text, refused=refused, skipped=analysis.skipped, notebook=True)
 
 

@@ -194,7 +194,7 @@ class Positions:
     def __init__(self, text: str, sources: dict[int, Source]) -> None:
         self.text = text
         self.sources = sources
-        self.line_starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"]
+        self.line_starts = [0] + [match.end() for match in re.finditer("\n", text)]
 
     def __call__(self, cell: int, line: int, column: int) -> tuple[int, int] | None:
         source = self.sources.get(cell)
