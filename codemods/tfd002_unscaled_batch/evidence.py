@@ -150,6 +150,13 @@ class Evidence:
                     return True
         return False
 
+    def counts_devices(self, arg: cst.Arg) -> bool:
+        """Whether a call's argument gives the number of devices, workers or replicas
+        (``num_devices=n``, ``strategy.num_replicas_in_sync``)."""
+        if arg.keyword is not None and _counts(arg.keyword.value):
+            return True
+        return self._counts_replicas(arg.value)
+
     def _counts_replicas(self, expr: cst.BaseExpression) -> bool:
         finder = _Finder(self)
         expr.visit(finder)

@@ -43,6 +43,15 @@ _ARRAY_MAKERS = (
     "keras.utils.to_categorical",
 )
 TPU = "TPUStrategy"
+# Array makers whose first argument is the shape (or the number of rows).
+_SHAPE_FIRST = frozenset(
+    {
+        "numpy.zeros", "numpy.ones", "numpy.empty", "numpy.full",
+        "numpy.random.rand", "numpy.random.randn", "numpy.random.random",
+        "tensorflow.zeros", "tensorflow.ones", "tensorflow.fill",
+        "tensorflow.random.normal", "tensorflow.random.uniform",
+    }
+)
 KERAS_NOTE = "; note that Keras 3 fails when the first batch does not split evenly over the replicas"
 
 
@@ -153,7 +162,8 @@ class BatchPlanner:
                 method = func.attr.value
                 if method in ("batch", "padded_batch"):
                     arg = argument(call, "batch_size", 0)
-                    if arg is not None:
+                    # Data from a name bound nowhere is a fragment whose source is not known.
+                    if arg is not None and not self._unbound_source(func.value):
                         sites.append(Site(call, "batch", arg, flow=self.flows.flow(call)))
                 elif method == "fit":
                     # fit batches arrays; ``batch_size=`` has no effect on a dataset or a
@@ -164,7 +174,8 @@ class BatchPlanner:
                         continue
                     if arg is not None:
                         sites.append(Site(call, "fit", arg))
-                    elif self._is_array(x.value):
+                    elif self._is_array(x.value) and not self._fewer_rows(x.value, 32):
+                        # (arrays of fewer examples than the batch are one batch whatever its size)
                         sites.append(Site(call, "fit", None, default=32))
                 continue
             names = self.facts.names_of(func)
@@ -184,7 +195,8 @@ class BatchPlanner:
     def _imported_helper(self, call: cst.Call) -> Site | None:
         """``make_dataset(..., batch_size=64)`` with ``make_dataset`` imported from another
         file: its result is trained on, so the keyword is that data's batch size. Not when the
-        helper is also given the strategy (it may scale the batch itself)."""
+        helper is also given the strategy or the number of devices (it may split the batch
+        itself)."""
         func = call.func
         if self.facts.local_definition(func) is not None:
             return None
@@ -196,7 +208,7 @@ class BatchPlanner:
         if any(n.startswith(("keras.", "tensorflow.")) for n in self.facts.names_of(func)):
             return None
         arg = argument(call, "batch_size")
-        if arg is None or any(self.facts.is_strategy_expr(a.value) for a in call.args):
+        if arg is None or any(self.facts.is_strategy_expr(a.value) or self.evidence.counts_devices(a) for a in call.args):
             return None
         flow = self.flows.flow(call)
         return Site(call, "batch", arg, flow=flow) if flow.sinks else None
@@ -493,6 +505,27 @@ class BatchPlanner:
                 return False
             return all(self._binding_is_array(b, depth + 1) for b in bindings)
         return False
+
+    def _unbound_source(self, expr: cst.BaseExpression) -> bool:
+        """Whether a dataset method chain starts at a name that nothing binds."""
+        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            expr = expr.func.value
+        if not isinstance(expr, cst.Name) or self.program.access(expr) is None:
+            return False
+        return self.facts.bindings(expr) == [] or not self.program.access(expr).referents
+
+    def _fewer_rows(self, expr: cst.BaseExpression, batch: int) -> bool:
+        """Whether the array ``expr`` is known to hold at most ``batch`` examples
+        (``np.random.rand(1, 10)``, ``np.zeros((16, 4))``)."""
+        if isinstance(expr, cst.Name):
+            values = [self.facts.assigned_value(b) for b in self.facts.reaching_bindings(expr) or ()]
+            return bool(values) and all(v is not None and self._fewer_rows(v, batch) for v in values)
+        if not isinstance(expr, cst.Call) or not expr.args or not self.facts.names_of(expr.func) & _SHAPE_FIRST:
+            return False
+        first = expr.args[0].value
+        if isinstance(first, (cst.Tuple, cst.List)) and first.elements:
+            first = first.elements[0].value
+        return isinstance(first, cst.Integer) and int(first.value, 0) <= batch
 
     def _is_dataset(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """Whether ``expr`` is a tf.data dataset, a Keras dataset loader's result, a generator,
