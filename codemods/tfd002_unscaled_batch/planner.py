@@ -43,6 +43,7 @@ _ARRAY_MAKERS = (
     "keras.utils.to_categorical",
 )
 TPU = "TPUStrategy"
+_RAGGED_BATCH = frozenset({"tensorflow.data.experimental.dense_to_ragged_batch"})
 # Array makers whose first argument is the shape (or the number of rows).
 _SHAPE_FIRST = frozenset(
     {
@@ -160,7 +161,7 @@ class BatchPlanner:
             func = call.func
             if isinstance(func, cst.Attribute) and not self.facts.is_module_reference(func.value):
                 method = func.attr.value
-                if method in ("batch", "padded_batch"):
+                if method in ("batch", "padded_batch", "ragged_batch"):
                     arg = argument(call, "batch_size", 0)
                     # Data from a name bound nowhere is a fragment whose source is not known.
                     if arg is not None and not self._unbound_source(func.value):
@@ -179,6 +180,12 @@ class BatchPlanner:
                         sites.append(Site(call, "fit", None, default=32))
                 continue
             names = self.facts.names_of(func)
+            if names & _RAGGED_BATCH and call.args:
+                # ``ds.apply(tf.data.experimental.dense_to_ragged_batch(n))``
+                holder = self.program.parent(self.program.parent(call))
+                if isinstance(holder, cst.Call) and isinstance(holder.func, cst.Attribute) and holder.func.attr.value == "apply":
+                    sites.append(Site(call, "batch", argument(call, "batch_size", 0), flow=self.flows.flow(holder)))
+                continue
             helper = self._imported_helper(call)
             if helper is not None:
                 sites.append(helper)
@@ -230,16 +237,17 @@ class BatchPlanner:
         if any(_fixed_batch(member) for t in trained for member in t.members):
             return None, None  # the model is built for one batch size: the data's is global
         classes = set().union(*(t.strategies for t in trained))
-        if TPU in classes or UNKNOWN_STRATEGY in classes:
-            # On TPUs batch sizes are global by convention; a strategy made elsewhere may be one.
+        if (TPU in classes or UNKNOWN_STRATEGY in classes) and not self._has_derived_global(site):
+            # On TPUs batch sizes are global by convention (a strategy made elsewhere may be
+            # one), unless the file itself multiplies this one into its global batch.
             return None, None
-        located = [found for found in (self._located(t.call) for t in trained) if found is not None]
+        located = [found for found in (self._located(t.call) or self._runs_after(t.call) for t in trained) if found is not None]
         if not located:
             return None, None
         context = located[0]
-        if any(c.strategy is not context.strategy for c in located) or len(context.strategy.classes) > 1 or self._shares_block(context):
-            # Which strategy's replicas divide the batch is not known. (One strategy made
-            # twice is still one kind of strategy: the replica count is the same.)
+        if any(c.strategy is not context.strategy for c in located) or self._shares_block(context):
+            # Which strategy's replicas divide the batch is not known. (One strategy, chosen
+            # among kinds or made twice, is scaled by its own num_replicas_in_sync.)
             return None, None
         if site.kind == "fit":
             why = _small_validation(site.call)
@@ -250,6 +258,12 @@ class BatchPlanner:
     def _shares_block(self, context: Context) -> bool:
         """Whether another strategy is made in the same block (``mirrored`` and ``one_device``)."""
         return any(c.block is context.block and c.strategy is not context.strategy for c in self.contexts.created)
+
+    def _runs_after(self, node: cst.CSTNode) -> Context | None:
+        """The one strategy context that exists whenever ``node`` runs (a training step
+        called only inside the scope, say), if there is exactly one."""
+        found = [c for c in self.contexts.created if self.contexts.executes_after(node, c)]
+        return found[0] if len(found) == 1 else None
 
     def _located(self, node: cst.CSTNode) -> Context | None:
         found = self.contexts.at(node, self.extra)
@@ -330,6 +344,14 @@ class BatchPlanner:
                     # ``GLOBAL = BATCH * strategy.num_replicas_in_sync`` exists: BATCH is the
                     # per-replica size by intent, and the batch must be GLOBAL.
                     target, line = derived
+                    if target is None:
+                        # ``global_batch_size=BATCH * strategy.num_replicas_in_sync`` inline:
+                        # the batch is scaled where it is made, BATCH stays per replica.
+                        why = self._visible(entry.at, context, plan)
+                        if why:
+                            return why
+                        plan.scale.append(value)
+                        return None
                     scope = self.program.scope(entry.at)
                     seen = set(scope[target.value]) if scope is not None and target.value in scope else set()
                     if seen != {self.program.assignment(target)} or line >= self.program.line(entry.at):
@@ -354,9 +376,18 @@ class BatchPlanner:
         plan.scale.append(value)
         return None
 
-    def _derived_global(self, binding: cst.Name) -> tuple[cst.Name, int] | None:
+    def _has_derived_global(self, site: Site) -> bool:
+        value = site.arg.value if site.arg is not None else None
+        if not isinstance(value, cst.Name):
+            return False
+        bindings = self.facts.bindings(value)
+        return bool(bindings) and len(bindings) == 1 and isinstance(bindings[0], cst.Name) and self._derived_global(bindings[0]) is not None
+
+    def _derived_global(self, binding: cst.Name) -> tuple[cst.Name | None, int] | None:
         """``GLOBAL = BATCH * strategy.num_replicas_in_sync`` for the constant bound at
-        ``binding``: the name the file gives the global batch, and the line that defines it."""
+        ``binding``: the name the file gives the global batch (None when the product is used
+        where it is made, as ``global_batch_size=BATCH * n``), and the line that defines it."""
+        found = None
         for use in self.facts.uses(binding):
             product = self.program.parent(use)
             if not (isinstance(product, cst.BinaryOperation) and isinstance(product.operator, cst.Multiply)):
@@ -367,7 +398,8 @@ class BatchPlanner:
             target = self.facts.assigned_name(product)
             if target is not None:
                 return target, self.program.line(target)
-        return None
+            found = found or (None, self.program.line(product))
+        return found
 
     def _plan_constant(self, binding: cst.Name, others: list[cst.CSTNode], context: Context, plan: Plan) -> str | None:
         """``BATCH = 64`` used for more than the batch: ``BATCH_PER_REPLICA = 64``, and
