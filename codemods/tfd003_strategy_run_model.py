@@ -314,7 +314,6 @@ class StrategyRunModel(Rule):
     # --- eager strategy.run in a loop ----------------------------------------------------------
 
     def _wrap_in_function(self, program: Program, call: cst.Call, edits: BlockEdits) -> None:
-        facts = Facts.of(program)
         tf = module_alias(program, "tensorflow")
         if tf is None:
             raise NotFound("the script does not import tensorflow as a module (import tensorflow as tf)")

@@ -355,3 +355,25 @@ def test_masks_follow_ipython_on_every_magic_form(form):
     else:
         assert masked == by_ipython
     assert masker.restore(lines, set(range(len(masker.magics)))) == cell.split("\n")
+
+
+def test_a_fix_never_moves_the_strategy_into_an_earlier_cell(tmp_path):
+    """The model is made in cell 1 and the strategy in cell 2: moving the strategy up would take
+    it into another cell, so the unit is reported, and its reasons name cells, not the lines of
+    the joined program."""
+    cells = [
+        "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n",
+        "strategy = tf.distribute.MirroredStrategy()\n",
+        "model.compile(optimizer='adam', loss='mse')\nmodel.fit(tf.zeros([8, 2]), tf.zeros([8, 1]))\n",
+    ]
+    book = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "walls.ipynb"
+    path.write_text(nbformat.writes(book))
+    before = path.read_bytes()
+    result = process_path(str(path), Options(select=("TFD001",)))
+    assert result.new_text is None
+    assert [(f.cell, f.line, f.fixable) for f in result.findings] == [(0, 2, False), (2, 1, False)]
+    assert "another notebook cell (above cell 2, line 1)" in result.findings[0].reason
+    assert "(cell 1, line 2)" in result.findings[1].reason
+    assert path.read_bytes() == before

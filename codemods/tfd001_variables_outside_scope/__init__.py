@@ -38,9 +38,9 @@ import libcst as cst
 from autofix.analysis import ordering
 from autofix.analysis.contexts import Context, Contexts, index_of
 from autofix.analysis.facts import COMPILE, TRAIN, Strategy
-from autofix.analysis.syntax import calls_in, names_in, root_name
+from autofix.analysis.syntax import calls_in, is_wall, names_in, root_name
 from autofix.analysis.training import Site, TrainingModel
-from autofix.codegen import BlockEdits, ScopeSpan, is_wall, wrap_spans
+from autofix.codegen import BlockEdits, ScopeSpan, wrap_spans
 from autofix.rule import SUPPRESSED, Example, Rule
 from autofix.tf.symbols import Kind
 
@@ -191,8 +191,8 @@ class _Planner:
                 kind = self._kind(first)
                 what = f"{kind.name.value}() call" if isinstance(kind, cst.FunctionDef) else _WHAT.get(kind, "Keras object")
                 reason = (
-                    f"part of a training unit that cannot be fixed whole: the {what} on line "
-                    f"{self.program.line(first)} stays outside strategy.scope() ({why})"
+                    f"part of a training unit that cannot be fixed whole: the {what} (line "
+                    f"{self.program.line(first)}) stays outside strategy.scope() ({why})"
                 )
             for member in needing:
                 broken.setdefault(member, why if member is first else reason)

@@ -18,10 +18,10 @@ from autofix.analysis.dataflow import LOADER_DEFAULT_BATCH, LOADERS, PASSTHROUGH
 from autofix.analysis.facts import UNKNOWN_STRATEGY, Facts
 from autofix.analysis.syntax import argument, parameter_argument
 from autofix.analysis.training import TrainingModel
+from autofix.codegen import add_keyword, fresh_name, scaled
+from autofix.rule import SUPPRESSED, Rule
 
 from .evidence import Evidence
-from autofix.codegen import BlockEdits, add_keyword, fresh_name, scaled
-from autofix.rule import SUPPRESSED, Rule
 
 DEFAULTS = {
     "keras.utils.timeseries_dataset_from_array": 128,

@@ -462,7 +462,8 @@ def _indent(text: str) -> str:
 
 
 # The smoke test lives in its own package; `fix --smoke` and `smoke` only call into it.
-from autofix.smoke.command import smoke as _smoke_command, smoke_changed as _smoke_changed  # noqa: E402
+from autofix.smoke.command import smoke as _smoke_command  # noqa: E402
+from autofix.smoke.command import smoke_changed as _smoke_changed
 
 main.add_command(_smoke_command)
 

@@ -21,26 +21,11 @@ import libcst as cst
 
 from autofix.analysis.facts import Facts
 from autofix.analysis.program import Program
+from autofix.analysis.syntax import CELL_MARKER, is_wall  # noqa: F401  (re-exported)
 from autofix.tf.symbols import Kind
 
 Block = cst.Module | cst.IndentedBlock
 
-# The statement put between the cells of a notebook analysed as one program: no statement
-# may be moved into the same block as one, so that every fix stays inside its cell.
-CELL_MARKER = "__autofix_cell__"
-
-
-def is_wall(statement: cst.CSTNode) -> bool:
-    """Whether ``statement`` is a notebook cell boundary (``__autofix_cell__(3)``)."""
-    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
-        return False
-    expr = statement.body[0]
-    return (
-        isinstance(expr, cst.Expr)
-        and isinstance(expr.value, cst.Call)
-        and isinstance(expr.value.func, cst.Name)
-        and expr.value.func.value == CELL_MARKER
-    )
 Statements = list[cst.BaseStatement]
 BodyEdit = Callable[[Statements], Statements]
 

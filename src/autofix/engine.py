@@ -16,13 +16,13 @@ import libcst as cst
 import pathspec
 
 from autofix import indentation, notebooks, registry, unused_suppressions
+from autofix.analysis.program import Program
 from autofix.parsing import AnalysisError, MixedIndentation, parse
 from autofix.results import FileResult, Finding
 from autofix.rule import NO_FIX, Outcome, Rule
 from autofix.sourcefile import SourceError, read_source, write_atomic
 from autofix.suppressions import Suppressions
 from autofix.suppressions import parse as parse_suppressions
-from autofix.analysis.program import Program
 
 
 @dataclass(frozen=True)
@@ -272,7 +272,10 @@ def process_notebook(text: str, path: str, options: Options) -> FileResult:
         else:
             end_column = notebook.column(finding.end_line, finding.end_column)
         column = notebook.column(finding.line, finding.column)
-        findings.append(replace(finding, line=start[1], column=column, end_line=end[1], end_column=end_column, cell=start[0]))
+        reason = notebook.in_cells(finding.reason) if finding.reason else finding.reason
+        findings.append(
+            replace(finding, line=start[1], column=column, end_line=end[1], end_column=end_column, cell=start[0], reason=reason)
+        )
     new_text = None
     refused = analysis.refused
     if analysis.new_text is not None:

@@ -2,7 +2,7 @@
 
 The code cells are joined into one Python program (a strategy made in cell 2 counts in
 cell 5), with a wall statement between cells (``__autofix_cell__(4, b"<token>")``, see
-:data:`autofix.codegen.CELL_MARKER`) so that no fix spans two of them, and with IPython syntax
+:data:`autofix.analysis.syntax.CELL_MARKER`) so that no fix spans two of them, and with IPython syntax
 masked (see :mod:`autofix.ipysyntax`). The token in the walls is the one the masks use: it
 occurs nowhere in the notebook, so a user's own line can never be taken for a wall. Only the
 ``source`` values of changed cells are rewritten, in the file's own JSON style (see
@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
 from autofix import ipysyntax, nbjson
-from autofix.codegen import CELL_MARKER as MARKER
+from autofix.analysis.syntax import CELL_MARKER as MARKER
+
+_LINE = re.compile(r"\bline (\d+)\b")
+_LINES = re.compile(r"\blines (\d+(?:, \d+)+)\b")
 
 
 class NotebookError(Exception):
@@ -44,6 +48,17 @@ class Notebook:
         if 1 <= line <= len(self.lines):
             return self.lines[line - 1]
         return None
+
+    def in_cells(self, text: str) -> str:
+        """``text`` with the program's "line 12" (and "lines 3, 12") said as the notebook's
+        "cell 2, line 4": reasons name lines of the program the cells are joined into."""
+
+        def one(line: str) -> str:
+            where = self.cell_of(int(line))
+            return f"cell {where[0] + 1}, line {where[1]}" if where else f"line {line}"
+
+        text = _LINES.sub(lambda m: "; ".join(one(n) for n in m.group(1).split(", ")), text)
+        return _LINE.sub(lambda m: one(m.group(1)), text)
 
     def column(self, line: int, column: int) -> int:
         """A column of a program line as a column of its line in the cell."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from autofix.analysis.program import Program
+from autofix.analysis.syntax import is_wall
 
 # Calls that must stay before the strategy is created (they configure the runtime, which
 # creating a strategy starts), as canonical qualified-name prefixes.
@@ -120,6 +121,8 @@ def why_not_move_up(program: Program, body: list[cst.BaseStatement], source: int
     if moved.barrier:
         return None if dest == source else _passing(moved.barrier)
     for index in range(dest, source):
+        if is_wall(body[index]):
+            return f"it would move into another notebook cell (above line {program.line(body[index + 1])})"
         between = effects_of(program, body[index])
         if between.barrier:
             return f"it would move above {_describe(between.barrier)} (line {program.line(body[index])}), which must run before the strategy is created"
@@ -138,6 +141,8 @@ def why_not_move_down(program: Program, body: list[cst.BaseStatement], source: i
     if moved.barrier:
         return _passing(moved.barrier)
     for index in range(source + 1, dest):
+        if is_wall(body[index]):
+            return "it would move into another notebook cell"
         between = effects_of(program, body[index])
         if moved.reads & between.writes:
             return "what it is made from changes before it is used"
