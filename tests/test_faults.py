@@ -149,14 +149,14 @@ from autofix.cli import main
 
 real = runner.process_path
 
-def dying(path, options, write=False):
+def dying(path, options, write=False, cache=None):
     if "segv" in path:
         os.kill(os.getpid(), signal.SIGSEGV)
     if "slow" in path:
         with open("worker.pid", "w") as fh:
             fh.write(str(os.getpid()))
         time.sleep(120)
-    return real(path, options, write)
+    return real(path, options, write, cache)
 
 runner.process_path = dying
 main(sys.argv[1:])

@@ -20,7 +20,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from autofix import __version__, config, notebooks, registry
+from autofix import __version__, cache, config, notebooks, registry
 from autofix.diffs import display_path, unified_diff
 from autofix.discovery import DEFAULT_INCLUDE, Discovery
 from autofix.engine import Options, process_text
@@ -66,6 +66,8 @@ def _common(func):
         click.option("--stdin-filename", metavar="PATH", help="Name to report for code read from standard input."),
         click.option("--config", "config_file", metavar="FILE", type=click.Path(dir_okay=False), help="Read [tool.autofix] from this pyproject.toml instead of looking for one."),
         click.option("--isolated", is_flag=True, help="Ignore [tool.autofix] in pyproject.toml files."),
+        click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache (also AUTOFIX_NO_CACHE=1)."),
+        click.option("--cache-dir", metavar="DIR", type=click.Path(file_okay=False), help=f"Result cache folder (default: {cache.DEFAULT_NAME} at the project root, or AUTOFIX_CACHE_DIR)."),
         click.argument("paths", nargs=-1, type=click.Path()),
     ]
     for option in reversed(options):
@@ -88,6 +90,10 @@ class Run:
     writing: bool = False
     # Standard input as read, for `fix -` to echo when it changes nothing.
     stdin_bytes: bytes = b""
+    # The result cache's folder; None with --no-cache.
+    cache_dir: str | None = None
+    # Whether fixed text may come from the cache (not when it is written: `fix`).
+    cached_fixes: bool = True
 
     @classmethod
     def from_args(cls, kw: dict) -> "Run":
@@ -112,7 +118,9 @@ class Run:
             respect_gitignore=False if kw["no_gitignore"] else None,
             force_exclude=True if kw["force_exclude"] else None,
         )
-        return cls(paths, options, discovery, kw["jobs"], kw["stdin_filename"])
+        no_cache = kw["no_cache"] or cache.disabled_by_environment()
+        cache_dir = None if no_cache else (kw["cache_dir"] or cache.default_directory(settings.root))
+        return cls(paths, options, discovery, kw["jobs"], kw["stdin_filename"], cache_dir=cache_dir)
 
     @property
     def from_stdin(self) -> bool:
@@ -127,13 +135,14 @@ class Run:
             return
         if "-" in self.paths:
             raise click.UsageError("'-' (standard input) cannot be combined with other paths")
-        files = list(self.discovery.files(self.paths))
+        # Files in the order of their paths (as Ruff reports them), whatever the order named.
+        files = sorted(self.discovery.files(self.paths), key=_path_order)
         for missing in self.discovery.missing:
             result = FileResult(missing, error="no such file or directory")
             self.count(result)
             yield result
         jobs = min(self.jobs or os.cpu_count() or 1, max(1, len(files)))
-        with Runner(self.options, jobs) as runner:
+        with Runner(self.options, jobs, self._cache() if files else None) as runner:
             stream = runner.process(files, write)
             if len(files) >= PROGRESS_MIN_FILES and err.is_terminal:
                 yield from self._with_progress(stream, len(files))
@@ -141,6 +150,15 @@ class Run:
                 for result in stream:
                     self.count(result)
                     yield result
+
+    def _cache(self) -> cache.ResultCache | None:
+        if self.cache_dir is None:
+            return None
+        try:
+            return cache.ResultCache.open(self.cache_dir, fixes=self.cached_fixes)
+        except cache.CacheUnavailable as exc:
+            err.print(Text(f"warning: result cache not used: {exc}", style="yellow"))
+            return None
 
     def _with_progress(self, stream: Iterable[FileResult], total: int) -> Iterable[FileResult]:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -219,6 +237,10 @@ class Run:
         if c["errors"]:
             parts.append(f"{c['errors']} error{'s' if c['errors'] != 1 else ''}")
         err.print(Text(", ".join(parts) + ".", style="bold"))
+
+
+def _path_order(path: str) -> list[str]:
+    return os.path.normpath(path).split(os.sep)
 
 
 def _print_error(result: FileResult) -> None:
@@ -379,6 +401,7 @@ def fix(smoke: bool = False, workers: int = 1, **kw) -> None:
     With --smoke, exit 1 when a fixed script fails its smoke test (2 when the harness fails).
     """
     run = Run.from_args(kw)
+    run.cached_fixes = False
     if smoke and run.from_stdin:
         raise click.UsageError("--smoke needs files to run, not standard input")
     written: list[FileResult] = []

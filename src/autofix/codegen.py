@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import libcst as cst
 
@@ -63,14 +63,40 @@ class BlockEdits:
         for key, edits in other._nodes.items():
             self._nodes[key].extend(edits)
 
-    def apply(self, module: cst.Module) -> cst.Module:
-        return module.visit(_Apply(self._edits, self._nodes))
+    def apply(self, module: cst.Module, parents: Mapping[cst.CSTNode, cst.CSTNode] | None = None) -> cst.Module:
+        """The module with every edit made. With ``parents`` (the tree's parent of each node),
+        only the paths from the module down to the edited nodes are walked and rebuilt; the
+        rest of the tree is shared, untouched, with the original."""
+        return module.visit(_Apply(self._edits, self._nodes, self._paths(module, parents)))
+
+    def _paths(self, module: cst.Module, parents: Mapping[cst.CSTNode, cst.CSTNode] | None) -> set[int] | None:
+        """Ids of the edited nodes and of all their ancestors; None (walk everything) when a
+        node's ancestors do not lead up to ``module``."""
+        if parents is None:
+            return None
+        on_path: set[int] = set()
+        for node in self._keep:
+            current: cst.CSTNode | None = node
+            while current is not None and id(current) not in on_path:
+                on_path.add(id(current))
+                if current is module:
+                    break
+                current = parents.get(current)
+                if current is None:
+                    return None
+        return on_path
 
 
 class _Apply(cst.CSTTransformer):
-    def __init__(self, edits: dict[int, list[BodyEdit]], nodes: dict[int, list[NodeEdit]]) -> None:
+    def __init__(self, edits: dict[int, list[BodyEdit]], nodes: dict[int, list[NodeEdit]], paths: set[int] | None = None) -> None:
         self.edits = edits
         self.nodes = nodes
+        self.paths = paths
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        # Outside the paths to the edited nodes nothing changes: libcst then keeps the node
+        # as it is instead of rebuilding it.
+        return self.paths is None or id(node) in self.paths
 
     def on_leave(self, original_node, updated_node):
         updated = super().on_leave(original_node, updated_node)

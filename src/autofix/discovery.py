@@ -32,6 +32,7 @@ SKIP_DIRS = frozenset(
         ".mypy_cache",
         ".pytest_cache",
         ".ruff_cache",
+        ".autofix_cache",
         ".ipynb_checkpoints",
         "site-packages",
         "dist-packages",

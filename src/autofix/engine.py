@@ -17,6 +17,7 @@ import pathspec
 
 from autofix import indentation, notebooks, registry, unused_suppressions
 from autofix.analysis.program import Program
+from autofix.cache import ResultCache
 from autofix.parsing import AnalysisError, MixedIndentation, parse
 from autofix.results import FileResult, Finding
 from autofix.rule import NO_FIX, Outcome, Rule
@@ -39,6 +40,9 @@ class Options:
     # Compute the fixed text. ``check`` in a format that shows no fix skips it (and the
     # second pass that verifies it): whether a fix exists is known without building it.
     build_fixes: bool = True
+    # ``check --add-noqa``: the result's new text is the file with an ``# autofix: ignore``
+    # comment for each finding, instead of its fix.
+    add_noqa: bool = False
 
     def rules(self) -> tuple[type[Rule], ...]:
         return _rules(self.select, self.ignore)
@@ -117,13 +121,15 @@ def analyse(text: str, options: Options) -> Analysis:
         return Analysis(findings)
     fixers = [r for r in rules if options.fixes(r)]
     try:
-        new_text = _apply(text, fixers, {r: o for r, o in outcomes.items()})
+        new_text, fixed, settled = _apply(text, fixers, outcomes, program)
     except AnalysisError as exc:
         return _refuse(findings, f"the fix produced code that does not parse ({exc})")
     if new_text == text:
         return Analysis(findings)
     try:
-        again = _apply(new_text, fixers, {})
+        # The second pass starts from what the first one learned about the fixed text: its
+        # parse, and the rules that already ran on it (after the last one that changed it).
+        again, _, _ = _apply(new_text, fixers, settled, fixed)
     except AnalysisError as exc:
         return _refuse(findings, f"the fixed code could not be checked again ({exc})")
     if again != new_text:
@@ -131,14 +137,21 @@ def analyse(text: str, options: Options) -> Analysis:
     return Analysis(findings, new_text)
 
 
-def _apply(text: str, rules: list[type[Rule]], known: dict[type[Rule], Outcome]) -> str:
+def _apply(
+    text: str, rules: list[type[Rule]], known: dict[type[Rule], Outcome], program: Program | None = None
+) -> tuple[str, Program | None, dict[type[Rule], Outcome]]:
     """Run the fixes of ``rules`` one after another, each on the text the previous ones left.
-    ``known`` holds outcomes already computed on ``text`` itself, reused while nothing has
-    changed yet. Every rule runs: a later one may have work only once an earlier one has
-    fixed something (TFD005 scales an optimizer once TFD001 has moved it after the strategy).
-    One program (parse and metadata) serves every rule until a rule changes the text."""
+    ``known`` holds outcomes already computed on ``text`` itself (on ``program``, its parse,
+    when given), reused while nothing has changed yet. Every rule runs: a later one may have
+    work only once an earlier one has fixed something (TFD005 scales an optimizer once TFD001
+    has moved it after the strategy). One program (parse and metadata) serves every rule until
+    a rule changes the text.
+
+    Returns the fixed text, its program (the text is parsed once more when the last rule to
+    run changed it: the fixed code must parse), and the outcomes of the rules that ran on that
+    program, none of which changed it."""
     current = text
-    program: Program | None = None
+    outcomes: dict[type[Rule], Outcome] = {}
     for rule in rules:
         if current is text and rule in known:
             outcome = known[rule]
@@ -151,9 +164,12 @@ def _apply(text: str, rules: list[type[Rule]], known: dict[type[Rule], Outcome])
             if code != current:
                 current = code
                 program = None
-    if current != text and program is None:
-        parse(current)
-    return current
+                outcomes = {}
+                continue
+        outcomes[rule] = outcome
+    if program is None:
+        program = Program(parse(current), current)
+    return current, program, outcomes
 
 
 def _refuse(findings: list[Finding], why: str) -> Analysis:
@@ -238,7 +254,13 @@ def process_text(text: str, path: str, options: Options) -> FileResult:
     skipped = analysis.skipped
     if skipped is None and not analysis.findings and not might_need_analysis(text):
         skipped = NOT_USED
-    return FileResult(path, tuple(analysis.findings), text, analysis.new_text, refused=analysis.refused, skipped=skipped)
+    return FileResult(path, in_order(analysis.findings), text, analysis.new_text, refused=analysis.refused, skipped=skipped)
+
+
+def in_order(findings) -> tuple[Finding, ...]:
+    """Findings in the order of their places (as Ruff sorts them): by cell in a notebook, then
+    line, then column; findings at one place by rule code."""
+    return tuple(sorted(findings, key=lambda f: (f.cell if f.cell is not None else -1, f.line, f.column, f.code)))
 
 
 def process_notebook(text: str, path: str, options: Options) -> FileResult:
@@ -284,25 +306,38 @@ def process_notebook(text: str, path: str, options: Options) -> FileResult:
         except Exception as exc:  # NotebookError, or a bug: the notebook is left as it is
             refused = str(exc) if isinstance(exc, notebooks.NotebookError) else _internal(exc)
             findings = [replace(f, fixable=False, reason=f"fix refused: {refused}") if f.fixable else f for f in findings]
-    return FileResult(path, tuple(findings), text, new_text, refused=refused, skipped=analysis.skipped, notebook=True)
+    return FileResult(path, in_order(findings), text, new_text, refused=refused, skipped=analysis.skipped, notebook=True)
 
 
-def process_path(path: str, options: Options, write: bool = False) -> FileResult:
-    """Analyse one file and, with ``write``, fix it in place. Never raises (but for Ctrl-C)."""
+def process_path(path: str, options: Options, write: bool = False, cache: ResultCache | None = None) -> FileResult:
+    """Analyse one file and, with ``write``, fix it in place. Never raises (but for Ctrl-C).
+    With ``cache``, a result stored for the same bytes, options and tool is used instead of
+    analysing the file again (see :mod:`autofix.cache`)."""
     try:
         source = read_source(path)
     except SourceError as exc:
         return FileResult(path, error=str(exc))
     except Exception as exc:
         return FileResult(path, error=_internal(exc))
-    if path.lower().endswith(".ipynb"):
-        result = process_notebook(source.text, path, options.for_path(path))
-    else:
-        result = process_text(source.text, path, options.for_path(path))
+    notebook = path.lower().endswith(".ipynb")
+    options = options.for_path(path)
+    result = None
+    key = None
+    # A file the prefilter passes over costs less to look at than its cache entry.
+    if cache is not None and might_need_analysis(source.text) and cache.usable(options):
+        key = cache.key(source.digest, options, notebook)
+        result = cache.get(key, path, source.text)
+        if result is not None and result.changed and (write or not cache.fixes):
+            # Text that is written is text this run computed.
+            result = None
+    if result is None:
+        result = process_notebook(source.text, path, options) if notebook else process_text(source.text, path, options)
+        if key is not None and not (result.error or "").startswith(INTERNAL):
+            cache.put(key, result)
     if not result.changed:
         # Unchanged files keep no text: results stay small however many files there are.
         return replace(result, old_text=None, new_text=None)
-    result = replace(result, encoding=source.encoding, bom=source.bom)
+    result = replace(result, encoding=source.encoding, bom=source.bom, digest=source.digest)
     if write:
         try:
             write_atomic(path, source.encode(result.new_text), source.digest)
@@ -312,5 +347,8 @@ def process_path(path: str, options: Options, write: bool = False) -> FileResult
     return result
 
 
+INTERNAL = "internal error"
+
+
 def _internal(exc: Exception) -> str:
-    return f"internal error ({type(exc).__name__}: {exc}); the file was left unchanged"
+    return f"{INTERNAL} ({type(exc).__name__}: {exc}); the file was left unchanged"

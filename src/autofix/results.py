@@ -58,6 +58,9 @@ class FileResult:
     # How the file's text is written on disk, for diffs that apply to its bytes.
     encoding: str = "utf-8"
     bom: bool = False
+    # Digest of the bytes read (set when the file changes): a later write checks that the file
+    # on disk is still those bytes.
+    digest: str | None = None
 
     def describe_error(self, shown_path: str | None = None) -> str:
         return f"{shown_path or self.path}: {self.error}"

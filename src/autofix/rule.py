@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Mapping
 
 import libcst as cst
 
@@ -59,11 +59,36 @@ class Outcome:
     what it is, and building it is the expensive part.
     """
 
-    def __init__(self, reports: list[Report] | None = None, module: cst.Module | None = None, edits: BlockEdits | None = None, tree: cst.Module | None = None) -> None:
-        self.reports = reports or []
+    def __init__(
+        self,
+        reports: list[Report] | None = None,
+        module: cst.Module | None = None,
+        edits: BlockEdits | None = None,
+        tree: cst.Module | None = None,
+        parents: Mapping[cst.CSTNode, cst.CSTNode] | None = None,
+    ) -> None:
+        self._reports = reports or []
+        self._sort: Callable[[Report], Any] | None = None
         self._module = module
         self._edits = edits if edits else None
         self._tree = tree
+        # The tree's parent of each node: the edits then rebuild only the paths to the nodes
+        # they change.
+        self._parents = parents
+
+    @property
+    def reports(self) -> list[Report]:
+        """The findings, in the order of their places in the file."""
+        if self._sort is not None:
+            self._reports.sort(key=self._sort)
+            self._sort = None
+        return self._reports
+
+    def sorted_by(self, key: Callable[[Report], Any]) -> "Outcome":
+        """Sort the reports by ``key`` when they are first read: a pass that only verifies a
+        fix never reads them, and needs no positions."""
+        self._sort = key
+        return self
 
     @property
     def changes(self) -> bool:
@@ -72,7 +97,7 @@ class Outcome:
     @property
     def module(self) -> cst.Module | None:
         if self._module is None and self._edits is not None:
-            self._module = self._edits.apply(self._tree)
+            self._module = self._edits.apply(self._tree, self._parents)
         return self._module
 
 
@@ -84,6 +109,11 @@ class Rule:
     SAFE: ClassVar[bool] = True
     # An opt-in rule runs only when it is selected by its full code (not by a prefix or ALL).
     OPT_IN: ClassVar[bool] = False
+    # A rule whose result depends on files other than the one it checks (a module it imports)
+    # must say so: the result cache keys a file by its own bytes only, so such a rule turns
+    # the cache off while it runs. No rule does today (tests/test_cache.py checks that rules
+    # open no file).
+    CROSS_FILE: ClassVar[bool] = False
     EXAMPLES: ClassVar[tuple[Example, ...]] = ()
 
     program: Program
@@ -113,8 +143,8 @@ class Rule:
         self._reports: dict[tuple[int, str], Report] = {}
         if self.applies():
             self.check()
-        reports = sorted(self._reports.values(), key=lambda r: _start(program, r.node))
-        return Outcome(reports, edits=self.edits, tree=program.module)
+        outcome = Outcome(list(self._reports.values()), edits=self.edits, tree=program.module, parents=program.index.parents)
+        return outcome.sorted_by(lambda r: _start(program, r.node))
 
     def applies(self) -> bool:
         """Whether the file can have findings at all: by default, when it makes a strategy."""

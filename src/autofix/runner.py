@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from multiprocessing.connection import Connection, wait
 from typing import Iterable, Iterator
 
+from autofix.cache import ResultCache
 from autofix.engine import Options, process_path
 from autofix.results import FileResult
 
@@ -46,9 +47,9 @@ def collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-def process_one(path: str, options: Options, write: bool) -> FileResult:
+def process_one(path: str, options: Options, write: bool, cache: ResultCache | None = None) -> FileResult:
     with collector_paused():
-        return process_path(path, options, write)
+        return process_path(path, options, write, cache)
 
 
 class Runner:
@@ -57,9 +58,10 @@ class Runner:
     Use as a context manager: the workers start on entry, before any display thread.
     """
 
-    def __init__(self, options: Options, jobs: int | None = None) -> None:
+    def __init__(self, options: Options, jobs: int | None = None, cache: ResultCache | None = None) -> None:
         self.options = options
         self.jobs = jobs or os.cpu_count() or 1
+        self.cache = cache
         self._pool: _Pool | None = None
 
     def __enter__(self) -> "Runner":
@@ -68,7 +70,7 @@ class Runner:
             # out of the collector's way, and the forked pages shared.
             gc.freeze()
             context = multiprocessing.get_context("fork" if sys.platform == "linux" else None)
-            self._pool = _Pool(context, self.jobs, self.options)
+            self._pool = _Pool(context, self.jobs, self.options, self.cache)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -81,12 +83,12 @@ class Runner:
         paths = list(paths)
         if self._pool is None or len(paths) < 2:
             for path in paths:
-                yield process_one(path, self.options, write)
+                yield process_one(path, self.options, write, self.cache)
             return
         yield from self._pool.run(paths, write)
 
 
-def _serve(conn: Connection, inherited: list[Connection], options: Options) -> None:
+def _serve(conn: Connection, inherited: list[Connection], options: Options, cache: ResultCache | None) -> None:
     """A worker: ``(index, path, write)`` in, ``(index, result)`` out, until told to stop."""
     # Ctrl-C goes to the whole process group: the main process decides what happens.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -102,15 +104,15 @@ def _serve(conn: Connection, inherited: list[Connection], options: Options) -> N
         if message is None:
             return
         index, path, write = message
-        conn.send((index, process_one(path, options, write)))
+        conn.send((index, process_one(path, options, write, cache)))
 
 
 class _Worker:
-    def __init__(self, context, options: Options, inherited: list[Connection]) -> None:
+    def __init__(self, context, options: Options, cache: ResultCache | None, inherited: list[Connection]) -> None:
         self.conn, child = context.Pipe()
         # Only a forked worker holds copies of the main process's ends of the pipes.
         ends = [*inherited, self.conn] if context.get_start_method() == "fork" else []
-        self.process = context.Process(target=_serve, args=(child, ends, options), daemon=True)
+        self.process = context.Process(target=_serve, args=(child, ends, options, cache), daemon=True)
         self.process.start()
         child.close()
         # Indexes sent and not answered yet, in the order the worker takes them.
@@ -130,9 +132,10 @@ class _Pool:
     """Started before any display thread (a fork copies only the thread that forks); only a
     worker that replaces a dead one is forked later."""
 
-    def __init__(self, context, size: int, options: Options) -> None:
+    def __init__(self, context, size: int, options: Options, cache: ResultCache | None) -> None:
         self.context = context
         self.options = options
+        self.cache = cache
         self.write = False
         self.workers: list[_Worker] = []
         for _ in range(size):
@@ -140,7 +143,7 @@ class _Pool:
 
     def _spawn(self) -> bool:
         try:
-            worker = _Worker(self.context, self.options, [w.conn for w in self.workers])
+            worker = _Worker(self.context, self.options, self.cache, [w.conn for w in self.workers])
         except OSError:
             return False
         self.workers.append(worker)
@@ -155,7 +158,7 @@ class _Pool:
             if not self.workers:
                 # No worker could be started again: the rest runs here.
                 index = pending.popleft()
-                done[index] = process_one(paths[index], self.options, self.write)
+                done[index] = process_one(paths[index], self.options, self.write, self.cache)
             else:
                 self._dispatch(paths, pending, done)
                 self._collect(paths, pending, done)
