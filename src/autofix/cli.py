@@ -20,7 +20,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from autofix import __version__, cache, config, notebooks, registry
+from autofix import __version__, cache, config, notebooks, registry, review
 from autofix.diffs import display_path, unified_diff
 from autofix.discovery import DEFAULT_INCLUDE, Discovery
 from autofix.engine import Options, process_text
@@ -29,6 +29,7 @@ from autofix.exitcodes import FINDINGS as EXIT_FINDINGS
 from autofix.exitcodes import OK as EXIT_OK
 from autofix.output import FORMATS
 from autofix.output.formats import finding_note, location
+from autofix.output.statistics import Statistics
 from autofix.results import FileResult
 from autofix.runner import Runner
 from autofix.sourcefile import SourceError, decode, encode
@@ -86,6 +87,8 @@ class Run:
     stdin_filename: str | None
     counts: Counter = field(default_factory=Counter)
     rules: Counter = field(default_factory=Counter)
+    # For --show-fixes: per file shown, the codes of the findings its fix fixes (or fixed).
+    fixes: dict[str, Counter] = field(default_factory=dict)
     # `fix` writes files: a file counts as changed once it is written.
     writing: bool = False
     # Standard input as read, for `fix -` to echo when it changes nothing.
@@ -204,8 +207,12 @@ class Run:
         self.counts["files"] += 1
         if result.error:
             self.counts["errors"] += 1
-        if result.written if self.writing and not self.from_stdin else result.changed:
+        changed = result.written if self.writing and not self.from_stdin else result.changed
+        if changed:
             self.counts["changed"] += 1
+        fixed = Counter(f.code for f in result.findings if f.fixable and not f.suppressed)
+        if fixed and (changed or not self.writing):
+            self.fixes[display_path(result.path)] = fixed
         for finding in result.findings:
             if finding.suppressed:
                 continue
@@ -237,6 +244,19 @@ class Run:
         if c["errors"]:
             parts.append(f"{c['errors']} error{'s' if c['errors'] != 1 else ''}")
         err.print(Text(", ".join(parts) + ".", style="bold"))
+
+    def show_fixes(self, wrote: bool) -> None:
+        """--show-fixes: what the fixes fix, file by file (as Ruff lists them)."""
+        total = sum(sum(c.values()) for c in self.fixes.values())
+        if not total:
+            err.print("No findings fixed." if wrote else "No fixable findings.")
+            return
+        names = {rule.CODE: rule.NAME for rule in registry.all_rules()}
+        lines = [f"{'Fixed' if wrote else 'Would fix'} {total} finding{'s' if total != 1 else ''}:"]
+        for path, codes in self.fixes.items():
+            lines.append(f"- {path}:")
+            lines.extend(f"    {n} × {code} ({names.get(code, '')})" for code, n in sorted(codes.items()))
+        err.print(Text("\n".join(lines)))
 
 
 def _path_order(path: str) -> list[str]:
@@ -281,14 +301,23 @@ def main() -> None:
 @click.option("-o", "--output", metavar="FILE", type=click.Path(dir_okay=False), default=None, help="Write the report to this file.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--unused-suppressions", is_flag=True, help="Also report `# autofix: ignore` comments that suppress nothing (TFD100).")
-def check(fmt: str, output, exit_zero: bool, unused_suppressions: bool, **kw) -> None:
+@click.option("--statistics", is_flag=True, help="Print the number of findings of each rule (and how many are fixable) instead of the findings.")
+@click.option("--show-fixes", is_flag=True, help="List, after the summary, what the fixes would fix in each file.")
+@click.option("--add-noqa", is_flag=True, help="Write an `# autofix: ignore[CODE]` comment on the line of every finding (so that only new ones fail).")
+def check(fmt: str, output, exit_zero: bool, unused_suppressions: bool, statistics: bool, show_fixes: bool, add_noqa: bool, **kw) -> None:
     """Report findings. Exit 0 when clean, 1 with findings, 2 when a file had an error."""
     run = Run.from_args(kw)
+    if add_noqa:
+        _add_noqa(run)
+    if statistics and fmt not in ("text", "json"):
+        raise click.UsageError("--statistics prints text or JSON (--format text or json)")
     # Formats that show no fix only need to know that one exists: skip building it.
     run.options = replace(
-        run.options, build_fixes=fmt in FORMATS_WITH_FIXES, unused_suppressions=unused_suppressions
+        run.options,
+        build_fixes=fmt in FORMATS_WITH_FIXES and not statistics,
+        unused_suppressions=unused_suppressions,
     )
-    formatter = FORMATS[fmt](unsafe_fixes=run.options.unsafe_fixes)
+    formatter = Statistics(fmt) if statistics else FORMATS[fmt](unsafe_fixes=run.options.unsafe_fixes)
     report = _Report(output)
     for result in run.results():
         report.write(formatter.result(result))
@@ -296,11 +325,34 @@ def check(fmt: str, output, exit_zero: bool, unused_suppressions: bool, **kw) ->
     report.write(formatter.finish())
     report.close()
     run.summary("Checked")
+    if show_fixes:
+        run.show_fixes(wrote=False)
     if run.counts["errors"]:
         sys.exit(EXIT_ERROR)
     if run.counts["findings"] and not exit_zero:
         sys.exit(EXIT_FINDINGS)
     sys.exit(EXIT_OK)
+
+
+def _add_noqa(run: Run) -> NoReturn:
+    """`check --add-noqa`: write the comments, say how many, exit 0 (1 when a finding found
+    no line to hold one, 2 on an error)."""
+    if run.from_stdin:
+        raise click.UsageError("--add-noqa writes files: it does not read standard input")
+    run.options = replace(run.options, build_fixes=False, unused_suppressions=False, add_noqa=True)
+    added = files = unplaced = 0
+    for result in run.results(write=True):
+        _print_problems(run, result)
+        for finding in result.findings:
+            if finding.suppressed:
+                added += 1
+            else:
+                unplaced += 1
+                err.print(Text(f"warning: {location(result, finding)}: {finding.code} not suppressed: {finding.reason}", style="yellow"))
+        files += result.written
+    comments = f"{added} `# autofix: ignore` comment{'s' if added != 1 else ''}"
+    err.print(Text(f"Added {comments} in {files} file{'s' if files != 1 else ''}.", style="bold"))
+    sys.exit(EXIT_ERROR if run.counts["errors"] else EXIT_FINDINGS if unplaced else EXIT_OK)
 
 
 class _Report:
@@ -364,7 +416,8 @@ def _print_diff(diff: bytes, encoding: str = "utf-8") -> None:
 @main.command()
 @_common
 @click.option("--cells", is_flag=True, help="Show a notebook's changes cell by cell, headed `path:cell N` (for reading: git apply does not take it).")
-def diff(cells: bool, **kw) -> None:
+@click.option("--show-fixes", is_flag=True, help="List, after the summary, what the fixes fix in each file.")
+def diff(cells: bool, show_fixes: bool, **kw) -> None:
     """Print the fixes as a unified diff; write nothing. Exit 1 when something would change.
 
     The diff applies with `git apply` or `patch -p1` (a notebook's as a diff of its .ipynb
@@ -386,6 +439,8 @@ def diff(cells: bool, **kw) -> None:
         _print_problems(run, result)
         _print_unfixed(result, "dim")
     run.summary("Checked")
+    if show_fixes:
+        run.show_fixes(wrote=False)
     if run.counts["errors"]:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if run.counts["changed"] else EXIT_OK)
@@ -393,9 +448,11 @@ def diff(cells: bool, **kw) -> None:
 
 @main.command()
 @_common
+@click.option("-i", "--interactive", is_flag=True, help="Show each fix and ask whether to apply it (answers from the terminal, or standard input).")
+@click.option("--show-fixes", is_flag=True, help="List, after the summary, what was fixed in each file.")
 @click.option("--smoke", is_flag=True, help="Then smoke-test each changed script before and after the fix (runs it; needs TensorFlow).")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="With --smoke: run each script as N worker processes.")
-def fix(smoke: bool = False, workers: int = 1, **kw) -> None:
+def fix(interactive: bool = False, show_fixes: bool = False, smoke: bool = False, workers: int = 1, **kw) -> None:
     """Write the fixes into the files. Exit 0, or 2 when a file had an error.
 
     With --smoke, exit 1 when a fixed script fails its smoke test (2 when the harness fails).
@@ -404,15 +461,18 @@ def fix(smoke: bool = False, workers: int = 1, **kw) -> None:
     run.cached_fixes = False
     if smoke and run.from_stdin:
         raise click.UsageError("--smoke needs files to run, not standard input")
+    if interactive and run.from_stdin:
+        raise click.UsageError("--interactive reads its answers from standard input: give files, not '-'")
     written: list[FileResult] = []
     echoed = False
-    for result in run.results(write=True):
+    results = review.fix_interactively(run, err) if interactive else run.results(write=True)
+    for result in results:
         if smoke and result.written:
             written.append(result)
         if run.from_stdin:
             _echo_fixed(run, result)
             echoed = True
-        elif result.written:
+        elif result.written and not interactive:
             fixed = sum(1 for f in result.findings if f.fixable)
             err.print(Text(f"fixed {display_path(result.path)} ({fixed} finding{'s' if fixed != 1 else ''})"))
         _print_problems(run, result)
@@ -421,6 +481,8 @@ def fix(smoke: bool = False, workers: int = 1, **kw) -> None:
         # Excluded by name: passed through untouched.
         _write_stdout(run.stdin_bytes)
     run.summary(wrote=True)
+    if show_fixes:
+        run.show_fixes(wrote=True)
     code = EXIT_ERROR if run.counts["errors"] else EXIT_OK
     if smoke:
         code = max(code, _smoke_changed(written, err, workers=workers))

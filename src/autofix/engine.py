@@ -9,13 +9,13 @@ nothing; otherwise the file is left as it was and the result says why.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import libcst as cst
 import pathspec
 
-from autofix import indentation, notebooks, registry, unused_suppressions
+from autofix import indentation, noqa, notebooks, registry, unused_suppressions
 from autofix.analysis.program import Program
 from autofix.cache import ResultCache
 from autofix.parsing import AnalysisError, MixedIndentation, parse
@@ -95,6 +95,9 @@ class Analysis:
     new_text: str | None = None
     refused: str | None = None
     skipped: str | None = None
+    # With ``add_noqa``: for each finding (by its index in ``findings``) that no comment
+    # suppresses yet, where one would.
+    unsuppressed: list[tuple[int, noqa.Wanted]] = field(default_factory=list)
 
 
 def analyse(text: str, options: Options) -> Analysis:
@@ -115,6 +118,8 @@ def analyse(text: str, options: Options) -> Analysis:
             findings.extend(_findings(rule, outcome, program, options))
             first = first or (outcome.changes and options.fixes(rule))
         findings.extend(_unused(suppressions, findings, rules, options))
+        if options.add_noqa:
+            return Analysis(findings, unsuppressed=_unsuppressed(outcomes, program, findings))
     except RecursionError:
         raise AnalysisError("nested too deeply to be analysed") from None
     if not first or not options.build_fixes:
@@ -205,6 +210,62 @@ def _findings(rule: type[Rule], outcome: Outcome, program: Program, options: Opt
     return found
 
 
+def _unsuppressed(outcomes: dict[type[Rule], Outcome], program: Program, findings: list[Finding]) -> list[tuple[int, noqa.Wanted]]:
+    """Where an ``# autofix: ignore[CODE]`` comment would suppress each finding that none
+    suppresses yet: its first line, or the first line of its statement (as
+    :meth:`Program.suppressed` reads them). ``findings`` start with the rules' findings, one
+    per report, in the order of ``outcomes``."""
+    wanted = []
+    index = 0
+    for rule, outcome in outcomes.items():
+        for report in outcome.reports:
+            if not findings[index].suppressed:
+                lines = [findings[index].line]
+                statement = program.statement_of(report.node)
+                if statement is not None:
+                    lines.append(program.position(statement).start.line)
+                wanted.append((index, noqa.Wanted(rule.CODE, tuple(lines))))
+            index += 1
+    return wanted
+
+
+NO_PLACE = "no line of its statement can end with an `# autofix: ignore` comment (a string or a backslash continues it)"
+
+
+def with_ignore_comments(text: str, options: Options) -> Analysis:
+    """``check --add-noqa``: ``text`` with an ``# autofix: ignore[CODE]`` comment for each
+    finding (see :mod:`autofix.noqa`). The findings returned are those it acted on: suppressed
+    by the comment now written, or not, with why. Runs again on its own result (a suppressed
+    place can let a rule see another) until nothing is left to suppress."""
+    current = text
+    acted: dict[tuple[str, int, int], Finding] = {}
+    for _ in range(3):
+        analysis = analyse_as_written(current, options)
+        places = [(i, want) for i, want in analysis.unsuppressed if _place(analysis.findings[i]) not in acted]
+        if not places:
+            break
+        added = noqa.add(current, [want for _, want in places])
+        for (index, _), line in zip(places, added.placed):
+            finding = analysis.findings[index]
+            if line is None:
+                finding = replace(finding, fixable=False, reason=NO_PLACE)
+            else:
+                finding = replace(finding, fixable=False, reason=None, suppressed=True, suppressed_by=line)
+            acted[_place(finding)] = finding
+        if added.text == current:
+            break
+        current = added.text
+    return Analysis(list(acted.values()), current if current != text else None)
+
+
+def _place(finding: Finding) -> tuple[str, int, int]:
+    return finding.code, finding.line, finding.column
+
+
+def _analysed(text: str, options: Options) -> Analysis:
+    return with_ignore_comments(text, options) if options.add_noqa else analyse_as_written(text, options)
+
+
 def _suppression_line(program: Program, node: cst.CSTNode, code: str) -> int | None:
     lines = [program.position(node).start.line]
     statement = program.statement_of(node)
@@ -246,7 +307,7 @@ def analyse_as_written(text: str, options: Options) -> Analysis:
 def process_text(text: str, path: str, options: Options) -> FileResult:
     """Analyse text that is not read from a file (standard input)."""
     try:
-        analysis = analyse_as_written(text, options)
+        analysis = _analysed(text, options)
     except AnalysisError as exc:
         return FileResult(path, error=str(exc))
     except Exception as exc:  # a bug in a rule must not stop the run
@@ -276,7 +337,7 @@ def process_notebook(text: str, path: str, options: Options) -> FileResult:
     if not notebooks.is_python(notebook.data):
         return FileResult(path, skipped="not a Python notebook", notebook=True)
     try:
-        analysis = analyse_as_written(notebook.program, options)
+        analysis = _analysed(notebook.program, options)
     except AnalysisError as exc:
         where = notebook.cell_of(exc.line) if exc.line else None
         prefix = f"cell {where[0] + 1}, line {where[1]}: " if where else ""

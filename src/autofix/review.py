@@ -1,0 +1,136 @@
+"""The terminal side of ``autofix fix --interactive`` (part of the command line).
+
+For each changed file, each piece of its fix (see :mod:`autofix.interactive`) is shown, with
+the findings it fixes and its diff, and the user answers as with ``git add -p``. Answers are
+lines read from standard input: the terminal, or whatever is piped in (so a review can be
+scripted); the end of the input means quit. What was accepted in a file is verified as a whole
+file, then written atomically; a file changed on disk meanwhile is not overwritten.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from dataclasses import replace
+from typing import TYPE_CHECKING, Iterator
+
+from rich.console import Console
+from rich.text import Text
+
+from autofix import notebooks
+from autofix.diffs import display_path, unified_diff
+from autofix.interactive import Piece, Review
+from autofix.output.formats import location
+from autofix.results import FileResult
+from autofix.sourcefile import SourceError, encode, write_atomic
+
+if TYPE_CHECKING:
+    from autofix.cli import Run
+
+PROMPT = "Apply this fix? [y,n,a,d,q,?] "
+HELP = """\
+y - apply this fix
+n - skip this fix
+a - apply this fix and every later fix in this file
+d - skip this fix and every later fix in this file
+q - quit: skip this fix and all the ones after it (what was accepted in this file is written)
+? - print this help"""
+
+
+def fix_interactively(run: "Run", err: Console) -> Iterator[FileResult]:
+    """The results of ``run``, each changed file reviewed piece by piece and written with what
+    was accepted; the run's counts follow what was written."""
+    out = Console(highlight=False, soft_wrap=True)
+    quitting = False
+    for result in run.results(write=False):
+        shown = display_path(result.path)
+        if result.changed and not result.error and not quitting:
+            result, quitting = _review(result, run, out, err)
+        if result.changed and not result.written:
+            # Counted as a file to change when it arrived; it was not changed.
+            run.counts["changed"] -= 1
+            run.fixes.pop(shown, None)
+        yield result
+
+
+def _review(result: FileResult, run: "Run", out: Console, err: Console) -> tuple[FileResult, bool]:
+    """Ask about each piece of ``result``'s fix; write what was accepted. Returns the result as
+    written (or not) and whether the user quit."""
+    review = Review(result, run.options)
+    pieces = review.pieces()
+    accepted: list[Piece] = []
+    rest: str | None = None  # "a" or "d": the answer for the pieces left in this file
+    quit = False
+    for number, piece in enumerate(pieces, 1):
+        if rest is not None:
+            if rest == "a":
+                accepted.append(piece)
+            continue
+        _show(review, piece, number, len(pieces), out)
+        answer = _ask(out)
+        if answer in ("y", "a"):
+            accepted.append(piece)
+        if answer in ("a", "d"):
+            rest = answer
+        if answer == "q":
+            quit = True
+            break
+    shown = display_path(result.path)
+    if not accepted:
+        return result, quit
+    chosen = sorted(i for piece in accepted for i in piece.hunks)
+    if not review.verified(chosen):
+        err.print(Text(f"warning: {shown}: the fixes accepted do not stand together; nothing written", style="yellow"))
+        return result, quit
+    text = review.text_with(chosen)
+    try:
+        write_atomic(result.path, encode(text, result.encoding, result.bom), result.digest or "")
+    except SourceError as exc:
+        run.counts["errors"] += 1
+        return replace(result, error=str(exc)), quit
+    fixed = Counter(f.code for piece in accepted for f in piece.findings if f.fixable and not f.suppressed)
+    run.fixes[shown] = fixed
+    err.print(Text(f"fixed {shown} ({len(accepted)} of {len(pieces)} fix{'es' if len(pieces) != 1 else ''})"))
+    return replace(result, new_text=text, written=True), quit
+
+
+def _show(review: Review, piece: Piece, number: int, total: int, out: Console) -> None:
+    result = review.result
+    shown = display_path(result.path)
+    out.print()
+    out.print(Text(f"{shown}: fix {number} of {total}", style="bold"))
+    for finding in piece.findings:
+        out.print(Text(f"{location(result, finding)}: {finding.code} {finding.message}", style="yellow"))
+    after = review.text_with(piece.hunks)
+    if result.notebook:
+        diff = notebooks.cell_diffs(review.old, after, shown)
+    else:
+        diff = unified_diff(review.old, after, result.path, result.encoding, result.bom).decode(result.encoding, errors="replace")
+    for line in diff.splitlines():
+        style = ""
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        elif line.startswith("@@"):
+            style = "cyan"
+        out.print(Text(line.rstrip("\r"), style=style))
+
+
+def _ask(out: Console) -> str:
+    """One answer: a line of standard input; its end is ``q``."""
+    while True:
+        out.print(Text(PROMPT, style="bold blue"), end="")
+        line = sys.stdin.readline()
+        if not line:
+            out.print()
+            return "q"
+        answer = line.strip().lower()
+        if not sys.stdin.isatty():
+            # Answers read from a pipe are not echoed by a terminal: show what was read.
+            out.print(answer)
+        if answer in ("y", "n", "a", "d", "q"):
+            return answer
+        out.print(HELP)
