@@ -117,6 +117,8 @@ def test_code_without_a_strategy_is_left_byte_identical(text):
         return
     if "distribute." in without.replace("# tf.distribute", ""):
         return  # some other strategy spelling survived the removal
+    if ".scope()" in without:
+        return  # a strategy made elsewhere (a parameter) is known by its use: ``with s.scope():``
     assert analysis.new_text is None
 
 

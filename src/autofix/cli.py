@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Iterable, NoReturn
@@ -350,8 +351,8 @@ def _add_noqa(run: Run) -> NoReturn:
                 unplaced += 1
                 err.print(Text(f"warning: {location(result, finding)}: {finding.code} not suppressed: {finding.reason}", style="yellow"))
         files += result.written
-    comments = f"{added} `# autofix: ignore` comment{'s' if added != 1 else ''}"
-    err.print(Text(f"Added {comments} in {files} file{'s' if files != 1 else ''}.", style="bold"))
+    found = f"{added} finding{'s' if added != 1 else ''}"
+    err.print(Text(f"Suppressed {found} with `# autofix: ignore` comments in {files} file{'s' if files != 1 else ''}.", style="bold"))
     sys.exit(EXIT_ERROR if run.counts["errors"] else EXIT_FINDINGS if unplaced else EXIT_OK)
 
 
@@ -510,16 +511,32 @@ def _write_stdout(data: bytes) -> None:
 @main.command()
 def rules() -> None:
     """List the rules."""
-    from rich.table import Table
-
-    table = Table(title="autofix rules")
-    table.add_column("Code", no_wrap=True)
-    table.add_column("Name", no_wrap=True)
-    table.add_column("Fix", no_wrap=True)
-    table.add_column("Description")
-    for rule in registry.all_rules():
-        table.add_row(rule.CODE, rule.NAME, "safe" if rule.SAFE else "unsafe (--unsafe-fixes)", rule.DESCRIPTION)
-    Console(soft_wrap=False).print(table)
+    console = Console(highlight=False, soft_wrap=True)
+    # Wrapped to the terminal (80 columns when piped), never cut: each rule's line, then its
+    # description indented below it. One column is left free: a line that fills the terminal
+    # exactly makes some terminals add an empty one.
+    width = max(40, min(console.width if console.is_terminal else 80, 100)) - 1
+    listed = registry.all_rules()
+    name_width = max(len(rule.NAME) for rule in listed)
+    indent = " " * 8
+    for rule in listed:
+        fix = "safe fix" if rule.SAFE else "unsafe fix"
+        if rule.OPT_IN:
+            fix += ", opt-in"
+        head = Text()
+        head.append(f"{rule.CODE:<6}", style="bold")
+        head.append(f"  {rule.NAME:<{name_width}}  ")
+        head.append(fix, style="dim")
+        console.print(head)
+        for line in textwrap.wrap(rule.DESCRIPTION, width=width - len(indent), break_on_hyphens=False):
+            console.print(indent + line)
+    notes = (
+        "Unsafe fixes are applied only with --unsafe-fixes; an opt-in rule runs only when "
+        "--select names its code. `autofix explain CODE` says more about a rule."
+    )
+    console.print()
+    for line in textwrap.wrap(notes, width=width):
+        console.print(Text(line, style="dim"))
 
 
 @main.command()
