@@ -2,6 +2,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 # The fixture helpers live next to the tests.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -9,6 +11,58 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # change the engine or the rules in-process, which the cache's key (the tool's source files)
 # cannot see. tests/test_cache.py turns it on where it is what is tested.
 os.environ["AUTOFIX_NO_CACHE"] = "1"
+
+# --- progress while TensorFlow runs --------------------------------------------------------
+# The tests marked `tf` train scripts for real and take minutes; with -q their dots come
+# seconds or minutes apart. Each one gets a line of its own (its name as it starts, its result
+# letter after it), and a batch of scripts trained in one process says so (announce()).
+
+_config = None
+_TF_TESTS: set[str] = set()
+
+
+def pytest_configure(config):
+    global _config
+    _config = config
+
+
+def pytest_collection_finish(session):
+    _TF_TESTS.update(item.nodeid for item in session.items if item.get_closest_marker("tf"))
+
+
+def _reporter():
+    if _config is None:
+        return None
+    reporter = _config.pluginmanager.getplugin("terminalreporter")
+    # -v already prints one line per test.
+    return reporter if reporter is not None and reporter.verbosity <= 0 else None
+
+
+def pytest_runtest_logstart(nodeid, location):
+    reporter = _reporter()
+    if reporter is None or nodeid not in _TF_TESTS:
+        return
+    if reporter._tw.width_of_current_line:
+        reporter._tw.line()
+    reporter._tw.write(f"{nodeid} ", flush=True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logfinish(nodeid, location):
+    # After the terminal reporter's own, which may already have ended the line with "[ 45%]".
+    reporter = _reporter()
+    if reporter is not None and nodeid in _TF_TESTS and reporter._tw.width_of_current_line:
+        reporter._tw.line()
+
+
+def announce(message: str) -> None:
+    """Say on the terminal, while a test runs, what takes long (e.g. a batch of scripts)."""
+    reporter = _reporter()
+    if reporter is None:
+        return
+    capture = _config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        reporter._tw.write(f"[{message}] ", flush=True)
 
 BROKEN = (
     "import tensorflow as tf\n"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import announce
 from fixturecases import FIXTURES, cases
 from keras2 import to_keras2
 
@@ -47,6 +48,7 @@ def pairs(rule: str) -> list:
 def _batch(paths: tuple[str, ...], steps: int, legacy_keras: bool = False) -> dict:
     from autofix.smoke import run_many
 
+    announce(f"training {len(paths)} script{'s' if len(paths) != 1 else ''} in one TensorFlow process, Keras {2 if legacy_keras else 3}")
     reports = run_many(list(paths), replicas=REPLICAS, steps=steps, timeout=180, legacy_keras=legacy_keras)
     return dict(zip(paths, reports))
 
@@ -250,6 +252,7 @@ def _multi_worker_reports() -> dict:
             target = pair / f"{case.split('/')[1]}.py"
             target.write_text(text.replace("tf.distribute.MirroredStrategy()", "tf.distribute.MultiWorkerMirroredStrategy()"))
             jobs[(case, kind)] = target
+    announce(f"training {len(jobs)} scripts on {WORKERS} worker processes each")
     reports = run_many(list(jobs.values()), workers=WORKERS, replicas=1, steps=2, timeout=180, legacy_keras=True)
     shutil.rmtree(folder, ignore_errors=True)
     return dict(zip(jobs, reports))
