@@ -1,20 +1,27 @@
 """Benchmark: autofix against the floor (libcst's no-op codemod) and tf_upgrade_v2.
 
-    python bench/run.py [--jobs N] [--copies K] [--out DIR] [--skip-tf-upgrade]
+    python bench/run.py [--jobs N] [--out DIR] [--skip-tf-upgrade] [--realworld DIR] [--only-realworld]
 
-Builds two corpora in DIR (default bench/out, git-ignored):
+Builds these corpora in DIR (default: a new temporary folder):
 
 - tf-only: the project's fixtures and example repo copied into folders until there are at
   least 400 TensorFlow training scripts (about 1 kB each: start-up costs weigh heavily);
 - tf-real-size: 400 training scripts of about 10 kB, the size of real ones (the issue's
   reference corpus: 390 scripts, 3.9 MB), each made of a dozen fixtures one after another;
 - mixed: Python's own standard library plus a few dozen of those scripts (a typical repo in
-  which few files use tf.distribute).
+  which few files use tf.distribute);
+- realworld-x2 and realworld-py-x2, when the real-world corpus is at hand (``--realworld DIR``,
+  else ``$AUTOFIX_CORPUS``, else ``bench/realworld/files`` once ``bench/realworld/fetch.py``
+  has fetched it; the files are never part of the repository): its 178 scripts and notebooks
+  twice, the second copy with one more newline at the end of each file so that no two files
+  have the same bytes (the result cache finds entries by content); and its scripts alone
+  twice, which libcst's no-op codemod can read (it does not read notebooks).
 
 Then times, one after another on the same files with the same number of processes: ``autofix
-check`` and ``autofix diff``; ``python -m libcst.tool codemod noop.NOOPCommand`` (parse +
-print, the floor for any libcst tool); and ``tf_upgrade_v2`` on the tf-only corpus (one
-process, as it runs). Each is the median wall time of ``--repeat`` runs; peak memory is the
+check`` and ``autofix diff`` (``--no-cache``: the analysis itself); ``python -m libcst.tool
+codemod noop.NOOPCommand`` (parse + print, the floor for any libcst tool); ``tf_upgrade_v2``
+on the tf-only corpus (one process, as it runs); and, on realworld-x2, ``autofix check`` with
+the result cache cold (an empty cache folder each run) and warm (the same folder again). Each is the median wall time of ``--repeat`` runs; peak memory is the
 largest resident set of any process of the tool. Also checks that autofix's peak memory stays
 flat when the corpus grows (results are streamed, not collected). Prints a Markdown table
 (README's is made with this script).
@@ -85,6 +92,28 @@ def build_mixed_corpus(target: Path, tf_scripts: int) -> int:
     return count
 
 
+def build_realworld_corpus(source: Path, target: Path, notebooks: bool = True) -> int:
+    """The real-world files twice: ``a/`` as they are, ``b/`` each with one more trailing
+    newline (the same code, other bytes)."""
+    count = 0
+    for path in sorted(source.iterdir()):
+        if path.suffix not in ((".py", ".ipynb") if notebooks else (".py",)):
+            continue
+        for copy, extra in (("a", b""), ("b", b"\n")):
+            destination = target / copy / path.name
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            destination.write_bytes(path.read_bytes() + extra)
+            count += 1
+    return count
+
+
+def realworld_folder(given: Path | None) -> Path | None:
+    for candidate in (given, os.environ.get("AUTOFIX_CORPUS"), ROOT / "bench" / "realworld" / "files"):
+        if candidate and Path(candidate).is_dir() and any(Path(candidate).iterdir()):
+            return Path(candidate)
+    return None
+
+
 def measure(name: str, command: list[str], cwd: Path, repeat: int, clean: Path | None = None) -> tuple[float, float, float]:
     """Median wall time, peak memory and median CPU time (all processes, user + system) of
     ``repeat`` runs; ``clean`` (an output folder) is removed before each run (tf_upgrade_v2
@@ -113,9 +142,10 @@ import resource, subprocess, sys, time
 start = time.perf_counter()
 done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 seconds = time.perf_counter() - start
-# autofix check/diff exit 1 when they find something; tf_upgrade_v2 only exits 0 on success.
-allowed = (0,) if "tf_upgrade_v2" in sys.argv[1] else (0, 1)
-if done.returncode not in allowed:
+# autofix check/diff exit 1 when they find something, and 2 when a file cannot be read (real
+# code has syntax errors) after checking the others; tf_upgrade_v2 only exits 0 on success.
+allowed = (0,) if "tf_upgrade_v2" in sys.argv[1] else (0, 1, 2) if "autofix" in sys.argv[1] else (0, 1)
+if done.returncode not in allowed or (done.returncode == 2 and "Checked" not in done.stderr):
     sys.stderr.write(done.stderr[-3000:])
     sys.exit(done.returncode)
 usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -130,36 +160,36 @@ def main() -> None:
     parser.add_argument("--minimum", type=int, default=400, help="TF scripts in the tf-only corpus")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--skip-tf-upgrade", action="store_true")
+    parser.add_argument("--realworld", type=Path, default=None, help="folder of the real-world corpus")
+    parser.add_argument("--only-realworld", action="store_true", help="measure the real-world corpus only")
     args = parser.parse_args()
 
     out = args.out or Path(tempfile.mkdtemp(prefix="autofix-bench-"))
     out.mkdir(parents=True, exist_ok=True)
-    tf_corpus, mixed_corpus, big_corpus = out / "tf-only", out / "mixed", out / "tf-only-x4"
-    real_corpus = out / "tf-real-size"
-    for folder in (tf_corpus, mixed_corpus, big_corpus, real_corpus):
-        shutil.rmtree(folder, ignore_errors=True)
-    tf_files = build_tf_corpus(tf_corpus, args.minimum)
-    real_files = build_real_size_corpus(real_corpus, args.minimum)
-    big_files = build_tf_corpus(big_corpus, 4 * args.minimum)
-    mixed_files = build_mixed_corpus(mixed_corpus, 40)
-    size = lambda folder: sum(p.stat().st_size for p in folder.rglob("*.py")) / 1e6  # noqa: E731
-
     bin_dir = Path(sys.executable).parent
-    autofix = [str(bin_dir / "autofix")]
     jobs = str(args.jobs)
+    autofix = [str(bin_dir / "autofix")]
+    check = [*autofix, "check", "--isolated", "--no-cache", "-j", jobs]
+    diff = [*autofix, "diff", "--isolated", "--no-cache", "-j", jobs]
     noop = [sys.executable, "-m", "libcst.tool", "codemod", "noop.NOOPCommand", "--no-format", "--hide-progress", "-j", jobs]
     rows = []
+    walls: dict[tuple[str, str], float] = {}
     cpus: dict[tuple[str, str], float] = {}
+    sizes: dict[str, float] = {}
 
     def run(label: str, corpus: Path, files: int, command: list[str], clean: Path | None = None) -> float:
         seconds, peak, cpu = measure(label, command, corpus.parent, args.repeat, clean)
         rows.append((label, corpus.name, files, seconds, files / seconds, peak, cpu))
+        walls[(label, corpus.name)] = seconds
         cpus[(label, corpus.name)] = cpu
+        sizes[corpus.name] = sum(p.stat().st_size for p in corpus.rglob("*") if p.is_file()) / 1e6
         return seconds
 
-    floor_tf = run("libcst no-op codemod", tf_corpus, tf_files, [*noop, tf_corpus.name])
-    check_tf = run("autofix check", tf_corpus, tf_files, [*autofix, "check", "--isolated", "-j", jobs, tf_corpus.name])
-    diff_tf = run("autofix diff", tf_corpus, tf_files, [*autofix, "diff", "--isolated", "-j", jobs, tf_corpus.name])
+    def fresh(name: str) -> Path:
+        folder = out / name
+        shutil.rmtree(folder, ignore_errors=True)
+        return folder
+
     upgrade = shutil.which("tf_upgrade_v2", path=str(bin_dir)) or shutil.which("tf_upgrade_v2")
 
     def run_upgrade(corpus: Path, files: int) -> float | None:
@@ -176,45 +206,67 @@ def main() -> None:
         shutil.rmtree(outtree, ignore_errors=True)
         return seconds
 
-    upgrade_tf = run_upgrade(tf_corpus, tf_files)
-    floor_real = run("libcst no-op codemod", real_corpus, real_files, [*noop, real_corpus.name])
-    check_real = run("autofix check", real_corpus, real_files, [*autofix, "check", "--isolated", "-j", jobs, real_corpus.name])
-    diff_real = run("autofix diff", real_corpus, real_files, [*autofix, "diff", "--isolated", "-j", jobs, real_corpus.name])
-    upgrade_real = run_upgrade(real_corpus, real_files)
-    floor_mixed = run("libcst no-op codemod", mixed_corpus, mixed_files, [*noop, mixed_corpus.name])
-    check_mixed = run("autofix check", mixed_corpus, mixed_files, [*autofix, "check", "--isolated", "-j", jobs, mixed_corpus.name])
-    run("autofix diff", mixed_corpus, mixed_files, [*autofix, "diff", "--isolated", "-j", jobs, mixed_corpus.name])
-    run("autofix check", big_corpus, big_files, [*autofix, "check", "--isolated", "-j", jobs, big_corpus.name])
+    if not args.only_realworld:
+        tf_corpus, real_corpus, mixed_corpus, big_corpus = (fresh(n) for n in ("tf-only", "tf-real-size", "mixed", "tf-only-x4"))
+        tf_files = build_tf_corpus(tf_corpus, args.minimum)
+        real_files = build_real_size_corpus(real_corpus, args.minimum)
+        big_files = build_tf_corpus(big_corpus, 4 * args.minimum)
+        mixed_files = build_mixed_corpus(mixed_corpus, 40)
+        for corpus, files in ((tf_corpus, tf_files), (real_corpus, real_files)):
+            run("libcst no-op codemod", corpus, files, [*noop, corpus.name])
+            run("autofix check", corpus, files, [*check, corpus.name])
+            run("autofix diff", corpus, files, [*diff, corpus.name])
+            run_upgrade(corpus, files)
+        run("libcst no-op codemod", mixed_corpus, mixed_files, [*noop, mixed_corpus.name])
+        run("autofix check", mixed_corpus, mixed_files, [*check, mixed_corpus.name])
+        run("autofix diff", mixed_corpus, mixed_files, [*diff, mixed_corpus.name])
+        run("autofix check", big_corpus, big_files, [*check, big_corpus.name])
 
-    print(
-        f"jobs={jobs}, median of {args.repeat} runs; tf-only {size(tf_corpus):.1f} MB, "
-        f"tf-real-size {size(real_corpus):.1f} MB, mixed {size(mixed_corpus):.1f} MB\n"
-    )
+    source = realworld_folder(args.realworld)
+    if source is not None:
+        both, scripts = fresh("realworld-x2"), fresh("realworld-py-x2")
+        both_files = build_realworld_corpus(source, both)
+        script_files = build_realworld_corpus(source, scripts, notebooks=False)
+        run("libcst no-op codemod", scripts, script_files, [*noop, scripts.name])
+        run("autofix check", scripts, script_files, [*check, scripts.name])
+        run("autofix diff", scripts, script_files, [*diff, scripts.name])
+        cached = [*autofix, "check", "--isolated", "-j", jobs]
+        cold_cache = out / "cache-cold"
+        run("autofix check, cache cold", both, both_files, [*cached, "--cache-dir", str(cold_cache), both.name], clean=cold_cache)
+        warm_cache = fresh("cache-warm")
+        subprocess.run([*cached, "--cache-dir", str(warm_cache), both.name], cwd=out, capture_output=True)
+        run("autofix check, cache warm", both, both_files, [*cached, "--cache-dir", str(warm_cache), both.name])
+
+    print(f"jobs={jobs}, median of {args.repeat} runs; " + ", ".join(f"{name} {mb:.1f} MB" for name, mb in sizes.items()) + "\n")
     print("| tool | corpus | files | wall s | files/s | CPU s | peak MiB |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for label, corpus, files, seconds, rate, peak, cpu in rows:
         print(f"| {label} | {corpus} | {files} | {seconds:.2f} | {rate:.0f} | {cpu:.2f} | {peak:.0f} |")
     print()
-    noop_cpu = cpus[("libcst no-op codemod", "tf-only")]
-    print(
-        f"- tf-only: autofix check / no-op = {check_tf / floor_tf:.2f}x wall, "
-        f"{cpus[('autofix check', 'tf-only')] / noop_cpu:.2f}x CPU (target <= 1.0x); diff / no-op = {diff_tf / floor_tf:.2f}x"
+    print("| ratio | wall | CPU | target |")
+    print("| --- | ---: | ---: | ---: |")
+
+    def ratio(what: str, a: tuple[str, str], b: tuple[str, str], target: str = "") -> None:
+        if a in walls and b in walls:
+            print(f"| {what} | {walls[a] / walls[b]:.2f}x | {cpus[a] / cpus[b]:.2f}x | {target} |")
+
+    floor = "libcst no-op codemod"
+    for corpus, target in (("tf-only", "<= 1.0x"), ("tf-real-size", ""), ("realworld-py-x2", "")):
+        ratio(f"{corpus}: `check` / no-op codemod", ("autofix check", corpus), (floor, corpus), target)
+    for corpus in ("tf-only", "tf-real-size", "realworld-py-x2"):
+        ratio(f"{corpus}: `diff` / no-op codemod", ("autofix diff", corpus), (floor, corpus), "<= 1.5x")
+    for corpus in ("tf-only", "tf-real-size"):
+        ratio(f"{corpus}: `tf_upgrade_v2` / `check` (times faster)", ("tf_upgrade_v2 (1 process)", corpus), ("autofix check", corpus), ">= 3x")
+    ratio("mixed: no-op codemod / `check` (times faster)", (floor, "mixed"), ("autofix check", "mixed"), ">= 5x")
+    ratio(
+        "realworld-x2: cache cold / warm (times faster)",
+        ("autofix check, cache cold", "realworld-x2"),
+        ("autofix check, cache warm", "realworld-x2"),
+        ">= 10x",
     )
-    real_cpu = cpus[("libcst no-op codemod", "tf-real-size")]
-    print(
-        f"- tf-real-size: autofix check / no-op = {check_real / floor_real:.2f}x wall, "
-        f"{cpus[('autofix check', 'tf-real-size')] / real_cpu:.2f}x CPU; diff / no-op = {diff_real / floor_real:.2f}x"
-    )
-    if upgrade_tf:
-        print(f"- tf-only: tf_upgrade_v2 / autofix check = {upgrade_tf / check_tf:.1f}x faster (target >= 3x)")
-    if upgrade_real:
-        print(f"- tf-real-size: tf_upgrade_v2 / autofix check = {upgrade_real / check_real:.1f}x faster (target >= 3x)")
-    print(f"- mixed: no-op / autofix check = {floor_mixed / check_mixed:.1f}x faster (target >= 5x)")
     peaks = {corpus: peak for label, corpus, _f, _s, _r, peak, _c in rows if label == "autofix check"}
-    print(
-        f"- memory: autofix check peak {peaks.get('tf-only', 0):.0f} MiB on {tf_files} files, "
-        f"{peaks.get('tf-only-x4', 0):.0f} MiB on {big_files} files"
-    )
+    if "tf-only" in peaks and "tf-only-x4" in peaks:
+        print(f"\npeak memory of `check`: {peaks['tf-only']:.0f} MiB on tf-only, {peaks['tf-only-x4']:.0f} MiB on tf-only-x4 (flat)")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The result cache: a warm run answers what a cold run answers, analysing only what changed.
 
 Every test compares the cached answer with the same command run with ``--no-cache``; files
-analysed are counted by wrapping the engine's parser (``-j 1`` runs it in this process).
+analysed are counted by wrapping the engine (``-j 1`` runs it in this process).
 """
 
 from __future__ import annotations
@@ -50,15 +50,13 @@ def cached(monkeypatch):
     monkeypatch.delenv(cache.ENV_OFF, raising=False)
     monkeypatch.delenv(cache.ENV_DIR, raising=False)
     analysed: list[int] = []
-    real = engine.parse
+    real = engine.analyse_as_written
 
-    def counting(text):
+    def counting(text, options):
         analysed.append(1)
-        return real(text)
+        return real(text, options)
 
-    # What `check` parses, it analyses (once per file; files the prefilter passes over are
-    # not parsed).
-    monkeypatch.setattr(engine, "parse", counting)
+    monkeypatch.setattr(engine, "analyse_as_written", counting)
     return analysed
 
 
@@ -89,7 +87,7 @@ def analysed_by(counter: list[int], *args: str):
 def test_a_warm_check_answers_as_a_cold_one_without_analysing(repo, cached):
     cold, first = analysed_by(cached, "check", ".")
     warm, second = analysed_by(cached, "check", ".")
-    assert first == 6  # every file that uses tf.distribute (unrelated.py is passed over)
+    assert first == 7
     assert second == 0
     assert warm == cold == run("check", "--no-cache", ".")
     assert cold[0] == 2  # the syntax error is an answer too, and cached
@@ -174,13 +172,13 @@ def test_a_cache_that_cannot_be_made_is_a_warning_not_a_failure(repo, cached):
 
 
 def entries(folder: Path) -> list[Path]:
-    return sorted(folder.rglob("*.json"))
+    return sorted(p for p in folder.rglob("*.json") if p.name != "rules.json")
 
 
 def test_torn_or_foreign_entries_are_misses(repo, cached):
     expected = run("check", ".")
     files = entries(repo / cache.DEFAULT_NAME)
-    assert len(files) == 6
+    assert len(files) == 7  # every file, unrelated.py too
     # Half an entry, an empty one, another file's entry, an entry that is not JSON.
     files[0].write_bytes(files[0].read_bytes()[:40])
     files[1].write_bytes(b"")
@@ -228,7 +226,7 @@ def test_a_new_version_of_the_tool_does_not_read_the_old_ones_entries(repo, cach
         warm, count = analysed_by(cached, "check", ".")
     finally:
         cache.tool_fingerprint.cache_clear()
-    assert count == 6 and warm == run("check", "--no-cache", ".")
+    assert count == 7 and warm == run("check", "--no-cache", ".")
 
 
 def test_the_fingerprint_covers_the_sources_of_the_package_and_its_rules(tmp_path, monkeypatch):
@@ -329,3 +327,22 @@ def test_a_rule_that_reads_other_files_turns_the_cache_off_for_its_files(monkeyp
         assert cache.ResultCache.usable(Options(select=("TFD001",)))
     finally:
         engine._rules.cache_clear()
+
+
+def test_a_warm_run_does_not_load_the_engine(repo, monkeypatch):
+    """What makes a warm run fast: no file is analysed, so neither the rules nor libcst are
+    imported (the cache folder records what the rules are)."""
+    monkeypatch.delenv(cache.ENV_OFF, raising=False)
+    env = {k: v for k, v in os.environ.items() if k != cache.ENV_OFF}
+    probe = (
+        "import sys, atexit\n"
+        "atexit.register(lambda: print('loaded:', sorted(m for m in ('libcst', 'autofix.engine', 'autofix.rule') if m in sys.modules), file=sys.stderr))\n"
+        "from autofix.cli import main\n"
+        "main(['check', '-j', '2', '.'])\n"
+    )
+    cold = subprocess.run([sys.executable, "-c", probe], cwd=repo, capture_output=True, text=True, env=env)
+    # (The first run imports the rules to record them.)
+    assert "'libcst']" in cold.stderr
+    warm = subprocess.run([sys.executable, "-c", probe], cwd=repo, capture_output=True, text=True, env=env)
+    assert "loaded: []" in warm.stderr
+    assert (warm.returncode, warm.stdout) == (cold.returncode, cold.stdout)

@@ -38,11 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from autofix import __version__
+from autofix import __version__, registry
 from autofix.results import FileResult, Finding
+from autofix.sourcefile import Source, SourceError, read_source
 
 if TYPE_CHECKING:
-    from autofix.engine import Options
+    from autofix.options import Options
 
 DEFAULT_NAME = ".autofix_cache"
 ENV_DIR = "AUTOFIX_CACHE_DIR"
@@ -150,7 +151,23 @@ class ResultCache:
     def usable(options: "Options") -> bool:
         """Whether results under ``options`` may be cached: not when a rule that runs reads
         other files (their content is not in the key), nor for ``--add-noqa``."""
-        return not options.add_noqa and not any(rule.CROSS_FILE for rule in options.rules())
+        return not options.add_noqa and not any(rule.CROSS_FILE for rule in options.rule_infos())
+
+    def known_rules(self) -> tuple[registry.RuleInfo, ...]:
+        """Every rule of this autofix, described: recorded in the cache folder by the first
+        run, so that later runs need not import the rules (and libcst) to know them."""
+        path = os.path.join(self.directory, "rules.json")
+        try:
+            with open(path, "rb") as fh:
+                return tuple(registry.RuleInfo(**item) for item in json.loads(fh.read()))
+        except (OSError, ValueError, TypeError):
+            pass
+        found = registry.infos()
+        try:
+            _write_atomic(self.directory, path, json.dumps([info.as_json() for info in found]).encode())
+        except OSError:
+            pass
+        return found
 
     def key(self, digest: str, options: "Options", notebook: bool) -> str:
         """The entry for a file whose bytes have ``digest``, analysed with ``options`` (its
@@ -159,12 +176,37 @@ class ResultCache:
             self.fingerprint,
             digest,
             notebook,
-            [rule.CODE for rule in options.rules()],
+            [rule.CODE for rule in options.rule_infos()],
             options.unsafe_fixes,
             options.unused_suppressions,
             options.build_fixes,
         ]
         return hashlib.blake2b(json.dumps(question).encode(), digest_size=20).hexdigest()
+
+    def find(self, source: Source, path: str, options: "Options", write: bool) -> tuple[str | None, FileResult | None]:
+        """The key under which the result for ``path`` (read as ``source``, its per-file
+        ignores folded into ``options``) is kept, None when it is not cached; and the result
+        kept there when it may be used. Text that ``write`` would write is never taken from
+        the cache: a kept result with a fix is then a miss."""
+        # Files the prefilter passes over are cached too: a warm run then never loads the
+        # engine.
+        if not self.usable(options):
+            return None, None
+        key = self.key(source.digest, options, path.lower().endswith(".ipynb"))
+        result = self.get(key, path, source.text)
+        if result is not None and result.changed and (write or not self.fixes):
+            result = None
+        return key, result
+
+    def lookup(self, path: str, options: "Options", write: bool = False) -> FileResult | None:
+        """The result for ``path`` from the cache, ready to hand out; None on a miss (or
+        when the file cannot be read: the engine says why)."""
+        try:
+            source = read_source(path)
+        except (SourceError, OSError):
+            return None
+        _, result = self.find(source, path, options.for_path(path), write)
+        return None if result is None else result.settled(source.encoding, source.bom, source.digest)
 
     def _path(self, key: str) -> str:
         return os.path.join(self.directory, key + ".json")

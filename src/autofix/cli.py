@@ -10,6 +10,7 @@ Exit codes (the same for every command; see README "Exit codes"):
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import textwrap
@@ -21,20 +22,19 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from autofix import __version__, cache, config, notebooks, registry, review
+from autofix import __version__, cache, config, registry
 from autofix.diffs import display_path, unified_diff
 from autofix.discovery import DEFAULT_INCLUDE, Discovery
-from autofix.engine import Options, process_text
 from autofix.exitcodes import ERROR as EXIT_ERROR
 from autofix.exitcodes import FINDINGS as EXIT_FINDINGS
 from autofix.exitcodes import OK as EXIT_OK
+from autofix.options import Options
 from autofix.output import FORMATS
 from autofix.output.formats import finding_note, location
 from autofix.output.statistics import Statistics
 from autofix.results import FileResult
 from autofix.runner import Runner
 from autofix.sourcefile import SourceError, decode, encode
-from autofix.unused_suppressions import UnusedSuppression
 
 FORMATS_WITH_FIXES = frozenset({"json", "sarif", "suggestions"})
 # Below this many files a progress bar only flickers.
@@ -94,10 +94,8 @@ class Run:
     writing: bool = False
     # Standard input as read, for `fix -` to echo when it changes nothing.
     stdin_bytes: bytes = b""
-    # The result cache's folder; None with --no-cache.
-    cache_dir: str | None = None
-    # Whether fixed text may come from the cache (not when it is written: `fix`).
-    cached_fixes: bool = True
+    # The result cache; None with --no-cache (and for standard input).
+    cache: cache.ResultCache | None = None
 
     @classmethod
     def from_args(cls, kw: dict) -> "Run":
@@ -107,13 +105,19 @@ class Run:
         except config.ConfigError as exc:
             raise ConfigProblem(str(exc)) from None
         # A command-line option replaces the [tool.autofix] key it corresponds to.
+        options = settings.options(
+            select=_codes(kw["select"]) or None,
+            ignore=_codes(kw["ignore"]) if kw["ignore"] is not None else None,
+            unsafe_fixes=kw["unsafe_fixes"],
+        )
+        results_cache = None
+        if paths != ("-",) and not (kw["no_cache"] or cache.disabled_by_environment()):
+            results_cache = _open_cache(kw["cache_dir"] or cache.default_directory(settings.root))
+        if results_cache is not None:
+            # What the rules are, as this autofix recorded it: no need to import them.
+            options = replace(options, known_rules=results_cache.known_rules())
         try:
-            options = settings.options(
-                select=_codes(kw["select"]) or None,
-                ignore=_codes(kw["ignore"]) if kw["ignore"] is not None else None,
-                unsafe_fixes=kw["unsafe_fixes"],
-            )
-            options.rules()
+            options.rule_infos()
         except registry.UnknownRule as exc:
             raise click.UsageError(f"unknown rule code {exc.args[0]!r}; see `autofix rules`") from None
         discovery = settings.discovery(
@@ -122,9 +126,7 @@ class Run:
             respect_gitignore=False if kw["no_gitignore"] else None,
             force_exclude=True if kw["force_exclude"] else None,
         )
-        no_cache = kw["no_cache"] or cache.disabled_by_environment()
-        cache_dir = None if no_cache else (kw["cache_dir"] or cache.default_directory(settings.root))
-        return cls(paths, options, discovery, kw["jobs"], kw["stdin_filename"], cache_dir=cache_dir)
+        return cls(paths, options, discovery, kw["jobs"], kw["stdin_filename"], cache=results_cache)
 
     @property
     def from_stdin(self) -> bool:
@@ -146,7 +148,7 @@ class Run:
             self.count(result)
             yield result
         jobs = min(self.jobs or os.cpu_count() or 1, max(1, len(files)))
-        with Runner(self.options, jobs, self._cache() if files else None) as runner:
+        with Runner(self.options, jobs, self.cache if files else None) as runner:
             stream = runner.process(files, write)
             if len(files) >= PROGRESS_MIN_FILES and err.is_terminal:
                 yield from self._with_progress(stream, len(files))
@@ -154,15 +156,6 @@ class Run:
                 for result in stream:
                     self.count(result)
                     yield result
-
-    def _cache(self) -> cache.ResultCache | None:
-        if self.cache_dir is None:
-            return None
-        try:
-            return cache.ResultCache.open(self.cache_dir, fixes=self.cached_fixes)
-        except cache.CacheUnavailable as exc:
-            err.print(Text(f"warning: result cache not used: {exc}", style="yellow"))
-            return None
 
     def _with_progress(self, stream: Iterable[FileResult], total: int) -> Iterable[FileResult]:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -196,6 +189,8 @@ class Run:
         else:
             # Per-file ignores apply to the name the code is reported under.
             options = self.options.for_path(self.stdin_filename) if self.stdin_filename else self.options
+            from autofix.engine import process_text
+
             result = replace(process_text(source.text, name, options), encoding=source.encoding, bom=source.bom)
         self.count(result)
         return result
@@ -252,12 +247,20 @@ class Run:
         if not total:
             err.print("No findings fixed." if wrote else "No fixable findings.")
             return
-        names = {rule.CODE: rule.NAME for rule in registry.all_rules()}
+        names = {rule.CODE: rule.NAME for rule in self.options.known_rules or registry.infos()}
         lines = [f"{'Fixed' if wrote else 'Would fix'} {total} finding{'s' if total != 1 else ''}:"]
         for path, codes in self.fixes.items():
             lines.append(f"- {path}:")
             lines.extend(f"    {n} × {code} ({names.get(code, '')})" for code, n in sorted(codes.items()))
         err.print(Text("\n".join(lines)))
+
+
+def _open_cache(directory: str) -> cache.ResultCache | None:
+    try:
+        return cache.ResultCache.open(directory)
+    except cache.CacheUnavailable as exc:
+        err.print(Text(f"warning: result cache not used: {exc}", style="yellow"))
+        return None
 
 
 def _path_order(path: str) -> list[str]:
@@ -290,7 +293,23 @@ def _print_problems(run: Run, result: FileResult) -> None:
         err.print(Text(f"{display_path(result.path)}: skipped: {result.skipped}", style="dim"))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The commands; `smoke` (the harness, its modules) is loaded only when it is used, so
+    that `check` on a warm cache starts fast."""
+
+    LAZY = {"smoke": ("autofix.smoke.command", "smoke")}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.LAZY})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.LAZY and name not in self.commands:
+            module, attribute = self.LAZY[name]
+            self.add_command(getattr(importlib.import_module(module), attribute), name)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="autofix")
 def main() -> None:
     """Find and fix tf.distribute strategy misuse in Keras training scripts."""
@@ -427,6 +446,8 @@ def diff(cells: bool, show_fixes: bool, **kw) -> None:
     run = Run.from_args(kw)
     for result in run.results():
         if result.changed and result.notebook and cells:
+            from autofix import notebooks
+
             shown = notebooks.cell_diffs(result.old_text or "", result.new_text or "", display_path(result.path))
             _print_diff(shown.encode("utf-8"))
         elif result.changed:
@@ -459,14 +480,21 @@ def fix(interactive: bool = False, show_fixes: bool = False, smoke: bool = False
     With --smoke, exit 1 when a fixed script fails its smoke test (2 when the harness fails).
     """
     run = Run.from_args(kw)
-    run.cached_fixes = False
+    if run.cache is not None:
+        # What fix writes, it computes: fixed text is never taken from the cache.
+        run.cache = replace(run.cache, fixes=False)
     if smoke and run.from_stdin:
         raise click.UsageError("--smoke needs files to run, not standard input")
     if interactive and run.from_stdin:
         raise click.UsageError("--interactive reads its answers from standard input: give files, not '-'")
     written: list[FileResult] = []
     echoed = False
-    results = review.fix_interactively(run, err) if interactive else run.results(write=True)
+    if interactive:
+        from autofix import review
+
+        results = review.fix_interactively(run, err)
+    else:
+        results = run.results(write=True)
     for result in results:
         if smoke and result.written:
             written.append(result)
@@ -486,7 +514,9 @@ def fix(interactive: bool = False, show_fixes: bool = False, smoke: bool = False
         run.show_fixes(wrote=True)
     code = EXIT_ERROR if run.counts["errors"] else EXIT_OK
     if smoke:
-        code = max(code, _smoke_changed(written, err, workers=workers))
+        from autofix.smoke.command import smoke_changed
+
+        code = max(code, smoke_changed(written, err, workers=workers))
     sys.exit(code)
 
 
@@ -543,6 +573,8 @@ def rules() -> None:
 @click.argument("code")
 def explain(code: str) -> None:
     """Explain a rule: what it finds, why, and what its fix looks like."""
+    from autofix.unused_suppressions import UnusedSuppression
+
     try:
         rule = registry.rule_by_code(code)
     except registry.UnknownRule:
@@ -561,13 +593,6 @@ def explain(code: str) -> None:
 
 def _indent(text: str) -> str:
     return "".join("    " + line if line.strip() else line for line in text.splitlines(keepends=True))
-
-
-# The smoke test lives in its own package; `fix --smoke` and `smoke` only call into it.
-from autofix.smoke.command import smoke as _smoke_command  # noqa: E402
-from autofix.smoke.command import smoke_changed as _smoke_changed
-
-main.add_command(_smoke_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 from autofix import registry
 from autofix.discovery import DEFAULT_INCLUDE, Discovery
-from autofix.engine import Options
+from autofix.options import Options
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -8,16 +8,15 @@ nothing; otherwise the file is left as it was and the result says why.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 
 import libcst as cst
-import pathspec
 
-from autofix import indentation, noqa, notebooks, registry, unused_suppressions
+from autofix import indentation, noqa, notebooks, unused_suppressions
 from autofix.analysis.program import Program
 from autofix.cache import ResultCache
+from autofix.options import Options, _rules  # noqa: F401  (re-exported: the engine's options)
+from autofix.prefilter import NOT_USED, PREFILTER, PREFILTER_SCOPE, might_need_analysis  # noqa: F401
 from autofix.parsing import AnalysisError, MixedIndentation, parse
 from autofix.results import FileResult, Finding
 from autofix.rule import NO_FIX, Outcome, Rule
@@ -26,67 +25,6 @@ from autofix.suppressions import Suppressions
 from autofix.suppressions import parse as parse_suppressions
 
 
-@dataclass(frozen=True)
-class Options:
-    select: tuple[str, ...] | None = None
-    ignore: tuple[str, ...] = ()
-    unsafe_fixes: bool = False
-    # ``(glob, codes)`` pairs: rules not run on files matching the glob (gitignore-style,
-    # relative to ``root``, the directory of the configuration that set them).
-    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    root: str | None = None
-    # Report ``# autofix: ignore`` comments that suppress nothing (as TFD100 findings).
-    unused_suppressions: bool = False
-    # Compute the fixed text. ``check`` in a format that shows no fix skips it (and the
-    # second pass that verifies it): whether a fix exists is known without building it.
-    build_fixes: bool = True
-    # ``check --add-noqa``: the result's new text is the file with an ``# autofix: ignore``
-    # comment for each finding, instead of its fix.
-    add_noqa: bool = False
-
-    def rules(self) -> tuple[type[Rule], ...]:
-        return _rules(self.select, self.ignore)
-
-    def fixes(self, rule: type[Rule]) -> bool:
-        return rule.SAFE or self.unsafe_fixes
-
-    def for_path(self, path: str) -> "Options":
-        """These options with the per-file ignores that apply to ``path`` folded in."""
-        if not self.per_file_ignores:
-            return self
-        relative = os.path.relpath(os.path.abspath(path), self.root or os.getcwd()).replace(os.sep, "/")
-        extra = [code for pattern, codes in self.per_file_ignores if _matches(pattern, relative) for code in codes]
-        if not extra:
-            return self
-        return replace(self, ignore=tuple(dict.fromkeys((*self.ignore, *extra))), per_file_ignores=())
-
-
-@lru_cache(maxsize=256)
-def _matches(pattern: str, relative: str) -> bool:
-    return pathspec.GitIgnoreSpec.from_lines([pattern]).match_file(relative)
-
-
-@lru_cache(maxsize=None)
-def _rules(select, ignore) -> tuple[type[Rule], ...]:
-    return registry.select(select, ignore)
-
-
-# Every rule needs a tf.distribute strategy, and every way of naming one (``tf.distribute.X``,
-# ``from tensorflow.distribute import X``, ``tensorflow.python.distribute``...) spells this
-# word, or the strategy is made elsewhere and used here as ``with strategy.scope():``; so a
-# file with neither has nothing to find. This is checked on every fixture and on generated
-# variants (tests/test_prefilter.py).
-PREFILTER = "distribute"
-# A strategy made in another module is known by its use: ``with strategy.scope():``.
-PREFILTER_SCOPE = ".scope()"
-
-
-def might_need_analysis(text: str) -> bool:
-    return PREFILTER in text or PREFILTER_SCOPE in text
-
-
-# Why a file the prefilter passes over is not analysed.
-NOT_USED = "it does not use tf.distribute"
 
 
 @dataclass
@@ -382,23 +320,14 @@ def process_path(path: str, options: Options, write: bool = False, cache: Result
         return FileResult(path, error=_internal(exc))
     notebook = path.lower().endswith(".ipynb")
     options = options.for_path(path)
-    result = None
-    key = None
-    # A file the prefilter passes over costs less to look at than its cache entry.
-    if cache is not None and might_need_analysis(source.text) and cache.usable(options):
-        key = cache.key(source.digest, options, notebook)
-        result = cache.get(key, path, source.text)
-        if result is not None and result.changed and (write or not cache.fixes):
-            # Text that is written is text this run computed.
-            result = None
+    key, result = cache.find(source, path, options, write) if cache is not None else (None, None)
     if result is None:
         result = process_notebook(source.text, path, options) if notebook else process_text(source.text, path, options)
         if key is not None and not (result.error or "").startswith(INTERNAL):
             cache.put(key, result)
+    result = result.settled(source.encoding, source.bom, source.digest)
     if not result.changed:
-        # Unchanged files keep no text: results stay small however many files there are.
-        return replace(result, old_text=None, new_text=None)
-    result = replace(result, encoding=source.encoding, bom=source.bom, digest=source.digest)
+        return result
     if write:
         try:
             write_atomic(path, source.encode(result.new_text), source.digest)

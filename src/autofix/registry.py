@@ -2,6 +2,8 @@
 ``autofix.codemods`` (the repository's ``codemods/`` folder).
 
 The engine never names a rule. Adding a rule is adding a module to ``codemods/``.
+
+Importing this module does not import the rules (nor libcst): :func:`all_rules` does.
 """
 
 from __future__ import annotations
@@ -11,18 +13,49 @@ import importlib
 import inspect
 import pkgutil
 import sys
+from dataclasses import asdict, dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING, Sequence, TypeVar
 
-from autofix.rule import Rule
+if TYPE_CHECKING:
+    from autofix.rule import Rule
+
+R = TypeVar("R")
 
 
 class UnknownRule(ValueError):
     pass
 
 
+@dataclass(frozen=True)
+class RuleInfo:
+    """What is known of a rule without importing it (spelled as the rule's class attributes,
+    so that :func:`select` takes either)."""
+
+    CODE: str
+    NAME: str
+    SAFE: bool
+    OPT_IN: bool
+    CROSS_FILE: bool
+
+    @classmethod
+    def of(cls, rule: type) -> "RuleInfo":
+        return cls(rule.CODE, rule.NAME, rule.SAFE, rule.OPT_IN, rule.CROSS_FILE)
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+
+def infos() -> tuple[RuleInfo, ...]:
+    """Every rule, described, in the order they run (imports them)."""
+    return tuple(RuleInfo.of(rule) for rule in all_rules())
+
+
 @lru_cache(maxsize=None)
 def all_rules() -> tuple[type[Rule], ...]:
     """Every rule, in the order they run (``codemods.ORDER``, then by code)."""
+    from autofix.rule import Rule
+
     package = importlib.import_module("autofix.codemods")
     found: dict[str, type[Rule]] = {}
     for info in pkgutil.iter_modules(package.__path__):
@@ -44,11 +77,12 @@ def rule_by_code(code: str) -> type[Rule]:
     raise UnknownRule(code)
 
 
-def select(select: tuple[str, ...] | None, ignore: tuple[str, ...] = ()) -> tuple[type[Rule], ...]:
-    """The rules to run. Codes may be prefixes (``TFD00``) or ``ALL``; unknown ones raise. An
-    opt-in rule (TFD005) runs only when its own code is selected: no prefix, ``ALL`` or
-    default selection includes it."""
-    rules = all_rules()
+def select(select: tuple[str, ...] | None, ignore: tuple[str, ...] = (), among: Sequence[R] | None = None) -> tuple[R, ...]:
+    """The rules to run, among ``among`` (rule classes or :class:`RuleInfo`; default: every
+    rule class). Codes may be prefixes (``TFD00``) or ``ALL``; unknown ones raise. An opt-in
+    rule (TFD005) runs only when its own code is selected: no prefix, ``ALL`` or default
+    selection includes it."""
+    rules = all_rules() if among is None else among
     codes = [r.CODE for r in rules]
     regular = {r.CODE for r in rules if not r.OPT_IN}
 

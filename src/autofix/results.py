@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -68,3 +68,10 @@ class FileResult:
     @property
     def changed(self) -> bool:
         return self.new_text is not None and self.new_text != self.old_text
+
+    def settled(self, encoding: str, bom: bool, digest: str) -> "FileResult":
+        """The result as it is handed out: an unchanged file keeps no text (results stay
+        small however many files there are); a changed one says how its bytes are written."""
+        if not self.changed:
+            return replace(self, old_text=None, new_text=None)
+        return replace(self, encoding=encoding, bom=bom, digest=digest)

@@ -23,7 +23,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Iterable, Iterator
 
 from autofix.cache import ResultCache
-from autofix.engine import Options, process_path
+from autofix.options import Options
 from autofix.results import FileResult
 
 # Files handed to a worker before it has finished the first: it never waits for the main
@@ -47,8 +47,20 @@ def collector_paused() -> Iterator[None]:
         gc.enable()
 
 
+def process_path(path: str, options: Options, write: bool, cache: ResultCache | None = None) -> FileResult:
+    """The engine's :func:`~autofix.engine.process_path`. The engine (the rules, libcst) is
+    imported on the first file the cache does not answer: a warm run never loads it."""
+    from autofix.engine import process_path as analyse_path
+
+    return analyse_path(path, options, write, cache)
+
+
 def process_one(path: str, options: Options, write: bool, cache: ResultCache | None = None) -> FileResult:
     with collector_paused():
+        if cache is not None:
+            found = cache.lookup(path, options, write)
+            if found is not None:
+                return found
         return process_path(path, options, write, cache)
 
 
@@ -65,6 +77,9 @@ class Runner:
         self._pool: _Pool | None = None
 
     def __enter__(self) -> "Runner":
+        if self.cache is None:
+            # Every file will be analysed: load the engine once, before the workers fork.
+            import autofix.engine  # noqa: F401
         if self.jobs > 1:
             # What is loaded now (modules, rules) stays for the workers' lifetime: keep it
             # out of the collector's way, and the forked pages shared.

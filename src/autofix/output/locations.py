@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from autofix import notebooks
 from autofix.results import FileResult, Finding
 from autofix.sourcefile import SourceError, read_source
 
@@ -51,6 +50,8 @@ def notebook_positions(result: FileResult) -> Positions | None:
             text = read_source(result.path).text
         except (SourceError, OSError):
             return None
+    from autofix import notebooks
+
     return notebooks.file_positions(text)
 
 
