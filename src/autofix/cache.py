@@ -20,9 +20,12 @@ judged at its call site), which tests/test_cache.py checks by running every fixt
 reads forbidden. A rule that some day reads other files sets ``Rule.CROSS_FILE``; files are
 then not cached while it runs (``ResultCache.usable``).
 
-Writes go to a temporary file in the cache folder renamed over the entry, so concurrent runs
-never see half an entry; an entry that cannot be read or does not hold its own key is a miss.
-Internal errors (a bug, a worker that died) are not cached.
+Every file is cached, those the prefilter passes over too, and the folder records what the
+rules are (``rules.json``, per version of the tool): a warm run imports neither the rules nor
+libcst. Writes go to a temporary file in the cache folder renamed over the entry, so
+concurrent runs never see half an entry; an entry that cannot be read or does not hold its own
+key is a miss. Internal errors (a bug, a worker that died) are not cached. ``fix`` never takes
+fixed text from the cache: what it writes, it computed.
 """
 
 from __future__ import annotations
