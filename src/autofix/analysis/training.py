@@ -335,6 +335,10 @@ class TrainingModel(Derived):
         """The sites that may train under more than one replica, and are not kept apart."""
         return [site for site in self.sites if site.distributed and not self._apart(site)]
 
+    def strategies_at(self, node: cst.CSTNode) -> frozenset[str]:
+        """The strategy classes in effect where ``node`` runs (see :meth:`_strategies_at`)."""
+        return self._strategies_at(node)
+
     def _strategies_at(self, node: cst.CSTNode) -> frozenset[str]:
         """The strategy classes in effect where ``node`` runs: a ``with s.scope():`` around
         it, or a strategy that exists whenever it runs."""
