@@ -228,13 +228,20 @@ class Keras3MultiWorker(Rule):
         return found
 
     def _first_import(self) -> cst.BaseStatement | None:
-        """The first module-level import (after ``from __future__``): the environment variable
-        must be set before TensorFlow is imported."""
+        """The first module-level statement importing a module outside the standard library:
+        the environment variable must be set before TensorFlow (or what uses it) is imported."""
         for statement in self.program.module.body:
-            if isinstance(statement, cst.SimpleStatementLine) and any(isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body):
-                if any(isinstance(s, cst.ImportFrom) and isinstance(s.module, cst.Name) and s.module.value == "__future__" for s in statement.body):
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if isinstance(small, cst.Import):
+                    tops = [self.program.module.code_for_node(a.name).split(".")[0] for a in small.names]
+                elif isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
+                    tops = [self.program.module.code_for_node(small.module).split(".")[0]]
+                else:
                     continue
-                return statement
+                if any(top not in sys.stdlib_module_names for top in tops):
+                    return statement
         return None
 
     def _os_before(self, statement: cst.BaseStatement) -> str | None:
