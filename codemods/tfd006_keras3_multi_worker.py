@@ -40,7 +40,7 @@ import sys
 
 import libcst as cst
 
-from autofix.analysis.multiworker import KERAS3, LEGACY_KERAS, TF_KERAS, MultiWorker
+from autofix.analysis.multiworker import KERAS3, LEGACY_KERAS, MULTI_WORKER, TF_KERAS, MultiWorker
 from autofix.analysis.training import TrainingModel
 from autofix.codegen import BlockEdits, NotFound
 from autofix.rule import Example, Rule
@@ -53,7 +53,7 @@ FAILING = frozenset({"fit", "fit_generator", "evaluate", "evaluate_generator", "
 _NEUTRAL = frozenset(
     {
         "tensorflow", "keras", "tf_keras", "numpy", "pandas", "scipy", "sklearn", "matplotlib",
-        "seaborn", "PIL", "cv2", "absl", "tqdm", "tensorflow_datasets", "h5py", "yaml", "requests",
+        "seaborn", "PIL", "cv2", "absl", "tqdm", "tensorflow_datasets", "h5py", "yaml", "requests", "packaging",
     }
 )
 ISSUES = "keras-team/keras#20585, tensorflow/tensorflow#72388"
@@ -137,23 +137,30 @@ class Keras3MultiWorker(Rule):
         func = call.func
         if not isinstance(func, cst.Attribute) or func.attr.value not in FAILING:
             return False
-        if self.facts.is_module_reference(func.value) or not workers.runs_multi_worker(call):
+        if self.facts.is_module_reference(func.value) or not workers.strategies:
             return False
         training = TrainingModel.of(self.program)
         models = [m for m in training.makers(func.value) if training.is_model_maker(m)]
-        return bool(models) and all(self._made_here(m) for m in models)
+        if not models or not all(self._made_here(training, m, 0) for m in models):
+            return False
+        # The model is distributed by the strategy whose scope it is made in (a model made
+        # in no scope trains under the default strategy, which works).
+        classes = workers.scope_classes(call).union(*(workers.scope_classes(m) for m in models))
+        return bool(classes) and classes <= MULTI_WORKER
 
-    def _made_here(self, maker: cst.Call) -> bool:
+    def _made_here(self, training: TrainingModel, maker: cst.Call, depth: int) -> bool:
         """Whether the model is made by this file's Keras (a Keras constructor or loader, or a
-        function or class of this file), not by a factory imported from elsewhere."""
+        function or class of this file that makes it so), not by code imported from elsewhere."""
         kind = self.facts.call_kind(maker)
-        if isinstance(kind, (cst.FunctionDef, cst.ClassDef)):
-            return True
-        if self.facts.local_definition(maker.func) is not None:
+        if isinstance(kind, cst.FunctionDef):
+            returns = self.facts.functions[kind].returns
+            made = [m for r in returns for m in training.makers(r.value) if training.is_model_maker(m)]
+            return depth < 4 and bool(made) and all(self._made_here(training, m, depth + 1) for m in made)
+        if isinstance(self.facts.local_definition(maker.func), cst.ClassDef):
             return True
         if isinstance(kind, Kind):
             return any(n.startswith("keras.") for n in self.facts.names_of(maker.func))
-        return kind is None and isinstance(maker.func, cst.Attribute) and not self.facts.is_module_reference(maker.func)
+        return False
 
     # --- the switch to tf_keras ------------------------------------------------------------------
 
@@ -247,12 +254,12 @@ class Keras3MultiWorker(Rule):
     def _os_before(self, statement: cst.BaseStatement) -> str | None:
         """The name ``os`` is imported under before ``statement`` (None: import it there)."""
         for node, binding in self.program.index.bindings.items():
+            if binding.name == "os" and not (binding.kind == "import" and binding.path == "os"):
+                raise NotFound("the name os is used for something else; set TF_USE_LEGACY_KERAS=1 by hand")
             if binding.kind == "import" and binding.path == "os" and binding.scope.kind == "module":
                 bound = self.program.statement_of(node)
                 if bound is not None and self.program.parent(bound) is self.program.module and self.program.line(bound) < self.program.line(statement):
                     return binding.name
-        if "os" in self.facts.names():
-            raise NotFound("the name os is used for something else; set TF_USE_LEGACY_KERAS=1 by hand")
         return None
 
 

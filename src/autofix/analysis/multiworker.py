@@ -81,15 +81,40 @@ class MultiWorker(Derived):
 
     @cached_property
     def strategies(self) -> list[Strategy]:
-        """The strategies that may be a MultiWorkerMirroredStrategy of two or more workers."""
-        return [s for s in self.facts.strategies if s.classes & MULTI_WORKER and not self._single_worker(s)]
+        """The strategies that are a MultiWorkerMirroredStrategy (whichever way they are made)
+        that may have two or more workers. A strategy that may also be another kind (chosen
+        by a flag, a helper with a mode) is not: what runs is not known."""
+        return [s for s in self.facts.strategies if s.classes and s.classes <= MULTI_WORKER and not self._single_worker(s)]
 
     def classes_at(self, node: cst.CSTNode) -> frozenset[str]:
         return self.training.strategies_at(node)
 
     def runs_multi_worker(self, node: cst.CSTNode) -> bool:
-        """Whether ``node`` runs where a multi-worker strategy of more than one worker exists."""
-        return bool(self.strategies) and bool(self.classes_at(node) & MULTI_WORKER)
+        """Whether ``node`` runs where a multi-worker strategy of more than one worker exists,
+        and no strategy of another kind does (a notebook that shows several strategies)."""
+        classes = self.classes_at(node)
+        return bool(self.strategies) and bool(classes) and classes <= MULTI_WORKER
+
+    def scope_classes(self, node: cst.CSTNode, _depth: int = 0) -> frozenset[str]:
+        """The strategy classes of the ``with s.scope():`` blocks ``node`` runs in (through the
+        callers of its function, a few levels up)."""
+        classes: set[str] = set()
+        previous = node
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, cst.With) and previous is ancestor.body:
+                for item in ancestor.items:
+                    value = item.item
+                    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "scope":
+                        classes |= self.facts.strategy_classes(value.func.value) or set()
+            elif isinstance(ancestor, cst.FunctionDef):
+                if _depth < 4:
+                    for ref in self.facts.references(ancestor):
+                        classes |= self.scope_classes(ref, _depth + 1)
+                break
+            elif isinstance(ancestor, (cst.ClassDef, cst.Lambda)):
+                break
+            previous = ancestor
+        return frozenset(classes)
 
     def strategy_name_at(self, node: cst.CSTNode) -> str | None:
         """The name of the one multi-worker strategy that exists whenever ``node`` runs and
