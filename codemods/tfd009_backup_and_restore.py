@@ -142,9 +142,15 @@ class BackupAndRestore(Rule):
             def add(node: cst.List, new: cst.Element = new) -> cst.List:
                 elements = list(node.elements)
                 last = elements[-1]
-                comma = last.comma if isinstance(last.comma, cst.Comma) else None
-                elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if comma is None else comma)
-                elements.append(new.with_changes(comma=comma) if comma is not None else new)
+                if isinstance(last.comma, cst.Comma):
+                    # One element per line with a trailing comma: the new one gets a line too.
+                    previous = elements[-2].comma if len(elements) > 1 else None
+                    between = previous.whitespace_after if isinstance(previous, cst.Comma) else cst.SimpleWhitespace(" ")
+                    elements[-1] = last.with_changes(comma=last.comma.with_changes(whitespace_after=between))
+                    elements.append(new.with_changes(comma=last.comma))
+                else:
+                    elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                    elements.append(new)
                 return node.with_changes(elements=elements)
 
             edits.replace(callbacks, add)
