@@ -1,4 +1,4 @@
-"""TFD006 keras3-multi-worker-fit (unsafe): Keras 3 training under MultiWorkerMirroredStrategy.
+"""TFD006 keras-multi-worker-fit (unsafe): Keras 3 training under MultiWorkerMirroredStrategy.
 
 On TensorFlow 2.16 and later, Keras 3's ``fit``, ``evaluate``, ``train_on_batch`` and
 ``test_on_batch`` fail under a ``MultiWorkerMirroredStrategy`` of two or more workers, on every
@@ -70,7 +70,7 @@ def message(method: str) -> str:
 
 class Keras3MultiWorker(Rule):
     CODE = "TFD006"
-    NAME = "keras3-multi-worker-fit"
+    NAME = "keras-multi-worker-fit"
     DESCRIPTION = "Keras 3 fit/evaluate under MultiWorkerMirroredStrategy, which fails (unsafe fix: switch to tf_keras)"
     SAFE = False
     EXAMPLES = (

@@ -1,4 +1,4 @@
-"""TFD006 keras3-multi-worker-fit: a suggestion; --unsafe-fixes switches the file to tf_keras."""
+"""TFD006 keras-multi-worker-fit: a suggestion; --unsafe-fixes switches the file to tf_keras."""
 
 from __future__ import annotations
 
