@@ -7,6 +7,7 @@ on the broken one. Scripts share TensorFlow processes (``run_many``), one per gr
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import math
 import shutil
@@ -210,3 +211,81 @@ def test_tfd001_fixes_also_work_on_keras2(keras2_reports):
         assert fixed.ok, (case_id, fixed.failures)
         assert fixed.fits and all(f.replicas == REPLICAS and f.all_mirrored for f in fixed.fits), case_id
         assert not broken.ok, case_id
+
+
+# --- Multi-worker: the fixes on two worker processes of one MultiWorkerMirroredStrategy ------------
+#
+# Keras 2 (tf.keras with TF_USE_LEGACY_KERAS=1): Keras 3 cannot fit under MultiWorkerMirroredStrategy.
+# strategy_kinds, not runnable as a whole above, has its multi-worker function run here.
+# Each script here starts two TensorFlow processes, so only the pairs where the strategy changes
+# what the rule is about: the scope (TFD001, the multi-worker function of strategy_kinds), the
+# global batch (TFD002) and strategy.run (TFD003).
+
+WORKERS = 2
+
+
+def _function_as_script(path: Path, name: str) -> str:
+    """One function of a fixture, as it is written there, called: strategy_kinds only defines
+    functions, and imports a strategy that TensorFlow 2.21 no longer has."""
+    text = path.read_text()
+    (function,) = [node for node in ast.parse(text).body if isinstance(node, ast.FunctionDef) and node.name == name]
+    return f"import tensorflow as tf\n\n\n{ast.get_source_segment(text, function)}\n\n\n{name}()\n"
+
+
+@lru_cache(maxsize=None)
+def _multi_worker_reports() -> dict:
+    from autofix.smoke import run_many
+
+    folder = Path(tempfile.mkdtemp(prefix="autofix-multiworker-"))
+    jobs = {}
+    for kind in ("broken", "fixed"):
+        pair = folder / kind
+        pair.mkdir()
+        suffix = "" if kind == "broken" else ".fixed"
+        (pair / "scope.py").write_text(_function_as_script(FIXTURES / "tfd001" / f"strategy_kinds{suffix}.py", "with_multiworker"))
+        jobs[("tfd001/strategy_kinds", kind)] = pair / "scope.py"
+        for case in ("tfd002/fit_batch_size", "tfd003/run_model_test"):
+            text = (FIXTURES / f"{case}{suffix}.py").read_text()
+            assert "tf.distribute.MirroredStrategy()" in text
+            target = pair / f"{case.split('/')[1]}.py"
+            target.write_text(text.replace("tf.distribute.MirroredStrategy()", "tf.distribute.MultiWorkerMirroredStrategy()"))
+            jobs[(case, kind)] = target
+    reports = run_many(list(jobs.values()), workers=WORKERS, replicas=1, steps=2, timeout=180, legacy_keras=True)
+    shutil.rmtree(folder, ignore_errors=True)
+    return dict(zip(jobs, reports))
+
+
+def _multi_worker(case: str):
+    reports = _multi_worker_reports()
+    return reports[(case, "broken")], reports[(case, "fixed")]
+
+
+def _fixed_trains_on_every_worker(fixed) -> None:
+    assert fixed.ok, fixed.failures
+    assert fixed.workers.count == WORKERS and fixed.workers.trained == WORKERS and fixed.workers.agree
+    assert all(f.replicas == WORKERS and f.all_mirrored for f in fixed.fits if f.steps)
+
+
+def test_multi_worker_tfd001_scope():
+    broken, fixed = _multi_worker("tfd001/strategy_kinds")
+    _fixed_trains_on_every_worker(fixed)
+    assert fixed.fits[0].strategy == "CollectiveAllReduceStrategy"
+    # Before the fix, each worker trains alone, on its own copy of the model: they end apart.
+    assert broken.failures[0] == "fit trained on 1 replica: the model was built outside strategy.scope()"
+    assert broken.failures[1].startswith("the workers disagree: fit at scope.py:8 ends with different weights")
+    assert len(broken.failures) == 2
+
+
+def test_multi_worker_tfd002_global_batch():
+    broken, fixed = _multi_worker("tfd002/fit_batch_size")
+    _fixed_trains_on_every_worker(fixed)
+    before, after = [f.global_batch for f in broken.fits], [f.global_batch for f in fixed.fits]
+    assert after and after == [WORKERS * b for b in before]
+
+
+def test_multi_worker_tfd003_strategy_run():
+    broken, fixed = _multi_worker("tfd003/run_model_test")
+    _fixed_trains_on_every_worker(fixed)
+    (run,) = fixed.runs
+    assert (run.given, run.num_replicas) == ("tf.function", WORKERS)
+    assert any(m.startswith("strategy.run was given a model") for m in broken.failures), broken.failures

@@ -65,6 +65,9 @@ KERAS3 = [
     "mnist.py",
     "fit_steps.py",
     "probe_b",
+    "detached_daemon.py",
+    # Ends the batch's process: last, so that nothing has to run again after it.
+    "os_exit_after_fit.py",
 ]
 
 PROBE = """\
@@ -94,6 +97,7 @@ def keras3(tmp_path_factory):
         "probe_b": SmokeJob(str(_probe(tmp / "b", 2))),
         "dies": SmokeJob(str(tmp / "dies.py")),
         "fit_steps.py": SmokeJob(str(SMOKE / "fit_steps.py"), ("--steps", "7", "--epochs", "4")),
+        "detached_daemon.py": SmokeJob(str(SMOKE / "detached_daemon.py"), (str(tmp / "daemon.pid"),)),
     }
     (tmp / "dies.py").write_text("import os\nprint('exiting hard', flush=True)\nos._exit(7)\n")
     jobs = [special.get(name) or SmokeJob(str(SMOKE / name)) for name in KERAS3]
@@ -216,6 +220,25 @@ def test_offline_datasets_are_synthetic_and_reported(keras3):
     assert report.ok, report.failures
     assert report.datasets == ("keras.datasets.mnist",)
     assert "keras.datasets.mnist.load_data() returned synthetic data (--offline)" in report.notes
+
+
+@needs_tf
+def test_os_exit_0_after_training_passes_with_its_records(keras3):
+    report = keras3[0]["os_exit_after_fit.py"]
+    assert report.ok and report.exit_code == 0, report.failures
+    assert report.status == "completed"
+    (fit,) = report.fits
+    assert (fit.replicas, fit.all_mirrored, fit.steps, len(fit.losses)) == (2, True, STEPS, STEPS)
+    assert "the script ended the process itself, with exit status 0 (os._exit)" in report.notes
+    assert "trained; leaving without clean-up" in report.output
+
+
+@needs_tf
+def test_a_detached_daemon_does_not_outlive_the_run(keras3):
+    reports, tmp = keras3
+    assert reports["detached_daemon.py"].ok, reports["detached_daemon.py"].failures
+    daemon = int((tmp / "daemon.pid").read_text())
+    assert _dead(daemon), "the double-forked, setsid() daemon must be ended with the run"
 
 
 @pytest.fixture(scope="module")
@@ -353,10 +376,10 @@ def test_harness_failure_is_exit_2(tmp_path):
 def test_fix_smoke_exit_code_follows_the_fixed_scripts(monkeypatch, tmp_path):
     good, bad = _report(), _report(ok=False, checks=(Check("trained", False, "no training happened"),))
     results = [FileResult(str(tmp_path / "t.py"), old_text="x = 1\n", new_text="x = 2\n", written=True)]
-    monkeypatch.setattr(before_after, "compare", lambda rs: [before_after.Comparison(rs[0].path, bad, good)])
+    monkeypatch.setattr(before_after, "compare", lambda rs, **options: [before_after.Comparison(rs[0].path, bad, good)])
     console = command.Console(file=io.StringIO(), width=400)
     assert command.smoke_changed(results, console) == 0
-    monkeypatch.setattr(before_after, "compare", lambda rs: [before_after.Comparison(rs[0].path, good, bad)])
+    monkeypatch.setattr(before_after, "compare", lambda rs, **options: [before_after.Comparison(rs[0].path, good, bad)])
     assert command.smoke_changed(results, console) == 1
     assert "t.py: after the fix: no training happened" in console.file.getvalue()
     assert command.smoke_changed([dataclasses.replace(results[0], written=False)], console) == 0

@@ -302,7 +302,8 @@ def diff(**kw) -> None:
 @main.command()
 @_common
 @click.option("--smoke", is_flag=True, help="Then smoke-test each changed script before and after the fix (runs it; needs TensorFlow).")
-def fix(smoke: bool = False, **kw) -> None:
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="With --smoke: run each script as N worker processes.")
+def fix(smoke: bool = False, workers: int = 1, **kw) -> None:
     """Write the fixes into the files. Exit 0, or 2 when a file had an error.
 
     With --smoke, exit 1 when a fixed script fails its smoke test (2 when the harness fails).
@@ -329,7 +330,7 @@ def fix(smoke: bool = False, **kw) -> None:
     run.summary(wrote=True)
     code = EXIT_ERROR if run.counts["errors"] else EXIT_OK
     if smoke:
-        code = max(code, _smoke_changed(written, err))
+        code = max(code, _smoke_changed(written, err, workers=workers))
     sys.exit(code)
 
 

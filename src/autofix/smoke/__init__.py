@@ -4,12 +4,15 @@ distributed.
 Public API (nothing here imports TensorFlow; the scripts run in a child process)::
 
     run_smoke(script, *, replicas=2, steps=3, timeout=120, args=(), offline=None,
-              legacy_keras=False) -> SmokeReport
+              legacy_keras=False, workers=1) -> SmokeReport
     run_many(scripts, *, replicas=2, steps=3, timeout=120, args=(), offline=None,
-             legacy_keras=False) -> list[SmokeReport]      # one process for all scripts
+             legacy_keras=False, workers=1) -> list[SmokeReport]   # one process for all scripts
 
 ``offline=None`` serves synthetic ``keras.datasets`` when their download host cannot be
-reached; ``legacy_keras=True`` runs under Keras 2 (``TF_USE_LEGACY_KERAS=1``, tf-keras).
+reached; ``legacy_keras=True`` runs under Keras 2 (``TF_USE_LEGACY_KERAS=1``, tf-keras);
+``workers=N`` runs each script as N worker processes of one MultiWorkerMirroredStrategy
+cluster (``replicas`` per worker) and adds ``report.workers``. SIGTERM and SIGHUP during a
+run raise :class:`~autofix.smoke.process.Interrupted` once every process is ended.
 
 Typical assertions::
 
@@ -19,10 +22,13 @@ Typical assertions::
     report.fits[0].global_batch, report.fits[0].losses
     report.fits[0].user_args["steps_per_epoch"]   # the script's own value, before capping
     report.runs[0].given, report.runs[0].replicas, report.runs[0].losses
+    report.writes                              # paths the script wrote (api, path, via, site)
+    report.workers.trained, report.workers.agree, report.workers.each[1].weights
 
 The fields are described in :mod:`autofix.smoke.report`, the checks in
-:mod:`autofix.smoke.checks`, the process handling in :mod:`autofix.smoke.harness` and what
-runs inside the child in :mod:`autofix.smoke.runner`.
+:mod:`autofix.smoke.checks`, the process handling in :mod:`autofix.smoke.harness`,
+:mod:`autofix.smoke.process` and :mod:`autofix.smoke.reaper`, the workers in
+:mod:`autofix.smoke.cluster`, and what runs inside the child in :mod:`autofix.smoke.runner`.
 """
 
 from autofix.smoke.harness import (
@@ -33,7 +39,8 @@ from autofix.smoke.harness import (
     run_many,
     run_smoke,
 )
-from autofix.smoke.report import Check, FitRecord, RunRecord, SmokeReport
+from autofix.smoke.process import Interrupted
+from autofix.smoke.report import Check, FitRecord, RunRecord, SmokeReport, WorkerReport, WorkersReport, WriteRecord
 
 __all__ = [
     "DEFAULT_REPLICAS",
@@ -41,9 +48,13 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "Check",
     "FitRecord",
+    "Interrupted",
     "RunRecord",
     "SmokeJob",
     "SmokeReport",
+    "WorkerReport",
+    "WorkersReport",
+    "WriteRecord",
     "run_many",
     "run_smoke",
 ]

@@ -6,7 +6,8 @@ symbolic link to the real file or folder. So an original script imports the orig
 of sibling modules that were fixed too and finds its data by the same relative paths; new
 files it writes beside itself land in the mirror, which is removed afterwards (files written
 into a linked folder, such as an existing ``checkpoints/``, land in the real one). Both
-versions of every script run in one process.
+versions of every script run in one process (with ``workers > 1``: one cluster of worker
+processes after another).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def compare(
     timeout: float = DEFAULT_TIMEOUT,
     offline: bool | None = None,
     legacy_keras: bool = False,
+    workers: int = 1,
 ) -> list[Comparison]:
     changed = smokeable(results)
     if not changed:
@@ -63,7 +65,9 @@ def compare(
     try:
         originals = _mirror(root, mirror, {p: r for p, r in zip(paths, changed)})
         jobs = [SmokeJob(originals[p]) for p in paths] + [SmokeJob(p) for p in paths]
-        reports = run_many(jobs, replicas=replicas, steps=steps, timeout=timeout, offline=offline, legacy_keras=legacy_keras)
+        reports = run_many(
+            jobs, replicas=replicas, steps=steps, timeout=timeout, offline=offline, legacy_keras=legacy_keras, workers=workers
+        )
     finally:
         shutil.rmtree(mirror, ignore_errors=True)
     half = len(paths)

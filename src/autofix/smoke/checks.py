@@ -11,7 +11,17 @@ checks, by name:
 - ``fit[i].loss`` / ``run[i].loss``: the losses seen are finite;
 - ``run[i].given``: ``strategy.run`` was given a function, not a model, layer or module;
 - ``run[i].replicas``: the step function ran on all the replicas;
+- ``fit[i].sharding`` / ``run[i].sharding`` (multi-worker runs): the dataset is split over
+  the workers (not: auto-sharding OFF and no ``shard()``, so every worker trains on the same
+  examples);
 - ``harness``: the harness itself worked (a failure here means exit status 2).
+
+Across the workers of a multi-worker run (:func:`cluster`):
+
+- ``workers.trained``: every worker trained (passed only: a worker that did not fails its own
+  checks);
+- ``workers.agree``: their losses and final weights (a digest) are the same;
+- ``workers.files``: no path was written by two workers (on a shared file system they race).
 """
 
 from __future__ import annotations
@@ -20,7 +30,7 @@ import math
 import signal
 from typing import Any
 
-from autofix.smoke.report import Check, FitRecord, RunRecord, _record
+from autofix.smoke.report import Check, FitRecord, RunRecord, WriteRecord, _record
 
 STEP_FUNCTIONS = ("function", "tf.function", "callable")
 
@@ -31,6 +41,10 @@ def fit_records(raw: dict[str, Any]) -> tuple[FitRecord, ...]:
 
 def run_records(raw: dict[str, Any]) -> tuple[RunRecord, ...]:
     return tuple(_record(RunRecord, r) for r in raw.get("runs", ()))
+
+
+def write_records(raw: dict[str, Any]) -> tuple[WriteRecord, ...]:
+    return tuple(_record(WriteRecord, w) for w in raw.get("writes", ()))
 
 
 def _plural(n: int, word: str) -> str:
@@ -55,6 +69,8 @@ def finished(raw: dict[str, Any], timeout: float) -> Check:
         return Check("finished", False, f"timed out after {timeout:g} s")
     if status == "died":
         return Check("finished", False, f"the script died: {raw.get('died') or 'the process ended'}")
+    if status == "stopped":
+        return Check("finished", False, f"stopped: worker {raw.get('stopped_after')} had failed and this worker was still waiting for it")
     if status == "exited":
         detail = f": {error}" if error else ""
         return Check("finished", False, f"the script exited with status {raw.get('exit_code')}{detail}")
@@ -69,7 +85,7 @@ def finished(raw: dict[str, Any], timeout: float) -> Check:
     return Check("finished", True, "the script ran to its end")
 
 
-def evaluate(raw: dict[str, Any], *, replicas: int, timeout: float) -> tuple[Check, ...]:
+def evaluate(raw: dict[str, Any], *, replicas: int, timeout: float, workers: int = 1) -> tuple[Check, ...]:
     """Every check for one script, from the child's record of it (or the harness's, for a
     script whose process timed out or died)."""
     if raw.get("status") == "harness-error":
@@ -87,7 +103,7 @@ def evaluate(raw: dict[str, Any], *, replicas: int, timeout: float) -> tuple[Che
     for index, fit in enumerate(fits):
         checks.extend(_fit_checks(index, fit, replicas, len(fits) > 1, crashed))
     for index, run in enumerate(runs):
-        checks.extend(_run_checks(index, run, replicas, crashed))
+        checks.extend(_run_checks(index, run, replicas, crashed, workers))
     return tuple(checks)
 
 
@@ -116,10 +132,20 @@ def _fit_checks(index: int, fit: FitRecord, replicas: int, several: bool, crashe
     bad = [v for v in fit.losses if not math.isfinite(v)]
     if bad:
         checks.append(Check(f"{name}.loss", False, f"{what} loss is not finite ({bad[0]})"))
+    checks.extend(_sharding(name, what, fit.auto_shard, fit.sharded))
     return checks
 
 
-def _run_checks(index: int, run: RunRecord, replicas: int, crashed: bool) -> list[Check]:
+def _sharding(name: str, what: str, policy: str | None, sharded: bool | None) -> list[Check]:
+    if policy is None:
+        return []
+    if policy == "OFF" and sharded is False:
+        return [Check(f"{name}.sharding", False, f"{what} trains every worker on the same examples: the dataset's auto-sharding is OFF and it is not shard()ed")]
+    how = "shard() in the pipeline" if sharded else f"auto-shard policy {policy}"
+    return [Check(f"{name}.sharding", True, f"{what} splits its dataset over the workers ({how})")]
+
+
+def _run_checks(index: int, run: RunRecord, replicas: int, crashed: bool, workers: int = 1) -> list[Check]:
     name = f"run[{index}]"
     checks = []
     if run.given not in STEP_FUNCTIONS:
@@ -131,6 +157,9 @@ def _run_checks(index: int, run: RunRecord, replicas: int, crashed: bool) -> lis
     if run.error is not None and crashed:
         return checks
     seen = len(run.replicas) if run.replicas_observed else run.num_replicas
+    if workers > 1 and run.replicas_observed:
+        # A worker sees its own replicas run; the strategy spans them all.
+        seen = run.num_replicas if len(run.replicas) * workers >= replicas else len(run.replicas) * workers
     if run.steps and seen < replicas:
         checks.append(Check(f"{name}.replicas", False, f"strategy.run ran {run.name} on {_plural(seen, 'replica')} at {run.site}"))
     elif run.steps:
@@ -138,6 +167,8 @@ def _run_checks(index: int, run: RunRecord, replicas: int, crashed: bool) -> lis
     bad = [v for v in run.losses if not math.isfinite(v)]
     if bad:
         checks.append(Check(f"{name}.loss", False, f"the loss of {run.name} is not finite ({bad[0]})"))
+    if run.steps:
+        checks.extend(_sharding(name, run.name, run.auto_shard, run.sharded))
     return checks
 
 
@@ -153,3 +184,93 @@ def notes(raw: dict[str, Any]) -> tuple[str, ...]:
     for name in raw.get("datasets", ()):
         found.append(f"{name}.load_data() returned synthetic data (--offline)")
     return tuple(found)
+
+
+# --- across the workers of a multi-worker run ---------------------------------------------------
+
+LOSS_TOLERANCE = 1e-5
+
+
+def cluster(raws: list[dict[str, Any]], shown_path) -> list[Check]:
+    """The checks across workers, from each worker's record (``shown_path`` turns an absolute
+    path into what the report shows)."""
+    count = len(raws)
+    trained = [i for i, raw in enumerate(raws) if _trained(raw)]
+    found = []
+    if len(trained) == count:
+        found.append(Check("workers.trained", True, f"all {count} workers trained"))
+    # Otherwise each worker's own checks say why it did not (crashed, no training happened...).
+    if len(trained) > 1:
+        found.append(_agreement(raws, trained))
+    found.extend(_shared_writes(raws, shown_path))
+    return found
+
+
+def _trained(raw: dict[str, Any]) -> bool:
+    return any(f.steps > 0 for f in fit_records(raw)) or any(r.steps > 0 and r.applies_gradients for r in run_records(raw))
+
+
+def workers_phrase(indexes: list[int]) -> str:
+    if len(indexes) == 1:
+        return f"worker {indexes[0]}"
+    return "workers " + ", ".join(map(str, indexes[:-1])) + f" and {indexes[-1]}"
+
+
+def trained_records(raw: dict[str, Any]) -> list[tuple[str, tuple[float, ...], str | None]]:
+    """(what, losses, weights digest) of every fit and custom loop that trained, in order."""
+    out = []
+    for fit in fit_records(raw):
+        if fit.steps:
+            out.append((f"{fit.method} at {fit.site}", fit.losses, fit.weights))
+    for run in run_records(raw):
+        if run.steps and run.applies_gradients:
+            out.append((f"{run.name} at {run.site}", run.losses, run.weights))
+    return out
+
+
+def _agreement(raws: list[dict[str, Any]], trained: list[int]) -> Check:
+    records = {i: trained_records(raws[i]) for i in trained}
+    first = trained[0]
+    for other in trained[1:]:
+        if len(records[other]) != len(records[first]):
+            return Check("workers.agree", False, f"the workers disagree: worker {first} trained {len(records[first])} times, worker {other} {len(records[other])}")
+        for (what, losses, weights), (_, other_losses, other_weights) in zip(records[first], records[other]):
+            if len(losses) != len(other_losses) or any(
+                not math.isclose(a, b, rel_tol=LOSS_TOLERANCE, abs_tol=LOSS_TOLERANCE) for a, b in zip(losses, other_losses)
+            ):
+                return Check(
+                    "workers.agree", False, f"the workers disagree: {what} losses differ (worker {first} {_short(losses)}, worker {other} {_short(other_losses)})"
+                )
+            if weights != other_weights:
+                return Check("workers.agree", False, f"the workers disagree: {what} ends with different weights (worker {first} {weights}, worker {other} {other_weights})")
+    digests = ", ".join(str(w) for _, _, w in records[first])
+    return Check("workers.agree", True, f"the workers agree: same losses and final weights ({digests})")
+
+
+def _short(losses: tuple[float, ...]) -> str:
+    return "[" + ", ".join(f"{v:.6g}" for v in losses) + "]"
+
+
+def _shared_writes(raws: list[dict[str, Any]], shown_path) -> list[Check]:
+    writers: dict[str, dict[int, WriteRecord]] = {}
+    for index, raw in enumerate(raws):
+        for write in write_records(raw):
+            writers.setdefault(write.path, {}).setdefault(index, write)
+    shared = {path: by for path, by in writers.items() if len(by) > 1}
+    if not writers:
+        return []
+    if not shared:
+        return [Check("workers.files", True, "no two workers wrote the same path")]
+    found = []
+    for path, by in shared.items():
+        write = next(iter(by.values()))
+        how = write.api + (f" via {write.via}" if write.via else "") + (f" at {write.site}" if write.site else "")
+        found.append(
+            Check(
+                "workers.files",
+                False,
+                f"{workers_phrase(sorted(by))} {'both' if len(by) == 2 else 'all'} wrote {shown_path(path)} ({how}): on a shared file system they overwrite each other; "
+                "only the chief should write there, the others to a temporary folder",
+            )
+        )
+    return found

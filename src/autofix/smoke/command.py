@@ -2,12 +2,17 @@
 
 Exit codes: 0 when training happened and every check passed; 1 when a check failed (one line
 per failed check on standard error); 2 when the harness itself failed (or a bad option).
+Stopped by SIGTERM or SIGHUP, it ends every process of the run, removes its temporary folder,
+then dies by that signal (SIGINT: "Aborted!", as click has it).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import click
 from rich.console import Console
@@ -23,6 +28,7 @@ from autofix.smoke.harness import (
     DEFAULT_TIMEOUT,
     run_smoke,
 )
+from autofix.smoke.process import Interrupted
 from autofix.smoke.render import report_view, summary
 from autofix.smoke.report import SmokeReport
 
@@ -34,22 +40,32 @@ PIPED_WIDTH = 160
 @click.command("smoke", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("script", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-@click.option("--replicas", type=click.IntRange(min=1), default=DEFAULT_REPLICAS, show_default=True, help="Replicas to train on.")
+@click.option("--replicas", type=click.IntRange(min=1), default=None, help=f"Replicas to train on, per worker  [default: {DEFAULT_REPLICAS}; 1 with --workers]")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Run the script as N worker processes of one MultiWorkerMirroredStrategy cluster.")
 @click.option("--steps", type=click.IntRange(min=1), default=DEFAULT_STEPS, show_default=True, help="Steps per fit (one epoch) and per custom loop.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_TIMEOUT, show_default=True, help="Seconds the script may run (TensorFlow's start-up not counted).")
 @click.option("--json", "json_file", type=click.Path(dir_okay=False), default=None, help="Also write the report as JSON to this file.")
 @click.option("--offline/--online", default=None, help="Serve synthetic keras.datasets (default: offline when they cannot be downloaded).")
 @click.option("--legacy-keras", is_flag=True, help="Run under Keras 2 (tf-keras, TF_USE_LEGACY_KERAS=1).")
 @click.option("--show-output", is_flag=True, help="Print everything the script printed.")
-def smoke(script, args, replicas, steps, timeout, json_file, offline, legacy_keras, show_output) -> None:
+def smoke(script, args, replicas, workers, steps, timeout, json_file, offline, legacy_keras, show_output) -> None:
     """Train SCRIPT for a few steps on N replicas and check that training was distributed.
 
     Arguments after `--` are passed to the script. The script runs in its own folder, for real:
-    it may write files there.
+    it may write files there. With --workers N it runs as N worker processes on this machine
+    (TF_CONFIG on loopback ports, worker 0 the chief), each with --replicas replicas.
     """
-    report = run_smoke(
-        script, replicas=replicas, steps=steps, timeout=timeout, args=args, offline=offline, legacy_keras=legacy_keras
-    )
+    with _die_when_interrupted():
+        report = run_smoke(
+            script,
+            replicas=default_replicas(replicas, workers),
+            steps=steps,
+            timeout=timeout,
+            args=args,
+            offline=offline,
+            legacy_keras=legacy_keras,
+            workers=workers,
+        )
     if json_file:
         with open(json_file, "w", encoding="utf-8") as fh:
             fh.write(report.to_json() + "\n")
@@ -57,12 +73,50 @@ def smoke(script, args, replicas, steps, timeout, json_file, offline, legacy_ker
     width = None if sys.stdout.isatty() else PIPED_WIDTH
     Console(soft_wrap=False, highlight=False, width=width).print(report_view(report, display_path(script)))
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    if show_output:
-        err.print(Text(report.output, style="dim"))
-    elif report.status in ("crashed", "died", "harness-error") and report.output.strip():
-        err.print(Text(_last_lines(report.output), style="dim"))
+    _print_output(err, report, show_output)
     _print_failures(err, display_path(script), report)
     sys.exit(report.exit_code)
+
+
+def default_replicas(replicas: int | None, workers: int) -> int:
+    """Replicas per worker: as asked, else 2 on one machine and 1 per worker (one CPU each, as
+    TensorFlow gives a worker without GPUs) with several."""
+    if replicas is not None:
+        return replicas
+    return DEFAULT_REPLICAS if workers == 1 else 1
+
+
+FAILED_STATUSES = ("crashed", "died", "harness-error", "timeout", "stopped")
+
+
+def _print_output(err: Console, report: SmokeReport, everything: bool) -> None:
+    """The script's output: all of it when asked, else the end of it where it failed (each
+    failed worker's own, in a multi-worker run)."""
+    if report.workers is None:
+        if everything:
+            err.print(Text(report.output, style="dim"))
+        elif report.status in FAILED_STATUSES and report.output.strip():
+            err.print(Text(_last_lines(report.output), style="dim"))
+        return
+    for worker in report.workers.each:
+        if everything or (worker.status in FAILED_STATUSES and worker.status != "stopped" and worker.output.strip()):
+            err.print(Text(f"--- worker {worker.index} ({worker.status}) ---", style="bold"))
+            err.print(Text(worker.output if everything else _last_lines(worker.output), style="dim"))
+
+
+@contextlib.contextmanager
+def _die_when_interrupted() -> Iterator[None]:
+    """Once the harness has cleaned up after SIGTERM / SIGHUP, die by that signal, so that
+    whoever sent it sees the usual status (128 + signal number)."""
+    try:
+        yield
+    except Interrupted as stop:
+        Console(stderr=True, highlight=False).print(Text(f"Stopped by {stop.name}: every process of the smoke test ended.", style="red"))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.signal(stop.signum, signal.SIG_DFL)
+        os.kill(os.getpid(), stop.signum)
+        raise SystemExit(128 + stop.signum)  # where the signal does not end the process at once
 
 
 def _last_lines(text: str, count: int = OUTPUT_LINES) -> str:
@@ -74,13 +128,15 @@ def _print_failures(err: Console, shown: str, report: SmokeReport, prefix: str =
         err.print(Text(f"{shown}: {prefix}{message}", style="red"))
 
 
-def smoke_changed(results: Sequence[FileResult], err: Console) -> int:
-    """Smoke-test the scripts ``fix`` changed, before and after; the exit code it earns."""
+def smoke_changed(results: Sequence[FileResult], err: Console, workers: int = 1) -> int:
+    """Smoke-test the scripts ``fix`` changed, before and after (as ``workers`` worker
+    processes each); the exit code it earns."""
     count = len(before_after.smokeable(results))
     if not count:
         return 0
     err.print(Text(f"Smoke-testing {count} changed script{'s' if count != 1 else ''} before and after the fix...", style="bold"))
-    comparisons = before_after.compare(results)
+    with _die_when_interrupted():
+        comparisons = before_after.compare(results, replicas=default_replicas(None, workers), workers=workers)
     table = Table(title="autofix fix --smoke", title_justify="left")
     table.add_column("script")
     table.add_column("before")

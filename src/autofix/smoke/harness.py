@@ -3,63 +3,46 @@
 :func:`run_smoke` runs one script in its own process; :func:`run_many` runs several in ONE
 process (TensorFlow starts once, ~6 s saved per script), each in its own directory, with its
 own ``sys.argv``, a fresh ``__main__`` and a cleared Keras session. An exception in a script
-fails that script only. When the process dies or a script times out, the whole process group
-is killed, the script that was running is reported with the reason, and the scripts not yet
-run are run again in a new process.
+fails that script only. When the process dies or a script times out, the process and
+everything it started are ended (see :mod:`autofix.smoke.process`), the script that was
+running is reported with the reason and what it recorded so far, and the scripts not yet run
+are run again in a new process. With ``workers > 1`` each script runs as that many worker
+processes of one cluster instead (:mod:`autofix.smoke.cluster`).
 
 The timeout is per script and starts when the script starts (TensorFlow's start-up has its
-own limit, ``startup_timeout``; exceeding it is a harness failure).
+own limit, ``startup_timeout``; exceeding it is a harness failure). SIGTERM and SIGHUP stop a
+run as SIGINT does: every process ended, the temporary folder removed, then
+:class:`~autofix.smoke.process.Interrupted` (``KeyboardInterrupt`` for SIGINT) is raised.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import os
-import re
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from autofix.smoke import checks
+from autofix.smoke.cluster import run_workers
+from autofix.smoke.jobs import Settings, SmokeJob, build_report, child_env
+from autofix.smoke.process import OUTPUT_TAIL, Child, clean_output, stop_on_signals
 from autofix.smoke.report import SmokeReport
+
+__all__ = ["SmokeJob", "clean_output", "run_many", "run_smoke"]
 
 DEFAULT_REPLICAS = 2
 DEFAULT_STEPS = 3
 DEFAULT_TIMEOUT = 120.0
 STARTUP_TIMEOUT = 180.0
-OUTPUT_TAIL = 4000
 POLL_SECONDS = 0.05
 # Where keras.datasets downloads from: when it cannot be reached, --offline is the default.
 DATASET_HOST = ("storage.googleapis.com", 443)
-
-
-@dataclass(frozen=True)
-class SmokeJob:
-    """One script to run: its path, arguments and working directory (default: its folder)."""
-
-    script: str
-    args: tuple[str, ...] = ()
-    cwd: str | None = None
-
-
-@dataclass(frozen=True)
-class _Settings:
-    replicas: int
-    steps: int
-    timeout: float
-    offline: bool
-    legacy_keras: bool
-    python: str
-    startup_timeout: float
 
 
 def run_smoke(
@@ -73,8 +56,10 @@ def run_smoke(
     legacy_keras: bool = False,
     python: str | None = None,
     startup_timeout: float = STARTUP_TIMEOUT,
+    workers: int = 1,
 ) -> SmokeReport:
-    """Smoke-test one script: ``replicas`` replicas, ``steps`` steps, ``timeout`` seconds."""
+    """Smoke-test one script: ``replicas`` replicas (per worker), ``steps`` steps, ``timeout``
+    seconds, as ``workers`` worker processes."""
     return run_many(
         [SmokeJob(os.fspath(script), tuple(args))],
         replicas=replicas,
@@ -84,6 +69,7 @@ def run_smoke(
         legacy_keras=legacy_keras,
         python=python,
         startup_timeout=startup_timeout,
+        workers=workers,
     )[0]
 
 
@@ -98,15 +84,18 @@ def run_many(
     legacy_keras: bool = False,
     python: str | None = None,
     startup_timeout: float = STARTUP_TIMEOUT,
+    workers: int = 1,
 ) -> list[SmokeReport]:
     """Smoke-test several scripts in one process; one report per script, in order.
 
     ``args`` are given to every script passed as a path; a :class:`SmokeJob` carries its own.
+    With ``workers > 1``, each script runs in turn as ``workers`` processes of one
+    MultiWorkerMirroredStrategy cluster, each with ``replicas`` replicas.
     """
-    if replicas < 1 or steps < 1:
-        raise ValueError("replicas and steps must be at least 1")
+    if replicas < 1 or steps < 1 or workers < 1:
+        raise ValueError("replicas, steps and workers must be at least 1")
     jobs = [s if isinstance(s, SmokeJob) else SmokeJob(os.fspath(s), tuple(args)) for s in scripts]
-    settings = _Settings(
+    settings = Settings(
         replicas,
         steps,
         float(timeout),
@@ -114,7 +103,15 @@ def run_many(
         legacy_keras,
         python or sys.executable,
         float(startup_timeout),
+        workers,
     )
+    with stop_on_signals():
+        if workers > 1:
+            return [run_workers(settings, job) for job in jobs]
+        return _run_batches(settings, jobs)
+
+
+def _run_batches(settings: Settings, jobs: list[SmokeJob]) -> list[SmokeReport]:
     reports: list[SmokeReport | None] = [None] * len(jobs)
     pending = list(range(len(jobs)))
     while pending:
@@ -123,7 +120,7 @@ def run_many(
         left = [i for i in pending if reports[i] is None]
         if len(left) == len(pending):  # no progress: never loop forever
             for i in left:
-                reports[i] = _report(settings, jobs[i], {"status": "harness-error", "harness_error": "the harness made no progress"}, {})
+                reports[i] = build_report(settings, jobs[i], {"status": "harness-error", "harness_error": "the harness made no progress"}, {})
             break
         pending = left
     return [r for r in reports if r is not None]
@@ -141,7 +138,7 @@ def datasets_unreachable() -> bool:
 class _Batch:
     """One child process running some of the jobs."""
 
-    def __init__(self, settings: _Settings, jobs: list[tuple[int, SmokeJob]]) -> None:
+    def __init__(self, settings: Settings, jobs: list[tuple[int, SmokeJob]]) -> None:
         self.settings = settings
         self.jobs = jobs
         self.reports: dict[int, SmokeReport] = {}
@@ -150,178 +147,60 @@ class _Batch:
     def run(self) -> dict[int, SmokeReport]:
         workdir = tempfile.mkdtemp(prefix="autofix-smoke-")
         try:
-            self._run(Path(workdir))
+            spec = {
+                "replicas": self.settings.replicas,
+                "steps": self.settings.steps,
+                "offline": self.settings.offline,
+                "scripts": [{"path": os.path.abspath(job.script), "args": list(job.args), "cwd": job.cwd} for _, job in self.jobs],
+            }
+            child = Child(Path(workdir), spec, child_env(self.settings), self.settings.python)
+            try:
+                child.start()
+                self._watch(child)
+            finally:
+                child.close()
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         return self.reports
 
-    def _run(self, workdir: Path) -> None:
-        events_path = workdir / "events.jsonl"
-        logs = [workdir / f"script-{n}.log" for n in range(len(self.jobs))]
-        spec = {
-            "replicas": self.settings.replicas,
-            "steps": self.settings.steps,
-            "offline": self.settings.offline,
-            "events": str(events_path),
-            "scripts": [
-                {"path": os.path.abspath(job.script), "args": list(job.args), "cwd": job.cwd, "log": str(log)}
-                for (_, job), log in zip(self.jobs, logs)
-            ],
-        }
-        (workdir / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
-        events_path.touch()
-        boot_log = workdir / "bootstrap.log"
-        with open(boot_log, "wb") as boot:
-            process = subprocess.Popen(
-                [self.settings.python, "-m", "autofix.smoke.runner", str(workdir / "spec.json")],
-                # Not a script's folder: its modules must not shadow what the bootstrap imports.
-                cwd=str(workdir),
-                env=self._env(),
-                stdin=subprocess.DEVNULL,
-                stdout=boot,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            try:
-                self._watch(process, events_path, logs, boot_log)
-            finally:
-                if process.poll() is None:
-                    _kill_group(process)
-
-    def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        package_root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-        if self.settings.legacy_keras:
-            env["TF_USE_LEGACY_KERAS"] = "1"
-        return env
-
-    def _watch(self, process: subprocess.Popen, events_path: Path, logs: list[Path], boot_log: Path) -> None:
-        launched = time.monotonic()
-        running: int | None = None
-        started = 0.0
-        with open(events_path, encoding="utf-8") as events:
-            buffer = ""
-            while True:
-                exited = process.poll() is not None
-                chunk = events.read()
-                buffer += chunk
-                *lines, buffer = buffer.split("\n")
-                for line in lines:
-                    event = json.loads(line)
-                    kind = event["event"]
-                    if kind == "ready":
-                        self.ready = event
-                    elif kind == "start":
-                        running, started = event["index"], time.monotonic()
-                    elif kind == "done":
-                        self._done(event["index"], event["result"], logs[event["index"]])
-                        running = None
-                    elif kind == "harness-error":
-                        self._harness_error(f"{event['error']}", boot_log, event.get("traceback", ""))
-                        return
-                if exited:
-                    break
-                now = time.monotonic()
-                if not self.ready and now - launched > self.settings.startup_timeout:
-                    _kill_group(process)
-                    self._harness_error(f"TensorFlow did not start within {self.settings.startup_timeout:g} s", boot_log)
+    def _watch(self, child: Child) -> None:
+        while True:
+            for event in child.poll():
+                kind = event["event"]
+                if kind == "ready":
+                    self.ready = child.ready
+                elif kind == "done":
+                    self._done(event["index"], child.done[event["index"]])
+                elif kind == "harness-error":
+                    message, details = child.harness_error or ("", "")
+                    self._harness_error(message, details or child.boot_output())
                     return
-                if running is not None and now - started > self.settings.timeout:
-                    peak = _peak_memory_mb(process.pid)
-                    _kill_group(process)
-                    raw = {"status": "timeout", "seconds": round(now - started, 3), "peak_memory_mb": peak}
-                    self._done(running, raw, logs[running])
-                    return
-                time.sleep(POLL_SECONDS)
-        if not self.ready:
-            self._harness_error(f"the smoke-test process ended before TensorFlow started ({checks.death_reason(process.returncode)})", boot_log)
-        elif running is not None:
-            raw = {"status": "died", "died": checks.death_reason(process.returncode), "seconds": round(time.monotonic() - started, 3)}
-            self._done(running, raw, logs[running])
+            if child.exited:
+                break
+            now = time.monotonic()
+            if not child.ready and now - child.launched > self.settings.startup_timeout:
+                child.stop()
+                self._harness_error(f"TensorFlow did not start within {self.settings.startup_timeout:g} s", child.boot_output())
+                return
+            if child.running is not None and now - child.started > self.settings.timeout:
+                peak = child.peak_memory_mb()
+                raw = dict(child.ended_mid_script("timeout"), peak_memory_mb=peak)
+                child.stop()
+                self._done(child.running, raw)
+                return
+            time.sleep(POLL_SECONDS)
+        if not child.ready:
+            reason = checks.death_reason(child.returncode)
+            self._harness_error(f"the smoke-test process ended before TensorFlow started ({reason})", child.boot_output())
+        elif child.running is not None:
+            self._done(child.running, child.ended_mid_script())
 
-    def _done(self, index: int, raw: dict[str, Any], log: Path) -> None:
+    def _done(self, index: int, raw: dict[str, Any]) -> None:
         order, job = self.jobs[index]
-        raw = dict(raw, output=_tail(log))
-        self.reports[order] = _report(self.settings, job, raw, self.ready)
+        self.reports[order] = build_report(self.settings, job, raw, self.ready)
 
-    def _harness_error(self, message: str, boot_log: Path, details: str = "") -> None:
-        output = (details or _tail(boot_log)).strip()
+    def _harness_error(self, message: str, output: str) -> None:
         for order, job in self.jobs:
             if order not in self.reports:
-                raw = {"status": "harness-error", "harness_error": message, "output": output[-OUTPUT_TAIL:]}
-                self.reports[order] = _report(self.settings, job, raw, self.ready)
-
-
-def _report(settings: _Settings, job: SmokeJob, raw: dict[str, Any], ready: dict[str, Any]) -> SmokeReport:
-    found = checks.evaluate(raw, replicas=settings.replicas, timeout=settings.timeout)
-    harness_error = raw.get("harness_error")
-    if harness_error and raw.get("status") != "harness-error":
-        found = (*found, checks.Check("harness", False, f"the harness failed: {harness_error}"))
-    return SmokeReport(
-        script=job.script,
-        ok=all(c.passed for c in found),
-        status=raw.get("status", "harness-error"),
-        replicas=settings.replicas,
-        steps=settings.steps,
-        args=tuple(job.args),
-        fits=checks.fit_records(raw),
-        runs=checks.run_records(raw),
-        checks=found,
-        seconds=float(raw.get("seconds") or 0.0),
-        startup_seconds=ready.get("startup_seconds"),
-        peak_memory_mb=raw.get("peak_memory_mb"),
-        error=raw.get("error"),
-        error_site=raw.get("error_site"),
-        script_exit=raw.get("exit_code"),
-        harness_error=harness_error,
-        strategies=tuple(raw.get("strategies", ())),
-        datasets=tuple(raw.get("datasets", ())),
-        notes=checks.notes(raw),
-        provided=ready.get("provided", ""),
-        tensorflow=ready.get("tensorflow", ""),
-        legacy_keras=settings.legacy_keras,
-        offline=settings.offline,
-        output=raw.get("output", ""),
-    )
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    process.wait()
-
-
-def _tail(path: Path) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            # Progress bars rewrite their line hundreds of times: read more than is kept.
-            fh.seek(max(0, size - 8 * OUTPUT_TAIL))
-            text = fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return clean_output(text)[-OUTPUT_TAIL:]
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-
-
-def clean_output(text: str) -> str:
-    """What a terminal would finally show: no colour codes, progress bars at their last state."""
-    text = _ANSI.sub("", text).replace("\x08", "")
-    return "\n".join(line.rstrip("\r").rsplit("\r", 1)[-1] for line in text.split("\n"))
-
-
-def _peak_memory_mb(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return None
+                raw = {"status": "harness-error", "harness_error": message, "output": output.strip()[-OUTPUT_TAIL:]}
+                self.reports[order] = build_report(self.settings, job, raw, self.ready)

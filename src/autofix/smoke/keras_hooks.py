@@ -17,6 +17,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from autofix.smoke import multiworker
 from autofix.smoke.state import (
     FitRec,
     StepLimitReached,
@@ -37,9 +38,9 @@ def install(module: Any) -> None:
     version = f"{module.__name__} {getattr(module, '__version__', '?')}"
     model = module.Model
     callback = _callback_class(module)
-    _wrap(model, "fit", lambda original: _fit(original, callback, version))
+    _wrap(model, "fit", lambda original: _fit(original, callback, version, module.__name__))
     _wrap(model, "train_on_batch", lambda original: _train_on_batch(original, version))
-    _wrap(model, "evaluate", _evaluate)
+    _wrap(model, "evaluate", lambda original: _evaluate(original, module.__name__))
     _wrap(model, "predict", _keras_owned)
     _wrap(model, "compile", _compile)
     optimizers = [module.optimizers.Optimizer]
@@ -87,6 +88,7 @@ def _callback_class(module: Any) -> type:
             loss = scalar((logs or {}).get("loss"))
             if loss is not None:
                 self.record.losses.append(loss)
+            recorder.publish()
 
     return Record
 
@@ -105,7 +107,7 @@ def _array_like(x) -> bool:
     return hasattr(x, "shape") and hasattr(x, "dtype")
 
 
-def _fit(original, callback: type, version: str):
+def _fit(original, callback: type, version: str, package: str):
     signature = inspect.signature(original)
 
     def fit(self, *args, **kwargs):
@@ -137,12 +139,14 @@ def _fit(original, callback: type, version: str):
         except BaseException as exc:
             record.error = describe_exception(exc)
             _finish(record, self)
+            record.cause = _known_failure(package, self, exc) or record.cause
             _failed("fit", record.cause)
             raise
         finally:
             recorder.current_fit = None
             if record.error is None:
                 _finish(record, self)
+            recorder.publish()
 
     return fit
 
@@ -182,28 +186,43 @@ def _train_on_batch(original, version: str):
             record.error = describe_exception(exc)
             _finish(record, self)
             _failed("train_on_batch", record.cause)
+            recorder.publish()
             raise
         record.steps += 1
         loss = scalar(result)
         if loss is not None:
             record.losses.append(loss)
         _finish(record, self)
+        recorder.publish()
         return result
 
     return train_on_batch
 
 
-def _evaluate(original):
+def _evaluate(original, package: str):
     signature = inspect.signature(original)
 
     def evaluate(self, *args, **kwargs):
         bound = signature.bind(self, *args, **kwargs)
         asked = bound.arguments.get("steps")
         bound.arguments["steps"] = min(int(asked), recorder.steps) if asked else recorder.steps
-        with _Keras():
-            return original(*bound.args, **bound.kwargs)
+        try:
+            with _Keras():
+                return original(*bound.args, **bound.kwargs)
+        except Exception as exc:
+            known = _known_failure(package, self, exc)
+            if known:
+                _failed("evaluate", known)
+            raise
 
     return evaluate
+
+
+def _known_failure(package: str, model: Any, exc: BaseException) -> str | None:
+    try:
+        return multiworker.keras3_limitation(package, model.distribute_strategy, exc)
+    except Exception:
+        return None
 
 
 def _compile(original):
@@ -237,11 +256,36 @@ def _optimizer_init(original):
 
 def _optimizer_apply(original):
     def apply(self, *args, **kwargs):
-        if recorder.current_run is not None:
-            recorder.current_run.applies_gradients = True
+        run = recorder.current_run
+        if run is not None:
+            run.applies_gradients = True
+            if recorder.multi_worker and id(run) not in recorder.run_variables:
+                args = _keep_variables(run, args, kwargs)
         return original(self, *args, **kwargs)
 
     return apply
+
+
+def _keep_variables(run: Any, args: tuple, kwargs: dict) -> tuple:
+    """Note the variables a custom step updates (for the weights digest of multi-worker runs).
+    ``apply_gradients(zip(...))`` gets a list instead of the one-shot iterator it was given."""
+    if "trainable_variables" in kwargs or (len(args) > 1 and isinstance(args[1], (list, tuple))):  # apply(grads, variables)
+        variables = kwargs.get("trainable_variables", args[1] if len(args) > 1 else None)
+        if variables is not None:
+            recorder.run_variables[id(run)] = list(variables)
+        return args
+    pairs = args[0] if args else kwargs.get("grads_and_vars")
+    if pairs is None:
+        return args
+    pairs = list(pairs)
+    try:
+        recorder.run_variables[id(run)] = [v for _, v in pairs]
+    except (TypeError, ValueError):
+        pass
+    if args:
+        return (pairs, *args[1:])
+    kwargs["grads_and_vars"] = pairs
+    return args
 
 
 def _failed(where: str, cause: str | None) -> None:
@@ -273,6 +317,8 @@ def _inspect(record: FitRec, model: Any) -> None:
     origin = getattr(getattr(model, "optimizer", None), "_autofix_smoke_origin", None)
     record.optimizer_in_scope = None if origin is None else origin[0] is strategy
     record.cause = _cause(model, _unmirrored(model_vars))
+    if recorder.multi_worker:
+        record.weights = multiworker.digest(model_vars)
 
 
 def _cause(model: Any, unmirrored_model_vars: list[str]) -> str | None:
@@ -291,7 +337,9 @@ def _cause(model: Any, unmirrored_model_vars: list[str]) -> str | None:
             return "compile() was called outside strategy.scope()"
         return "the optimizer was created outside strategy.scope()"
     replicas = int(strategy.num_replicas_in_sync)
-    if replicas < recorder.replicas:
+    if recorder.multi_worker and not multiworker.is_multi_worker(strategy):
+        return f"{type(strategy).__name__} trains each worker on its own: use MultiWorkerMirroredStrategy"
+    if replicas < recorder.replicas * recorder.workers:
         return f"the strategy has {replicas} device{'s' if replicas != 1 else ''}"
     return None
 

@@ -22,6 +22,7 @@ import tensorflow as tf
 from tensorflow.python.distribute import distribute_lib, mirrored_run
 from tensorflow.python.eager.polymorphic_function import polymorphic_function
 
+from autofix.smoke import multiworker
 from autofix.smoke.state import (
     RunRec,
     StepFunction,
@@ -80,6 +81,7 @@ def _run(original):
         record.calls += 1
         if record.global_batch is None:
             record.global_batch = recorder.last_user_batch
+            record.auto_shard, record.sharded = recorder.last_user_sharding
         recorder.current_run = record
         try:
             result = original(self, fn, args, kwargs, options)
@@ -95,6 +97,8 @@ def _run(original):
         if eager_step:
             record.steps += 1
             recorder.last_eager_run = record
+            _digest(record)
+            recorder.publish()
         return result
 
     return run
@@ -169,9 +173,16 @@ def _function_call(original):
                 record.steps += 1
                 if loss is not None:
                     record.losses.append(loss)
+                _digest(record)
+            recorder.publish()
         return result
 
     return __call__
+
+
+def _digest(record: RunRec) -> None:
+    if recorder.multi_worker:
+        record.weights = multiworker.digest(recorder.run_variables.get(id(record)))
 
 
 def _reduce(original):
@@ -182,6 +193,7 @@ def _reduce(original):
             if loss is not None:
                 recorder.last_eager_run.losses.append(loss)
                 recorder.last_eager_run = None
+                recorder.publish()
         return result
 
     return reduce
@@ -193,8 +205,12 @@ def _distribute_dataset(original):
         if fit is not None and not fit.batch_probed:
             fit.batch_probed = True
             fit.global_batch = batch_of(dataset)
+            if recorder.multi_worker:
+                fit.auto_shard, fit.sharded = multiworker.sharding(dataset)
         elif recorder.keras_depth == 0:
             recorder.last_user_batch = batch_of(dataset)
+            if recorder.multi_worker:
+                recorder.last_user_sharding = multiworker.sharding(dataset)
         return original(self, dataset, options)
 
     return experimental_distribute_dataset

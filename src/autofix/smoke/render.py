@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 from rich.console import Group
@@ -76,6 +77,8 @@ def report_view(report: SmokeReport, shown_path: str) -> Group:
                 run.site, f"{run.given} {run.name}", _yes(run.in_tf_function), replicas, str(run.steps), _yes(run.applies_gradients), _losses(run.losses)
             )
         parts.append(table)
+    if report.workers is not None:
+        parts.append(_workers_table(report))
     checks = Table(title="checks", title_justify="left", show_header=False, expand=False)
     checks.add_column("")
     checks.add_column("")
@@ -94,13 +97,49 @@ def report_view(report: SmokeReport, shown_path: str) -> Group:
     return Group(*parts)
 
 
+def _workers_table(report: SmokeReport) -> Table:
+    section = report.workers
+    assert section is not None
+    title = f"workers: {section.trained} of {section.count} trained"
+    if section.agree is not None:
+        title += ", in agreement" if section.agree else ", NOT in agreement"
+    table = Table(title=title, title_justify="left", expand=False)
+    for column in ("worker", "address", "status", "replicas", "global batch", "steps", "loss", "weights", "wrote"):
+        table.add_column(column)
+    for worker in section.each:
+        wrote = sorted({_shown(w.path, report.script) for w in worker.writes})
+        table.add_row(
+            f"{worker.index}" + (" (chief)" if worker.chief else ""),
+            worker.address,
+            worker.status,
+            "-" if worker.replicas is None else str(worker.replicas),
+            "-" if worker.global_batch is None else str(worker.global_batch),
+            str(worker.steps),
+            _losses(worker.losses),
+            ", ".join(w or "?" for w in worker.weights) or "-",
+            ", ".join(wrote[:4]) + (f" (+{len(wrote) - 4})" if len(wrote) > 4 else "") or "-",
+        )
+    return table
+
+
+def _shown(path: str, script: str) -> str:
+    folder = os.path.dirname(os.path.abspath(script))
+    try:
+        relative = os.path.relpath(path, folder)
+    except ValueError:
+        return path
+    return path if relative.startswith("..") else relative
+
+
 def summary(report: SmokeReport) -> str:
     """One line: "2 replicas, all variables mirrored, loss 1.38 -> 1.21" or what went wrong."""
     if report.harness_error:
         return f"harness failed: {report.harness_error}"
     failed = [c for c in report.checks if not c.passed]
-    if report.status in ("crashed", "exited", "timeout", "died"):
+    if report.status in ("crashed", "exited", "timeout", "died", "stopped"):
         return failed[0].message if failed else report.status
+    if report.workers is not None and failed:
+        return failed[0].message
     losses = [v for f in report.fits for v in f.losses] + [v for r in report.runs for v in r.losses]
     loss = f", loss {losses[0]:.2f} -> {losses[-1]:.2f}" if len(losses) > 1 else ""
     trained = [f for f in report.fits if f.steps]
@@ -109,9 +148,18 @@ def summary(report: SmokeReport) -> str:
         if low.replicas < report.replicas:
             return f"trained on {low.replicas} replica{'s' if low.replicas != 1 else ''}" + (f" ({low.cause})" if low.cause else "")
         mirrored = "all variables mirrored" if all(f.all_mirrored for f in trained) else "some variables not mirrored"
-        return f"{low.replicas} replicas, {mirrored}{loss}"
+        return f"{_on_workers(report)}{low.replicas} replicas, {mirrored}{loss}"
     runs = [r for r in report.runs if r.steps and r.applies_gradients]
     if runs:
-        seen = min(len(r.replicas) if r.replicas_observed else r.num_replicas for r in runs)
-        return f"custom loop on {seen} replica{'s' if seen != 1 else ''}, {sum(r.steps for r in runs)} steps{loss}"
+        # A worker of a multi-worker run sees only its own replicas run.
+        seen = min(len(r.replicas) if r.replicas_observed and report.workers is None else r.num_replicas for r in runs)
+        return f"{_on_workers(report)}custom loop on {seen} replica{'s' if seen != 1 else ''}, {sum(r.steps for r in runs)} steps{loss}"
     return failed[0].message if failed else "no training happened"
+
+
+def _on_workers(report: SmokeReport) -> str:
+    section = report.workers
+    if section is None:
+        return ""
+    agree = ", in agreement" if section.agree else ""
+    return f"{section.trained} of {section.count} workers trained{agree}: "

@@ -19,6 +19,16 @@
 - ``strategies`` created, ``datasets`` served synthetically (``--offline``), ``notes``
   (things worth knowing that are not failures), ``output`` (the tail of what the script printed),
   ``tensorflow`` (version), ``legacy_keras``, ``offline``.
+- ``writes``: one :class:`WriteRecord` per path the script wrote (``api``, absolute ``path``,
+  ``via`` the Keras callback, ``site``).
+- ``workers``: ``None``, or for a multi-worker run a :class:`WorkersReport`: ``count``,
+  ``replicas_per_worker``, ``trained`` (workers that trained), ``agree`` (same losses and
+  weights; ``None`` when fewer than two trained), ``shared_writes`` (messages of paths two
+  workers wrote) and ``each``, one :class:`WorkerReport` per worker (``index``, ``chief``,
+  ``address``, ``status``, ``ok``, ``trained``, ``replicas``, ``steps``, ``losses``,
+  ``weights`` digests, ``global_batch``, ``writes``, ``failures``, times, ``error``, ``output``).
+  The other fields are then the chief's, except ``status`` / ``error`` / ``output`` (the worker
+  that failed first) and ``replicas`` (the total).
 - ``exit_code``: 0 (ok), 1 (a check failed), 2 (harness error) — the CLI's exit status.
 
 :class:`FitRecord` — one ``fit``: ``method`` (``fit`` / ``train_on_batch``), ``site``
@@ -30,7 +40,8 @@ running loss fit reports after each step), ``steps`` (that ran), ``global_batch`
 split over replicas), ``user_args`` (the script's ``epochs``, ``steps_per_epoch``,
 ``batch_size``, ``validation_steps``, before capping), ``capped_args``, ``compiled_in_scope``,
 ``optimizer_in_scope`` (created under the model's strategy), ``cause`` (why training was not
-distributed, in the script's terms), ``error`` (when fit raised), ``keras`` (package and version).
+distributed, in the script's terms), ``error`` (when fit raised), ``keras`` (package and version);
+in multi-worker runs ``weights`` (digest after fit), ``auto_shard`` and ``sharded``.
 
 :class:`RunRecord` — one call site of ``strategy.run``: ``site`` (``file:line``, or the
 ``tf.function`` holding it: ``file:line name``), ``given`` (``function``, ``tf.function``,
@@ -77,6 +88,9 @@ class FitRecord:
     cause: str | None = None
     error: str | None = None
     keras: str = ""
+    weights: str | None = None
+    auto_shard: str | None = None
+    sharded: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +109,9 @@ class RunRecord:
     losses: tuple[float, ...] = ()
     global_batch: int | None = None
     error: str | None = None
+    weights: str | None = None
+    auto_shard: str | None = None
+    sharded: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +119,50 @@ class Check:
     name: str
     passed: bool
     message: str
+
+
+@dataclass(frozen=True)
+class WriteRecord:
+    api: str = ""
+    path: str = ""
+    via: str | None = None
+    site: str = ""
+
+
+@dataclass(frozen=True)
+class WorkerReport:
+    index: int
+    address: str
+    status: str
+    ok: bool
+    trained: bool
+    replicas: int | None = None
+    steps: int = 0
+    losses: tuple[float, ...] = ()
+    weights: tuple[str | None, ...] = ()
+    global_batch: int | None = None
+    writes: tuple[WriteRecord, ...] = ()
+    failures: tuple[str, ...] = ()
+    seconds: float = 0.0
+    startup_seconds: float | None = None
+    peak_memory_mb: float | None = None
+    error: str | None = None
+    error_site: str | None = None
+    output: str = ""
+
+    @property
+    def chief(self) -> bool:
+        return self.index == 0
+
+
+@dataclass(frozen=True)
+class WorkersReport:
+    count: int
+    replicas_per_worker: int
+    trained: int
+    agree: bool | None
+    shared_writes: tuple[str, ...] = ()
+    each: tuple[WorkerReport, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -130,6 +191,8 @@ class SmokeReport:
     legacy_keras: bool = False
     offline: bool = False
     output: str = ""
+    writes: tuple[WriteRecord, ...] = ()
+    workers: WorkersReport | None = None
 
     @property
     def failures(self) -> tuple[str, ...]:
@@ -150,6 +213,9 @@ class SmokeReport:
         data["exit_code"] = self.exit_code
         data["trained"] = self.trained
         data["failures"] = list(self.failures)
+        if self.workers is not None:
+            for worker, raw in zip(self.workers.each, data["workers"]["each"]):
+                raw["chief"] = worker.chief
         return _finite(data)
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -164,6 +230,16 @@ class SmokeReport:
         values["checks"] = tuple(Check(**c) for c in data.get("checks", ()))
         for name in ("args", "strategies", "datasets", "notes"):
             values[name] = tuple(data.get(name, ()))
+        values["writes"] = tuple(_record(WriteRecord, w) for w in data.get("writes", ()))
+        workers = data.get("workers")
+        if workers is not None:
+            each = []
+            for worker in workers.get("each", ()):
+                worker = dict(worker)
+                worker.pop("chief", None)
+                worker["writes"] = [_record(WriteRecord, w) for w in worker.get("writes", ())]
+                each.append(_record(WorkerReport, worker))
+            values["workers"] = _record(WorkersReport, dict(workers, each=tuple(each)))
         return cls(**values)
 
 

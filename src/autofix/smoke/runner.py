@@ -5,7 +5,9 @@ of the spec in turn as ``__main__`` — in its own directory, with its own ``sys
 ``sys.path[0]``, a fresh namespace and its output in its own log — and clears the Keras
 session between scripts. Progress goes to the spec's ``events`` file, one JSON object a line,
 written as it happens, so that the harness knows which script was running if this process
-dies: ``ready`` (or ``harness-error``), then ``start`` and ``done`` for each script.
+dies: ``ready`` (or ``harness-error``), then for each script ``start``, ``progress`` (the
+records so far, after every step and every ``fit``) and ``done``. A script that ends the
+process itself (``os._exit``) keeps what it recorded up to its last step.
 
 It prints nothing itself; what the scripts print goes to their logs.
 """
@@ -45,6 +47,7 @@ def main(argv: list[str]) -> int:
 
 def _run_all(spec: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> int:
     started = time.perf_counter()
+    _die_with_parent()
     try:
         provision = _bootstrap(spec)
     except BaseException as exc:  # the harness cannot work here: say why and stop
@@ -58,16 +61,36 @@ def _run_all(spec: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> in
             "startup_seconds": round(time.perf_counter() - started, 3),
             "tensorflow": tf.__version__,
             "provided": provision.how,
+            "pid": os.getpid(),
         }
     )
     home = os.getcwd()
     for index, job in enumerate(spec["scripts"]):
         emit({"event": "start", "index": index})
+        recorder.sink = lambda records, index=index: emit({"event": "progress", "index": index, "records": records})
         result = _run_one(job)
         os.chdir(home)
         _clear_sessions()
         emit({"event": "done", "index": index, "result": result})
+    if recorder.workers > 1:
+        # A worker that left now could break the others' last collective or their
+        # coordination service (the chief hosts it): the harness stops every worker together
+        # once it has them all.
+        while True:
+            time.sleep(3600)
     return 0
+
+
+def _die_with_parent() -> None:
+    """End with the reaper that started this process, even when it is SIGKILLed (Linux)."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
 
 
 def _exit(code: int) -> None:
@@ -86,13 +109,17 @@ def _bootstrap(spec: dict[str, Any]):
         sys.stdout.reconfigure(line_buffering=True)
     recorder.steps = int(spec["steps"])
     recorder.replicas = int(spec["replicas"])
+    worker = spec.get("worker") or {}
+    recorder.worker, recorder.workers = int(worker.get("index", 0)), int(worker.get("count", 1))
     import tensorflow  # noqa: F401  (starts nothing: the runtime starts on first use)
 
-    from autofix.smoke import devices, loops
+    from autofix.smoke import devices, loops, multiworker, writes
 
     provision = devices.Provision(recorder.replicas)
     devices.install(provision)
+    multiworker.install(provision)
     loops.install()
+    writes.install(os.path.dirname(os.path.abspath(spec["events"])))
     offline = bool(spec.get("offline"))
     actions = {name: _keras_action(offline) for name in KERAS_PACKAGES}
     for name in list(actions):
@@ -109,10 +136,11 @@ def _bootstrap(spec: dict[str, Any]):
 
 def _keras_action(offline: bool) -> Callable[[Any], None]:
     def action(module: Any) -> None:
-        from autofix.smoke import datasets, keras_hooks
+        from autofix.smoke import datasets, keras_hooks, writes
 
         try:
             keras_hooks.install(module)
+            writes.install_keras(module)
             if offline:
                 datasets.install(module.__name__)
         except Exception as exc:  # reported as a harness failure, not as the script's
@@ -184,6 +212,8 @@ def _run_one(job: dict[str, Any]) -> dict[str, Any]:
         result.update(status="crashed", error=describe_exception(exc), error_site=_error_site(exc))
     finally:
         result["seconds"] = round(time.perf_counter() - started, 3)
+        # Wall-clock end, to tell which worker of a multi-worker run failed first.
+        result["ended_at"] = time.time()
         sys.argv = saved_argv
         sys.path[:] = saved_path
         if os.environ != saved_environ:
@@ -202,7 +232,8 @@ def _error_site(exc: BaseException) -> str | None:
     site = None
     for frame, line in traceback.walk_tb(exc.__traceback__):
         filename = frame.f_code.co_filename
-        if os.path.realpath(filename).startswith(os.path.realpath(recorder.script_dir) + os.sep):
+        # Compiled extensions name their frames relative ("h5py/h5f.pyx"): never the script's.
+        if os.path.isabs(filename) and os.path.realpath(filename).startswith(os.path.realpath(recorder.script_dir) + os.sep):
             site = f"{shown(filename)}:{line}"
     return site
 

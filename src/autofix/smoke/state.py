@@ -3,7 +3,9 @@
 Everything here is plain Python data that :mod:`autofix.smoke.runner` turns into one JSON
 object per script. The hooks write into the one :data:`recorder`; it is reset between the
 scripts of a batch. Replica threads of MirroredStrategy write into it too, so nothing here is
-thread-local.
+thread-local. The hooks call :meth:`Recorder.publish` after every step and every ``fit``:
+the runner streams the records to the harness as they happen, so a script that ends the
+process itself (``os._exit(0)`` after training) keeps them.
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ class FitRec:
     error: str | None = None
     keras: str = ""
     batch_probed: bool = False
+    # Multi-worker runs only: a digest of the model's weights after fit, and how the dataset
+    # fit received is split over the workers (auto-shard policy, shard() in the pipeline).
+    weights: str | None = None
+    auto_shard: str | None = None
+    sharded: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -68,6 +75,9 @@ class RunRec:
     losses: list[float] = field(default_factory=list)
     global_batch: int | None = None
     error: str | None = None
+    weights: str | None = None
+    auto_shard: str | None = None
+    sharded: bool | None = None
 
     def saw_replica(self, replica: int | None) -> None:
         self.replicas_observed = True
@@ -88,9 +98,29 @@ class StepFunction:
 
 
 @dataclass
+class WriteRec:
+    """A write the script made (or a library made for it): the API, the path it was given
+    (absolute), the Keras callback it came through, and where in the script."""
+
+    api: str
+    path: str
+    via: str | None
+    site: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+MAX_WRITES = 200
+
+
+@dataclass
 class Recorder:
     steps: int = 3
     replicas: int = 2
+    # This process's place in a multi-worker run (workers == 1: a plain run).
+    worker: int = 0
+    workers: int = 1
     script_dir: str = ""
     fits: list[FitRec] = field(default_factory=list)
     runs: dict[str, RunRec] = field(default_factory=dict)
@@ -111,10 +141,36 @@ class Recorder:
     step_functions: dict[int, StepFunction] = field(default_factory=dict)
     # Keeps the tf.function objects of step_functions alive so that their ids stay unique.
     step_function_refs: list[Any] = field(default_factory=list)
+    # The variables each strategy.run record's optimizer updated (for its weights digest).
+    run_variables: dict[int, list[Any]] = field(default_factory=dict)
+    last_user_sharding: tuple[str | None, bool | None] = (None, None)
+    writes: list[WriteRec] = field(default_factory=list)
+    # Depth of the hooked write APIs: what they write themselves is not recorded again.
+    write_depth: int = 0
+    # Receives ``to_dict()`` after every step; set by the runner.
+    sink: Any = None
 
     def reset(self, script_dir: str) -> None:
-        keep = {"steps": self.steps, "replicas": self.replicas}
+        keep = {"steps": self.steps, "replicas": self.replicas, "sink": self.sink, "worker": self.worker, "workers": self.workers}
         self.__init__(script_dir=script_dir, **keep)  # type: ignore[misc]
+
+    def publish(self) -> None:
+        """Send the records so far to the harness. Never raises: recording must not fail a
+        script."""
+        if self.sink is None:
+            return
+        try:
+            self.sink(self.to_dict())
+        except Exception:
+            pass
+
+    @property
+    def multi_worker(self) -> bool:
+        return self.workers > 1
+
+    def wrote(self, record: WriteRec) -> None:
+        if len(self.writes) < MAX_WRITES and not any(w == record for w in self.writes):
+            self.writes.append(record)
 
     def note(self, text: str) -> None:
         if text not in self.notes:
@@ -128,6 +184,7 @@ class Recorder:
             "datasets": list(self.datasets),
             "notes": list(self.notes),
             "failure": self.failure,
+            "writes": [w.to_dict() for w in self.writes],
         }
 
 

@@ -1,0 +1,79 @@
+"""What to run and how (parent side): the jobs, the settings of a run, the environment of a
+runner process, and one script's report from what its runner recorded."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autofix.smoke import checks
+from autofix.smoke.report import SmokeReport
+
+
+@dataclass(frozen=True)
+class SmokeJob:
+    """One script to run: its path, arguments and working directory (default: its folder)."""
+
+    script: str
+    args: tuple[str, ...] = ()
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One run's settings: ``replicas`` per worker, ``workers`` processes per script."""
+
+    replicas: int
+    steps: int
+    timeout: float
+    offline: bool
+    legacy_keras: bool
+    python: str
+    startup_timeout: float
+    workers: int = 1
+
+
+def child_env(settings: Settings, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    if settings.legacy_keras:
+        env["TF_USE_LEGACY_KERAS"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def build_report(settings: Settings, job: SmokeJob, raw: dict[str, Any], ready: dict[str, Any]) -> SmokeReport:
+    found = checks.evaluate(raw, replicas=settings.replicas, timeout=settings.timeout)
+    harness_error = raw.get("harness_error")
+    if harness_error and raw.get("status") != "harness-error":
+        found = (*found, checks.Check("harness", False, f"the harness failed: {harness_error}"))
+    return SmokeReport(
+        script=job.script,
+        ok=all(c.passed for c in found),
+        status=raw.get("status", "harness-error"),
+        replicas=settings.replicas,
+        steps=settings.steps,
+        args=tuple(job.args),
+        fits=checks.fit_records(raw),
+        runs=checks.run_records(raw),
+        checks=found,
+        seconds=float(raw.get("seconds") or 0.0),
+        startup_seconds=ready.get("startup_seconds"),
+        peak_memory_mb=raw.get("peak_memory_mb"),
+        error=raw.get("error"),
+        error_site=raw.get("error_site"),
+        script_exit=raw.get("exit_code"),
+        harness_error=harness_error,
+        strategies=tuple(raw.get("strategies", ())),
+        datasets=tuple(raw.get("datasets", ())),
+        notes=checks.notes(raw),
+        provided=ready.get("provided", ""),
+        tensorflow=ready.get("tensorflow", ""),
+        legacy_keras=settings.legacy_keras,
+        offline=settings.offline,
+        output=raw.get("output", ""),
+        writes=checks.write_records(raw),
+    )
