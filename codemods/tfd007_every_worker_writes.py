@@ -78,7 +78,9 @@ def {write_path}(path, strategy):
     if {is_chief}(strategy):
         return path
     dirname, basename = {os}.path.split({os}.path.normpath(path))
-    return {os}.path.join(dirname, "workertemp_" + str(strategy.cluster_resolver.task_id), basename)
+    dirname = {os}.path.join(dirname, "workertemp_" + str(strategy.cluster_resolver.task_id))
+    {tf}.io.gfile.makedirs(dirname)
+    return {os}.path.join(dirname, basename)
 '''
 
 
@@ -110,7 +112,7 @@ class EveryWorkerWrites(Rule):
                 "model.fit(dataset, epochs=3)\n"
                 "\n"
                 "\n"
-                + _HELPERS.format(is_chief="_is_chief", write_path="_write_path", os="os")
+                + _HELPERS.format(is_chief="_is_chief", write_path="_write_path", os="os", tf="tf")
                 + "\n"
                 "\n"
                 'write_path = _write_path("saved/model.keras", strategy)\n'
@@ -275,6 +277,7 @@ class EveryWorkerWrites(Rule):
         if self._helpers is None:
             os_name = module_alias(self.program, "os")
             self._helpers = {
+                "tf": module_alias(self.program, "tensorflow") or "tf",
                 "is_chief": fresh_name(self._taken, "_is_chief"),
                 "write_path": fresh_name(self._taken, "_write_path"),
                 "os": os_name or "os",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import types
 
 import pytest
 
@@ -97,7 +98,9 @@ def test_generated_helpers_pick_the_chief_and_a_temporary_folder():
     new = analyse(read_case("save_in_main"), OPTIONS).new_text
     tree = ast.parse(new)
     helpers = ast.Module([n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("_")], [])
-    namespace: dict = {"os": __import__("os")}
+    made: list[str] = []
+    gfile = types.SimpleNamespace(makedirs=made.append)
+    namespace: dict = {"os": __import__("os"), "tf": types.SimpleNamespace(io=types.SimpleNamespace(gfile=gfile))}
     exec(compile(helpers, "<helpers>", "exec"), namespace)
 
     class Spec:
@@ -124,6 +127,7 @@ def test_generated_helpers_pick_the_chief_and_a_temporary_folder():
     assert write_path("out/model.keras", Strategy(Resolver("worker", 0, workers))) == "out/model.keras"
     assert write_path("out/model.keras", Strategy(Resolver("worker", 1, workers))) == "out/workertemp_1/model.keras"
     assert write_path("out/saved/", Strategy(Resolver("worker", 1, workers))) == "out/workertemp_1/saved"
+    assert made == ["out/workertemp_1", "out/workertemp_1"]
     assert is_chief(Strategy(Resolver(None, None, {})))
     assert is_chief(Strategy(Resolver("chief", 0, with_chief)))
     assert not is_chief(Strategy(Resolver("worker", 0, with_chief)))
