@@ -12,26 +12,30 @@ in sync. Measured with two worker processes on TF 2.21 / Keras 3.15 / tf_keras 2
   ``TF_USE_LEGACY_KERAS=1`` (then tf_keras). Fails without it.
 - ``import tf_keras``: Keras 2. Works.
 
-So a ``fit`` (and the others) of a model built with Keras 3 spellings where a multi-worker
-strategy exists is reported. It is a suggestion: whether it fails depends on the TensorFlow
+So a ``fit`` (and the others) of a model that this file builds with Keras 3 spellings in the
+scope of a ``MultiWorkerMirroredStrategy`` is reported. It is a suggestion: whether it fails depends on the TensorFlow
 installed (2.15 and older ship Keras 2) and on the environment the script runs in. The ways
 out: tf_keras (``pip install tf-keras``, then ``import tf_keras as keras``, or
 ``TF_USE_LEGACY_KERAS=1`` for ``tf.keras``), or a custom training loop.
 
 The fix (``--unsafe-fixes``) switches the whole file to Keras 2: ``import keras`` becomes
 ``import tf_keras as keras`` (``from keras... import`` likewise), and a file that spells
-``tf.keras`` sets ``os.environ["TF_USE_LEGACY_KERAS"] = "1"`` before its first import. It needs
+``tf.keras`` sets ``os.environ["TF_USE_LEGACY_KERAS"] = "1"`` before its first import of a module
+outside the standard library (measured: every ``tf.keras`` spelling is then tf_keras). It needs
 tf-keras installed, and Keras 2 is not Keras 3 (saved files, defaults): prove it with
 ``autofix smoke --workers 2``.
 
 Not findings: a file whose strategy has one worker (it removes ``TF_CONFIG`` before making
-it, as the tutorials' notebooks do), a file that names ``TF_USE_LEGACY_KERAS`` and spells only
-``tf.keras``, tf_keras, a model built in another module (its Keras is not known here),
-``predict``, custom training loops.
+it, as the tutorials' notebooks do), a strategy that may also be another kind (chosen by a flag
+or a helper's mode), a model made in no scope or in another strategy's scope, a file that names
+``TF_USE_LEGACY_KERAS`` and spells only ``tf.keras``, a file that uses tf_keras (alone or mixed
+with Keras 3), a model built in another module (its Keras is not known here), ``predict``,
+custom training loops.
 
 Not fixed (reported with the reason): a file that uses a Keras 3-only API (``keras.ops``,
-``keras.random``...; the list is measured), imports a module that may make Keras objects of its
-own (``keras_cv``, a local module...), imports Keras inside a function, or mixes tf_keras in.
+``keras.random``...; the list is the measured difference of the two APIs), imports a module
+that may make Keras objects of its own (``keras_cv``, a local module...), or imports Keras
+inside a function.
 """
 
 from __future__ import annotations
