@@ -201,10 +201,14 @@ def evaluate(manifest: list[dict], triage: dict, files: Path) -> dict:
     real = [dict(f, source="finding") for f in triage["findings"] if f["verdict"] == "true"]
     real += [dict(m, source="miss") for m in triage["misses"]]
     found, missed = defaultdict(int), defaultdict(list)
+    counted: set[tuple] = set()  # a miss found later is also a true finding: one bug
     for bug in real:
         if bug["file"] not in present_ids:
             continue
         key = (bug["file"], bug["cell"], bug["line"], bug["code"])
+        if key in counted:
+            continue
+        counted.add(key)
         if key in reported:
             found[bug["code"]] += 1
         else:

@@ -1,9 +1,14 @@
-"""TFD003 strategy-run-model: ``strategy.run`` given a model, or called eagerly in a loop.
+"""TFD003 strategy-run-model: what ``strategy.run`` cannot run, and training steps run eagerly.
 
-``strategy.run`` takes a per-replica step *function*, not a model: ``strategy.run(model,
-args=())`` fails (``TypeError: missing a required argument: 'inputs'`` on Keras 3,
-``ValueError: The first argument to Layer.call must always be passed`` on Keras 2); people
-write it to "test" their distributed setup. The fix replaces it with a generated,
+Found: ``strategy.run`` given a model with no inputs, a model whose outputs are used as a
+training loss, or Keras's own training methods; and a training step called eagerly in a loop.
+
+``strategy.run`` takes a per-replica step *function*. Given a model and real inputs
+(``strategy.run(model, args=(x,))``) it is valid distributed inference: it returns the
+per-replica outputs, and is left alone. Given a model and no inputs (``strategy.run(model)``,
+``args=()``) it fails (``TypeError: missing a required argument: 'inputs'`` on Keras 3,
+``ValueError: The first argument to Layer.call must always be passed`` on Keras 2); people write
+it to "test" their distributed setup. The fix replaces that call with a generated,
 replica-correct training step fed with real data: a ``@tf.function`` ``train_step`` that
 computes the model's compiled loss per example (``reduction="none"``), averages it with
 ``tf.nn.compute_average_loss`` over the global batch, and applies the gradients with the
@@ -11,13 +16,17 @@ compiled optimizer; the loss object is made inside ``strategy.scope()``, and the
 batch of ``strategy.experimental_distribute_dataset(<the dataset the model is fit on>)``. A
 value that was used is the per-replica loss reduced with ``strategy.reduce(SUM, ...)``.
 
-``strategy.run(step, ...)`` called eagerly in a loop runs every step op by op; when the step
-is clearly safe to trace (only TensorFlow and Keras calls), the call is wrapped in a
-``@tf.function``.
+``strategy.run(step, ...)`` called eagerly in a training loop (the step takes or applies
+gradients, is not itself a ``tf.function``, and the call is not inside one, directly or through
+its callers) runs every step op by op; when the step is clearly safe to trace (only TensorFlow
+and Keras calls), the call is wrapped in a ``@tf.function`` defined before the outermost loop.
 
 Not fixed (reported with the reason):
+- a model's outputs used as a training loss, and ``model.train_on_batch`` / ``fit`` /
+  ``predict`` run by ``strategy.run`` (they fail in a replica; call them directly instead);
 - a model that is not compiled, or compiled with a loss that cannot be rebuilt per example;
-- a model not fit on a batched ``tf.data`` dataset named before the ``strategy.run`` line;
+- a model not fit on a batched ``tf.data`` dataset named before the ``strategy.run`` line,
+  and a call inside a loop (a generated step is never defined in a loop body);
 - a script that does not import TensorFlow as a module (``import tensorflow as tf``);
 - eager loops whose step prints, converts tensors to Python values, or calls other code.
 """
@@ -29,7 +38,8 @@ import libcst as cst
 from autofix.analysis.dataflow import PASSTHROUGH
 from autofix.analysis.facts import Facts
 from autofix.analysis.program import Program
-from autofix.analysis.syntax import names_in, root_name
+from autofix.analysis.steps import Steps, words
+from autofix.analysis.syntax import argument_value, attribute_path, names_in, root_name
 from autofix.analysis.training import batch_size_of, compile_of, fit_datasets
 from autofix.codegen import (
     BlockEdits,
@@ -42,19 +52,40 @@ from autofix.codegen import (
     visible_at,
 )
 from autofix.rule import Example, Rule
-from autofix.tf.symbols import Kind
+from autofix.tf.symbols import TRAIN_METHODS, Kind
 
-MODEL_MESSAGE = "strategy.run was given a model: it takes a per-replica step function (this call raises)"
+MODEL_MESSAGE = (
+    "strategy.run was given a model and no inputs: it takes a per-replica step function "
+    "(this call raises: the model's call needs its inputs)"
+)
+LOSS_MESSAGE = (
+    "strategy.run(model, ...) returns the model's per-replica outputs, and they are used as a "
+    "training loss outside the replicas"
+)
+LOSS_REASON = (
+    "the gradient on line {line} is taken outside strategy.run; compute the loss and apply the "
+    "gradients in a step function that strategy.run runs on every replica"
+)
+METHOD_MESSAGE = (
+    "strategy.run runs model.{method}(): Keras's own training and prediction methods distribute "
+    "themselves and fail inside a replica (\"Method requires being in cross-replica context\")"
+)
+METHOD_REASON = (
+    "call model.{method}(...) directly, outside strategy.run; wrapping it in strategy.run or "
+    "tf.function is not a fix"
+)
 EAGER_MESSAGE = "strategy.run is called eagerly in a training loop: every step runs op by op instead of as a graph"
 COMMENT = "# strategy.run takes a per-replica step function, not a model: train one step on real data."
 # Calls a step may make and still be traced safely: TensorFlow, Keras and these builtins.
+# What a function calling strategy.run may do with the strategy inside a tf.function.
+_STRATEGY_METHODS = frozenset({"run", "experimental_run_v2", "reduce", "gather", "experimental_local_results"})
 _TRACEABLE_BUILTINS = frozenset({"builtins.zip", "builtins.len", "builtins.range", "builtins.isinstance", "builtins.float", "builtins.int"})
 
 
 class StrategyRunModel(Rule):
     CODE = "TFD003"
     NAME = "strategy-run-model"
-    DESCRIPTION = "strategy.run(model, ...) instead of a per-replica step function"
+    DESCRIPTION = "strategy.run given what it cannot run (a model without inputs), or a training step run eagerly"
     EXAMPLES = (
         Example(
             before=(
@@ -110,18 +141,81 @@ class StrategyRunModel(Rule):
                 "    return strategy.run(step, args=(inputs,))\n"
             ),
         ),
+        Example(
+            before=(
+                "import tensorflow as tf\n"
+                "\n"
+                "strategy = tf.distribute.MirroredStrategy()\n"
+                "with strategy.scope():\n"
+                "    model = tf.keras.models.load_model(\"model.keras\")\n"
+                "for batch in strategy.experimental_distribute_dataset(test_ds):\n"
+                "    predictions = strategy.gather(strategy.run(model, args=(batch,)), axis=0)\n"
+            ),
+        ),
     )
 
     def check(self) -> None:
-        program, facts = self.program, self.facts
-        for call in facts.strategy_run_calls():
-            if not call.args:
+        steps = self.steps = Steps.of(self.program)
+        facts = self.facts
+        for call in steps.runs:
+            target = steps.run_target(call)
+            if target is None:
                 continue
-            target = call.args[0].value
-            if _keras_object(facts, target):
-                self.fix(call, MODEL_MESSAGE, lambda edits, call=call, target=target: self._replace_model_run(program, call, target, edits))
-            elif _eager_in_loop(program, call):
-                self.fix(call, EAGER_MESSAGE, lambda edits, call=call: self._wrap_in_function(program, call, edits))
+            method = _keras_method(facts, steps, call, target)
+            if method is not None:
+                self.report(call, METHOD_MESSAGE.format(method=method), METHOD_REASON.format(method=method))
+            elif _keras_object(facts, target):
+                if isinstance(target, cst.Attribute):
+                    continue  # ``model.call`` and the like, given inputs: inference
+                inputs = _given_inputs(call)
+                if inputs is False:
+                    self.fix(call, MODEL_MESSAGE, lambda edits, call=call, target=target: self._replace_model_run(self.program, call, target, edits))
+                elif inputs and steps.feeds_gradient(call) is not None:
+                    line = self.program.line(steps.feeds_gradient(call))
+                    self.report(call, LOSS_MESSAGE, LOSS_REASON.format(line=line))
+            else:
+                eager = self._eager_training_loop(call, target)
+                if eager is call:
+                    self.fix(call, EAGER_MESSAGE, lambda edits, call=call: self._wrap_in_function(self.program, call, edits))
+                elif isinstance(eager, cst.FunctionDef):
+                    self.fix(call, EAGER_MESSAGE, lambda edits, call=call, f=eager: self._decorate(call, f, edits))
+
+    def _eager_training_loop(self, call: cst.Call, target: cst.BaseExpression) -> cst.CSTNode | None:
+        """For ``strategy.run(step)`` outside any tf.function, with a step that trains and is
+        not a tf.function itself: the call, when it is in a loop; the function holding it, when
+        that function is called in a loop; otherwise None."""
+        steps = self.steps
+        step = steps.definition(target)
+        if step is None or steps.compiled(step) or steps.in_graph(call) or not steps.trains(step):
+            return None
+        for ancestor in self.program.ancestors(call):
+            if isinstance(ancestor, (cst.For, cst.While)):
+                return call
+            if isinstance(ancestor, cst.FunctionDef):
+                looped = any(
+                    _loop_of(self.program, ref) is not None
+                    for ref in self.facts.references(ancestor)
+                    if isinstance(self.program.parent(ref), cst.Call)
+                )
+                return ancestor if looped else None
+            if isinstance(ancestor, (cst.Lambda, cst.ClassDef)):
+                return None
+        return None
+
+    def _decorate(self, call: cst.Call, function: cst.FunctionDef, edits: BlockEdits) -> None:
+        """``def train_step(x): return strategy.run(step, ...)`` called in a loop: make it a
+        tf.function."""
+        program = self.program
+        tf = module_alias(program, "tensorflow")
+        if tf is None:
+            raise NotFound("the script does not import tensorflow as a module (import tensorflow as tf)")
+        step = self.steps.definition(self.steps.run_target(call))  # type: ignore[arg-type]
+        for traced in (function, step):
+            why = _untraceable(program, self.steps, traced) if traced is not None else "is not defined in this file"
+            if why:
+                raise NotFound(f"{traced.name.value if traced else 'the step'}() {why}, which would behave differently inside a tf.function")
+        decorator = cst.Decorator(cst.parse_expression(f"{tf}.function"))
+        edits.replace(function, lambda node: node.with_changes(decorators=[decorator, *node.decorators]))
 
     # --- strategy.run(model) ---------------------------------------------------------------------
 
@@ -134,6 +228,11 @@ class StrategyRunModel(Rule):
         if not isinstance(strategy, cst.Name):
             raise NotFound("the strategy is not a plain name")
         statement, block = _placement(program, call)
+        if _loop_of(program, call) is not None:
+            raise NotFound(
+                "the call is inside a loop, where a generated step cannot be defined; write a "
+                "per-replica step function that trains on the loop's batches and pass it to strategy.run"
+            )
         tf = module_alias(program, "tensorflow")
         if tf is None:
             raise NotFound("the script does not import tensorflow as a module (import tensorflow as tf)")
@@ -215,14 +314,14 @@ class StrategyRunModel(Rule):
     # --- eager strategy.run in a loop ----------------------------------------------------------
 
     def _wrap_in_function(self, program: Program, call: cst.Call, edits: BlockEdits) -> None:
-        facts = Facts.of(program)
         tf = module_alias(program, "tensorflow")
         if tf is None:
             raise NotFound("the script does not import tensorflow as a module (import tensorflow as tf)")
-        step = facts.local_definition(call.args[0].value)
-        if not isinstance(step, cst.FunctionDef):
+        target = self.steps.run_target(call)
+        step = self.steps.definition(target) if target is not None else None
+        if step is None or target is None:
             raise NotFound("the step function is not defined in this file, so it cannot be shown safe to trace")
-        why = _untraceable(program, step)
+        why = _untraceable(program, self.steps, step)
         if why:
             raise NotFound(f"{step.name.value}() {why}, which would behave differently inside a tf.function")
         params = _simple_args(call)
@@ -235,12 +334,13 @@ class StrategyRunModel(Rule):
         outer = program.block_of(loop)
         names = fresh_names(program, [f"distributed_{step.name.value}"])
         wrapper_name = names[f"distributed_{step.name.value}"]
+        run_what = program.module.code_for_node(target)
         strategy = program.module.code_for_node(call.func.value)  # type: ignore[union-attr]
         args = ", ".join(params)
         wrapper = cst.parse_statement(
             f"@{tf}.function\n"
             f"def {wrapper_name}({args}):\n"
-            f"    return {strategy}.run({step.name.value}, args=({args}{',' if len(params) == 1 else ''}))\n"
+            f"    return {strategy}.run({run_what}, args=({args}{',' if len(params) == 1 else ''}))\n"
         )
         comment = cst.EmptyLine(comment=cst.Comment("# Runs the step as one graph on every replica, not op by op."))
         gap = [cst.EmptyLine(indent=False)] * (2 if isinstance(outer, cst.Module) else 1)
@@ -254,6 +354,46 @@ class StrategyRunModel(Rule):
             return body[:index] + [first] + body[index:]
 
         edits.add(outer, insert)
+
+
+def _given_inputs(call: cst.Call) -> bool | None:
+    """Whether ``strategy.run(fn, args, kwargs)`` passes ``fn`` anything: False for no
+    ``args`` / ``kwargs`` or empty literals, None when they are not literals."""
+    given: list[bool | None] = []
+    for keyword, position in (("args", 1), ("kwargs", 2)):
+        value = argument_value(call, keyword, position)
+        if value is None or isinstance(value, cst.Name) and value.value == "None":
+            continue
+        if isinstance(value, (cst.Tuple, cst.List, cst.Dict)):
+            given.append(bool(value.elements))
+        else:
+            given.append(None)
+    if any(given):
+        return True
+    return None if None in given else False
+
+
+def _keras_method(facts: Facts, steps: Steps, call: cst.Call, target: cst.BaseExpression) -> str | None:
+    """The Keras training or prediction method (``train_on_batch``...) that ``strategy.run``
+    runs, directly or in the step function it is given."""
+    if isinstance(target, cst.Attribute):
+        return target.attr.value if target.attr.value in TRAIN_METHODS and _model_like(facts, target.value) else None
+    step = steps.definition(target)
+    if step is None or steps.single_replica(call):
+        return None
+    for inner in steps.calls(step):
+        func = inner.func
+        if isinstance(func, cst.Attribute) and func.attr.value in TRAIN_METHODS and _model_like(facts, func.value):
+            return func.attr.value
+    return None
+
+
+def _model_like(facts: Facts, expr: cst.BaseExpression) -> bool:
+    """A Keras model (or layer), or an attribute named for one (``self.model``)."""
+    if _keras_object(facts, expr):
+        return True
+    path = attribute_path(expr)
+    return path is not None and len(path) > 1 and "model" in words(path[-1])
 
 
 def _keras_object(facts: Facts, expr: cst.BaseExpression) -> bool:
@@ -284,38 +424,9 @@ def _step_locals(read: list[str]) -> dict[str, str]:
     return {name: fresh_name(taken, name) for name in ("features", "labels", "tape", "predictions", "per_example_loss", "loss", "gradients")}
 
 
-def _eager_in_loop(program: Program, call: cst.Call) -> bool:
-    """In a for/while loop, and not (inside) a function that is compiled with tf.function."""
-    in_loop = False
-    for ancestor in program.ancestors(call):
-        if isinstance(ancestor, (cst.For, cst.While)):
-            in_loop = True
-        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
-            if isinstance(ancestor, cst.FunctionDef) and _compiled(program, ancestor):
-                return False
-            if not in_loop:
-                return False
-    return in_loop
-
-
-def _compiled(program: Program, function: cst.FunctionDef) -> bool:
-    for decorator in function.decorators:
-        expr = decorator.decorator
-        if isinstance(expr, cst.Call):
-            expr = expr.func
-        if "tensorflow.function" in Facts.of(program).names_of(expr):
-            return True
-    for ref in Facts.of(program).references(function):
-        parent = program.parent(ref)
-        holder = program.parent(parent) if isinstance(parent, cst.Arg) else None
-        if isinstance(holder, cst.Call) and "tensorflow.function" in Facts.of(program).names_of(holder.func):
-            return True
-    return False
-
-
-def _untraceable(program: Program, function: cst.FunctionDef) -> str | None:
+def _untraceable(program: Program, steps: Steps, function: cst.FunctionDef) -> str | None:
     facts = Facts.of(program)
-    if _compiled(program, function):
+    if steps.compiled(function):
         return None
 
     class Visitor(cst.CSTVisitor):
@@ -345,10 +456,15 @@ def _untraceable(program: Program, function: cst.FunctionDef) -> str | None:
                 if func.attr.value in ("numpy", "item", "tolist"):
                     self.why = "converts tensors to Python values"
                     return
+                if func.attr.value in TRAIN_METHODS:
+                    self.why = f"calls {program.module.code_for_node(func)}()"
+                    return
                 root = root_name(func)
                 if root is not None and (facts.is_model_name(root) or facts.is_layer_name(root) or _keras_value(facts, root)):
                     return
                 if func.attr.value in ("gradient", "apply_gradients", "update_state", "assign", "assign_add", "assign_sub"):
+                    return
+                if func.attr.value in _STRATEGY_METHODS and steps.is_strategy(func.value):
                     return
                 self.why = f"calls {program.module.code_for_node(func)}()"
                 return

@@ -256,10 +256,15 @@ def test_notebook_findings_and_diffs_name_the_cell(tmp_path, monkeypatch):
     check = run("check", "--select", "TFD001", ".")
     assert check.exit_code == 1
     assert check.stdout.splitlines()[0].startswith("train.ipynb:cell 5:2:9: TFD001 [*] model built")
+    cells = run("diff", "--cells", "--select", "TFD001", "train.ipynb")
+    assert cells.exit_code == 1
+    assert cells.stdout.startswith("--- a/train.ipynb:cell 5\n+++ b/train.ipynb:cell 5\n")
+    assert "+with strategy.scope():" in cells.stdout
+    # Without --cells, the diff is of the notebook file itself (so that it applies).
     diff = run("diff", "--select", "TFD001", "train.ipynb")
     assert diff.exit_code == 1
-    assert diff.stdout.startswith("--- a/train.ipynb:cell 5\n+++ b/train.ipynb:cell 5\n")
-    assert "+with strategy.scope():" in diff.stdout
+    assert diff.stdout.startswith("--- a/train.ipynb\n+++ b/train.ipynb\n")
+    assert '+    "with strategy.scope():\\n",' in diff.stdout
 
 
 def test_unused_suppressions_flag(repo):

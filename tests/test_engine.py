@@ -11,6 +11,7 @@ import pytest
 
 from autofix import engine
 from autofix.engine import Options, analyse, process_path
+from autofix.runner import Runner
 from autofix.results import FileResult
 from autofix.rule import Outcome
 from conftest import BROKEN, FIXED
@@ -140,7 +141,7 @@ def test_missing_and_directory_paths(tmp_path):
 
 def test_unreadable_file(tmp_path, monkeypatch):
     path = write(tmp_path, "secret.py", BROKEN.encode())
-    real_open = open
+    real_open = os.open
 
     def denied(file, *args, **kwargs):
         if str(file) == path:
@@ -148,7 +149,7 @@ def test_unreadable_file(tmp_path, monkeypatch):
         return real_open(file, *args, **kwargs)
 
     # Tests may run as root, who can read a file with mode 000: deny it the way the OS would.
-    monkeypatch.setattr("builtins.open", denied)
+    monkeypatch.setattr(os, "open", denied)
     assert process_path(path, Options()).error == "permission denied while reading"
 
 
@@ -216,7 +217,7 @@ def test_runner_keeps_order_across_processes(tmp_path):
     for i in range(12):
         body = BROKEN if i % 2 else "x = 1\n"
         paths.append(write(tmp_path, f"f{i:02}.py", body.encode()))
-    with engine.Runner(Options(), jobs=2) as runner:
+    with Runner(Options(), jobs=2) as runner:
         results = list(runner.process(paths))
     assert [r.path for r in results] == paths
     assert [r.changed for r in results] == [bool(i % 2) for i in range(12)]

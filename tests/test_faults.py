@@ -17,6 +17,7 @@ import libcst as cst
 import pytest
 
 from autofix.engine import Options, analyse
+from conftest import BROKEN as BROKEN_SCRIPT
 from fixturecases import FIXTURES, read
 
 AUTOFIX = Path(sys.executable).with_name("autofix")
@@ -136,3 +137,67 @@ def test_user_code_never_runs_under_check_diff_or_fix(tmp_path):
         args = [*command, str(script)] if command[-1] != "-" else command
         subprocess.run([str(AUTOFIX), *args], cwd=tmp_path, input=stdin, capture_output=True, text=True)
         assert not marker.exists(), f"autofix {' '.join(command)} ran the user's code"
+
+
+# A worker that dies: the file it was working on gets an error, the run goes on (it used to hang
+# for ever), the other files are reported in order. The fault is injected in the forked workers
+# by replacing the engine call in the runner before the pool starts.
+WORKER_DIES = """
+import os, signal, sys, time
+from autofix import runner
+from autofix.cli import main
+
+real = runner.process_path
+
+def dying(path, options, write=False):
+    if "segv" in path:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if "slow" in path:
+        with open("worker.pid", "w") as fh:
+            fh.write(str(os.getpid()))
+        time.sleep(120)
+    return real(path, options, write)
+
+runner.process_path = dying
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("jobs", ["2", "3"])
+def test_a_worker_that_crashes_costs_only_its_file(tmp_path, jobs):
+    names = [f"f{i:02}.py" for i in range(10)] + ["segv_a.py", "segv_b.py"]
+    for name in names:
+        (tmp_path / name).write_text(BROKEN_SCRIPT)
+    run = subprocess.run(
+        [sys.executable, "-c", WORKER_DIES, "check", "--isolated", "--select", "TFD001", "-j", jobs, "."],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 2, run.stderr
+    for name in ("segv_a.py", "segv_b.py"):
+        assert f"error: {name}: its analysis crashed: the worker process died (killed by SIGSEGV)" in run.stderr
+    reported = [line.split(":")[0] for line in run.stdout.splitlines()]
+    assert sorted(set(reported)) == sorted(n for n in names if "segv" not in n)
+    assert reported == sorted(reported), "results come in the order of the paths"
+    assert "Checked 12 files" in run.stderr and "2 errors" in run.stderr
+
+
+def test_a_worker_killed_from_outside_costs_only_its_file(tmp_path):
+    for i in range(6):
+        (tmp_path / f"f{i}.py").write_text(BROKEN_SCRIPT)
+    (tmp_path / "slow.py").write_text(BROKEN_SCRIPT)
+    process = subprocess.Popen(
+        [sys.executable, "-c", WORKER_DIES, "fix", "--isolated", "-j", "2", "."],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    pid_file = tmp_path / "worker.pid"
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline and process.poll() is None, process.communicate()
+        time.sleep(0.05)
+    os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 2, err
+    assert "error: slow.py: its analysis crashed: the worker process died (killed by SIGKILL)" in err
+    assert (tmp_path / "slow.py").read_text() == BROKEN_SCRIPT
+    assert all("with strategy.scope():" in (tmp_path / f"f{i}.py").read_text() for i in range(6))
+    assert "6 files changed" in err

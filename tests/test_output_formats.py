@@ -19,10 +19,12 @@ from click.testing import CliRunner
 
 from autofix import __version__, registry
 from autofix.cli import main
-from autofix.engine import Options, Runner
+from autofix.engine import Options
+from autofix.runner import Runner
 from autofix.output import FORMATS
 from autofix.output.fixes import Hunk, hunks, owners
-from autofix.output.sarif import information_uri, rule_doc
+from autofix.output.sarif import information_uri
+from autofix.registry import rule_doc
 from autofix.output.suggestions import SuggestionsFormatter
 from autofix.results import FileResult, Finding
 from conftest import BROKEN, FIXED

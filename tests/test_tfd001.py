@@ -152,3 +152,23 @@ def test_keras2_spelling_gives_the_same_fix(case):
         assert keras2.new_text is None
     else:
         assert keras2.new_text == to_keras2(read(case.after))
+
+
+def test_merging_into_a_scope_leaves_its_lines_as_they_were():
+    """A line of spaces closing the scope's body, and one inside it, stay byte for byte where
+    they were; only the moved statement changes."""
+    source = (
+        "import tensorflow as tf\n"
+        "strategy = tf.distribute.MirroredStrategy()\n"
+        "with strategy.scope():\n"
+        "    base = tf.keras.applications.MobileNetV2(weights=None)\n"
+        "    \n"
+        "    model = tf.keras.Sequential([base, tf.keras.layers.Dense(2)])\n"
+        "    \n"
+        "model.compile(optimizer='adam', loss='mse')\n"
+        "model.fit(x, y)\n"
+    )
+    expected = source.replace(
+        "    \nmodel.compile(optimizer='adam', loss='mse')\n", "    \n    model.compile(optimizer='adam', loss='mse')\n"
+    )
+    assert analyse(source, TFD001).new_text == expected

@@ -151,3 +151,35 @@ def test_validation_evaluation_and_prediction_batches_are_not_training_batches()
     assert [f.line for f in analysis.findings] == [10]
     assert "batch_size=32 * strategy.num_replicas_in_sync" in analysis.new_text
     assert ".batch(8)" in analysis.new_text and ".batch(16)" in analysis.new_text
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        # A fragment: the dataset comes from a name nothing binds.
+        "ds = ds.batch(8).prefetch(2)\n" + MODEL + "model.fit(ds)\n",
+        # Fewer examples than the batch: one batch, whatever its size.
+        "few = np.random.rand(4, 4)\n" + MODEL + "model.fit(few, few)\n",
+    ],
+)
+def test_batches_that_change_nothing_or_come_from_nowhere_are_left_alone(data):
+    assert analyse(HEADER + data, TFD002).findings == []
+
+
+def test_a_shape_first_maker_is_not_confused_with_a_range():
+    # randint's first argument is a bound, not the number of rows: 64 examples here.
+    source = HEADER + "labels = np.random.randint(0, 4, size=(64,))\n" + MODEL + "model.fit(x, labels)\n"
+    assert [f.line for f in analyse(source, TFD002).findings] == [9]
+
+
+def test_an_imported_helper_given_the_number_of_devices_may_split_the_batch_itself():
+    source = (
+        "import tensorflow as tf\n"
+        "from pipeline import get_data\n"
+        "strategy = tf.distribute.MirroredStrategy()\n"
+        "n = len(tf.config.list_logical_devices('GPU'))\n"
+        "train = get_data(batch_size=512, num_devices=n)\n"
+        + MODEL
+        + "model.fit(train)\n"
+    )
+    assert analyse(source, TFD002).findings == []
+    assert analyse(source.replace(", num_devices=n", ""), TFD002).findings

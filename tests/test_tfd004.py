@@ -23,3 +23,94 @@ def test_fixed_code_is_stable(case):
 @pytest.mark.parametrize("case", params("tfd004", "unchanged"))
 def test_leaves_alone_or_reports(case):
     assert_left_alone(case, OPTIONS)
+
+
+def _check(source: str):
+    from autofix.engine import analyse
+
+    return analyse(source, OPTIONS)
+
+
+def test_a_mean_that_only_feeds_a_diagnostic_is_not_a_loss():
+    """Reproducer tfd004_false_positive_diagnostic_mean: the loss is summed over the global
+    batch by hand; a reduce_mean computed after the gradient and returned is a diagnostic."""
+    analysis = _check(
+        "import tensorflow as tf\n"
+        "strategy = tf.distribute.MirroredStrategy()\n"
+        "TOTAL = 4 * strategy.num_replicas_in_sync\n"
+        "with strategy.scope():\n"
+        "    m = tf.keras.Sequential([tf.keras.layers.Dense(2)])\n"
+        "    sgd = tf.keras.optimizers.SGD(0.1)\n"
+        "def replica(batch):\n"
+        "    a, b = batch\n"
+        "    with tf.GradientTape() as g:\n"
+        "        guess = m(a, training=True)\n"
+        "        total = tf.reduce_sum(tf.reduce_sum(tf.abs(b - guess), axis=1)) / TOTAL\n"
+        "    sgd.apply_gradients(zip(g.gradient(total, m.trainable_variables), m.trainable_variables))\n"
+        "    spread = tf.reduce_mean(tf.square(b - guess))\n"
+        "    tf.summary.scalar('spread', spread)\n"
+        "    return total, spread\n"
+        "@tf.function\n"
+        "def step(batch):\n"
+        "    total, spread = strategy.run(replica, args=(batch,))\n"
+        "    return strategy.reduce('SUM', total, axis=None), strategy.reduce('MEAN', spread, axis=None)\n"
+    )
+    assert analysis.findings == [] and analysis.new_text is None
+
+
+def test_a_mean_divided_by_the_replica_count_is_left_alone():
+    """Rewriting it to compute_average_loss would make the gradients N times too small."""
+    for scaling in (
+        "        cost = tf.reduce_mean(keras.losses.mse(b, m(a))) / strategy.num_replicas_in_sync\n",
+        "        cost = tf.reduce_mean(keras.losses.mse(b, m(a))) * (1.0 / strategy.num_replicas_in_sync)\n",
+        "        cost = tf.reduce_mean(keras.losses.mse(b, m(a)))\n"
+        "        cost /= strategy.num_replicas_in_sync\n",
+    ):
+        analysis = _check(
+            "import keras\n"
+            "import tensorflow as tf\n"
+            "strategy = tf.distribute.MirroredStrategy()\n"
+            "with strategy.scope():\n"
+            "    m = keras.Sequential([keras.layers.Dense(2)])\n"
+            "    opt = keras.optimizers.SGD(0.1)\n"
+            "def replica(a, b):\n"
+            "    with tf.GradientTape() as g:\n"
+            f"{scaling}"
+            "    opt.apply_gradients(zip(g.gradient(cost, m.trainable_variables), m.trainable_variables))\n"
+            "@tf.function\n"
+            "def step(a, b):\n"
+            "    strategy.run(replica, args=(a, b))\n"
+        )
+        assert analysis.findings == [] and analysis.new_text is None, scaling
+
+
+def test_per_replica_means_in_a_gan_step_are_found():
+    """Two tapes, loss helpers, a default-reduction BinaryCrossentropy and a per-replica mean."""
+    analysis = _check(
+        "import tensorflow as tf\n"
+        "strategy = tf.distribute.MirroredStrategy()\n"
+        "with strategy.scope():\n"
+        "    g = tf.keras.Sequential([tf.keras.layers.Dense(2)])\n"
+        "    d = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
+        "    g_opt, d_opt = tf.keras.optimizers.Adam(), tf.keras.optimizers.Adam()\n"
+        "    bce = tf.keras.losses.BinaryCrossentropy(from_logits=True)\n"
+        "def g_loss(fake, restored, original):\n"
+        "    return bce(tf.ones_like(fake), fake) + tf.reduce_mean(tf.abs(restored - original))\n"
+        "def d_loss(real, fake):\n"
+        "    return bce(tf.ones_like(real), real) + bce(tf.zeros_like(fake), fake)\n"
+        "def replica(x, z):\n"
+        "    with tf.GradientTape() as gt, tf.GradientTape() as dt:\n"
+        "        made = g(z, training=True)\n"
+        "        real, fake = d(x, training=True), d(made, training=True)\n"
+        "        gl, dl = g_loss(fake, made, x), d_loss(real, fake)\n"
+        "    g_opt.apply_gradients(zip(gt.gradient(gl, g.trainable_variables), g.trainable_variables))\n"
+        "    d_opt.apply_gradients(zip(dt.gradient(dl, d.trainable_variables), d.trainable_variables))\n"
+        "@tf.function\n"
+        "def step(x, z):\n"
+        "    strategy.run(replica, args=(x, z))\n"
+    )
+    lines = sorted((f.line, f.fixable) for f in analysis.findings)
+    # The three bce calls are fixed; the mean of |restored - original| has no per-example shape.
+    assert lines == [(9, False), (9, True), (11, True), (11, True)]
+    assert "tf.nn.compute_average_loss(bce(tf.zeros_like(fake), fake))" in analysis.new_text
+    assert 'BinaryCrossentropy(from_logits=True, reduction="none")' in analysis.new_text

@@ -38,9 +38,9 @@ import libcst as cst
 from autofix.analysis import ordering
 from autofix.analysis.contexts import Context, Contexts, index_of
 from autofix.analysis.facts import COMPILE, TRAIN, Strategy
-from autofix.analysis.syntax import calls_in, names_in, root_name
+from autofix.analysis.syntax import calls_in, is_wall, names_in, root_name
 from autofix.analysis.training import Site, TrainingModel
-from autofix.codegen import BlockEdits, Span, is_wall, wrap_spans
+from autofix.codegen import BlockEdits, ScopeSpan, wrap_spans
 from autofix.rule import SUPPRESSED, Example, Rule
 from autofix.tf.symbols import Kind
 
@@ -191,8 +191,8 @@ class _Planner:
                 kind = self._kind(first)
                 what = f"{kind.name.value}() call" if isinstance(kind, cst.FunctionDef) else _WHAT.get(kind, "Keras object")
                 reason = (
-                    f"part of a training unit that cannot be fixed whole: the {what} on line "
-                    f"{self.program.line(first)} stays outside strategy.scope() ({why})"
+                    f"part of a training unit that cannot be fixed whole: the {what} (line "
+                    f"{self.program.line(first)}) stays outside strategy.scope() ({why})"
                 )
             for member in needing:
                 broken.setdefault(member, why if member is first else reason)
@@ -350,7 +350,7 @@ class _Planner:
                     self.blocked.setdefault(call, conflict)
                 self._report(info[position], conflict)
             return
-        spans: list[Span] = []
+        spans: list[ScopeSpan] = []
         first = last = None
         # Statements since the last one that needs the scope, which join the span only if
         # the next one needs it too and they belong with the objects being made.
@@ -502,7 +502,7 @@ class _Planner:
                 return False
         return True
 
-    def _span(self, order: list[int], info: list[_Statement], first: int, last: int) -> Span:
+    def _span(self, order: list[int], info: list[_Statement], first: int, last: int) -> ScopeSpan:
         hosts = []
         if first > 0 and info[order[first - 1]].category == SCOPE and first - 1 >= 0:
             first -= 1
@@ -510,7 +510,7 @@ class _Planner:
         if last + 1 < len(order) and info[order[last + 1]].category == SCOPE:
             last += 1
             hosts.append(last)
-        return Span(first, last, tuple(hosts))
+        return ScopeSpan(first, last, tuple(hosts))
 
     def _report(self, statement: _Statement, reason: str | None = None) -> None:
         if statement.reported:
@@ -560,7 +560,7 @@ def _names(program, statement: cst.CSTNode) -> tuple[set[str], set[str]]:
     return binds, reads
 
 
-def _reorder_and_wrap(order: list[int], spans: list[Span], strategy: str):
+def _reorder_and_wrap(order: list[int], spans: list[ScopeSpan], strategy: str):
     wrap = wrap_spans(spans, strategy)
 
     def edit(body):
@@ -581,13 +581,13 @@ def _message(call: cst.Call, kind: object) -> str:
     return _MESSAGES.get(kind) or f"{_WHAT.get(kind, 'Keras object created')} outside strategy.scope(), {_WHY}"
 
 
-def _merge(spans: list[Span]) -> list[Span]:
+def _merge(spans: list[ScopeSpan]) -> list[ScopeSpan]:
     spans = sorted(spans, key=lambda s: s.first)
-    merged: list[Span] = []
+    merged: list[ScopeSpan] = []
     for span in spans:
         if merged and span.first <= merged[-1].last:
             prev = merged.pop()
-            span = Span(prev.first, max(prev.last, span.last), tuple(sorted(set(prev.hosts) | set(span.hosts))))
+            span = ScopeSpan(prev.first, max(prev.last, span.last), tuple(sorted(set(prev.hosts) | set(span.hosts))))
         merged.append(span)
     return merged
 

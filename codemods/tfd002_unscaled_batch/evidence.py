@@ -61,7 +61,7 @@ def _counts(name: str) -> bool:
     return False
 
 
-# The file's own words, in comments and docstrings, that its batch is the global one.
+# The file's own words (comments, docstrings) that its batch is the global one.
 _GLOBAL_TEXT = re.compile(
     r"partial batch|\bbatch(es)? (is|are|will be|gets|get) (split|divided|sharded|distributed) "
     r"(evenly )?(across|among|between|over)",
@@ -85,8 +85,8 @@ class Evidence:
         for call, _owner in self.facts.calls:
             if self.facts.names_of(call.func) & IN_BATCH_OBJECTIVES:
                 return "in-batch objective"
-        text = _text(self.program.module)
-        if _GLOBAL_TEXT.search(text):
+        # The words are looked for in the whole text: code does not spell them.
+        if _GLOBAL_TEXT.search(self.program.source):
             return "text"
         return None
 
@@ -149,6 +149,13 @@ class Evidence:
                 if isinstance(parent, cst.Arg) and parent.keyword is not None and parent.keyword.value == "global_batch_size":
                     return True
         return False
+
+    def counts_devices(self, arg: cst.Arg) -> bool:
+        """Whether a call's argument gives the number of devices, workers or replicas
+        (``num_devices=n``, ``strategy.num_replicas_in_sync``)."""
+        if arg.keyword is not None and _counts(arg.keyword.value):
+            return True
+        return self._counts_replicas(arg.value)
 
     def _counts_replicas(self, expr: cst.BaseExpression) -> bool:
         finder = _Finder(self)
@@ -213,19 +220,3 @@ class _Finder(cst.CSTVisitor):
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.append(node)
-
-
-def _text(module: cst.Module) -> str:
-    """The comments and docstrings (string statements) of a module, joined."""
-    parts: list[str] = []
-
-    class Visitor(cst.CSTVisitor):
-        def visit_Comment(self, node: cst.Comment) -> None:
-            parts.append(node.value)
-
-        def visit_Expr(self, node: cst.Expr) -> None:
-            if isinstance(node.value, cst.SimpleString):
-                parts.append(node.value.value)
-
-    module.visit(Visitor())
-    return "\n".join(parts)

@@ -18,10 +18,10 @@ from autofix.analysis.dataflow import LOADER_DEFAULT_BATCH, LOADERS, PASSTHROUGH
 from autofix.analysis.facts import UNKNOWN_STRATEGY, Facts
 from autofix.analysis.syntax import argument, parameter_argument
 from autofix.analysis.training import TrainingModel
+from autofix.codegen import add_keyword, fresh_name, scaled
+from autofix.rule import SUPPRESSED, Rule
 
 from .evidence import Evidence
-from autofix.codegen import BlockEdits, add_keyword, fresh_name, scaled
-from autofix.rule import SUPPRESSED, Rule
 
 DEFAULTS = {
     "keras.utils.timeseries_dataset_from_array": 128,
@@ -43,6 +43,16 @@ _ARRAY_MAKERS = (
     "keras.utils.to_categorical",
 )
 TPU = "TPUStrategy"
+_RAGGED_BATCH = frozenset({"tensorflow.data.experimental.dense_to_ragged_batch"})
+# Array makers whose first argument is the shape (or the number of rows).
+_SHAPE_FIRST = frozenset(
+    {
+        "numpy.zeros", "numpy.ones", "numpy.empty", "numpy.full",
+        "numpy.random.rand", "numpy.random.randn", "numpy.random.random",
+        "tensorflow.zeros", "tensorflow.ones", "tensorflow.fill",
+        "tensorflow.random.normal", "tensorflow.random.uniform",
+    }
+)
 KERAS_NOTE = "; note that Keras 3 fails when the first batch does not split evenly over the replicas"
 
 
@@ -151,9 +161,10 @@ class BatchPlanner:
             func = call.func
             if isinstance(func, cst.Attribute) and not self.facts.is_module_reference(func.value):
                 method = func.attr.value
-                if method in ("batch", "padded_batch"):
+                if method in ("batch", "padded_batch", "ragged_batch"):
                     arg = argument(call, "batch_size", 0)
-                    if arg is not None:
+                    # Data from a name bound nowhere is a fragment whose source is not known.
+                    if arg is not None and not self._unbound_source(func.value):
                         sites.append(Site(call, "batch", arg, flow=self.flows.flow(call)))
                 elif method == "fit":
                     # fit batches arrays; ``batch_size=`` has no effect on a dataset or a
@@ -164,10 +175,17 @@ class BatchPlanner:
                         continue
                     if arg is not None:
                         sites.append(Site(call, "fit", arg))
-                    elif self._is_array(x.value):
+                    elif self._is_array(x.value) and not self._fewer_rows(x.value, 32):
+                        # (arrays of fewer examples than the batch are one batch whatever its size)
                         sites.append(Site(call, "fit", None, default=32))
                 continue
             names = self.facts.names_of(func)
+            if names & _RAGGED_BATCH and call.args:
+                # ``ds.apply(tf.data.experimental.dense_to_ragged_batch(n))``
+                holder = self.program.parent(self.program.parent(call))
+                if isinstance(holder, cst.Call) and isinstance(holder.func, cst.Attribute) and holder.func.attr.value == "apply":
+                    sites.append(Site(call, "batch", argument(call, "batch_size", 0), flow=self.flows.flow(holder)))
+                continue
             helper = self._imported_helper(call)
             if helper is not None:
                 sites.append(helper)
@@ -184,7 +202,8 @@ class BatchPlanner:
     def _imported_helper(self, call: cst.Call) -> Site | None:
         """``make_dataset(..., batch_size=64)`` with ``make_dataset`` imported from another
         file: its result is trained on, so the keyword is that data's batch size. Not when the
-        helper is also given the strategy (it may scale the batch itself)."""
+        helper is also given the strategy or the number of devices (it may split the batch
+        itself)."""
         func = call.func
         if self.facts.local_definition(func) is not None:
             return None
@@ -196,7 +215,7 @@ class BatchPlanner:
         if any(n.startswith(("keras.", "tensorflow.")) for n in self.facts.names_of(func)):
             return None
         arg = argument(call, "batch_size")
-        if arg is None or any(self.facts.is_strategy_expr(a.value) for a in call.args):
+        if arg is None or any(self.facts.is_strategy_expr(a.value) or self.evidence.counts_devices(a) for a in call.args):
             return None
         flow = self.flows.flow(call)
         return Site(call, "batch", arg, flow=flow) if flow.sinks else None
@@ -218,16 +237,17 @@ class BatchPlanner:
         if any(_fixed_batch(member) for t in trained for member in t.members):
             return None, None  # the model is built for one batch size: the data's is global
         classes = set().union(*(t.strategies for t in trained))
-        if TPU in classes or UNKNOWN_STRATEGY in classes:
-            # On TPUs batch sizes are global by convention; a strategy made elsewhere may be one.
+        if (TPU in classes or UNKNOWN_STRATEGY in classes) and not self._has_derived_global(site):
+            # On TPUs batch sizes are global by convention (a strategy made elsewhere may be
+            # one), unless the file itself multiplies this one into its global batch.
             return None, None
-        located = [found for found in (self._located(t.call) for t in trained) if found is not None]
+        located = [found for found in (self._located(t.call) or self._runs_after(t.call) for t in trained) if found is not None]
         if not located:
             return None, None
         context = located[0]
-        if any(c.strategy is not context.strategy for c in located) or len(context.strategy.classes) > 1 or self._shares_block(context):
-            # Which strategy's replicas divide the batch is not known. (One strategy made
-            # twice is still one kind of strategy: the replica count is the same.)
+        if any(c.strategy is not context.strategy for c in located) or self._shares_block(context):
+            # Which strategy's replicas divide the batch is not known. (One strategy, chosen
+            # among kinds or made twice, is scaled by its own num_replicas_in_sync.)
             return None, None
         if site.kind == "fit":
             why = _small_validation(site.call)
@@ -238,6 +258,12 @@ class BatchPlanner:
     def _shares_block(self, context: Context) -> bool:
         """Whether another strategy is made in the same block (``mirrored`` and ``one_device``)."""
         return any(c.block is context.block and c.strategy is not context.strategy for c in self.contexts.created)
+
+    def _runs_after(self, node: cst.CSTNode) -> Context | None:
+        """The one strategy context that exists whenever ``node`` runs (a training step
+        called only inside the scope, say), if there is exactly one."""
+        found = [c for c in self.contexts.created if self.contexts.executes_after(node, c)]
+        return found[0] if len(found) == 1 else None
 
     def _located(self, node: cst.CSTNode) -> Context | None:
         found = self.contexts.at(node, self.extra)
@@ -318,6 +344,14 @@ class BatchPlanner:
                     # ``GLOBAL = BATCH * strategy.num_replicas_in_sync`` exists: BATCH is the
                     # per-replica size by intent, and the batch must be GLOBAL.
                     target, line = derived
+                    if target is None:
+                        # ``global_batch_size=BATCH * strategy.num_replicas_in_sync`` inline:
+                        # the batch is scaled where it is made, BATCH stays per replica.
+                        why = self._visible(entry.at, context, plan)
+                        if why:
+                            return why
+                        plan.scale.append(value)
+                        return None
                     scope = self.program.scope(entry.at)
                     seen = set(scope[target.value]) if scope is not None and target.value in scope else set()
                     if seen != {self.program.assignment(target)} or line >= self.program.line(entry.at):
@@ -342,9 +376,18 @@ class BatchPlanner:
         plan.scale.append(value)
         return None
 
-    def _derived_global(self, binding: cst.Name) -> tuple[cst.Name, int] | None:
+    def _has_derived_global(self, site: Site) -> bool:
+        value = site.arg.value if site.arg is not None else None
+        if not isinstance(value, cst.Name):
+            return False
+        bindings = self.facts.bindings(value)
+        return bool(bindings) and len(bindings) == 1 and isinstance(bindings[0], cst.Name) and self._derived_global(bindings[0]) is not None
+
+    def _derived_global(self, binding: cst.Name) -> tuple[cst.Name | None, int] | None:
         """``GLOBAL = BATCH * strategy.num_replicas_in_sync`` for the constant bound at
-        ``binding``: the name the file gives the global batch, and the line that defines it."""
+        ``binding``: the name the file gives the global batch (None when the product is used
+        where it is made, as ``global_batch_size=BATCH * n``), and the line that defines it."""
+        found = None
         for use in self.facts.uses(binding):
             product = self.program.parent(use)
             if not (isinstance(product, cst.BinaryOperation) and isinstance(product.operator, cst.Multiply)):
@@ -355,7 +398,8 @@ class BatchPlanner:
             target = self.facts.assigned_name(product)
             if target is not None:
                 return target, self.program.line(target)
-        return None
+            found = found or (None, self.program.line(product))
+        return found
 
     def _plan_constant(self, binding: cst.Name, others: list[cst.CSTNode], context: Context, plan: Plan) -> str | None:
         """``BATCH = 64`` used for more than the batch: ``BATCH_PER_REPLICA = 64``, and
@@ -493,6 +537,27 @@ class BatchPlanner:
                 return False
             return all(self._binding_is_array(b, depth + 1) for b in bindings)
         return False
+
+    def _unbound_source(self, expr: cst.BaseExpression) -> bool:
+        """Whether a dataset method chain starts at a name that nothing binds."""
+        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            expr = expr.func.value
+        if not isinstance(expr, cst.Name) or self.program.access(expr) is None:
+            return False
+        return self.facts.bindings(expr) == [] or not self.program.access(expr).referents
+
+    def _fewer_rows(self, expr: cst.BaseExpression, batch: int) -> bool:
+        """Whether the array ``expr`` is known to hold at most ``batch`` examples
+        (``np.random.rand(1, 10)``, ``np.zeros((16, 4))``)."""
+        if isinstance(expr, cst.Name):
+            values = [self.facts.assigned_value(b) for b in self.facts.reaching_bindings(expr) or ()]
+            return bool(values) and all(v is not None and self._fewer_rows(v, batch) for v in values)
+        if not isinstance(expr, cst.Call) or not expr.args or not self.facts.names_of(expr.func) & _SHAPE_FIRST:
+            return False
+        first = expr.args[0].value
+        if isinstance(first, (cst.Tuple, cst.List)) and first.elements:
+            first = first.elements[0].value
+        return isinstance(first, cst.Integer) and int(first.value, 0) <= batch
 
     def _is_dataset(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """Whether ``expr`` is a tf.data dataset, a Keras dataset loader's result, a generator,

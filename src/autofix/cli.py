@@ -4,16 +4,17 @@ Exit codes (the same for every command; see README "Exit codes"):
   0  nothing found (check), nothing would change (diff), fixes written (fix), smoke test passed
   1  findings (check), changes to show (diff), smoke test failed
   2  an error: a file that could not be read or parsed, a bad option or [tool.autofix] table,
+     a report that could not be written (--output),
      a harness failure
 """
 
 from __future__ import annotations
 
-import difflib
+import os
 import sys
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Iterable
+from typing import Iterable, NoReturn
 
 import click
 from rich.console import Console
@@ -22,14 +23,16 @@ from rich.text import Text
 from autofix import __version__, config, notebooks, registry
 from autofix.diffs import display_path, unified_diff
 from autofix.discovery import DEFAULT_INCLUDE, Discovery
-from autofix.engine import Options, Runner, process_text
+from autofix.engine import Options, process_text
 from autofix.exitcodes import ERROR as EXIT_ERROR
 from autofix.exitcodes import FINDINGS as EXIT_FINDINGS
 from autofix.exitcodes import OK as EXIT_OK
 from autofix.output import FORMATS
 from autofix.output.formats import finding_note, location
 from autofix.results import FileResult
-from autofix.sourcefile import SourceError, decode
+from autofix.runner import Runner
+from autofix.sourcefile import SourceError, decode, encode
+from autofix.unused_suppressions import UnusedSuppression
 
 FORMATS_WITH_FIXES = frozenset({"json", "sarif", "suggestions"})
 # Below this many files a progress bar only flickers.
@@ -81,6 +84,10 @@ class Run:
     stdin_filename: str | None
     counts: Counter = field(default_factory=Counter)
     rules: Counter = field(default_factory=Counter)
+    # `fix` writes files: a file counts as changed once it is written.
+    writing: bool = False
+    # Standard input as read, for `fix -` to echo when it changes nothing.
+    stdin_bytes: bytes = b""
 
     @classmethod
     def from_args(cls, kw: dict) -> "Run":
@@ -112,8 +119,11 @@ class Run:
         return self.paths == ("-",)
 
     def results(self, write: bool = False) -> Iterable[FileResult]:
+        self.writing = write
         if self.from_stdin:
-            yield self._stdin()
+            result = self._stdin()
+            if result is not None:
+                yield result
             return
         if "-" in self.paths:
             raise click.UsageError("'-' (standard input) cannot be combined with other paths")
@@ -122,7 +132,8 @@ class Run:
             result = FileResult(missing, error="no such file or directory")
             self.count(result)
             yield result
-        with Runner(self.options, self.jobs) as runner:
+        jobs = min(self.jobs or os.cpu_count() or 1, max(1, len(files)))
+        with Runner(self.options, jobs) as runner:
             stream = runner.process(files, write)
             if len(files) >= PROGRESS_MIN_FILES and err.is_terminal:
                 yield from self._with_progress(stream, len(files))
@@ -149,24 +160,33 @@ class Run:
                 progress.advance(task)
                 yield result
 
-    def _stdin(self) -> FileResult:
+    def _stdin(self) -> FileResult | None:
+        """Standard input as one file; None when ``--stdin-filename`` names a path that the
+        excludes skip (with ``--force-exclude``, as the same path on the command line would be)."""
+        self.stdin_bytes = sys.stdin.buffer.read()
         name = self.stdin_filename or "-"
+        if self.stdin_filename and self.discovery.excludes_named(self.stdin_filename):
+            return None
         try:
-            source = decode(sys.stdin.buffer.read())
+            source = decode(self.stdin_bytes)
         except SourceError as exc:
             result = FileResult(name, error=str(exc))
         else:
             # Per-file ignores apply to the name the code is reported under.
             options = self.options.for_path(self.stdin_filename) if self.stdin_filename else self.options
-            result = process_text(source.text, name, options)
+            result = replace(process_text(source.text, name, options), encoding=source.encoding, bom=source.bom)
         self.count(result)
         return result
+
+    def named(self, result: FileResult) -> bool:
+        """Whether the file was named on the command line (not found in a directory)."""
+        return result.path in self.paths or (self.from_stdin and result.path == (self.stdin_filename or "-"))
 
     def count(self, result: FileResult) -> None:
         self.counts["files"] += 1
         if result.error:
             self.counts["errors"] += 1
-        if result.changed:
+        if result.written if self.writing and not self.from_stdin else result.changed:
             self.counts["changed"] += 1
         for finding in result.findings:
             if finding.suppressed:
@@ -217,6 +237,16 @@ def _print_refused(result: FileResult) -> None:
     err.print(Text(f"warning: {display_path(result.path)}: fix not applied: {result.refused}", style="yellow"))
 
 
+def _print_problems(run: Run, result: FileResult) -> None:
+    """An error, a refused fix, or why a file named on the command line was skipped."""
+    if result.error:
+        _print_error(result)
+    if result.refused:
+        _print_refused(result)
+    if result.skipped and run.named(result):
+        err.print(Text(f"{display_path(result.path)}: skipped: {result.skipped}", style="dim"))
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="autofix")
 def main() -> None:
@@ -226,7 +256,7 @@ def main() -> None:
 @main.command()
 @_common
 @click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), default="text", show_default=True, help="Report format.")
-@click.option("-o", "--output", type=click.File("w", encoding="utf-8"), default=None, help="Write the report to this file.")
+@click.option("-o", "--output", metavar="FILE", type=click.Path(dir_okay=False), default=None, help="Write the report to this file.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--unused-suppressions", is_flag=True, help="Also report `# autofix: ignore` comments that suppress nothing (TFD100).")
 def check(fmt: str, output, exit_zero: bool, unused_suppressions: bool, **kw) -> None:
@@ -237,18 +267,12 @@ def check(fmt: str, output, exit_zero: bool, unused_suppressions: bool, **kw) ->
         run.options, build_fixes=fmt in FORMATS_WITH_FIXES, unused_suppressions=unused_suppressions
     )
     formatter = FORMATS[fmt](unsafe_fixes=run.options.unsafe_fixes)
-    out = output or sys.stdout
+    report = _Report(output)
     for result in run.results():
-        text = formatter.result(result)
-        if text:
-            out.write(text)
-            out.flush()
-        if result.error:
-            _print_error(result)
-        if result.refused:
-            _print_refused(result)
-    out.write(formatter.finish())
-    out.flush()
+        report.write(formatter.result(result))
+        _print_problems(run, result)
+    report.write(formatter.finish())
+    report.close()
     run.summary("Checked")
     if run.counts["errors"]:
         sys.exit(EXIT_ERROR)
@@ -257,15 +281,52 @@ def check(fmt: str, output, exit_zero: bool, unused_suppressions: bool, **kw) ->
     sys.exit(EXIT_OK)
 
 
-def _print_diff(diff: str) -> None:
-    out = sys.stdout
+class _Report:
+    """Where ``check`` writes its report: standard output, or ``--output FILE``. A report that
+    cannot be written is an error (exit 2) with one line that says why, whatever
+    ``--exit-zero`` says."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        try:
+            self.out = open(path, "w", encoding="utf-8") if path else sys.stdout
+        except OSError as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: OSError) -> NoReturn:
+        where = display_path(self.path) if self.path else "standard output"
+        err.print(Text(f"error: cannot write the report to {where}: {exc.strerror or exc}", style="red"))
+        sys.exit(EXIT_ERROR)
+
+    def write(self, text: str) -> None:
+        if not text:
+            return
+        try:
+            self.out.write(text)
+            self.out.flush()
+        except OSError as exc:
+            self._fail(exc)
+
+    def close(self) -> None:
+        if self.path:
+            try:
+                self.out.close()
+            except OSError as exc:
+                self._fail(exc)
+
+
+def _print_diff(diff: bytes, encoding: str = "utf-8") -> None:
+    if not diff:
+        return
     if not sys.stdout.isatty():
-        # Byte-exact for `git apply`: rich would expand tabs and could re-wrap lines.
-        out.write(diff)
-        out.flush()
+        # The file's own bytes, for `git apply` and `patch`: rich would expand tabs, could
+        # re-wrap lines, and would write them in the terminal's encoding.
+        sys.stdout.flush()
+        sys.stdout.buffer.write(diff)
+        sys.stdout.buffer.flush()
         return
     console = Console(highlight=False, soft_wrap=True)
-    for line in diff.splitlines(keepends=True):
+    for line in diff.decode(encoding, errors="replace").splitlines(keepends=True):
         style = None
         if line.startswith(("+++", "---")):
             style = "bold"
@@ -280,18 +341,27 @@ def _print_diff(diff: str) -> None:
 
 @main.command()
 @_common
-def diff(**kw) -> None:
-    """Print the fixes as a unified diff; write nothing. Exit 1 when something would change."""
+@click.option("--cells", is_flag=True, help="Show a notebook's changes cell by cell, headed `path:cell N` (for reading: git apply does not take it).")
+def diff(cells: bool, **kw) -> None:
+    """Print the fixes as a unified diff; write nothing. Exit 1 when something would change.
+
+    The diff applies with `git apply` or `patch -p1` (a notebook's as a diff of its .ipynb
+    file), unless --cells is given.
+    """
     run = Run.from_args(kw)
     for result in run.results():
-        if result.changed and result.notebook:
-            _print_diff(notebooks.cell_diffs(result.old_text or "", result.new_text or "", display_path(result.path)))
+        if result.changed and result.notebook and cells:
+            shown = notebooks.cell_diffs(result.old_text or "", result.new_text or "", display_path(result.path))
+            _print_diff(shown.encode("utf-8"))
         elif result.changed:
-            _print_diff(unified_diff(result.old_text or "", result.new_text or "", result.path))
-        if result.error:
-            _print_error(result)
-        if result.refused:
-            _print_refused(result)
+            try:
+                patch = unified_diff(result.old_text or "", result.new_text or "", result.path, result.encoding, result.bom)
+            except SourceError as exc:
+                result = replace(result, error=str(exc))
+                run.counts["errors"] += 1
+            else:
+                _print_diff(patch, result.encoding)
+        _print_problems(run, result)
         _print_unfixed(result, "dim")
     run.summary("Checked")
     if run.counts["errors"]:
@@ -312,26 +382,44 @@ def fix(smoke: bool = False, workers: int = 1, **kw) -> None:
     if smoke and run.from_stdin:
         raise click.UsageError("--smoke needs files to run, not standard input")
     written: list[FileResult] = []
+    echoed = False
     for result in run.results(write=True):
         if smoke and result.written:
             written.append(result)
         if run.from_stdin:
-            out = sys.stdout
-            out.write(result.new_text if result.changed else (result.old_text or ""))
-            out.flush()
+            _echo_fixed(run, result)
+            echoed = True
         elif result.written:
             fixed = sum(1 for f in result.findings if f.fixable)
             err.print(Text(f"fixed {display_path(result.path)} ({fixed} finding{'s' if fixed != 1 else ''})"))
-        if result.error:
-            _print_error(result)
-        if result.refused:
-            _print_refused(result)
+        _print_problems(run, result)
         _print_unfixed(result, "yellow")
+    if run.from_stdin and not echoed:
+        # Excluded by name: passed through untouched.
+        _write_stdout(run.stdin_bytes)
     run.summary(wrote=True)
     code = EXIT_ERROR if run.counts["errors"] else EXIT_OK
     if smoke:
         code = max(code, _smoke_changed(written, err, workers=workers))
     sys.exit(code)
+
+
+def _echo_fixed(run: Run, result: FileResult) -> None:
+    """`fix -`: the fixed code in the input's own encoding, else the input byte for byte (also
+    when it could not be analysed: a pipeline must not lose the code)."""
+    data = run.stdin_bytes
+    if result.changed and not result.error:
+        try:
+            data = encode(result.new_text or "", result.encoding, result.bom)
+        except SourceError:
+            pass
+    _write_stdout(data)
+
+
+def _write_stdout(data: bytes) -> None:
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
 
 
 @main.command()
@@ -356,23 +444,17 @@ def explain(code: str) -> None:
     try:
         rule = registry.rule_by_code(code)
     except registry.UnknownRule:
-        raise click.UsageError(f"unknown rule code {code!r}; see `autofix rules`") from None
+        if code.upper() != UnusedSuppression.CODE:
+            raise click.UsageError(f"unknown rule code {code!r}; see `autofix rules`") from None
+        rule = UnusedSuppression
     out = sys.stdout
     out.write(f"{rule.CODE} {rule.NAME}{'' if rule.SAFE else ' (unsafe fix: only with --unsafe-fixes)'}\n\n")
     out.write(f"{rule.DESCRIPTION}.\n\n")
-    doc = (sys.modules[rule.__module__].__doc__ or "").strip()
-    body = doc.split("\n", 1)[1].strip() if "\n" in doc else ""
+    _, body = registry.rule_doc(rule)
     if body:
         out.write(body + "\n\n")
-    for example in rule.EXAMPLES:
-        if example.after is None:
-            out.write("Left alone:\n\n" + _indent(example.before) + "\n")
-        else:
-            out.write("Fix:\n\n")
-            delta = difflib.unified_diff(
-                example.before.splitlines(keepends=True), example.after.splitlines(keepends=True), "before", "after"
-            )
-            out.write(_indent("".join(delta)) + "\n")
+    for title, text in registry.rule_examples(rule):
+        out.write(f"{title}:\n\n" + _indent(text) + "\n")
 
 
 def _indent(text: str) -> str:
@@ -380,7 +462,8 @@ def _indent(text: str) -> str:
 
 
 # The smoke test lives in its own package; `fix --smoke` and `smoke` only call into it.
-from autofix.smoke.command import smoke as _smoke_command, smoke_changed as _smoke_changed  # noqa: E402
+from autofix.smoke.command import smoke as _smoke_command  # noqa: E402
+from autofix.smoke.command import smoke_changed as _smoke_changed
 
 main.add_command(_smoke_command)
 

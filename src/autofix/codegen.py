@@ -21,26 +21,11 @@ import libcst as cst
 
 from autofix.analysis.facts import Facts
 from autofix.analysis.program import Program
+from autofix.analysis.syntax import CELL_MARKER, is_wall  # noqa: F401  (re-exported)
 from autofix.tf.symbols import Kind
 
 Block = cst.Module | cst.IndentedBlock
 
-# The statement put between the cells of a notebook analysed as one program: no statement
-# may be moved into the same block as one, so that every fix stays inside its cell.
-CELL_MARKER = "__autofix_cell__"
-
-
-def is_wall(statement: cst.CSTNode) -> bool:
-    """Whether ``statement`` is a notebook cell boundary (``__autofix_cell__(3)``)."""
-    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
-        return False
-    expr = statement.body[0]
-    return (
-        isinstance(expr, cst.Expr)
-        and isinstance(expr.value, cst.Call)
-        and isinstance(expr.value.func, cst.Name)
-        and expr.value.func.value == CELL_MARKER
-    )
 Statements = list[cst.BaseStatement]
 BodyEdit = Callable[[Statements], Statements]
 
@@ -110,7 +95,7 @@ class _Apply(cst.CSTTransformer):
 
 
 @dataclass(frozen=True)
-class Span:
+class ScopeSpan:
     """Statements ``first..last`` (inclusive) of a block, to go into one ``with`` block.
 
     ``hosts`` are indexes inside the span of existing ``with <strategy>.scope():`` statements:
@@ -126,7 +111,7 @@ def scope_call(strategy: str) -> cst.Call:
     return cst.Call(func=cst.Attribute(value=cst.Name(strategy), attr=cst.Name("scope")))
 
 
-def wrap_spans(spans: Sequence[Span], strategy: str) -> BodyEdit:
+def wrap_spans(spans: Sequence[ScopeSpan], strategy: str) -> BodyEdit:
     """An edit that puts each span of a body into a ``with <strategy>.scope():`` block."""
 
     def edit(body: Statements) -> Statements:
@@ -138,10 +123,13 @@ def wrap_spans(spans: Sequence[Span], strategy: str) -> BodyEdit:
     return edit
 
 
-def _wrap(body: Statements, span: Span, strategy: str) -> cst.With:
+def _wrap(body: Statements, span: ScopeSpan, strategy: str) -> cst.With:
     statements = body[span.first : span.last + 1]
     inner: Statements = []
     host: cst.With | None = None
+    # Blank lines and comments that closed a host's body: they stay where they were, before
+    # what now follows them in the merged block.
+    footer: Sequence[cst.EmptyLine] = ()
     for offset, statement in enumerate(statements):
         index = span.first + offset
         if index in span.hosts:
@@ -151,14 +139,19 @@ def _wrap(body: Statements, span: Span, strategy: str) -> cst.With:
                 host = statement
                 if inner and children:
                     # Comments and blank lines above the old ``with`` now sit inside it.
-                    children[0] = _prepend_lines(children[0], statement.leading_lines)
+                    children[0] = _prepend_lines(children[0], _unindented(statement.leading_lines))
             elif children:
-                children[0] = _prepend_lines(children[0], statement.leading_lines)
+                children[0] = _prepend_lines(children[0], _unindented(statement.leading_lines))
+            if children:
+                children[0] = _prepend_lines(children[0], footer)
+                footer = ()
             inner.extend(children)
+            footer = (*footer, *statement.body.footer)
         else:
-            inner.append(statement)
+            # Moved in from outside: its blank lines must not take the block's indentation.
+            inner.append(_prepend_lines(_blank_lines_unindented(statement), footer))
+            footer = ()
     leading = statements[0].leading_lines
-    inner = [_blank_lines_unindented(s) for s in inner]
     if host is None or statements[0] is not host:
         inner[0] = inner[0].with_changes(leading_lines=())
     if host is None:
@@ -167,20 +160,19 @@ def _wrap(body: Statements, span: Span, strategy: str) -> cst.With:
             body=cst.IndentedBlock(body=inner),
             leading_lines=leading,
         )
-    return host.with_changes(body=host.body.with_changes(body=inner), leading_lines=leading)
+    return host.with_changes(body=host.body.with_changes(body=inner, footer=footer), leading_lines=leading)
 
 
 def _blank_lines_unindented(statement: cst.BaseStatement) -> cst.BaseStatement:
     """Blank lines stay blank when their statement moves into a block (at module level libcst
     marks them as indented, which would leave trailing spaces once they are inside one)."""
-    lines = statement.leading_lines
+    return statement.with_changes(leading_lines=_unindented(statement.leading_lines))
+
+
+def _unindented(lines: Sequence[cst.EmptyLine]) -> Sequence[cst.EmptyLine]:
     if not any(line.indent and line.comment is None and not line.whitespace.value for line in lines):
-        return statement
-    fixed = [
-        line.with_changes(indent=False) if line.comment is None and not line.whitespace.value else line
-        for line in lines
-    ]
-    return statement.with_changes(leading_lines=fixed)
+        return lines
+    return [line.with_changes(indent=False) if line.comment is None and not line.whitespace.value else line for line in lines]
 
 
 def _prepend_lines(statement: cst.BaseStatement, lines: Sequence[cst.EmptyLine]) -> cst.BaseStatement:

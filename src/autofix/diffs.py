@@ -1,11 +1,31 @@
-"""Unified diffs that ``git apply`` and ``patch -p1`` accept."""
+"""Unified diffs that ``git apply`` and ``patch -p1`` accept.
+
+A diff is bytes: the lines of the file as they are on disk, in its own encoding and with its
+BOM, so that the context lines match the file byte for byte. File names are written as git
+writes them: C-quoted when they hold a quote, a backslash, a control character or a non-ASCII
+byte, and followed by a tab when they hold a space (GNU patch reads a name up to a tab).
+"""
 
 from __future__ import annotations
 
 import difflib
 import os
 
-NO_NEWLINE = "\\ No newline at end of file\n"
+from autofix.sourcefile import encode
+
+NO_NEWLINE = b"\\ No newline at end of file\n"
+
+_ESCAPES = {
+    ord("\a"): "\\a",
+    ord("\b"): "\\b",
+    ord("\t"): "\\t",
+    ord("\n"): "\\n",
+    ord("\v"): "\\v",
+    ord("\f"): "\\f",
+    ord("\r"): "\\r",
+    ord('"'): '\\"',
+    ord("\\"): "\\\\",
+}
 
 
 def display_path(path: str) -> str:
@@ -32,19 +52,32 @@ def lines_of(text: str) -> list[str]:
     return lines
 
 
-def unified_diff(old: str, new: str, path: str, context: int = 3) -> str:
+def header_name(name: str) -> bytes:
+    """``name`` as git writes it after ``---`` / ``+++``."""
+    raw = os.fsencode(name)
+    if any(byte < 0x20 or byte >= 0x7F or byte in b'"\\' for byte in raw):
+        quoted = "".join(_ESCAPES.get(byte) or (chr(byte) if 0x20 <= byte < 0x7F else f"\\{byte:03o}") for byte in raw)
+        return f'"{quoted}"'.encode("ascii")
+    return raw + b"\t" if b" " in raw else raw
+
+
+def unified_diff(
+    old: str, new: str, path: str, encoding: str = "utf-8", bom: bool = False, context: int = 3
+) -> bytes:
+    """The diff from ``old`` to ``new`` of the file at ``path``, as the bytes of that file."""
     name = display_path(path)
-    lines = difflib.unified_diff(
-        lines_of(old),
-        lines_of(new),
-        f"a/{name}",
-        f"b/{name}",
-        n=context,
-    )
+    # Latin-1 maps every byte to one character and back: difflib compares the file's bytes.
+    before = lines_of(encode(old, encoding, bom).decode("latin-1"))
+    after = lines_of(encode(new, encoding, bom).decode("latin-1"))
+    lines = difflib.unified_diff(before, after, n=context, lineterm="\n")
     out = []
-    for line in lines:
-        if line.endswith("\n"):
-            out.append(line)
+    for number, line in enumerate(lines):
+        if number == 0:
+            out.append(b"--- " + header_name(f"a/{name}") + b"\n")
+        elif number == 1:
+            out.append(b"+++ " + header_name(f"b/{name}") + b"\n")
+        elif line.endswith("\n"):
+            out.append(line.encode("latin-1"))
         else:
-            out.append(line + "\n" + NO_NEWLINE)
-    return "".join(out)
+            out.append(line.encode("latin-1") + b"\n" + NO_NEWLINE)
+    return b"".join(out)

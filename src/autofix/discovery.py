@@ -71,11 +71,16 @@ class Discovery:
                         yield found
             elif os.path.lexists(path):
                 key = os.path.realpath(path)
-                if key not in seen and not (self.force_exclude and self._excluded(path, False, self._exclude)):
+                if key not in seen and not self.excludes_named(path):
                     seen.add(key)
                     yield path
             else:
                 self.missing.append(path)
+
+    def excludes_named(self, path: str) -> bool:
+        """Whether ``path``, named on the command line (or as ``--stdin-filename``), is skipped:
+        only with ``force_exclude``."""
+        return self.force_exclude and self._excluded(path, False, self._exclude)
 
     def _relative(self, path: str) -> str:
         relative = os.path.relpath(os.path.abspath(path), self.root or os.getcwd()).replace(os.sep, "/")

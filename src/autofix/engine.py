@@ -8,26 +8,21 @@ nothing; otherwise the file is left as it was and the result says why.
 
 from __future__ import annotations
 
-import ast
-import gc
-import multiprocessing
 import os
-import sys
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Iterable, Iterator
 
 import libcst as cst
 import pathspec
 
-from autofix import notebooks, registry
+from autofix import indentation, notebooks, registry, unused_suppressions
+from autofix.analysis.program import Program
+from autofix.parsing import AnalysisError, MixedIndentation, parse
 from autofix.results import FileResult, Finding
 from autofix.rule import NO_FIX, Outcome, Rule
 from autofix.sourcefile import SourceError, read_source, write_atomic
-from autofix.suppressions import ALL, Suppressions
+from autofix.suppressions import Suppressions
 from autofix.suppressions import parse as parse_suppressions
-from autofix.analysis.program import Program
 
 
 @dataclass(frozen=True)
@@ -72,16 +67,6 @@ def _rules(select, ignore) -> tuple[type[Rule], ...]:
     return registry.select(select, ignore)
 
 
-class AnalysisError(Exception):
-    """The file could not be analysed; the message (with line where known) is for the user."""
-
-    def __init__(self, message: str, line: int | None = None, detail: str | None = None) -> None:
-        super().__init__(message)
-        self.line = line
-        # The message without its "line N" prefix, for places that name the line themselves.
-        self.detail = detail or message
-
-
 # Every rule needs a tf.distribute strategy, and every way of naming one (``tf.distribute.X``,
 # ``from tensorflow.distribute import X``, ``tensorflow.python.distribute``...) spells this
 # word, or the strategy is made elsewhere and used here as ``with strategy.scope():``; so a
@@ -96,25 +81,8 @@ def might_need_analysis(text: str) -> bool:
     return PREFILTER in text or PREFILTER_SCOPE in text
 
 
-def parse(text: str) -> cst.Module:
-    try:
-        return cst.parse_module(text)
-    except cst.ParserSyntaxError as exc:
-        raise _syntax_error(text, exc) from None
-    except RecursionError:
-        raise AnalysisError("nested too deeply to be parsed") from None
-
-
-def _syntax_error(text: str, exc: cst.ParserSyntaxError) -> AnalysisError:
-    """Python's own message where it has one: it is clearer than the parser's token lists."""
-    try:
-        compile(text, "<file>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-    except SyntaxError as py:
-        column = f", column {py.offset}" if py.offset else ""
-        return AnalysisError(f"line {py.lineno}{column}: syntax error: {py.msg}", py.lineno, f"syntax error: {py.msg}")
-    except (ValueError, RecursionError, MemoryError):
-        pass
-    return AnalysisError(f"line {exc.raw_line}: cannot be parsed ({exc.message})", exc.raw_line, f"cannot be parsed ({exc.message})")
+# Why a file the prefilter passes over is not analysed.
+NOT_USED = "it does not use tf.distribute"
 
 
 @dataclass
@@ -130,7 +98,7 @@ def analyse(text: str, options: Options) -> Analysis:
     rules = options.rules()
     suppressions = parse_suppressions(text)
     if suppressions.ignore_file:
-        return Analysis([], skipped="skipped: it has an autofix: ignore-file comment")
+        return Analysis([], skipped="it has an autofix: ignore-file comment")
     if not rules or not might_need_analysis(text):
         return Analysis(_unused(suppressions, [], rules, options))
     try:
@@ -229,65 +197,64 @@ def _suppression_line(program: Program, node: cst.CSTNode, code: str) -> int | N
     return next((line for line in lines if program.suppressions.covers(line, code)), None)
 
 
-UNUSED = ("TFD100", "unused-suppression")
-
-
 def _unused(suppressions: Suppressions, findings: list[Finding], rules, options: Options) -> list[Finding]:
-    """``# autofix: ignore`` comments (for rules that ran) that suppressed nothing."""
+    """TFD100: ``# autofix: ignore`` comments (for rules that ran) that suppressed nothing."""
     if not options.unused_suppressions or not suppressions.by_line:
         return []
-    ran = {rule.CODE for rule in rules}
-    used: dict[int, set[str]] = {}
-    for finding in findings:
-        if finding.suppressed_by is not None:
-            used.setdefault(finding.suppressed_by, set()).add(finding.code)
-    unused = []
-    for line, codes in sorted(suppressions.by_line.items()):
-        if ALL in codes:
-            idle = [] if used.get(line) or not ran else ["all rules"]
-        else:
-            idle = sorted(c for c in codes & ran if c not in used.get(line, set()))
-        if idle:
-            unused.append(
-                Finding(
-                    code=UNUSED[0],
-                    name=UNUSED[1],
-                    message=f"autofix: ignore comment suppresses nothing ({', '.join(idle)})",
-                    line=line,
-                    column=1,
-                    end_line=line,
-                    end_column=1,
-                    fixable=False,
-                )
-            )
-    return unused
+    return unused_suppressions.unused(suppressions, findings, (rule.CODE for rule in rules))
+
+
+def analyse_as_written(text: str, options: Options) -> Analysis:
+    """:func:`analyse`, also for code that libcst cannot take as it is written (form feeds,
+    some mixes of tabs and spaces): then a copy with plain indentation is analysed and its fix
+    brought back (see :mod:`autofix.indentation`)."""
+    if not indentation.has_form_feed(text):
+        try:
+            return analyse(text, options)
+        except MixedIndentation:
+            pass
+    copy = indentation.normalise(text)
+    analysis = analyse(copy.text, options)
+    findings = [
+        replace(f, column=copy.column(f.line, f.column), end_column=copy.column(f.end_line, f.end_column))
+        for f in analysis.findings
+    ]
+    if analysis.new_text is None:
+        return replace(analysis, findings=findings)
+    try:
+        return replace(analysis, findings=findings, new_text=copy.restore(analysis.new_text))
+    except indentation.CannotKeep as exc:
+        return _refuse(findings, str(exc))
 
 
 def process_text(text: str, path: str, options: Options) -> FileResult:
     """Analyse text that is not read from a file (standard input)."""
     try:
-        analysis = analyse(text, options)
+        analysis = analyse_as_written(text, options)
     except AnalysisError as exc:
         return FileResult(path, error=str(exc))
     except Exception as exc:  # a bug in a rule must not stop the run
         return FileResult(path, error=_internal(exc))
-    return FileResult(
-        path, tuple(analysis.findings), text, analysis.new_text, refused=analysis.refused, skipped=analysis.skipped
-    )
+    skipped = analysis.skipped
+    if skipped is None and not analysis.findings and not might_need_analysis(text):
+        skipped = NOT_USED
+    return FileResult(path, tuple(analysis.findings), text, analysis.new_text, refused=analysis.refused, skipped=skipped)
 
 
 def process_notebook(text: str, path: str, options: Options) -> FileResult:
     """Analyse a notebook's code cells as one program; findings name their cell."""
     if not might_need_analysis(text):
-        return FileResult(path, notebook=True)
+        return FileResult(path, notebook=True, skipped=NOT_USED)
     try:
         notebook = notebooks.load(text)
     except notebooks.NotebookError as exc:
         return FileResult(path, error=f"notebook: {exc}", notebook=True)
+    except Exception as exc:  # a bug must not stop the run
+        return FileResult(path, error=_internal(exc), notebook=True)
     if not notebooks.is_python(notebook.data):
         return FileResult(path, skipped="not a Python notebook", notebook=True)
     try:
-        analysis = analyse(notebook.program, options)
+        analysis = analyse_as_written(notebook.program, options)
     except AnalysisError as exc:
         where = notebook.cell_of(exc.line) if exc.line else None
         prefix = f"cell {where[0] + 1}, line {where[1]}: " if where else ""
@@ -300,42 +267,28 @@ def process_notebook(text: str, path: str, options: Options) -> FileResult:
         if start is None:
             continue
         end = notebook.cell_of(finding.end_line)
-        end_line = end[1] if end is not None and end[0] == start[0] else start[1]
-        findings.append(replace(finding, line=start[1], end_line=end_line, cell=start[0]))
+        if end is None or end[0] != start[0]:
+            end, end_column = start, notebook.column(finding.line, finding.column)
+        else:
+            end_column = notebook.column(finding.end_line, finding.end_column)
+        column = notebook.column(finding.line, finding.column)
+        reason = notebook.in_cells(finding.reason) if finding.reason else finding.reason
+        findings.append(
+            replace(finding, line=start[1], column=column, end_line=end[1], end_column=end_column, cell=start[0], reason=reason)
+        )
     new_text = None
     refused = analysis.refused
     if analysis.new_text is not None:
         try:
             new_text = notebooks.rebuild(notebook, analysis.new_text)
-        except notebooks.NotebookError as exc:
-            refused = str(exc)
-            findings = [replace(f, fixable=False, reason=f"fix refused: {exc}") if f.fixable else f for f in findings]
+        except Exception as exc:  # NotebookError, or a bug: the notebook is left as it is
+            refused = str(exc) if isinstance(exc, notebooks.NotebookError) else _internal(exc)
+            findings = [replace(f, fixable=False, reason=f"fix refused: {refused}") if f.fixable else f for f in findings]
     return FileResult(path, tuple(findings), text, new_text, refused=refused, skipped=analysis.skipped, notebook=True)
 
 
 def process_path(path: str, options: Options, write: bool = False) -> FileResult:
     """Analyse one file and, with ``write``, fix it in place. Never raises (but for Ctrl-C)."""
-    with _collector_paused():
-        return _process_path(path, options, write)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector runs every few hundred allocations and walks the
-    young objects each time; parsing a file makes hundreds of thousands of libcst nodes (which
-    reference counting alone frees), so it would walk them over and over. Pause it for one
-    file; once it is back on, it walks what is left of that file (little) once."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
-def _process_path(path: str, options: Options, write: bool) -> FileResult:
     try:
         source = read_source(path)
     except SourceError as exc:
@@ -349,6 +302,7 @@ def _process_path(path: str, options: Options, write: bool) -> FileResult:
     if not result.changed:
         # Unchanged files keep no text: results stay small however many files there are.
         return replace(result, old_text=None, new_text=None)
+    result = replace(result, encoding=source.encoding, bom=source.bom)
     if write:
         try:
             write_atomic(path, source.encode(result.new_text), source.digest)
@@ -360,51 +314,3 @@ def _process_path(path: str, options: Options, write: bool) -> FileResult:
 
 def _internal(exc: Exception) -> str:
     return f"internal error ({type(exc).__name__}: {exc}); the file was left unchanged"
-
-
-class Runner:
-    """Processes many files on ``jobs`` processes, yielding results in the order of the paths.
-
-    Use as a context manager: the worker pool starts on entry, before any display thread.
-    """
-
-    def __init__(self, options: Options, jobs: int | None = None) -> None:
-        self.options = options
-        self.jobs = jobs or os.cpu_count() or 1
-        self._pool = None
-
-    def __enter__(self) -> "Runner":
-        if self.jobs > 1:
-            # What is loaded now (modules, rules) stays for the workers' lifetime: keep it
-            # out of the collector's way, and the forked pages shared.
-            gc.freeze()
-            method = "fork" if sys.platform == "linux" else None
-            self._pool = multiprocessing.get_context(method).Pool(self.jobs)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._pool is not None:
-            if exc[0] is None:
-                self._pool.close()
-            else:
-                self._pool.terminate()
-            self._pool.join()
-            gc.unfreeze()
-
-    def process(self, paths: Iterable[str], write: bool = False) -> Iterator[FileResult]:
-        paths = list(paths)
-        if self._pool is None or len(paths) < 2:
-            for path in paths:
-                yield process_path(path, self.options, write)
-            return
-        chunk = max(1, min(8, len(paths) // (self.jobs * 4)))
-        yield from self._pool.imap(_Task(self.options, write), paths, chunksize=chunk)
-
-
-@dataclass(frozen=True)
-class _Task:
-    options: Options
-    write: bool
-
-    def __call__(self, path: str) -> FileResult:
-        return process_path(path, self.options, self.write)

@@ -1,30 +1,27 @@
 """Jupyter notebooks: their code cells analysed as one program, fixes written back into cells.
 
 The code cells are joined into one Python program (a strategy made in cell 2 counts in
-cell 5), with a marker statement between cells so that no fix spans two of them, and with
-IPython syntax (``%magic``, ``!shell``, ``x = !cmd``, ``obj?``, ``%%cell magics``) hidden behind
-placeholder comments that are put back afterwards. Only the sources of changed cells are
-replaced: outputs, metadata, ids and the rest are kept, and the file is written back in its
-own JSON style (indent, key order, escaping, final newline). A notebook whose JSON style
-cannot be reproduced exactly is reported, never rewritten.
+cell 5), with a wall statement between cells (``__autofix_cell__(4, b"<token>")``, see
+:data:`autofix.analysis.syntax.CELL_MARKER`) so that no fix spans two of them, and with IPython syntax
+masked (see :mod:`autofix.ipysyntax`). The token in the walls is the one the masks use: it
+occurs nowhere in the notebook, so a user's own line can never be taken for a wall. Only the
+``source`` values of changed cells are rewritten, in the file's own JSON style (see
+:mod:`autofix.nbjson`); outputs, metadata, ids and every other byte of the file stay.
 """
 
 from __future__ import annotations
 
-import copy
 import difflib
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from autofix.codegen import CELL_MARKER as MARKER
+from autofix import ipysyntax, nbjson
+from autofix.analysis.syntax import CELL_MARKER as MARKER
 
-_MARKER_LINE = re.compile(rf"^{MARKER}\((\d+)\)\r?$")
-_PLACEHOLDER = "# autofix-ipython:"
-_PLACEHOLDER_LINE = re.compile(rf"^(\s*){re.escape(_PLACEHOLDER)}(\d+)$")
-# Lines IPython transforms before Python sees them.
-_IPYTHON_LINE = re.compile(r"^\s*(?:[%!]|\w[\w.]*\s*=\s*[%!])|\?\s*$")
+_LINE = re.compile(r"\bline (\d+)\b")
+_LINES = re.compile(r"\blines (\d+(?:, \d+)+)\b")
 
 
 class NotebookError(Exception):
@@ -32,27 +29,43 @@ class NotebookError(Exception):
 
 
 @dataclass
-class Style:
-    indent: int | None
-    ensure_ascii: bool
-    final_newline: bool
-
-
-@dataclass
 class Notebook:
+    text: str
     data: dict
-    style: Style
+    sources: dict[int, nbjson.Source]
+    masker: ipysyntax.Masker
     # Indexes (in ``cells``) of the code cells in the program, in order.
     code_cells: list[int] = field(default_factory=list)
     program: str = ""
     # Program line (1-based) -> (cell index, line in the cell, 1-based); None for marker lines.
     lines: list[tuple[int, int] | None] = field(default_factory=list)
-    placeholders: list[str] = field(default_factory=list)
+    # Program line (1-based) -> columns its code moved left when masked (``%time x``).
+    shifts: dict[int, int] = field(default_factory=dict)
+    # Cell index -> numbers of the IPython lines masked in it.
+    magics: dict[int, set[int]] = field(default_factory=dict)
 
     def cell_of(self, line: int) -> tuple[int, int] | None:
         if 1 <= line <= len(self.lines):
             return self.lines[line - 1]
         return None
+
+    def in_cells(self, text: str) -> str:
+        """``text`` with the program's "line 12" (and "lines 3, 12") said as the notebook's
+        "cell 2, line 4": reasons name lines of the program the cells are joined into."""
+
+        def one(line: str) -> str:
+            where = self.cell_of(int(line))
+            return f"cell {where[0] + 1}, line {where[1]}" if where else f"line {line}"
+
+        text = _LINES.sub(lambda m: "; ".join(one(n) for n in m.group(1).split(", ")), text)
+        return _LINE.sub(lambda m: one(m.group(1)), text)
+
+    def column(self, line: int, column: int) -> int:
+        """A column of a program line as a column of its line in the cell."""
+        return column + self.shifts.get(line, 0)
+
+    def marker(self, cell: int) -> str:
+        return f'{MARKER}({cell}, b"{self.masker.token}")'
 
 
 def load(text: str) -> Notebook:
@@ -60,14 +73,18 @@ def load(text: str) -> Notebook:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise NotebookError(f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+    if not isinstance(data, dict):
         raise NotebookError("not a notebook: no list of cells")
-    if data.get("nbformat", 4) < 4:
-        raise NotebookError(f"nbformat {data.get('nbformat')} notebooks are not supported (only version 4)")
-    style = _style(text)
-    if dumps(data, style) != text:
-        raise NotebookError("its JSON layout cannot be reproduced exactly, so it would not be written back unchanged")
-    notebook = Notebook(data, style)
+    version = data.get("nbformat", 4)
+    if isinstance(version, int) and version < 4:
+        raise NotebookError(f"nbformat {version} notebooks are not supported (only version 4)")
+    if not isinstance(data.get("cells"), list):
+        raise NotebookError("not a notebook: no list of cells")
+    try:
+        sources = nbjson.locate_sources(text)
+    except (ValueError, IndexError) as exc:  # pragma: no cover - json.loads accepted it
+        raise NotebookError(f"its JSON could not be followed ({exc})") from None
+    notebook = Notebook(text, data, sources, ipysyntax.Masker(""))
     _build_program(notebook)
     return notebook
 
@@ -80,7 +97,7 @@ def is_python(data: dict) -> bool:
 
 def _source(cell: dict) -> str:
     source = cell.get("source", "")
-    if isinstance(source, list):
+    if isinstance(source, list) and all(isinstance(line, str) for line in source):
         return "".join(source)
     if isinstance(source, str):
         return source
@@ -88,26 +105,29 @@ def _source(cell: dict) -> str:
 
 
 def _build_program(notebook: Notebook) -> None:
-    parts: list[str] = []
-    lines: list[tuple[int, int] | None] = []
+    code: list[tuple[int, str]] = []
     for index, cell in enumerate(notebook.data["cells"]):
         if not isinstance(cell, dict):
             raise NotebookError(f"cell {index + 1} is not an object")
-        if cell.get("cell_type") != "code":
-            continue
-        source = _source(cell)
-        if source.lstrip().startswith("%%"):
-            continue  # a cell magic: the whole cell is not Python
+        if cell.get("cell_type") == "code":
+            code.append((index, _source(cell)))
+    notebook.masker = ipysyntax.Masker(ipysyntax.new_token(notebook.text, *(source for _, source in code)))
+    parts: list[str] = []
+    lines: list[tuple[int, int] | None] = []
+    for index, source in code:
+        start = len(notebook.masker.magics)
+        masked = notebook.masker.cell(source)
+        if masked is None:
+            continue  # a cell magic that is not Python (%%bash...)
+        cell_lines, shifts = masked
         notebook.code_cells.append(index)
-        cell_lines = source.split("\n")
+        notebook.magics[index] = set(range(start, len(notebook.masker.magics)))
+        for offset, shift in shifts.items():
+            notebook.shifts[len(lines) + offset + 1] = shift
         for number, line in enumerate(cell_lines, start=1):
-            if _IPYTHON_LINE.search(line) and not line.lstrip().startswith("#"):
-                indent = line[: len(line) - len(line.lstrip())]
-                notebook.placeholders.append(line)
-                line = f"{indent}{_PLACEHOLDER}{len(notebook.placeholders) - 1}"
             parts.append(line + "\n")
             lines.append((index, number))
-        parts.append(f"{MARKER}({index})\n")
+        parts.append(notebook.marker(index) + "\n")
         lines.append(None)
     notebook.program = "".join(parts)
     notebook.lines = lines
@@ -117,118 +137,49 @@ def rebuild(notebook: Notebook, program: str) -> str:
     """The notebook's JSON text with its code cells taken from the fixed ``program``."""
     sources: dict[int, list[str]] = {}
     current: list[str] = []
+    walls = {notebook.marker(index): index for index in notebook.code_cells}
     for line in program.split("\n"):
-        match = _MARKER_LINE.match(line)
-        if match:
-            sources[int(match.group(1))] = current
+        stripped = line.rstrip("\r")
+        if stripped in walls:
+            sources[walls[stripped]] = current
             current = []
             continue
-        if line.lstrip().startswith(MARKER):
+        if notebook.masker.token in line and MARKER in line:
             raise NotebookError("a fix would move code across cells")
-        placeholder = _PLACEHOLDER_LINE.match(line)
-        if placeholder:
-            original = notebook.placeholders[int(placeholder.group(2))]
-            line = placeholder.group(1) + original.lstrip() if placeholder.group(1) else original
         current.append(line)
     if current and any(current) or sorted(sources) != sorted(notebook.code_cells):
         raise NotebookError("a fix would move code across cells")
-    data = json.loads(json.dumps(notebook.data))
+    edits: list[tuple[nbjson.Source, str]] = []
     for index, cell_lines in sources.items():
-        cell = data["cells"][index]
-        old = _source(cell)
-        new = "\n".join(cell_lines)
+        try:
+            restored = notebook.masker.restore(cell_lines, notebook.magics[index])
+        except ipysyntax.RestoreError as exc:
+            raise NotebookError(f"cell {index + 1}: {exc}") from None
+        old = _source(notebook.data["cells"][index])
+        new = "\n".join(restored)
         if not old.endswith("\n") and new.endswith("\n"):
             new = new[:-1]
         if new == old:
             continue
-        if isinstance(cell.get("source"), list):
-            cell["source"] = new.splitlines(keepends=True)
-        else:
-            cell["source"] = new
-    return dumps(data, notebook.style)
-
-
-def _style(text: str) -> Style:
-    indent = None
-    for line in text.split("\n")[1:3]:
-        stripped = line.lstrip(" ")
-        if stripped and len(stripped) != len(line):
-            indent = len(line) - len(stripped)
-            break
-    ensure_ascii = not any(ord(ch) > 127 for ch in text)
-    return Style(indent=indent, ensure_ascii=ensure_ascii, final_newline=text.endswith("\n"))
-
-
-def dumps(data: dict, style: Style) -> str:
-    text = json.dumps(data, indent=style.indent, ensure_ascii=style.ensure_ascii)
-    return text + "\n" if style.final_newline else text
-
-
-_TAG = re.compile(r"\\u0000autofix(\d+)\\u0000")
+        if not ipysyntax.ipython_reads(new):
+            raise NotebookError(f"cell {index + 1}: the fixed cell would not run under IPython")
+        edits.append((notebook.sources[index], new))
+    text = notebook.text
+    style = nbjson.Style.of(text, notebook.sources)
+    for source, new in sorted(edits, key=lambda edit: edit[0].start, reverse=True):
+        text = text[: source.start] + nbjson.source_value(text, source, new, style) + text[source.end :]
+    return text
 
 
 def file_positions(text: str) -> Callable[[int, int, int], tuple[int, int] | None] | None:
     """A map from a place in a code cell (cell index; line in the cell and column, 1-based) to
     the same place in the notebook's own JSON text (line and column, 1-based), where code hosts
-    show it; None when the notebook cannot be read.
-
-    Each source string (one per line, or one for the whole cell) is tagged with a numbered
-    prefix and the notebook dumped in its own style: the tags show on which line of the file,
-    and at which column, each string starts; a column inside it is that plus the length of
-    what precedes it, as JSON escapes it."""
+    show it; None when the notebook cannot be read."""
     try:
-        notebook = load(text)
-    except NotebookError:
+        json.loads(text)
+        return nbjson.Positions(text, nbjson.locate_sources(text))
+    except (ValueError, IndexError):
         return None
-    data = copy.deepcopy(notebook.data)
-    pieces: dict[int, list[tuple[int, str, int]]] = {}  # cell -> [(first line, string, tag)]
-    count = 0
-    for index in notebook.code_cells:
-        cell = data["cells"][index]
-        source = cell.get("source", "")
-        strings = source if isinstance(source, list) else [source]
-        tagged = []
-        line = 1
-        for string in strings:
-            pieces.setdefault(index, []).append((line, string, count))
-            tagged.append(f"\x00autofix{count}\x00{string}")
-            line += string.count("\n")
-            count += 1
-        cell["source"] = tagged if isinstance(source, list) else tagged[0]
-    dumped = dumps(data, notebook.style)
-    starts: dict[int, tuple[int, int]] = {}
-    line, line_start, scanned = 1, 0, 0
-    shift_line, shift = 0, 0
-    for match in _TAG.finditer(dumped):
-        newlines = dumped.count("\n", scanned, match.start())
-        if newlines:
-            line += newlines
-            line_start = dumped.rfind("\n", 0, match.start()) + 1
-        scanned = match.start()
-        if line != shift_line:
-            shift_line, shift = line, 0
-        starts[int(match.group(1))] = (line, match.start() - line_start - shift)
-        shift += match.end() - match.start()
-    ensure_ascii = notebook.style.ensure_ascii
-
-    def position(cell: int, line: int, column: int) -> tuple[int, int] | None:
-        holder = None
-        for first, string, tag in pieces.get(cell, ()):
-            if first > line:
-                break
-            holder = (first, string, tag)
-        if holder is None or holder[2] not in starts:
-            return None
-        first, string, tag = holder
-        offset = 0
-        for _ in range(line - first):
-            offset = string.find("\n", offset) + 1
-        offset = min(offset + column - 1, len(string))
-        file_line, file_column = starts[tag]
-        escaped = json.dumps(string[:offset], ensure_ascii=ensure_ascii)[1:-1]
-        return file_line, file_column + len(escaped) + 1
-
-    return position
 
 
 def cell_sources(text: str) -> list[tuple[int, str]]:
@@ -238,7 +189,7 @@ def cell_sources(text: str) -> list[tuple[int, str]]:
 
 
 def cell_diffs(old: str, new: str, path: str) -> str:
-    """A unified diff per changed code cell, headed with the cell's number."""
+    """A unified diff per changed code cell, headed with the cell's number (for reading)."""
     before = dict(cell_sources(old))
     out = []
     for index, source in cell_sources(new):

@@ -6,9 +6,11 @@ The engine never names a rule. Adding a rule is adding a module to ``codemods/``
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import pkgutil
+import sys
 from functools import lru_cache
 
 from autofix.rule import Rule
@@ -63,3 +65,29 @@ def select(select: tuple[str, ...] | None, ignore: tuple[str, ...] = ()) -> tupl
     for code in ignore:
         chosen -= matching(code)
     return tuple(r for r in rules if r.CODE in chosen)
+
+
+def rule_doc(rule: type) -> tuple[str, str]:
+    """What ``autofix explain`` and SARIF's rule help say about ``rule``: the first paragraph
+    after the title line of its module's docstring, and all of it after the title line; RST
+    literals (````x````) become Markdown ones (```x```)."""
+    doc = (sys.modules[rule.__module__].__doc__ or "").strip()
+    body = doc.split("\n", 1)[1].strip() if "\n" in doc else ""
+    body = body.replace("``", "`")
+    summary = " ".join(body.split("\n\n", 1)[0].split()) if body else ""
+    return summary, body
+
+
+def rule_examples(rule: type) -> list[tuple[str, str]]:
+    """``(title, text)`` for each of a rule's examples: "Fix" with a unified diff from before to
+    after, or "Left alone" with the code."""
+    out = []
+    for example in rule.EXAMPLES:
+        if example.after is None:
+            out.append(("Left alone", example.before))
+        else:
+            delta = difflib.unified_diff(
+                example.before.splitlines(keepends=True), example.after.splitlines(keepends=True), "before", "after"
+            )
+            out.append(("Fix", "".join(delta)))
+    return out

@@ -55,6 +55,9 @@ class FileResult:
     notebook: bool = False
     # Why the file was not analysed although it was found (e.g. `# autofix: ignore-file`).
     skipped: str | None = None
+    # How the file's text is written on disk, for diffs that apply to its bytes.
+    encoding: str = "utf-8"
+    bom: bool = False
 
     def describe_error(self, shown_path: str | None = None) -> str:
         return f"{shown_path or self.path}: {self.error}"

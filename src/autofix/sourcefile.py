@@ -81,7 +81,11 @@ def read_source(path: str) -> Source:
     if os.path.isdir(path):
         raise SourceError("is a directory, not a file")
     try:
-        with open(path, "rb") as fh:
+        # Not blocking: opening a FIFO for reading would wait for a writer for ever.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise SourceError("not a regular file")
             raw = fh.read()
     except FileNotFoundError:
         raise SourceError("no such file") from None

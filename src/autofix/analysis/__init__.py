@@ -4,8 +4,10 @@ Layers, each importing only those below it: :mod:`autofix.tf` (what TensorFlow a
 names mean, and the one-pass index of names and scopes), then :mod:`.program` (a parsed file:
 names, tree, positions, suppressions), :mod:`.facts` (strategies, what calls make or do),
 :mod:`.contexts` (where a strategy exists), :mod:`.dataflow` (where data goes),
-:mod:`.ordering` (what may move past what), and :mod:`.training` (the training program:
-which objects and data take part in distributed training, and where).
+:mod:`.ordering` (what may move past what), :mod:`.training` (the training program:
+which objects and data take part in distributed training, and where), and :mod:`.steps`
+(custom training steps: what ``strategy.run`` runs, what its tapes differentiate, and the
+values that make up that loss).
 
 Each analysis is built at most once per program and shared: ``Facts.of(program)``.
 """

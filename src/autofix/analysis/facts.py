@@ -74,6 +74,7 @@ class Facts(Derived):
         self.classes = index.classes
         self.assigns = index.assigns
         self._strategy_memo: dict[tuple[int, str], Strategy | None] = {}
+        self._reaching: dict[cst.Name, list[cst.CSTNode] | None] = {}
         self._in_progress: set[object] = set()
 
     # --- assignments and definitions ---------------------------------------------------------
@@ -117,19 +118,29 @@ class Facts(Derived):
         in a ``with`` body there), before the read (``model = a(); model = b(); model.fit()``
         reaches ``b()`` only)."""
         nodes = self.bindings(name)
-        if not nodes or len(nodes) == 1 or self.program.access(name) is None:
+        access = self.program.access(name)
+        if not nodes or len(nodes) == 1 or access is None:
             return nodes
+        memo = self._reaching
+        if name in memo:
+            return memo[name]
+        memo[name] = nodes
         path = {id(a): a for a in self.program.ancestors(name)}
-        line = self.program.position(name).start.line
+        bindings = self.program.index.bindings
         for position in range(len(nodes) - 1, -1, -1):
+            binding = bindings.get(nodes[position])
+            # Bindings and reads are numbered in source order by the index.
+            if binding is None or binding.index > access.index:
+                continue
             statement = self.program.statement_of(nodes[position])
             while statement is not None:
                 block = self.program.block_of(statement)
                 if block is None:
                     break
                 if id(block) in path:
-                    if self.program.position(statement).start.line < line and not _inside(self.program, name, statement):
-                        return nodes[position:]
+                    if not _inside(self.program, name, statement):
+                        memo[name] = nodes[position:]
+                        return memo[name]
                     break
                 # The body of a ``with`` runs whenever the ``with`` does.
                 holder = self.program.parent(block)
@@ -715,13 +726,13 @@ class Facts(Derived):
         return False
 
     @cached_property
-    def effects(self) -> dict[cst.FunctionDef, Effects]:
+    def effects(self) -> dict[cst.FunctionDef, FunctionEffects]:
         """For each plain function: does calling it create Keras objects outside a scope of its
         own, and does it train? Both follow calls to other functions of the module."""
-        result: dict[cst.FunctionDef, Effects] = {}
+        result: dict[cst.FunctionDef, FunctionEffects] = {}
         callees: dict[cst.FunctionDef, list[cst.FunctionDef]] = {}
         for function, info in self.functions.items():
-            effects = Effects()
+            effects = FunctionEffects()
             callees[function] = []
             if info.is_method:
                 result[function] = effects
@@ -772,7 +783,7 @@ class Facts(Derived):
 
 
 @dataclass
-class Effects:
+class FunctionEffects:
     creates: bool = False
     trains: bool = False
 

@@ -5,8 +5,10 @@ model or dataset that needs it), and a cheap Keras object (optimizer, loss, metr
 to where it is first used. A move is allowed only when it cannot change what the program
 computes: what the moved statement reads is not written in between, what it writes is not read
 or written in between, and it never crosses a statement that must run before the TensorFlow
-runtime starts (device setup, mixed precision policy, environment variables): see
-../shared/docs/tf-distribute-facts.md, "Ordering".
+runtime starts: creating a strategy starts it, after which device setup fails ("RuntimeError:
+Physical devices cannot be modified after being initialized"), a mixed precision policy no
+longer applies to what is built, and environment variables such as CUDA_VISIBLE_DEVICES are
+not read again.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from autofix.analysis.program import Program
+from autofix.analysis.syntax import is_wall
 
 # Calls that must stay before the strategy is created (they configure the runtime, which
 # creating a strategy starts), as canonical qualified-name prefixes.
@@ -32,7 +35,7 @@ _ENVIRON_WRITES = frozenset({"update", "setdefault", "pop", "clear", "__setitem_
 
 
 @dataclass
-class Effects:
+class StatementEffects:
     """Names a statement reads and writes (including inside nested functions), and whether
     it touches what must happen before the runtime starts."""
 
@@ -42,7 +45,7 @@ class Effects:
 
 
 class _Collect(cst.CSTVisitor):
-    def __init__(self, program: Program, effects: Effects) -> None:
+    def __init__(self, program: Program, effects: StatementEffects) -> None:
         self.program = program
         self.effects = effects
 
@@ -97,8 +100,8 @@ def _configures_runtime(name: str) -> bool:
     return last.startswith(("set_", "enable_", "disable_", "experimental_connect_to"))
 
 
-def effects_of(program: Program, statement: cst.CSTNode) -> Effects:
-    effects = Effects()
+def effects_of(program: Program, statement: cst.CSTNode) -> StatementEffects:
+    effects = StatementEffects()
     statement.visit(_Collect(program, effects))
     if isinstance(statement, (cst.Import, cst.ImportFrom, cst.SimpleStatementLine)):
         for small in getattr(statement, "body", [statement]):
@@ -118,6 +121,8 @@ def why_not_move_up(program: Program, body: list[cst.BaseStatement], source: int
     if moved.barrier:
         return None if dest == source else _passing(moved.barrier)
     for index in range(dest, source):
+        if is_wall(body[index]):
+            return f"it would move into another notebook cell (above line {program.line(body[index + 1])})"
         between = effects_of(program, body[index])
         if between.barrier:
             return f"it would move above {_describe(between.barrier)} (line {program.line(body[index])}), which must run before the strategy is created"
@@ -136,6 +141,8 @@ def why_not_move_down(program: Program, body: list[cst.BaseStatement], source: i
     if moved.barrier:
         return _passing(moved.barrier)
     for index in range(source + 1, dest):
+        if is_wall(body[index]):
+            return "it would move into another notebook cell"
         between = effects_of(program, body[index])
         if moved.reads & between.writes:
             return "what it is made from changes before it is used"

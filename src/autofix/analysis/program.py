@@ -38,6 +38,11 @@ class Program:
         self._provided: dict[cst.CSTNode, CodeRange] | None = None
 
     @cached_property
+    def source(self) -> str:
+        """The text the module was parsed from."""
+        return self._source if self._source is not None else self.module.code
+
+    @cached_property
     def index(self) -> Index:
         return Index(self.module)
 
@@ -208,7 +213,7 @@ class Program:
     @cached_property
     def suppressions(self):
         """The ``# autofix: ignore[...]`` comments of this module."""
-        return parse_suppressions(self._source if self._source is not None else self.module.code)
+        return parse_suppressions(self.source)
 
     def suppressed(self, node: cst.CSTNode, code: str) -> bool:
         """Whether a finding of rule ``code`` at ``node`` is suppressed by a comment on its

@@ -102,3 +102,21 @@ def calls_in(node: cst.CSTNode) -> list[cst.Call]:
     collector = _Collector(names=False, calls=True)
     node.visit(collector)
     return collector.calls
+
+
+# The statement put between the cells of a notebook analysed as one program: no statement
+# may be moved into the same block as one, so that every fix stays inside its cell.
+CELL_MARKER = "__autofix_cell__"
+
+
+def is_wall(statement: cst.CSTNode) -> bool:
+    """Whether ``statement`` is a notebook cell boundary (``__autofix_cell__(3)``)."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return False
+    expr = statement.body[0]
+    return (
+        isinstance(expr, cst.Expr)
+        and isinstance(expr.value, cst.Call)
+        and isinstance(expr.value.func, cst.Name)
+        and expr.value.func.value == CELL_MARKER
+    )

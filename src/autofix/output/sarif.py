@@ -14,11 +14,9 @@ against the repository root. Suppressed findings are left out, as in the other f
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
-import sys
 from importlib import metadata
 from pathlib import Path
 from urllib.parse import quote
@@ -161,7 +159,7 @@ def _driver(rules: tuple[type[Rule], ...]) -> dict:
 
 
 def rule_descriptor(rule: type[Rule]) -> dict:
-    summary, body = rule_doc(rule)
+    summary, body = registry.rule_doc(rule)
     level_ = "warning" if rule.SAFE else "note"
     fix = "safe" if rule.SAFE else "unsafe (only with --unsafe-fixes)"
     return {
@@ -175,38 +173,15 @@ def rule_descriptor(rule: type[Rule]) -> dict:
     }
 
 
-def rule_doc(rule: type[Rule]) -> tuple[str, str]:
-    """The first paragraph after the title line of the rule module's docstring, and all of it
-    after the title line; RST literals (``x``) become Markdown ones (`x`)."""
-    doc = (sys.modules[rule.__module__].__doc__ or "").strip()
-    body = doc.split("\n", 1)[1].strip() if "\n" in doc else ""
-    body = body.replace("``", "`")
-    summary = " ".join(body.split("\n\n", 1)[0].split()) if body else ""
-    return summary, body
-
-
 def _limit(text: str) -> str:
     return text if len(text) <= DESCRIPTION_LIMIT else text[: DESCRIPTION_LIMIT - 1].rstrip() + "…"
-
-
-def _examples(rule: type[Rule]) -> list[tuple[str, str]]:
-    out = []
-    for example in rule.EXAMPLES:
-        if example.after is None:
-            out.append(("Left alone", example.before))
-        else:
-            delta = difflib.unified_diff(
-                example.before.splitlines(keepends=True), example.after.splitlines(keepends=True), "before", "after"
-            )
-            out.append(("Fix", "".join(delta)))
-    return out
 
 
 def _help_text(rule: type[Rule], body: str, fix: str) -> str:
     parts = [f"{rule.CODE} {rule.NAME}: {rule.DESCRIPTION}. Fix: {fix}."]
     if body:
         parts.append(body)
-    for title, text in _examples(rule):
+    for title, text in registry.rule_examples(rule):
         parts.append(f"{title}:\n\n{text.rstrip()}")
     return "\n\n".join(parts) + "\n"
 
@@ -215,7 +190,7 @@ def _help_markdown(rule: type[Rule], body: str, fix: str) -> str:
     parts = [f"**{rule.CODE} {rule.NAME}**: {rule.DESCRIPTION}. Fix: {fix}."]
     if body:
         parts.append(body)
-    for title, text in _examples(rule):
+    for title, text in registry.rule_examples(rule):
         lang = "python" if title == "Left alone" else "diff"
         fence = _fence(text)
         parts.append(f"{title}:\n\n{fence}{lang}\n{text.rstrip()}\n{fence}")

@@ -33,7 +33,7 @@ from autofix.results import FileResult, Finding
 
 
 @dataclass
-class Span:
+class ChangedLines:
     """Original lines ``first..last`` (1-based, inclusive) and the hunks that change them."""
 
     first: int
@@ -51,11 +51,11 @@ class Span:
         return "".join(out)
 
 
-def spans(file_hunks: list[Hunk], lines: list[str]) -> list[Span]:
+def spans(file_hunks: list[Hunk], lines: list[str]) -> list[ChangedLines]:
     """Hunks as commentable line ranges, with insertions anchored, and hunks merged when their
     ranges overlap or only blank lines lie between them (a block moved into ``with`` keeps its
     blank lines: apart, its pieces would not be valid code)."""
-    out: list[Span] = []
+    out: list[ChangedLines] = []
     for hunk in file_hunks:
         if not hunk.insertion:
             first, last = hunk.start + 1, hunk.end
@@ -69,7 +69,7 @@ def spans(file_hunks: list[Hunk], lines: list[str]) -> list[Span]:
             out[-1].last = max(out[-1].last, last)
             out[-1].hunks.append(hunk)
         else:
-            out.append(Span(first, last, [hunk]))
+            out.append(ChangedLines(first, last, [hunk]))
     return out
 
 
@@ -91,7 +91,7 @@ class SuggestionsFormatter(Formatter):
         file_spans = spans(file_hunks, lines)
         owner_of = {hunk: owner for hunk, owner in zip(file_hunks, who)}
         # The suggestions that make up each finding's fix, to say which belong together.
-        parts: dict[int, list[Span]] = {}
+        parts: dict[int, list[ChangedLines]] = {}
         for span in file_spans:
             for owner in dict.fromkeys(owner_of[h] for h in span.hunks):
                 if owner is not None:
