@@ -13,8 +13,8 @@ in sync. Measured with two worker processes on TF 2.21 / Keras 3.15 / tf_keras 2
 - ``import tf_keras``: Keras 2. Works.
 
 So a ``fit`` (and the others) of a model that this file builds with Keras 3 spellings in the
-scope of a ``MultiWorkerMirroredStrategy`` is reported. It is a suggestion: whether it fails depends on the TensorFlow
-installed (2.15 and older ship Keras 2) and on the environment the script runs in. The ways
+scope of a ``MultiWorkerMirroredStrategy`` is reported, and fails ``check``: with TensorFlow 2.16
+and later (Keras 3) it crashes on every worker (2.15 and older shipped Keras 2). The ways
 out: tf_keras (``pip install tf-keras``, then ``import tf_keras as keras``, or
 ``TF_USE_LEGACY_KERAS=1`` for ``tf.keras``), or a custom training loop.
 
@@ -77,6 +77,8 @@ class Keras3MultiWorker(Rule):
     NAME = "keras-multi-worker-fit"
     DESCRIPTION = "Keras 3 fit/evaluate under MultiWorkerMirroredStrategy, which fails (unsafe fix: switch to tf_keras)"
     SAFE = False
+    # The crash is real; only the fix (a switch to Keras 2) may change what the script does.
+    SUGGESTION = False
     EXAMPLES = (
         Example(
             before=(

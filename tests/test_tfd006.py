@@ -1,4 +1,4 @@
-"""TFD006 keras-multi-worker-fit: a suggestion; --unsafe-fixes switches the file to tf_keras."""
+"""TFD006 keras-multi-worker-fit: a finding that fails check; --unsafe-fixes switches the file to tf_keras."""
 
 from __future__ import annotations
 
@@ -27,10 +27,11 @@ def test_leaves_alone_or_reports(case):
 
 
 @pytest.mark.parametrize("case", params("tfd006", "fixed"))
-def test_without_unsafe_fixes_it_is_a_suggestion(case):
+def test_without_unsafe_fixes_it_fails_check_and_says_how_to_fix(case):
     analysis = analyse(read(case.before), SAFE_ONLY)
     assert analysis.new_text is None
-    assert analysis.findings and all(f.unsafe and not f.fixable for f in analysis.findings)
+    assert analysis.findings and all(not f.unsafe and not f.fixable for f in analysis.findings)
+    assert all("--unsafe-fixes" in f.reason for f in analysis.findings)
 
 
 def _script(imports: str, body: str) -> str:
