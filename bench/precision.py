@@ -29,7 +29,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "realworld" / "manifest.json"
 TRIAGE = HERE / "realworld" / "triage.json"
-RULES = ("TFD001", "TFD002", "TFD003", "TFD004", "TFD005")
+RULES = ("TFD001", "TFD002", "TFD003", "TFD004", "TFD005", "TFD006", "TFD007", "TFD008", "TFD009")
 
 
 # --- What Python and Jupyter accept -------------------------------------------------------

@@ -5,7 +5,10 @@ ORDER is the order in which fixes are applied to a file, where it matters:
   the strategy), which every later rule assumes.
 - TFD002 before TFD003/TFD004: the generated train steps and loss reductions use the global
   batch size that TFD002 defines.
-- TFD005 last: it scales the learning rate of optimizers that TFD001 has already placed.
+- TFD005 after them: it scales the learning rate of optimizers that TFD001 has already placed.
+- TFD006 after TFD001: it judges a model by the strategy scope it is made in, which TFD001
+  may have just written.
+The multi-worker rules TFD007-TFD009 need no place in the order.
 """
 
-ORDER = ("TFD001", "TFD002", "TFD003", "TFD004", "TFD005")
+ORDER = ("TFD001", "TFD002", "TFD003", "TFD004", "TFD005", "TFD006")

@@ -35,10 +35,10 @@ import libcst as cst
 from autofix.analysis.contexts import Contexts
 from autofix.analysis.facts import Facts
 from autofix.analysis.program import Program
-from autofix.analysis.steps import REPLICA_WORDS, SINGLE_REPLICA, named_for, words
+from autofix.analysis.steps import REPLICA_WORDS, named_for, words
 from autofix.codegen import scaled
 from autofix.rule import Example, Rule
-from autofix.tf.symbols import Kind
+from autofix.tf.symbols import SINGLE_REPLICA, Kind
 
 _SCHEDULER_CALLBACKS = frozenset({"keras.callbacks.LearningRateScheduler"})
 # A callback's code that reads or sets the optimizer's rate.

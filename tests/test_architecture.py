@@ -112,21 +112,21 @@ def test_the_rule_in_docs_architecture_is_added_by_one_module(tmp_path, monkeypa
     (code,) = re.findall(r"```python\n(.*?)```", page, flags=re.S)
     folder = tmp_path / "more_rules"
     folder.mkdir()
-    (folder / "tfd006_print_under_strategy.py").write_text(code)
+    (folder / "tfd099_print_under_strategy.py").write_text(code)
     monkeypatch.setattr(autofix.codemods, "__path__", [*autofix.codemods.__path__, str(folder)])
     registry.all_rules.cache_clear()
     engine._rules.cache_clear()
     try:
-        assert "TFD006" in [rule.CODE for rule in registry.all_rules()]
+        assert "TFD099" in [rule.CODE for rule in registry.all_rules()]
         source = "import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\nprint(strategy)\n"
-        analysis = engine.analyse(source, engine.Options(select=("TFD006",)))
+        analysis = engine.analyse(source, engine.Options(select=("TFD099",)))
         assert [(f.code, f.line, f.reason) for f in analysis.findings] == [
-            ("TFD006", 3, "no automatic fix: it is only an example")
+            ("TFD099", 3, "no automatic fix: it is only an example")
         ]
-        (example,) = registry.rule_by_code("TFD006").EXAMPLES
-        assert engine.analyse(example.before, engine.Options(select=("TFD006",))).findings == []
+        (example,) = registry.rule_by_code("TFD099").EXAMPLES
+        assert engine.analyse(example.before, engine.Options(select=("TFD099",))).findings == []
     finally:
         monkeypatch.undo()
         registry.all_rules.cache_clear()
         engine._rules.cache_clear()
-    assert "TFD006" not in [rule.CODE for rule in registry.all_rules()]
+    assert "TFD099" not in [rule.CODE for rule in registry.all_rules()]

@@ -36,15 +36,17 @@ CORRECT = {
         "    model.compile(optimizer='adam', loss='mse')\n"
         "model.fit(ds, epochs=1)\n"
     ),
-    # Multi-worker: per-worker batch times the number of workers is the global batch.
+    # Multi-worker: per-worker batch times the number of workers is the global batch
+    # (on Keras 2: Keras 3 fit under MultiWorkerMirroredStrategy is TFD006).
     "multi_worker_global": (
         "import tensorflow as tf\n"
+        "import tf_keras\n"
         "strategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
         "NUM_WORKERS = 4\n"
         "batch = 32 * NUM_WORKERS\n"
         "ds = tf.data.Dataset.from_tensor_slices((tf.zeros([512, 4]), tf.zeros([512]))).repeat().batch(batch)\n"
         "with strategy.scope():\n"
-        "    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
+        "    model = tf_keras.Sequential([tf_keras.layers.Dense(1)])\n"
         "    model.compile(optimizer='sgd', loss='mse')\n"
         "model.fit(ds, epochs=1, steps_per_epoch=5)\n"
     ),

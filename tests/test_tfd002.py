@@ -183,3 +183,23 @@ def test_an_imported_helper_given_the_number_of_devices_may_split_the_batch_itse
     )
     assert analyse(source, TFD002).findings == []
     assert analyse(source.replace(", num_devices=n", ""), TFD002).findings
+
+
+def test_an_in_batch_objective_keeps_its_batch():
+    """Retrieval with in-batch negatives: the batch is what is trained, not only how fast."""
+    source = (
+        "import tensorflow as tf\n"
+        "import tensorflow_recommenders as tfrs\n"
+        "strategy = tf.distribute.MirroredStrategy()\n"
+        "class Model(tf.keras.Model):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.task = tfrs.tasks.Retrieval()\n"
+        "ds = tf.data.Dataset.from_tensor_slices((tf.zeros([512, 4]), tf.zeros([512]))).batch(256)\n"
+        "with strategy.scope():\n"
+        "    model = Model()\n"
+        "    model.compile(optimizer=tf.keras.optimizers.Adagrad(0.1))\n"
+        "model.fit(ds, epochs=1)\n"
+    )
+    assert analyse(source, TFD002).findings == []
+    assert analyse(source.replace("tfrs.tasks.Retrieval()", "None"), TFD002).findings

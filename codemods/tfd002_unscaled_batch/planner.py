@@ -148,7 +148,9 @@ class BatchPlanner:
         for site, context, plan, why in plans:
             node = site.arg.value if site.arg is not None else site.call
             if why:
-                note = "" if "inference-only" in why or "split evenly" in why or why == SUPPRESSED else KERAS_NOTE
+                # A reason that asks the reader to scale by hand warns about uneven batches;
+                # the suppression and the validation reason say all there is to say.
+                note = "" if why == SUPPRESSED or why == _small_validation(site.call) else KERAS_NOTE
                 self.rule.report(node, _message(site), why + note)
                 continue
             if self.rule.report(node, _message(site)):

@@ -19,7 +19,7 @@ from autofix.options import Options, _rules  # noqa: F401  (re-exported: the eng
 from autofix.prefilter import NOT_USED, PREFILTER, PREFILTER_SCOPE, might_need_analysis  # noqa: F401
 from autofix.parsing import AnalysisError, MixedIndentation, parse
 from autofix.results import FileResult, Finding
-from autofix.rule import NO_FIX, Outcome, Rule
+from autofix.rule import NO_FIX, UNSAFE_FIX, Outcome, Rule
 from autofix.sourcefile import SourceError, read_source, write_atomic
 from autofix.suppressions import Suppressions
 from autofix.suppressions import parse as parse_suppressions
@@ -129,6 +129,10 @@ def _findings(rule: type[Rule], outcome: Outcome, program: Program, options: Opt
         suppressed = program.suppressed(report.node, rule.CODE)
         fixable = report.reason is None and outcome.changes and options.fixes(rule) and not suppressed
         reason = None if fixable else (NO_FIX + report.reason if report.reason else None)
+        if reason is None and not fixable and not rule.is_suggestion() and outcome.changes and not suppressed:
+            # A finding of an unsafe rule that is not a suggestion: it fails `check`, and its
+            # fix waits for --unsafe-fixes.
+            reason = UNSAFE_FIX
         found.append(
             Finding(
                 code=rule.CODE,
@@ -140,7 +144,7 @@ def _findings(rule: type[Rule], outcome: Outcome, program: Program, options: Opt
                 end_column=where.end.column + 1,
                 fixable=fixable,
                 reason=reason,
-                unsafe=not rule.SAFE,
+                unsafe=rule.is_suggestion(),
                 suppressed=suppressed,
                 suppressed_by=_suppression_line(program, report.node, rule.CODE) if suppressed else None,
             )

@@ -30,6 +30,8 @@ from autofix.analysis.program import Program
 from autofix.codegen import BlockEdits, NotFound
 
 NO_FIX = "no automatic fix: "
+# Why the finding of an unsafe rule that is not a suggestion is not fixed by default.
+UNSAFE_FIX = "a fix that may change what the script computes is applied with --unsafe-fixes"
 # The reason a rule gives for a place it leaves alone because a comment says so.
 SUPPRESSED = "suppressed by an autofix: ignore comment"
 
@@ -114,11 +116,19 @@ class Rule:
     # the cache off while it runs. No rule does today (tests/test_cache.py checks that rules
     # open no file).
     CROSS_FILE: ClassVar[bool] = False
+    # A suggestion is shown but does not fail `check` (unless --unsafe-fixes); by default the
+    # findings of an unsafe rule are suggestions. An unsafe rule whose findings are real bugs
+    # (only its fix is unsafe) sets this to False.
+    SUGGESTION: ClassVar[bool | None] = None
     EXAMPLES: ClassVar[tuple[Example, ...]] = ()
 
     program: Program
     facts: Facts
     edits: BlockEdits
+
+    @classmethod
+    def is_suggestion(cls) -> bool:
+        return (not cls.SAFE) if cls.SUGGESTION is None else cls.SUGGESTION
 
     def __new__(cls, context: Any = None, **codemod_args: Any) -> Any:
         if context is None:

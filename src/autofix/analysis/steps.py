@@ -28,12 +28,11 @@ from autofix.analysis.facts import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value, attribute_path, parameter_argument
 from autofix.tf.index import Binding
+from autofix.tf.symbols import SINGLE_REPLICA
 
 RUN_METHODS = ("run", "experimental_run_v2")
 TF_FUNCTION = "tensorflow.function"
 GRADIENT_TAPE = "tensorflow.GradientTape"
-# Strategies with one replica: a per-replica mean is the global mean there.
-SINGLE_REPLICA = frozenset({"OneDeviceStrategy", "get_strategy"})
 # Calls whose result is their arguments' values, as far as the loss is concerned.
 _PASS = frozenset(
     {

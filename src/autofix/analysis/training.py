@@ -12,6 +12,7 @@ from autofix.analysis import Derived
 from autofix.analysis.contexts import Contexts
 from autofix.analysis.dataflow import PASSTHROUGH
 from autofix.analysis.facts import COMPILE, TRAIN, UNKNOWN_STRATEGY, Facts
+from autofix.analysis.steps import Steps
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value, attribute_path, parameter_argument
 from autofix.tf.symbols import SINGLE_REPLICA, Kind
@@ -111,11 +112,6 @@ class Site:
     def distributed(self) -> bool:
         """Whether it may run under a strategy with more than one replica."""
         return bool(self.strategies - SINGLE_REPLICA)
-
-
-def multi_replica(classes: set[str] | frozenset[str] | None) -> bool:
-    """Whether a strategy that may be any of ``classes`` can have more than one replica."""
-    return bool(classes) and bool(set(classes) - SINGLE_REPLICA)
 
 
 class TrainingModel(Derived):
@@ -334,6 +330,10 @@ class TrainingModel(Derived):
     def distributed_sites(self) -> list[Site]:
         """The sites that may train under more than one replica, and are not kept apart."""
         return [site for site in self.sites if site.distributed and not self._apart(site)]
+
+    def strategies_at(self, node: cst.CSTNode) -> frozenset[str]:
+        """The strategy classes in effect where ``node`` runs (see :meth:`_strategies_at`)."""
+        return self._strategies_at(node)
 
     def _strategies_at(self, node: cst.CSTNode) -> frozenset[str]:
         """The strategy classes in effect where ``node`` runs: a ``with s.scope():`` around
@@ -554,24 +554,9 @@ class TrainingModel(Derived):
 
     def _step_functions(self, expr: cst.BaseExpression) -> list[cst.FunctionDef]:
         """The function run by ``strategy.run`` and the local functions it calls."""
-        firsts = [self.facts.local_definition(expr)]
-        if firsts[0] is None and isinstance(expr, cst.Name):
-            # ``def run(strategy, step, inputs): strategy.run(step, ...)``: the functions passed.
-            for binding in self.facts.bindings(expr) or ():
-                if isinstance(binding, cst.Param):
-                    firsts = [self.facts.local_definition(a) for a in self._arguments_for(binding)]
-        found: list[cst.FunctionDef] = []
-        pending = [f for f in firsts if isinstance(f, cst.FunctionDef)]
-        while pending:
-            function = pending.pop()
-            if function in found or function not in self.facts.functions:
-                continue
-            found.append(function)
-            for call in self.facts.functions[function].calls:
-                callee = self.facts.local_definition(call.func)
-                if isinstance(callee, cst.FunctionDef):
-                    pending.append(callee)
-        return found
+        steps = Steps.of(self.program)
+        first = steps.definition(expr)
+        return steps.reached(first) if first is not None else []
 
     def _step_calls(self, steps: list[cst.FunctionDef]):
         for function in steps:

@@ -1,0 +1,292 @@
+"""What a script does when it runs as several workers of one ``MultiWorkerMirroredStrategy``
+cluster: where such a strategy is in effect, which Keras the file uses, which code runs on the
+chief only, and which paths differ from worker to worker.
+
+What it relies on was measured with two worker processes (TF 2.21, Keras 3.15, tf_keras 2.21;
+docs/multiworker.md): Keras 3's ``fit`` / ``evaluate`` / ``train_on_batch`` / ``test_on_batch``
+fail there while a custom loop works; ``TF_USE_LEGACY_KERAS=1`` turns every ``tf.keras``
+spelling into tf_keras (also when set in the script before ``tf.keras`` is first used) but
+never ``import keras``; ``MultiWorkerMirroredStrategy`` made while ``TF_CONFIG`` is unset is a
+single worker.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+import libcst as cst
+
+from autofix.analysis import Derived
+from autofix.analysis.contexts import Contexts
+from autofix.analysis.facts import Facts, Strategy
+from autofix.analysis.program import Program
+from autofix.analysis.syntax import names_in
+from autofix.analysis.training import TrainingModel
+
+MULTI_WORKER = frozenset({"MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy"})
+LEGACY_KERAS = "TF_USE_LEGACY_KERAS"
+TF_CONFIG = "TF_CONFIG"
+
+# How a file names Keras: ``keras`` (Keras 3 from TF 2.16 on, whatever the environment says),
+# ``tf.keras`` (``tf.keras``, ``from tensorflow import keras``, ``tensorflow.keras.*``: Keras 3
+# unless TF_USE_LEGACY_KERAS=1), ``tf_keras`` (Keras 2), ``other`` (TF's old internal copies).
+KERAS3, TF_KERAS, KERAS2, OTHER = "keras", "tf.keras", "tf_keras", "other"
+
+# Words that make a condition a test of which worker runs it, or a path one that differs by
+# worker: the multi-worker tutorial's ``_is_chief`` / ``write_filepath`` / ``task_id == 0``.
+_WORKER_WORDS = re.compile(
+    r"chief|task_?(id|index|type)|worker_?(id|index|rank)|write_?(file)?path|workertemp|"
+    r"cluster_resolver|is_primary|is_master|\brank\b|local_rank|process_index",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class KerasUse:
+    """Which Keras a file uses: the nodes spelling each kind (imports, ``tf.keras`` attributes)."""
+
+    nodes: dict[str, list[cst.CSTNode]]
+    # The file names TF_USE_LEGACY_KERAS (sets it, or says to): ``tf.keras`` may be Keras 2.
+    legacy_env: bool
+
+    @property
+    def spellings(self) -> frozenset[str]:
+        return frozenset(kind for kind, nodes in self.nodes.items() if nodes)
+
+    @property
+    def keras3(self) -> bool:
+        """Whether every Keras the file names is Keras 3 on TensorFlow 2.16 and later."""
+        spellings = self.spellings
+        if not spellings or not spellings <= {KERAS3, TF_KERAS}:
+            return False
+        return not self.legacy_env or spellings == {KERAS3}
+
+    @property
+    def keras2(self) -> bool:
+        """Whether every Keras the file names is Keras 2 (tf_keras)."""
+        spellings = self.spellings
+        return spellings == {KERAS2} or (self.legacy_env and spellings == {TF_KERAS})
+
+
+class MultiWorker(Derived):
+    def __init__(self, program: Program) -> None:
+        super().__init__(program)
+        self.facts = Facts.of(program)
+        self.training = TrainingModel.of(program)
+        self.contexts = Contexts.of(program)
+
+    # --- where a multi-worker strategy is in effect ------------------------------------------------
+
+    @cached_property
+    def strategies(self) -> list[Strategy]:
+        """The strategies that are a MultiWorkerMirroredStrategy (whichever way they are made)
+        that may have two or more workers. A strategy that may also be another kind (chosen
+        by a flag, a helper with a mode) is not: what runs is not known."""
+        return [s for s in self.facts.strategies if s.classes and s.classes <= MULTI_WORKER and not self._single_worker(s)]
+
+    def classes_at(self, node: cst.CSTNode) -> frozenset[str]:
+        return self.training.strategies_at(node)
+
+    def runs_multi_worker(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` runs where a multi-worker strategy of more than one worker exists,
+        and no strategy of another kind does (a notebook that shows several strategies)."""
+        classes = self.classes_at(node)
+        return bool(self.strategies) and bool(classes) and classes <= MULTI_WORKER
+
+    def scope_classes(self, node: cst.CSTNode, _depth: int = 0) -> frozenset[str]:
+        """The strategy classes of the ``with s.scope():`` blocks ``node`` runs in (through the
+        callers of its function, a few levels up)."""
+        classes: set[str] = set()
+        previous = node
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, cst.With) and previous is ancestor.body:
+                for item in ancestor.items:
+                    value = item.item
+                    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "scope":
+                        classes |= self.facts.strategy_classes(value.func.value) or set()
+            elif isinstance(ancestor, cst.FunctionDef):
+                if _depth < 4:
+                    for ref in self.facts.references(ancestor):
+                        classes |= self.scope_classes(ref, _depth + 1)
+                break
+            elif isinstance(ancestor, (cst.ClassDef, cst.Lambda)):
+                break
+            previous = ancestor
+        return frozenset(classes)
+
+    def strategy_name_at(self, node: cst.CSTNode) -> str | None:
+        """The name of the one multi-worker strategy that exists whenever ``node`` runs and
+        that its name means there (for generated code), or None."""
+        found = []
+        scope = self.program.scope(node)
+        for context in self.contexts.created:
+            strategy = context.strategy
+            if strategy not in self.strategies or context.conflict or not self.contexts.executes_after(node, context):
+                continue
+            if scope is None or strategy.name not in scope:
+                continue
+            if {b.node for b in scope[strategy.name]} != set(strategy.bindings):
+                continue
+            found.append(strategy.name)
+        return found[0] if len(set(found)) == 1 else None
+
+    def _single_worker(self, strategy: Strategy) -> bool:
+        """The file removes TF_CONFIG before it makes the strategy (the tutorials do, to run
+        one worker in a notebook): such a strategy has one worker."""
+        creations = [self.program.line(c) for c in strategy.creations]
+        if not creations or strategy.is_parameter:
+            return False
+        first = min(creations)
+        before = [(line, removes) for line, removes in self._tf_config_changes if line < first]
+        return bool(before) and max(before)[1]
+
+    @cached_property
+    def _tf_config_changes(self) -> list[tuple[int, bool]]:
+        """``(line, removes)`` for each statement that removes or sets TF_CONFIG in
+        ``os.environ``, at module level."""
+        found: list[tuple[int, bool]] = []
+        for statement in self.program.module.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                removes = _tf_config_change(self.facts, small)
+                if removes is not None:
+                    found.append((self.program.line(statement), removes))
+        return found
+
+    # --- which Keras -----------------------------------------------------------------------------
+
+    @cached_property
+    def keras(self) -> KerasUse:
+        nodes: dict[str, list[cst.CSTNode]] = {KERAS3: [], TF_KERAS: [], KERAS2: [], OTHER: []}
+        index = self.program.index
+        for node, binding in index.bindings.items():
+            if binding.kind != "import" or binding.path is None:
+                continue
+            kind = _keras_kind(binding.path)
+            if kind is not None:
+                nodes[kind].append(node)
+        for node, access in index.accesses.items():
+            # ``tf.keras.layers.Dense``: the module is imported, Keras reached as an attribute.
+            parent = index.parents.get(node)
+            if not (isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value == "keras"):
+                continue
+            paths = {b.path for b in access.referents if b.kind == "import" and b.path}
+            for path in paths:
+                kind = _keras_kind(f"{path}.keras")
+                if kind is not None and kind != KERAS3:
+                    nodes[kind].append(parent)
+        code = self.program.module.code
+        return KerasUse(nodes, LEGACY_KERAS in code)
+
+    # --- which worker runs what -------------------------------------------------------------------
+
+    def chief_only(self, node: cst.CSTNode, _depth: int = 0) -> bool:
+        """Whether ``node`` runs on some workers only: under an ``if`` (or after an early
+        ``return``) that tests which worker this is, or in a function only called so."""
+        previous = node
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, (cst.If, cst.While)) and previous is not ancestor.test and self.mentions_worker(ancestor.test):
+                return True
+            if isinstance(ancestor, cst.IfExp) and previous is not ancestor.test and self.mentions_worker(ancestor.test):
+                return True
+            if isinstance(ancestor, cst.BooleanOperation) and previous is ancestor.right and self.mentions_worker(ancestor.left):
+                return True
+            if isinstance(ancestor, (cst.IndentedBlock, cst.Module)) and self._returned_early(ancestor, previous):
+                return True
+            if isinstance(ancestor, cst.FunctionDef):
+                if _depth > 4:
+                    return False
+                references = self.facts.references(ancestor)
+                return bool(references) and all(self.chief_only(ref, _depth + 1) for ref in references)
+            if isinstance(ancestor, (cst.ClassDef, cst.Lambda)):
+                return False
+            previous = ancestor
+        return False
+
+    def _returned_early(self, block: cst.IndentedBlock | cst.Module, statement: cst.CSTNode) -> bool:
+        """``if not is_chief: return`` earlier in the block of ``statement``."""
+        for other in block.body:
+            if other is statement:
+                return False
+            if isinstance(other, cst.If) and self.mentions_worker(other.test) and _leaves(other.body):
+                return True
+        return False
+
+    def mentions_worker(self, expr: cst.BaseExpression | None, _depth: int = 0) -> bool:
+        """Whether ``expr`` depends on which worker runs it: it names the chief, a task id or
+        type, a worker index, the tutorial's ``write_filepath``... (directly, or through the
+        names and local functions it reads, a few levels deep)."""
+        if expr is None or _depth > 4:
+            return False
+        if _WORKER_WORDS.search(self.program.module.code_for_node(expr)):
+            return True
+        for name in names_in(expr):
+            for binding in self.facts.bindings(name) or ():
+                if isinstance(binding, cst.FunctionDef):
+                    if _WORKER_WORDS.search(self.program.module.code_for_node(binding)):
+                        return True
+                    continue
+                value = self.facts.assigned_value(binding)
+                if value is not None and value is not expr and self.mentions_worker(value, _depth + 1):
+                    return True
+        return False
+
+
+def _keras_kind(path: str) -> str | None:
+    if path == "keras" or path.startswith("keras."):
+        return KERAS3
+    if path == "tf_keras" or path.startswith("tf_keras."):
+        return KERAS2
+    if path == "tensorflow.keras" or path.startswith("tensorflow.keras."):
+        return TF_KERAS
+    if re.match(r"tensorflow\.(python|compat\.v[12]|contrib)\.keras(\.|$)", path):
+        return OTHER
+    return None
+
+
+def _tf_config_change(facts: Facts, small: cst.BaseSmallStatement) -> bool | None:
+    """True for ``os.environ.pop("TF_CONFIG", ...)`` / ``del os.environ["TF_CONFIG"]``, False
+    for ``os.environ["TF_CONFIG"] = ...``, None for anything else."""
+
+    def environ_key(expr: cst.BaseExpression) -> bool:
+        return (
+            isinstance(expr, cst.Subscript)
+            and "os.environ" in facts.names_of(expr.value)
+            and len(expr.slice) == 1
+            and isinstance(expr.slice[0].slice, cst.Index)
+            and _is_string(expr.slice[0].slice.value, TF_CONFIG)
+        )
+
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        call = small.value
+        if (
+            isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "pop"
+            and "os.environ" in facts.names_of(call.func.value)
+            and call.args
+            and _is_string(call.args[0].value, TF_CONFIG)
+        ):
+            return True
+    if isinstance(small, cst.Del) and environ_key(small.target):
+        return True
+    if isinstance(small, cst.Assign) and any(environ_key(t.target) for t in small.targets):
+        return False
+    return None
+
+
+def _is_string(expr: cst.BaseExpression, text: str) -> bool:
+    return isinstance(expr, cst.SimpleString) and expr.evaluated_value == text
+
+
+def _leaves(block: cst.BaseSuite) -> bool:
+    """Whether a block ends by leaving its function or loop (``return``, ``continue``...)."""
+    body = block.body if isinstance(block, cst.IndentedBlock) else [block]
+    last = body[-1] if body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        return any(isinstance(s, (cst.Return, cst.Continue, cst.Raise)) for s in last.body)
+    if isinstance(last, cst.SimpleStatementSuite) or isinstance(block, cst.SimpleStatementSuite):
+        return any(isinstance(s, (cst.Return, cst.Continue, cst.Raise)) for s in block.body)
+    return False

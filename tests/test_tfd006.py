@@ -1,0 +1,112 @@
+"""TFD006 keras-multi-worker-fit: a finding that fails check; --unsafe-fixes switches the file to tf_keras."""
+
+from __future__ import annotations
+
+import pytest
+
+from autofix.engine import Options, analyse
+from fixturecases import assert_fixed_is_clean, assert_fixes_to_expected, assert_left_alone, params, read
+
+UNSAFE = Options(select=("TFD006",), unsafe_fixes=True)
+SAFE_ONLY = Options(select=("TFD006",))
+
+
+@pytest.mark.parametrize("case", params("tfd006", "fixed"))
+def test_fixes_to_expected(case):
+    assert_fixes_to_expected(case, UNSAFE)
+
+
+@pytest.mark.parametrize("case", params("tfd006", "fixed"))
+def test_fixed_code_is_stable(case):
+    assert_fixed_is_clean(case, UNSAFE)
+
+
+@pytest.mark.parametrize("case", params("tfd006", "unchanged"))
+def test_leaves_alone_or_reports(case):
+    assert_left_alone(case, UNSAFE)
+
+
+@pytest.mark.parametrize("case", params("tfd006", "fixed"))
+def test_without_unsafe_fixes_it_fails_check_and_says_how_to_fix(case):
+    analysis = analyse(read(case.before), SAFE_ONLY)
+    assert analysis.new_text is None
+    assert analysis.findings and all(not f.unsafe and not f.fixable for f in analysis.findings)
+    assert all("--unsafe-fixes" in f.reason for f in analysis.findings)
+
+
+def _script(imports: str, body: str) -> str:
+    return (
+        f"{imports}\n"
+        "strategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
+        "with strategy.scope():\n"
+        f"{body}"
+        "model.fit(dataset, epochs=1)\n"
+    )
+
+
+def test_fit_evaluate_train_on_batch_are_reported_and_predict_is_not():
+    source = _script(
+        "import keras\nimport tensorflow as tf\n",
+        "    model = keras.Sequential([keras.layers.Dense(1)])\n    model.compile(optimizer='sgd', loss='mse')\n",
+    ) + "model.evaluate(dataset)\nmodel.train_on_batch(x, y)\nmodel.test_on_batch(x, y)\nmodel.predict(dataset)\n"
+    analysis = analyse(source, UNSAFE)
+    assert [f.line for f in analysis.findings] == [8, 9, 10, 11]
+    assert "keras-team/keras#20585" in analysis.findings[0].message
+    # One switch of the file for all of them.
+    assert analysis.new_text.count("tf_keras") == 1
+
+
+def test_import_keras_is_keras_3_even_when_the_file_names_the_legacy_variable():
+    source = _script(
+        "import os\nos.environ['TF_USE_LEGACY_KERAS'] = '1'\nimport keras\nimport tensorflow as tf\n",
+        "    model = keras.Sequential([keras.layers.Dense(1)])\n    model.compile(optimizer='sgd', loss='mse')\n",
+    )
+    analysis = analyse(source, UNSAFE)
+    assert [f.code for f in analysis.findings] == ["TFD006"]
+    assert "import tf_keras as keras\n" in analysis.new_text
+
+
+def test_mixed_spellings_switch_both():
+    source = _script(
+        "import os\nimport keras\nimport tensorflow as tf\nfrom keras.layers import Dense\n",
+        "    model = tf.keras.Sequential([Dense(1), keras.layers.Dense(1)])\n    model.compile(optimizer='sgd', loss='mse')\n",
+    )
+    analysis = analyse(source, UNSAFE)
+    assert analysis.new_text.startswith(
+        "import os\n"
+        'os.environ["TF_USE_LEGACY_KERAS"] = "1"  # Keras 2 (tf_keras): Keras 3 cannot fit under MultiWorkerMirroredStrategy\n'
+        "import tf_keras as keras\nimport tensorflow as tf\nfrom tf_keras.layers import Dense\n"
+    )
+
+
+def test_a_file_mixing_tf_keras_in_is_left_alone():
+    source = _script(
+        "import keras\nimport tf_keras\nimport tensorflow as tf\n",
+        "    model = keras.Sequential([keras.layers.Dense(1)])\n    model.compile(optimizer='sgd', loss='mse')\n",
+    )
+    assert analyse(source, UNSAFE).findings == []
+
+
+def test_keras_imported_in_a_function_is_reported_without_a_fix():
+    source = (
+        "import tensorflow as tf\n"
+        "def main():\n"
+        "    import keras\n"
+        "    strategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
+        "    with strategy.scope():\n"
+        "        model = keras.Sequential([keras.layers.Dense(1)])\n"
+        "        model.compile(optimizer='sgd', loss='mse')\n"
+        "    model.fit(dataset)\n"
+    )
+    (finding,) = analyse(source, UNSAFE).findings
+    assert finding.reason == "no automatic fix: Keras is imported inside a function or block"
+
+
+def test_a_suppressed_fit_keeps_the_whole_file_as_it_is():
+    source = _script(
+        "import keras\nimport tensorflow as tf\n",
+        "    model = keras.Sequential([keras.layers.Dense(1)])\n    model.compile(optimizer='sgd', loss='mse')\n",
+    ) + "model.evaluate(dataset)  # autofix: ignore[TFD006]\n"
+    analysis = analyse(source, UNSAFE)
+    assert analysis.new_text is None
+    assert [f.suppressed for f in analysis.findings] == [False, True]
