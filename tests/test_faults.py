@@ -31,7 +31,7 @@ def expected() -> dict[str, str]:
     out = {}
     for path in SOURCES:
         text = read(path)
-        out[path.name] = analyse(text, Options()).new_text or text
+        out[f"{path.parent.name}/{path.name}"] = analyse(text, Options()).new_text or text
     return out
 
 
@@ -112,7 +112,7 @@ def test_killed_part_way_every_file_is_old_or_new(tmp_path, expected, signum):
         for path, old in originals.items():
             text = path.read_text()
             cst.parse_module(text)
-            new = expected[path.name]
+            new = expected[f"{path.parent.name}/{path.name}"]
             assert text in (old, new), f"{path} is neither its old nor its new text"
             if old != new:
                 outcomes["new" if text == new else "old"] += 1
