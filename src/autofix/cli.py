@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.text import Text
 
 from autofix import __version__, cache, config, registry
-from autofix.diffs import display_path, unified_diff
+from autofix.diffs import display_path, line_style, unified_diff
 from autofix.discovery import DEFAULT_INCLUDE, Discovery
 from autofix.exitcodes import ERROR as EXIT_ERROR
 from autofix.exitcodes import FINDINGS as EXIT_FINDINGS
@@ -421,16 +421,7 @@ def _print_diff(diff: bytes, encoding: str = "utf-8") -> None:
         return
     console = Console(highlight=False, soft_wrap=True)
     for line in diff.decode(encoding, errors="replace").splitlines(keepends=True):
-        style = None
-        if line.startswith(("+++", "---")):
-            style = "bold"
-        elif line.startswith("+"):
-            style = "green"
-        elif line.startswith("-"):
-            style = "red"
-        elif line.startswith("@@"):
-            style = "cyan"
-        console.print(Text(line.rstrip("\r\n"), style=style or ""))
+        console.print(Text(line.rstrip("\r\n"), style=line_style(line)))
 
 
 @main.command()

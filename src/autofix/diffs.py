@@ -28,6 +28,19 @@ _ESCAPES = {
 }
 
 
+def line_style(line: str) -> str:
+    """The color a diff line is shown in on a terminal (a rich style; "" for context)."""
+    if line.startswith(("+++", "---")):
+        return "bold"
+    if line.startswith("+"):
+        return "green"
+    if line.startswith("-"):
+        return "red"
+    if line.startswith("@@"):
+        return "cyan"
+    return ""
+
+
 def display_path(path: str) -> str:
     """The path as it should appear in diffs and reports: relative to the working directory
     when it is inside it, with forward slashes."""

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.text import Text
 
 from autofix import notebooks
-from autofix.diffs import display_path, unified_diff
+from autofix.diffs import display_path, line_style, unified_diff
 from autofix.interactive import Piece, Review
 from autofix.output.formats import location
 from autofix.results import FileResult
@@ -107,16 +107,7 @@ def _show(review: Review, piece: Piece, number: int, total: int, out: Console) -
     else:
         diff = unified_diff(review.old, after, result.path, result.encoding, result.bom).decode(result.encoding, errors="replace")
     for line in diff.splitlines():
-        style = ""
-        if line.startswith(("+++", "---")):
-            style = "bold"
-        elif line.startswith("+"):
-            style = "green"
-        elif line.startswith("-"):
-            style = "red"
-        elif line.startswith("@@"):
-            style = "cyan"
-        out.print(Text(line.rstrip("\r"), style=style))
+        out.print(Text(line.rstrip("\r"), style=line_style(line)))
 
 
 def _ask(out: Console) -> str:
