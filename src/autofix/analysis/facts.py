@@ -424,6 +424,16 @@ class Facts(Derived):
                 return True
         return False
 
+    def entered_classes(self, block: cst.With) -> set[str]:
+        """The strategy classes whose ``s.scope()`` the items of ``block`` enter (empty when
+        none, or when the classes are not known)."""
+        classes: set[str] = set()
+        for item in block.items:
+            value = item.item
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "scope":
+                classes |= self.strategy_classes(value.func.value) or set()
+        return classes
+
     def scope_strategy_value(self, binding: cst.CSTNode) -> bool:
         value = self.assigned_value(binding)
         return value is not None and not isinstance(value, cst.Name) and self.scope_strategy(value)

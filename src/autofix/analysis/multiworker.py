@@ -102,10 +102,7 @@ class MultiWorker(Derived):
         previous = node
         for ancestor in self.program.ancestors(node):
             if isinstance(ancestor, cst.With) and previous is ancestor.body:
-                for item in ancestor.items:
-                    value = item.item
-                    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "scope":
-                        classes |= self.facts.strategy_classes(value.func.value) or set()
+                classes |= self.facts.entered_classes(ancestor)
             elif isinstance(ancestor, cst.FunctionDef):
                 if _depth < 4:
                     for ref in self.facts.references(ancestor):

@@ -135,6 +135,7 @@ class TrainingModel(Derived):
         self.facts = Facts.of(program)
         self.contexts = Contexts.of(program)
         self._returns: dict[cst.FunctionDef, bool] = {}
+        self._attributes: dict[cst.FunctionDef, list[cst.Attribute]] = {}
 
     # --- sites ---------------------------------------------------------------------------------
 
@@ -262,8 +263,14 @@ class TrainingModel(Derived):
             if not info.is_method or self.program.parent(self.program.parent(function)) is not cls or not function.params.params:
                 continue
             owner = function.params.params[0].name.value
-            found.extend(a for a in _attributes(function) if attribute_path(a) == (owner, attribute))
+            found.extend(a for a in self._attributes_in(function) if attribute_path(a) == (owner, attribute))
         return found
+
+    def _attributes_in(self, function: cst.FunctionDef) -> list[cst.Attribute]:
+        """Every attribute in ``function``'s body (computed once per function)."""
+        if function not in self._attributes:
+            self._attributes[function] = _attributes(function)
+        return self._attributes[function]
 
     @cached_property
     def participants(self) -> dict[cst.Call, Site]:
@@ -342,10 +349,7 @@ class TrainingModel(Derived):
         previous = node
         for ancestor in self.program.ancestors(node):
             if isinstance(ancestor, cst.With) and previous is ancestor.body:
-                for item in ancestor.items:
-                    value = item.item
-                    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "scope":
-                        classes |= self.facts.strategy_classes(value.func.value) or set()
+                classes |= self.facts.entered_classes(ancestor)
             previous = ancestor
         for context in self.contexts.created:
             if self.contexts.executes_after(node, context):
@@ -592,7 +596,7 @@ class TrainingModel(Derived):
             elif method in ("update_state", "reset_state", "reset_states"):
                 self._add(site, [m for m in self.makers(receiver) if facts.call_kind(m) is Kind.METRIC])
         for function in steps:
-            for attribute in _attributes(function):
+            for attribute in self._attributes_in(function):
                 if attribute.attr.value in VARIABLE_ATTRIBUTES:
                     self._add_model(site, attribute.value)
 
