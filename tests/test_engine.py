@@ -162,7 +162,7 @@ def test_files_without_distribute_are_not_parsed(monkeypatch):
     def fail(text):
         raise AssertionError("parsed")
 
-    monkeypatch.setattr(engine, "parse", fail)
+    monkeypatch.setattr(engine, "parse_both", fail)
     assert analyse("import tensorflow as tf\nmodel = tf.keras.Sequential()\n", Options()).findings == []
 
 

@@ -17,7 +17,7 @@ from autofix.analysis.program import Program
 from autofix.cache import ResultCache
 from autofix.options import Options, _rules  # noqa: F401  (re-exported: the engine's options)
 from autofix.prefilter import NOT_USED, PREFILTER, PREFILTER_SCOPE, might_need_analysis  # noqa: F401
-from autofix.parsing import AnalysisError, MixedIndentation, parse
+from autofix.parsing import AnalysisError, MixedIndentation, parse_both
 from autofix.results import FileResult, Finding
 from autofix.rule import NO_FIX, UNSAFE_FIX, Outcome, Rule
 from autofix.sourcefile import SourceError, read_source, write_atomic
@@ -47,7 +47,7 @@ def analyse(text: str, options: Options) -> Analysis:
     if not rules or not might_need_analysis(text):
         return Analysis(_unused(suppressions, [], rules, options))
     try:
-        program = Program(parse(text), text)
+        program = Program(*_parsed(text))
         findings: list[Finding] = []
         outcomes: dict[type[Rule], Outcome] = {}
         first = False
@@ -100,7 +100,7 @@ def _apply(
             outcome = known[rule]
         else:
             if program is None:
-                program = Program(parse(current), current)
+                program = Program(*_parsed(current))
             outcome = rule().run(program)
         if outcome.module is not None:
             code = outcome.module.code
@@ -111,8 +111,14 @@ def _apply(
                 continue
         outcomes[rule] = outcome
     if program is None:
-        program = Program(parse(current), current)
+        program = Program(*_parsed(current))
     return current, program, outcomes
+
+
+def _parsed(text: str) -> tuple[cst.Module, str, object]:
+    """``Program``'s arguments for ``text``: its module, the text, Python's own tree of it."""
+    module, tree = parse_both(text)
+    return module, text, tree
 
 
 def _refuse(findings: list[Finding], why: str) -> Analysis:

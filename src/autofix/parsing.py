@@ -47,17 +47,24 @@ class MixedIndentation(AnalysisError):
 
 
 def parse(text: str) -> cst.Module:
-    refuse_too_deep(text)
+    return parse_both(text)[0]
+
+
+def parse_both(text: str) -> tuple[cst.Module, ast.Module | None]:
+    """The libcst module of ``text``, and Python's own tree of it when Python could read it
+    (the depth check makes it anyway; positions reuse it)."""
+    tree = refuse_too_deep(text)
     try:
-        return cst.parse_module(text)
+        return cst.parse_module(text), tree
     except cst.ParserSyntaxError as exc:
         raise _syntax_error(text, exc) from None
     except RecursionError:
         raise AnalysisError("nested too deeply to be parsed") from None
 
 
-def refuse_too_deep(text: str) -> None:
-    """Raise :class:`AnalysisError` for code nested deeper than CPython or libcst can take."""
+def refuse_too_deep(text: str) -> ast.Module | None:
+    """Raise :class:`AnalysisError` for code nested deeper than CPython or libcst can take;
+    else return Python's tree of ``text`` (None when Python cannot read it)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -68,15 +75,16 @@ def refuse_too_deep(text: str) -> None:
         # Perhaps syntax newer than this Python: libcst decides, once the brackets are known
         # to be within CPython's limit (the parse above may have stopped before them).
         _refuse_deep_brackets(text)
-        return
+        return None
     except (RecursionError, MemoryError):
         raise AnalysisError("nested too deeply: Python itself cannot compile it") from None
     except ValueError:
-        return  # NUL bytes: reading the file already refuses them
+        return None  # NUL bytes: reading the file already refuses them
     line = _too_deep(tree, text)
     if line is not None:
         message = f"nested too deeply to be analysed (more than {DEPTH_LIMIT} levels)"
         raise AnalysisError(f"line {line}: {message}", line, message)
+    return tree
 
 
 def _too_deep(tree: ast.Module, text: str) -> int | None:

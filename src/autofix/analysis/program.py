@@ -28,9 +28,11 @@ class Program:
     # Positions from libcst's public PositionProvider instead of autofix's own (tests set it).
     use_provider = False
 
-    def __init__(self, module: cst.Module, source: str | None = None) -> None:
+    def __init__(self, module: cst.Module, source: str | None = None, syntax_tree: ast.Module | None = None) -> None:
         self.module = module
         self._source = source
+        # Python's own tree of ``source``, when the caller already has it (see _statement_lines).
+        self._syntax_tree = syntax_tree
         # Rules ask the same names of the same expressions many times.
         self._names: dict[cst.CSTNode, frozenset[str]] = {}
         self._ranges: dict[cst.CSTNode, tuple[dict, list[int], int]] = {}
@@ -134,10 +136,12 @@ class Program:
         whole module's code)."""
         if self._source is None:
             return None
-        try:
-            tree = ast.parse(self._source)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
+        tree = self._syntax_tree
+        if tree is None:
+            try:
+                tree = ast.parse(self._source)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                return None
         found: dict[cst.CSTNode, tuple[int, int]] = {}
         try:
             if not _pair_block(self.module.body, tree.body, found):
