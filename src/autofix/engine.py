@@ -8,6 +8,7 @@ nothing; otherwise the file is left as it was and the result says why.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field, replace
 
 import libcst as cst
@@ -115,7 +116,7 @@ def _apply(
     return current, program, outcomes
 
 
-def _parsed(text: str) -> tuple[cst.Module, str, object]:
+def _parsed(text: str) -> tuple[cst.Module, str, ast.Module | None]:
     """``Program``'s arguments for ``text``: its module, the text, Python's own tree of it."""
     module, tree = parse_both(text)
     return module, text, tree
