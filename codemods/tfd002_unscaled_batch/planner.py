@@ -16,7 +16,7 @@ from autofix.analysis import ordering
 from autofix.analysis.contexts import Context, Contexts, index_of
 from autofix.analysis.dataflow import LOADER_DEFAULT_BATCH, LOADERS, PASSTHROUGH, DataFlow, Flow
 from autofix.analysis.facts import UNKNOWN_STRATEGY, Facts
-from autofix.analysis.syntax import argument, parameter_argument
+from autofix.analysis.syntax import argument, nodes_in, parameter_argument
 from autofix.analysis.training import TrainingModel
 from autofix.codegen import add_keyword, fresh_name, scaled
 from autofix.rule import SUPPRESSED, Rule
@@ -677,20 +677,7 @@ def _move_and_insert(creation: int, dest: int | None, anchor: int, lines: list[s
 
 
 def _is_generator(function: cst.FunctionDef) -> bool:
-    found = []
-
-    class Visitor(cst.CSTVisitor):
-        def visit_Yield(self, node: cst.Yield) -> None:
-            found.append(node)
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is function
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-    function.visit(Visitor())
-    return bool(found)
+    return bool(nodes_in(function, cst.Yield, stop=(cst.FunctionDef, cst.Lambda)))
 
 
 def _is_none(expr: cst.BaseExpression) -> bool:

@@ -21,7 +21,7 @@ import libcst as cst
 
 from autofix.analysis.facts import Facts
 from autofix.analysis.program import Program
-from autofix.analysis.syntax import CELL_MARKER, is_wall  # noqa: F401  (re-exported)
+from autofix.analysis.syntax import CELL_MARKER, is_wall, names_in  # noqa: F401  (CELL_MARKER, is_wall re-exported)
 from autofix.tf.symbols import Kind
 
 Block = cst.Module | cst.IndentedBlock
@@ -382,19 +382,7 @@ def visible_at(program: Program, expr: cst.BaseExpression, site: cst.CSTNode) ->
     scope = program.scope(site)
     if scope is None:
         return False
-
-    names: list[cst.Name] = []
-
-    class Visitor(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            names.append(node)
-
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            node.value.visit(self)
-            return False
-
-    expr.visit(Visitor())
-    for name in names:
+    for name in names_in(expr):
         access = program.access(name)
         if access is None:
             return False

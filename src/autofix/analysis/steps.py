@@ -26,7 +26,7 @@ import libcst as cst
 from autofix.analysis import Derived
 from autofix.analysis.facts import Facts
 from autofix.analysis.program import Program
-from autofix.analysis.syntax import argument_value, attribute_path, parameter_argument
+from autofix.analysis.syntax import argument_value, attribute_path, nodes_in, parameter_argument
 from autofix.tf.index import Binding
 from autofix.tf.symbols import SINGLE_REPLICA
 
@@ -693,7 +693,7 @@ def named_for(facts: Facts, expr: cst.BaseExpression, test: Callable[[set[str]],
     few steps back), passes ``test`` on its :func:`words`."""
     if depth > 4:
         return False
-    for node in _identifiers(expr):
+    for node in nodes_in(expr, cst.Name):  # names and attribute names
         if test(words(node.value)):
             return True
         if isinstance(node, cst.Name) and facts.program.access(node) is not None:
@@ -711,15 +711,3 @@ def _augmented(operator: cst.BaseAugOp) -> object:
         cst.MultiplyAssign: cst.Multiply(),
         cst.DivideAssign: cst.Divide(),
     }.get(type(operator), operator)
-
-
-def _identifiers(expr: cst.CSTNode) -> list[cst.Name]:
-    """The names and attribute names in ``expr``."""
-    found: list[cst.Name] = []
-
-    class Visitor(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            found.append(node)
-
-    expr.visit(Visitor())
-    return found

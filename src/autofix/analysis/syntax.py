@@ -97,6 +97,22 @@ def names_in(node: cst.CSTNode | None) -> list[cst.Name]:
     return collector.names
 
 
+def nodes_in(root: cst.CSTNode, kind: type | tuple[type, ...], stop: tuple[type, ...] = ()) -> list:
+    """The nodes of type ``kind`` in ``root`` (itself included), in source order, not looking
+    inside nodes of a type in ``stop`` (other than ``root``: ``stop=(cst.FunctionDef,)`` keeps
+    to one function's own body)."""
+    found: list = []
+
+    class Visitor(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if isinstance(node, kind):
+                found.append(node)
+            return node is root or not isinstance(node, stop)
+
+    root.visit(Visitor())
+    return found
+
+
 def calls_in(node: cst.CSTNode) -> list[cst.Call]:
     """The calls in ``node`` (itself included, lambdas left out), outermost first."""
     collector = _Collector(names=False, calls=True)

@@ -14,7 +14,7 @@ from autofix.analysis.dataflow import PASSTHROUGH
 from autofix.analysis.facts import COMPILE, TRAIN, UNKNOWN_STRATEGY, Facts
 from autofix.analysis.steps import Steps
 from autofix.analysis.program import Program
-from autofix.analysis.syntax import argument_value, attribute_path, parameter_argument
+from autofix.analysis.syntax import argument_value, attribute_path, nodes_in, parameter_argument
 from autofix.tf.symbols import SINGLE_REPLICA, Kind
 
 
@@ -249,7 +249,7 @@ class TrainingModel(Derived):
             if not function.params.params:
                 continue
             owner = function.params.params[0].name.value
-            for assign in _assignments(function):
+            for assign in nodes_in(function, cst.Assign, stop=(cst.FunctionDef, cst.ClassDef)):
                 for target in assign.targets:
                     path = attribute_path(target.target)
                     if path is not None and len(path) == 2 and path[0] == owner:
@@ -269,7 +269,7 @@ class TrainingModel(Derived):
     def _attributes_in(self, function: cst.FunctionDef) -> list[cst.Attribute]:
         """Every attribute in ``function``'s body (computed once per function)."""
         if function not in self._attributes:
-            self._attributes[function] = _attributes(function)
+            self._attributes[function] = nodes_in(function.body, cst.Attribute)
         return self._attributes[function]
 
     @cached_property
@@ -633,34 +633,6 @@ def _elements(value: cst.BaseExpression | None) -> list[cst.BaseExpression]:
     if isinstance(value, (cst.List, cst.Tuple)):
         return [e.value for e in value.elements]
     return [value]
-
-
-def _attributes(function: cst.FunctionDef) -> list[cst.Attribute]:
-    found: list[cst.Attribute] = []
-
-    class Visitor(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            found.append(node)
-
-    function.body.visit(Visitor())
-    return found
-
-
-def _assignments(function: cst.FunctionDef) -> list[cst.Assign]:
-    found: list[cst.Assign] = []
-
-    class Visitor(cst.CSTVisitor):
-        def visit_Assign(self, node: cst.Assign) -> None:
-            found.append(node)
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is function
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-    function.visit(Visitor())
-    return found
 
 
 def _branch_of(statement: cst.If, child: cst.CSTNode) -> str | None:
