@@ -81,3 +81,15 @@ FIXED = (
     "    model.compile(optimizer='adam', loss='mse')\n"
     "model.fit(x, y)\n"
 )
+
+
+def dead(pid: int) -> bool:
+    """Whether process ``pid`` has ended (gone, or a zombie waiting for its parent)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import dead
 from fixturecases import FIXTURES
 
 from autofix.cli import main
@@ -238,7 +239,7 @@ def test_a_detached_daemon_does_not_outlive_the_run(keras3):
     reports, tmp = keras3
     assert reports["detached_daemon.py"].ok, reports["detached_daemon.py"].failures
     daemon = int((tmp / "daemon.pid").read_text())
-    assert _dead(daemon), "the double-forked, setsid() daemon must be ended with the run"
+    assert dead(daemon), "the double-forked, setsid() daemon must be ended with the run"
 
 
 @pytest.fixture(scope="module")
@@ -256,17 +257,6 @@ def test_keras2(keras2):
     assert loop.ok and loop.runs[0].replicas == (0, 1) and len(loop.runs[0].losses) == STEPS
 
 
-def _dead(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
-    except OSError:
-        return True
-
-
 @needs_tf
 def test_cli_smoke_times_out_kills_the_group_and_writes_json(tmp_path):
     out = tmp_path / "report.json"
@@ -280,7 +270,7 @@ def test_cli_smoke_times_out_kills_the_group_and_writes_json(tmp_path):
     assert data["checks"] == [{"name": "finished", "passed": False, "message": "timed out after 3 s"}]
     assert 3 <= data["seconds"] < 10 and data["peak_memory_mb"] > 100
     pids = [int(p) for p in data["output"].split("pids: ")[1].split()[:2]]
-    assert all(_dead(pid) for pid in pids), "the script and the process it started must be killed"
+    assert all(dead(pid) for pid in pids), "the script and the process it started must be killed"
     assert SmokeReport.from_dict(data).to_dict() == data
 
 

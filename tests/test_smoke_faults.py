@@ -13,22 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import dead
 from fixturecases import FIXTURES
 
 AUTOFIX = Path(sys.executable).with_name("autofix")
 SMOKE = FIXTURES / "smoke"
 REAPER = [sys.executable, "-m", "autofix.smoke.reaper"]
-
-def dead(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
-    except OSError:
-        return True
-
 
 def wait_for(path: Path, seconds: float) -> str:
     deadline = time.monotonic() + seconds
