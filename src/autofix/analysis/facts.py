@@ -18,6 +18,7 @@ import libcst as cst
 from autofix.analysis import Derived
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value, parameter_argument
+from autofix.analysis.values import FunctionInfo, Values
 from autofix.tf import symbols
 from autofix.tf.symbols import Kind
 
@@ -46,14 +47,6 @@ class Strategy:
     creations: list[cst.CSTNode] = field(default_factory=list)
 
 
-@dataclass(eq=False)
-class FunctionInfo:
-    node: cst.FunctionDef
-    calls: list[cst.Call] = field(default_factory=list)
-    returns: list[cst.Return] = field(default_factory=list)
-    is_method: bool = False
-
-
 def _run_receivers(call: cst.Call) -> bool:
     func = call.func
     return isinstance(func, cst.Attribute) and func.attr.value in ("run", "experimental_run_v2")
@@ -65,105 +58,22 @@ class Facts(Derived):
     def __init__(self, program: Program) -> None:
         super().__init__(program)
         self._call_kinds: dict[cst.Call, Kind | str | cst.FunctionDef | None] = {}
-        index = program.index
-        self.calls = index.calls
-        self.functions: dict[cst.FunctionDef, FunctionInfo] = {
-            function: FunctionInfo(function, index.function_calls[function], index.returns[function], is_method)
-            for function, is_method in index.functions
-        }
-        self.classes = index.classes
-        self.assigns = index.assigns
+        self.values = values = Values.of(program)
+        self.calls = program.index.calls
+        self.functions = values.functions
+        self.classes = values.classes
+        self.assigns = values.assigns
+        # The name-level questions are the value flow's (one resolution for every rule).
+        self.assigned_value = values.assigned_value
+        self.bindings = values.bindings
+        self.reaching_bindings = values.reaching_bindings
+        self.local_definition = values.local_definition
+        self.is_module_reference = values.is_module_reference
+        self.references = values.references
+        self.assigned_name = values.assigned_name
+        self.uses = values.uses
         self._strategy_memo: dict[tuple[int, str], Strategy | None] = {}
-        self._reaching: dict[cst.Name, list[cst.CSTNode] | None] = {}
         self._in_progress: set[object] = set()
-
-    # --- assignments and definitions ---------------------------------------------------------
-
-    def assigned_value(self, binding: cst.CSTNode) -> cst.BaseExpression | None:
-        """The value bound by a simple assignment ``name = value`` (None for anything else)."""
-        parent = self.program.parent(binding)
-        if isinstance(parent, cst.AssignTarget):
-            assign = self.program.parent(parent)
-            if isinstance(assign, cst.Assign):
-                return assign.value
-        elif isinstance(parent, cst.AnnAssign) and parent.target is binding:
-            return parent.value
-        elif isinstance(parent, cst.NamedExpr) and parent.target is binding:
-            return parent.value
-        return None
-
-    def bindings(self, name: cst.Name) -> list[cst.CSTNode] | None:
-        """The nodes that bind a name where it is used (for a name being assigned: every
-        binding of that name in its scope), or None if any of them is an import, a builtin or
-        unknown. In source order."""
-        access = self.program.access(name)
-        if access is not None:
-            referents = access.referents
-        else:
-            scope = self.program.scope(name)
-            referents = scope.assignments(name.value) if scope is not None else []
-        if not referents:
-            return None
-        pairs = []
-        for referent in referents:
-            if referent.kind in ("import", "builtin"):
-                return None
-            pairs.append((referent.index, referent.node))
-        pairs.sort(key=lambda pair: pair[0])
-        return [node for _, node in pairs]
-
-    def reaching_bindings(self, name: cst.Name) -> list[cst.CSTNode] | None:
-        """:meth:`bindings` of a name that is read, without those that a later binding
-        certainly replaces first: one made by a statement of a block that the read is in (or
-        in a ``with`` body there), before the read (``model = a(); model = b(); model.fit()``
-        reaches ``b()`` only)."""
-        nodes = self.bindings(name)
-        access = self.program.access(name)
-        if not nodes or len(nodes) == 1 or access is None:
-            return nodes
-        memo = self._reaching
-        if name in memo:
-            return memo[name]
-        memo[name] = nodes
-        path = {id(a): a for a in self.program.ancestors(name)}
-        bindings = self.program.index.bindings
-        for position in range(len(nodes) - 1, -1, -1):
-            binding = bindings.get(nodes[position])
-            # Bindings and reads are numbered in source order by the index.
-            if binding is None or binding.index > access.index:
-                continue
-            statement = self.program.statement_of(nodes[position])
-            while statement is not None:
-                block = self.program.block_of(statement)
-                if block is None:
-                    break
-                if id(block) in path:
-                    if not _inside(self.program, name, statement):
-                        memo[name] = nodes[position:]
-                        return memo[name]
-                    break
-                # The body of a ``with`` runs whenever the ``with`` does.
-                holder = self.program.parent(block)
-                statement = holder if isinstance(holder, cst.With) else None
-        return nodes
-
-    def local_definition(self, expr: cst.BaseExpression) -> cst.FunctionDef | cst.ClassDef | None:
-        """The function or class of this module that ``expr`` (a name) refers to."""
-        if not isinstance(expr, cst.Name):
-            return None
-        nodes = self.bindings(expr)
-        if not nodes or len(nodes) != 1:
-            return None
-        node = nodes[0]
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-            return node
-        return None
-
-    def is_module_reference(self, expr: cst.BaseExpression) -> bool:
-        """Whether ``expr`` is an imported name or an attribute path starting at one."""
-        while isinstance(expr, cst.Attribute):
-            expr = expr.value
-        return isinstance(expr, cst.Name) and self.program.is_import(expr)
 
     def names_of(self, expr: cst.BaseExpression) -> frozenset[str]:
         return self.program.qualified_names(expr)
@@ -174,51 +84,166 @@ class Facts(Derived):
         return self.strategy_classes(expr) is not None
 
     def strategy_classes(self, expr: cst.BaseExpression | None) -> set[str] | None:
-        """The strategy classes ``expr`` may evaluate to, or None if it is not a strategy."""
+        """The strategy classes ``expr`` may evaluate to, or None if it is not a strategy.
+
+        Followed through the module's value flow (:mod:`.values`): names, parameters (what the
+        calls pass), helpers' returns, attributes of this module's classes (``self.strategy``),
+        tuple and dict items. A value made elsewhere (an imported helper's result, a parameter of
+        a function nothing here calls, an attribute of an object made elsewhere) is a strategy
+        of unknown class when the code uses it as one (``.scope()``, ``.run(step, ...)``,
+        ``.num_replicas_in_sync``, ``.experimental_distribute_dataset(...)``)."""
         if expr is None:
-            return None
-        if isinstance(expr, cst.Call):
-            for name in self.names_of(expr.func):
-                if symbols.is_strategy_constructor(name):
-                    kind = name.rpartition(".")[2]
-                    devices = argument_value(expr, "devices", 0) if kind == "MirroredStrategy" else None
-                    if isinstance(devices, (cst.List, cst.Tuple)) and len(devices.elements) == 1:
-                        # ``MirroredStrategy(devices=["/gpu:0"])``: one replica.
-                        return {symbols.ONE_DEVICE_MIRRORED}
-                    return {kind}
-            definition = self.local_definition(expr.func)
-            if isinstance(definition, cst.FunctionDef):
-                return self._function_strategy_classes(definition)
-            return None
-        if isinstance(expr, cst.IfExp):
-            body = self.strategy_classes(expr.body)
-            orelse = self.strategy_classes(expr.orelse)
-            if body is not None and orelse is not None:
-                return body | orelse
             return None
         if isinstance(expr, cst.Name):
             strategy = self.strategy_for_name(expr)
             return strategy.classes if strategy is not None else None
-        return None
-
-    def _function_strategy_classes(self, function: cst.FunctionDef) -> set[str] | None:
-        key = ("returns", function)
+        key = ("classes", id(expr))
         if key in self._in_progress:
-            return None
-        info = self.functions.get(function)
-        if info is None or not info.returns:
             return None
         self._in_progress.add(key)
         try:
-            classes: set[str] = set()
-            for ret in info.returns:
-                found = self.strategy_classes(ret.value)
-                if found is None:
-                    return None
-                classes |= found
-            return classes
+            found = self._origin_classes(self.values.origins(expr), self._used_as_strategy(expr))
         finally:
             self._in_progress.discard(key)
+        return found[0] if found is not None else None
+
+    def _origin_classes(self, origins, used: bool) -> tuple[set[str], list[cst.Call]] | None:
+        """The strategy classes the origins of a value make, and the constructor calls among
+        them; None unless every origin is a strategy (``None`` placeholders aside)."""
+        classes: set[str] = set()
+        constructions: list[cst.Call] = []
+        for origin in origins:
+            node = origin.node
+            if not origin.whole:
+                if not used:
+                    return None
+                classes.add(UNKNOWN_STRATEGY)
+                continue
+            if isinstance(node, cst.Name) and node.value == "None":
+                continue
+            if isinstance(node, cst.Call):
+                kind = self._constructed_class(node)
+                if kind is not None:
+                    classes |= kind
+                    constructions.append(node)
+                    continue
+                local = self.local_definition(node.func)
+                if isinstance(local, cst.FunctionDef):
+                    inner = self._returned_classes(local, node, used)
+                    if inner is None:
+                        return None
+                    classes |= inner[0]
+                    constructions.extend(inner[1])
+                    continue
+                if used and local is None and self.is_module_reference(node.func):
+                    # ``create_strategy()`` from another module, known by how it is used.
+                    classes.add(UNKNOWN_STRATEGY)
+                    continue
+                return None
+            if isinstance(node, cst.Param):
+                annotation = node.annotation
+                if annotation is not None and any(symbols.is_strategy_type(n) for n in self.names_of(annotation.annotation)):
+                    classes.add(UNKNOWN_STRATEGY)
+                    continue
+                if used:
+                    classes.add(UNKNOWN_STRATEGY)
+                    continue
+                return None
+            return None
+        if not classes:
+            return None
+        return classes, constructions
+
+    def _constructed_class(self, call: cst.Call) -> set[str] | None:
+        for name in self.names_of(call.func):
+            if symbols.is_strategy_constructor(name):
+                kind = name.rpartition(".")[2]
+                if kind == "get_strategy":
+                    # The strategy whose scope is entered where it is called (the default
+                    # strategy, with one replica, outside every scope).
+                    return self.scope_classes_at(call)
+                devices = argument_value(call, "devices", 0) if kind == "MirroredStrategy" else None
+                if isinstance(devices, (cst.List, cst.Tuple)) and len(devices.elements) == 1:
+                    # ``MirroredStrategy(devices=["/gpu:0"])``: one replica.
+                    return {symbols.ONE_DEVICE_MIRRORED}
+                return {kind}
+        return None
+
+    def _returned_classes(self, function: cst.FunctionDef, call: cst.Call, used: bool) -> tuple[set[str], list[cst.Call]] | None:
+        key = ("returns", function)
+        if key in self._in_progress:
+            return None
+        self._in_progress.add(key)
+        try:
+            origins = self.values.returned(function, call)
+            return self._origin_classes(origins, used) if origins else None
+        finally:
+            self._in_progress.discard(key)
+
+    # What is done only with a strategy: a read of these attributes or a call of these methods
+    # on a value is evidence that it is one.
+    _STRATEGY_MEMBERS = frozenset(
+        {
+            "scope",
+            "num_replicas_in_sync",
+            "experimental_distribute_dataset",
+            "distribute_datasets_from_function",
+            "experimental_distribute_datasets_from_function",
+            "experimental_distribute_values_from_function",
+            "experimental_run_v2",
+        }
+    )
+
+    @cached_property
+    def _strategy_evidence(self) -> tuple[set[int], set[tuple[cst.ClassDef, str]]]:
+        """The bindings, and the (class, attribute) pairs, whose values the module uses as a
+        strategy."""
+        bindings: set[int] = set()
+        attributes: set[tuple[cst.ClassDef, str]] = set()
+        for node in self.program.index.parents:
+            if not isinstance(node, cst.Attribute) or not self._strategy_member(node):
+                continue
+            receiver = node.value
+            if isinstance(receiver, cst.Name):
+                for binding in self.bindings(receiver) or ():
+                    bindings.add(id(binding))
+            elif isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name):
+                for binding in self.bindings(receiver.value) or ():
+                    if isinstance(binding, cst.Param) and self.values.is_self(binding):
+                        function = self.program.enclosing_function(binding)
+                        cls = self.values.class_of(function) if function is not None else None
+                        if cls is not None:
+                            attributes.add((cls, receiver.attr.value))
+        return bindings, attributes
+
+    def _strategy_member(self, node: cst.Attribute) -> bool:
+        member = node.attr.value
+        if member in self._STRATEGY_MEMBERS:
+            return True
+        if member != "run":
+            return False
+        # ``strategy.run(step, args=...)``, not ``session.run(train_op)``.
+        call = self.program.parent(node)
+        if not (isinstance(call, cst.Call) and call.func is node and call.args):
+            return False
+        if any(a.keyword is not None and a.keyword.value in ("args", "kwargs") for a in call.args):
+            return True
+        first = call.args[0].value
+        return isinstance(first, cst.Lambda) or isinstance(self.local_definition(first), cst.FunctionDef)
+
+    def _used_as_strategy(self, expr: cst.BaseExpression) -> bool:
+        """Whether ``expr`` (a name, or ``self.<attribute>``) is used as a strategy somewhere."""
+        bindings, attributes = self._strategy_evidence
+        if isinstance(expr, cst.Name):
+            return any(id(b) in bindings for b in self.bindings(expr) or ())
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+            for binding in self.bindings(expr.value) or ():
+                if isinstance(binding, cst.Param) and self.values.is_self(binding):
+                    function = self.program.enclosing_function(binding)
+                    cls = self.values.class_of(function) if function is not None else None
+                    if cls is not None and any((c, expr.attr.value) in attributes for c in self.values.family(cls)):
+                        return True
+        return False
 
     def strategy_for_name(self, name: cst.Name) -> Strategy | None:
         """The strategy a name refers to, if every binding of it makes a strategy."""
@@ -232,135 +257,74 @@ class Facts(Derived):
             return None
         self._in_progress.add(key)
         try:
-            result = self._make_strategy(name.value, nodes)
+            bindings, _attributes = self._strategy_evidence
+            used = any(id(n) in bindings for n in nodes)
+            result = self._make_strategy(name.value, nodes, used)
         finally:
             self._in_progress.discard(key)
         self._strategy_memo[key] = result
         return result
 
-    def _make_strategy(self, name: str, nodes: list[cst.CSTNode]) -> Strategy | None:
+    def _make_strategy(self, name: str, nodes: list[cst.CSTNode], used: bool) -> Strategy | None:
         if len(nodes) == 1 and isinstance(nodes[0], cst.Param):
             param = nodes[0]
-            annotation = param.annotation
-            if (
-                annotation is not None
-                and any(symbols.is_strategy_type(n) for n in self.names_of(annotation.annotation))
-            ) or self._always_passed_a_strategy(param) or self._scope_entered(nodes):
-                return Strategy(name, [param], self._passed_classes(param), is_parameter=True, creations=[param])
-            return None
+            found = self._origin_classes(self.values.binding_origins(param), used or self._always_passed_a_strategy(param))
+            if found is None:
+                return None
+            return Strategy(name, [param], found[0], found[1], is_parameter=True, creations=[param])
         classes: set[str] = set()
         constructions: list[cst.Call] = []
         creations: list[cst.CSTNode] = []
         for node in nodes:
-            value = self.assigned_value(node)
-            if isinstance(value, cst.Name) and value.value == "None":
-                continue
-            found = self.strategy_classes(value)
-            if found is None and isinstance(value, cst.Call) and self.is_module_reference(value.func) and self._scope_entered(nodes):
-                # ``strategy = create_strategy()`` (made in another module), then
-                # ``with strategy.scope():``: what it is, is known by how it is used.
-                found = {UNKNOWN_STRATEGY}
+            origins = self.values.binding_origins(node)
+            if origins and all(isinstance(o.node, cst.Name) and o.node.value == "None" and o.whole for o in origins):
+                continue  # ``strategy = None``: a placeholder
+            found = self._origin_classes(origins, used)
             if found is None:
                 return None
             creations.append(node)
-            classes |= found
-            constructions.extend(self._constructions(value))
+            classes |= found[0]
+            constructions.extend(found[1])
         if not creations:
             return None
         return Strategy(name, list(nodes), classes, constructions, creations=creations)
 
-    def _scope_entered(self, nodes: list[cst.CSTNode]) -> bool:
-        """Whether a name bound at ``nodes`` is used as ``with <name>.scope():``."""
-        for item in self._with_items:
-            value = item.item
-            if (
-                isinstance(value, cst.Call)
-                and not value.args
-                and isinstance(value.func, cst.Attribute)
-                and value.func.attr.value == "scope"
-                and isinstance(value.func.value, cst.Name)
-                and set(self.bindings(value.func.value) or ()) & set(nodes)
-            ):
-                return True
-        return False
-
-    def _passed_classes(self, param: cst.Param) -> set[str]:
-        """The strategy classes the calls of the parameter's function pass for it (unknown
-        when a call passes something else, or there is no call)."""
-        function = self.program.enclosing_function(param)
-        classes: set[str] = set()
-        references = self.references(function) if function is not None else []
-        for ref in references:
-            call = self.program.parent(ref)
-            arg = parameter_argument(function, call, param) if isinstance(call, cst.Call) and call.func is ref else None
-            found = self.strategy_classes(arg.value) if arg is not None else None
-            if not found:
-                return {UNKNOWN_STRATEGY}
-            classes |= found
-        return classes or {UNKNOWN_STRATEGY}
-
     def _always_passed_a_strategy(self, param: cst.Param) -> bool:
-        """Whether every call of the parameter's function passes a strategy for it."""
-        params = self.program.parent(param)
-        function = self.program.parent(params) if isinstance(params, cst.Parameters) else None
-        if not isinstance(function, cst.FunctionDef) or function not in self.functions:
+        """Whether every call of the parameter's function in this module passes a strategy for
+        it (then its value is one, even where it is not used as one)."""
+        function = self.program.enclosing_function(param)
+        if function is None:
             return False
-        if self.functions[function].is_method or param not in function.params.params:
-            return False
-        position = list(function.params.params).index(param)
-        references = self.references(function)
-        if not references:
-            return False
-        for ref in references:
-            call = self.program.parent(ref)
-            if not (isinstance(call, cst.Call) and call.func is ref):
-                return False
-            arg = next((a for a in call.args if a.keyword and a.keyword.value == param.name.value), None)
-            if arg is None:
-                positional = [a for a in call.args if a.keyword is None and not a.star]
-                arg = positional[position] if position < len(positional) else None
-            if arg is None or not self.is_strategy_expr(arg.value):
-                return False
-        return True
-
-    def _constructions(self, expr: cst.BaseExpression | None) -> list[cst.Call]:
-        if isinstance(expr, cst.Call):
-            if any(symbols.is_strategy_constructor(n) for n in self.names_of(expr.func)):
-                return [expr]
-            definition = self.local_definition(expr.func)
-            if isinstance(definition, cst.FunctionDef):
-                info = self.functions.get(definition)
-                found = []
-                for ret in info.returns if info else ():
-                    found.extend(self._constructions(ret.value))
-                return found
-        if isinstance(expr, cst.IfExp):
-            return self._constructions(expr.body) + self._constructions(expr.orelse)
-        return []
+        calls, passed_on = self.values.calls_of(function)
+        return bool(calls) and not passed_on
 
     @cached_property
     def strategies(self) -> list[Strategy]:
-        """Every strategy variable bound by an assignment in this module (one per scope+name)."""
+        """Every strategy variable of this module (one per scope and name): assigned, a
+        parameter, or known by its use (``with s.scope():``)."""
         found: list[Strategy] = []
         seen: set[int] = set()
-        for assign in self.assigns:
-            targets = (
-                [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
-            )
-            if assign.value is None or not self.is_strategy_expr(assign.value):
-                continue
-            for target in targets:
-                if not isinstance(target, cst.Name):
-                    continue
-                strategy = self.strategy_for_name(target)
-                if strategy is not None and id(strategy) not in seen:
-                    seen.add(id(strategy))
-                    found.append(strategy)
-        for param in self._parameter_candidates(found):
-            strategy = self.strategy_for_name(param.name)
-            if strategy is not None and strategy.is_parameter and id(strategy) not in seen:
+
+        def add(strategy: Strategy | None) -> None:
+            if strategy is not None and id(strategy) not in seen:
                 seen.add(id(strategy))
                 found.append(strategy)
+
+        for assign in self.assigns:
+            if assign.value is None or not self._may_make_strategy(assign.value):
+                continue
+            targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+            for target in targets:
+                for name in _target_names(target):
+                    add(self.strategy_for_name(name))
+        bindings, _attributes = self._strategy_evidence
+        for info in self.functions.values():
+            params = info.node.params
+            for param in (*params.params, *params.kwonly_params):
+                if id(param) in bindings or self._annotated_strategy(param) or self._passed_a_strategy(param):
+                    strategy = self.strategy_for_name(param.name)
+                    if strategy is not None and strategy.is_parameter:
+                        add(strategy)
         # Names known to be strategies only by use: ``with strategy.scope():``.
         for item in self._with_items:
             value = item.item
@@ -369,26 +333,33 @@ class Facts(Derived):
                     continue
                 for node in self.bindings(value.func.value) or ():
                     name = node.name if isinstance(node, cst.Param) else node
-                    strategy = self.strategy_for_name(name) if isinstance(name, cst.Name) else None
-                    if strategy is not None and id(strategy) not in seen:
-                        seen.add(id(strategy))
-                        found.append(strategy)
+                    if isinstance(name, cst.Name):
+                        add(self.strategy_for_name(name))
         return found
 
-    def _parameter_candidates(self, strategies: list[Strategy]) -> list[cst.Param]:
-        """Parameters that may hold a strategy: annotated with a strategy type, or given a
-        strategy (a name bound to one, or a strategy call) at some call of their function.
-        Only these are checked, instead of every parameter of every function."""
-        candidates: list[cst.Param] = []
-        for info in self.functions.values():
-            for param in info.node.params.params:
-                annotation = param.annotation
-                if annotation is not None and any(
-                    symbols.is_strategy_type(n) for n in self.names_of(annotation.annotation)
-                ):
-                    candidates.append(param)
-        if not strategies and not any(symbols.is_strategy_constructor(n) for c, _ in self.calls for n in self.names_of(c.func)):
-            return candidates
+    def _may_make_strategy(self, value: cst.BaseExpression) -> bool:
+        """A cheap look before the value flow: the value calls a strategy constructor or a
+        function or class of this module, or reads a name or an attribute."""
+        if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript, cst.IfExp, cst.BooleanOperation)):
+            return True
+        if not isinstance(value, cst.Call):
+            return False
+        return any(symbols.is_strategy_constructor(n) for n in self.names_of(value.func)) or self.local_definition(value.func) is not None or not self.names_of(value.func)
+
+    def _annotated_strategy(self, param: cst.Param) -> bool:
+        annotation = param.annotation
+        return annotation is not None and any(symbols.is_strategy_type(n) for n in self.names_of(annotation.annotation))
+
+    def _passed_a_strategy(self, param: cst.Param) -> bool:
+        """Whether some call of the parameter's function in this module passes a strategy
+        for it (a name bound to one, or a strategy call)."""
+        return id(param) in self._given_strategies
+
+    @cached_property
+    def _given_strategies(self) -> set[int]:
+        found: set[int] = set()
+        if not any(symbols.is_strategy_constructor(n) for c, _ in self.calls for n in self.names_of(c.func)):
+            return found
         for call, _owner in self.calls:
             definition = None
             for arg in call.args:
@@ -397,16 +368,48 @@ class Facts(Derived):
                     continue
                 if definition is None:
                     definition = self.local_definition(call.func)
+                    if isinstance(definition, cst.ClassDef):
+                        definition = next(
+                            (s for s in definition.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"),
+                            None,
+                        ) if isinstance(definition.body, cst.IndentedBlock) else None
                     if not isinstance(definition, cst.FunctionDef):
                         break
-                params = list(definition.params.params)
+                offset = 1 if self.functions.get(definition) and self.functions[definition].is_method else 0
+                params = list(definition.params.params)[offset:]
                 if arg.keyword is not None:
-                    candidates.extend(p for p in params if p.name.value == arg.keyword.value)
+                    found.update(id(p) for p in [*params, *definition.params.kwonly_params] if p.name.value == arg.keyword.value)
                 else:
                     positional = [a for a in call.args if a.keyword is None and not a.star]
                     if arg in positional and positional.index(arg) < len(params):
-                        candidates.append(params[positional.index(arg)])
-        return candidates
+                        found.add(id(params[positional.index(arg)]))
+        return found
+
+    def strategy_attributes(self) -> list[tuple[cst.ClassDef, str, set[str]]]:
+        """``self.<attribute>`` strategies: each class, attribute and the strategy classes
+        its values may be."""
+        return self._strategy_attributes
+
+    @cached_property
+    def _strategy_attributes(self) -> list[tuple[cst.ClassDef, str, set[str]]]:
+        found = []
+        _bindings, used = self._strategy_evidence
+        for cls in self.classes:
+            for attribute, values in self.values.attribute_values(cls).items():
+                evidence = any((c, attribute) in used for c in self.values.family(cls))
+                if not evidence and not any(self._may_make_strategy(v) for v in values):
+                    continue
+                classes: set[str] = set()
+                for value in values:
+                    origins = self.values.origins(value)
+                    made = self._origin_classes(origins, evidence)
+                    if made is None:
+                        classes = set()
+                        break
+                    classes |= made[0]
+                if classes:
+                    found.append((cls, attribute, classes))
+        return found
 
     @property
     def _with_items(self) -> list[cst.WithItem]:
@@ -505,6 +508,44 @@ class Facts(Derived):
             previous = ancestor
         return False
 
+    def scope_classes_at(self, node: cst.CSTNode) -> set[str]:
+        """The classes of the strategy whose scope is entered where ``node`` runs (the innermost
+        ``with s.scope():``, or the scopes every caller of its function runs in); outside every
+        scope, the default strategy (``get_strategy``, one replica)."""
+        previous = node
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, cst.With) and previous is ancestor.body:
+                classes = self.entered_classes(ancestor)
+                if classes:
+                    return classes
+            elif isinstance(ancestor, cst.FunctionDef):
+                return self._called_scope_classes(ancestor)
+            elif isinstance(ancestor, (cst.ClassDef, cst.Lambda)):
+                break
+            previous = ancestor
+        return {"get_strategy"}
+
+    def _called_scope_classes(self, function: cst.FunctionDef) -> set[str]:
+        key = ("scope classes", function)
+        if key in self._in_progress:
+            return set()
+        self._in_progress.add(key)
+        try:
+            if self.is_replica_function(function):
+                classes: set[str] = set()
+                for call in self.strategy_run_calls():
+                    classes |= self.strategy_classes(call.func.value) or set()  # type: ignore[union-attr]
+                return classes or {UNKNOWN_STRATEGY}
+            references = self.references(function)
+            if not references:
+                return {"get_strategy"}
+            classes = set()
+            for ref in references:
+                classes |= self.scope_classes_at(ref)
+            return classes
+        finally:
+            self._in_progress.discard(key)
+
     def always_called_under_scope(self, function: cst.FunctionDef) -> bool:
         key = ("under", function)
         memo = self._scope_memo
@@ -527,11 +568,6 @@ class Facts(Derived):
     @cached_property
     def _scope_memo(self) -> dict[cst.FunctionDef, bool]:
         return {}
-
-    def references(self, definition: cst.FunctionDef | cst.ClassDef) -> list[cst.CSTNode]:
-        """Every use of a function's or class's name in this module."""
-        assignment = self.program.assignment(definition)
-        return [access.node for access in assignment.references] if assignment is not None else []
 
     # --- Keras objects -----------------------------------------------------------------------
 
@@ -617,34 +653,6 @@ class Facts(Derived):
         if attr in ("run", "experimental_run_v2") and self.is_strategy_expr(receiver):
             return TRAIN
         return None
-
-    def assigned_name(self, value: cst.BaseExpression) -> cst.Name | None:
-        """``name`` in ``name = value`` (or ``name: T = value``)."""
-        parent = self.program.parent(value)
-        target = None
-        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
-            target = parent.targets[0].target
-        elif isinstance(parent, cst.AnnAssign):
-            target = parent.target
-        return target if isinstance(target, cst.Name) else None
-
-    def uses(self, name: cst.Name | cst.Param) -> list[cst.CSTNode]:
-        """The later reads of the value bound at ``name`` (an assignment target, or a
-        parameter or its name)."""
-        assignment = self.program.assignment(name)
-        if assignment is None:
-            parent = self.program.parent(name)
-            if isinstance(parent, cst.Param) and parent.name is name:
-                assignment = self.program.assignment(parent)
-        if assignment is None:
-            return []
-        node = assignment.node
-        # Not the reads that a later binding certainly replaces first (see reaching_bindings).
-        return [
-            access.node
-            for access in assignment.references
-            if not isinstance(access.node, cst.Name) or node in (self.reaching_bindings(access.node) or (node,))
-        ]
 
     def _result_is_compiled(self, call: cst.Call) -> bool:
         target = self.assigned_name(call)
@@ -798,5 +806,12 @@ class FunctionEffects:
     trains: bool = False
 
 
-def _inside(program: Program, node: cst.CSTNode, statement: cst.CSTNode) -> bool:
-    return any(a is statement for a in program.ancestors(node))
+def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
+    """The names an assignment target binds (``a``, ``a, (b, c)``)."""
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _target_names(e.value)]
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    return []

@@ -1,0 +1,608 @@
+"""Where a value comes from: the one resolution of "what may this expression evaluate to"
+that the strategy, model, optimizer and metric questions share.
+
+:meth:`Values.origins` follows an expression back, within the module, to the expressions that
+produce its value (its *origins*): through names (the assignments that reach the read, tuple
+unpacking, ``global`` writes made by helpers), function parameters (the arguments every call
+of the function in this module passes, the instantiations of a class for ``__init__``, the
+``args=`` of ``strategy.run``), the ``return`` of local functions, attributes of objects of
+classes defined here (``self.strategy``: what the class's methods assign to it, or its class
+body), items of tuple, list and dict literals (``opts["adam"]``, ``detect_hardware()[1]``),
+``a if c else b`` and ``a or b``. An origin is what cannot be followed further: a call of
+something made elsewhere (``tf.distribute.MirroredStrategy()``, ``keras.Sequential(...)``,
+``imported_helper()``), a literal, a name bound by an import, or a parameter of a function
+that nothing in this module calls (an entry point: its value comes from outside).
+
+What an origin *means* (a strategy of some class, a Keras object) is for the callers to say
+(:mod:`.facts`, :mod:`.training`): this module knows only how values flow.
+
+Limits, on purpose: a value that is changed in place or flows through a loop variable, a
+container built at run time (``append``), ``*args`` / ``**kwargs``, or another module, ends
+in an origin that carries the projections not applied (``Origin.path``): callers treat such
+an origin as unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import libcst as cst
+
+from autofix.analysis import Derived
+from autofix.analysis.program import Program
+from autofix.analysis.syntax import argument, attribute_path, nodes_in, parameter_argument
+
+# A projection still to apply to a value: ("attr", name) or ("item", key).
+Projection = tuple[str, object]
+# The bindings of a function's parameters for one call of it (when a value is followed into
+# the function from that call).
+Frame = tuple[tuple[cst.Param, cst.BaseExpression | None], ...]
+
+_LIMIT = 40
+
+
+@dataclass(eq=False)
+class FunctionInfo:
+    node: cst.FunctionDef
+    calls: list[cst.Call] = field(default_factory=list)
+    returns: list[cst.Return] = field(default_factory=list)
+    is_method: bool = False
+
+
+@dataclass(frozen=True)
+class Origin:
+    """An expression a value may come from. ``path``: the attributes or items of it that
+    the value is, which could not be looked into (empty: the value is ``node``'s own)."""
+
+    node: cst.CSTNode
+    path: tuple[Projection, ...] = ()
+
+    @property
+    def whole(self) -> bool:
+        return not self.path
+
+
+def literal_key(expr: cst.BaseExpression) -> object | None:
+    """The constant an index or dict key expression stands for (an int or a string), or None."""
+    if isinstance(expr, cst.Integer):
+        return int(expr.value, 0)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus) and isinstance(expr.expression, cst.Integer):
+        return -int(expr.expression.value, 0)
+    if isinstance(expr, cst.SimpleString):
+        try:
+            return expr.evaluated_value
+        except Exception:  # noqa: BLE001 - a byte string or an odd prefix: not a key we know
+            return None
+    return None
+
+
+class Values(Derived):
+    """Value flow within one module (``Values.of(program)``)."""
+
+    def __init__(self, program: Program) -> None:
+        super().__init__(program)
+        index = program.index
+        self.functions: dict[cst.FunctionDef, FunctionInfo] = {
+            function: FunctionInfo(function, index.function_calls[function], index.returns[function], is_method)
+            for function, is_method in index.functions
+        }
+        self.classes = index.classes
+        self.assigns = index.assigns
+        self._reaching: dict[cst.Name, list[cst.CSTNode] | None] = {}
+        self._memo: dict[tuple[int, tuple, Frame], tuple[Origin, ...]] = {}
+        self._active: set[tuple[int, tuple, Frame]] = set()
+
+    # --- names, bindings and definitions ----------------------------------------------------------
+
+    def assigned_value(self, binding: cst.CSTNode) -> cst.BaseExpression | None:
+        """The value bound by a simple assignment ``name = value`` (None for anything else)."""
+        parent = self.program.parent(binding)
+        if isinstance(parent, cst.AssignTarget):
+            assign = self.program.parent(parent)
+            if isinstance(assign, cst.Assign):
+                return assign.value
+        elif isinstance(parent, cst.AnnAssign) and parent.target is binding:
+            return parent.value
+        elif isinstance(parent, cst.NamedExpr) and parent.target is binding:
+            return parent.value
+        return None
+
+    def bindings(self, name: cst.Name) -> list[cst.CSTNode] | None:
+        """The nodes that bind a name where it is used (for a name being assigned: every
+        binding of that name in its scope), or None if any of them is an import, a builtin or
+        unknown. In source order."""
+        access = self.program.access(name)
+        if access is not None:
+            referents = access.referents
+        else:
+            # A name being bound: every binding of it in the scope that owns it (a ``global``
+            # name assigned in a function belongs to the module).
+            binding = self.program.assignment(name)
+            scope = binding.scope if binding is not None else self.program.scope(name)
+            referents = scope.assignments(name.value) if scope is not None else []
+        if not referents:
+            return None
+        pairs = []
+        for referent in referents:
+            if referent.kind in ("import", "builtin"):
+                return None
+            pairs.append((referent.index, referent.node))
+        pairs.sort(key=lambda pair: pair[0])
+        return [node for _, node in pairs]
+
+    def reaching_bindings(self, name: cst.Name) -> list[cst.CSTNode] | None:
+        """:meth:`bindings` of a name that is read, without those that a later binding
+        certainly replaces first: one made by a statement of a block that the read is in (or
+        in a ``with`` body there), before the read (``model = a(); model = b(); model.fit()``
+        reaches ``b()`` only)."""
+        nodes = self.bindings(name)
+        access = self.program.access(name)
+        if not nodes or len(nodes) == 1 or access is None:
+            return nodes
+        memo = self._reaching
+        if name in memo:
+            return memo[name]
+        memo[name] = nodes
+        path = {id(a): a for a in self.program.ancestors(name)}
+        bindings = self.program.index.bindings
+        for position in range(len(nodes) - 1, -1, -1):
+            binding = bindings.get(nodes[position])
+            # Bindings and reads are numbered in source order by the index.
+            if binding is None or binding.index > access.index:
+                continue
+            statement = self.program.statement_of(nodes[position])
+            while statement is not None:
+                block = self.program.block_of(statement)
+                if block is None:
+                    break
+                if id(block) in path:
+                    if not _inside(self.program, name, statement):
+                        memo[name] = nodes[position:]
+                        return memo[name]
+                    break
+                # The body of a ``with`` runs whenever the ``with`` does.
+                holder = self.program.parent(block)
+                statement = holder if isinstance(holder, cst.With) else None
+        return nodes
+
+    def local_definition(self, expr: cst.BaseExpression) -> cst.FunctionDef | cst.ClassDef | None:
+        """The function or class of this module that ``expr`` (a name) refers to."""
+        if not isinstance(expr, cst.Name):
+            return None
+        nodes = self.bindings(expr)
+        if not nodes or len(nodes) != 1:
+            return None
+        node = nodes[0]
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            return node
+        return None
+
+    def is_module_reference(self, expr: cst.BaseExpression) -> bool:
+        """Whether ``expr`` is an imported name or an attribute path starting at one."""
+        while isinstance(expr, cst.Attribute):
+            expr = expr.value
+        return isinstance(expr, cst.Name) and self.program.is_import(expr)
+
+    def references(self, definition: cst.FunctionDef | cst.ClassDef) -> list[cst.CSTNode]:
+        """Every use of a function's or class's name in this module."""
+        assignment = self.program.assignment(definition)
+        return [access.node for access in assignment.references] if assignment is not None else []
+
+    def assigned_name(self, value: cst.BaseExpression) -> cst.Name | None:
+        """``name`` in ``name = value`` (or ``name: T = value``)."""
+        parent = self.program.parent(value)
+        target = None
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+            target = parent.targets[0].target
+        elif isinstance(parent, cst.AnnAssign):
+            target = parent.target
+        return target if isinstance(target, cst.Name) else None
+
+    def uses(self, name: cst.Name | cst.Param) -> list[cst.CSTNode]:
+        """The later reads of the value bound at ``name`` (an assignment target, or a
+        parameter or its name)."""
+        assignment = self.program.assignment(name)
+        if assignment is None:
+            parent = self.program.parent(name)
+            if isinstance(parent, cst.Param) and parent.name is name:
+                assignment = self.program.assignment(parent)
+        if assignment is None:
+            return []
+        node = assignment.node
+        # Not the reads that a later binding certainly replaces first (see reaching_bindings).
+        return [
+            access.node
+            for access in assignment.references
+            if not isinstance(access.node, cst.Name) or node in (self.reaching_bindings(access.node) or (node,))
+        ]
+
+    def names_of(self, expr: cst.BaseExpression) -> frozenset[str]:
+        return self.program.qualified_names(expr)
+
+    # --- the question ----------------------------------------------------------------------------
+
+    def origins(self, expr: cst.BaseExpression | None) -> list[Origin]:
+        """Every origin of ``expr``'s value (empty when nothing is known, e.g. a cycle)."""
+        if expr is None:
+            return []
+        return list(self._follow(expr, (), (), 0))
+
+    def binding_origins(self, binding: cst.CSTNode) -> list[Origin]:
+        """The origins of the value a binding (an assignment target or a parameter) gives
+        its name."""
+        return list(self._binding(binding, (), (), 0))
+
+    # --- following -------------------------------------------------------------------------------
+
+    def _follow(self, expr: cst.CSTNode, path: tuple[Projection, ...], frame: Frame, depth: int) -> tuple[Origin, ...]:
+        key = (id(expr), path, frame)
+        memo = self._memo.get(key)
+        if memo is not None:
+            return memo
+        if key in self._active or depth > _LIMIT:
+            return ()
+        self._active.add(key)
+        try:
+            result = tuple(dict.fromkeys(self._resolve(expr, path, frame, depth + 1)))
+        finally:
+            self._active.discard(key)
+        self._memo[key] = result
+        return result
+
+    def _resolve(self, expr: cst.CSTNode, path, frame: Frame, depth: int) -> list[Origin]:
+        if isinstance(expr, cst.Name):
+            return self._name(expr, path, frame, depth)
+        if isinstance(expr, cst.Attribute):
+            if self.is_module_reference(expr):
+                return [Origin(expr, path)]
+            return self._follow(expr.value, (("attr", expr.attr.value), *path), frame, depth)
+        if isinstance(expr, cst.Subscript):
+            if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+                index = literal_key(expr.slice[0].slice.value)
+                if index is not None:
+                    return self._follow(expr.value, (("item", index), *path), frame, depth)
+            return [Origin(expr, path)]
+        if isinstance(expr, cst.IfExp):
+            return [*self._follow(expr.body, path, frame, depth), *self._follow(expr.orelse, path, frame, depth)]
+        if isinstance(expr, cst.BooleanOperation):
+            # ``strategy_override or make_strategy()``: either side may be the value.
+            return [*self._follow(expr.left, path, frame, depth), *self._follow(expr.right, path, frame, depth)]
+        if isinstance(expr, cst.NamedExpr):
+            return list(self._follow(expr.value, path, frame, depth))
+        if isinstance(expr, cst.Call):
+            return self._call(expr, path, frame, depth)
+        if path and path[0][0] == "item":
+            item = self._item(expr, path[0][1])
+            if item is not None:
+                return list(self._follow(item, path[1:], frame, depth))
+        return [Origin(expr, path)]
+
+    def _item(self, container: cst.CSTNode, key: object) -> cst.BaseExpression | None:
+        if isinstance(container, (cst.Tuple, cst.List)) and isinstance(key, int):
+            elements = container.elements
+            if any(isinstance(e, cst.StarredElement) for e in elements):
+                return None
+            if -len(elements) <= key < len(elements):
+                return elements[key].value
+            return None
+        if isinstance(container, cst.Dict) and key is not None:
+            for element in container.elements:
+                if isinstance(element, cst.DictElement) and literal_key(element.key) == key:
+                    return element.value
+        return None
+
+    def _name(self, name: cst.Name, path, frame: Frame, depth: int) -> list[Origin]:
+        bindings = self.reaching_bindings(name)
+        if bindings is None:
+            return [Origin(name, path)]  # an import, a builtin, or unknown
+        found: list[Origin] = []
+        for binding in bindings:
+            found.extend(self._binding(binding, path, frame, depth))
+        return found
+
+    def _binding(self, binding: cst.CSTNode, path, frame: Frame, depth: int) -> list[Origin]:
+        if isinstance(binding, cst.Param):
+            return self._param(binding, path, frame, depth)
+        if isinstance(binding, (cst.FunctionDef, cst.ClassDef)):
+            if path and path[0][0] == "attr" and isinstance(binding, cst.ClassDef):
+                return self._class_attribute([binding], path, depth) or [Origin(binding, path)]
+            return [Origin(binding, path)]
+        value = self.assigned_value(binding)
+        if value is not None:
+            return list(self._follow(value, path, frame, depth))
+        unpacked = self._unpacked(binding)
+        if unpacked is not None:
+            value, indexes = unpacked
+            return list(self._follow(value, (*(("item", i) for i in indexes), *path), frame, depth))
+        return [Origin(binding, path)]
+
+    def _unpacked(self, binding: cst.CSTNode) -> tuple[cst.BaseExpression, list[int]] | None:
+        """``a, (b, c) = value``: the value and the indexes that lead to ``binding``."""
+        indexes: list[int] = []
+        node = binding
+        while True:
+            element = self.program.parent(node)
+            container = self.program.parent(element) if isinstance(element, cst.Element) else None
+            if not isinstance(container, (cst.Tuple, cst.List)):
+                break
+            elements = container.elements
+            if any(isinstance(e, cst.StarredElement) for e in elements):
+                return None
+            indexes.insert(0, list(elements).index(element))
+            node = container
+        if not indexes:
+            return None
+        target = self.program.parent(node)
+        if isinstance(target, cst.AssignTarget):
+            assign = self.program.parent(target)
+            if isinstance(assign, cst.Assign):
+                return assign.value, indexes
+        return None
+
+    # --- parameters --------------------------------------------------------------------------
+
+    def _param(self, param: cst.Param, path, frame: Frame, depth: int) -> list[Origin]:
+        for bound, value in frame:
+            if bound is param:
+                if value is None:
+                    return list(self._follow(param.default, path, (), depth)) if param.default is not None else []
+                return list(self._follow(value, path, (), depth))
+        function = self.program.enclosing_function(param)
+        if function is None:
+            return [Origin(param, path)]
+        if self.is_self(param):
+            cls = self.class_of(function)
+            if path and path[0][0] == "attr" and cls is not None:
+                attribute = self._class_attribute([cls], path, depth)
+                if attribute:
+                    return attribute
+            return [Origin(param, path)]
+        found: list[Origin] = []
+        calls, passed_on = self.calls_of(function)
+        for call, offset in calls:
+            arg = self._argument(function, call, param, offset)
+            if arg is not None:
+                found.extend(self._follow(arg, path, (), depth))
+            elif param.default is not None:
+                found.extend(self._follow(param.default, path, (), depth))
+        if passed_on or not calls:
+            # Called from elsewhere too (an entry point, a callback): its value comes from outside.
+            found.append(Origin(param, path))
+        return found
+
+    def _argument(self, function: cst.FunctionDef, call: cst.Call, param: cst.Param, offset: int) -> cst.BaseExpression | None:
+        if offset < 0:
+            # ``strategy.run(fn, args=(x, y))``: the parameters take the items of args.
+            args = argument(call, "args", 1)
+            if args is None or not isinstance(args.value, (cst.Tuple, cst.List)):
+                return None
+            params = list(function.params.params)
+            position = params.index(param) if param in params else None
+            elements = args.value.elements
+            if position is None or position >= len(elements) or isinstance(elements[position], cst.StarredElement):
+                return None
+            return elements[position].value
+        if offset:
+            params = list(function.params.params)
+            if param not in params:
+                found = argument(call, param.name.value)
+                return found.value if found is not None else None
+            found = argument(call, param.name.value, params.index(param) - offset)
+            return found.value if found is not None else None
+        found = parameter_argument(function, call, param)
+        return found.value if found is not None else None
+
+    def calls_of(self, function: cst.FunctionDef) -> tuple[list[tuple[cst.Call, int]], bool]:
+        """The calls of ``function`` in this module, each with the number of leading
+        parameters the call does not pass (1 for ``Class(...)`` calling ``__init__``; -1 for
+        ``strategy.run(fn, args=...)``), and whether it is also used in a way that lets other
+        code call it (passed as a value, or a method)."""
+        return self._calls.get(function, ([], True))
+
+    @cached_property
+    def _calls(self) -> dict[cst.FunctionDef, tuple[list[tuple[cst.Call, int]], bool]]:
+        found: dict[cst.FunctionDef, tuple[list[tuple[cst.Call, int]], bool]] = {}
+        for function, info in self.functions.items():
+            calls: list[tuple[cst.Call, int]] = []
+            passed_on = False
+            if info.is_method:
+                cls = self.class_of(function)
+                if function.name.value == "__init__" and cls is not None:
+                    for ref in self.references(cls):
+                        call = self.program.parent(ref)
+                        if isinstance(call, cst.Call) and call.func is ref:
+                            calls.append((call, 1))
+                        elif not isinstance(call, (cst.Arg,)) or not self._is_base(ref):
+                            passed_on = True
+                    passed_on = passed_on or not calls or self._subclassed(cls)
+                else:
+                    passed_on = True
+                found[function] = (calls, passed_on)
+                continue
+            for ref in self.references(function):
+                parent = self.program.parent(ref)
+                if isinstance(parent, cst.Call) and parent.func is ref:
+                    calls.append((parent, 0))
+                    continue
+                holder = self.program.parent(parent) if isinstance(parent, cst.Arg) else None
+                if (
+                    isinstance(holder, cst.Call)
+                    and isinstance(holder.func, cst.Attribute)
+                    and holder.func.attr.value in ("run", "experimental_run_v2")
+                    and holder.args
+                    and holder.args[0] is parent
+                ):
+                    calls.append((holder, -1))
+                    continue
+                passed_on = True
+            found[function] = (calls, passed_on)
+        return found
+
+    def _is_base(self, ref: cst.CSTNode) -> bool:
+        arg = self.program.parent(ref)
+        return isinstance(arg, cst.Arg) and isinstance(self.program.parent(arg), cst.ClassDef)
+
+    def _subclassed(self, cls: cst.ClassDef) -> bool:
+        return any(cls in self.bases(other) for other in self.classes if other is not cls)
+
+    # --- classes and their attributes --------------------------------------------------------
+
+    def is_self(self, param: cst.Param) -> bool:
+        """Whether ``param`` is the first parameter of a method (not a static method)."""
+        function = self.program.enclosing_function(param)
+        if function is None or not self.functions.get(function) or not self.functions[function].is_method:
+            return False
+        params = function.params.params
+        if not params or params[0] is not param:
+            return False
+        return not any(
+            isinstance(d.decorator, cst.Name) and d.decorator.value in ("staticmethod", "classmethod")
+            for d in function.decorators
+        )
+
+    def class_of(self, function: cst.FunctionDef) -> cst.ClassDef | None:
+        block = self.program.parent(function)
+        cls = self.program.parent(block) if block is not None else None
+        return cls if isinstance(cls, cst.ClassDef) else None
+
+    def bases(self, cls: cst.ClassDef) -> list[cst.ClassDef]:
+        """The classes of this module ``cls`` derives from, directly or not."""
+        found: list[cst.ClassDef] = []
+        pending = [cls]
+        while pending:
+            current = pending.pop()
+            for base in current.bases:
+                local = self.local_definition(base.value)
+                if isinstance(local, cst.ClassDef) and local not in found and local is not cls:
+                    found.append(local)
+                    pending.append(local)
+        return found
+
+    def family(self, cls: cst.ClassDef) -> list[cst.ClassDef]:
+        """``cls``, the classes of this module it derives from and those deriving from it:
+        every class whose methods may run on an object ``self`` of ``cls`` is."""
+        found = [cls, *self.bases(cls)]
+        for other in self.classes:
+            if other not in found and cls in self.bases(other):
+                found.append(other)
+        return found
+
+    def attribute_values(self, cls: cst.ClassDef) -> dict[str, list[cst.BaseExpression]]:
+        """``{"model": [value, ...]}``: every ``self.model = value`` in the class's own methods
+        (tuple targets unpacked when the value is a tuple literal), and ``model = value`` in
+        its body."""
+        return self._attributes[cls][0]
+
+    def attribute_targets(self, cls: cst.ClassDef) -> dict[str, list[cst.CSTNode]]:
+        """The targets (``self.model``) that the values of :meth:`attribute_values` are
+        assigned to, in the same order."""
+        return self._attributes[cls][1]
+
+    @cached_property
+    def _attributes(self) -> dict[cst.ClassDef, tuple[dict, dict]]:
+        found: dict[cst.ClassDef, tuple[dict, dict]] = {cls: ({}, {}) for cls in self.classes}
+        for cls in self.classes:
+            values, targets = found[cls]
+            body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+            for statement in body:
+                if isinstance(statement, cst.SimpleStatementLine):
+                    for small in statement.body:
+                        if isinstance(small, cst.Assign):
+                            for target in small.targets:
+                                if isinstance(target.target, cst.Name):
+                                    values.setdefault(target.target.value, []).append(small.value)
+                                    targets.setdefault(target.target.value, []).append(target.target)
+        for function, info in self.functions.items():
+            if not info.is_method or not function.params.params:
+                continue
+            cls = self.class_of(function)
+            if cls not in found:
+                continue
+            owner = function.params.params[0].name.value
+            values, targets = found[cls]
+            for assign in nodes_in(function, (cst.Assign, cst.AnnAssign), stop=(cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                pairs = self._attribute_pairs(assign, owner)
+                for attribute, target, value in pairs:
+                    values.setdefault(attribute, []).append(value)
+                    targets.setdefault(attribute, []).append(target)
+        return found
+
+    def _attribute_pairs(self, assign, owner: str) -> list[tuple[str, cst.CSTNode, cst.BaseExpression]]:
+        if isinstance(assign, cst.AnnAssign):
+            pairs = [(assign.target, assign.value)] if assign.value is not None else []
+        else:
+            pairs = []
+            for target in assign.targets:
+                if isinstance(target.target, (cst.Tuple, cst.List)) and isinstance(assign.value, (cst.Tuple, cst.List)):
+                    if len(target.target.elements) == len(assign.value.elements):
+                        pairs.extend((t.value, v.value) for t, v in zip(target.target.elements, assign.value.elements))
+                else:
+                    pairs.append((target.target, assign.value))
+        found = []
+        for target, value in pairs:
+            path = attribute_path(target)
+            if path is not None and len(path) == 2 and path[0] == owner and value is not None:
+                found.append((path[1], target, value))
+        return found
+
+    def _class_attribute(self, classes: list[cst.ClassDef], path, depth: int) -> list[Origin]:
+        """The origins of ``obj.<attr>`` for an object of one of ``classes``: what their
+        methods assign to ``self.<attr>``; a method of that name is itself the origin."""
+        attribute = path[0][1]
+        found: list[Origin] = []
+        for cls in {c: None for klass in classes for c in self.family(klass)}:
+            for value in self.attribute_values(cls).get(attribute, ()):
+                found.extend(self._follow(value, path[1:], (), depth))
+            body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+            for statement in body:
+                if isinstance(statement, cst.FunctionDef) and statement.name.value == attribute:
+                    found.append(Origin(statement, path[1:]))
+        return found
+
+    # --- calls -------------------------------------------------------------------------------
+
+    def _call(self, call: cst.Call, path, frame: Frame, depth: int) -> list[Origin]:
+        local = self.local_definition(call.func)
+        if isinstance(local, cst.ClassDef) and path and path[0][0] == "attr":
+            found = self._class_attribute([local], path, depth)
+            if found:
+                return found
+        if isinstance(local, cst.FunctionDef) and path:
+            # ``detect_hardware()[1]``, ``make()["optimizer"]``: into what the function returns.
+            found: list[Origin] = []
+            entered = self._frame(local, call)
+            for ret in self.functions[local].returns if local in self.functions else ():
+                if ret.value is not None:
+                    found.extend(self._follow(ret.value, path, entered, depth))
+            if found:
+                return found
+        return [Origin(call, path)]
+
+    def returned(self, function: cst.FunctionDef, call: cst.Call | None = None) -> list[Origin]:
+        """The origins of what ``function`` returns (when entered from ``call``: its
+        parameters bound to that call's arguments)."""
+        frame = self._frame(function, call) if call is not None else ()
+        found: list[Origin] = []
+        info = self.functions.get(function)
+        for ret in info.returns if info else ():
+            if ret.value is not None:
+                found.extend(self._follow(ret.value, (), frame, 0))
+        return found
+
+    def _frame(self, function: cst.FunctionDef, call: cst.Call) -> Frame:
+        info = self.functions.get(function)
+        offset = 1 if info is not None and info.is_method else 0
+        pairs = []
+        for param in (*function.params.params, *function.params.kwonly_params):
+            if offset and param is function.params.params[0]:
+                continue
+            value = self._argument(function, call, param, offset) if offset else (
+                parameter_argument(function, call, param).value if parameter_argument(function, call, param) else None
+            )
+            pairs.append((param, value))
+        return tuple(pairs)
+
+
+def _inside(program: Program, node: cst.CSTNode, statement: cst.CSTNode) -> bool:
+    return any(a is statement for a in program.ancestors(node))
