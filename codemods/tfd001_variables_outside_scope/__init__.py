@@ -180,7 +180,7 @@ class _Planner:
         broken: dict[cst.Call, str] = {}
         for site in self.training.distributed_sites:
             needing = [m for m in site.members if self._needs_scope(m)]
-            missing = [m for m in needing if m not in self.wrapped]
+            missing = [m for m in needing if m not in self.wrapped and not self._covered(m)]
             if not missing:
                 continue
             first = missing[0]
@@ -197,6 +197,22 @@ class _Planner:
             for member in needing:
                 broken.setdefault(member, why if member is first else reason)
         return broken
+
+    def _covered(self, call: cst.Call, seen: frozenset = frozenset()) -> bool:
+        """Whether ``call`` is made in a local function every call of which the plan wraps (or
+        that runs under a scope already): wrapping ``unfreeze(model)`` puts what ``unfreeze``
+        makes in the scope."""
+        function = self.program.enclosing_function(call)
+        if function is None or function in seen or self.facts.functions[function].is_method:
+            return False
+        references = self.facts.references(function)
+        calls = [self.program.parent(ref) for ref in references]
+        if not references or not all(isinstance(c, cst.Call) and c.func is ref for c, ref in zip(calls, references)):
+            return False
+        return all(
+            c in self.wrapped or self.facts.under_scope(c) or self._covered(c, seen | {function})  # type: ignore[arg-type]
+            for c in calls
+        )
 
     def _unreached(self, call: cst.Call, site: Site) -> str:
         """Why a call that needs the scope was neither wrapped nor blocked by the plan."""

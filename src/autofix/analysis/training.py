@@ -15,6 +15,7 @@ from autofix.analysis.facts import COMPILE, TRAIN, UNKNOWN_STRATEGY, Facts
 from autofix.analysis.steps import Steps
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value, attribute_path, nodes_in, parameter_argument
+from autofix.tf import symbols
 from autofix.tf.symbols import SINGLE_REPLICA, Kind
 
 
@@ -358,43 +359,38 @@ class TrainingModel(Derived):
 
     # --- what makes a value ----------------------------------------------------------------------
 
-    def makers(self, expr: cst.BaseExpression | None, _seen: set[int] | None = None) -> list[cst.Call]:
+    def makers(self, expr: cst.BaseExpression | None) -> list[cst.Call]:
         """The calls that make the object ``expr`` evaluates to: Keras constructions and
-        loads, and calls of factories (local functions that make Keras objects, or imported
-        ones whose result is compiled). Followed through names, parameters and ``a if c else
-        b``; an empty list when nothing is known."""
-        seen = _seen if _seen is not None else set()
-        if expr is None or id(expr) in seen:
+        loads, and calls of factories (local functions or methods that make Keras objects, or
+        imported ones whose result is compiled). Followed through the file's value flow
+        (:meth:`Values.origins`: names, parameters, attributes of the file's classes, tuple and
+        dict items, ``a if c else b``); an item of what a local factory returns
+        (``model, optimizer = build()``) is made by that factory call. An empty list when
+        nothing is known."""
+        if expr is None:
             return []
-        seen.add(id(expr))
-        facts = self.facts
-        if isinstance(expr, cst.Call):
-            kind = facts.call_kind(expr)
-            if isinstance(kind, Kind):
-                return [expr]
-            if isinstance(kind, cst.FunctionDef):
-                effects = facts.effects.get(kind)
-                made = (effects is not None and effects.creates) or self.returns_keras_object(kind)
-                return [expr] if made else []
-            method = self._own_method(expr.func)
-            if method is not None and self.returns_keras_object(method):
-                return [expr]
-            return []
-        if isinstance(expr, cst.IfExp):
-            return self.makers(expr.body, seen) + self.makers(expr.orelse, seen)
-        if isinstance(expr, cst.Name):
-            found: list[cst.Call] = []
-            for binding in facts.reaching_bindings(expr) or ():
-                if isinstance(binding, cst.Param):
-                    for argument in self._arguments_for(binding):
-                        found.extend(self.makers(argument, seen))
-                    continue
-                value = facts.assigned_value(binding)
-                if value is not None:
-                    found.extend(self.makers(value, seen))
-                else:
-                    found.extend(self._unpacked_maker(binding))
-            return found
+        found: list[cst.Call] = []
+        for origin in self.facts.values.origins(expr, enter=False):
+            node = origin.node
+            if not isinstance(node, cst.Call):
+                continue
+            if origin.whole:
+                found.extend(self._call_makers(node))
+            elif all(step[0] == "item" for step in origin.path) and isinstance(self.facts.local_definition(node.func), cst.FunctionDef):
+                found.extend(self._call_makers(node))
+        return list(dict.fromkeys(found))
+
+    def _call_makers(self, call: cst.Call) -> list[cst.Call]:
+        kind = self.facts.call_kind(call)
+        if isinstance(kind, Kind):
+            return [call]
+        if isinstance(kind, cst.FunctionDef):
+            effects = self.facts.effects.get(kind)
+            made = (effects is not None and effects.creates) or self.returns_keras_object(kind)
+            return [call] if made else []
+        method = self._own_method(call.func)
+        if method is not None and self.returns_keras_object(method):
+            return [call]
         return []
 
     def returns_keras_object(self, function: cst.FunctionDef) -> bool:
@@ -405,20 +401,6 @@ class TrainingModel(Derived):
             info = self.facts.functions.get(function)
             memo[function] = info is not None and any(self.makers(ret.value) for ret in info.returns)
         return memo[function]
-
-    def _unpacked_maker(self, binding: cst.CSTNode) -> list[cst.Call]:
-        """``model, optimizer = build()``: the factory call, when it makes Keras objects."""
-        node = binding
-        for _ in range(4):
-            node = self.program.parent(node)
-            if isinstance(node, cst.AssignTarget):
-                assign = self.program.parent(node)
-                if isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call):
-                    return self.makers(assign.value)
-                return []
-            if node is None or isinstance(node, cst.BaseStatement):
-                return []
-        return []
 
     def _arguments_for(self, param: cst.Param) -> list[cst.BaseExpression]:
         """What the calls of the parameter's function pass for it (its default included)."""
@@ -495,9 +477,57 @@ class TrainingModel(Derived):
     def _add_model_members(self, site: Site, receiver: cst.BaseExpression, models: list[cst.Call]) -> None:
         for model in models:
             self._add(site, [model, *self.ingredients(model)])
-        for name in self._model_names(receiver):
-            for use in self._uses(name):
-                self._add_method_call(site, use)
+        for call, factory in self.method_calls_on(models):
+            self._add_method_call(site, call.func.value, factory)  # type: ignore[union-attr]
+
+    def method_calls_on(self, models: list[cst.Call]) -> list[tuple[cst.Call, cst.Call | None]]:
+        """The ``compile``, ``load_weights`` and ``add`` calls made anywhere in the file on the
+        objects ``models`` make, on whatever name, attribute or parameter holds them (a helper
+        given the model, ``self.model`` in another method); and those made inside the local
+        factories among ``models``, each with the factory call it was reached through."""
+        direct = {id(m) for m in models}
+        inner = self._made_inside(models)
+        found: list[tuple[cst.Call, cst.Call | None]] = []
+        for call in self._model_method_calls:
+            receiver = call.func.value  # type: ignore[union-attr]
+            origins = [id(o.node) for o in self.facts.values.origins(receiver) if o.whole]
+            if any(o in direct for o in origins):
+                found.append((call, None))
+            else:
+                factory = next((inner[o] for o in origins if o in inner), None)
+                if factory is not None:
+                    found.append((call, factory))
+        return found
+
+    def _made_inside(self, models: list[cst.Call]) -> dict[int, cst.Call]:
+        """What the local factories among ``models`` return (the calls inside them that make
+        the object), each with the factory call."""
+        found: dict[int, cst.Call] = {}
+        pending = [(m, m) for m in models]
+        seen: set[int] = set()
+        while pending:
+            call, factory = pending.pop()
+            if id(call) in seen:
+                continue
+            seen.add(id(call))
+            kind = self.facts.call_kind(call)
+            function = kind if isinstance(kind, cst.FunctionDef) else self._own_method(call.func)
+            if function is None:
+                continue
+            for origin in self.facts.values.returned(function, call):
+                if origin.whole and isinstance(origin.node, cst.Call):
+                    found.setdefault(id(origin.node), factory)
+                    pending.append((origin.node, factory))
+        return found
+
+    @cached_property
+    def _model_method_calls(self) -> list[cst.Call]:
+        methods = symbols.COMPILE_METHODS | symbols.LOAD_METHODS | {"add"}
+        return [
+            call
+            for call, _owner in self.facts.calls
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in methods and not self.facts.is_module_reference(call.func.value)
+        ]
 
     def _model_names(self, receiver: cst.BaseExpression) -> list[cst.Name | cst.Param]:
         """The assignment targets (or parameters) that hold the model used as ``receiver``."""
@@ -521,7 +551,11 @@ class TrainingModel(Derived):
         """The reads of the value bound at ``binding`` (not those a later binding replaces)."""
         return self.facts.uses(binding)
 
-    def _add_method_call(self, site: Site, use: cst.CSTNode) -> None:
+    def _add_method_call(self, site: Site, use: cst.CSTNode, factory: cst.Call | None = None) -> None:
+        """A ``compile`` / ``load_weights`` / ``add`` call on the model. Reached inside a local
+        factory (``factory``, the call that made the model there), only what the factory's
+        caller passes in takes part on its own (``build_model(optimizer)``): the rest is made
+        where the factory call runs, which is judged as one."""
         attribute = self.program.parent(use)
         call = self.program.parent(attribute)
         if not (isinstance(attribute, cst.Attribute) and attribute.value is use and isinstance(call, cst.Call) and call.func is attribute):
@@ -529,6 +563,17 @@ class TrainingModel(Derived):
         method = attribute.attr.value
         if self._exclusive(call, site.call):
             return  # ``model.load_weights(...)`` in the branch that predicts instead
+        if factory is not None:
+            if self.facts.call_kind(call) == COMPILE:
+                function = self.program.enclosing_function(call)
+                for arg in call.args:
+                    for value in _elements(arg.value):
+                        made = self.makers_for_call(value, function, factory) if function is not None else []
+                        self._add(site, [
+                            m for m in made
+                            if self.facts.call_kind(m) in (Kind.OPTIMIZER, Kind.METRIC) and not _inside(self.program, m, function)
+                        ])
+            return
         if self.facts.call_kind(call) == COMPILE:
             self._add(site, [call])
             # ``optimizer=``, ``metrics=[...]``, and the optimizers of a model whose compile
@@ -536,11 +581,40 @@ class TrainingModel(Derived):
             for arg in call.args:
                 for value in _elements(arg.value):
                     self._add(site, [m for m in self.makers(value) if self.facts.call_kind(m) in (Kind.OPTIMIZER, Kind.METRIC)])
+            self._add_helper_calls(site, call)
         elif self.facts.call_kind(call) is Kind.LOAD:
             self._add(site, [call])
+            self._add_helper_calls(site, call)
         elif method == "add":
             for arg in call.args:
                 self._add(site, [m for m in self.makers(arg.value) if self.facts.call_kind(m) in (Kind.LAYER, Kind.MODEL)])
+
+    def makers_for_call(self, expr: cst.BaseExpression, function: cst.FunctionDef, call: cst.Call) -> list[cst.Call]:
+        """:meth:`makers` of ``expr`` in ``function`` when ``call`` runs it (its parameters are
+        that call's arguments)."""
+        found: list[cst.Call] = []
+        for origin in self.facts.values.origins_in_call(expr, function, call):
+            if origin.whole and isinstance(origin.node, cst.Call):
+                found.extend(self._call_makers(origin.node))
+        return found
+
+    def _add_helper_calls(self, site: Site, call: cst.Call) -> None:
+        """``def unfreeze(model): model.compile(Adam(1e-5))`` called on the trained model: the
+        call of the helper takes part, as what it makes is made where it is called."""
+        function = self.program.enclosing_function(call)
+        seen: set[cst.FunctionDef] = set()
+        while function is not None and function not in seen and not self.facts.functions[function].is_method:
+            seen.add(function)
+            if _inside(self.program, site.call, function):
+                return
+            references = self.facts.references(function)
+            calls = [self.program.parent(r) for r in references]
+            callers = [c for c, r in zip(calls, references) if isinstance(c, cst.Call) and c.func is r]
+            if not callers:
+                return
+            self._add(site, callers)
+            enclosing = {self.program.enclosing_function(c) for c in callers}
+            function = enclosing.pop() if len(enclosing) == 1 else None
 
     def _exclusive(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
         """Whether ``a`` and ``b`` are in different branches of one ``if`` (one runs only when
@@ -650,3 +724,7 @@ def _side(program: Program, node: cst.CSTNode, statement: cst.If) -> str | None:
             return _branch_of(statement, previous)
         previous = ancestor
     return None
+
+
+def _inside(program: Program, node: cst.CSTNode, container: cst.CSTNode) -> bool:
+    return any(a is container for a in program.ancestors(node))

@@ -90,8 +90,9 @@ class Values(Derived):
         self.classes = index.classes
         self.assigns = index.assigns
         self._reaching: dict[cst.Name, list[cst.CSTNode] | None] = {}
-        self._memo: dict[tuple[int, tuple, Frame], tuple[Origin, ...]] = {}
-        self._active: set[tuple[int, tuple, Frame]] = set()
+        self._enter = True
+        self._memo: dict[tuple[int, tuple, Frame, bool], tuple[Origin, ...]] = {}
+        self._active: set[tuple[int, tuple, Frame, bool]] = set()
 
     # --- names, bindings and definitions ----------------------------------------------------------
 
@@ -222,10 +223,18 @@ class Values(Derived):
 
     # --- the question ----------------------------------------------------------------------------
 
-    def origins(self, expr: cst.BaseExpression | None) -> list[Origin]:
-        """Every origin of ``expr``'s value (empty when nothing is known, e.g. a cycle)."""
+    def origins(self, expr: cst.BaseExpression | None, enter: bool = True) -> list[Origin]:
+        """Every origin of ``expr``'s value (empty when nothing is known, e.g. a cycle).
+        ``enter=False``: an item or attribute of what a local function returns
+        (``model, opt = build()``) ends at that call, with the rest of the path."""
         if expr is None:
             return []
+        if not enter:
+            self._enter = False
+            try:
+                return list(self._follow(expr, (), (), 0))
+            finally:
+                self._enter = True
         return list(self._follow(expr, (), (), 0))
 
     def binding_origins(self, binding: cst.CSTNode) -> list[Origin]:
@@ -236,7 +245,7 @@ class Values(Derived):
     # --- following -------------------------------------------------------------------------------
 
     def _follow(self, expr: cst.CSTNode, path: tuple[Projection, ...], frame: Frame, depth: int) -> tuple[Origin, ...]:
-        key = (id(expr), path, frame)
+        key = (id(expr), path, frame, self._enter)
         memo = self._memo.get(key)
         if memo is not None:
             return memo
@@ -568,7 +577,7 @@ class Values(Derived):
             found = self._class_attribute([local], path, depth)
             if found:
                 return found
-        if isinstance(local, cst.FunctionDef) and path:
+        if isinstance(local, cst.FunctionDef) and path and self._enter:
             # ``detect_hardware()[1]``, ``make()["optimizer"]``: into what the function returns.
             found: list[Origin] = []
             entered = self._frame(local, call)
@@ -578,6 +587,11 @@ class Values(Derived):
             if found:
                 return found
         return [Origin(call, path)]
+
+    def origins_in_call(self, expr: cst.BaseExpression, function: cst.FunctionDef, call: cst.Call) -> list[Origin]:
+        """The origins of ``expr`` (in ``function``) when ``call`` runs the function: its
+        parameters are that call's arguments."""
+        return list(self._follow(expr, (), self._frame(function, call), 0))
 
     def returned(self, function: cst.FunctionDef, call: cst.Call | None = None) -> list[Origin]:
         """The origins of what ``function`` returns (when entered from ``call``: its
