@@ -19,7 +19,10 @@ Not findings (measured, or kept apart on purpose):
   enters one elsewhere (a baseline, a model reloaded "without a strategy"), or a branch whose
   other branch enters the scope (``if replicas == 1``);
 - single-replica strategies (``OneDeviceStrategy``, ``MirroredStrategy(devices=[one])``, the
-  default strategy); code that runs before the strategy exists and is not trained under it.
+  default strategy); code that runs before the strategy exists and is not trained under it;
+- an optimizer (or ``compile``'s own) made outside the scope in a file that can only run on
+  Keras 2 (it calls ``experimental_run_v2`` or ``fit_generator``, gives an optimizer ``lr=``,
+  imports TensorFlow Addons): Keras 2 trains with it, only Keras 3 refuses it.
 
 Not fixed (reported with the reason):
 - a training unit any part of which cannot be moved (suppressed, made in an ``if`` or ``while``
@@ -248,6 +251,10 @@ class _Planner:
         """Whether ``call`` (a Keras call of ``kind``) makes variables, so that where it runs
         decides their strategy. Loss objects hold none; ``compile`` makes only an optimizer it
         is given by name; loading weights into a model assigns what exists."""
+        if kind in (COMPILE, Kind.OPTIMIZER) and self.facts.needs_keras2:
+            # Keras 2 trains with an optimizer made outside the scope; only Keras 3 refuses it,
+            # and this file cannot run on Keras 3.
+            return False
         if kind == COMPILE:
             return self.training.creates_optimizer(call)
         if kind is Kind.LOAD:

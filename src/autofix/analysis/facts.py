@@ -558,6 +558,11 @@ class Facts(Derived):
             references = self.references(function)
             if self.is_replica_function(function):
                 result = True
+            elif self.functions[function].is_method:
+                # ``Trainer(...)`` made in the scope runs ``__init__`` there; a method runs
+                # where ``self.method()`` / ``obj.method()`` is called.
+                calls, passed_on = self.values.calls_of(function)
+                result = bool(calls) and not passed_on and all(self.under_scope(call) for call, _offset in calls)
             else:
                 result = bool(references) and all(self.under_scope(ref) for ref in references)
         finally:
@@ -655,8 +660,12 @@ class Facts(Derived):
         return None
 
     def _result_is_compiled(self, call: cst.Call) -> bool:
+        """Whether what ``call`` returns is compiled (or loaded into) as a Keras model is:
+        the evidence that a call made elsewhere built a model. Not for a builtin's result
+        (``str(args["model"])``), and not for a ``compile`` given models (a trainer's
+        ``compile(gen_model=..., dis_model=...)``: Keras's compile never takes one)."""
         target = self.assigned_name(call)
-        if target is None:
+        if target is None or any(n.startswith("builtins.") for n in self.names_of(call.func)):
             return False
         for use in self.uses(target):
             attribute = self.program.parent(use)
@@ -666,6 +675,8 @@ class Facts(Derived):
             if not (isinstance(method, cst.Call) and method.func is attribute):
                 continue
             if attribute.attr.value in symbols.COMPILE_METHODS and method.args:
+                if any(a.keyword is not None and "model" in _words(a.keyword.value) for a in method.args):
+                    continue
                 return True
             if attribute.attr.value in symbols.LOAD_METHODS:
                 return True
@@ -729,6 +740,29 @@ class Facts(Derived):
         index = self.program.index
         return {b.name for b in index.bindings.values()} | {a.name for a in index.accesses.values()}
 
+    # --- which Keras the file can run on ------------------------------------------------------
+
+    # Methods that TensorFlow 2.16+ (Keras 3) no longer has (measured on TF 2.21 / Keras 3.15).
+    _REMOVED_METHODS = frozenset({"experimental_run_v2", "fit_generator", "evaluate_generator", "predict_generator"})
+
+    @cached_property
+    def needs_keras2(self) -> str | None:
+        """What makes the file unable to run on Keras 3 (TensorFlow 2.16 and later), if
+        anything: a method Keras 3 or TensorFlow no longer has (``strategy.experimental_run_v2``,
+        ``model.fit_generator``), an optimizer given ``lr=`` (Keras 3 rejects the argument), or
+        TensorFlow Addons (which needs Keras 2). Where a file can only run on Keras 2, what
+        fails only on Keras 3 is not a bug of it."""
+        for call, _owner in self.calls:
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in self._REMOVED_METHODS:
+                return f"it calls {func.attr.value}() (line {self.program.line(call)}), which TensorFlow 2.16+ no longer has"
+            if any(a.keyword is not None and a.keyword.value == "lr" for a in call.args) and self.call_kind(call) is Kind.OPTIMIZER:
+                return f"its optimizer takes lr= (line {self.program.line(call)}), which Keras 3 rejects"
+        for binding in self.program.index.bindings.values():
+            if binding.kind == "import" and binding.path is not None and binding.path.split(".")[0] == "tensorflow_addons":
+                return "it imports tensorflow_addons, which needs Keras 2"
+        return None
+
     # --- functions ---------------------------------------------------------------------------
 
     def scoped_within(self, node: cst.CSTNode, stop: cst.CSTNode) -> bool:
@@ -761,7 +795,9 @@ class Facts(Derived):
                     effects.trains = True
                 elif self.scoped_within(call, function):
                     continue
-                elif isinstance(kind, Kind) or kind == COMPILE:
+                elif (isinstance(kind, Kind) or kind == COMPILE) and not (kind in (Kind.OPTIMIZER, COMPILE) and self.needs_keras2):
+                    # (On Keras 2, where a file that needs it runs, an optimizer may be made
+                    # anywhere.)
                     effects.creates = True
                 elif isinstance(kind, cst.FunctionDef) and kind is not function:
                     callees[function].append(kind)
@@ -815,3 +851,8 @@ def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
     if isinstance(target, cst.StarredElement):
         return _target_names(target.value)
     return []
+
+
+def _words(identifier: str) -> set[str]:
+    """``gen_model`` -> {"gen", "model"}."""
+    return {w for w in identifier.lower().split("_") if w}

@@ -91,6 +91,8 @@ class Values(Derived):
         self.assigns = index.assigns
         self._reaching: dict[cst.Name, list[cst.CSTNode] | None] = {}
         self._enter = True
+        self._calls: dict[cst.FunctionDef, tuple[list[tuple[cst.Call, int]], bool]] = {}
+        self._calls_active: set[cst.FunctionDef] = set()
         self._memo: dict[tuple[int, tuple, Frame, bool], tuple[Origin, ...]] = {}
         self._active: set[tuple[int, tuple, Frame, bool]] = set()
 
@@ -145,6 +147,10 @@ class Values(Derived):
         if name in memo:
             return memo[name]
         memo[name] = nodes
+        closure = self._closure_reaching(name, nodes)
+        if closure is not None:
+            memo[name] = closure
+            return closure
         path = {id(a): a for a in self.program.ancestors(name)}
         bindings = self.program.index.bindings
         for position in range(len(nodes) - 1, -1, -1):
@@ -166,6 +172,55 @@ class Values(Derived):
                 holder = self.program.parent(block)
                 statement = holder if isinstance(holder, cst.With) else None
         return nodes
+
+    def _closure_reaching(self, name: cst.Name, nodes: list[cst.CSTNode]) -> list[cst.CSTNode] | None:
+        """For a read in a function nested in the one that binds the name (a step defined in
+        ``main``), the bindings that can precede a run of it: made before one of the places
+        ``main`` uses the nested function (calls it, or hands it to ``strategy.run`` or
+        ``tf.function``), or in a loop around one. A model rebuilt for evaluation after
+        training is not the one the step trained. None when that cannot be told (the nested
+        function is also used elsewhere, or the name is bound in other scopes)."""
+        bindings = [self.program.index.bindings.get(n) for n in nodes]
+        if any(b is None for b in bindings) or len({id(b.scope) for b in bindings}) != 1:  # type: ignore[union-attr]
+            return None
+        owner = bindings[0].scope.node  # type: ignore[union-attr]
+        if not isinstance(owner, cst.FunctionDef):
+            return None
+        # The function nested directly in ``owner`` that the read is in.
+        nested = None
+        for ancestor in self.program.ancestors(name):
+            if ancestor is owner:
+                break
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                nested = ancestor
+        if not isinstance(nested, cst.FunctionDef):
+            return None
+        uses = self.references(nested)
+        if not uses or any(self.enclosing_function(u) is not owner for u in uses):
+            return None
+        reaching = []
+        for node, binding in zip(nodes, bindings):
+            for use in uses:
+                access = self.program.access(use)
+                if access is not None and (binding.index < access.index or self._loop_around(node, use, owner)):  # type: ignore[union-attr]
+                    reaching.append(node)
+                    break
+        return reaching or None
+
+    def _loop_around(self, a: cst.CSTNode, b: cst.CSTNode, stop: cst.CSTNode) -> bool:
+        """Whether a loop inside ``stop`` contains both ``a`` and ``b``."""
+        loops_a = set()
+        for ancestor in self.program.ancestors(a):
+            if ancestor is stop:
+                break
+            if isinstance(ancestor, (cst.For, cst.While)):
+                loops_a.add(id(ancestor))
+        for ancestor in self.program.ancestors(b):
+            if ancestor is stop:
+                break
+            if id(ancestor) in loops_a:
+                return True
+        return False
 
     def local_definition(self, expr: cst.BaseExpression) -> cst.FunctionDef | cst.ClassDef | None:
         """The function or class of this module that ``expr`` (a name) refers to."""
@@ -357,7 +412,7 @@ class Values(Derived):
                 if value is None:
                     return list(self._follow(param.default, path, (), depth)) if param.default is not None else []
                 return list(self._follow(value, path, (), depth))
-        function = self.program.enclosing_function(param)
+        function = self.enclosing_function(param)
         if function is None:
             return [Origin(param, path)]
         if self.is_self(param):
@@ -404,48 +459,103 @@ class Values(Derived):
 
     def calls_of(self, function: cst.FunctionDef) -> tuple[list[tuple[cst.Call, int]], bool]:
         """The calls of ``function`` in this module, each with the number of leading
-        parameters the call does not pass (1 for ``Class(...)`` calling ``__init__``; -1 for
-        ``strategy.run(fn, args=...)``), and whether it is also used in a way that lets other
-        code call it (passed as a value, or a method)."""
-        return self._calls.get(function, ([], True))
+        parameters the call does not pass (1 for ``Class(...)`` calling ``__init__`` and for
+        ``obj.method(...)``; -1 for ``strategy.run(fn, args=...)``), and whether it is also used
+        in a way that lets other code call it (passed as a value, a method of a class made
+        elsewhere, an entry point)."""
+        found = self._calls.get(function)
+        if found is None:
+            if function in self._calls_active:
+                return [], True
+            self._calls_active.add(function)
+            try:
+                found = self._find_calls(function)
+            finally:
+                self._calls_active.discard(function)
+            self._calls[function] = found
+        return found
 
-    @cached_property
-    def _calls(self) -> dict[cst.FunctionDef, tuple[list[tuple[cst.Call, int]], bool]]:
-        found: dict[cst.FunctionDef, tuple[list[tuple[cst.Call, int]], bool]] = {}
-        for function, info in self.functions.items():
-            calls: list[tuple[cst.Call, int]] = []
-            passed_on = False
-            if info.is_method:
-                cls = self.class_of(function)
-                if function.name.value == "__init__" and cls is not None:
-                    for ref in self.references(cls):
-                        call = self.program.parent(ref)
-                        if isinstance(call, cst.Call) and call.func is ref:
-                            calls.append((call, 1))
-                        elif not isinstance(call, (cst.Arg,)) or not self._is_base(ref):
-                            passed_on = True
-                    passed_on = passed_on or not calls or self._subclassed(cls)
-                else:
-                    passed_on = True
-                found[function] = (calls, passed_on)
-                continue
-            for ref in self.references(function):
-                parent = self.program.parent(ref)
-                if isinstance(parent, cst.Call) and parent.func is ref:
-                    calls.append((parent, 0))
+    def _find_calls(self, function: cst.FunctionDef) -> tuple[list[tuple[cst.Call, int]], bool]:
+        info = self.functions.get(function)
+        if info is None:
+            return [], True
+        calls: list[tuple[cst.Call, int]] = []
+        passed_on = False
+        if info.is_method:
+            cls = self.class_of(function)
+            if cls is None:
+                return [], True
+            if function.name.value == "__init__":
+                for ref in self.references(cls):
+                    call = self.program.parent(ref)
+                    if isinstance(call, cst.Call) and call.func is ref:
+                        calls.append((call, 1))
+                    elif not self._is_base(ref):
+                        passed_on = True
+                return calls, passed_on or not calls or self._subclassed(cls)
+            family = self.family(cls)
+            for attribute in self._attributes_named.get(function.name.value, ()):
+                if not self._on_family(attribute.value, family):
                     continue
-                holder = self.program.parent(parent) if isinstance(parent, cst.Arg) else None
-                if (
-                    isinstance(holder, cst.Call)
-                    and isinstance(holder.func, cst.Attribute)
-                    and holder.func.attr.value in ("run", "experimental_run_v2")
-                    and holder.args
-                    and holder.args[0] is parent
-                ):
-                    calls.append((holder, -1))
+                parent = self.program.parent(attribute)
+                if isinstance(parent, cst.Call) and parent.func is attribute:
+                    calls.append((parent, 1))
+                    continue
+                run = self._run_of(parent)
+                if run is not None:
+                    calls.append((run, -1))
                     continue
                 passed_on = True
-            found[function] = (calls, passed_on)
+            # Methods of a class deriving from one made elsewhere may be called by it (Keras
+            # calls ``train_step``, ``call``...).
+            external_base = any(self.local_definition(b.value) is None for c in family for b in c.bases)
+            return calls, passed_on or not calls or external_base
+        for ref in self.references(function):
+            parent = self.program.parent(ref)
+            if isinstance(parent, cst.Call) and parent.func is ref:
+                calls.append((parent, 0))
+                continue
+            run = self._run_of(parent)
+            if run is not None:
+                calls.append((run, -1))
+                continue
+            passed_on = True
+        return calls, passed_on
+
+    def _run_of(self, parent: cst.CSTNode | None) -> cst.Call | None:
+        """``strategy.run(fn, args=...)`` when ``parent`` is the Arg that passes ``fn``."""
+        holder = self.program.parent(parent) if isinstance(parent, cst.Arg) else None
+        if (
+            isinstance(holder, cst.Call)
+            and isinstance(holder.func, cst.Attribute)
+            and holder.func.attr.value in ("run", "experimental_run_v2")
+            and holder.args
+            and holder.args[0] is parent
+        ):
+            return holder
+        return None
+
+    def _on_family(self, receiver: cst.BaseExpression, family: list[cst.ClassDef]) -> bool:
+        """Whether ``receiver`` is an object of one of the ``family`` classes (``self`` in
+        their methods, or made by calling one of them)."""
+        for origin in self.origins(receiver):
+            node = origin.node
+            if not origin.whole:
+                continue
+            if isinstance(node, cst.Param) and self.is_self(node):
+                function = self.enclosing_function(node)
+                if function is not None and self.class_of(function) in family:
+                    return True
+            elif isinstance(node, cst.Call) and self.local_definition(node.func) in family:
+                return True
+        return False
+
+    @cached_property
+    def _attributes_named(self) -> dict[str, list[cst.Attribute]]:
+        found: dict[str, list[cst.Attribute]] = {}
+        for node in self.program.index.parents:
+            if isinstance(node, cst.Attribute):
+                found.setdefault(node.attr.value, []).append(node)
         return found
 
     def _is_base(self, ref: cst.CSTNode) -> bool:
@@ -459,7 +569,7 @@ class Values(Derived):
 
     def is_self(self, param: cst.Param) -> bool:
         """Whether ``param`` is the first parameter of a method (not a static method)."""
-        function = self.program.enclosing_function(param)
+        function = self.enclosing_function(param)
         if function is None or not self.functions.get(function) or not self.functions[function].is_method:
             return False
         params = function.params.params
@@ -469,6 +579,15 @@ class Values(Derived):
             isinstance(d.decorator, cst.Name) and d.decorator.value in ("staticmethod", "classmethod")
             for d in function.decorators
         )
+
+    def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        """The function whose parameters or body ``node`` is in (not a lambda's)."""
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, cst.Lambda):
+                return None
+            if isinstance(ancestor, cst.FunctionDef):
+                return ancestor
+        return None
 
     def class_of(self, function: cst.FunctionDef) -> cst.ClassDef | None:
         block = self.program.parent(function)
