@@ -287,7 +287,7 @@ class _Planner:
             return _Statement(WALL)
         if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
             return _Statement(NEUTRAL)
-        if self.facts.scope_with_strategy_name(statement) == strategy.name:
+        if self.facts.scope_with_strategy_name(statement) is not None and self.facts.enters_same_strategy(statement, strategy):
             return _Statement(SCOPE)
         needing: list[tuple[cst.Call, object]] = []
         blocked: list[tuple[cst.Call, object, str]] = []

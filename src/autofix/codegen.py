@@ -133,8 +133,17 @@ class ScopeSpan:
     hosts: tuple[int, ...] = ()
 
 
+def strategy_expression(strategy: str) -> cst.BaseExpression:
+    """``strategy`` or ``self.strategy`` (a strategy held in an attribute), as an expression."""
+    first, *rest = strategy.split(".")
+    expr: cst.BaseExpression = cst.Name(first)
+    for part in rest:
+        expr = cst.Attribute(value=expr, attr=cst.Name(part))
+    return expr
+
+
 def scope_call(strategy: str) -> cst.Call:
-    return cst.Call(func=cst.Attribute(value=cst.Name(strategy), attr=cst.Name("scope")))
+    return cst.Call(func=cst.Attribute(value=strategy_expression(strategy), attr=cst.Name("scope")))
 
 
 def wrap_spans(spans: Sequence[ScopeSpan], strategy: str) -> BodyEdit:
@@ -217,7 +226,7 @@ def scaled(node: cst.BaseExpression, strategy: str) -> cst.BinaryOperation:
         isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Multiply, cst.Power))
     ):
         left = node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]) if not node.lpar else node
-    replicas = cst.Attribute(value=cst.Name(strategy), attr=cst.Name("num_replicas_in_sync"))
+    replicas = cst.Attribute(value=strategy_expression(strategy), attr=cst.Name("num_replicas_in_sync"))
     return cst.BinaryOperation(left=left, operator=cst.Multiply(), right=replicas)
 
 

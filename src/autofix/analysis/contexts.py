@@ -86,6 +86,12 @@ class Contexts(Derived):
             else:
                 context.conflict = self._helper_called_twice(strategy) or self._reentered(context)
             contexts.append(context)
+        own = {id(c.block) for c in contexts}
+        for context in self._attribute_contexts():
+            # ``self.strategy = strategy`` in a method that has ``strategy``: one object, whose
+            # context there is the name's.
+            if id(context.block) not in own or not self._aliases(context):
+                contexts.append(context)
         by_block: dict[int, list[Context]] = {}
         for context in contexts:
             by_block.setdefault(id(context.block), []).append(context)
@@ -96,11 +102,69 @@ class Contexts(Derived):
                     context.conflict = two_objects(f"this block makes two strategies ({names})")
         return contexts
 
+    def _attribute_contexts(self) -> list[Context]:
+        """A strategy held in an attribute (``self.strategy``) exists in every method of its
+        class (and the classes deriving from it or it derives from) from the method's start;
+        in the method that sets it, from the statement that does."""
+        found: list[Context] = []
+        values = self.facts.values
+        for cls, attribute, classes in self.facts.strategy_attributes():
+            targets = values.attribute_targets(cls).get(attribute, [])
+            for klass in values.family(cls):
+                body = klass.body.body if isinstance(klass.body, cst.IndentedBlock) else ()
+                for method in body:
+                    if not isinstance(method, cst.FunctionDef) or not isinstance(method.body, cst.IndentedBlock):
+                        continue
+                    params = method.params.params
+                    if not params or not values.is_self(params[0]):
+                        continue
+                    name = f"{params[0].name.value}.{attribute}"
+                    mine = [t for t in targets if values.enclosing_function(t) is method]
+                    strategy = Strategy(name, mine, set(classes), creations=mine, attribute=True)
+                    if not mine:
+                        if self._used_before_set(method, cls, attribute):
+                            continue
+                        found.append(Context(method.body, strategy))
+                        continue
+                    located = self.creation(strategy)
+                    if located is not None:
+                        block, indexes = located
+                        found.append(Context(block, strategy, max(indexes)))
+        return found
+
+    def _aliases(self, context: Context) -> bool:
+        """Whether the attribute strategy of ``context`` is set, in its block, only from names
+        of other strategies (``self.strategy = strategy``)."""
+        for target in context.strategy.creations:
+            value = self.facts.assigned_value(target) if not isinstance(self.program.parent(target), cst.AssignTarget) else self.program.parent(self.program.parent(target)).value  # type: ignore[union-attr]
+            if not (isinstance(value, cst.Name) and self.facts.strategy_for_name(value) is not None):
+                return False
+        return True
+
+    def _used_before_set(self, method: cst.FunctionDef, cls: cst.ClassDef, attribute: str) -> bool:
+        """Whether a method of the class that sets ``self.<attribute>`` calls ``method`` before
+        it does (``__init__`` building the model first): the attribute may not exist yet."""
+        values = self.facts.values
+        calls, _passed_on = values.calls_of(method)
+        for call, _offset in calls:
+            caller = values.enclosing_function(call)
+            if caller is None or values.class_of(caller) not in values.family(cls):
+                continue
+            sets = [t for t in values.attribute_targets(values.class_of(caller)).get(attribute, ()) if values.enclosing_function(t) is caller]
+            if not sets or any(self.program.line(t) > self.program.line(call) for t in sets):
+                return True
+        return False
+
     def creation(self, strategy: Strategy) -> tuple[Block, list[int]] | None:
         """The innermost block holding every binding that makes the strategy, and the indexes
-        of the statements that make it (one, unless it is made twice in that block)."""
+        of the statements that make it (one, unless it is made twice in that block). A
+        strategy a local function makes for a name of the module (``global strategy``) is made
+        where that function is called."""
         statements = [self.program.statement_of(b) for b in strategy.creations]
         if not statements or any(s is None for s in statements):
+            return None
+        statements = self._where_made(strategy, statements)  # type: ignore[arg-type]
+        if not statements:
             return None
         for ancestor in self.program.ancestors(statements[0]):
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
@@ -111,6 +175,32 @@ class Contexts(Derived):
             if all(i is not None for i in indexes):
                 return ancestor, indexes  # type: ignore[return-value]
         return None
+
+    def _where_made(self, strategy: Strategy, statements: list[cst.CSTNode]) -> list[cst.CSTNode]:
+        """The statements of the scope that owns the strategy's name that make it: the
+        statements themselves, or, for those in a function the name does not belong to (a
+        ``global`` set by ``set_tpu()``), the statements that call that function."""
+        if strategy.attribute or strategy.is_parameter:
+            return statements
+        binding = self.program.index.bindings.get(strategy.creations[0])
+        owner = binding.scope.node if binding is not None else None
+        found: list[cst.CSTNode] = []
+        pending = list(statements)
+        seen: set[int] = set()
+        while pending:
+            statement = pending.pop()
+            if id(statement) in seen:
+                continue
+            seen.add(id(statement))
+            function = self.facts.values.enclosing_function(statement)
+            if function is None or function is owner or owner is None or any(a is function for a in self.program.ancestors(owner)):
+                found.append(statement)
+                continue
+            calls, passed_on = self.facts.values.calls_of(function)
+            if passed_on or not calls:
+                return []
+            pending.extend(self.program.statement_of(call) for call, _offset in calls)
+        return [s for s in statements if s in found] + [s for s in found if s not in statements]
 
     def visible_strategy(self, function: cst.FunctionDef) -> Context | None:
         """The context of a strategy of an enclosing scope that exists whenever ``function``

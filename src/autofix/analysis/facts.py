@@ -17,7 +17,7 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.program import Program
-from autofix.analysis.syntax import argument_value, parameter_argument
+from autofix.analysis.syntax import argument_value, attribute_path, parameter_argument
 from autofix.analysis.values import FunctionInfo, Values
 from autofix.tf import symbols
 from autofix.tf.symbols import Kind
@@ -45,6 +45,9 @@ class Strategy:
     is_parameter: bool = False
     # The bindings that make a strategy (``strategy = None`` placeholders left out).
     creations: list[cst.CSTNode] = field(default_factory=list)
+    # Held in an attribute of the objects of a class (``self.strategy``, seen from one method):
+    # it exists from the method's start unless the method sets it.
+    attribute: bool = False
 
 
 def _run_receivers(call: cst.Call) -> bool:
@@ -442,7 +445,8 @@ class Facts(Derived):
         return value is not None and not isinstance(value, cst.Name) and self.scope_strategy(value)
 
     def scope_with_strategy_name(self, statement: cst.CSTNode) -> str | None:
-        """For ``with <name>.scope():`` (one item, indented body), the strategy name."""
+        """For ``with <name>.scope():`` (one item, indented body), the strategy name
+        (``self.strategy`` for one held in an attribute)."""
         if not isinstance(statement, cst.With) or len(statement.items) != 1:
             return None
         if not isinstance(statement.body, cst.IndentedBlock) or statement.asynchronous:
@@ -453,11 +457,22 @@ class Facts(Derived):
             and not item.args
             and isinstance(item.func, cst.Attribute)
             and item.func.attr.value == "scope"
-            and isinstance(item.func.value, cst.Name)
+            and attribute_path(item.func.value) is not None
+            and len(attribute_path(item.func.value) or ()) <= 2
             and self.is_strategy_expr(item.func.value)
         ):
-            return item.func.value.value
+            return ".".join(attribute_path(item.func.value) or ())
         return None
+
+    def enters_same_strategy(self, statement: cst.With, strategy: Strategy) -> bool:
+        """Whether ``with <s>.scope():`` enters ``strategy`` itself: ``s`` is its name, or
+        holds the same object (``self.strategy`` set from the parameter ``strategy``)."""
+        receiver = statement.items[0].item.func.value  # type: ignore[attr-defined]
+        if ".".join(attribute_path(receiver) or ()) == strategy.name:
+            return True
+        theirs = {id(o.node) for o in self.values.origins(receiver) if o.whole}
+        ours = {id(o.node) for b in strategy.creations for o in self.values.binding_origins(b) if o.whole}
+        return bool(theirs) and theirs == ours
 
     def is_replica_function(self, function: cst.FunctionDef) -> bool:
         """Whether ``function`` is passed to ``strategy.run`` (it runs in replica context)."""

@@ -663,10 +663,13 @@ class TrainingModel(Derived):
             method = func.attr.value
             receiver = func.value
             if method in ("apply_gradients", "minimize"):
-                if isinstance(receiver, cst.Attribute) and receiver.attr.value == "optimizer":
-                    self._add_model(site, receiver.value)
+                # ``model.optimizer.apply_gradients``: the optimizer compile gave the model; but
+                # ``self.optimizer`` of a trainer is an optimizer the trainer made.
+                optimizers = [m for m in self.makers(receiver) if facts.call_kind(m) is Kind.OPTIMIZER]
+                if optimizers or not (isinstance(receiver, cst.Attribute) and receiver.attr.value == "optimizer"):
+                    self._add(site, optimizers)
                 else:
-                    self._add(site, [m for m in self.makers(receiver) if facts.call_kind(m) is Kind.OPTIMIZER])
+                    self._add_model(site, receiver.value)
             elif method in ("update_state", "reset_state", "reset_states"):
                 self._add(site, [m for m in self.makers(receiver) if facts.call_kind(m) is Kind.METRIC])
         for function in steps:
