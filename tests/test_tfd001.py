@@ -145,6 +145,13 @@ def test_keras2_spelling_gives_the_same_fix(case):
         pytest.skip("already spelled for Keras 2, or no Keras import")
     keras3 = analyse(read(case.before), TFD001)
     keras2 = analyse(before, TFD001)
+    crashing = {f.line for f in keras3.findings if f.reason and "fit cannot train under MultiWorkerMirroredStrategy" in f.reason}
+    if crashing:
+        # Only Keras 3's fit fails under a multi-worker strategy: on Keras 2 the same units
+        # are fixed.
+        assert {f.line for f in keras2.findings if f.fixable} >= crashing
+        assert keras2.new_text is not None
+        return
     assert [(f.line, f.column, f.message, f.fixable, f.reason) for f in keras2.findings] == [
         (f.line, f.column, f.message, f.fixable, f.reason) for f in keras3.findings
     ]

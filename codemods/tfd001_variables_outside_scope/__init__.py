@@ -41,9 +41,10 @@ import libcst as cst
 from autofix.analysis import ordering
 from autofix.analysis.contexts import Context, Contexts, index_of
 from autofix.analysis.facts import COMPILE, TRAIN, Strategy
+from autofix.analysis.multiworker import MULTI_WORKER, MultiWorker
 from autofix.analysis.syntax import calls_in, is_wall, names_in, root_name
 from autofix.analysis.training import Site, TrainingModel
-from autofix.codegen import BlockEdits, ScopeSpan, wrap_spans
+from autofix.codegen import BlockEdits, ScopeSpan, reordered, wrap_spans
 from autofix.rule import SUPPRESSED, Example, Rule
 from autofix.tf.symbols import Kind
 
@@ -69,6 +70,8 @@ _MESSAGES = {
         '("created inside a different distribution strategy")'
     ),
 }
+# Keras methods that fail on Keras 3 under a multi-worker strategy (measured; TFD006).
+KERAS3_FAILING = frozenset({"fit", "fit_generator", "evaluate", "evaluate_generator", "train_on_batch", "test_on_batch"})
 # Calls that load into objects that exist already: they need no scope of their own, but stay
 # next to the objects they load into when those move.
 _JOINING_LOADS = frozenset({"load_weights", "restore"})
@@ -132,15 +135,43 @@ class VariablesOutsideScope(Rule):
         return super().applies() or bool(TrainingModel.of(self.program).distributed_sites)
 
     def check(self) -> None:
-        planner = _Planner(self)
+        crashing = self._keras3_multi_worker_units()
+        planner = _Planner(self, dict(crashing))
         planner.plan()
         units = planner.broken_units()
         if units:
             # Part of a training unit cannot be moved: plan again, leaving the whole unit
             # where it is (a model left outside with its compile moved in does not train).
-            planner = _Planner(self, units)
+            planner = _Planner(self, {**units, **crashing})
             planner.plan()
         planner.commit()
+
+    def _keras3_multi_worker_units(self) -> dict[cst.Call, str]:
+        """Units trained by a Keras 3 ``fit`` / ``evaluate`` under a MultiWorkerMirroredStrategy:
+        outside the scope they train unreplicated, but moved into it ``fit`` fails on every
+        worker (keras-team/keras#20585, TFD006). A fix must not turn a running script into a
+        crashing one: they are reported, not moved."""
+        workers = MultiWorker.of(self.program)
+        if not workers.strategies or not workers.keras.keras3:
+            return {}
+        found: dict[cst.Call, str] = {}
+        for site in TrainingModel.of(self.program).distributed_sites:
+            func = site.call.func
+            if (
+                site.kind == "fit"
+                and isinstance(func, cst.Attribute)
+                and func.attr.value in KERAS3_FAILING
+                and site.strategies
+                and site.strategies <= MULTI_WORKER
+            ):
+                for member in site.members:
+                    found.setdefault(
+                        member,
+                        "on Keras 3, fit cannot train under MultiWorkerMirroredStrategy (TFD006): in the scope it "
+                        "fails on every worker; use tf_keras (TF_USE_LEGACY_KERAS=1) or a custom training loop, "
+                        "then move it into strategy.scope()",
+                    )
+        return found
 
 
 class _Planner:
@@ -163,6 +194,8 @@ class _Planner:
         self._done: set[int] = set()
         # Functions whose body gets its own scope: calls of them need no wrapping.
         self.internal: set[cst.FunctionDef] = set()
+        # Statements the plan moves down to where they are used (by id).
+        self.moved_down: set[int] = set()
 
     def commit(self) -> None:
         reported = {id(self.program.statement_of(call)) for call, _kind, _why in self.reports}
@@ -415,7 +448,9 @@ class _Planner:
             for position in range(span.first, span.last + 1):
                 self.wrapped.update(call for call, _kind in info[order[position]].needing)
         if spans or order != sorted(order):
-            self.edits.add(block, _reorder_and_wrap(order, _merge(spans), context.strategy.name))
+            up = {context.index} if context.index is not None and order.index(context.index) < context.index else set()
+            down = {i for i, statement in enumerate(body) if id(statement) in self.moved_down}
+            self.edits.add(block, _reorder_and_wrap(order, _merge(spans), context.strategy.name, up, down))
 
     def _belonging(self, body, info: list[_Statement], order: list[int], first: int, between: list[int], following: int) -> int:
         """How many of the statements ``between`` (positions after ``first``), from the first
@@ -491,6 +526,7 @@ class _Planner:
         for k, dest in sorted(down.items()):
             order.remove(k)
             order.insert(order.index(dest), k)
+        self.moved_down.update(id(body[k]) for k in down)
         return order
 
     def _down_target(self, body, info: list[_Statement], k: int, creation: int) -> int | None:
@@ -583,11 +619,11 @@ def _names(program, statement: cst.CSTNode) -> tuple[set[str], set[str]]:
     return binds, reads
 
 
-def _reorder_and_wrap(order: list[int], spans: list[ScopeSpan], strategy: str):
+def _reorder_and_wrap(order: list[int], spans: list[ScopeSpan], strategy: str, up: set[int], down: set[int]):
     wrap = wrap_spans(spans, strategy)
 
     def edit(body):
-        return wrap([body[i] for i in order])
+        return wrap(reordered(body, order, up, down))
 
     return edit
 

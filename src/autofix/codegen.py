@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Collection, Callable, Mapping, Sequence
 
 import libcst as cst
 
@@ -196,6 +196,42 @@ def _wrap(body: Statements, span: ScopeSpan, strategy: str) -> cst.With:
             leading_lines=leading,
         )
     return host.with_changes(body=host.body.with_changes(body=inner, footer=footer), leading_lines=leading)
+
+
+def reordered(body: Statements, order: Sequence[int], up: Collection[int] = (), down: Collection[int] = ()) -> list[cst.BaseStatement]:
+    """``body`` in the order ``order`` gives (``[body[i] for i in order]``), keeping the blank
+    lines that separate statements where they were: a statement that moves takes along only its
+    comments (and what follows them), and leaves its blank lines to the statement after it (if
+    that one has none). A statement moved up (``up``: the strategy, above what needs it) lands
+    in the place of the statement it goes before, blank lines included; one moved down (an
+    optimizer, to just before the ``compile`` that uses it) goes right before it."""
+    moved = set(up) | set(down)
+    leading = {i: list(s.leading_lines) for i, s in enumerate(body)}
+    for i in sorted(moved):
+        blank, own = _split_blank(leading[i])
+        leading[i] = own
+        after = next((k for k in range(i + 1, len(body)) if k not in moved), None)
+        if after is not None and blank and not _split_blank(leading[after])[0]:
+            leading[after] = [*blank, *leading[after]]
+    for position, i in enumerate(order):
+        if i in moved and i in up and position + 1 < len(order):
+            following = order[position + 1]
+            blank, own = _split_blank(leading[following])
+            leading[i] = [*blank, *leading[i]]
+            leading[following] = own
+    return [body[i].with_changes(leading_lines=leading[i]) if leading[i] != list(body[i].leading_lines) else body[i] for i in order]
+
+
+def _split_blank(lines: Sequence[cst.EmptyLine]) -> tuple[list[cst.EmptyLine], list[cst.EmptyLine]]:
+    """Leading lines as (the blank lines before the first comment, the rest)."""
+    count = 0
+    for line in lines:
+        if line.comment is not None:
+            break
+        count += 1
+    if count == len(lines):
+        return list(lines), []
+    return list(lines[:count]), list(lines[count:])
 
 
 def _blank_lines_unindented(statement: cst.BaseStatement) -> cst.BaseStatement:

@@ -418,8 +418,47 @@ class Facts(Derived):
     def _with_items(self) -> list[cst.WithItem]:
         return self.program.index.with_items
 
+    def entered(self, block: cst.With, node: cst.CSTNode | None = None) -> list[cst.BaseExpression]:
+        """The context managers ``block`` enters for the code at ``node`` in its body (for all
+        of it when None): its items, both sides of ``s.scope() if distributed else
+        nullcontext()`` (the scope is entered whenever it matters), and what
+        ``stack.enter_context(...)`` enters on an ``ExitStack`` it opens, from that statement on."""
+        found: list[cst.BaseExpression] = []
+        for item in block.items:
+            pending = [item.item]
+            while pending:
+                expr = pending.pop()
+                if isinstance(expr, cst.IfExp):
+                    pending.extend((expr.body, expr.orelse))
+                else:
+                    found.append(expr)
+            stack = item.asname.name if item.asname is not None else None
+            if (
+                isinstance(stack, cst.Name)
+                and isinstance(item.item, cst.Call)
+                and self.names_of(item.item.func) & {"contextlib.ExitStack", "contextlib.AsyncExitStack"}
+                and isinstance(block.body, cst.IndentedBlock)
+            ):
+                top = self.program.top_statement_in(node, block.body) if node is not None else None
+                for statement in block.body.body:
+                    if statement is top:
+                        break
+                    for call in self.calls_in(statement):
+                        func = call.func
+                        if (
+                            isinstance(func, cst.Attribute)
+                            and func.attr.value == "enter_context"
+                            and isinstance(func.value, cst.Name)
+                            and func.value.value == stack.value
+                            and call.args
+                        ):
+                            found.append(call.args[0].value)
+        return found
+
     def scope_strategy(self, expr: cst.BaseExpression) -> bool:
         """Whether ``expr`` enters a strategy scope: ``s.scope()``, or a name bound to one."""
+        if isinstance(expr, cst.IfExp):
+            return self.scope_strategy(expr.body) or self.scope_strategy(expr.orelse)
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
             if expr.func.attr.value == "scope" and self.is_strategy_expr(expr.func.value):
                 return True
@@ -434,8 +473,7 @@ class Facts(Derived):
         """The strategy classes whose ``s.scope()`` the items of ``block`` enter (empty when
         none, or when the classes are not known)."""
         classes: set[str] = set()
-        for item in block.items:
-            value = item.item
+        for value in self.entered(block):
             if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "scope":
                 classes |= self.strategy_classes(value.func.value) or set()
         return classes
@@ -514,7 +552,7 @@ class Facts(Derived):
         previous = node
         for ancestor in self.program.ancestors(node):
             if isinstance(ancestor, cst.With) and previous is ancestor.body:
-                if any(self.scope_strategy(item.item) for item in ancestor.items):
+                if any(self.scope_strategy(expr) for expr in self.entered(ancestor, node)):
                     return True
             elif isinstance(ancestor, cst.FunctionDef):
                 return self.always_called_under_scope(ancestor)
@@ -787,7 +825,7 @@ class Facts(Derived):
             if ancestor is stop:
                 return False
             if isinstance(ancestor, cst.With) and previous is ancestor.body:
-                if any(self.scope_strategy(item.item) for item in ancestor.items):
+                if any(self.scope_strategy(expr) for expr in self.entered(ancestor, node)):
                     return True
             previous = ancestor
         return False

@@ -40,6 +40,8 @@ Projection = tuple[str, object]
 Frame = tuple[tuple[cst.Param, cst.BaseExpression | None], ...]
 
 _LIMIT = 40
+# The key of ``d[k]`` when ``k`` is not a constant: any item.
+ANY = type("AnyItem", (), {"__repr__": lambda self: "ANY"})()
 
 
 @dataclass(eq=False)
@@ -323,9 +325,9 @@ class Values(Derived):
             return self._follow(expr.value, (("attr", expr.attr.value), *path), frame, depth)
         if isinstance(expr, cst.Subscript):
             if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+                # ``OPTIMIZERS[choice]``: any of the items, when the key is not a constant.
                 index = literal_key(expr.slice[0].slice.value)
-                if index is not None:
-                    return self._follow(expr.value, (("item", index), *path), frame, depth)
+                return self._follow(expr.value, (("item", ANY if index is None else index), *path), frame, depth)
             return [Origin(expr, path)]
         if isinstance(expr, cst.IfExp):
             return [*self._follow(expr.body, path, frame, depth), *self._follow(expr.orelse, path, frame, depth)]
@@ -337,23 +339,31 @@ class Values(Derived):
         if isinstance(expr, cst.Call):
             return self._call(expr, path, frame, depth)
         if path and path[0][0] == "item":
-            item = self._item(expr, path[0][1])
-            if item is not None:
-                return list(self._follow(item, path[1:], frame, depth))
+            items = self._items(expr, path[0][1])
+            if items is not None:
+                return [o for item in items for o in self._follow(item, path[1:], frame, depth)]
         return [Origin(expr, path)]
 
-    def _item(self, container: cst.CSTNode, key: object) -> cst.BaseExpression | None:
-        if isinstance(container, (cst.Tuple, cst.List)) and isinstance(key, int):
+    def _items(self, container: cst.CSTNode, key: object) -> list[cst.BaseExpression] | None:
+        """The items of a tuple, list or dict literal that ``container[key]`` may be (every
+        item for a key that is not a constant); None when that is not known."""
+        if isinstance(container, (cst.Tuple, cst.List)) and (isinstance(key, int) or key is ANY):
             elements = container.elements
             if any(isinstance(e, cst.StarredElement) for e in elements):
                 return None
-            if -len(elements) <= key < len(elements):
-                return elements[key].value
+            if key is ANY:
+                return [e.value for e in elements]
+            if -len(elements) <= key < len(elements):  # type: ignore[operator]
+                return [elements[key].value]  # type: ignore[index]
             return None
         if isinstance(container, cst.Dict) and key is not None:
+            if any(not isinstance(e, cst.DictElement) for e in container.elements):
+                return None
+            if key is ANY:
+                return [e.value for e in container.elements]  # type: ignore[union-attr]
             for element in container.elements:
                 if isinstance(element, cst.DictElement) and literal_key(element.key) == key:
-                    return element.value
+                    return [element.value]
         return None
 
     def _name(self, name: cst.Name, path, frame: Frame, depth: int) -> list[Origin]:
