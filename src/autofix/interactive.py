@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from autofix.diffs import lines_of
 from autofix.engine import Options, process_notebook, process_text
+from autofix.newlines import lines as source_lines
 from autofix.notebooks import file_positions
 from autofix.output.fixes import Hunk, hunks, owners
 from autofix.output.locations import file_region
@@ -51,7 +51,7 @@ class Review:
         self.options = options.for_path(result.path)
         self.old = result.old_text
         self.new = result.new_text
-        self.lines = lines_of(self.old)
+        self.lines = source_lines(self.old)
         self.hunks: list[Hunk] = hunks(self.old, self.new)
         self._verdicts: dict[tuple[int, ...], bool] = {}
 

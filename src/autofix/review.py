@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import Iterator
 
-from autofix import notebooks
+from autofix import newlines, notebooks
 from autofix.diffs import display_path, line_style, unified_diff
 from autofix.interactive import Piece, Review
 from autofix.output.formats import location
@@ -100,7 +100,9 @@ def _show(review: Review, piece: Piece, number: int, total: int) -> None:
     if result.notebook:
         diff = notebooks.cell_diffs(review.old, after, shown)
     else:
-        diff = unified_diff(review.old, after, result.path, result.encoding, result.bom).decode(result.encoding, errors="replace")
+        # In the lines Python reads (a file whose lines end with a lone \r is one line to git).
+        patch = unified_diff(review.old, after, result.path, result.encoding, result.bom, split=newlines.lines)
+        diff = patch.decode(result.encoding, errors="replace")
     for line in diff.splitlines():
         out.print(line.rstrip("\r"), style=line_style(line))
 

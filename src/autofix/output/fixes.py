@@ -4,7 +4,9 @@ The engine fixes a file as a whole (rules are applied one after another, then ch
 knows the fixed text but not which characters each finding changed. Reports that attach a fix
 to a finding (``json``, ``sarif``) divide the file's change among its findings:
 
-- the change is split into hunks: difflib on ``lines_of(old)`` / ``lines_of(new)``;
+- the change is split into hunks: difflib on the lines of ``old`` and ``new`` as Python reads
+  them (:func:`autofix.newlines.lines`: a lone ``\r`` ends a line too), the lines the
+  findings' own positions count;
 - a hunk goes to the first fixable finding (in line order) whose line range it overlaps; an
   insertion overlaps a range it lies inside or right next to;
 - a hunk that overlaps no fixable finding goes to the closest fixable finding above it, or
@@ -25,9 +27,9 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
-from autofix.diffs import lines_of
+from autofix.newlines import lines as source_lines
 from autofix.results import FileResult, Finding
 
 
@@ -68,8 +70,9 @@ class Replacement:
         }
 
 
-def hunks(old: str, new: str) -> list[Hunk]:
-    a, b = lines_of(old), lines_of(new)
+def hunks(old: str, new: str, split: Callable[[str], list[str]] = source_lines) -> list[Hunk]:
+    """The change from ``old`` to ``new`` as hunks of the lines ``split`` makes."""
+    a, b = split(old), split(new)
     # autojunk would treat frequent lines (blank ones) as noise in files over 200 lines and
     # produce needlessly large hunks.
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
@@ -80,7 +83,7 @@ class Positions:
     """Line/column and character offsets of line starts in one original text."""
 
     def __init__(self, text: str) -> None:
-        self.lines = lines_of(text)
+        self.lines = source_lines(text)
         self.offsets = [0]
         for line in self.lines:
             self.offsets.append(self.offsets[-1] + len(line))

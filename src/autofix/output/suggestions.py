@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from autofix.diffs import display_path, lines_of
+from autofix.newlines import has_lone_cr
 from autofix.output.fixes import Hunk, hunks, overlaps, owners
 from autofix.output.formats import Formatter
 from autofix.output.locations import place, root_relative, source_root
@@ -84,9 +85,12 @@ class SuggestionsFormatter(Formatter):
     def result(self, result: FileResult) -> str:
         if not result.changed:
             return ""
+        # Lines as git counts them (at \n only): the lines of the pull request's diff.
         lines = lines_of(result.old_text or "")
-        file_hunks = hunks(result.old_text or "", result.new_text or "")
-        who = owners(result.findings, file_hunks, by_line=not result.notebook)
+        file_hunks = hunks(result.old_text or "", result.new_text or "", lines_of)
+        # Findings count lines as Python does; only a file with lone \r newlines differs.
+        by_line = not result.notebook and not has_lone_cr(result.old_text or "")
+        who = owners(result.findings, file_hunks, by_line=by_line)
         path = root_relative(result.path, self.root) or display_path(result.path)
         file_spans = spans(file_hunks, lines)
         owner_of = {hunk: owner for hunk, owner in zip(file_hunks, who)}
@@ -102,7 +106,7 @@ class SuggestionsFormatter(Formatter):
                 others = [
                     i
                     for i, f in enumerate(result.findings)
-                    if f.fixable and not f.suppressed and not result.notebook and overlaps(hunk, f)
+                    if f.fixable and not f.suppressed and by_line and overlaps(hunk, f)
                 ]
                 owner = owner_of[hunk]
                 for index in ([owner] if owner is not None else []) + others:
