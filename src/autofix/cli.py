@@ -86,11 +86,11 @@ def _print_unfixed(result: FileResult, style: str) -> None:
             err.print(f"{location(result, finding)}: {finding.code} {finding.message}{note}", style=style)
 
 
-def _print_problems(run: Run, result: FileResult) -> None:
+def _print_problems(run: Run, result: FileResult, refused: bool = True) -> None:
     """An error, a refused fix, or why a file named on the command line was skipped."""
     if result.error:
         print_error(result)
-    if result.refused:
+    if result.refused and refused:
         print_refused(result)
     if result.skipped and run.named(result):
         err.print(f"{display_path(result.path)}: skipped: {result.skipped}", style="dim")
@@ -167,20 +167,25 @@ def check(fmt: str, output, exit_zero: bool, unused_suppressions: bool, statisti
 
 
 def _add_noqa(run: Run) -> NoReturn:
-    """`check --add-noqa`: write the comments, say how many, exit 0 (1 when a finding could
-    not be suppressed: each is named; 2 on an error)."""
+    """`check --add-noqa`: write the comments, say how many were written, exit 0 (1 when a
+    finding is left unsuppressed: each is named, with why; 2 on an error)."""
     if run.from_stdin:
         raise click.UsageError("--add-noqa writes files: it does not read standard input")
     run.options = replace(run.options, build_fixes=False, unused_suppressions=False, add_noqa=True)
     added = files = unplaced = 0
     for result in run.results(write=True, watch=watch):
-        _print_problems(run, result)
+        # (What could not be written is said finding by finding.)
+        _print_problems(run, result, refused=False)
+        # A finding counts as suppressed once its comment is in the file: one planned in a
+        # file that could not be written (or rebuilt) is not.
+        unwritten = None if result.written else result.refused or result.error
         for finding in result.findings:
-            if finding.suppressed:
+            if finding.suppressed and unwritten is None:
                 added += 1
-            else:
-                unplaced += 1
-                err.print(f"warning: {location(result, finding)}: {finding.code} not suppressed: {finding.reason}", style="yellow")
+                continue
+            unplaced += 1
+            why = finding.reason if not finding.suppressed else f"its comment could not be written ({unwritten})"
+            err.print(f"warning: {location(result, finding)}: {finding.code} not suppressed: {why}", style="yellow")
         files += result.written
     found = f"{added} finding{'s' if added != 1 else ''}"
     err.print(f"Suppressed {found} with `# autofix: ignore` comments in {files} file{'s' if files != 1 else ''}.", style="bold")
