@@ -19,14 +19,13 @@ the user accepts is verified again as a whole file before it is written.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
 from autofix.engine import Options, process_notebook, process_text
 from autofix.newlines import lines as source_lines
-from autofix.notebooks import file_positions
 from autofix.output.fixes import Hunk, hunks, owners
-from autofix.output.locations import file_region
+from autofix.output.locations import placed
 from autofix.results import FileResult, Finding
 
 # Beyond this many groups, a group that does not stand alone is only merged with the groups
@@ -122,15 +121,7 @@ class Review:
 
     def _located_findings(self) -> list[Finding]:
         """The result's findings placed in the lines of the file's text (a notebook's JSON)."""
-        findings = list(self.result.findings)
-        if not self.result.notebook:
-            return findings
-        positions = file_positions(self.old)
-        placed = []
-        for finding in findings:
-            line, column, end_line, end_column = file_region(finding, positions)
-            placed.append(replace(finding, line=line, column=column, end_line=end_line, end_column=end_column, cell=None))
-        return placed
+        return placed(self.result) or list(self.result.findings)
 
     def _findings_of(self, group: tuple[int, ...], located: list[Finding], who: list[int | None]) -> tuple[Finding, ...]:
         """The findings a piece fixes: those owning its hunks, and the fixable ones whose

@@ -176,14 +176,8 @@ def rebuild(notebook: Notebook, program: str) -> str:
 
 
 def file_positions(text: str) -> Callable[[int, int, int], tuple[int, int] | None] | None:
-    """A map from a place in a code cell (cell index; line in the cell and column, 1-based) to
-    the same place in the notebook's own JSON text (line and column, 1-based), where code hosts
-    show it; None when the notebook cannot be read."""
-    try:
-        json.loads(text)
-        return nbjson.Positions(text, nbjson.locate_sources(text))
-    except (ValueError, IndexError):
-        return None
+    """See :func:`autofix.nbjson.file_positions`."""
+    return nbjson.file_positions(text)
 
 
 def cell_sources(text: str) -> list[tuple[int, str]]:

@@ -14,9 +14,11 @@ to a finding (``json``, ``sarif``) divide the file's change among its findings:
 
 Every hunk goes to exactly one finding, so applying the replacements of all findings of a file
 gives exactly the fixed file. A fixable finding whose lines were already covered by an earlier
-finding's hunk gets no replacements of its own: that hunk fixes both. In a notebook, findings
-are placed by cell and line within the cell while the hunks are lines of the notebook's JSON, so
-there the first fixable finding carries the whole fix.
+finding's hunk gets no replacements of its own: that hunk fixes both. A notebook's findings,
+placed by cell and line in the cell, are first placed in the lines of its JSON text, where the
+hunks are (:func:`autofix.output.locations.placed`), so that each finding's part of the fix is
+its own cell's; only when they cannot be placed does the first fixable finding carry the
+whole fix.
 
 Positions follow SARIF text regions (1-based lines and columns in code points, the end column
 one past the last character, a whole line with its newline ending at column 1 of the next
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from autofix.newlines import lines as source_lines
+from autofix.output.locations import placed
 from autofix.results import FileResult, Finding
 
 
@@ -158,7 +161,8 @@ def file_fixes(result: FileResult) -> FileFixes | None:
         return None
     old, new = result.old_text or "", result.new_text or ""
     file_hunks = hunks(old, new)
-    who = owners(result.findings, file_hunks, by_line=not result.notebook)
+    located = placed(result)
+    who = owners(located or result.findings, file_hunks, by_line=located is not None)
     positions = Positions(old)
     by_finding: dict[int, list[Replacement]] = {
         i: [] for i, f in enumerate(result.findings) if f.fixable and not f.suppressed
