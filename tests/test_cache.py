@@ -415,18 +415,19 @@ def test_a_rule_that_reads_other_files_turns_the_cache_off_for_its_files(monkeyp
 
 def test_a_warm_run_does_not_load_the_engine(repo, monkeypatch):
     """What makes a warm run fast: no file is analysed, so neither the rules nor libcst are
-    imported (the cache folder records what the rules are)."""
+    imported (the cache folder records what the rules are), no worker is started, and output
+    that goes to a pipe needs no rich."""
     monkeypatch.delenv(cache.ENV_OFF, raising=False)
     env = {k: v for k, v in os.environ.items() if k != cache.ENV_OFF}
     probe = (
         "import sys, atexit\n"
-        "atexit.register(lambda: print('loaded:', sorted(m for m in ('libcst', 'autofix.engine', 'autofix.rule') if m in sys.modules), file=sys.stderr))\n"
+        "atexit.register(lambda: print('loaded:', sorted(m for m in ('libcst', 'autofix.engine', 'autofix.rule', 'rich', 'multiprocessing') if m in sys.modules), file=sys.stderr))\n"
         "from autofix.cli import main\n"
         "main(['check', '-j', '2', '.'])\n"
     )
     cold = subprocess.run([sys.executable, "-c", probe], cwd=repo, capture_output=True, text=True, env=env)
     # (The first run imports the rules to record them.)
-    assert "'libcst']" in cold.stderr
+    assert "'libcst'" in cold.stderr
     warm = subprocess.run([sys.executable, "-c", probe], cwd=repo, capture_output=True, text=True, env=env)
     assert "loaded: []" in warm.stderr
     assert (warm.returncode, warm.stdout) == (cold.returncode, cold.stdout)

@@ -8,7 +8,6 @@ byte, and followed by a tab when they hold a space (GNU patch reads a name up to
 
 from __future__ import annotations
 
-import difflib
 import os
 from typing import Callable
 
@@ -86,6 +85,8 @@ def unified_diff(
 ) -> bytes:
     """The diff from ``old`` to ``new`` of the file at ``path``, as the bytes of that file, in
     the lines ``split`` makes (git's, so that it applies; Python's, to be read)."""
+    import difflib
+
     name = display_path(path)
     # Latin-1 maps every byte to one character and back: difflib compares the file's bytes.
     before = split(encode(old, encoding, bom).decode("latin-1"))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import gc
 import os
-import pickle
 import signal
 import sys
 from collections import deque
@@ -208,6 +207,7 @@ class _Pool:
                 worker.queue.append(index)
 
     def _collect(self, paths: list[str], pending: deque[int], done: dict[int, FileResult]) -> None:
+        import pickle
         from multiprocessing.connection import wait
 
         busy = [w for w in self.workers if w.queue]

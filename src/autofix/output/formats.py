@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 
 from autofix.diffs import display_path
-from autofix.output.fixes import file_fixes
 from autofix.output.locations import file_region, notebook_positions, place
 from autofix.results import FileResult, Finding
 
@@ -81,7 +80,9 @@ class JsonFormatter(Formatter):
         self.items: list[dict] = []
 
     def result(self, result: FileResult) -> str:
-        fixes = file_fixes(result)
+        from autofix.output.fixes import file_fixes
+
+        fixes = file_fixes(result) if result.changed else None
         for index, f in enumerate(result.findings):
             if f.suppressed:
                 continue
