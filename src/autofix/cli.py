@@ -2,7 +2,8 @@
 
 The run itself (what was asked, the files' results, the counts) is :mod:`autofix.run`; where
 text goes, and how it is styled, is :mod:`autofix.terminal`; ``fix --interactive`` asks its
-questions in :mod:`autofix.review`. Only these modules print.
+questions in :mod:`autofix.review`; what ``rules`` and ``explain`` say is
+:mod:`autofix.describe`. Only these modules print.
 
 Exit codes (the same for every command; see README "Exit codes"):
   0  nothing found (check), nothing would change (diff), fixes written (fix), smoke test passed
@@ -354,65 +355,22 @@ def _write_stdout(data: bytes) -> None:
 @main.command()
 def rules() -> None:
     """List the rules."""
-    import textwrap
+    from autofix import describe
 
-    from rich.text import Text
-
-    from autofix import registry
-
-    console = out.rich()
-    # Wrapped to the terminal (80 columns when piped), never cut: each rule's line, then its
-    # description indented below it. One column is left free: a line that fills the terminal
-    # exactly makes some terminals add an empty one.
-    width = max(40, min(console.width if console.is_terminal else 80, 100)) - 1
-    listed = registry.all_rules()
-    name_width = max(len(rule.NAME) for rule in listed)
-    indent = " " * 8
-    for rule in listed:
-        fix = "safe fix" if rule.SAFE else "unsafe fix"
-        if rule.OPT_IN:
-            fix += ", opt-in"
-        head = Text()
-        head.append(f"{rule.CODE:<6}", style="bold")
-        head.append(f"  {rule.NAME:<{name_width}}  ")
-        head.append(fix, style="dim")
-        console.print(head)
-        for line in textwrap.wrap(rule.DESCRIPTION, width=width - len(indent), break_on_hyphens=False):
-            console.print(indent + line)
-    notes = (
-        "Unsafe fixes are applied only with --unsafe-fixes; an opt-in rule runs only when "
-        "--select names its code. `autofix explain CODE` says more about a rule."
-    )
-    console.print()
-    for line in textwrap.wrap(notes, width=width):
-        console.print(Text(line, style="dim"))
+    describe.print_rules(out.rich())
 
 
 @main.command()
 @click.argument("code")
 def explain(code: str) -> None:
     """Explain a rule: what it finds, why, and what its fix looks like."""
-    from autofix import registry
-    from autofix.unused_suppressions import UnusedSuppression
+    from autofix import describe, registry
 
     try:
-        rule = registry.rule_by_code(code)
+        text = describe.explanation(code)
     except registry.UnknownRule:
-        if code.upper() != UnusedSuppression.CODE:
-            raise click.UsageError(f"unknown rule code {code!r}; see `autofix rules`") from None
-        rule = UnusedSuppression
-    text = f"{rule.CODE} {rule.NAME}{'' if rule.SAFE else ' (unsafe fix: only with --unsafe-fixes)'}\n\n"
-    text += f"{rule.DESCRIPTION}.\n\n"
-    _, body = registry.rule_doc(rule)
-    if body:
-        text += body + "\n\n"
-    for title, example in registry.rule_examples(rule):
-        text += f"{title}:\n\n" + _indent(example) + "\n"
+        raise click.UsageError(f"unknown rule code {code!r}; see `autofix rules`") from None
     out.write(text)
-
-
-def _indent(text: str) -> str:
-    return "".join("    " + line if line.strip() else line for line in text.splitlines(keepends=True))
 
 
 if __name__ == "__main__":  # pragma: no cover
