@@ -151,3 +151,60 @@ def test_only_the_rules_that_run(repo):
 def test_standard_input_is_refused(repo):
     result = CliRunner().invoke(main, ["check", "--add-noqa", "-"], input=BROKEN)
     assert result.exit_code == 2 and "--add-noqa" in result.stderr
+
+
+def _notebook(*sources: str) -> str:
+    cells = [
+        {"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [], "source": source}
+        for i, source in enumerate(sources)
+    ]
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n"
+
+
+TIMED = _notebook(
+    "import tensorflow as tf\nfrom tensorflow import keras\nstrategy = tf.distribute.MirroredStrategy()",
+    '%time model = keras.Sequential([keras.layers.Dense(1)])  # the model\nmodel.compile(optimizer="adam", loss="mse")',
+    "%matplotlib inline\nmodel.fit(tf.zeros([8, 4]), tf.zeros([8, 1]), epochs=1)",
+)
+
+
+def test_a_finding_on_a_time_magic_line_gets_its_comment(tmp_path, monkeypatch):
+    """IPython hands the rest of a `%time` line to the magic, which runs it as Python: a
+    comment at its end is part of that Python (checked below with IPython itself)."""
+    (tmp_path / "timed.ipynb").write_text(TIMED)
+    monkeypatch.chdir(tmp_path)
+    result = run("check", "--add-noqa", "timed.ipynb")
+    assert result.exit_code == 0, result.stderr
+    assert "Suppressed 2 findings with `# autofix: ignore` comments in 1 file." in result.stderr
+    cell = "".join(json.loads((tmp_path / "timed.ipynb").read_text())["cells"][1]["source"])
+    assert cell.splitlines() == [
+        "%time model = keras.Sequential([keras.layers.Dense(1)])  # the model  # autofix: ignore[TFD001]",
+        'model.compile(optimizer="adam", loss="mse")  # autofix: ignore[TFD001]',
+    ]
+    assert run("check", "timed.ipynb").exit_code == 0
+    written = (tmp_path / "timed.ipynb").read_bytes()
+    again = run("check", "--add-noqa", "timed.ipynb")
+    assert again.exit_code == 0 and (tmp_path / "timed.ipynb").read_bytes() == written
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.user_ns["built"] = []
+    ran = shell.run_cell("%time x = built.append(1) or 2  # the model  # autofix: ignore[TFD001]", silent=True)
+    assert ran.success and shell.user_ns["x"] == 2 and shell.user_ns["built"] == [1]
+
+
+def test_comments_that_could_not_be_written_are_not_claimed(tmp_path, monkeypatch):
+    """Only comments that reach the file count: a file that cannot be written leaves each of
+    its findings named as not suppressed, with why."""
+    (tmp_path / "train.py").write_text(BROKEN)
+    (tmp_path / "timed.ipynb").write_text(TIMED)
+    for name in ("train.py", "timed.ipynb"):
+        (tmp_path / name).chmod(0o444)
+    monkeypatch.chdir(tmp_path)
+    result = run("check", "--add-noqa", ".")
+    assert result.exit_code == 2
+    assert "Suppressed 0 findings with `# autofix: ignore` comments in 0 files." in result.stderr
+    assert "warning: timed.ipynb:cell 2:1:15: TFD001 not suppressed: its comment could not be written (is read-only" in result.stderr
+    assert "warning: train.py:4:9: TFD001 not suppressed: its comment could not be written" in result.stderr
+    assert (tmp_path / "timed.ipynb").read_text() == TIMED and (tmp_path / "train.py").read_text() == BROKEN

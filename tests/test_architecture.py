@@ -1,5 +1,6 @@
 """The layers of the code stay layers: no module imports, directly or through others, a module
-that imports it back (lazy imports inside functions count too)."""
+that imports it back (lazy imports inside functions count too, and so do imports made only for
+type annotations: a circle of types is a circle of ideas)."""
 
 from __future__ import annotations
 
@@ -22,10 +23,6 @@ def _imports(name: str, path: Path, package: bool, modules) -> set[str]:
     found: set[str] = set()
 
     class Visitor(ast.NodeVisitor):
-        def visit_If(self, node: ast.If) -> None:
-            if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
-                self.generic_visit(node)
-
         def visit_Import(self, node: ast.Import) -> None:
             found.update(alias.name for alias in node.names)
 

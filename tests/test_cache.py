@@ -164,6 +164,90 @@ def test_no_cache_and_the_environment_choose_the_folder(repo, cached, monkeypatc
     assert (elsewhere / "d" / ".gitignore").exists()
 
 
+def _git_lists(folder: Path) -> set[str]:
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=folder, capture_output=True, text=True)
+    return {line[3:] for line in status.stdout.splitlines()}
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_a_cache_folder_named_where_code_is_keeps_to_a_folder_of_its_own(repo, cached, monkeypatch, how):
+    """`--cache-dir .` (or AUTOFIX_CACHE_DIR naming the project): the markers that hide a
+    cache folder from git, backups and discovery never go into a folder holding code."""
+    before = sorted(p.name for p in repo.iterdir())
+    args = ("--cache-dir", ".") if how == "option" else ()
+    if how == "environment":
+        monkeypatch.setenv(cache.ENV_DIR, str(repo))
+    cold, first = analysed_by(cached, "check", *args, ".")
+    assert cold == run("check", "--no-cache", ".") and first == 7
+    assert not (repo / ".gitignore").exists() and not (repo / "CACHEDIR.TAG").exists()
+    assert sorted(p.name for p in repo.iterdir()) == sorted([*before, cache.DEFAULT_NAME])
+    assert (repo / cache.DEFAULT_NAME / ".gitignore").exists()
+    # Later runs find every file, and the cache answers them.
+    warm, second = analysed_by(cached, "check", *args, ".")
+    assert (warm, second) == (cold, 0)
+    assert run("check", "--no-cache", ".") == cold
+    if shutil.which("git"):
+        assert {"train.py", "explore.ipynb", "clean.py"} <= _git_lists(repo)
+
+
+def test_a_cache_folder_is_used_as_it_is(repo, cached, tmp_path_factory):
+    """A new folder, an empty one, and one that already holds a cache (of this layout or an
+    older autofix's) are the cache's own: markers and entries go straight into it."""
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (elsewhere / "empty").mkdir()
+    for name in ("new", "empty"):
+        run("check", "--cache-dir", str(elsewhere / name), ".")
+        assert sorted(p.name for p in (elsewhere / name).iterdir()) == [".gitignore", "0.1.0", "CACHEDIR.TAG"]
+    old = elsewhere / "old"
+    (old / "0.0.9" / "0123abcd").mkdir(parents=True)
+    (old / "0.0.9" / "0123abcd" / "x.json").write_text("{}")
+    (old / ".gitignore").write_text(cache.GITIGNORE)
+    (old / "CACHEDIR.TAG").write_text(cache.CACHEDIR_TAG)
+    run("check", "--cache-dir", str(old), ".")
+    assert sorted(p.name for p in old.iterdir()) == [".gitignore", "0.0.9", "0.1.0", "CACHEDIR.TAG"]
+    # A folder with a file of someone else's is not a cache, markers or not.
+    (old / "notes.txt").write_text("mine\n")
+    code, _, err = run("check", "--cache-dir", str(old), ".")
+    assert (old / cache.DEFAULT_NAME / "CACHEDIR.TAG").exists()
+    assert "delete them" in err  # the markers there hide notes.txt
+
+
+def test_markers_an_earlier_autofix_left_in_a_project_are_named(repo, cached):
+    """What the old mistake left behind (a project hidden by a `.gitignore` of `*`): never
+    deleted by autofix, but named in a warning on every run until the user removes them."""
+    (repo / ".gitignore").write_text(cache.GITIGNORE)
+    (repo / "CACHEDIR.TAG").write_text(cache.CACHEDIR_TAG)
+    code, out, err = run("check", ".")
+    assert "warning: .gitignore and CACHEDIR.TAG were written by an earlier autofix" in err
+    assert (repo / ".gitignore").read_text() == cache.GITIGNORE
+    (repo / ".gitignore").unlink()
+    (repo / "CACHEDIR.TAG").unlink()
+    code, out, err = run("check", ".")
+    assert "earlier autofix" not in err and "train.py:4:9: TFD001" in out
+
+
+def test_a_cache_folder_that_is_a_file_or_read_only_is_a_warning(repo, cached, monkeypatch):
+    (repo / "a-file").write_text("")
+    expected = run("check", "--no-cache", ".")
+    monkeypatch.setenv(cache.ENV_DIR, str(repo / "a-file"))
+    code, out, err = run("check", ".")
+    assert "warning: result cache not used: cannot use" in err and "it is a file, not a folder" in err
+    assert (code, out) == expected[:2]
+    monkeypatch.delenv(cache.ENV_DIR)
+    if os.geteuid() == 0:
+        return  # root writes into read-only folders
+    (repo / "ro").mkdir()
+    (repo / "ro" / "keep.txt").write_text("")
+    (repo / "ro").chmod(0o555)
+    try:
+        code, out, err = run("check", "--cache-dir", "ro", ".")
+    finally:
+        (repo / "ro").chmod(0o755)
+    assert "warning: result cache not used" in err and (code, out) == expected[:2]
+    assert sorted(p.name for p in (repo / "ro").iterdir()) == ["keep.txt"]
+
+
 def test_a_cache_that_cannot_be_made_is_a_warning_not_a_failure(repo, cached):
     (repo / "not-a-folder").write_text("")
     code, out, err = run("check", "--cache-dir", "not-a-folder/cache", ".")
@@ -331,18 +415,19 @@ def test_a_rule_that_reads_other_files_turns_the_cache_off_for_its_files(monkeyp
 
 def test_a_warm_run_does_not_load_the_engine(repo, monkeypatch):
     """What makes a warm run fast: no file is analysed, so neither the rules nor libcst are
-    imported (the cache folder records what the rules are)."""
+    imported (the cache folder records what the rules are), no worker is started, and output
+    that goes to a pipe needs no rich."""
     monkeypatch.delenv(cache.ENV_OFF, raising=False)
     env = {k: v for k, v in os.environ.items() if k != cache.ENV_OFF}
     probe = (
         "import sys, atexit\n"
-        "atexit.register(lambda: print('loaded:', sorted(m for m in ('libcst', 'autofix.engine', 'autofix.rule') if m in sys.modules), file=sys.stderr))\n"
+        "atexit.register(lambda: print('loaded:', sorted(m for m in ('libcst', 'autofix.engine', 'autofix.rule', 'rich', 'multiprocessing') if m in sys.modules), file=sys.stderr))\n"
         "from autofix.cli import main\n"
         "main(['check', '-j', '2', '.'])\n"
     )
     cold = subprocess.run([sys.executable, "-c", probe], cwd=repo, capture_output=True, text=True, env=env)
     # (The first run imports the rules to record them.)
-    assert "'libcst']" in cold.stderr
+    assert "'libcst'" in cold.stderr
     warm = subprocess.run([sys.executable, "-c", probe], cwd=repo, capture_output=True, text=True, env=env)
     assert "loaded: []" in warm.stderr
     assert (warm.returncode, warm.stdout) == (cold.returncode, cold.stdout)

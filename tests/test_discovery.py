@@ -97,7 +97,86 @@ def test_symlinks_never_leave_the_tree_and_loops_end(tmp_path):
     assert files == ["a.py", "pkg/b.py"]
 
 
+def _linked_tree(root):
+    """legacy/ and generated/ hold files the configuration keeps autofix away from; links to
+    them, directly, through a chain, and through a linked folder, sit at the top."""
+    tree(root, ["app.py", "legacy/old.py", "generated/gen.py", "build/made.py", "ok/kept.py"])
+    (root / "link_to_old.py").symlink_to("legacy/old.py")
+    (root / "link_to_gen.py").symlink_to(root / "generated" / "gen.py")
+    (root / "link_to_made.py").symlink_to("build/made.py")
+    (root / "ok" / "hop.py").symlink_to("../legacy/old.py")
+    (root / "chain.py").symlink_to("ok/hop.py")
+    (root / "legacy_dir").symlink_to("legacy", target_is_directory=True)
+    (root / "link_to_kept.py").symlink_to("ok/kept.py")
+    (root / ".gitignore").write_text("generated/\n")
+
+
+def found_in(top, **kw):
+    return sorted(os.path.relpath(p, top) for p in Discovery(root=str(top), **kw).files([str(top)]))
+
+
+def test_a_link_is_judged_by_the_file_it_leads_to(tmp_path):
+    """Excludes, .gitignore and skipped folders apply to what a link leads to, and to every
+    link on the way: none of the links into legacy/, generated/ or build/ is picked up."""
+    _linked_tree(tmp_path)
+    # (ok/kept.py is found once, as link_to_kept.py, the first of its names.)
+    assert found_in(tmp_path, exclude=["legacy/"]) == ["app.py", "link_to_kept.py"]
+    # Without the exclude, legacy/old.py is found once, under one of its names.
+    names = found_in(tmp_path)
+    assert "link_to_kept.py" in names and sum(n in names for n in ("legacy/old.py", "link_to_old.py", "chain.py", "ok/hop.py")) == 1
+    assert not {"link_to_gen.py", "link_to_made.py", "generated/gen.py"} & set(names)
+
+
+def test_a_link_through_an_excluded_link_is_excluded(tmp_path):
+    tree(tmp_path, ["real/x.py"])
+    (tmp_path / "legacy").mkdir()
+    (tmp_path / "legacy" / "hop.py").symlink_to("../real/x.py")
+    (tmp_path / "top.py").symlink_to("legacy/hop.py")
+    assert found_in(tmp_path, exclude=["legacy/"]) == ["real/x.py"]
+    assert found_in(tmp_path, exclude=["legacy/", "real/"]) == []
+
+
+def test_a_named_link_with_force_exclude_is_judged_by_its_file(tmp_path):
+    _linked_tree(tmp_path)
+    outside = tmp_path.parent / (tmp_path.name + "_outside")
+    tree(outside, ["legacy_copy.py"])
+    (tmp_path / "out.py").symlink_to(outside / "legacy_copy.py")
+    d = Discovery(exclude=["legacy/", "legacy_copy.py"], root=str(tmp_path), force_exclude=True)
+    for name in ("link_to_old.py", "chain.py", "legacy_dir/old.py", "out.py"):
+        assert list(d.files([str(tmp_path / name)])) == [], name
+    assert list(d.files([str(tmp_path / "link_to_kept.py")])) == [str(tmp_path / "link_to_kept.py")]
+    # Without --force-exclude a named file is analysed, as the file itself would be.
+    named = Discovery(exclude=["legacy/"], root=str(tmp_path))
+    assert list(named.files([str(tmp_path / "link_to_old.py")])) == [str(tmp_path / "link_to_old.py")]
+
+
 def test_missing_paths_are_recorded(tmp_path):
     d = Discovery()
     assert list(d.files([str(tmp_path / "nope")])) == []
     assert d.missing == [str(tmp_path / "nope")]
+
+
+def test_fix_never_writes_an_excluded_file_through_a_link(tmp_path, monkeypatch):
+    """The reproducer: legacy/ is excluded, train.py at the top is a link to legacy/train.py."""
+    from click.testing import CliRunner
+
+    from autofix.cli import main
+    from conftest import BROKEN
+
+    (tmp_path / "pyproject.toml").write_text('[tool.autofix]\nexclude = ["legacy/"]\n')
+    (tmp_path / "legacy").mkdir()
+    (tmp_path / "legacy" / "train.py").write_text(BROKEN)
+    (tmp_path / "train.py").symlink_to("legacy/train.py")
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(main, ["fix", "--no-cache", "."])
+    assert done.exit_code == 0 and "Checked 0 files" in done.stderr
+    assert (tmp_path / "legacy" / "train.py").read_text() == BROKEN
+    done = CliRunner().invoke(main, ["fix", "--no-cache", "--force-exclude", "train.py"])
+    assert "Checked 0 files" in done.stderr and (tmp_path / "legacy" / "train.py").read_text() == BROKEN
+    # Per-file ignores follow the link too.
+    (tmp_path / "pyproject.toml").write_text('[tool.autofix]\nper-file-ignores = {"legacy/*" = ["TFD001"]}\n')
+    (tmp_path / "legacy" / "train.py").unlink()
+    (tmp_path / "legacy" / "train.py").write_text(BROKEN)
+    done = CliRunner().invoke(main, ["check", "--no-cache", "train.py"])
+    assert done.exit_code == 0 and "Checked 1 file, no findings" in done.stderr
+    assert "train.py:4:9: TFD001" in CliRunner().invoke(main, ["check", "--no-cache", "--isolated", "train.py"]).stdout

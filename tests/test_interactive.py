@@ -148,9 +148,9 @@ def test_crlf_and_bom_are_kept(tmp_path, monkeypatch):
 def test_a_file_changed_while_asking_is_not_overwritten(repo, monkeypatch):
     real = review._ask
 
-    def edit_then_answer(out):
+    def edit_then_answer():
         (repo / "a_two.py").write_text("# edited meanwhile\n")
-        return real(out)
+        return real()
 
     monkeypatch.setattr(review, "_ask", edit_then_answer)
     result = interact("y\ny\n", "a_two.py")

@@ -672,7 +672,7 @@ def _notebook(*cells: list[str]) -> str:
 
 def test_notebook_fixes_apply_to_the_notebook_file(tmp_path, monkeypatch, sarif_validator):
     """Findings in notebooks are placed by cell; their fixes are edits of the notebook's JSON,
-    carried by the first fixable finding, and give the notebook `autofix fix` writes."""
+    each carried by the finding it fixes, and give the notebook `autofix fix` writes."""
     text = _notebook(
         ["import tensorflow as tf\n", "\n", "strategy = tf.distribute.MirroredStrategy()"],
         ["model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n", "model.compile(optimizer='adam', loss='mse')"],
@@ -685,7 +685,8 @@ def test_notebook_fixes_apply_to_the_notebook_file(tmp_path, monkeypatch, sarif_
     fixed = (tmp_path / "fixed.ipynb").read_text()
     assert fixed != text
     items = json.loads(run("check", "--format", "json", "--select", "TFD001", "nb.ipynb").stdout)
-    assert [(i["cell"], i["line"], len(i["fix"]["replacements"])) for i in items] == [(1, 1, 1), (1, 2, 0)]
+    # Cells are numbered as the text says them (from 1); cell_index is the index into `cells`.
+    assert [(i["cell"], i["cell_index"], i["line"], len(i["fix"]["replacements"])) for i in items] == [(2, 1, 1, 1), (2, 1, 2, 0)]
     edits = [(r["start_line"], r["start_column"], r["end_line"], r["end_column"], r["content"]) for i in items for r in i["fix"]["replacements"]]
     assert apply(text, edits) == fixed
     suggestions = json.loads(run("check", "--format", "suggestions", "--select", "TFD001", "nb.ipynb").stdout)
@@ -694,8 +695,8 @@ def test_notebook_fixes_apply_to_the_notebook_file(tmp_path, monkeypatch, sarif_
     sarif_validator.validate(log)
     results = log["runs"][0]["results"]
     assert [r["locations"][0]["properties"] for r in results] == [
-        {"cell": 1, "cellLine": 1, "cellColumn": 9},
-        {"cell": 1, "cellLine": 2, "cellColumn": 1},
+        {"cell": 2, "cellIndex": 1, "cellLine": 1, "cellColumn": 9},
+        {"cell": 2, "cellIndex": 1, "cellLine": 2, "cellColumn": 1},
     ]
     # The region is where code scanning shows it: the flagged code in the notebook's JSON text.
     lines = text.split("\n")
@@ -709,3 +710,50 @@ def test_notebook_fixes_apply_to_the_notebook_file(tmp_path, monkeypatch, sarif_
         assert "::cell 2, line " in annotation
     # In a review comment, a notebook finding is named by its cell.
     assert "autofix: **TFD001** (cell 2, line 1) model built outside strategy.scope()" in suggestions[0]["body"]
+
+
+def test_each_notebook_finding_carries_its_own_cells_fix(tmp_path, monkeypatch, sarif_validator):
+    """The fix of a notebook is divided among its findings as a script's is: each fixable
+    finding gets the hunks of its own cell (the hunks are lines of the notebook's JSON, where
+    the findings are placed first), in JSON, SARIF and suggestions alike."""
+    text = _notebook(
+        ["import tensorflow as tf\n", "strategy = tf.distribute.MirroredStrategy()"],
+        ["Some prose."],
+        ["ds = tf.data.Dataset.range(64).batch(32)"],
+        ["model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n", "model.compile(optimizer='adam', loss='mse')"],
+        ["model.fit(ds)"],
+    )
+    data = json.loads(text)
+    data["cells"][1]["cell_type"] = "markdown"
+    del data["cells"][1]["outputs"], data["cells"][1]["execution_count"]
+    text = json.dumps(data, indent=1) + "\n"
+    (tmp_path / "nb.ipynb").write_text(text)
+    (tmp_path / "fixed.ipynb").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    assert run("fix", "fixed.ipynb").exit_code == 0
+    fixed = (tmp_path / "fixed.ipynb").read_text()
+    lines = text.split("\n")
+
+    def cell_of(line: int) -> int:
+        # The cell whose JSON object holds this line of the file.
+        return max(i for i, c in enumerate(data["cells"]) if f'"id": "c{i}"' in "\n".join(lines[: line - 1]))
+
+    items = json.loads(run("check", "--format", "json", "nb.ipynb").stdout)
+    assert [(i["code"], i["cell"], i["line"]) for i in items] == [("TFD002", 3, 1), ("TFD001", 4, 1), ("TFD001", 4, 2)]
+    for item in items:
+        for r in (item["fix"] or {}).get("replacements", []):
+            assert cell_of(r["start_line"]) == item["cell_index"], item
+    assert [bool(i["fix"]["replacements"]) for i in items] == [True, True, False]
+    edits = [(r["start_line"], r["start_column"], r["end_line"], r["end_column"], r["content"]) for i in items for r in i["fix"]["replacements"]]
+    assert apply(text, edits) == fixed
+    log = json.loads(run("check", "--format", "sarif", "nb.ipynb").stdout)
+    sarif_validator.validate(log)
+    results = log["runs"][0]["results"]
+    sarif_fixes = [[x for f in r.get("fixes", []) for c in f["artifactChanges"] for x in c["replacements"]] for r in results]
+    assert [len(f) for f in sarif_fixes] == [len(i["fix"]["replacements"]) for i in items]
+    for result, replacements in zip(results, sarif_fixes):
+        for x in replacements:
+            assert cell_of(x["deletedRegion"]["startLine"]) == result["locations"][0]["properties"]["cellIndex"]
+    suggestions = json.loads(run("check", "--format", "suggestions", "nb.ipynb").stdout)
+    assert [[(f["code"], f["cell"]) for f in s["findings"]] for s in suggestions] == [[("TFD002", 3)], [("TFD001", 4), ("TFD001", 4)]]
+    assert apply_lines(text, [(s["start_line"], s["end_line"], s["replacement"]) for s in suggestions]) == fixed

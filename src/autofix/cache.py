@@ -6,6 +6,12 @@ the ``pyproject.toml`` that configures the run, else the working directory), or 
 and a ``CACHEDIR.TAG`` for backup tools. ``--no-cache`` (or ``AUTOFIX_NO_CACHE=1``) neither
 reads nor writes it. Deleting the folder at any time is safe.
 
+Those two markers hide a folder from git, from backups and from autofix's own discovery, so
+they are only ever written into a folder the cache owns: one it makes, an empty one, or one
+that holds nothing but what a cache holds (:func:`owned`). A folder named with other things in
+it (the project itself, ``--cache-dir .``, a shared ``~/.cache``) gets the cache in a
+``.autofix_cache`` folder inside it (:func:`cache_folder`).
+
 One entry per file and question, named by a hash of everything the answer depends on:
 
 - the file's bytes (their digest) and whether it is a notebook;
@@ -35,10 +41,9 @@ import functools
 import hashlib
 import json
 import os
+import re
 import sys
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from autofix import __version__, registry
@@ -62,8 +67,73 @@ CACHEDIR_TAG = (
 )
 
 
+# The names a cache folder holds: its markers, a folder per version of the tool (holding a
+# folder per fingerprint), and entries being written.
+_VERSION_FOLDER = re.compile(r"^\d+(\.\d+)*[A-Za-z0-9.+_-]*$")
+_TEMPORARY = re.compile(r"^\.entry-.*\.tmp$")
+
+
 class CacheUnavailable(Exception):
     """The cache folder cannot be made or written; the message says why."""
+
+
+def owned(directory: str) -> bool:
+    """Whether ``directory`` (which exists) may hold the cache's markers: it is empty, or holds
+    only what a cache folder holds (its own ``.gitignore`` and ``CACHEDIR.TAG``, version
+    folders, entries being written). A folder with anything else in it is someone's."""
+    for entry in os.scandir(directory):
+        name = entry.name
+        if name == ".gitignore":
+            if _read(entry.path) != GITIGNORE:
+                return False
+        elif name == "CACHEDIR.TAG":
+            if _read(entry.path) != CACHEDIR_TAG:
+                return False
+        elif _TEMPORARY.match(name) and entry.is_file(follow_symlinks=False):
+            continue
+        elif not (_VERSION_FOLDER.match(name) and entry.is_dir(follow_symlinks=False)):
+            return False
+    return True
+
+
+def cache_folder(directory: str) -> str:
+    """The folder the cache keeps itself in when asked to use ``directory``: ``directory``
+    when it does not exist yet or the cache owns it (see :func:`owned`), else a
+    ``.autofix_cache`` folder inside it. Raises :class:`CacheUnavailable` when it is a file or
+    cannot be read."""
+    try:
+        if not os.path.exists(directory):
+            return directory
+        if not os.path.isdir(directory):
+            raise CacheUnavailable(f"cannot use {directory}: it is a file, not a folder")
+        if owned(directory):
+            return directory
+    except OSError as exc:
+        raise CacheUnavailable(f"cannot use {directory}: {exc.strerror or exc}") from None
+    return os.path.join(directory, DEFAULT_NAME)
+
+
+def stray_markers(directory: str) -> list[str]:
+    """The markers an earlier autofix wrote into ``directory`` although it is not a cache
+    folder (it took any folder named for its cache): they hide that folder from git and from
+    autofix itself. Named so that the user can remove them; never removed here."""
+    found = []
+    for name, text in ((".gitignore", GITIGNORE), ("CACHEDIR.TAG", CACHEDIR_TAG)):
+        path = os.path.join(directory, name)
+        if _read(path) == text:
+            found.append(path)
+    try:
+        return [] if not found or owned(directory) else found
+    except OSError:
+        return []
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(4096)
+    except OSError:
+        return None
 
 
 def disabled_by_environment() -> bool:
@@ -82,20 +152,45 @@ def source_digest(folders: Iterable[str]) -> str:
     """A hash of every Python source file under ``folders`` (names and bytes)."""
     h = hashlib.blake2b(digest_size=16)
     for folder in folders:
-        root = Path(folder)
-        for path in sorted(root.rglob("*.py")):
-            if "__pycache__" in path.parts:
-                continue
-            h.update(str(path.relative_to(root)).encode("utf-8", "surrogateescape") + b"\0")
+        found = []
+        for directory, subfolders, files in os.walk(folder):
+            subfolders[:] = [d for d in subfolders if d != "__pycache__"]
+            found.extend(os.path.join(directory, name) for name in files if name.endswith(".py"))
+        for path in sorted(found, key=lambda p: os.path.relpath(p, folder).split(os.sep)):
+            h.update(os.path.relpath(path, folder).replace(os.sep, "/").encode("utf-8", "surrogateescape") + b"\0")
             try:
-                h.update(path.read_bytes())
+                with open(path, "rb") as fh:
+                    h.update(fh.read())
             except OSError:
                 h.update(b"<unreadable>")
             h.update(b"\0")
     return h.hexdigest()
 
 
-def _version(distribution: str) -> str:
+def _version(distribution: str, module: str) -> str:
+    """The installed version of ``distribution``, whose top-level module is ``module``: read
+    from the name of the ``.dist-info`` folder beside the module (importing neither it nor
+    importlib.metadata, which together cost a warm run a tenth of its time), else asked of
+    importlib.metadata."""
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        return "none"
+    if spec.submodule_search_locations:
+        site = os.path.dirname(list(spec.submodule_search_locations)[0])
+    else:
+        site = os.path.dirname(spec.origin or "")
+    prefix = distribution.lower().replace("-", "_") + "-"
+    try:
+        names = [n for n in os.listdir(site) if n.lower().startswith(prefix) and n.endswith(".dist-info")]
+    except OSError:
+        names = []
+    if len(names) == 1:
+        return names[0][len(prefix) : -len(".dist-info")]
     from importlib import metadata
 
     try:
@@ -117,8 +212,8 @@ def tool_fingerprint() -> str:
         f"autofix {__version__}",
         f"sources {source_digest(folders)}",
         f"python {sys.version} {sys.implementation.cache_tag}",
-        f"libcst {_version('libcst')}",
-        f"ipython {_version('ipython')}",
+        f"libcst {_version('libcst', 'libcst')}",
+        f"ipython {_version('ipython', 'IPython')}",
     ]
     return hashlib.blake2b("\n".join(parts).encode(), digest_size=16).hexdigest()
 
@@ -135,7 +230,9 @@ class ResultCache:
 
     @classmethod
     def open(cls, directory: str, fixes: bool = True) -> "ResultCache":
-        """The cache in ``directory`` (made, with its ``.gitignore``, if needed)."""
+        """The cache asked for in ``directory``: there, or in a folder inside it (see
+        :func:`cache_folder`), made with its ``.gitignore`` and ``CACHEDIR.TAG`` if needed."""
+        directory = cache_folder(directory)
         fingerprint = tool_fingerprint()
         bucket = os.path.join(directory, __version__, fingerprint)
         try:
@@ -260,6 +357,8 @@ class ResultCache:
 def _write_atomic(directory: str, target: str, data: bytes) -> None:
     """Write ``data`` to ``target`` through a temporary file renamed over it: a reader sees
     the old entry, the new one, or none, never part of one."""
+    import tempfile
+
     fd, temp = tempfile.mkstemp(dir=directory, prefix=".entry-", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:

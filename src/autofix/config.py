@@ -34,11 +34,6 @@ from autofix import registry
 from autofix.discovery import DEFAULT_INCLUDE, Discovery
 from autofix.options import Options
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
-
 FILENAME = "pyproject.toml"
 
 
@@ -160,8 +155,19 @@ def parse(table: dict, path: str | None = None) -> Settings:
     return Settings(path=path, **values)
 
 
+def _toml():
+    """The TOML reader, imported when a ``pyproject.toml`` is read (a run in a folder without
+    one does without it)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python 3.10 only
+        import tomli as tomllib
+    return tomllib
+
+
 def read(path: str) -> Settings | None:
     """The settings in the ``pyproject.toml`` at ``path``; None when it has no ``[tool.autofix]``."""
+    tomllib = _toml()
     try:
         with open(path, "rb") as fh:
             document = tomllib.load(fh)
@@ -226,6 +232,7 @@ def _upwards(start: str):
 
 
 def _has_table(path: str) -> bool:
+    tomllib = _toml()
     try:
         with open(path, "rb") as fh:
             document = tomllib.load(fh)

@@ -8,8 +8,8 @@ byte, and followed by a tab when they hold a space (GNU patch reads a name up to
 
 from __future__ import annotations
 
-import difflib
 import os
+from typing import Callable
 
 from autofix.sourcefile import encode
 
@@ -75,13 +75,22 @@ def header_name(name: str) -> bytes:
 
 
 def unified_diff(
-    old: str, new: str, path: str, encoding: str = "utf-8", bom: bool = False, context: int = 3
+    old: str,
+    new: str,
+    path: str,
+    encoding: str = "utf-8",
+    bom: bool = False,
+    context: int = 3,
+    split: Callable[[str], list[str]] = lines_of,
 ) -> bytes:
-    """The diff from ``old`` to ``new`` of the file at ``path``, as the bytes of that file."""
+    """The diff from ``old`` to ``new`` of the file at ``path``, as the bytes of that file, in
+    the lines ``split`` makes (git's, so that it applies; Python's, to be read)."""
+    import difflib
+
     name = display_path(path)
     # Latin-1 maps every byte to one character and back: difflib compares the file's bytes.
-    before = lines_of(encode(old, encoding, bom).decode("latin-1"))
-    after = lines_of(encode(new, encoding, bom).decode("latin-1"))
+    before = split(encode(old, encoding, bom).decode("latin-1"))
+    after = split(encode(new, encoding, bom).decode("latin-1"))
     lines = difflib.unified_diff(before, after, n=context, lineterm="\n")
     out = []
     for number, line in enumerate(lines):
@@ -89,7 +98,7 @@ def unified_diff(
             out.append(b"--- " + header_name(f"a/{name}") + b"\n")
         elif number == 1:
             out.append(b"+++ " + header_name(f"b/{name}") + b"\n")
-        elif line.endswith("\n"):
+        elif line.endswith("\n") or (split is not lines_of and line.endswith("\r")):
             out.append(line.encode("latin-1"))
         else:
             out.append(line.encode("latin-1") + b"\n" + NO_NEWLINE)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from autofix import indentation, noqa, notebooks, unused_suppressions
+from autofix import indentation, newlines, noqa, notebooks, unused_suppressions
 from autofix.analysis.program import Program
 from autofix.cache import ResultCache
 from autofix.options import Options, _rules  # noqa: F401  (re-exported: the engine's options)
@@ -212,6 +212,14 @@ def _place(finding: Finding) -> tuple[str, int, int]:
 
 
 def _analysed(text: str, options: Options) -> Analysis:
+    if newlines.has_lone_cr(text):
+        # Lines that end with a lone \r: the analysis reads a copy with \n newlines (the same
+        # lines and columns), and the fix comes back in the file's own newlines.
+        copy = newlines.translate(text)
+        analysis = _analysed(copy.text, options)
+        if analysis.new_text is None:
+            return analysis
+        return replace(analysis, new_text=copy.restore(analysis.new_text))
     return with_ignore_comments(text, options) if options.add_noqa else analyse_as_written(text, options)
 
 

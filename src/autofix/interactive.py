@@ -19,14 +19,13 @@ the user accepts is verified again as a whole file before it is written.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
-from autofix.diffs import lines_of
 from autofix.engine import Options, process_notebook, process_text
-from autofix.notebooks import file_positions
+from autofix.newlines import lines as source_lines
 from autofix.output.fixes import Hunk, hunks, owners
-from autofix.output.locations import file_region
+from autofix.output.locations import placed
 from autofix.results import FileResult, Finding
 
 # Beyond this many groups, a group that does not stand alone is only merged with the groups
@@ -51,7 +50,7 @@ class Review:
         self.options = options.for_path(result.path)
         self.old = result.old_text
         self.new = result.new_text
-        self.lines = lines_of(self.old)
+        self.lines = source_lines(self.old)
         self.hunks: list[Hunk] = hunks(self.old, self.new)
         self._verdicts: dict[tuple[int, ...], bool] = {}
 
@@ -122,15 +121,7 @@ class Review:
 
     def _located_findings(self) -> list[Finding]:
         """The result's findings placed in the lines of the file's text (a notebook's JSON)."""
-        findings = list(self.result.findings)
-        if not self.result.notebook:
-            return findings
-        positions = file_positions(self.old)
-        placed = []
-        for finding in findings:
-            line, column, end_line, end_column = file_region(finding, positions)
-            placed.append(replace(finding, line=line, column=column, end_line=end_line, end_column=end_column, cell=None))
-        return placed
+        return placed(self.result) or list(self.result.findings)
 
     def _findings_of(self, group: tuple[int, ...], located: list[Finding], who: list[int | None]) -> tuple[Finding, ...]:
         """The findings a piece fixes: those owning its hunks, and the fixable ones whose

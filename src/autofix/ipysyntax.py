@@ -238,7 +238,10 @@ class Masker:
         """A cell's lines with its masks (numbers ``expected``) replaced by the original IPython
         lines; :class:`RestoreError` if a mask was moved, changed, dropped or repeated."""
         first = re.compile(rf'b"{self.token}_(\d+)"')
-        time = re.compile(rf"  #{self.token}_(\d+)$")
+        # A ``%time`` statement's mask, and a comment written after it (``check --add-noqa``
+        # puts ``# autofix: ignore[...]`` there): IPython hands the rest of a ``%time`` line to
+        # the magic, which runs it as Python, so a comment at its end is the statement's.
+        time = re.compile(rf"  #{self.token}_(\d+)((?:[ \t]+#.*)?)$")
         out: list[str] = []
         seen: set[int] = set()
         index = 0
@@ -256,10 +259,12 @@ class Masker:
             magic = self.magics[number]
             indent = _indent(line)
             if magic.statement_prefix is not None:
+                if match.re is not time:
+                    raise RestoreError("a fix would change an IPython line")
                 statement = line[len(indent) : match.start()]
                 if not _one_line_statement(statement):
                     raise RestoreError("a fix would split a statement run by %time")
-                out.append(indent + magic.statement_prefix + statement)
+                out.append(indent + magic.statement_prefix + statement + match.group(2))
                 index += 1
                 continue
             if line[len(indent) :] != magic.masked[0].lstrip(" \t"):

@@ -14,6 +14,9 @@ import json
 import re
 from dataclasses import dataclass, field
 from json.decoder import scanstring
+from typing import Callable
+
+from autofix.newlines import translate
 
 _WS = " \t\n\r"
 _DECODER = json.JSONDecoder()
@@ -187,6 +190,17 @@ def source_value(text: str, source: Source, new: str, style: Style) -> str:
     return "[" + opening + separator.join(strings) + closing + "]"
 
 
+def file_positions(text: str) -> Callable[[int, int, int], tuple[int, int] | None] | None:
+    """A map from a place in a code cell (cell index; line in the cell and column, 1-based) to
+    the same place in the notebook's own JSON text (line and column, 1-based), where code hosts
+    show it; None when the notebook cannot be read."""
+    try:
+        json.loads(text)
+        return Positions(text, locate_sources(text))
+    except (ValueError, IndexError):
+        return None
+
+
 class Positions:
     """Places in a cell's source -> places (line, column; 1-based, in code points) in the
     notebook's JSON text."""
@@ -206,6 +220,8 @@ class Positions:
             value = json.loads(self.text[start:end])
             if not isinstance(value, str):
                 return None
+            # Lines as the analysis counts them (a lone \r ends one too); the same length.
+            value = translate(value).text
             lines_here = value.count("\n")
             last = number == len(spans) - 1
             if line <= first_line + lines_here and (line < first_line + lines_here or last or not value.endswith("\n")):

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from autofix import ipysyntax, nbjson
+from autofix import ipysyntax, nbjson, newlines
 from autofix.analysis.syntax import CELL_MARKER as MARKER
 
 _LINE = re.compile(r"\bline (\d+)\b")
@@ -116,7 +116,9 @@ def _build_program(notebook: Notebook) -> None:
     lines: list[tuple[int, int] | None] = []
     for index, source in code:
         start = len(notebook.masker.magics)
-        masked = notebook.masker.cell(source)
+        # A cell whose lines end with a lone \r (as Python and IPython read them) is read as
+        # its copy with \n newlines: the program's lines are the cell's.
+        masked = notebook.masker.cell(newlines.translate(source).text)
         if masked is None:
             continue  # a cell magic that is not Python (%%bash...)
         cell_lines, shifts = masked
@@ -156,9 +158,11 @@ def rebuild(notebook: Notebook, program: str) -> str:
         except ipysyntax.RestoreError as exc:
             raise NotebookError(f"cell {index + 1}: {exc}") from None
         old = _source(notebook.data["cells"][index])
+        copy = newlines.translate(old)
         new = "\n".join(restored)
-        if not old.endswith("\n") and new.endswith("\n"):
+        if not copy.text.endswith("\n") and new.endswith("\n"):
             new = new[:-1]
+        new = copy.restore(new)
         if new == old:
             continue
         if not ipysyntax.ipython_reads(new):
@@ -172,14 +176,8 @@ def rebuild(notebook: Notebook, program: str) -> str:
 
 
 def file_positions(text: str) -> Callable[[int, int, int], tuple[int, int] | None] | None:
-    """A map from a place in a code cell (cell index; line in the cell and column, 1-based) to
-    the same place in the notebook's own JSON text (line and column, 1-based), where code hosts
-    show it; None when the notebook cannot be read."""
-    try:
-        json.loads(text)
-        return nbjson.Positions(text, nbjson.locate_sources(text))
-    except (ValueError, IndexError):
-        return None
+    """See :func:`autofix.nbjson.file_positions`."""
+    return nbjson.file_positions(text)
 
 
 def cell_sources(text: str) -> list[tuple[int, str]]:

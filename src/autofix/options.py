@@ -8,14 +8,12 @@ them (the result cache keeps that list for the version of the tool that made it)
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-import pathspec
-
 from autofix import registry
+from autofix.discovery import link_chain, relative_to, spec
 
 if TYPE_CHECKING:
     from autofix.rule import Rule
@@ -53,11 +51,18 @@ class Options:
         return rule.SAFE or self.unsafe_fixes
 
     def for_path(self, path: str) -> "Options":
-        """These options with the per-file ignores that apply to ``path`` folded in."""
+        """These options with the per-file ignores that apply to ``path`` folded in: those
+        that match it, and, for a symlink, those that match any path it leads through (the
+        file whose code is analysed)."""
         if not self.per_file_ignores:
             return self
-        relative = os.path.relpath(os.path.abspath(path), self.root or os.getcwd()).replace(os.sep, "/")
-        extra = [code for pattern, codes in self.per_file_ignores if _matches(pattern, relative) for code in codes]
+        relatives = [relative_to(hop, self.root) for hop in (path, *link_chain(path))]
+        extra = [
+            code
+            for pattern, codes in self.per_file_ignores
+            if any(_matches(pattern, relative) for relative in relatives)
+            for code in codes
+        ]
         if not extra:
             return self
         return replace(self, ignore=tuple(dict.fromkeys((*self.ignore, *extra))), per_file_ignores=())
@@ -65,7 +70,7 @@ class Options:
 
 @lru_cache(maxsize=256)
 def _matches(pattern: str, relative: str) -> bool:
-    return pathspec.GitIgnoreSpec.from_lines([pattern]).match_file(relative)
+    return spec([pattern]).match_file(relative)
 
 
 @lru_cache(maxsize=None)

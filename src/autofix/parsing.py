@@ -20,6 +20,8 @@ import warnings
 
 import libcst as cst
 
+from autofix import newlines
+
 # Expression depth (AST levels, where each operand of ``and`` / ``or`` counts as one: libcst
 # nests them) beyond which code is not handed to libcst. Every rule gives up far earlier (at
 # a few hundred levels, with a RecursionError that is reported as "nested too deeply"); libcst
@@ -93,8 +95,10 @@ def _too_deep(tree: ast.Module, text: str) -> int | None:
     An expression cannot be deeper than the number of characters it is written with, so only
     statements whose lines hold more than that many are walked."""
     ends = [0]
-    for line in text.split("\n"):
-        ends.append(ends[-1] + len(line) + 1)
+    # Lines as Python counts them (a lone \r ends one too), as the tree's line numbers are.
+    for line in newlines.lines(text):
+        ends.append(ends[-1] + len(line))
+    ends.append(ends[-1])  # the empty last line after a final newline
     pending: list[ast.AST] = [tree]
     while pending:
         node = pending.pop()

@@ -8,7 +8,6 @@ Importing this module does not import the rules (nor libcst): :func:`all_rules` 
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import inspect
 import pkgutil
@@ -120,6 +119,8 @@ def rule_examples(rule: type) -> list[tuple[str, str]]:
         if example.after is None:
             out.append(("Left alone", example.before))
         else:
+            import difflib
+
             delta = difflib.unified_diff(
                 example.before.splitlines(keepends=True), example.after.splitlines(keepends=True), "before", "after"
             )

@@ -26,11 +26,19 @@ class Finding:
     # From a rule whose fix may change what training computes (TFD005): a suggestion. It does
     # not make `check` fail unless --unsafe-fixes was given.
     unsafe: bool = False
-    # Notebook cell (0-based index among all cells) the finding is in, if any.
+    # The notebook cell the finding is in, if any, as the engine keys it: the index into the
+    # notebook's ``cells`` list (from 0, markdown cells included). People read
+    # :attr:`cell_number`.
     cell: int | None = None
     suppressed: bool = False
     # The line of the ``# autofix: ignore`` comment that suppressed it.
     suppressed_by: int | None = None
+
+    @property
+    def cell_number(self) -> int | None:
+        """The cell as every message, header and report names it: counted from 1, every cell
+        of the notebook included (``train.ipynb:cell 5:2:9``)."""
+        return None if self.cell is None else self.cell + 1
 
 
 @dataclass(frozen=True)

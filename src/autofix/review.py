@@ -12,20 +12,16 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from dataclasses import replace
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
-from rich.console import Console
-from rich.text import Text
-
-from autofix import notebooks
+from autofix import newlines, notebooks
 from autofix.diffs import display_path, line_style, unified_diff
 from autofix.interactive import Piece, Review
 from autofix.output.formats import location
 from autofix.results import FileResult
+from autofix.run import Run
 from autofix.sourcefile import SourceError, encode, write_atomic
-
-if TYPE_CHECKING:
-    from autofix.cli import Run
+from autofix.terminal import err, out
 
 PROMPT = "Apply this fix? [y,n,a,d,q,?] "
 HELP = """\
@@ -37,15 +33,14 @@ q - quit: skip this fix and all the ones after it (what was accepted in this fil
 ? - print this help"""
 
 
-def fix_interactively(run: "Run", err: Console) -> Iterator[FileResult]:
+def fix_interactively(run: Run) -> Iterator[FileResult]:
     """The results of ``run``, each changed file reviewed piece by piece and written with what
     was accepted; the run's counts follow what was written."""
-    out = Console(highlight=False, soft_wrap=True)
     quitting = False
     for result in run.results(write=False):
         shown = display_path(result.path)
         if result.changed and not result.error and not quitting:
-            result, quitting = _review(result, run, out, err)
+            result, quitting = _review(result, run)
         if result.changed and not result.written:
             # Counted as a file to change when it arrived; it was not changed.
             run.counts["changed"] -= 1
@@ -53,7 +48,7 @@ def fix_interactively(run: "Run", err: Console) -> Iterator[FileResult]:
         yield result
 
 
-def _review(result: FileResult, run: "Run", out: Console, err: Console) -> tuple[FileResult, bool]:
+def _review(result: FileResult, run: Run) -> tuple[FileResult, bool]:
     """Ask about each piece of ``result``'s fix; write what was accepted. Returns the result as
     written (or not) and whether the user quit."""
     review = Review(result, run.options)
@@ -66,8 +61,8 @@ def _review(result: FileResult, run: "Run", out: Console, err: Console) -> tuple
             if rest == "a":
                 accepted.append(piece)
             continue
-        _show(review, piece, number, len(pieces), out)
-        answer = _ask(out)
+        _show(review, piece, number, len(pieces))
+        answer = _ask()
         if answer in ("y", "a"):
             accepted.append(piece)
         if answer in ("a", "d"):
@@ -80,7 +75,7 @@ def _review(result: FileResult, run: "Run", out: Console, err: Console) -> tuple
         return result, quit
     chosen = sorted(i for piece in accepted for i in piece.hunks)
     if not review.verified(chosen):
-        err.print(Text(f"warning: {shown}: the fixes accepted do not stand together; nothing written", style="yellow"))
+        err.print(f"warning: {shown}: the fixes accepted do not stand together; nothing written", style="yellow")
         return result, quit
     text = review.text_with(chosen)
     try:
@@ -90,38 +85,58 @@ def _review(result: FileResult, run: "Run", out: Console, err: Console) -> tuple
         return replace(result, error=str(exc)), quit
     fixed = Counter(f.code for piece in accepted for f in piece.findings if f.fixable and not f.suppressed)
     run.fixes[shown] = fixed
-    err.print(Text(f"fixed {shown} ({len(accepted)} of {len(pieces)} fix{'es' if len(pieces) != 1 else ''})"))
+    err.print(f"fixed {shown} ({len(accepted)} of {len(pieces)} fix{'es' if len(pieces) != 1 else ''})")
     return replace(result, new_text=text, written=True), quit
 
 
-def _show(review: Review, piece: Piece, number: int, total: int, out: Console) -> None:
+def _show(review: Review, piece: Piece, number: int, total: int) -> None:
     result = review.result
     shown = display_path(result.path)
     out.print()
-    out.print(Text(f"{shown}: fix {number} of {total}", style="bold"))
+    out.print(f"{shown}: fix {number} of {total}", style="bold")
     for finding in piece.findings:
-        out.print(Text(f"{location(result, finding)}: {finding.code} {finding.message}", style="yellow"))
+        out.print(f"{location(result, finding)}: {finding.code} {finding.message}", style="yellow")
     after = review.text_with(piece.hunks)
     if result.notebook:
         diff = notebooks.cell_diffs(review.old, after, shown)
     else:
-        diff = unified_diff(review.old, after, result.path, result.encoding, result.bom).decode(result.encoding, errors="replace")
+        # In the lines Python reads (a file whose lines end with a lone \r is one line to git).
+        patch = unified_diff(review.old, after, result.path, result.encoding, result.bom, split=newlines.lines)
+        diff = patch.decode(result.encoding, errors="replace")
     for line in diff.splitlines():
-        out.print(Text(line.rstrip("\r"), style=line_style(line)))
+        out.print(line.rstrip("\r"), style=line_style(line))
 
 
-def _ask(out: Console) -> str:
-    """One answer: a line of standard input; its end is ``q``."""
+def _ask() -> str:
+    """One answer: a line of standard input; its end is ``q``, and so is no standard input at
+    all (closed, ``<&-``)."""
     while True:
-        out.print(Text(PROMPT, style="bold blue"), end="")
-        line = sys.stdin.readline()
+        out.print(PROMPT, style="bold blue", end="")
+        line = _read_line()
         if not line:
             out.print()
             return "q"
         answer = line.strip().lower()
-        if not sys.stdin.isatty():
+        if not _is_terminal(sys.stdin):
             # Answers read from a pipe are not echoed by a terminal: show what was read.
             out.print(answer)
         if answer in ("y", "n", "a", "d", "q"):
             return answer
         out.print(HELP)
+
+
+def _read_line() -> str:
+    stream = sys.stdin
+    if stream is None:
+        return ""
+    try:
+        return stream.readline()
+    except (OSError, ValueError):  # closed, or not readable
+        return ""
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (OSError, ValueError):
+        return False

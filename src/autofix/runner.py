@@ -1,6 +1,8 @@
 """Many files on many processes: results in the order of the paths, whatever happens to a worker.
 
-Each worker process takes one file at a time (and has the next one queued). A worker that dies
+Files the result cache answers are answered here, in the main process, before any worker is
+started (a warm run starts none); the others go to the workers. Each worker process takes one
+file at a time (and has the next one queued). A worker that dies
 (a crash in native code, the OOM killer, ``kill -9``) costs only the file it was working on:
 that file gets an error result, the file queued behind it goes back to the others, a new worker
 takes its place, and the run goes on. Ctrl-C in the main process ends the workers.
@@ -12,19 +14,19 @@ While a file is analysed, Python's cyclic garbage collector is paused (see
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import os
-import pickle
 import signal
 import sys
 from collections import deque
 from contextlib import contextmanager
-from multiprocessing.connection import Connection, wait
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from autofix.cache import ResultCache
 from autofix.options import Options
 from autofix.results import FileResult
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 # Files handed to a worker before it has finished the first: it never waits for the main
 # process, which may be busy printing.
@@ -56,18 +58,16 @@ def process_path(path: str, options: Options, write: bool, cache: ResultCache | 
 
 
 def process_one(path: str, options: Options, write: bool, cache: ResultCache | None = None) -> FileResult:
+    """One file not answered by the cache: analysed (its result then stored in ``cache``)."""
     with collector_paused():
-        if cache is not None:
-            found = cache.lookup(path, options, write)
-            if found is not None:
-                return found
         return process_path(path, options, write, cache)
 
 
 class Runner:
     """Processes many files on ``jobs`` processes, yielding results in the order of the paths.
 
-    Use as a context manager: the workers start on entry, before any display thread.
+    Use as a context manager: the workers, when needed, start in :meth:`process` before it
+    yields anything (before any display thread); leaving ends them.
     """
 
     def __init__(self, options: Options, jobs: int | None = None, cache: ResultCache | None = None) -> None:
@@ -77,15 +77,6 @@ class Runner:
         self._pool: _Pool | None = None
 
     def __enter__(self) -> "Runner":
-        if self.cache is None:
-            # Every file will be analysed: load the engine once, before the workers fork.
-            import autofix.engine  # noqa: F401
-        if self.jobs > 1:
-            # What is loaded now (modules, rules) stays for the workers' lifetime: keep it
-            # out of the collector's way, and the forked pages shared.
-            gc.freeze()
-            context = multiprocessing.get_context("fork" if sys.platform == "linux" else None)
-            self._pool = _Pool(context, self.jobs, self.options, self.cache)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -96,14 +87,36 @@ class Runner:
 
     def process(self, paths: Iterable[str], write: bool = False) -> Iterator[FileResult]:
         paths = list(paths)
-        if self._pool is None or len(paths) < 2:
-            for path in paths:
-                yield process_one(path, self.options, write, self.cache)
-            return
-        yield from self._pool.run(paths, write)
+        answered: dict[int, FileResult] = {}
+        if self.cache is not None:
+            for index, path in enumerate(paths):
+                found = self.cache.lookup(path, self.options, write)
+                if found is not None:
+                    answered[index] = found
+        left = [paths[i] for i in range(len(paths)) if i not in answered]
+        analysed = self._analyse(left, write)
+        for index in range(len(paths)):
+            yield answered.pop(index) if index in answered else next(analysed)
+
+    def _analyse(self, paths: list[str], write: bool) -> Iterator[FileResult]:
+        if not paths:
+            return iter(())
+        # Every file left will be analysed: load the engine once, before the workers fork.
+        import autofix.engine  # noqa: F401
+
+        if self.jobs < 2 or len(paths) < 2:
+            return (process_one(path, self.options, write, self.cache) for path in paths)
+        import multiprocessing
+
+        # What is loaded now (modules, rules) stays for the workers' lifetime: keep it out of
+        # the collector's way, and the forked pages shared.
+        gc.freeze()
+        context = multiprocessing.get_context("fork" if sys.platform == "linux" else None)
+        self._pool = _Pool(context, self.jobs, self.options, self.cache)
+        return self._pool.run(paths, write)
 
 
-def _serve(conn: Connection, inherited: list[Connection], options: Options, cache: ResultCache | None) -> None:
+def _serve(conn: "Connection", inherited: list["Connection"], options: Options, cache: ResultCache | None) -> None:
     """A worker: ``(index, path, write)`` in, ``(index, result)`` out, until told to stop."""
     # Ctrl-C goes to the whole process group: the main process decides what happens.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -123,7 +136,7 @@ def _serve(conn: Connection, inherited: list[Connection], options: Options, cach
 
 
 class _Worker:
-    def __init__(self, context, options: Options, cache: ResultCache | None, inherited: list[Connection]) -> None:
+    def __init__(self, context, options: Options, cache: ResultCache | None, inherited: list["Connection"]) -> None:
         self.conn, child = context.Pipe()
         # Only a forked worker holds copies of the main process's ends of the pipes.
         ends = [*inherited, self.conn] if context.get_start_method() == "fork" else []
@@ -194,6 +207,9 @@ class _Pool:
                 worker.queue.append(index)
 
     def _collect(self, paths: list[str], pending: deque[int], done: dict[int, FileResult]) -> None:
+        import pickle
+        from multiprocessing.connection import wait
+
         busy = [w for w in self.workers if w.queue]
         if not busy:
             return

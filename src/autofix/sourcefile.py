@@ -11,12 +11,9 @@ import functools
 import hashlib
 import io
 import os
-import secrets
+import re
 import stat
-import tokenize
 from dataclasses import dataclass
-
-from autofix import tempguard
 
 
 class SourceError(Exception):
@@ -46,12 +43,7 @@ def decode(raw: bytes) -> Source:
     """Decode file bytes the way Python itself would (BOM, PEP 263 coding cookie, else UTF-8)."""
     if b"\0" in raw[:8192]:
         raise SourceError("binary file (it contains NUL bytes), not Python source")
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
-    except SyntaxError as exc:
-        if "encoding problem" in str(exc.msg) or "unknown encoding" in str(exc.msg):
-            raise SourceError(f"bad coding declaration: {exc.msg}") from None
-        encoding = "utf-8"  # undecodable first lines: decoding below says where
+    encoding = _declared_encoding(raw)
     bom = raw.startswith(codecs.BOM_UTF8)
     if encoding == "utf-8-sig":
         encoding = "utf-8"
@@ -67,6 +59,27 @@ def decode(raw: bytes) -> Source:
     except LookupError:
         raise SourceError(f"unknown encoding {encoding!r} in its coding declaration") from None
     return Source(text=text, encoding=encoding, bom=bom, digest=digest(raw))
+
+
+# Where Python looks for a coding declaration: the first two lines (any newline ends one).
+_FIRST_LINES = re.compile(rb"^[^\r\n]*(?:\r\n|\r|\n)?[^\r\n]*")
+
+
+def _declared_encoding(raw: bytes) -> str:
+    """The encoding Python reads ``raw`` in: its coding declaration (tokenize's reading of
+    it), else UTF-8. Without the word ``coding`` in its first two lines a file has none, and
+    tokenize is not needed."""
+    if b"coding" not in _FIRST_LINES.match(raw).group():
+        return "utf-8-sig" if raw.startswith(codecs.BOM_UTF8) else "utf-8"
+    import tokenize
+
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    except SyntaxError as exc:
+        if "encoding problem" in str(exc.msg) or "unknown encoding" in str(exc.msg):
+            raise SourceError(f"bad coding declaration: {exc.msg}") from None
+        encoding = "utf-8"  # undecodable first lines: decoding below says where
+    return encoding
 
 
 def encode(text: str, encoding: str, bom: bool) -> bytes:
@@ -114,6 +127,8 @@ def write_atomic(path: str, data: bytes, expected_digest: str) -> None:
     # Refused even for root, who may write anything: a read-only file is read-only on purpose.
     if not os.access(target, os.W_OK) or not st.st_mode & 0o222:
         raise SourceError("is read-only; not modified")
+    from autofix import tempguard
+
     directory = os.path.dirname(target) or "."
     temp_name = None
     try:
@@ -136,6 +151,8 @@ def write_atomic(path: str, data: bytes, expected_digest: str) -> None:
 
 
 def _temp_path(directory: str, base: str) -> str:
+    import secrets
+
     return os.path.join(directory, f".{base}.autofix-{secrets.token_hex(4)}.tmp")
 
 
@@ -186,6 +203,8 @@ def _write_temp(directory: str, base: str, data: bytes, st: os.stat_result) -> s
     Where the system allows it, the file is written without a name (O_TMPFILE) and only
     linked in once complete: a crash while writing leaves nothing behind.
     """
+    from autofix import tempguard
+
     flag = getattr(os, "O_TMPFILE", 0)
     if flag and st.st_dev not in _NO_ANONYMOUS_LINK:
         try:

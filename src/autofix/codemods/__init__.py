@@ -6,9 +6,11 @@ through ``.libcst.codemod.yaml``; this module makes that folder this package. A 
 contain this file: the build puts ``codemods/`` itself here (see pyproject.toml).
 """
 
-from pathlib import Path as _Path
+import os as _os
 
-_checkout = _Path(__file__).resolve().parents[3] / "codemods"
-__path__ = [str(_checkout)]
+# (os.path, not pathlib: the result cache's key imports this package on every run.)
+_checkout = _os.path.join(_os.path.dirname(_os.path.dirname(_os.path.dirname(_os.path.dirname(_os.path.realpath(__file__))))), "codemods")
+__path__ = [_checkout]
 # The package's own module body (ORDER, its docstring) is the checkout's __init__.py.
-exec(compile((_checkout / "__init__.py").read_text(encoding="utf-8"), str(_checkout / "__init__.py"), "exec"))
+with open(_os.path.join(_checkout, "__init__.py"), encoding="utf-8") as _source:
+    exec(compile(_source.read(), _os.path.join(_checkout, "__init__.py"), "exec"))

@@ -4,7 +4,9 @@ The engine fixes a file as a whole (rules are applied one after another, then ch
 knows the fixed text but not which characters each finding changed. Reports that attach a fix
 to a finding (``json``, ``sarif``) divide the file's change among its findings:
 
-- the change is split into hunks: difflib on ``lines_of(old)`` / ``lines_of(new)``;
+- the change is split into hunks: difflib on the lines of ``old`` and ``new`` as Python reads
+  them (:func:`autofix.newlines.lines`: a lone ``\r`` ends a line too), the lines the
+  findings' own positions count;
 - a hunk goes to the first fixable finding (in line order) whose line range it overlaps; an
   insertion overlaps a range it lies inside or right next to;
 - a hunk that overlaps no fixable finding goes to the closest fixable finding above it, or
@@ -12,9 +14,11 @@ to a finding (``json``, ``sarif``) divide the file's change among its findings:
 
 Every hunk goes to exactly one finding, so applying the replacements of all findings of a file
 gives exactly the fixed file. A fixable finding whose lines were already covered by an earlier
-finding's hunk gets no replacements of its own: that hunk fixes both. In a notebook, findings
-are placed by cell and line within the cell while the hunks are lines of the notebook's JSON, so
-there the first fixable finding carries the whole fix.
+finding's hunk gets no replacements of its own: that hunk fixes both. A notebook's findings,
+placed by cell and line in the cell, are first placed in the lines of its JSON text, where the
+hunks are (:func:`autofix.output.locations.placed`), so that each finding's part of the fix is
+its own cell's; only when they cannot be placed does the first fixable finding carry the
+whole fix.
 
 Positions follow SARIF text regions (1-based lines and columns in code points, the end column
 one past the last character, a whole line with its newline ending at column 1 of the next
@@ -25,9 +29,10 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
-from autofix.diffs import lines_of
+from autofix.newlines import lines as source_lines
+from autofix.output.locations import placed
 from autofix.results import FileResult, Finding
 
 
@@ -68,8 +73,9 @@ class Replacement:
         }
 
 
-def hunks(old: str, new: str) -> list[Hunk]:
-    a, b = lines_of(old), lines_of(new)
+def hunks(old: str, new: str, split: Callable[[str], list[str]] = source_lines) -> list[Hunk]:
+    """The change from ``old`` to ``new`` as hunks of the lines ``split`` makes."""
+    a, b = split(old), split(new)
     # autojunk would treat frequent lines (blank ones) as noise in files over 200 lines and
     # produce needlessly large hunks.
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
@@ -80,7 +86,7 @@ class Positions:
     """Line/column and character offsets of line starts in one original text."""
 
     def __init__(self, text: str) -> None:
-        self.lines = lines_of(text)
+        self.lines = source_lines(text)
         self.offsets = [0]
         for line in self.lines:
             self.offsets.append(self.offsets[-1] + len(line))
@@ -155,7 +161,8 @@ def file_fixes(result: FileResult) -> FileFixes | None:
         return None
     old, new = result.old_text or "", result.new_text or ""
     file_hunks = hunks(old, new)
-    who = owners(result.findings, file_hunks, by_line=not result.notebook)
+    located = placed(result)
+    who = owners(located or result.findings, file_hunks, by_line=located is not None)
     positions = Positions(old)
     by_finding: dict[int, list[Replacement]] = {
         i: [] for i, f in enumerate(result.findings) if f.fixable and not f.suppressed

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 
 from autofix.diffs import display_path
-from autofix.output.fixes import file_fixes
 from autofix.output.locations import file_region, notebook_positions, place
 from autofix.results import FileResult, Finding
 
@@ -51,7 +50,7 @@ def finding_note(finding: Finding) -> str:
 def location(result: FileResult, finding: Finding) -> str:
     """``path:line:col``, or ``path:cell N:line:col`` in a notebook (cells counted from 1,
     markdown cells included, as Jupyter shows them)."""
-    cell = f":cell {finding.cell + 1}" if finding.cell is not None else ""
+    cell = f":cell {finding.cell_number}" if finding.cell is not None else ""
     return f"{display_path(result.path)}{cell}:{finding.line}:{finding.column}"
 
 
@@ -70,7 +69,9 @@ class TextFormatter(Formatter):
 class JsonFormatter(Formatter):
     """One object per finding. A fixable finding's ``fix`` holds its share of the file's fix as
     ``replacements`` (see :mod:`autofix.output.fixes`): applying those of all findings of a
-    file gives the fixed file. ``fix`` is null when the finding is not fixed."""
+    file gives the fixed file. ``fix`` is null when the finding is not fixed. In a notebook,
+    ``cell`` is the cell's number as the text format says it (from 1) and ``cell_index`` the
+    index into the notebook's ``cells`` list (from 0); ``line`` and ``column`` are the cell's."""
 
     name = "json"
 
@@ -79,7 +80,9 @@ class JsonFormatter(Formatter):
         self.items: list[dict] = []
 
     def result(self, result: FileResult) -> str:
-        fixes = file_fixes(result)
+        from autofix.output.fixes import file_fixes
+
+        fixes = file_fixes(result) if result.changed else None
         for index, f in enumerate(result.findings):
             if f.suppressed:
                 continue
@@ -96,7 +99,8 @@ class JsonFormatter(Formatter):
                     "column": f.column,
                     "end_line": f.end_line,
                     "end_column": f.end_column,
-                    "cell": f.cell,
+                    "cell": f.cell_number,
+                    "cell_index": f.cell,
                     "fixable": f.fixable,
                     "unsafe": f.unsafe,
                     "reason": f.reason,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Callable
 
 from autofix.results import FileResult, Finding
@@ -41,7 +42,7 @@ def root_relative(path: str, root: str) -> str | None:
 
 def notebook_positions(result: FileResult) -> Positions | None:
     """For a notebook with findings: the map from places in its cells to places in its JSON
-    text (see :func:`autofix.notebooks.file_positions`); None otherwise."""
+    text (see :func:`autofix.nbjson.file_positions`); None otherwise."""
     if not result.notebook or not any(f.cell is not None for f in result.findings):
         return None
     text = result.old_text
@@ -50,17 +51,34 @@ def notebook_positions(result: FileResult) -> Positions | None:
             text = read_source(result.path).text
         except (SourceError, OSError):
             return None
-    from autofix import notebooks
+    from autofix import nbjson
 
-    return notebooks.file_positions(text)
+    return nbjson.file_positions(text)
 
 
 def place(finding: Finding) -> str:
     """``line N``, or ``cell M, line N`` in a notebook (cells counted from 1), for messages
     read next to the file rather than the cell."""
     if finding.cell is not None:
-        return f"cell {finding.cell + 1}, line {finding.line}"
+        return f"cell {finding.cell_number}, line {finding.line}"
     return f"line {finding.line}"
+
+
+def placed(result: FileResult) -> list[Finding] | None:
+    """The result's findings placed in the lines of the file's own text: a notebook's (placed
+    by cell) in the lines of its JSON, where its diff's hunks are, with no cell any more. None
+    for a notebook whose findings cannot be placed (its JSON cannot be read)."""
+    findings = list(result.findings)
+    if not result.notebook:
+        return findings
+    positions = notebook_positions(result)
+    if positions is None:
+        return None
+    out = []
+    for finding in findings:
+        line, column, end_line, end_column = file_region(finding, positions)
+        out.append(replace(finding, line=line, column=column, end_line=end_line, end_column=end_column, cell=None))
+    return out
 
 
 def file_region(finding: Finding, positions: Positions | None) -> tuple[int, int, int, int]:

@@ -95,8 +95,14 @@ class SarifFormatter(Formatter):
         if finding.cell is not None:
             # SARIF has no notion of cells: the region is in the notebook's JSON text (where
             # code scanning shows it, and where the fixes apply); the properties give the cell
-            # (the same 0-based index as in the json format) and the place in it.
-            location["properties"] = {"cell": finding.cell, "cellLine": finding.line, "cellColumn": finding.column}
+            # (its number from 1 and its index from 0, as the json format does) and the place
+            # in it.
+            location["properties"] = {
+                "cell": finding.cell_number,
+                "cellIndex": finding.cell,
+                "cellLine": finding.line,
+                "cellColumn": finding.column,
+            }
         out: dict = {"ruleId": finding.code}
         if finding.code in self.rule_index:
             out["ruleIndex"] = self.rule_index[finding.code]

@@ -5,7 +5,7 @@ One entry per changed hunk of each fixed file::
     {"path": "train.py", "start_line": 4, "end_line": 5,
      "original": "<lines start_line..end_line of the file as it is>",
      "replacement": "<what those lines become>",
-     "findings": [{"code": "TFD001", "line": 4, "column": 9, "cell": null, "message": "..."}],
+     "findings": [{"code": "TFD001", "line": 4, "column": 9, "cell": null, "cell_index": null, "message": "..."}],
      "body": "<Markdown with a ```suggestion block holding the replacement>"}
 
 ``start_line``/``end_line`` are 1-based and inclusive, in the file as it is (the pull request's
@@ -15,7 +15,9 @@ must cover at least one line, so a pure insertion is anchored to the line above 
 top of a file, the line below), which its suggestion repeats. Hunks whose anchored ranges would
 overlap are merged into one suggestion. Replacing each entry's lines by its ``replacement``
 gives the fixed file. ``findings`` lists the findings whose fix the hunk is (see
-:mod:`autofix.output.fixes`), plus any other fixable finding on its lines.
+:mod:`autofix.output.fixes`), plus any other fixable finding on its lines; a notebook's give
+their cell as the json format does (``cell`` from 1, ``cell_index`` from 0) and the line and
+column in it.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from autofix.diffs import display_path, lines_of
+from autofix.newlines import has_lone_cr
 from autofix.output.fixes import Hunk, hunks, overlaps, owners
 from autofix.output.formats import Formatter
-from autofix.output.locations import place, root_relative, source_root
+from autofix.output.locations import place, placed, root_relative, source_root
 from autofix.results import FileResult, Finding
 
 
@@ -84,9 +87,15 @@ class SuggestionsFormatter(Formatter):
     def result(self, result: FileResult) -> str:
         if not result.changed:
             return ""
+        # Lines as git counts them (at \n only): the lines of the pull request's diff.
         lines = lines_of(result.old_text or "")
-        file_hunks = hunks(result.old_text or "", result.new_text or "")
-        who = owners(result.findings, file_hunks, by_line=not result.notebook)
+        file_hunks = hunks(result.old_text or "", result.new_text or "", lines_of)
+        # Findings placed in the file's lines (a notebook's in its JSON). They count lines as
+        # Python does, which only a file with lone \r newlines tells apart from git's.
+        located = placed(result)
+        by_line = located is not None and not has_lone_cr(result.old_text or "")
+        located = located or list(result.findings)
+        who = owners(located, file_hunks, by_line=by_line)
         path = root_relative(result.path, self.root) or display_path(result.path)
         file_spans = spans(file_hunks, lines)
         owner_of = {hunk: owner for hunk, owner in zip(file_hunks, who)}
@@ -101,14 +110,14 @@ class SuggestionsFormatter(Formatter):
             for hunk in span.hunks:
                 others = [
                     i
-                    for i, f in enumerate(result.findings)
-                    if f.fixable and not f.suppressed and not result.notebook and overlaps(hunk, f)
+                    for i, f in enumerate(located)
+                    if f.fixable and not f.suppressed and by_line and overlaps(hunk, f)
                 ]
                 owner = owner_of[hunk]
                 for index in ([owner] if owner is not None else []) + others:
                     if index not in chosen:
                         chosen.append(index)
-            findings = sorted((result.findings[i] for i in chosen), key=lambda f: (f.line, f.column))
+            findings = sorted((result.findings[i] for i in chosen), key=lambda f: (-1 if f.cell is None else f.cell, f.line, f.column))
             together = sorted(
                 {(s.first, s.last) for i in chosen for s in parts.get(i, ()) if s is not span}
             )
@@ -121,7 +130,7 @@ class SuggestionsFormatter(Formatter):
                     "original": "".join(lines[span.first - 1 : span.last]),
                     "replacement": replacement,
                     "findings": [
-                        {"code": f.code, "line": f.line, "column": f.column, "cell": f.cell, "message": f.message}
+                        {"code": f.code, "line": f.line, "column": f.column, "cell": f.cell_number, "cell_index": f.cell, "message": f.message}
                         for f in findings
                     ],
                     "body": body(findings, replacement, together),
