@@ -22,7 +22,7 @@ from autofix.analysis import Derived
 from autofix.analysis.contexts import Contexts
 from autofix.analysis.facts import Facts, Strategy
 from autofix.analysis.program import Program
-from autofix.analysis.syntax import names_in
+from autofix.analysis.syntax import attribute_path, names_in
 from autofix.analysis.training import TrainingModel
 
 MULTI_WORKER = frozenset({"MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy"})
@@ -37,10 +37,12 @@ KERAS3, TF_KERAS, KERAS2, OTHER = "keras", "tf.keras", "tf_keras", "other"
 # Words that make a condition a test of which worker runs it, or a path one that differs by
 # worker: the multi-worker tutorial's ``_is_chief`` / ``write_filepath`` / ``task_id == 0``.
 _WORKER_WORDS = re.compile(
-    r"chief|task_?(id|index|type)|worker_?(id|index|rank)|write_?(file)?path|workertemp|"
-    r"cluster_resolver|is_primary|is_master|\brank\b|local_rank|process_index",
+    r"chief|task_?(id|index|idx|type|num|number|no)|worker_?(id|index|idx|rank|num|number|no)|write_?(file)?path|"
+    r"workertemp|cluster_resolver|is_primary|is_master|\brank\b|local_rank|node_?rank|process_?(index|id)|"
+    r"SLURM_PROCID|SLURM_NODEID|OMPI_COMM_WORLD_RANK|PMI_RANK",
     re.IGNORECASE,
 )
+_TASK_ITEM = re.compile(r"""\[\s*['"]task['"]\s*\]""")
 
 
 @dataclass
@@ -218,8 +220,17 @@ class MultiWorker(Derived):
         names and local functions it reads, a few levels deep)."""
         if expr is None or _depth > 4:
             return False
-        if _WORKER_WORDS.search(self.program.module.code_for_node(expr)):
+        code = self.program.module.code_for_node(expr)
+        if _WORKER_WORDS.search(code) or ("TF_CONFIG" in code and _TASK_ITEM.search(code)):
             return True
+        for origin in self.facts.values.origins(expr):
+            # ``json.loads(os.environ["TF_CONFIG"])["task"]["index"]``: the task part of
+            # TF_CONFIG differs by worker (its cluster part does not).
+            node = origin.node
+            if ("item", "task") in origin.path and "TF_CONFIG" in self.program.module.code_for_node(node):
+                return True
+            if node is not expr and isinstance(node, cst.BaseExpression) and not isinstance(node, cst.Param) and _WORKER_WORDS.search(self.program.module.code_for_node(node)):
+                return True
         for name in names_in(expr):
             for binding in self.facts.bindings(name) or ():
                 if isinstance(binding, cst.FunctionDef):
@@ -279,11 +290,16 @@ def _is_string(expr: cst.BaseExpression, text: str) -> bool:
 
 
 def _leaves(block: cst.BaseSuite) -> bool:
-    """Whether a block ends by leaving its function or loop (``return``, ``continue``...)."""
+    """Whether a block ends by leaving its function or loop (``return``, ``continue``...) or
+    the program (``sys.exit()``: the rest of the file runs on the other workers only)."""
     body = block.body if isinstance(block, cst.IndentedBlock) else [block]
     last = body[-1] if body else None
-    if isinstance(last, cst.SimpleStatementLine):
-        return any(isinstance(s, (cst.Return, cst.Continue, cst.Raise)) for s in last.body)
-    if isinstance(last, cst.SimpleStatementSuite) or isinstance(block, cst.SimpleStatementSuite):
-        return any(isinstance(s, (cst.Return, cst.Continue, cst.Raise)) for s in block.body)
+    smalls = last.body if isinstance(last, cst.SimpleStatementLine) else block.body if isinstance(block, cst.SimpleStatementSuite) else ()
+    for small in smalls:
+        if isinstance(small, (cst.Return, cst.Continue, cst.Raise)):
+            return True
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            path = attribute_path(small.value.func)
+            if path in (("sys", "exit"), ("os", "_exit"), ("exit",), ("quit",)):
+                return True
     return False

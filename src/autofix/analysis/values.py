@@ -389,7 +389,46 @@ class Values(Derived):
         if unpacked is not None:
             value, indexes = unpacked
             return list(self._follow(value, (*(("item", i) for i in indexes), *path), frame, depth))
+        looped = self._looped(binding)
+        if looped is not None:
+            return [o for value, indexes in looped for o in self._follow(value, (*(("item", i) for i in indexes), *path), frame, depth)]
         return [Origin(binding, path)]
+
+    def _looped(self, binding: cst.CSTNode) -> list[tuple[cst.BaseExpression, list[object]]] | None:
+        """``for model, name in models:`` binds ``model`` to ``models[any][0]``; through
+        ``enumerate(xs)`` and ``zip(xs, ys)`` too. Each (iterable, projections) it may come from."""
+        indexes: list[object] = []
+        node = binding
+        while True:
+            element = self.program.parent(node)
+            container = self.program.parent(element) if isinstance(element, cst.Element) else None
+            if not isinstance(container, (cst.Tuple, cst.List)):
+                break
+            if any(isinstance(e, cst.StarredElement) for e in container.elements):
+                return None
+            indexes.insert(0, list(container.elements).index(element))
+            node = container
+        loop = self.program.parent(node)
+        if not isinstance(loop, (cst.For, cst.CompFor)) or loop.target is not node:
+            return None
+        return self._iterated(loop.iter, indexes)
+
+    def _iterated(self, iterable: cst.BaseExpression, indexes: list[object]) -> list[tuple[cst.BaseExpression, list[object]]] | None:
+        if isinstance(iterable, cst.Call) and iterable.args and not any(a.star or a.keyword for a in iterable.args):
+            names = self.names_of(iterable.func)
+            if "builtins.enumerate" in names and len(iterable.args) == 1:
+                if not indexes:
+                    return None
+                if indexes[0] == 0:
+                    return []  # the counter
+                return self._iterated(iterable.args[0].value, indexes[1:])
+            if "builtins.zip" in names:
+                if not indexes or not isinstance(indexes[0], int) or indexes[0] >= len(iterable.args):
+                    return None
+                return self._iterated(iterable.args[indexes[0]].value, indexes[1:])
+            if "builtins.reversed" in names or "builtins.sorted" in names or "builtins.list" in names or "builtins.tuple" in names:
+                return self._iterated(iterable.args[0].value, indexes)
+        return [(iterable, [ANY, *indexes])]
 
     def _unpacked(self, binding: cst.CSTNode) -> tuple[cst.BaseExpression, list[int]] | None:
         """``a, (b, c) = value``: the value and the indexes that lead to ``binding``."""
