@@ -17,7 +17,7 @@ from autofix import indentation, newlines, noqa, notebooks, unused_suppressions
 from autofix.analysis.program import Program
 from autofix.cache import ResultCache
 from autofix.options import Options, _rules  # noqa: F401  (re-exported: the engine's options)
-from autofix.prefilter import NOT_USED, PREFILTER, PREFILTER_SCOPE, might_need_analysis  # noqa: F401
+from autofix.prefilter import NOT_USED, PREFILTER, PREFILTER_USES, might_need_analysis  # noqa: F401
 from autofix.parsing import AnalysisError, MixedIndentation, parse_both
 from autofix.results import FileResult, Finding
 from autofix.rule import NO_FIX, UNSAFE_FIX, Outcome, Rule

@@ -12,12 +12,14 @@ from __future__ import annotations
 # file with neither has nothing to find. This is checked on every fixture and on generated
 # variants (tests/test_prefilter.py).
 PREFILTER = "distribute"
-# A strategy made in another module is known by its use: ``with strategy.scope():``.
-PREFILTER_SCOPE = ".scope()"
+# A strategy made in another module is known by its use: ``with strategy.scope():``,
+# ``strategy.num_replicas_in_sync``, ``strategy.experimental_run_v2(...)`` (the other members
+# that show a strategy, ``experimental_distribute_dataset``..., spell the word above).
+PREFILTER_USES = (".scope()", "num_replicas_in_sync", "experimental_run_v2")
 
 
 def might_need_analysis(text: str) -> bool:
-    return PREFILTER in text or PREFILTER_SCOPE in text
+    return PREFILTER in text or any(use in text for use in PREFILTER_USES)
 
 
 # Why a file the prefilter passes over is not analysed.

@@ -313,14 +313,17 @@ class Facts(Derived):
                 seen.add(id(strategy))
                 found.append(strategy)
 
+        bindings, _attributes = self._strategy_evidence
         for assign in self.assigns:
-            if assign.value is None or not self._may_make_strategy(assign.value):
+            if assign.value is None:
                 continue
+            maybe = self._may_make_strategy(assign.value)
             targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
             for target in targets:
                 for name in _target_names(target):
-                    add(self.strategy_for_name(name))
-        bindings, _attributes = self._strategy_evidence
+                    # (``strategy, auto = detect_hardware()`` from another module: known by use.)
+                    if maybe or id(name) in bindings:
+                        add(self.strategy_for_name(name))
         for info in self.functions.values():
             params = info.node.params
             for param in (*params.params, *params.kwonly_params):
@@ -548,7 +551,12 @@ class Facts(Derived):
 
     def under_scope(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` always runs inside a strategy scope (lexically, or because every
-        caller of its function is inside one, or because it runs in replica context)."""
+        caller of its function is inside one, or because it runs in replica context). A call
+        of a function from another module given the strategy (``get_model(strategy, ...)``)
+        is taken to make what it makes in that strategy's scope: what it does is not known
+        here, and it was given the strategy to use it."""
+        if isinstance(node, cst.Call) and self.is_module_reference(node.func) and self._given_strategy(node):
+            return True
         previous = node
         for ancestor in self.program.ancestors(node):
             if isinstance(ancestor, cst.With) and previous is ancestor.body:
@@ -598,6 +606,13 @@ class Facts(Derived):
             return classes
         finally:
             self._in_progress.discard(key)
+
+    def _given_strategy(self, call: cst.Call) -> bool:
+        return any(
+            isinstance(arg.value, (cst.Name, cst.Attribute)) and self.is_strategy_expr(arg.value)
+            for arg in call.args
+            if not arg.star
+        )
 
     def always_called_under_scope(self, function: cst.FunctionDef) -> bool:
         key = ("under", function)
@@ -688,6 +703,10 @@ class Facts(Derived):
             # ``model = build_cnn()`` (imported) then ``model.compile(...)``: whatever built
             # it made a Keras model, with its variables.
             return Kind.MODEL
+        if self.is_module_reference(func) and self._compiled_with(call):
+            # ``model.compile(optimizer=get_optimizer("adam"))`` (imported): it made the
+            # optimizer.
+            return Kind.OPTIMIZER
         if isinstance(func, cst.Call):
             # ``layers.Dense(8)(x)``: calling a freshly made layer builds it.
             inner = self.call_kind(func)
@@ -732,6 +751,22 @@ class Facts(Derived):
                     continue
                 return True
             if attribute.attr.value in symbols.LOAD_METHODS:
+                return True
+        return False
+
+    def _compiled_with(self, call: cst.Call) -> bool:
+        """Whether what ``call`` returns is the ``optimizer`` a model is compiled with (given
+        to ``compile`` directly, or through a name)."""
+        value: cst.CSTNode = call
+        target = self.assigned_name(call)
+        places = [call] if target is None else [u for u in self.uses(target) if isinstance(u, cst.Name)]
+        for place in places:
+            arg = self.program.parent(place)
+            holder = self.program.parent(arg) if isinstance(arg, cst.Arg) else None
+            if not (isinstance(holder, cst.Call) and isinstance(holder.func, cst.Attribute) and holder.func.attr.value in symbols.COMPILE_METHODS):
+                continue
+            positional = [a for a in holder.args if a.keyword is None and not a.star]
+            if (arg.keyword is not None and arg.keyword.value == "optimizer") or (arg.keyword is None and positional[:1] == [arg]):  # type: ignore[union-attr]
                 return True
         return False
 
