@@ -151,7 +151,7 @@ class Keras3MultiWorker(Rule):
             return False
         # The model is distributed by the strategy whose scope it is made in (a model made
         # in no scope trains under the default strategy, which works).
-        classes = workers.scope_classes(call).union(*(workers.scope_classes(m) for m in models))
+        classes = workers.scope_classes(call).union(*(workers.scope_classes(m) for m in models)) | training.made_under(models)
         return bool(classes) and classes <= MULTI_WORKER
 
     def _made_here(self, training: TrainingModel, maker: cst.Call, depth: int) -> bool:

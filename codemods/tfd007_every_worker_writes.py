@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from autofix.analysis.multiworker import MultiWorker
+from autofix.analysis.multiworker import MULTI_WORKER, MultiWorker
 from autofix.analysis.syntax import argument, argument_value
 from autofix.analysis.training import TrainingModel
 from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias
@@ -147,7 +147,7 @@ class EveryWorkerWrites(Rule):
         self._inserted: dict[int, list[tuple[int, int]]] = {}
         for call, _owner in self.facts.calls:
             write = self._write(call)
-            if write is None or not workers.runs_multi_worker(call):
+            if write is None or not (workers.runs_multi_worker(call) or self._saves_a_multi_worker_model(workers, call)):
                 continue
             what, path, manager = write
             if workers.chief_only(call):
@@ -183,6 +183,18 @@ class EveryWorkerWrites(Rule):
                 what = "the model's weights" if method == "save_weights" else "the model"
                 return what, argument_value(call, "filepath", 0), None
         return None
+
+    def _saves_a_multi_worker_model(self, workers: MultiWorker, call: cst.Call) -> bool:
+        """Whether ``call`` saves a model that is trained under a multi-worker strategy (where
+        the save runs, the workers run: a method of a trainer class, a helper)."""
+        func = call.func
+        saved = argument_value(call, "obj", 0) if self.facts.names_of(func) & _SAVE_FUNCTIONS else func.value if isinstance(func, cst.Attribute) else None
+        if saved is None or not workers.strategies:
+            return False
+        training = TrainingModel.of(self.program)
+        models = set(training.makers(saved))
+        sites = [site for site in training.sites if site.kind == "fit" and models & set(site.members)]
+        return bool(sites) and all(site.strategies and site.strategies <= MULTI_WORKER for site in sites)
 
     def _made_by(self, expr: cst.BaseExpression) -> cst.Call | None:
         if isinstance(expr, cst.Call):

@@ -187,7 +187,7 @@ class MultiWorker(Derived):
         ``return``) that tests which worker this is, or in a function only called so."""
         previous = node
         for ancestor in self.program.ancestors(node):
-            if isinstance(ancestor, (cst.If, cst.While)) and previous is not ancestor.test and self.mentions_worker(ancestor.test):
+            if isinstance(ancestor, (cst.If, cst.While)) and previous is not ancestor.test and self._splits_workers(ancestor.test):
                 return True
             if isinstance(ancestor, cst.IfExp) and previous is not ancestor.test and self.mentions_worker(ancestor.test):
                 return True
@@ -205,12 +205,27 @@ class MultiWorker(Derived):
             previous = ancestor
         return False
 
+    def _splits_workers(self, test: cst.BaseExpression) -> bool:
+        """Whether a condition that depends on which task runs it holds on some workers and not
+        on others. ``task_type != "ps"`` (or ``not in ("ps", "evaluator")``) holds on every
+        worker: it only leaves out the parameter servers and the evaluator."""
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            target = test.comparisons[0]
+            operator = target.operator
+            sides = [test.left, target.comparator]
+            literals = [_strings(side) for side in sides]
+            others = {"ps", "evaluator"}
+            for strings in literals:
+                if strings and strings <= others and isinstance(operator, (cst.NotEqual, cst.IsNot, cst.NotIn)):
+                    return False
+        return self.mentions_worker(test)
+
     def _returned_early(self, block: cst.IndentedBlock | cst.Module, statement: cst.CSTNode) -> bool:
         """``if not is_chief: return`` earlier in the block of ``statement``."""
         for other in block.body:
             if other is statement:
                 return False
-            if isinstance(other, cst.If) and self.mentions_worker(other.test) and _leaves(other.body):
+            if isinstance(other, cst.If) and self._splits_workers(other.test) and _leaves(other.body):
                 return True
         return False
 
@@ -303,3 +318,19 @@ def _leaves(block: cst.BaseSuite) -> bool:
             if path in (("sys", "exit"), ("os", "_exit"), ("exit",), ("quit",)):
                 return True
     return False
+
+
+def _strings(expr: cst.BaseExpression) -> set[str]:
+    """The strings a literal (or a tuple, list or set of them) holds; empty otherwise."""
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        return {value} if isinstance(value, str) else set()
+    if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
+        found: set[str] = set()
+        for element in expr.elements:
+            inner = _strings(element.value)
+            if not inner:
+                return set()
+            found |= inner
+        return found
+    return set()

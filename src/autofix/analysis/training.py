@@ -154,7 +154,7 @@ class TrainingModel(Derived):
                     continue
                 models = [m for m in self.makers(func.value) if self.is_model_maker(m)]
                 if models:
-                    site = Site(call, "fit", self._strategies_at(call))
+                    site = Site(call, "fit", self._strategies_at(call) | self.made_under(models))
                     self._add_model_members(site, func.value, models)
                     found.append(site)
             elif func.attr.value in ("run", "experimental_run_v2") and call.args:
@@ -498,6 +498,21 @@ class TrainingModel(Derived):
                 if factory is not None:
                     found.append((call, factory))
         return found
+
+    def made_under(self, models: list[cst.Call]) -> frozenset[str]:
+        """The strategies in whose scope the models are made (there, or inside the factories
+        that make them): a model trains under the strategy it was made under."""
+        inner = self._made_inside(models)
+        nodes = [*models, *(n for n in self._nodes_by_id(inner))]
+        classes: set[str] = set()
+        for node in nodes:
+            if self.facts.under_scope(node):
+                classes |= self.facts.scope_classes_at(node) - {"get_strategy"}
+        return frozenset(classes)
+
+    def _nodes_by_id(self, found: dict[int, cst.Call]) -> list[cst.Call]:
+        wanted = set(found)
+        return [call for call, _owner in self.facts.calls if id(call) in wanted]
 
     def _made_inside(self, models: list[cst.Call]) -> dict[int, cst.Call]:
         """What the local factories among ``models`` return (the calls inside them that make
