@@ -40,6 +40,7 @@ from autofix.analysis.facts import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.steps import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, names_in, root_name
+from autofix.analysis.tracing import python_effect
 from autofix.analysis.training import batch_size_of, compile_of, fit_datasets
 from autofix.codegen import (
     BlockEdits,
@@ -76,10 +77,6 @@ METHOD_REASON = (
 )
 EAGER_MESSAGE = "strategy.run is called eagerly in a training loop: every step runs op by op instead of as a graph"
 COMMENT = "# strategy.run takes a per-replica step function, not a model: train one step on real data."
-# Calls a step may make and still be traced safely: TensorFlow, Keras and these builtins.
-# What a function calling strategy.run may do with the strategy inside a tf.function.
-_STRATEGY_METHODS = frozenset({"run", "experimental_run_v2", "reduce", "gather", "experimental_local_results"})
-_TRACEABLE_BUILTINS = frozenset({"builtins.zip", "builtins.len", "builtins.range", "builtins.isinstance", "builtins.float", "builtins.int"})
 
 
 class StrategyRunModel(Rule):
@@ -211,7 +208,7 @@ class StrategyRunModel(Rule):
             raise NotFound("the script does not import tensorflow as a module (import tensorflow as tf)")
         step = self.steps.definition(self.steps.run_target(call))  # type: ignore[arg-type]
         for traced in (function, step):
-            why = _untraceable(program, self.steps, traced) if traced is not None else "is not defined in this file"
+            why = python_effect(program, self.steps, traced) if traced is not None else "is not defined in this file"
             if why:
                 raise NotFound(f"{traced.name.value if traced else 'the step'}() {why}, which would behave differently inside a tf.function")
         decorator = cst.Decorator(cst.parse_expression(f"{tf}.function"))
@@ -321,7 +318,7 @@ class StrategyRunModel(Rule):
         step = self.steps.definition(target) if target is not None else None
         if step is None or target is None:
             raise NotFound("the step function is not defined in this file, so it cannot be shown safe to trace")
-        why = _untraceable(program, self.steps, step)
+        why = python_effect(program, self.steps, step)
         if why:
             raise NotFound(f"{step.name.value}() {why}, which would behave differently inside a tf.function")
         params = _simple_args(call)
@@ -422,65 +419,6 @@ def _step_locals(read: list[str]) -> dict[str, str]:
     """Local names of the generated step, kept clear of the names it reads."""
     taken = set(read)
     return {name: fresh_name(taken, name) for name in ("features", "labels", "tape", "predictions", "per_example_loss", "loss", "gradients")}
-
-
-def _untraceable(program: Program, steps: Steps, function: cst.FunctionDef) -> str | None:
-    facts = Facts.of(program)
-    if steps.compiled(function):
-        return None
-
-    class Visitor(cst.CSTVisitor):
-        def __init__(self) -> None:
-            self.why: str | None = None
-
-        def visit_Global(self, node: cst.Global) -> None:
-            self.why = self.why or "assigns a global"
-
-        def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-            self.why = self.why or "assigns an outer variable"
-
-        def visit_Yield(self, node: cst.Yield) -> None:
-            self.why = self.why or "is a generator"
-
-        def visit_Call(self, node: cst.Call) -> None:
-            if self.why:
-                return
-            func = node.func
-            names = facts.names_of(func)
-            if any(n.startswith(("tensorflow.", "keras.")) for n in names) or names & _TRACEABLE_BUILTINS:
-                return
-            if "builtins.print" in names:
-                self.why = "prints"
-                return
-            if isinstance(func, cst.Attribute):
-                if func.attr.value in ("numpy", "item", "tolist"):
-                    self.why = "converts tensors to Python values"
-                    return
-                if func.attr.value in TRAIN_METHODS:
-                    self.why = f"calls {program.module.code_for_node(func)}()"
-                    return
-                root = root_name(func)
-                if root is not None and (facts.is_model_name(root) or facts.is_layer_name(root) or _keras_value(facts, root)):
-                    return
-                if func.attr.value in ("gradient", "apply_gradients", "update_state", "assign", "assign_add", "assign_sub"):
-                    return
-                if func.attr.value in _STRATEGY_METHODS and steps.is_strategy(func.value):
-                    return
-                self.why = f"calls {program.module.code_for_node(func)}()"
-                return
-            if isinstance(func, cst.Name) and (facts.is_model_name(func) or facts.is_layer_name(func) or _keras_value(facts, func)):
-                return
-            self.why = f"calls {program.module.code_for_node(func)}()"
-
-    visitor = Visitor()
-    function.body.visit(visitor)
-    return visitor.why
-
-
-def _keras_value(facts: Facts, name: cst.Name) -> bool:
-    """A name bound to a Keras loss, metric, optimizer or model object."""
-    kinds = facts._value_kinds(name)
-    return bool(kinds) and all(isinstance(k, Kind) for k in kinds)
 
 
 def _simple_args(call: cst.Call) -> list[str] | None:
