@@ -37,6 +37,7 @@ import libcst as cst
 
 from autofix.analysis.dataflow import PASSTHROUGH
 from autofix.analysis.facts import Facts
+from autofix.analysis.inputs import Feed, Inputs, NotDistributable, distribution
 from autofix.analysis.program import Program
 from autofix.analysis.steps import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, names_in, root_name
@@ -76,6 +77,10 @@ METHOD_REASON = (
     "tf.function is not a fix"
 )
 EAGER_MESSAGE = "strategy.run is called eagerly in a training loop: every step runs op by op instead of as a graph"
+FEED_MESSAGE = (
+    "strategy.run is given {what}, which is not distributed: every replica gets the whole batch "
+    "(no data parallelism, and the replicas' gradients of the same batch are summed)"
+)
 COMMENT = "# strategy.run takes a per-replica step function, not a model: train one step on real data."
 
 
@@ -176,6 +181,7 @@ class StrategyRunModel(Rule):
                     self.fix(call, EAGER_MESSAGE, lambda edits, call=call: self._wrap_in_function(self.program, call, edits))
                 elif isinstance(eager, cst.FunctionDef):
                     self.fix(call, EAGER_MESSAGE, lambda edits, call=call, f=eager: self._decorate(call, f, edits))
+        self._undistributed()
 
     def _eager_training_loop(self, call: cst.Call, target: cst.BaseExpression) -> cst.CSTNode | None:
         """For ``strategy.run(step)`` outside any tf.function, with a step that trains and is
@@ -213,6 +219,55 @@ class StrategyRunModel(Rule):
                 raise NotFound(f"{traced.name.value if traced else 'the step'}() {why}, which would behave differently inside a tf.function")
         decorator = cst.Decorator(cst.parse_expression(f"{tf}.function"))
         edits.replace(function, lambda node: node.with_changes(decorators=[decorator, *node.decorators]))
+
+    # --- strategy.run fed undistributed data ----------------------------------------------------
+
+    def _undistributed(self) -> None:
+        inputs = Inputs.of(self.program)
+        by_run: dict[cst.Call, list[Feed]] = {}
+        for feed in inputs.undistributed:
+            by_run.setdefault(feed.run, []).append(feed)
+        # Runs fed by one loop share its fix: the first plans it, the others follow it.
+        planned: dict[int, str | None] = {}
+        for run, feeds in by_run.items():
+            message = FEED_MESSAGE.format(what=_fed(self.program, feeds))
+            try:
+                plan = distribution(inputs, feeds)
+            except NotDistributable as why:
+                self.report(run, message, str(why))
+                continue
+            key = id(plan.loop)
+            if key in planned:
+                self.report(run, message, planned[key])
+                continue
+            fixed = self.fix(run, message, lambda edits, plan=plan: self._distribute(plan, edits))
+            planned[key] = None if fixed else f"the loop on line {self.program.line(plan.loop)} could not be fixed"
+
+    def _distribute(self, plan, edits: BlockEdits) -> None:
+        """``strategy.experimental_distribute_dataset(dataset)`` once, before the outermost loop,
+        iterated instead of the dataset."""
+        program = self.program
+        strategy = plan.strategy
+        if isinstance(strategy, cst.Name) and not visible_at(program, strategy, plan.before):
+            raise NotFound(f"{strategy.value} is not the same strategy where the dataset is iterated")
+        if not visible_at(program, plan.dataset, plan.before):
+            raise NotFound(f"{plan.dataset.value} is not in view before the loop")
+        block = program.block_of(plan.before)
+        if block is None:
+            raise NotFound("the loop is not a statement of a block")
+        name = fresh_names(program, [f"dist_{plan.dataset.value}"])[f"dist_{plan.dataset.value}"]
+        code = program.module.code_for_node(strategy)
+        statement = cst.parse_statement(f"{name} = {code}.experimental_distribute_dataset({plan.dataset.value})\n")
+        edits.replace(plan.loop.iter, lambda _node: cst.Name(name))
+        index = list(block.body).index(plan.before)
+
+        def insert(body, index=index):
+            body = list(body)
+            first = statement.with_changes(leading_lines=body[index].leading_lines)
+            body[index] = body[index].with_changes(leading_lines=())
+            return body[:index] + [first] + body[index:]
+
+        edits.add(block, insert)
 
     # --- strategy.run(model) ---------------------------------------------------------------------
 
@@ -351,6 +406,23 @@ class StrategyRunModel(Rule):
             return body[:index] + [first] + body[index:]
 
         edits.add(outer, insert)
+
+
+def _fed(program: Program, feeds: list[Feed]) -> str:
+    """What the undistributed data is, for the message."""
+    origins = [o for feed in feeds for o in feed.undistributed]
+    kinds = {o.kind for o in origins}
+    if "shard" in kinds:
+        shard = next(o for o in origins if o.kind == "shard")
+        return f"one replica's shard ({program.module.code_for_node(shard.node)})"
+    if kinds == {"array"}:
+        return "a NumPy array"
+    dataset = next(o for o in origins if o.kind == "dataset")
+    facts = Facts.of(program)
+    named = dataset.named or dataset.node
+    if isinstance(named, cst.Name) and len(facts.bindings(named) or []) == 1:
+        return f"a batch of {named.value}"
+    return f"a batch of the dataset made on line {program.line(dataset.made[0])}" if dataset.made else "a batch of a dataset"
 
 
 def _given_inputs(call: cst.Call) -> bool | None:
