@@ -37,7 +37,8 @@ import libcst as cst
 
 from autofix.analysis.dataflow import PASSTHROUGH
 from autofix.analysis.facts import Facts
-from autofix.analysis.inputs import Feed, Inputs, NotDistributable, distribution
+from autofix.analysis.distribution import NotDistributable, distribution
+from autofix.analysis.inputs import Feed, Inputs
 from autofix.analysis.program import Program
 from autofix.analysis.steps import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, names_in, root_name

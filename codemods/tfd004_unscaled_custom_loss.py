@@ -56,7 +56,8 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.analysis.callees import Callables
-from autofix.analysis.losses import Term, loss_object, loss_terms_of, object_uses
+from autofix.analysis.lossobjects import loss_object, object_uses
+from autofix.analysis.losses import Term, loss_terms_of
 from autofix.analysis.masking import mask_source
 from autofix.analysis.steps import Steps
 from autofix.analysis.syntax import attribute_path

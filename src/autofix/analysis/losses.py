@@ -36,45 +36,24 @@ from dataclasses import dataclass
 import libcst as cst
 
 from autofix.analysis.callees import Callables, Callee, tf_names
-from autofix.analysis.facts import Facts
-from autofix.analysis.steps import REPLICA_WORDS, Steps, named_for
+from autofix.analysis.lossobjects import construction_reduction, keras_loss_class, keras_loss_function, loss_object, reduction
+from autofix.analysis.steps import Steps, counts_replicas, inverse_count
 from autofix.analysis.syntax import argument_value, nodes_in
 from autofix.tf.index import Binding
-from autofix.tf.symbols import Kind
+from autofix.tf.losses import (
+    AGGREGATES,
+    CONSTANTS,
+    DIVIDE,
+    GLOBAL,
+    GRAD_PASS_THROUGH,
+    MEANS,
+    MULTIPLY,
+    PASS,
+    PASS_METHODS,
+    PER_EXAMPLE,
+    SUMS,
+)
 
-# Calls whose result is their arguments' values, as far as the loss is concerned.
-PASS = frozenset(
-    {
-        "tensorflow.cast",
-        "tensorflow.identity",
-        "tensorflow.add_n",
-        "tensorflow.math.add_n",
-        "tensorflow.add",
-        "tensorflow.math.add",
-        "tensorflow.convert_to_tensor",
-        "builtins.sum",
-        "builtins.float",
-    }
-)
-DIVIDE = frozenset({"tensorflow.divide", "tensorflow.math.divide", "tensorflow.truediv", "tensorflow.math.truediv", "tensorflow.math.divide_no_nan"})
-MULTIPLY = frozenset({"tensorflow.multiply", "tensorflow.math.multiply"})
-MEANS = frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean", "keras.backend.mean"})
-SUMS = frozenset({"tensorflow.reduce_sum", "tensorflow.math.reduce_sum", "keras.ops.sum", "keras.backend.sum"})
-# What sums the regularization losses of ``model.losses``.
-AGGREGATES = frozenset({"tensorflow.add_n", "tensorflow.math.add_n", "builtins.sum"}) | SUMS
-GLOBAL = frozenset({"tensorflow.nn.compute_average_loss", "tensorflow.nn.scale_regularization_loss"})
-# Functions that return one loss per example (or per element).
-PER_EXAMPLE = frozenset(
-    {
-        "tensorflow.nn.sparse_softmax_cross_entropy_with_logits",
-        "tensorflow.nn.softmax_cross_entropy_with_logits",
-        "tensorflow.nn.sigmoid_cross_entropy_with_logits",
-    }
-)
-CONSTANTS = frozenset({"tensorflow.constant", "tensorflow.zeros", "tensorflow.zeros_like"})
-GRAD_PASS_THROUGH = "tensorflow.grad_pass_through"
-# Loss scaling (mixed precision) multiplies by a constant factor.
-PASS_METHODS = frozenset({"get_scaled_loss", "scale_loss"})
 _DEPTH = 6
 
 
@@ -236,7 +215,7 @@ class LossWalk:
         if names & MEANS:
             self.mean(call, state)
             return
-        if names & GLOBAL or names & PER_EXAMPLE or _keras_loss_function(names):
+        if names & GLOBAL or names & PER_EXAMPLE or keras_loss_function(names):
             self.end(call, state, "global")
             return
         if names & SUMS:
@@ -284,7 +263,7 @@ class LossWalk:
         if inside and all(t.kind != "mean" for t in inside):
             # One value per example: the object's own reduction applies to it.
             del self.terms[start:]
-            self.loss_call(call, state, _construction_reduction(self.facts, self.callables, call.func))
+            self.loss_call(call, state, construction_reduction(self.facts, self.callables, call.func))
         elif not inside:
             self.end(call, state, "unknown")
 
@@ -430,7 +409,7 @@ class LossWalk:
         return self._attributes
 
     def is_loss_class(self, cls: cst.ClassDef) -> bool:
-        return any(_keras_loss_class(n) for n in self.callables.bases(cls))
+        return any(keras_loss_class(n) for n in self.callables.bases(cls))
 
     def _scalings_in(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         return [
@@ -473,84 +452,10 @@ class LossWalk:
         return block is not None
 
     def counts_replicas(self, expr: cst.BaseExpression) -> bool:
-        """Whether ``expr`` is (or is made from) the replica count or the global batch size."""
-        return named_for(self.facts, expr, lambda found: bool(found & REPLICA_WORDS) or {"global", "batch"} <= found)
+        return counts_replicas(self.facts, expr)
 
-    def inverse_count(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
-        """Whether ``expr`` is ``1 / <replica count>`` (or a name bound to it)."""
-        if depth > 4:
-            return False
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide):
-            return self.counts_replicas(expr.right)
-        if isinstance(expr, cst.Name):
-            values = [self.facts.assigned_value(b) for b in self.facts.bindings(expr) or []]
-            return bool(values) and all(v is not None and self.inverse_count(v, depth + 1) for v in values)
-        return False
-
-
-# --- loss objects -------------------------------------------------------------------------------
-
-
-def loss_object(facts: Facts, callables: Callables, func: cst.BaseExpression) -> cst.Call | None:
-    """The Keras loss construction ``func`` is: made right there, bound to a name, or assigned
-    to ``self.<name>`` once in the step's class."""
-    if isinstance(func, cst.Call):
-        return func if facts.call_kind(func) is Kind.LOSS else None
-    values: list[cst.BaseExpression | None]
-    if isinstance(func, cst.Name):
-        values = [facts.assigned_value(b) for b in facts.bindings(func) or []]
-    else:
-        values = [v for v, _ in callables.attribute_assignments(func)]
-    if len(values) == 1 and isinstance(values[0], cst.Call) and facts.call_kind(values[0]) is Kind.LOSS:
-        return values[0]
-    return None
-
-
-def object_uses(facts: Facts, callables: Callables, func: cst.BaseExpression) -> list[cst.CSTNode]:
-    """Every read of the loss object ``func`` names."""
-    if isinstance(func, cst.Name):
-        return [use for binding in facts.bindings(func) or [] if isinstance(binding, cst.Name) for use in facts.uses(binding)]
-    return callables.attribute_reads(func)
-
-
-def reduction(construction: cst.Call) -> str:
-    """"default" (``sum_over_batch_size``, ``auto``, ``mean``, or none given), "none", "sum",
-    or "other"."""
-    for arg in construction.args:
-        if arg.keyword is not None and arg.keyword.value == "reduction":
-            value = arg.value
-            if isinstance(value, cst.SimpleString):
-                text = str(value.evaluated_value)
-            elif isinstance(value, cst.Attribute):
-                text = value.attr.value
-            elif isinstance(value, cst.Name) and value.value == "None":
-                text = "none"
-            else:
-                return "other"
-            text = text.lower()
-            if text == "none":
-                return "none"
-            if text == "sum":
-                return "sum"
-            if text in ("auto", "sum_over_batch_size", "mean"):
-                return "default"
-            return "other"
-    return "default"
-
-
-def _construction_reduction(facts: Facts, callables: Callables, func: cst.BaseExpression) -> str:
-    values = [facts.assigned_value(b) for b in facts.bindings(func) or []] if isinstance(func, cst.Name) else [v for v, _ in callables.attribute_assignments(func)]
-    found = {reduction(v) for v in values if isinstance(v, cst.Call)}
-    return found.pop() if len(found) == 1 else "other"
-
-
-def _keras_loss_class(name: str) -> bool:
-    head, _, last = name.rpartition(".")
-    return head == "keras.losses" and last[:1].isupper() and last != "Reduction" or name == "keras.Loss"
-
-
-def _keras_loss_function(names: frozenset[str]) -> bool:
-    return any(n.startswith("keras.losses.") and n.rpartition(".")[2][:1].islower() and n.rpartition(".")[2] != "get" for n in names)
+    def inverse_count(self, expr: cst.BaseExpression) -> bool:
+        return inverse_count(self.facts, expr)
 
 
 def _unwrapped(expr: cst.BaseExpression) -> cst.BaseExpression:

@@ -21,7 +21,7 @@ from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
 from autofix.tf.symbols import SINGLE_REPLICA
 
-__all__ = ["RUN_METHODS", "REPLICA_WORDS", "Steps", "named_for", "tf_names", "words"]
+__all__ = ["RUN_METHODS", "REPLICA_WORDS", "Steps", "counts_replicas", "inverse_count", "named_for", "tf_names", "words"]
 
 TF_FUNCTION = "tensorflow.function"
 GRADIENT_TAPE = "tensorflow.GradientTape"
@@ -398,4 +398,21 @@ def named_for(facts: Facts, expr: cst.BaseExpression, test: Callable[[set[str]],
                 value = facts.assigned_value(binding)
                 if value is not None and named_for(facts, value, test, depth + 1):
                     return True
+    return False
+
+
+def counts_replicas(facts: Facts, expr: cst.BaseExpression) -> bool:
+    """Whether ``expr`` is (or is made from) the replica count or the global batch size."""
+    return named_for(facts, expr, lambda found: bool(found & REPLICA_WORDS) or {"global", "batch"} <= found)
+
+
+def inverse_count(facts: Facts, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """Whether ``expr`` is ``1 / <replica count>`` (or a name bound to it)."""
+    if depth > 4:
+        return False
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide):
+        return counts_replicas(facts, expr.right)
+    if isinstance(expr, cst.Name):
+        values = [facts.assigned_value(b) for b in facts.bindings(expr) or []]
+        return bool(values) and all(v is not None and inverse_count(facts, v, depth + 1) for v in values)
     return False

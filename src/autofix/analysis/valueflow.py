@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import libcst as cst
 
 from autofix.analysis.callees import Callables, tf_names
-from autofix.analysis.losses import PASS_METHODS
 from autofix.analysis.steps import Steps
 from autofix.analysis.syntax import argument_value
+from autofix.tf.losses import PASS_METHODS
 
 _LIMIT = 2000
 # TensorFlow calls that show, keep or hand a value to Python: a use. Any other TensorFlow
