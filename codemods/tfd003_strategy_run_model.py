@@ -1,7 +1,9 @@
-"""TFD003 strategy-run-model: what ``strategy.run`` cannot run, and training steps run eagerly.
+"""TFD003 strategy-run-model: what ``strategy.run`` cannot run as a data-parallel step, and
+training steps run eagerly.
 
 Found: ``strategy.run`` given a model with no inputs, a model whose outputs are used as a
-training loss, or Keras's own training methods; and a training step called eagerly in a loop.
+training loss, or Keras's own training methods; a training step given batches that are not
+distributed; and a training step called eagerly in a loop.
 
 ``strategy.run`` takes a per-replica step *function*. Given a model and real inputs
 (``strategy.run(model, args=(x,))``) it is valid distributed inference: it returns the
@@ -16,10 +18,17 @@ compiled optimizer; the loss object is made inside ``strategy.scope()``, and the
 batch of ``strategy.experimental_distribute_dataset(<the dataset the model is fit on>)``. A
 value that was used is the per-replica loss reduced with ``strategy.reduce(SUM, ...)``.
 
+A step that applies gradients, run by ``strategy.run`` on batches of a plain ``tf.data``
+dataset, on NumPy arrays or on one replica's shard (``batch.values[0]``), trains every replica
+on the whole batch (:mod:`autofix.analysis.inputs`: followed through names, loops, iterators,
+parameters and returns). Fixed by distributing the dataset once, before the outermost loop, and
+iterating that (:mod:`autofix.analysis.distribution` says when that is safe).
+
 ``strategy.run(step, ...)`` called eagerly in a training loop (the step takes or applies
 gradients, is not itself a ``tf.function``, and the call is not inside one, directly or through
-its callers) runs every step op by op; when the step is clearly safe to trace (only TensorFlow
-and Keras calls), the call is wrapped in a ``@tf.function`` defined before the outermost loop.
+its callers) runs every step op by op; when the step is safe to trace (no Python side effect,
+:mod:`autofix.analysis.tracing`), the call is wrapped in a ``@tf.function`` defined before the
+outermost loop.
 
 Not fixed (reported with the reason):
 - a model's outputs used as a training loss, and ``model.train_on_batch`` / ``fit`` /
@@ -28,7 +37,15 @@ Not fixed (reported with the reason):
 - a model not fit on a batched ``tf.data`` dataset named before the ``strategy.run`` line,
   and a call inside a loop (a generated step is never defined in a loop body);
 - a script that does not import TensorFlow as a module (``import tensorflow as tf``);
-- eager loops whose step prints, converts tensors to Python values, or calls other code.
+- eager loops whose step (or the function around ``strategy.run``) has a Python side effect:
+  it changes an object from outside (``stats["steps"] += 1``), prints or logs, calls code that
+  is not TensorFlow or Keras, reads a Python value that changes between calls, or uses up a
+  Python iterator (inside a ``tf.function`` each would happen only while tracing);
+- undistributed data that is a NumPy array or a shard, that is distributed on some paths only,
+  a dataset that is a parameter (other files may pass a distributed one), batches also used
+  outside ``strategy.run``, and a step that divides its loss by a global batch other than the
+  dataset's (split over the replicas, the loss would change). TPU strategies, one-replica
+  strategies, steps that apply no gradients, and values that are not batches are left alone.
 """
 
 from __future__ import annotations
@@ -88,7 +105,7 @@ COMMENT = "# strategy.run takes a per-replica step function, not a model: train 
 class StrategyRunModel(Rule):
     CODE = "TFD003"
     NAME = "strategy-run-model"
-    DESCRIPTION = "strategy.run given what it cannot run (a model without inputs), or a training step run eagerly"
+    DESCRIPTION = "strategy.run given what it cannot run (a model without inputs, batches that are not distributed), or a training step run eagerly"
     EXAMPLES = (
         Example(
             before=(
@@ -130,6 +147,53 @@ class StrategyRunModel(Rule):
                 "dist_dataset = strategy.experimental_distribute_dataset(train_ds)\n"
                 "strategy.run(train_step, args=(next(iter(dist_dataset)),))\n"
                 "model.fit(train_ds, epochs=3)\n"
+            ),
+        ),
+        Example(
+            before=(
+                "import tensorflow as tf\n"
+                "\n"
+                "strategy = tf.distribute.MirroredStrategy()\n"
+                "train_ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)\n"
+                "\n"
+                "\n"
+                "def train_step(batch):\n"
+                "    with tf.GradientTape() as tape:\n"
+                "        loss = tf.nn.compute_average_loss(loss_fn(batch[1], model(batch[0])))\n"
+                "    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))\n"
+                "\n"
+                "\n"
+                "@tf.function\n"
+                "def distributed_step(batch):\n"
+                "    return strategy.run(train_step, args=(batch,))\n"
+                "\n"
+                "\n"
+                "for epoch in range(10):\n"
+                "    for batch in train_ds:\n"
+                "        distributed_step(batch)\n"
+            ),
+            after=(
+                "import tensorflow as tf\n"
+                "\n"
+                "strategy = tf.distribute.MirroredStrategy()\n"
+                "train_ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)\n"
+                "\n"
+                "\n"
+                "def train_step(batch):\n"
+                "    with tf.GradientTape() as tape:\n"
+                "        loss = tf.nn.compute_average_loss(loss_fn(batch[1], model(batch[0])))\n"
+                "    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))\n"
+                "\n"
+                "\n"
+                "@tf.function\n"
+                "def distributed_step(batch):\n"
+                "    return strategy.run(train_step, args=(batch,))\n"
+                "\n"
+                "\n"
+                "dist_train_ds = strategy.experimental_distribute_dataset(train_ds)\n"
+                "for epoch in range(10):\n"
+                "    for batch in dist_train_ds:\n"
+                "        distributed_step(batch)\n"
             ),
         ),
         Example(
