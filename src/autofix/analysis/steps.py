@@ -154,6 +154,16 @@ class Steps(Derived):
         if isinstance(function, cst.FunctionDef) and function in self.roots:
             return None
         program, facts, callables = self.program, self.facts, self.callables
+        holder = program.parent(function)
+        if isinstance(function, cst.Lambda) and isinstance(holder, cst.Arg):
+            # ``optimizer.minimize(lambda: loss, ...)``, ``tf.cond(..., lambda: ...)``: run by
+            # the call it is given to, where that call is.
+            call = program.parent(holder)
+            runs_it = isinstance(call, cst.Call) and (
+                self.differentiated(call) is function or any(n.startswith("tensorflow.") for n in tf_names(facts, call.func))
+            )
+            if runs_it:
+                return None if program.enclosing_function(call) in self.functions else call
         pending: list[cst.CSTNode] = list(self._references(function))
         if not pending:
             return function  # called by no code in view (Keras, another module)
