@@ -204,3 +204,24 @@ def test_a_mean_whose_per_replica_values_are_shown_is_not_changed():
     source = source.replace("    print(float(step(x, y)))\n", "    print(strategy.experimental_local_results(step(x, y)))\n")
     (finding,) = _check(source).findings
     assert not finding.fixable and "its value is also used on line 15" in finding.reason
+
+
+def test_a_per_token_loss_is_averaged_over_every_token_not_summed_over_them():
+    """Reproducer tfd004_per_token_loss_multiplied: a (batch, T) loss from a default-reduction
+    loss object (or a mean of one) handed to compute_average_loss made the loss T times larger;
+    the fix divides the mean of every entry by the replica count, whatever the rank."""
+    loss_object = _step("loss_object(y, m(x))", "loss_object = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)\n")
+    assert "tf.reduce_mean(loss_object(y, m(x))) / strategy.num_replicas_in_sync" in loss_object.new_text
+    mean = _step("tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, m(x), from_logits=True))")
+    assert "from_logits=True)) / strategy.num_replicas_in_sync" in mean.new_text
+    assert "compute_average_loss" not in loss_object.new_text + mean.new_text
+
+
+def test_regularization_is_scaled_with_the_data_term_or_neither_is_fixed():
+    """Reproducer tfd004_regularization_left_unscaled: the data term made a global average and
+    tf.add_n(model.losses) left per replica changed their balance N-fold."""
+    both = _step("tf.reduce_mean(tf.square(y - m(x))) + tf.add_n(m.losses)")
+    assert [f.fixable for f in both.findings] == [True, True]
+    assert "tf.reduce_mean(tf.square(y - m(x))) / strategy.num_replicas_in_sync + tf.nn.scale_regularization_loss(tf.add_n(m.losses))" in both.new_text
+    neither = _step("tf.reduce_mean(tf.square(y - m(x))) + tf.add_n(m.losses)\n        tf.print(loss)")
+    assert len(neither.findings) == 2 and neither.new_text is None
