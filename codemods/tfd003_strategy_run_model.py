@@ -1,7 +1,9 @@
-"""TFD003 strategy-run-model: what ``strategy.run`` cannot run, and training steps run eagerly.
+"""TFD003 strategy-run-model: what ``strategy.run`` cannot run as a data-parallel step, and
+training steps run eagerly.
 
 Found: ``strategy.run`` given a model with no inputs, a model whose outputs are used as a
-training loss, or Keras's own training methods; and a training step called eagerly in a loop.
+training loss, or Keras's own training methods; a training step given batches that are not
+distributed; and a training step called eagerly in a loop.
 
 ``strategy.run`` takes a per-replica step *function*. Given a model and real inputs
 (``strategy.run(model, args=(x,))``) it is valid distributed inference: it returns the
@@ -16,10 +18,17 @@ compiled optimizer; the loss object is made inside ``strategy.scope()``, and the
 batch of ``strategy.experimental_distribute_dataset(<the dataset the model is fit on>)``. A
 value that was used is the per-replica loss reduced with ``strategy.reduce(SUM, ...)``.
 
+A step that applies gradients, run by ``strategy.run`` on batches of a plain ``tf.data``
+dataset, on NumPy arrays or on one replica's shard (``batch.values[0]``), trains every replica
+on the whole batch (:mod:`autofix.analysis.inputs`: followed through names, loops, iterators,
+parameters and returns). Fixed by distributing the dataset once, before the outermost loop, and
+iterating that (:mod:`autofix.analysis.distribution` says when that is safe).
+
 ``strategy.run(step, ...)`` called eagerly in a training loop (the step takes or applies
 gradients, is not itself a ``tf.function``, and the call is not inside one, directly or through
-its callers) runs every step op by op; when the step is clearly safe to trace (only TensorFlow
-and Keras calls), the call is wrapped in a ``@tf.function`` defined before the outermost loop.
+its callers) runs every step op by op; when the step is safe to trace (no Python side effect,
+:mod:`autofix.analysis.tracing`), the call is wrapped in a ``@tf.function`` defined before the
+outermost loop.
 
 Not fixed (reported with the reason):
 - a model's outputs used as a training loss, and ``model.train_on_batch`` / ``fit`` /
@@ -28,7 +37,15 @@ Not fixed (reported with the reason):
 - a model not fit on a batched ``tf.data`` dataset named before the ``strategy.run`` line,
   and a call inside a loop (a generated step is never defined in a loop body);
 - a script that does not import TensorFlow as a module (``import tensorflow as tf``);
-- eager loops whose step prints, converts tensors to Python values, or calls other code.
+- eager loops whose step (or the function around ``strategy.run``) has a Python side effect:
+  it changes an object from outside (``stats["steps"] += 1``), prints or logs, calls code that
+  is not TensorFlow or Keras, reads a Python value that changes between calls, or uses up a
+  Python iterator (inside a ``tf.function`` each would happen only while tracing);
+- undistributed data that is a NumPy array or a shard, that is distributed on some paths only,
+  a dataset that is a parameter (other files may pass a distributed one), batches also used
+  outside ``strategy.run``, and a step that divides its loss by a global batch other than the
+  dataset's (split over the replicas, the loss would change). TPU strategies, one-replica
+  strategies, steps that apply no gradients, and values that are not batches are left alone.
 """
 
 from __future__ import annotations
@@ -37,9 +54,12 @@ import libcst as cst
 
 from autofix.analysis.dataflow import PASSTHROUGH
 from autofix.analysis.facts import Facts
+from autofix.analysis.distribution import NotDistributable, distribution
+from autofix.analysis.inputs import Feed, Inputs
 from autofix.analysis.program import Program
 from autofix.analysis.steps import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, names_in, root_name
+from autofix.analysis.tracing import python_effect
 from autofix.analysis.training import batch_size_of, compile_of, fit_datasets
 from autofix.codegen import (
     BlockEdits,
@@ -75,17 +95,17 @@ METHOD_REASON = (
     "tf.function is not a fix"
 )
 EAGER_MESSAGE = "strategy.run is called eagerly in a training loop: every step runs op by op instead of as a graph"
+FEED_MESSAGE = (
+    "strategy.run is given {what}, which is not distributed: every replica gets the whole batch "
+    "(no data parallelism, and the replicas' gradients of the same batch are summed)"
+)
 COMMENT = "# strategy.run takes a per-replica step function, not a model: train one step on real data."
-# Calls a step may make and still be traced safely: TensorFlow, Keras and these builtins.
-# What a function calling strategy.run may do with the strategy inside a tf.function.
-_STRATEGY_METHODS = frozenset({"run", "experimental_run_v2", "reduce", "gather", "experimental_local_results"})
-_TRACEABLE_BUILTINS = frozenset({"builtins.zip", "builtins.len", "builtins.range", "builtins.isinstance", "builtins.float", "builtins.int"})
 
 
 class StrategyRunModel(Rule):
     CODE = "TFD003"
     NAME = "strategy-run-model"
-    DESCRIPTION = "strategy.run given what it cannot run (a model without inputs), or a training step run eagerly"
+    DESCRIPTION = "strategy.run given what it cannot run (a model without inputs, batches that are not distributed), or a training step run eagerly"
     EXAMPLES = (
         Example(
             before=(
@@ -127,6 +147,53 @@ class StrategyRunModel(Rule):
                 "dist_dataset = strategy.experimental_distribute_dataset(train_ds)\n"
                 "strategy.run(train_step, args=(next(iter(dist_dataset)),))\n"
                 "model.fit(train_ds, epochs=3)\n"
+            ),
+        ),
+        Example(
+            before=(
+                "import tensorflow as tf\n"
+                "\n"
+                "strategy = tf.distribute.MirroredStrategy()\n"
+                "train_ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)\n"
+                "\n"
+                "\n"
+                "def train_step(batch):\n"
+                "    with tf.GradientTape() as tape:\n"
+                "        loss = tf.nn.compute_average_loss(loss_fn(batch[1], model(batch[0])))\n"
+                "    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))\n"
+                "\n"
+                "\n"
+                "@tf.function\n"
+                "def distributed_step(batch):\n"
+                "    return strategy.run(train_step, args=(batch,))\n"
+                "\n"
+                "\n"
+                "for epoch in range(10):\n"
+                "    for batch in train_ds:\n"
+                "        distributed_step(batch)\n"
+            ),
+            after=(
+                "import tensorflow as tf\n"
+                "\n"
+                "strategy = tf.distribute.MirroredStrategy()\n"
+                "train_ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)\n"
+                "\n"
+                "\n"
+                "def train_step(batch):\n"
+                "    with tf.GradientTape() as tape:\n"
+                "        loss = tf.nn.compute_average_loss(loss_fn(batch[1], model(batch[0])))\n"
+                "    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))\n"
+                "\n"
+                "\n"
+                "@tf.function\n"
+                "def distributed_step(batch):\n"
+                "    return strategy.run(train_step, args=(batch,))\n"
+                "\n"
+                "\n"
+                "dist_train_ds = strategy.experimental_distribute_dataset(train_ds)\n"
+                "for epoch in range(10):\n"
+                "    for batch in dist_train_ds:\n"
+                "        distributed_step(batch)\n"
             ),
         ),
         Example(
@@ -179,6 +246,7 @@ class StrategyRunModel(Rule):
                     self.fix(call, EAGER_MESSAGE, lambda edits, call=call: self._wrap_in_function(self.program, call, edits))
                 elif isinstance(eager, cst.FunctionDef):
                     self.fix(call, EAGER_MESSAGE, lambda edits, call=call, f=eager: self._decorate(call, f, edits))
+        self._undistributed()
 
     def _eager_training_loop(self, call: cst.Call, target: cst.BaseExpression) -> cst.CSTNode | None:
         """For ``strategy.run(step)`` outside any tf.function, with a step that trains and is
@@ -211,11 +279,60 @@ class StrategyRunModel(Rule):
             raise NotFound("the script does not import tensorflow as a module (import tensorflow as tf)")
         step = self.steps.definition(self.steps.run_target(call))  # type: ignore[arg-type]
         for traced in (function, step):
-            why = _untraceable(program, self.steps, traced) if traced is not None else "is not defined in this file"
+            why = python_effect(program, self.steps, traced) if traced is not None else "is not defined in this file"
             if why:
                 raise NotFound(f"{traced.name.value if traced else 'the step'}() {why}, which would behave differently inside a tf.function")
         decorator = cst.Decorator(cst.parse_expression(f"{tf}.function"))
         edits.replace(function, lambda node: node.with_changes(decorators=[decorator, *node.decorators]))
+
+    # --- strategy.run fed undistributed data ----------------------------------------------------
+
+    def _undistributed(self) -> None:
+        inputs = Inputs.of(self.program)
+        by_run: dict[cst.Call, list[Feed]] = {}
+        for feed in inputs.undistributed:
+            by_run.setdefault(feed.run, []).append(feed)
+        # Runs fed by one loop share its fix: the first plans it, the others follow it.
+        planned: dict[int, str | None] = {}
+        for run, feeds in by_run.items():
+            message = FEED_MESSAGE.format(what=_fed(self.program, feeds))
+            try:
+                plan = distribution(inputs, feeds)
+            except NotDistributable as why:
+                self.report(run, message, str(why))
+                continue
+            key = id(plan.loop)
+            if key in planned:
+                self.report(run, message, planned[key])
+                continue
+            fixed = self.fix(run, message, lambda edits, plan=plan: self._distribute(plan, edits))
+            planned[key] = None if fixed else f"the loop on line {self.program.line(plan.loop)} could not be fixed"
+
+    def _distribute(self, plan, edits: BlockEdits) -> None:
+        """``strategy.experimental_distribute_dataset(dataset)`` once, before the outermost loop,
+        iterated instead of the dataset."""
+        program = self.program
+        strategy = plan.strategy
+        if isinstance(strategy, cst.Name) and not visible_at(program, strategy, plan.before):
+            raise NotFound(f"{strategy.value} is not the same strategy where the dataset is iterated")
+        if not visible_at(program, plan.dataset, plan.before):
+            raise NotFound(f"{plan.dataset.value} is not in view before the loop")
+        block = program.block_of(plan.before)
+        if block is None:
+            raise NotFound("the loop is not a statement of a block")
+        name = fresh_names(program, [f"dist_{plan.dataset.value}"])[f"dist_{plan.dataset.value}"]
+        code = program.module.code_for_node(strategy)
+        statement = cst.parse_statement(f"{name} = {code}.experimental_distribute_dataset({plan.dataset.value})\n")
+        edits.replace(plan.loop.iter, lambda _node: cst.Name(name))
+        index = list(block.body).index(plan.before)
+
+        def insert(body, index=index):
+            body = list(body)
+            first = statement.with_changes(leading_lines=body[index].leading_lines)
+            body[index] = body[index].with_changes(leading_lines=())
+            return body[:index] + [first] + body[index:]
+
+        edits.add(block, insert)
 
     # --- strategy.run(model) ---------------------------------------------------------------------
 
@@ -321,7 +438,7 @@ class StrategyRunModel(Rule):
         step = self.steps.definition(target) if target is not None else None
         if step is None or target is None:
             raise NotFound("the step function is not defined in this file, so it cannot be shown safe to trace")
-        why = _untraceable(program, self.steps, step)
+        why = python_effect(program, self.steps, step)
         if why:
             raise NotFound(f"{step.name.value}() {why}, which would behave differently inside a tf.function")
         params = _simple_args(call)
@@ -354,6 +471,23 @@ class StrategyRunModel(Rule):
             return body[:index] + [first] + body[index:]
 
         edits.add(outer, insert)
+
+
+def _fed(program: Program, feeds: list[Feed]) -> str:
+    """What the undistributed data is, for the message."""
+    origins = [o for feed in feeds for o in feed.undistributed]
+    kinds = {o.kind for o in origins}
+    if "shard" in kinds:
+        shard = next(o for o in origins if o.kind == "shard")
+        return f"one replica's shard ({program.module.code_for_node(shard.node)})"
+    if kinds == {"array"}:
+        return "a NumPy array"
+    dataset = next(o for o in origins if o.kind == "dataset")
+    facts = Facts.of(program)
+    named = dataset.named or dataset.node
+    if isinstance(named, cst.Name) and len(facts.bindings(named) or []) == 1:
+        return f"a batch of {named.value}"
+    return f"a batch of the dataset made on line {program.line(dataset.made[0])}" if dataset.made else "a batch of a dataset"
 
 
 def _given_inputs(call: cst.Call) -> bool | None:
@@ -422,65 +556,6 @@ def _step_locals(read: list[str]) -> dict[str, str]:
     """Local names of the generated step, kept clear of the names it reads."""
     taken = set(read)
     return {name: fresh_name(taken, name) for name in ("features", "labels", "tape", "predictions", "per_example_loss", "loss", "gradients")}
-
-
-def _untraceable(program: Program, steps: Steps, function: cst.FunctionDef) -> str | None:
-    facts = Facts.of(program)
-    if steps.compiled(function):
-        return None
-
-    class Visitor(cst.CSTVisitor):
-        def __init__(self) -> None:
-            self.why: str | None = None
-
-        def visit_Global(self, node: cst.Global) -> None:
-            self.why = self.why or "assigns a global"
-
-        def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-            self.why = self.why or "assigns an outer variable"
-
-        def visit_Yield(self, node: cst.Yield) -> None:
-            self.why = self.why or "is a generator"
-
-        def visit_Call(self, node: cst.Call) -> None:
-            if self.why:
-                return
-            func = node.func
-            names = facts.names_of(func)
-            if any(n.startswith(("tensorflow.", "keras.")) for n in names) or names & _TRACEABLE_BUILTINS:
-                return
-            if "builtins.print" in names:
-                self.why = "prints"
-                return
-            if isinstance(func, cst.Attribute):
-                if func.attr.value in ("numpy", "item", "tolist"):
-                    self.why = "converts tensors to Python values"
-                    return
-                if func.attr.value in TRAIN_METHODS:
-                    self.why = f"calls {program.module.code_for_node(func)}()"
-                    return
-                root = root_name(func)
-                if root is not None and (facts.is_model_name(root) or facts.is_layer_name(root) or _keras_value(facts, root)):
-                    return
-                if func.attr.value in ("gradient", "apply_gradients", "update_state", "assign", "assign_add", "assign_sub"):
-                    return
-                if func.attr.value in _STRATEGY_METHODS and steps.is_strategy(func.value):
-                    return
-                self.why = f"calls {program.module.code_for_node(func)}()"
-                return
-            if isinstance(func, cst.Name) and (facts.is_model_name(func) or facts.is_layer_name(func) or _keras_value(facts, func)):
-                return
-            self.why = f"calls {program.module.code_for_node(func)}()"
-
-    visitor = Visitor()
-    function.body.visit(visitor)
-    return visitor.why
-
-
-def _keras_value(facts: Facts, name: cst.Name) -> bool:
-    """A name bound to a Keras loss, metric, optimizer or model object."""
-    kinds = facts._value_kinds(name)
-    return bool(kinds) and all(isinstance(k, Kind) for k in kinds)
 
 
 def _simple_args(call: cst.Call) -> list[str] | None:

@@ -1,76 +1,94 @@
 """TFD004 unscaled-custom-loss: a custom step's loss not reduced correctly across replicas.
 
 In a step passed to ``strategy.run`` each replica sees 1/N of the global batch and the
-gradients of all replicas are summed. The loss must therefore be the per-example loss summed
-over the replica's examples and divided by the *global* batch size, which is what
-``tf.nn.compute_average_loss(per_example_loss, global_batch_size=...)`` computes, with a loss
-object made with ``reduction="none"``.
+optimizer sums the replicas' gradients. Each replica's loss must therefore be its share of the
+global loss: a mean over its examples divided by the number of replicas (what Keras 3 does
+for a default-reduction loss object, and what ``tf.nn.compute_average_loss`` does for one loss
+per example), and regularization divided by it too (``tf.nn.scale_regularization_loss``).
 
-Only the loss counts: the value a step (or a local helper it calls, such as a GAN's
-``generator_loss``) differentiates with ``tape.gradient``, ``tf.gradients`` or
-``optimizer.minimize``, followed backwards through names, arithmetic and helper returns. A
-``reduce_mean`` that only feeds a metric, a log, a summary or a returned diagnostic is not a
-finding. The fix rewrites:
+Only the loss counts: what a step (or anything it calls in this file: helpers, methods,
+lambdas, a loss object's own ``__call__``) differentiates with ``tape.gradient``,
+``tf.gradients`` or ``optimizer.minimize``, followed backwards term by term
+(:mod:`autofix.analysis.losses`). A ``reduce_mean`` that only feeds a metric or a log is not a
+finding. Found, with what it does (measured on TF 2.21, Keras 3.15 and tf_keras 2.21):
 
-- ``tf.reduce_mean(per_example_loss)`` (a mean over one replica's batch: gradients N times
-  too large) into ``tf.nn.compute_average_loss(per_example_loss, global_batch_size=...)``;
-- a loss object with the default reduction called in the step (Keras 2 rejects it under a
-  strategy; Keras 3 divides by the replica count on its own) into a ``reduction="none"`` loss
-  averaged with ``tf.nn.compute_average_loss``;
-- a manual ``/ strategy.num_replicas_in_sync`` on top of a default-reduction loss (Keras >= 3.8
-  divides twice) the same way, which is right on Keras 2 and 3.
+- ``tf.reduce_mean`` of a replica's values, not divided by the replica count on its way to the
+  gradient (a division inside ``tf.grad_pass_through`` does not count): gradients N times too
+  large, on every Keras. Also one returned by the ``__call__`` of a ``Loss`` subclass (which
+  skips Keras's own scaling) or by its ``call`` (a scalar passes Keras's reduction unscaled).
+- ``model.losses`` added unscaled: the regularization counts N times, on every Keras.
+- a loss object with the default reduction: Keras 2 rejects it under a strategy, Keras before
+  3.8 does not divide it by the replica count; Keras >= 3.8 does (correct there);
+- the same divided by the replica count again: divided twice on Keras >= 3.8.
 
-The global batch size is that of the dataset the step is fed from, when it can be named in
-the step; otherwise ``compute_average_loss`` derives it (per-replica batch x replicas).
+Fixed, rank by rank the same as Keras's own reduction (a per-token loss of shape (batch, T)
+is averaged over every entry, never summed over T): a mean becomes ``tf.reduce_mean(x) /
+<replicas>``, ``model.losses`` summed becomes ``tf.nn.scale_regularization_loss(...)``, a
+default-reduction loss object gets ``reduction="none"`` and its call becomes
+``tf.reduce_mean(loss(...)) / <replicas>`` (the replica count divided by hand is kept where
+there is one). ``<replicas>`` is the strategy's ``num_replicas_in_sync`` where the strategy
+that runs the step is in view, else ``tf.distribute.get_replica_context()``'s.
+
+A loss is fixed whole or not at all: every unscaled term of it, or none, so that the balance
+between its terms never changes; and only when every use of a value the fix changes is
+accounted for (:mod:`autofix.analysis.valueflow`: the gradient, ``strategy.reduce(SUM, ...)``
+of what the step returns).
 
 Not fixed (reported, or left alone):
 - correct code: the TensorFlow guide's pattern (``reduction="none"`` + ``compute_average_loss``),
-  a ``reduction="sum"`` loss divided by the global batch, a per-replica ``reduce_mean`` divided
-  by ``num_replicas_in_sync`` (or multiplied by its inverse) before the gradient, losses used
-  only through ``compile``/``fit``, any step under a one-replica strategy
-  (``OneDeviceStrategy``, the default strategy), and a step that averages its gradients across
-  replicas itself (``all_reduce``, ``experimental_aggregate_gradients=False``);
-- ``tf.reduce_mean`` of something that is not a per-example loss (its shape is unknown);
-- a default-reduction loss object, or a helper computing the loss, that is also used outside
-  custom steps (``compile``, evaluation): changing it would change that use too;
-- a division by the replica count on top of a default-reduction loss made away from the loss;
-- a step whose returned loss the caller averages with ``ReduceOp.MEAN`` (it must become SUM
-  together with the fix).
+  a ``reduction="sum"`` loss divided by the global batch, a per-replica mean divided by the
+  replica count (or multiplied by its inverse) before the gradient, losses used only through
+  ``compile``/``fit``, any step under a one-replica strategy, and a step that averages its
+  gradients across replicas itself (``all_reduce``, ``experimental_aggregate_gradients=False``);
+- a loss with a term whose reduction is not known here (a model's output, a function of
+  another module, a mean over given axes, a product of two losses), or a term reached both
+  divided by the replica count and not;
+- a value the fix would change that is also logged, fed to a metric, compared, stored, or
+  averaged by the caller with ``ReduceOp.MEAN`` (it must become SUM together with the fix);
+- a helper, lambda or loss object also used outside custom steps (``compile``, evaluation);
+- a default-reduction loss whose predictions may carry a Keras mask (the default reduction
+  averages over unmasked entries only), or a loss object made elsewhere, or a ``Loss``
+  subclass (its reduction is its own).
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from autofix.analysis.facts import Facts
-from autofix.analysis.program import Program
-from autofix.analysis.steps import Steps, Term, tf_names
-from autofix.analysis.syntax import argument_value, calls_in, names_in
-from autofix.analysis.training import batch_size_of
+from autofix.analysis.callees import Callables
+from autofix.analysis.lossobjects import loss_object, object_uses
+from autofix.analysis.losses import Term, loss_terms_of
+from autofix.analysis.masking import mask_source
+from autofix.analysis.steps import Steps
+from autofix.analysis.syntax import attribute_path
+from autofix.analysis.valueflow import unaccounted_use
 from autofix.codegen import BlockEdits, NotFound, module_alias, visible_at, with_reduction_none
 from autofix.rule import Example, Rule
-from autofix.tf.symbols import Kind
 
-_MEANS = frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean"})
-# Functions that return one loss per example.
-_PER_EXAMPLE = frozenset(
-    {
-        "tensorflow.nn.sparse_softmax_cross_entropy_with_logits",
-        "tensorflow.nn.softmax_cross_entropy_with_logits",
-    }
-)
 MEAN_MESSAGE = (
     "loss averaged with reduce_mean over one replica's batch: gradients are summed across "
-    "replicas, so they come out N times too large; average over the global batch instead"
+    "replicas, so they come out N times too large; divide it by the number of replicas"
+)
+CALL_MEAN_MESSAGE = (
+    "Loss subclass whose call() returns a mean: Keras passes a scalar through its reduction "
+    "without dividing it by the replica count, so gradients come out N times too large"
+)
+REGULARIZATION_MESSAGE = (
+    "regularization losses (model.losses) added on every replica: gradients are summed across "
+    "replicas, so the regularization counts N times; scale it with tf.nn.scale_regularization_loss"
 )
 DEFAULT_MESSAGE = (
     "loss object with the default reduction in a custom step: Keras 2 rejects it under a "
-    "strategy and Keras 3 divides by the replica count on its own; use reduction='none' and "
-    "tf.nn.compute_average_loss"
+    "strategy and Keras 3 before 3.8 does not divide it by the replica count (3.8 and later "
+    "do); use reduction='none' and divide its mean by the replica count"
 )
 TWICE_MESSAGE = (
     "loss divided by num_replicas_in_sync on top of a default-reduction loss: Keras >= 3.8 "
     "already divides by the replica count, so this divides twice"
+)
+BYPASSED_REASON = (
+    "the division by the replica count on line {line} is inside tf.grad_pass_through: it "
+    "scales the value but not the gradient; divide the loss itself"
 )
 
 
@@ -107,7 +125,7 @@ class UnscaledCustomLoss(Rule):
                 "def train_step(inputs):\n"
                 "    x, y = inputs\n"
                 "    with tf.GradientTape() as tape:\n"
-                "        loss = tf.nn.compute_average_loss(keras.losses.mean_squared_error(y, model(x, training=True)))\n"
+                "        loss = tf.reduce_mean(keras.losses.mean_squared_error(y, model(x, training=True))) / strategy.num_replicas_in_sync\n"
                 "    grads = tape.gradient(loss, model.trainable_variables)\n"
                 "    optimizer.apply_gradients(zip(grads, model.trainable_variables))\n"
                 "\n"
@@ -138,288 +156,269 @@ class UnscaledCustomLoss(Rule):
     )
 
     def check(self) -> None:
-        program = self.program
-        self.steps = Steps.of(program)
+        self.steps = Steps.of(self.program)
         if not self.steps.roots:
             return
-        tf = module_alias(program, "tensorflow")
-        self.average = f"{tf}.nn.compute_average_loss" if tf else None
+        self.callables = Callables.of(self.program)
+        self.tf = module_alias(self.program, "tensorflow")
         # Loss objects already given reduction="none" by an earlier fix in this file.
         self.reconstructed: set[int] = set()
-        terms: dict[cst.CSTNode, list[tuple[cst.FunctionDef, Term]]] = {}
+        # Each differentiated value (by its gradient call), with the steps that reach it and
+        # its terms.
+        losses: dict[cst.Call, tuple[list[cst.FunctionDef], list[Term]]] = {}
         for root in self.steps.roots:
             if self.steps.aggregates_itself(root):
                 continue  # gradients averaged by hand: a per-replica mean is what that wants
-            for term in self.steps.loss_terms(root):
-                terms.setdefault(term.node, []).append((root, term))
-        for node, reached in terms.items():
-            if isinstance(node, cst.Call):
-                self._term(node, reached)
+            for call, target in self.steps.gradient_targets(root):
+                if call in losses:
+                    losses[call][0].append(root)
+                else:
+                    losses[call] = ([root], loss_terms_of(self.steps, target))
+        findings: dict[cst.CSTNode, _Finding] = {}
+        for gradient, (roots, terms) in losses.items():
+            for term in terms:
+                finding = findings.setdefault(term.node, _Finding(term.node))
+                finding.paths.append(term)
+                finding.roots.extend(r for r in roots if r not in finding.roots)
+                finding.losses.append(gradient)
+        for finding in findings.values():
+            finding.message = self._message(finding)
+        self._decide(findings, losses)
+        for finding in findings.values():
+            if finding.message is None:
+                continue
+            if finding.why is not None:
+                self.report(finding.node, finding.message, finding.why)
+            else:
+                self.fix(finding.node, finding.message, lambda edits, f=finding: self._plan(f, edits))
 
-    def _term(self, call: cst.Call, reached: list[tuple[cst.FunctionDef, Term]]) -> None:
-        """One place where the loss is made, reached from one or more gradients."""
-        facts = self.facts
-        root, term = reached[0]
-        averaged = argument_value(call, "input_tensor", 0) if tf_names(facts, call.func) & _MEANS else None
-        mean = averaged is not None
-        if averaged is not None:
-            kind = _per_example(facts, self._resolved(averaged), self.steps)
-        else:
-            obj = _loss_object(facts, self.steps, call.func)
-            if obj is None or _reduction(obj) != "default":
-                return
-            kind = "default"
-        scaled = [t for _, t in reached if t.scaling]
-        if scaled and len(scaled) != len(reached):
-            self.report(call, DEFAULT_MESSAGE if kind == "default" else MEAN_MESSAGE, _mixed(self.program, scaled[0]))
-            return
-        if scaled and kind != "default":
-            return  # a per-replica mean divided by the replica count: right as it is
-        message = TWICE_MESSAGE if scaled else (DEFAULT_MESSAGE if kind == "default" else MEAN_MESSAGE)
-        why = self._unsafe(call, root, [t for _, t in reached])
-        if why is not None:
-            self.report(call, message, why)
-            return
-        function = self.program.enclosing_function(call)
-        batch = _global_batch(self.program, self.steps, root, function) if function is not None else None
-        suffix = f", global_batch_size={self.program.module.code_for_node(batch)}" if batch is not None else ""
-        target = self._rewritten(call, term, message)
-        if target is None:
-            return
-        if mean:
-            self._mean(call, target, kind, message, suffix)
-        else:
-            self._loss_call(call, target, message, suffix)
+    # --- what each term is ---------------------------------------------------------------------
 
-    def _rewritten(self, call: cst.Call, term: Term, message: str) -> cst.CSTNode | None:
-        """What the fix replaces: the loss, or ``loss / n`` when the division by the replica
-        count is applied to it right there (it must go too). None, after reporting, when that
-        division is made elsewhere."""
-        if not term.scaling:
-            return call
-        scaling = term.scaling[-1]
-        if _operand_of(scaling, call):
-            return scaling
-        self.report(
-            call,
-            message,
-            f"the division by the replica count is on line {self.program.line(scaling)}, away from "
-            "the loss; remove it when switching to reduction='none' and tf.nn.compute_average_loss",
-        )
+    def _message(self, finding: "_Finding") -> str | None:
+        """The finding's message, or None when the term is right as it is. Sets ``why`` when it
+        cannot be fixed on its own account."""
+        paths = finding.paths
+        kind = paths[0].kind
+        detail = paths[0].detail
+        scaled = [t for t in paths if t.scaling]
+        if kind == "mean" or kind == "regularization":
+            if len(scaled) == len(paths):
+                return None  # divided by the replica count on every way to the gradient
+            message = REGULARIZATION_MESSAGE if kind == "regularization" else CALL_MEAN_MESSAGE if detail == "call" else MEAN_MESSAGE
+            bypassed = [t for t in paths if t.bypassed and not t.scaling]
+            if scaled:
+                finding.why = _mixed(self.program, scaled[0])
+            elif bypassed:
+                finding.why = BYPASSED_REASON.format(line=self.program.line(bypassed[0].bypassed[0]))
+            elif detail == "axes":
+                finding.why = (
+                    "it reduces over given axes, so what it averages is not known to be one loss per "
+                    "example; if it averages over the batch, divide it by the replica count"
+                )
+            elif detail == "call":
+                finding.why = "the mean is in the Loss subclass's call(), which Keras calls wherever the object is used"
+            elif kind == "regularization" and not isinstance(finding.node, cst.Call):
+                finding.why = "the regularization losses are not summed where they are added; sum them and scale the sum"
+            finding.kind = kind
+            return message
+        if kind == "loss" and detail == "default":
+            finding.kind = "twice" if scaled else "default"
+            if scaled and len(scaled) != len(paths):
+                finding.why = _mixed(self.program, scaled[0])
+            return TWICE_MESSAGE if scaled else DEFAULT_MESSAGE
         return None
 
-    def _unsafe(self, call: cst.Call, root: cst.FunctionDef, terms: list[Term]) -> str | None:
-        """Why rewriting the loss at ``call`` would change more than the gradient, if it would."""
-        program = self.program
-        function = program.enclosing_function(call)
-        if function is not None:
-            outside = self.steps.called_only_in_steps(function)
-            if outside is not None:
-                return (
-                    f"{function.name.value}() is also used outside the training step (line "
-                    f"{program.line(outside)}); changing its loss would change that use too"
+    def _decide(self, findings: dict, losses: dict) -> None:
+        """A loss is fixed whole or not at all: a finding is fixed only if every loss it is part
+        of can be (every unscaled term fixable, no term of unknown reduction)."""
+        for finding in findings.values():
+            if finding.message is not None and finding.why is None:
+                finding.why = self._unsafe(finding)
+        blocked: dict[cst.Call, str] = {}
+        for gradient, (_roots, terms) in losses.items():
+            unknown = next((t for t in terms if t.kind == "unknown"), None)
+            if unknown is not None:
+                blocked[gradient] = (
+                    f"the loss also adds {_short(self.program, unknown.node)} (line "
+                    f"{self.program.line(unknown.node)}), whose reduction over the replicas is not "
+                    "known here; scale every term of the loss the same way"
                 )
-        averaged = _averaged_by_caller(program, self.steps, root, terms)
-        if averaged is not None:
+        changed = True
+        while changed:
+            changed = False
+            for finding in findings.values():
+                if finding.message is None or finding.why is not None:
+                    continue
+                why = next((blocked[g] for g in finding.losses if g in blocked), None)
+                if why is not None:
+                    finding.why = why
+                    changed = True
+            for finding in findings.values():
+                if finding.message is None or finding.why is None:
+                    continue
+                for gradient in finding.losses:
+                    if gradient not in blocked:
+                        blocked[gradient] = (
+                            f"{_short(self.program, finding.node)} (line {self.program.line(finding.node)}) "
+                            "in the same loss cannot be fixed, and fixing the rest alone would change "
+                            "the balance between its terms"
+                        )
+                        changed = True
+
+    def _unsafe(self, finding: "_Finding") -> str | None:
+        """Why rewriting this term would change more than the gradient, if it would."""
+        program = self.program
+        if self.tf is None:
+            return "the script does not import tensorflow as a module"
+        owner = self._outside_steps(finding.node)
+        if owner is not None:
+            return owner
+        if finding.kind in ("default", "twice"):
+            call = finding.paths[0].loss_call
+            construction = loss_object(self.facts, self.callables, call.func) if call is not None else None
+            if construction is None:
+                return "the loss object is not made in this file (or is a Loss subclass with its own reduction)"
+            for use in object_uses(self.facts, self.callables, call.func):
+                if program.enclosing_function(use) not in self.steps.functions:
+                    return (
+                        f"{program.module.code_for_node(call.func)} is also used outside the training step (line "
+                        f"{program.line(use)}); changing its reduction would change that use too"
+                    )
+            source = mask_source(self.facts, call)
+            if source is not None:
+                return (
+                    f"the predictions may carry a Keras mask ({_short(program, source)}, line {program.line(source)}): "
+                    "the default reduction averages over the unmasked entries only, reduction='none' does not"
+                )
+        if finding.kind == "default":
+            return None  # the same value as Keras >= 3.8 computes: its uses see no change
+        use = unaccounted_use(self.steps, finding.node if finding.kind != "twice" else finding.paths[0].loss_call)
+        if use is None:
+            return None
+        if use.kind == "mean":
             return (
                 f"the step returns this loss and its caller averages it over the replicas with "
-                f"ReduceOp.MEAN (line {program.line(averaged)}); once each replica's loss is its "
+                f"ReduceOp.MEAN (line {program.line(use.node)}); once each replica's loss is its "
                 "share of the global average that must be SUM: change both together"
             )
-        return None
+        if use.kind == "returned":
+            return f"it is returned on line {program.line(use.node)} to callers that are not in this file"
+        return (
+            f"its value is also used on line {program.line(use.node)} ({_short(program, use.node)}), "
+            "which would see it divided by the replica count too"
+        )
 
-    def _resolved(self, expr: cst.BaseExpression) -> cst.BaseExpression:
-        """``per_example`` -> what it was assigned, when exactly one assignment reaches it."""
-        if isinstance(expr, cst.Name):
-            bindings = self.facts.bindings(expr) or []
-            values = [self.facts.assigned_value(b) for b in bindings]
-            if len(values) == 1 and values[0] is not None:
-                return values[0]
-        return expr
-
-    def _mean(self, call: cst.Call, target: cst.CSTNode, kind: str | None, message: str, suffix: str) -> None:
-        inner = argument_value(call, "input_tensor", 0)
-        if argument_value(call, "axis", 1) is not None or inner is None:
-            self.report(
-                call,
-                message,
-                "it reduces over given axes, so what it averages is not known to be one loss per "
-                "example; if it averages over the batch, divide it by strategy.num_replicas_in_sync",
-            )
-            return
-
-        def plan(edits: BlockEdits) -> None:
-            if kind is None:
-                raise NotFound(
-                    "what it averages is not known to be one loss per example; average it over all "
-                    "but the batch axis and pass that to tf.nn.compute_average_loss, or divide this "
-                    "mean by strategy.num_replicas_in_sync"
-                )
-            average = self._average()
-            if kind == "default":
-                made = self._resolved(inner)
-                if not isinstance(made, cst.Call):
-                    raise NotFound("the loss object's call is not in this step")
-                self._make_none(made, edits)
-            code = self.program.module.code_for_node(inner)
-            edits.replace(target, lambda _node: cst.parse_expression(f"{average}({code}{suffix})"))
-
-        self.fix(call, message, plan)
-
-    def _loss_call(self, call: cst.Call, target: cst.CSTNode, message: str, suffix: str) -> None:
+    def _outside_steps(self, node: cst.CSTNode) -> str | None:
+        """Why the code holding ``node`` also runs outside custom steps, if it does."""
         program = self.program
+        function = next((a for a in program.ancestors(node) if isinstance(a, (cst.FunctionDef, cst.Lambda))), None)
+        if function is None:
+            return "it is not in a function run by the step"
+        outside = self.steps.called_only_in_steps(function)
+        if outside is None:
+            return None
+        what = f"{function.name.value}()" if isinstance(function, cst.FunctionDef) else "the lambda"
+        if outside is function:
+            return f"{what} is called by code that is not in this file; changing its loss would change those calls too"
+        return f"{what} is also used outside the training step (line {program.line(outside)}); changing its loss would change that use too"
 
-        def plan(edits: BlockEdits) -> None:
-            average = self._average()
-            self._make_none(call, edits)
-            code = program.module.code_for_node(call)
-            edits.replace(target, lambda _node: cst.parse_expression(f"{average}({code}{suffix})"))
+    # --- the fix -------------------------------------------------------------------------------
 
-        self.fix(call, message, plan)
-
-    def _average(self) -> str:
-        if self.average is None:
-            raise NotFound("the script does not import tensorflow as a module")
-        return self.average
+    def _plan(self, finding: "_Finding", edits: BlockEdits) -> None:
+        program = self.program
+        node = finding.node
+        replicas = self._replica_count(node, finding.roots)
+        if finding.kind == "regularization":
+            code = program.module.code_for_node(node)
+            edits.replace(node, lambda _n: _parsed(f"{self.tf}.nn.scale_regularization_loss({code})", False))
+            return
+        if finding.kind == "mean":
+            code = program.module.code_for_node(node)
+            edits.replace(node, lambda _n: _parsed(f"{code} / {replicas}", _needs_parens(program, node)))
+            return
+        call = finding.paths[0].loss_call
+        self._make_none(call, edits)
+        if node is not call:  # ``tf.reduce_mean(loss(...))``: only the division may be missing
+            if finding.kind == "default":
+                code = program.module.code_for_node(node)
+                edits.replace(node, lambda _n: _parsed(f"{code} / {replicas}", _needs_parens(program, node)))
+            return
+        code = program.module.code_for_node(call)
+        suffix = f" / {replicas}" if finding.kind == "default" else ""
+        edits.replace(call, lambda _n: _parsed(f"{self.tf}.reduce_mean({code}){suffix}", bool(suffix) and _needs_parens(program, call)))
 
     def _make_none(self, call: cst.Call, edits: BlockEdits) -> None:
-        """Give the loss object ``call`` uses ``reduction="none"``, if nothing else uses it."""
-        program, facts = self.program, self.facts
-        construction = _loss_object(facts, self.steps, call.func)
+        construction = loss_object(self.facts, self.callables, call.func)
         if construction is None:
             raise NotFound("the loss object is not made in this file")
-        if id(construction) in self.reconstructed:
-            return
-        for use in _object_uses(facts, self.steps, call.func):
-            if program.enclosing_function(use) not in self.steps.functions:
-                raise NotFound(
-                    f"{program.module.code_for_node(call.func)} is also used outside the training step (line "
-                    f"{program.line(use)}); changing its reduction would change that use too"
-                )
-        self.reconstructed.add(id(construction))
-        edits.replace(construction, with_reduction_none)
+        if id(construction) not in self.reconstructed:
+            self.reconstructed.add(id(construction))
+            edits.replace(construction, with_reduction_none)
+
+    def _replica_count(self, site: cst.CSTNode, roots: list[cst.FunctionDef]) -> str:
+        """The replica count, spelled with the strategy that runs the step when that is in view
+        at ``site``, else read from the replica context."""
+        program = self.program
+        receivers = [run.func.value for root in roots for run in self.steps.roots[root]]  # type: ignore[union-attr]
+        codes = {program.module.code_for_node(r) for r in receivers}
+        if len(codes) == 1:
+            receiver = receivers[0]
+            if isinstance(receiver, cst.Name) and visible_at(program, receiver, site):
+                return f"{receiver.value}.num_replicas_in_sync"
+            path = attribute_path(receiver)
+            if path is not None and len(path) == 2 and path[0] == "self" and _same_class(program, receiver, site):
+                return f"self.{path[1]}.num_replicas_in_sync"
+        return f"{self.tf}.distribute.get_replica_context().num_replicas_in_sync"
 
 
-def _mixed(program: Program, scaled: Term) -> str:
+class _Finding:
+    """One place where a loss term is made, with every path from it to a gradient."""
+
+    def __init__(self, node: cst.CSTNode) -> None:
+        self.node = node
+        self.paths: list[Term] = []
+        self.roots: list[cst.FunctionDef] = []
+        self.losses: list[cst.Call] = []
+        self.message: str | None = None
+        self.why: str | None = None
+        # "mean", "regularization", "default" or "twice".
+        self.kind: str | None = None
+
+
+def _mixed(program, scaled: Term) -> str:
     return (
         f"it reaches the gradients both divided by the replica count (line "
         f"{program.line(scaled.scaling[-1])}) and not, so no one rewrite is right for both"
     )
 
 
-def _operand_of(scaling: cst.CSTNode, call: cst.Call) -> bool:
-    """Whether ``call`` is the scaled operand of ``scaling`` (``call / n``, ``call * (1/n)``)."""
-    if isinstance(scaling, cst.BinaryOperation):
-        return scaling.left is call or (isinstance(scaling.operator, cst.Multiply) and scaling.right is call)
-    return False
+def _short(program, node: cst.CSTNode) -> str:
+    code = " ".join(program.module.code_for_node(node).split())
+    return code if len(code) <= 60 else code[:57] + "..."
 
 
-def _loss_object(facts: Facts, steps: Steps, func: cst.BaseExpression) -> cst.Call | None:
-    """The Keras loss construction ``func`` is: made right there, bound to a name, or assigned
-    to ``self.<name>`` once in the step's class."""
-    if isinstance(func, cst.Call):
-        return func if facts.call_kind(func) is Kind.LOSS else None
-    values: list[cst.BaseExpression | None]
-    if isinstance(func, cst.Name):
-        values = [facts.assigned_value(b) for b in facts.bindings(func) or []]
-    else:
-        values = [v for v, _ in steps.attribute_assignments(func)]
-    if len(values) == 1 and isinstance(values[0], cst.Call) and facts.call_kind(values[0]) is Kind.LOSS:
-        return values[0]
-    return None
+def _parsed(code: str, parens: bool) -> cst.BaseExpression:
+    return cst.parse_expression(f"({code})" if parens else code)
 
 
-def _object_uses(facts: Facts, steps: Steps, func: cst.BaseExpression) -> list[cst.CSTNode]:
-    """Every read of the loss object ``func`` names."""
-    if isinstance(func, cst.Name):
-        return [use for binding in facts.bindings(func) or [] if isinstance(binding, cst.Name) for use in facts.uses(binding)]
-    return steps.attribute_reads(func)
+def _needs_parens(program, node: cst.CSTNode) -> bool:
+    """Whether ``node / n`` written in place of ``node`` would bind to more than ``node``."""
+    parent = program.parent(node)
+    if isinstance(parent, cst.BinaryOperation):
+        right_bound = (cst.Divide, cst.FloorDivide, cst.Modulo, cst.MatrixMultiply)
+        return isinstance(parent.operator, cst.Power) or parent.right is node and isinstance(parent.operator, right_bound)
+    return isinstance(parent, (cst.Attribute, cst.Subscript)) or isinstance(parent, cst.Call) and parent.func is node
 
 
-def _reduction(construction: cst.Call) -> str:
-    for arg in construction.args:
-        if arg.keyword is not None and arg.keyword.value == "reduction":
-            value = arg.value
-            text = value.evaluated_value if isinstance(value, cst.SimpleString) else (
-                value.attr.value if isinstance(value, cst.Attribute) else ""
-            )
-            text = str(text).lower()
-            if text in ("none",):
-                return "none"
-            if text in ("auto", "sum_over_batch_size"):
-                return "default"
-            return "other"
-    return "default"
+def _same_class(program, receiver: cst.CSTNode, site: cst.CSTNode) -> bool:
+    """Whether ``site`` is in a method of the class ``receiver`` (``self.x``) is written in,
+    whose ``self`` is the instance."""
+    def owner(node):
+        function = program.enclosing_function(node)
+        cls = program.parent(program.parent(function)) if function is not None else None
+        return function, cls if isinstance(cls, cst.ClassDef) else None
 
-
-def _per_example(facts: Facts, expr: cst.BaseExpression, steps: Steps) -> str | None:
-    """"none" for one loss per example, "default" for a default-reduction loss object's
-    scalar, None when unknown."""
-    if not isinstance(expr, cst.Call):
-        return None
-    obj = _loss_object(facts, steps, expr.func)
-    if obj is not None:
-        reduction = _reduction(obj)
-        return reduction if reduction in ("none", "default") else None
-    names = tf_names(facts, expr.func)
-    if names & _PER_EXAMPLE or any(n.startswith("keras.losses.") and n.rpartition(".")[2][:1].islower() for n in names):
-        return "none"
-    return None
-
-
-def _global_batch(program: Program, steps: Steps, step: cst.FunctionDef, where: cst.FunctionDef) -> cst.BaseExpression | None:
-    """The batch size of the distributed dataset ``step`` is fed from, if it can be named
-    inside ``where``."""
-    batches = [batch_size_of(program, source) for source in _distributed_sources(program)]
-    codes = {program.module.code_for_node(b) for b in batches if b is not None}
-    if len(batches) != 1 or batches[0] is None or len(codes) != 1 or not where.body.body:
-        return None  # none, or several distributed datasets: let compute_average_loss work it out
-    batch = batches[0]
-    # What ``.batch()`` is given is the global batch, whether or not it is scaled.
-    return batch if visible_at(program, batch, where.body.body[0]) else None
-
-
-def _distributed_sources(program: Program) -> list[cst.BaseExpression]:
-    """The datasets passed to strategy.experimental_distribute_dataset in this file."""
-    facts = Facts.of(program)
-    found = []
-    for call, _owner in facts.calls:
-        func = call.func
-        if (
-            isinstance(func, cst.Attribute)
-            and func.attr.value == "experimental_distribute_dataset"
-            and facts.is_strategy_expr(func.value)
-            and call.args
-        ):
-            found.append(call.args[0].value)
-    return found
-
-
-def _averaged_by_caller(program: Program, steps: Steps, root: cst.FunctionDef, terms: list[Term]) -> cst.Call | None:
-    """The ``strategy.reduce(MEAN, ...)`` that averages what ``root`` returns, when the loss
-    at these terms is part of what it returns."""
-    bound = {b.value for t in terms for b in t.bindings if isinstance(b, cst.Name)}
-    helpers = {id(t.calls[0]) for t in terms if t.calls}
-    returned = False
-    for ret in Facts.of(program).functions[root].returns:
-        if ret.value is None:
-            continue
-        if {n.value for n in names_in(ret.value)} & bound or any(id(c) in helpers for c in calls_in(ret.value)):
-            returned = True
-    if not returned:
-        return None
-    for run in steps.roots[root]:
-        for node in steps.forward(run):
-            parent = program.parent(node)
-            holder = program.parent(parent) if isinstance(parent, cst.Arg) else None
-            if (
-                isinstance(holder, cst.Call)
-                and isinstance(holder.func, cst.Attribute)
-                and holder.func.attr.value == "reduce"
-                and holder.args
-                and holder.args[0] is not parent
-            ):
-                op = argument_value(holder, "reduce_op", 0)
-                if op is not None and "MEAN" in program.module.code_for_node(op).upper():
-                    return holder
-    return None
+    function, cls = owner(site)
+    _, receiver_cls = owner(receiver)
+    params = function.params.params if function is not None else ()
+    return cls is not None and cls is receiver_cls and bool(params) and params[0].name.value == "self"

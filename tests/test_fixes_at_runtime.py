@@ -163,6 +163,34 @@ def test_tfd004_dividing_by_the_replica_count_again_halves_the_loss_on_keras3():
     assert broken == pytest.approx(fixed / REPLICAS, rel=1e-4)
 
 
+def _first_losses(name: str) -> tuple[float, float]:
+    """The first loss of the broken fixture and of its fix, on Keras 3 (same seed, same weights)."""
+    reports = _loop_reports(False)
+    broken = reports[str(FIXTURES / "tfd004" / f"{name}.py")].runs[0].losses[0]
+    fixed = reports[str(FIXTURES / "tfd004" / f"{name}.fixed.py")].runs[0].losses[0]
+    return broken, fixed
+
+
+def test_tfd004_per_token_default_loss_keeps_its_keras3_value():
+    """Reproducer tfd004_per_token_loss_multiplied: a (batch, T) loss from a default-reduction
+    loss object is already each replica's share on Keras 3; the fix must keep that value, not
+    make it T times larger (compute_average_loss sums over T)."""
+    broken, fixed = _first_losses("per_token_default")
+    assert fixed == pytest.approx(broken, rel=1e-4)
+
+
+def test_tfd004_per_token_mean_is_divided_by_the_replicas_only():
+    broken, fixed = _first_losses("per_token_mean")
+    assert fixed == pytest.approx(broken / REPLICAS, rel=1e-4)
+
+
+def test_tfd004_regularization_is_scaled_with_the_data_term():
+    """Reproducer tfd004_regularization_left_unscaled: every replica adds model.losses; the fix
+    divides both terms by the replica count (the data term alone would not halve the sum)."""
+    broken, fixed = _first_losses("regularization")
+    assert fixed == pytest.approx(broken / REPLICAS, rel=1e-4)
+
+
 @pytest.mark.parametrize("case", pairs("tfd004"), ids=lambda c: c.id)
 def test_tfd004_fixed_step_also_runs_on_keras2(case):
     reports = _loop_reports(True)

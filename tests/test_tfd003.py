@@ -88,3 +88,123 @@ def test_eager_loop_inside_a_function_compiled_at_its_call_site_is_not_eager():
     assert _check(EAGER_V2.replace("{run}", "tf.function(outer)")).findings == []
     (finding,) = _check(EAGER_V2.replace("{run}", "outer")).findings
     assert "eagerly" in finding.message and finding.line == 12
+
+
+SIDE_EFFECT = (
+    "import tensorflow as tf\n"
+    "counts = {'seen': 0}\n"
+    "strategy = tf.distribute.MirroredStrategy()\n"
+    "with strategy.scope():\n"
+    "    m = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
+    "    opt = tf.keras.optimizers.SGD()\n"
+    "def replica(x):\n"
+    "    with tf.GradientTape() as t:\n"
+    "        loss = tf.nn.compute_average_loss(tf.reduce_sum(m(x), axis=1))\n"
+    "    opt.apply_gradients(zip(t.gradient(loss, m.trainable_variables), m.trainable_variables))\n"
+    "def step(x):\n"
+    "    out = strategy.run(replica, args=(x,))\n"
+    "    {effect}\n"
+    "    return out\n"
+    "for x in strategy.experimental_distribute_dataset(tf.data.Dataset.range(8).map(lambda i: tf.ones([2])).batch(2)):\n"
+    "    step(x)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "effect, why",
+    [
+        ("counts['seen'] += 1", "changes counts[...]"),  # the reproducer's shape
+        ("counts['last'] = out", "changes counts[...]"),
+        ("del counts['seen']", "changes counts[...]"),
+        ("tf.print(out); counts.update(seen=1)", "calls counts.update()"),
+        ("print(out)", "prints"),
+        ("import random; random.random()", "calls random.random()"),
+    ],
+)
+def test_a_python_side_effect_keeps_tf_function_off(effect, why):
+    """Reproducer tfd003_tf_function_drops_python_side_effect: inside a tf.function a Python
+    effect happens only while tracing (a counter incremented once instead of every step)."""
+    (finding,) = _check(SIDE_EFFECT.replace("{effect}", effect)).findings
+    assert "eagerly" in finding.message and not finding.fixable
+    assert f"step() {why}" in finding.reason
+
+
+def test_a_dict_the_step_makes_itself_is_no_side_effect():
+    analysis = _check(SIDE_EFFECT.replace("{effect}", "results = {}; results['out'] = out"))
+    (finding,) = analysis.findings
+    assert finding.fixable and "@tf.function\ndef step(x):" in analysis.new_text
+
+
+def test_a_step_reading_a_changing_python_value_is_not_traced():
+    """A tf.function keeps the value of a Python name it read while tracing."""
+    loop = "for x in strategy.experimental_distribute_dataset("
+    source = SIDE_EFFECT.replace("{effect}", "tf.print(epoch)").replace(loop, "for epoch in range(2):\n  " + loop)
+    source = source.replace("\n    step(x)\n", "\n      step(x)\n")
+    assert "for epoch in range(2):\n  for x in" in source and "\n      step(x)\n" in source
+    (finding,) = _check(source).findings
+    assert "reads epoch, a Python value that changes between calls" in finding.reason
+
+
+FED = (
+    "import numpy as np\n"
+    "import tensorflow as tf\n"
+    "strategy = tf.distribute.MirroredStrategy()\n"
+    "with strategy.scope():\n"
+    "    m = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
+    "    opt = tf.keras.optimizers.SGD()\n"
+    "def replica(x, *rest):\n"
+    "    with tf.GradientTape() as t:\n"
+    "        loss = tf.nn.compute_average_loss(tf.reduce_sum(m(x), axis=1))\n"
+    "    opt.apply_gradients(zip(t.gradient(loss, m.trainable_variables), m.trainable_variables))\n"
+    "@tf.function\n"
+    "def step(*args):\n"
+    "    return strategy.run(replica, args=args)\n"
+    "def make():\n"
+    "    return tf.data.Dataset.from_tensor_slices(np.ones([16, 2], 'float32')).batch(4)\n"
+    "ds = make()\n"
+    "{loop}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "loop, what",
+    [
+        ("for x in ds:\n    strategy.run(replica, args=(x,))", "a batch of ds"),
+        ("it = iter(ds)\nfor _ in range(4):\n    strategy.run(replica, args=(next(it),))", "a batch of ds"),
+        ("for i, x in enumerate(ds):\n    strategy.run(replica, args=(x, i))", "a batch of ds"),
+        ("for x, y in zip(ds, ds):\n    strategy.run(replica, args=(x, y))", "a batch of ds"),
+        ("x = np.ones([4, 2], 'float32')\nstrategy.run(replica, args=(x,))", "a NumPy array"),
+        ("def feed(batches):\n    for x in batches:\n        strategy.run(replica, args=(x,))\nfeed(ds)", "a batch of ds"),
+    ],
+)
+def test_undistributed_batches_are_followed_to_the_dataset(loop, what):
+    (finding,) = [f for f in _check(FED.replace("{loop}", loop)).findings if "not distributed" in f.message]
+    assert f"strategy.run is given {what}, which is not distributed" in finding.message
+
+
+@pytest.mark.parametrize(
+    "loop",
+    [
+        "for x in strategy.experimental_distribute_dataset(ds):\n    strategy.run(replica, args=(x, 3))",
+        "for x in strategy.experimental_distribute_dataset(ds):\n    strategy.run(replica, args=(x, tf.constant(0)))",
+        "dist = strategy.distribute_datasets_from_function(lambda ctx: make())\nfor i, x in enumerate(dist):\n    strategy.run(replica, args=(x, i))",
+        "v = strategy.experimental_distribute_values_from_function(lambda ctx: tf.ones([2, 2]))\nstrategy.run(replica, args=(v,))",
+        "strategy.run(replica, args=(tf.ones([4, 2]),))",
+    ],
+)
+def test_distributed_batches_and_values_that_are_not_batches_are_not_findings(loop):
+    assert not [f for f in _check(FED.replace("{loop}", loop)).findings if "not distributed" in f.message]
+
+
+def test_the_dataset_is_distributed_once_before_the_outermost_loop():
+    source = FED.replace("{loop}", "for epoch in range(2):\n    for x in ds:\n        step(x)")
+    analysis = _check(source)
+    (finding,) = analysis.findings
+    assert finding.fixable and "a batch of ds" in finding.message
+    assert "dist_ds = strategy.experimental_distribute_dataset(ds)\nfor epoch in range(2):\n    for x in dist_ds:\n" in analysis.new_text
+
+
+def test_a_batch_used_outside_strategy_run_keeps_the_dataset_as_it_is():
+    source = FED.replace("{loop}", "for x in ds:\n    print(x.shape)\n    step(x)")
+    (finding,) = _check(source).findings
+    assert not finding.fixable and "the batch is also used on line 18" in finding.reason

@@ -110,7 +110,118 @@ def test_per_replica_means_in_a_gan_step_are_found():
         "    strategy.run(replica, args=(x, z))\n"
     )
     lines = sorted((f.line, f.fixable) for f in analysis.findings)
-    # The three bce calls are fixed; the mean of |restored - original| has no per-example shape.
-    assert lines == [(9, False), (9, True), (11, True), (11, True)]
-    assert "tf.nn.compute_average_loss(bce(tf.zeros_like(fake), fake))" in analysis.new_text
+    # The three bce calls and the mean of |restored - original| (whatever its rank) are fixed.
+    assert lines == [(9, True), (9, True), (11, True), (11, True)]
+    assert "tf.reduce_mean(bce(tf.zeros_like(fake), fake)) / strategy.num_replicas_in_sync" in analysis.new_text
+    assert "tf.reduce_mean(tf.abs(restored - original)) / strategy.num_replicas_in_sync" in analysis.new_text
     assert 'BinaryCrossentropy(from_logits=True, reduction="none")' in analysis.new_text
+
+
+STEP = (
+    "import tensorflow as tf\n"
+    "strategy = tf.distribute.MirroredStrategy()\n"
+    "with strategy.scope():\n"
+    "    m = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
+    "    opt = tf.keras.optimizers.SGD(0.1)\n"
+    "{helpers}"
+    "def replica(x, y):\n"
+    "    with tf.GradientTape() as tape:\n"
+    "        loss = {loss}\n"
+    "    opt.apply_gradients(zip(tape.gradient(loss, m.trainable_variables), m.trainable_variables))\n"
+    "    return loss\n"
+    "@tf.function\n"
+    "def step(x, y):\n"
+    "    return strategy.reduce('SUM', strategy.run(replica, args=(x, y)), axis=None)\n"
+    "for x, y in strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices((tf.ones([8, 2]), tf.ones([8, 1]))).batch(4)):\n"
+    "    print(float(step(x, y)))\n"
+)
+
+
+def _step(loss: str, helpers: str = ""):
+    return _check(STEP.replace("{helpers}", helpers).replace("{loss}", loss))
+
+
+@pytest.mark.parametrize(
+    "helpers, loss, fixed",
+    [
+        # A helper in the file, a lambda, a factory's closure, a callable object.
+        ("def loss_function(y, p):\n    return tf.reduce_mean(tf.square(y - p))\n", "loss_function(y, m(x))",
+         "return tf.reduce_mean(tf.square(y - p)) / strategy.num_replicas_in_sync"),
+        ("mae = lambda y, p: tf.reduce_mean(tf.abs(y - p))\n", "mae(y, m(x))",
+         "mae = lambda y, p: tf.reduce_mean(tf.abs(y - p)) / strategy.num_replicas_in_sync"),
+        ("def make():\n    def inner(y, p):\n        return tf.reduce_mean(tf.abs(y - p))\n    return inner\nfn = make()\n", "fn(y, m(x))",
+         "return tf.reduce_mean(tf.abs(y - p)) / strategy.num_replicas_in_sync"),
+        ("class Criterion:\n    def __call__(self, y, p):\n        return tf.reduce_mean(tf.abs(y - p))\ncriterion = Criterion()\n", "criterion(y, m(x))",
+         "return tf.reduce_mean(tf.abs(y - p)) / strategy.num_replicas_in_sync"),
+        # An extra term added to a global average.
+        ("", "tf.nn.compute_average_loss(tf.square(y - m(x))[:, 0]) + 10 * tf.reduce_mean(tf.abs(m(x)))",
+         "10 * tf.reduce_mean(tf.abs(m(x))) / strategy.num_replicas_in_sync"),
+    ],
+)
+def test_per_replica_means_where_the_step_cannot_see_them_are_found_and_fixed(helpers, loss, fixed):
+    """Issue 22, pattern 3: a mean returned by code the step calls is a term of its loss."""
+    analysis = _step(loss, helpers)
+    assert [f.fixable for f in analysis.findings] == [True]
+    assert fixed in analysis.new_text
+
+
+def test_a_lambda_given_to_minimize_is_the_loss():
+    analysis = _check(
+        "import tensorflow as tf\n"
+        "strategy = tf.distribute.MirroredStrategy()\n"
+        "with strategy.scope():\n"
+        "    m = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
+        "    opt = tf.keras.optimizers.SGD(0.1)\n"
+        "def replica(x, y):\n"
+        "    opt.minimize(lambda: tf.reduce_mean(tf.square(y - m(x))), m.trainable_variables)\n"
+        "@tf.function\n"
+        "def step(x, y):\n"
+        "    strategy.run(replica, args=(x, y))\n"
+    )
+    assert "lambda: tf.reduce_mean(tf.square(y - m(x))) / strategy.num_replicas_in_sync" in analysis.new_text
+
+
+@pytest.mark.parametrize(
+    "helpers, loss, why",
+    [
+        # A helper also used outside the steps, a product of two losses, an unknown term.
+        ("def loss_function(y, p):\n    return tf.reduce_mean(tf.square(y - p))\nloss_function(tf.ones([2, 1]), tf.ones([2, 1]))\n",
+         "loss_function(y, m(x))", "also used outside the training step"),
+        ("from losses import perceptual\n", "tf.reduce_mean(tf.abs(y - m(x))) + perceptual(y, m(x))", "whose reduction over the replicas is not known"),
+        ("", "tf.reduce_mean(tf.abs(y - m(x))) + tf.reduce_mean(tf.abs(m(x))) * tf.reduce_mean(tf.abs(y))", "whose reduction over the replicas is not known"),
+    ],
+)
+def test_a_loss_that_cannot_be_fixed_whole_is_reported(helpers, loss, why):
+    analysis = _step(loss, helpers)
+    assert analysis.findings and analysis.new_text is None
+    assert all(why in f.reason for f in analysis.findings)
+
+
+def test_a_mean_whose_per_replica_values_are_shown_is_not_changed():
+    """The per-replica losses are printed: dividing them would change what is printed."""
+    source = STEP.replace("{helpers}", "").replace("{loss}", "tf.reduce_mean(tf.abs(y - m(x)))")
+    source = source.replace("    return strategy.reduce('SUM', strategy.run(replica, args=(x, y)), axis=None)\n", "    return strategy.run(replica, args=(x, y))\n")
+    source = source.replace("    print(float(step(x, y)))\n", "    print(strategy.experimental_local_results(step(x, y)))\n")
+    (finding,) = _check(source).findings
+    assert not finding.fixable and "its value is also used on line 15" in finding.reason
+
+
+def test_a_per_token_loss_is_averaged_over_every_token_not_summed_over_them():
+    """Reproducer tfd004_per_token_loss_multiplied: a (batch, T) loss from a default-reduction
+    loss object (or a mean of one) handed to compute_average_loss made the loss T times larger;
+    the fix divides the mean of every entry by the replica count, whatever the rank."""
+    loss_object = _step("loss_object(y, m(x))", "loss_object = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)\n")
+    assert "tf.reduce_mean(loss_object(y, m(x))) / strategy.num_replicas_in_sync" in loss_object.new_text
+    mean = _step("tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, m(x), from_logits=True))")
+    assert "from_logits=True)) / strategy.num_replicas_in_sync" in mean.new_text
+    assert "compute_average_loss" not in loss_object.new_text + mean.new_text
+
+
+def test_regularization_is_scaled_with_the_data_term_or_neither_is_fixed():
+    """Reproducer tfd004_regularization_left_unscaled: the data term made a global average and
+    tf.add_n(model.losses) left per replica changed their balance N-fold."""
+    both = _step("tf.reduce_mean(tf.square(y - m(x))) + tf.add_n(m.losses)")
+    assert [f.fixable for f in both.findings] == [True, True]
+    assert "tf.reduce_mean(tf.square(y - m(x))) / strategy.num_replicas_in_sync + tf.nn.scale_regularization_loss(tf.add_n(m.losses))" in both.new_text
+    neither = _step("tf.reduce_mean(tf.square(y - m(x))) + tf.add_n(m.losses)\n        tf.print(loss)")
+    assert len(neither.findings) == 2 and neither.new_text is None

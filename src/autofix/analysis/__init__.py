@@ -5,9 +5,11 @@ names mean, and the one-pass index of names and scopes), then :mod:`.program` (a
 names, tree, positions, suppressions), :mod:`.facts` (strategies, what calls make or do),
 :mod:`.contexts` (where a strategy exists), :mod:`.dataflow` (where data goes),
 :mod:`.ordering` (what may move past what), :mod:`.training` (the training program:
-which objects and data take part in distributed training, and where), and :mod:`.steps`
-(custom training steps: what ``strategy.run`` runs, what its tapes differentiate, and the
-values that make up that loss).
+which objects and data take part in distributed training, and where), and the custom steps:
+:mod:`.steps` (what ``strategy.run`` runs, what its tapes differentiate, what runs in a
+``tf.function``), :mod:`.callees` (what a call runs), :mod:`.losses` (a step's loss, term by
+term), :mod:`.valueflow` (where a changed value goes), :mod:`.inputs` and :mod:`.distribution`
+(what ``strategy.run`` is fed), :mod:`.tracing` (Python side effects).
 
 Each analysis is built at most once per program and shared: ``Facts.of(program)``.
 """

@@ -1,0 +1,344 @@
+"""What ``strategy.run`` feeds a training step: distributed batches, or data every replica gets
+whole.
+
+``strategy.run(step, args=(batch,))`` gives each replica its own share only when ``batch`` comes
+from the strategy (``experimental_distribute_dataset``, ``distribute_datasets_from_function``,
+``experimental_distribute_values_from_function``). A batch of a plain ``tf.data`` dataset, a
+NumPy array, or one replica's shard (``batch.values[0]``) goes whole to every replica (measured:
+each of 2 replicas sees all 8 examples): no data parallelism, and the replicas' gradients of the
+same batch are summed.
+
+Each argument is followed backwards to where its value is made: through names (every binding
+that may reach the read: a value rebuilt on one branch counts), ``for`` loops and
+``enumerate`` / ``zip`` / ``iter`` / ``next``, tuple unpacking, subscripts, the parameters of
+local functions (to what their callers pass) and their returns, and ``self`` attributes. An
+origin is ``distributed``, ``dataset`` (a ``tf.data`` / Keras / TFDS dataset, with the
+expression iterated), ``array`` (NumPy, or a Keras ``load_data``), ``shard``, or unknown
+(scalars, step counters, tensors made by TensorFlow, values from other modules: never a
+finding).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import libcst as cst
+
+from autofix.analysis import Derived
+from autofix.analysis.callees import Callables
+from autofix.analysis.dataflow import LOADERS, PASSTHROUGH
+from autofix.analysis.steps import Steps
+from autofix.analysis.syntax import argument_value
+
+DISTRIBUTE_METHODS = frozenset(
+    {
+        "experimental_distribute_dataset",
+        "distribute_datasets_from_function",
+        "experimental_distribute_datasets_from_function",
+        "experimental_distribute_values_from_function",
+    }
+)
+# What the strategy hands back per replica (not a batch to distribute).
+_PER_REPLICA_METHODS = frozenset({"run", "experimental_run_v2", "experimental_local_results", "gather"})
+_DATASET_METHODS = PASSTHROUGH | {"batch", "padded_batch", "unbatch", "rebatch", "interleave", "flat_map", "zip", "window", "prefetch"}
+_ARRAY_METHODS = frozenset({"astype", "reshape", "copy", "squeeze", "transpose"})
+_DATASET_MAKERS = ("tensorflow.data.", "tensorflow_datasets.load")
+_DEPTH = 12
+# TPU strategies take their own kind of input: not judged here.
+_TPU = ("TPUStrategy", "TPUStrategyV2")
+
+
+@dataclass(frozen=True)
+class Origin:
+    kind: str  # "distributed", "dataset", "array", "shard", "unknown"
+    node: cst.CSTNode
+    # For a batch of a dataset: the ``for`` loop that iterates the dataset, when it is one.
+    loop: cst.For | None = None
+    # For a dataset: the expressions that make it (more than one for a parameter), and the
+    # name it is first bound to.
+    made: tuple[cst.BaseExpression, ...] = ()
+    named: cst.Name | None = None
+
+
+@dataclass
+class Feed:
+    """A ``strategy.run`` call of a training step given undistributed data."""
+
+    run: cst.Call
+    argument: cst.BaseExpression
+    origins: list[Origin] = field(default_factory=list)
+
+    @property
+    def undistributed(self) -> list[Origin]:
+        return [o for o in self.origins if o.kind in ("dataset", "array", "shard")]
+
+
+class Inputs(Derived):
+    def __init__(self, program) -> None:
+        super().__init__(program)
+        self.steps = Steps.of(program)
+        self.facts = self.steps.facts
+        self.callables = Callables.of(program)
+
+    @cached_property
+    def undistributed(self) -> list[Feed]:
+        """Every ``strategy.run`` of a step that applies gradients, under a strategy with
+        several replicas (not a TPU one), given an argument that is undistributed on some
+        path."""
+        found = []
+        for run in self.steps.runs:
+            if not self._judged(run):
+                continue
+            for argument in _arguments(run):
+                origins = self.origins(argument)
+                feed = Feed(run, argument, origins)
+                if feed.undistributed:
+                    found.append(feed)
+        return found
+
+    def _judged(self, run: cst.Call) -> bool:
+        steps = self.steps
+        if steps.single_replica(run):
+            return False
+        classes = self.facts.strategy_classes(run.func.value) or set()  # type: ignore[union-attr]
+        if any(c.startswith(_TPU) for c in classes):
+            return False
+        target = steps.run_target(run)
+        step = steps.definition(target) if target is not None else None
+        if step is None:
+            return False
+        # Inference (no gradients applied) is not judged: every replica may predict on all.
+        return any(
+            isinstance(c.func, cst.Attribute) and c.func.attr.value in ("apply_gradients", "minimize")
+            for c in steps.calls(step)
+        )
+
+    # --- where a value comes from -----------------------------------------------------------------
+
+    def origins(self, expr: cst.BaseExpression) -> list[Origin]:
+        found: list[Origin] = []
+        self._value(expr, found, set(), 0)
+        return found
+
+    def _value(self, expr: cst.BaseExpression, found: list[Origin], seen: set, depth: int) -> None:
+        if depth > _DEPTH or id(expr) in seen:
+            return
+        seen = seen | {id(expr)}
+        if isinstance(expr, cst.Name):
+            self._name(expr, found, seen, depth)
+        elif isinstance(expr, cst.Subscript):
+            if isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "values":
+                inner = self.origins(expr.value.value)
+                if inner and all(o.kind == "distributed" for o in inner):
+                    found.append(Origin("shard", expr))
+                    return
+            self._value(expr.value, found, seen, depth + 1)
+        elif isinstance(expr, cst.BinaryOperation):
+            self._value(expr.left, found, seen, depth + 1)
+            self._value(expr.right, found, seen, depth + 1)
+        elif isinstance(expr, (cst.Tuple, cst.List)):
+            for element in expr.elements:
+                self._value(element.value, found, seen, depth + 1)
+        elif isinstance(expr, cst.Attribute) and is_self_attribute(expr):
+            for value, _ in self.callables.attribute_assignments(expr):
+                self._value(value, found, seen, depth + 1)
+        elif isinstance(expr, cst.Call):
+            self._call(expr, found, seen, depth)
+        else:
+            found.append(Origin("unknown", expr))
+
+    def _call(self, call: cst.Call, found: list[Origin], seen: set, depth: int) -> None:
+        facts = self.facts
+        names = facts.names_of(call.func)
+        func = call.func
+        if names & {"builtins.next"} and call.args:
+            self._elements(call.args[0].value, found, seen, depth + 1, None)
+            return
+        if any(n.startswith("numpy.") for n in names) or any(n.startswith("keras.datasets.") for n in names):
+            found.append(Origin("array", call))
+            return
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method in DISTRIBUTE_METHODS or method in _PER_REPLICA_METHODS and self.steps.is_strategy(func.value):
+                found.append(Origin("distributed", call))
+                return
+            if method == "get_next":
+                self._elements(func.value, found, seen, depth + 1, None)
+                return
+            if method in _ARRAY_METHODS:
+                self._value(func.value, found, seen, depth + 1)
+                return
+        callees, complete = self.callables.of_call(func)
+        if callees and complete:
+            for callee in callees:
+                info = facts.functions.get(callee.function)  # type: ignore[arg-type]
+                for ret in info.returns if info else ():
+                    if ret.value is not None:
+                        self._value(ret.value, found, seen, depth + 1)
+            return
+        found.append(Origin("unknown", call))
+
+    def _name(self, name: cst.Name, found: list[Origin], seen: set, depth: int) -> None:
+        facts = self.facts
+        bindings = facts.reaching_bindings(name)
+        if not bindings:
+            found.append(Origin("unknown", name))
+            return
+        for binding in bindings:
+            if isinstance(binding, cst.Param):
+                self._parameter(binding, found, seen, depth)
+                continue
+            value = facts.assigned_value(binding)
+            if value is not None:
+                self._value(value, found, seen, depth + 1)
+                continue
+            self._bound(binding, found, seen, depth)
+
+    def _bound(self, binding: cst.CSTNode, found: list[Origin], seen: set, depth: int) -> None:
+        """A name bound by a ``for`` loop or by unpacking."""
+        program = self.program
+        path: list[int] = []
+        node: cst.CSTNode = binding
+        parent = program.parent(node)
+        while isinstance(parent, cst.Element):
+            holder = program.parent(parent)
+            path.insert(0, list(holder.elements).index(parent))  # type: ignore[union-attr]
+            node, parent = holder, program.parent(holder)  # type: ignore[assignment]
+        if isinstance(parent, cst.For) and parent.target is node:
+            self._elements(parent.iter, found, seen, depth + 1, parent, path)
+        elif isinstance(parent, cst.AssignTarget):
+            assign = program.parent(parent)
+            if isinstance(assign, cst.Assign):
+                self._value(assign.value, found, seen, depth + 1)  # a part of the value
+            else:
+                found.append(Origin("unknown", binding))
+        else:
+            found.append(Origin("unknown", binding))
+
+    def _elements(self, expr: cst.BaseExpression, found: list[Origin], seen: set, depth: int, loop: cst.For | None, path: list[int] | None = None) -> None:
+        """What iterating ``expr`` gives (``path``: the tuple positions the target unpacks)."""
+        if depth > _DEPTH:
+            return
+        facts = self.facts
+        path = path or []
+        if isinstance(expr, cst.Call):
+            names = facts.names_of(expr.func)
+            positional = [a.value for a in expr.args if a.keyword is None and not a.star]
+            if names & {"builtins.iter"} and positional:
+                self._elements(positional[0], found, seen, depth + 1, loop, path)
+                return
+            if names & {"builtins.enumerate"} and positional:
+                if path and path[0] == 0:
+                    found.append(Origin("unknown", expr))  # the counter
+                else:
+                    self._elements(positional[0], found, seen, depth + 1, loop, path[1:])
+                return
+            if names & {"builtins.zip"} and positional:
+                chosen = positional[path[0]:path[0] + 1] if path and path[0] < len(positional) else positional
+                for inner in chosen:
+                    self._elements(inner, found, seen, depth + 1, loop, path[1:])
+                return
+            if names & {"builtins.range"}:
+                found.append(Origin("unknown", expr))
+                return
+        if isinstance(expr, cst.Name):
+            bindings = facts.reaching_bindings(expr) or []
+            values = [facts.assigned_value(b) for b in bindings]
+            inner: list[Origin] = []
+            if bindings and all(v is not None for v in values):
+                for value in values:
+                    self._elements(value, inner, seen, depth + 1, loop, path)  # type: ignore[arg-type]
+            elif len(bindings) == 1 and isinstance(bindings[0], cst.Param):
+                # A dataset handed in: what the callers hand in.
+                self._parameter(bindings[0], inner, seen, depth, iterated=True, path=path)
+            else:
+                found.append(Origin("unknown", expr))
+                return
+            if inner and all(o.kind == "dataset" for o in inner):
+                # The loop iterates this name: the place a fix would distribute it.
+                named = {o.named.value for o in inner if o.named is not None}
+                first = inner[0].named if len(named) == 1 and all(o.named for o in inner) else expr
+                found.append(Origin("dataset", expr, loop, tuple(m for o in inner for m in o.made), first))
+            else:
+                found.extend(inner)
+            return
+        if isinstance(expr, cst.Call) and self._kind(expr) is None:
+            callees, complete = self.callables.of_call(expr.func)
+            if callees and complete:
+                for callee in callees:
+                    info = facts.functions.get(callee.function)  # type: ignore[arg-type]
+                    for ret in info.returns if info else ():
+                        if ret.value is not None:
+                            self._elements(ret.value, found, seen, depth + 1, loop, path)
+                return
+        kind = self._kind(expr)
+        found.append(Origin(kind or "unknown", expr, loop, (expr,) if kind == "dataset" else ()))
+
+    def _kind(self, expr: cst.BaseExpression) -> str | None:
+        """What iterating the value ``expr`` gives, when it is evident from how it is made."""
+        facts = self.facts
+        depth = 0
+        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and depth < _DEPTH:
+            method = expr.func.attr.value
+            if method in DISTRIBUTE_METHODS and self.steps.is_strategy(expr.func.value):
+                return "distributed"
+            if method not in _DATASET_METHODS:
+                break
+            expr, depth = expr.func.value, depth + 1
+        if isinstance(expr, cst.Call):
+            names = facts.names_of(expr.func)
+            if any(n.startswith(_DATASET_MAKERS) for n in names) or names & LOADERS:
+                return "dataset"
+            if any(n.startswith("numpy.") for n in names):
+                return "array"
+        return None
+
+    def _parameter(self, param: cst.Param, found: list[Origin], seen: set, depth: int, iterated: bool = False, path: list[int] | None = None) -> None:
+        """A parameter: what every call of its function in this file passes for it (or, when
+        ``iterated``, what iterating that gives)."""
+        program = self.program
+        function = program.enclosing_function(param)
+        if function is None:
+            found.append(Origin("unknown", param))
+            return
+        sites = self.callables.call_sites(function)
+        if not sites:
+            found.append(Origin("unknown", param))
+            return
+        star = function.params.star_arg
+        for site in sites:
+            callee = next(c for c in self.callables.of_call(site.func)[0] if c.function is function)
+            if param is star:
+                # ``def step(*args): strategy.run(fn, args=args)``: the positional arguments left.
+                named = len(function.params.params) - (1 if callee.bound else 0)
+                rest = [a.value for a in site.args if a.keyword is None and not a.star][named:]
+                found.append(Origin("unknown", site)) if any(a.star for a in site.args) else None
+                for value in rest:
+                    self._value(value, found, seen, depth + 1)
+                continue
+            arg = callee.argument(site, param)
+            if arg is None:
+                found.append(Origin("unknown", site))
+            elif iterated:
+                self._elements(arg.value, found, seen, depth + 1, None, path)
+            else:
+                self._value(arg.value, found, seen, depth + 1)
+
+
+def _arguments(run: cst.Call) -> list[cst.BaseExpression]:
+    """What ``strategy.run(fn, args=(...), kwargs={...})`` hands the step."""
+    found: list[cst.BaseExpression] = []
+    args = argument_value(run, "args", 1)
+    if isinstance(args, (cst.Tuple, cst.List)):
+        found.extend(e.value for e in args.elements if not isinstance(e, cst.StarredElement))
+    elif args is not None:
+        found.append(args)
+    kwargs = argument_value(run, "kwargs", 2)
+    if isinstance(kwargs, cst.Dict):
+        found.extend(e.value for e in kwargs.elements if isinstance(e, cst.DictElement))
+    return found
+
+
+def is_self_attribute(expr: cst.Attribute) -> bool:
+    return isinstance(expr.value, cst.Name) and expr.value.value == "self"

@@ -1,0 +1,474 @@
+"""The loss of a custom training step, term by term.
+
+The loss is followed backwards from what a step differentiates, through names (the
+assignments that reach the read), arithmetic, ``tf.add_n`` / ``sum`` / ``tf.cast``, loss
+scaling, and the returns of what a call runs in this file (:mod:`.callees`: helpers, methods,
+lambdas, factories, a ``__call__``), a helper's parameters mapped back to the call's
+arguments. Each path ends at a *term*, classified by what it becomes when every replica
+computes it on its share of the batch and the optimizer sums the replicas' gradients (measured,
+docs/losses.md):
+
+- ``mean``: ``tf.reduce_mean`` over everything, per replica: N times too large unless divided
+  by the replica count on the way (``scaling``). Also a Keras ``Loss`` subclass whose own
+  ``__call__`` returns one (Keras's reduction and replica scaling are skipped), and one whose
+  ``call`` returns a scalar mean (Keras passes a scalar through unscaled).
+- ``loss``: a Keras loss object's call (``reduction`` in ``detail``); with the default
+  reduction Keras >= 3.8 divides by the replica count itself, Keras 2 raises, Keras < 3.8
+  does neither. ``tf.reduce_mean`` of such a call is the same term.
+- ``regularization``: ``model.losses`` summed (``tf.add_n``, ``sum``): every replica adds all
+  of it, so it counts N times unless scaled (``tf.nn.scale_regularization_loss``).
+- ``global``: already a replica's share of a global value: ``compute_average_loss``,
+  ``scale_regularization_loss``, a ``reduce_sum`` (sums add up over replicas), values not
+  reduced at all (the gradient of a tensor is that of its sum).
+- ``constant``: a number (no gradient; as a factor, a weight).
+- ``unknown``: anything else: a model's output, a call into another module, a mean over
+  given axes, a product of two loss values.
+
+Divisions by the replica count (or products with its inverse) met on the way are recorded as
+``scaling``; those inside ``tf.grad_pass_through`` (they scale the value, not the gradient) as
+``bypassed``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from autofix.analysis.callees import Callables, Callee, tf_names
+from autofix.analysis.lossobjects import construction_reduction, keras_loss_class, keras_loss_function, loss_object, reduction
+from autofix.analysis.steps import Steps, counts_replicas, inverse_count
+from autofix.analysis.syntax import argument_value, nodes_in
+from autofix.tf.index import Binding
+from autofix.tf.losses import (
+    AGGREGATES,
+    CONSTANTS,
+    DIVIDE,
+    GLOBAL,
+    GRAD_PASS_THROUGH,
+    MEANS,
+    MULTIPLY,
+    PASS,
+    PASS_METHODS,
+    PER_EXAMPLE,
+    SUMS,
+)
+
+_DEPTH = 6
+
+
+@dataclass(frozen=True)
+class Term:
+    """Where a path backwards from a differentiated value ends."""
+
+    node: cst.BaseExpression
+    kind: str
+    # Divisions by the replica count (or products with its inverse) on the way, nearest the
+    # gradient first.
+    scaling: tuple[cst.CSTNode, ...] = ()
+    # Calls entered on the way (the innermost last).
+    calls: tuple[cst.Call, ...] = ()
+    # Bindings passed on the way (``loss = ...``).
+    bindings: tuple[cst.CSTNode, ...] = ()
+    # Divisions by the replica count inside ``tf.grad_pass_through``: not in the gradient.
+    bypassed: tuple[cst.CSTNode, ...] = ()
+    # ``loss``: its reduction ("default", "none", "sum", "other"); ``mean``: "axes" (over
+    # given axes), "call" (in a Loss subclass's ``call``), or None.
+    detail: str | None = None
+    # ``loss``: the loss object's call (the term itself, or what its ``reduce_mean`` averages).
+    loss_call: cst.Call | None = None
+
+
+@dataclass(frozen=True)
+class _State:
+    scaling: tuple[cst.CSTNode, ...] = ()
+    calls: tuple[tuple[cst.Call, Callee], ...] = ()
+    bindings: tuple[cst.CSTNode, ...] = ()
+    bypassed: tuple[cst.CSTNode, ...] = ()
+    # Divided on the way by something that is not the replica count (a sum so divided may be a
+    # per-replica mean).
+    divided: bool = False
+    # In the ``call`` of a Keras Loss subclass: a scalar returned there is not scaled.
+    in_loss_call: bool = False
+
+    def key(self, node: cst.CSTNode) -> tuple:
+        return (id(node), tuple(id(c) for c, _ in self.calls), bool(self.scaling), self.divided, bool(self.bypassed))
+
+    def but(self, **changes) -> "_State":
+        values = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        values.update(changes)
+        return _State(**values)
+
+
+def loss_terms_of(steps: Steps, target: cst.BaseExpression) -> list[Term]:
+    """Where the paths backwards from the differentiated value ``target`` end."""
+    walk = LossWalk(steps)
+    walk.value(target, _State())
+    return walk.terms
+
+
+class LossWalk:
+    """Follows differentiated values back to their terms (see the module docstring)."""
+
+    def __init__(self, steps: Steps) -> None:
+        self.steps = steps
+        self.program = steps.program
+        self.facts = steps.facts
+        self.callables = Callables.of(steps.program)
+        self.terms: list[Term] = []
+        self._seen: set[tuple] = set()
+        self._attributes: set[str] | None = None
+
+    def end(self, node: cst.BaseExpression, state: _State, kind: str, detail: str | None = None, loss_call: cst.Call | None = None) -> None:
+        calls = tuple(c for c, _ in state.calls)
+        self.terms.append(Term(node, kind, state.scaling, calls, state.bindings, state.bypassed, detail, loss_call))
+
+    def value(self, node: cst.BaseExpression, state: _State) -> None:
+        key = state.key(node)
+        if key in self._seen or len(self._seen) > 5000:
+            return
+        self._seen.add(key)
+        if isinstance(node, cst.Name):
+            self.name(node, state)
+        elif isinstance(node, cst.BinaryOperation):
+            self.operation(node, node.left, node.operator, node.right, state)
+        elif isinstance(node, cst.UnaryOperation):
+            self.value(node.expression, state)
+        elif isinstance(node, cst.IfExp):
+            self.value(node.body, state)
+            self.value(node.orelse, state)
+        elif isinstance(node, (cst.Tuple, cst.List)):
+            for element in node.elements:
+                self.value(element.value, state)
+        elif isinstance(node, cst.Subscript):
+            self.value(node.value, state)
+        elif isinstance(node, cst.Call):
+            self.call(node, state)
+        elif isinstance(node, cst.Lambda):
+            self.value(node.body, state)
+        elif isinstance(node, (cst.Integer, cst.Float, cst.Imaginary)):
+            self.end(node, state, "constant")
+        elif isinstance(node, cst.Attribute) and self.regularization(node):
+            self.end(node, state, "regularization")
+        else:
+            self.end(node, state, "unknown")
+
+    def operation(self, node: cst.CSTNode, left: cst.BaseExpression, operator: object, right: cst.BaseExpression, state: _State) -> None:
+        if isinstance(operator, (cst.Add, cst.Subtract)):
+            self.value(left, state)
+            self.value(right, state)
+        elif isinstance(operator, cst.Divide):
+            if self.counts_replicas(right):
+                state = state.but(scaling=(*state.scaling, node))
+            else:
+                state = state.but(divided=True)
+            self.value(left, state)
+        elif isinstance(operator, cst.Multiply):
+            for factor, other in ((left, right), (right, left)):
+                if self.inverse_count(factor):
+                    self.value(other, state.but(scaling=(*state.scaling, node)))
+                    return
+            self.product(node, left, right, state)
+        else:
+            self.end(node, state, "unknown")  # type: ignore[arg-type]
+
+    def product(self, node: cst.CSTNode, left: cst.BaseExpression, right: cst.BaseExpression, state: _State) -> None:
+        """``weight * loss``: the weight's terms are not loss terms; a product of two losses is
+        not a sum of terms at all."""
+        sides = []
+        for operand in (left, right):
+            start = len(self.terms)
+            self.value(operand, state)
+            sides.append(self.terms[start:])
+            del self.terms[start:]
+        weights = [all(t.kind == "constant" or t.kind == "unknown" and not isinstance(t.node, cst.Call) for t in side) for side in sides]
+        if weights[0] and not weights[1]:
+            self.terms.extend(sides[1])
+        elif weights[1] and not weights[0]:
+            self.terms.extend(sides[0])
+        elif weights[0] and weights[1]:
+            self.terms.extend(sides[0] + sides[1])
+        else:
+            self.end(node, state, "unknown")  # type: ignore[arg-type]
+
+    def call(self, call: cst.Call, state: _State) -> None:
+        facts = self.facts
+        names = tf_names(facts, call.func)
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        if isinstance(call.func, cst.Call) and GRAD_PASS_THROUGH in tf_names(facts, call.func.func):
+            # ``tf.grad_pass_through(f)(x)``: the value is f(x), the gradient is x's.
+            bypassed = self._scalings_in(call.func)
+            for arg in positional[:1]:
+                self.value(arg, state.but(bypassed=(*state.bypassed, *bypassed)))
+            return
+        if names & AGGREGATES and positional and self.regularization(_unwrapped(positional[0])):
+            self.end(call, state, "regularization")
+            return
+        if names & PASS:
+            for arg in positional[:1] if "tensorflow.cast" in names else positional:
+                self.value(arg, state)
+            return
+        if names & (DIVIDE | MULTIPLY) and len(positional) == 2:
+            operator = cst.Divide() if names & DIVIDE else cst.Multiply()
+            self.operation(call, positional[0], operator, positional[1], state)
+            return
+        if names & MEANS:
+            self.mean(call, state)
+            return
+        if names & GLOBAL or names & PER_EXAMPLE or keras_loss_function(names):
+            self.end(call, state, "global")
+            return
+        if names & SUMS:
+            self.end(call, state, "unknown" if state.divided else "global")
+            return
+        if names & CONSTANTS:
+            self.end(call, state, "constant")
+            return
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in PASS_METHODS and positional:
+            self.value(positional[0], state)
+            return
+        construction = loss_object(facts, self.callables, func)
+        if construction is not None:
+            self.loss_call(call, state, reduction(construction))
+            return
+        cls = self.callables.instance_class(func)
+        if cls is not None and self.is_loss_class(cls) and self.callables.method(cls, "__call__") is None:
+            self.keras_loss_call(call, cls, state)
+            return
+        self.enter(call, state)
+
+    def mean(self, call: cst.Call, state: _State) -> None:
+        axis = argument_value(call, "axis", 1)
+        if axis is not None and not (isinstance(axis, cst.Name) and axis.value == "None"):
+            self.end(call, state, "mean", "axes")
+            return
+        averaged = argument_value(call, "input_tensor", 0)
+        inner = self.made_by(averaged) if averaged is not None else None
+        construction = loss_object(self.facts, self.callables, inner.func) if isinstance(inner, cst.Call) else None
+        if construction is not None and reduction(construction) == "default":
+            # The mean of a default-reduction loss's scalar is that scalar.
+            self.end(call, state, "loss", "default", inner)  # type: ignore[arg-type]
+            return
+        self.end(call, state, "mean", "call" if state.in_loss_call else None)
+
+    def keras_loss_call(self, call: cst.Call, cls: cst.ClassDef, state: _State) -> None:
+        """An instance of a Keras ``Loss`` subclass that defines ``call``: Keras reduces what
+        ``call`` returns with the object's reduction, and scales it, unless it is a scalar."""
+        method = self.callables.method(cls, "call")
+        start = len(self.terms)
+        if method is not None and call not in (c for c, _ in state.calls) and len(state.calls) < _DEPTH:
+            self.returns(method, call, Callee(method, bound=True), state.but(in_loss_call=True))
+        inside = self.terms[start:]
+        if inside and all(t.kind != "mean" for t in inside):
+            # One value per example: the object's own reduction applies to it.
+            del self.terms[start:]
+            self.loss_call(call, state, construction_reduction(self.facts, self.callables, call.func))
+        elif not inside:
+            self.end(call, state, "unknown")
+
+    def loss_call(self, call: cst.Call, state: _State, reduced: str) -> None:
+        """A loss object's call: the default reduction is a finding's business; ``none`` and
+        ``sum`` add up over the replicas; any other is not known."""
+        if reduced == "default":
+            self.end(call, state, "loss", reduced, call)
+        else:
+            self.end(call, state, "global" if reduced in ("none", "sum") else "unknown", reduced, call)
+
+    def enter(self, call: cst.Call, state: _State) -> None:
+        callees, complete = self.callables.of_call(call.func)
+        entered = False
+        for callee in callees:
+            if call in (c for c, _ in state.calls) or len(state.calls) >= _DEPTH:
+                break
+            self.returns(callee.function, call, callee, state)
+            entered = True
+        if not entered or not complete:
+            self.end(call, state, "unknown")
+
+    def returns(self, function: cst.FunctionDef | cst.Lambda, call: cst.Call, callee: Callee, state: _State) -> None:
+        inner = state.but(calls=(*state.calls, (call, callee)))
+        if isinstance(function, cst.Lambda):
+            self.value(function.body, inner)
+            return
+        info = self.facts.functions.get(function)
+        values = [r.value for r in info.returns if r.value is not None] if info else []
+        if not values:
+            self.end(call, state, "unknown")
+        for value in values:
+            self.value(value, inner)
+
+    def name(self, name: cst.Name, state: _State) -> None:
+        bindings = self.reaching(name)
+        if not bindings:
+            self.end(name, state, "unknown")
+        for binding in bindings:
+            self.binding(binding, name, state)
+
+    def binding(self, binding: Binding, read: cst.Name, state: _State) -> None:
+        node = binding.node
+        program = self.facts.program
+        state = state.but(bindings=(*state.bindings, node))
+        if binding.kind == "param":
+            self.parameter(node, read, state)  # type: ignore[arg-type]
+            return
+        if binding.kind == "def" and isinstance(node, cst.FunctionDef):
+            # A function given to minimize: its returns are the loss.
+            for ret in self.facts.functions[node].returns if node in self.facts.functions else ():
+                if ret.value is not None:
+                    self.value(ret.value, state)
+            return
+        parent = program.parent(node)
+        if isinstance(parent, cst.AugAssign) and parent.target is node:
+            self.operation(parent, node, _augmented(parent.operator), parent.value, state)
+            return
+        if isinstance(parent, cst.AssignTarget):
+            assign = program.parent(parent)
+            if isinstance(assign, cst.Assign):
+                self.value(assign.value, state)
+                return
+        if isinstance(parent, (cst.AnnAssign, cst.NamedExpr)) and parent.value is not None:
+            self.value(parent.value, state)
+            return
+        if isinstance(parent, cst.Element):
+            self.unpacked(parent, read, state)
+            return
+        self.end(read, state, "unknown")
+
+    def unpacked(self, element: cst.Element, read: cst.Name, state: _State) -> None:
+        """``loss, logits = helper(...)``: the element's share of the value."""
+        program = self.facts.program
+        holder = program.parent(element)
+        target = program.parent(holder) if holder is not None else None
+        assign = program.parent(target) if isinstance(target, cst.AssignTarget) else None
+        if not isinstance(holder, (cst.Tuple, cst.List)) or not isinstance(assign, cst.Assign):
+            self.end(read, state, "unknown")
+            return
+        self.element(assign.value, list(holder.elements).index(element), state)
+
+    def element(self, value: cst.BaseExpression, position: int, state: _State) -> None:
+        if isinstance(value, (cst.Tuple, cst.List)):
+            if position < len(value.elements):
+                self.value(value.elements[position].value, state)
+            return
+        if isinstance(value, cst.Call):
+            callees, complete = self.callables.of_call(value.func)
+            if callees and complete and value not in (c for c, _ in state.calls) and len(state.calls) < _DEPTH:
+                for callee in callees:
+                    inner = state.but(calls=(*state.calls, (value, callee)))
+                    info = self.facts.functions.get(callee.function)  # type: ignore[arg-type]
+                    for ret in info.returns if info else ():
+                        if ret.value is not None:
+                            self.element(ret.value, position, inner)
+                return
+        if isinstance(value, cst.Name):
+            for binding in self.reaching(value):
+                assigned = self.facts.assigned_value(binding.node)
+                if assigned is not None:
+                    self.element(assigned, position, state)
+            return
+        self.end(value, state, "unknown")
+
+    def parameter(self, param: cst.Param, read: cst.Name, state: _State) -> None:
+        """A helper's parameter is the argument of the call it was entered through."""
+        if state.calls:
+            call, callee = state.calls[-1]
+            if param in callee.function.params.params or param in callee.function.params.kwonly_params:
+                arg = callee.argument(call, param)
+                if arg is not None:
+                    self.value(arg.value, state.but(calls=state.calls[:-1]))
+                    return
+        self.end(read, state, "unknown")
+
+    # --- what values are -----------------------------------------------------------------------
+
+    def made_by(self, expr: cst.BaseExpression) -> cst.BaseExpression:
+        """``per_example`` -> what it was assigned, when exactly one assignment reaches it."""
+        if isinstance(expr, cst.Name):
+            values = [self.facts.assigned_value(b) for b in self.facts.bindings(expr) or []]
+            if len(values) == 1 and values[0] is not None:
+                return values[0]
+        return expr
+
+    def regularization(self, expr: cst.BaseExpression) -> bool:
+        """``model.losses`` (a Keras model's or layer's regularization losses), not a
+        ``losses`` attribute the file assigns itself."""
+        expr = self.made_by(expr)
+        if not (isinstance(expr, cst.Attribute) and expr.attr.value == "losses"):
+            return False
+        return "losses" not in self._assigned_attributes
+
+    @property
+    def _assigned_attributes(self) -> set[str]:
+        if self._attributes is None:
+            found: set[str] = set()
+            for assign in self.facts.assigns:
+                targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+                found |= {t.attr.value for t in targets if isinstance(t, cst.Attribute)}
+            self._attributes = found
+        return self._attributes
+
+    def is_loss_class(self, cls: cst.ClassDef) -> bool:
+        return any(keras_loss_class(n) for n in self.callables.bases(cls))
+
+    def _scalings_in(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        return [
+            operation
+            for operation in nodes_in(node, cst.BinaryOperation)
+            if isinstance(operation.operator, cst.Divide) and self.counts_replicas(operation.right)
+        ]
+
+    # --- names and what reaches a read -------------------------------------------------------
+
+    def reaching(self, name: cst.Name) -> list[Binding]:
+        """The bindings whose value a read of ``name`` may see: the latest one made earlier in
+        a block that holds the read, and those after it (in branches and loops)."""
+        access = self.program.access(name)
+        if access is None:
+            return []
+        found: list[Binding] = []
+        for binding in sorted(access.referents, key=lambda b: b.index, reverse=True):
+            if binding.kind in ("import", "builtin", "class"):
+                return []
+            found.append(binding)
+            if binding.scope is access.scope and self._dominates(binding, name):
+                break
+        return found
+
+    def _dominates(self, binding: Binding, read: cst.Name) -> bool:
+        if binding.kind in ("param", "def"):
+            return True
+        statement = self.program.statement_of(binding.node)
+        if statement is None or isinstance(statement, (cst.For, cst.While)):
+            return False
+        block = self.program.block_of(statement)
+        ancestors = set(map(id, self.program.ancestors(read)))
+        while block is not None and id(block) not in ancestors:
+            # The body of a ``with`` (or ``try``) always runs: what it binds is bound after it.
+            owner = self.program.parent(block)
+            if not isinstance(owner, (cst.With, cst.Try)) or owner.body is not block:
+                return False
+            block = self.program.block_of(owner)
+        return block is not None
+
+    def counts_replicas(self, expr: cst.BaseExpression) -> bool:
+        return counts_replicas(self.facts, expr)
+
+    def inverse_count(self, expr: cst.BaseExpression) -> bool:
+        return inverse_count(self.facts, expr)
+
+
+def _unwrapped(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """``list(model.losses)`` -> ``model.losses``."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "tuple") and len(expr.args) == 1:
+        expr = expr.args[0].value
+    return expr
+
+
+def _augmented(operator: cst.BaseAugOp) -> object:
+    return {
+        cst.AddAssign: cst.Add(),
+        cst.SubtractAssign: cst.Subtract(),
+        cst.MultiplyAssign: cst.Multiply(),
+        cst.DivideAssign: cst.Divide(),
+    }.get(type(operator), operator)

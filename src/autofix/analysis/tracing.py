@@ -1,0 +1,201 @@
+"""What would change if a function became a ``tf.function``: its Python side effects.
+
+A ``tf.function`` runs the function's Python code once per trace, not once per call: a Python
+effect then happens only while tracing (measured: a counter in a dict incremented in a step
+counts 1 instead of the number of steps). The effects looked for, each the reason a function
+is not safe to trace:
+
+- changing an object from outside the function: assigning (``=``, ``+=``) to or deleting a
+  subscript or attribute of it (``stats["steps"] += 1``, ``self.count += 1``), ``global`` and
+  ``nonlocal`` names;
+- calling anything that is not TensorFlow or Keras (or a known-safe builtin): ``print``,
+  ``logging``, Python's and NumPy's random numbers, a time, a method that mutates a list or dict,
+  a helper whose body is not looked at, ``.numpy()``;
+- reading a Python value that changes between calls (a name bound again elsewhere: a loop
+  variable, a counter): the trace keeps the value it saw first;
+- iterating a Python iterator or generator (consumed by the first trace);
+- being a generator itself.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from autofix.analysis.facts import Facts
+from autofix.analysis.program import Program
+from autofix.analysis.steps import Steps
+from autofix.analysis.syntax import root_name
+from autofix.tf.index import Binding
+from autofix.tf.symbols import TRAIN_METHODS, Kind
+
+# What a function calling strategy.run may do with the strategy inside a tf.function.
+STRATEGY_METHODS = frozenset({"run", "experimental_run_v2", "reduce", "gather", "experimental_local_results"})
+# Builtins that compute a value and do nothing else.
+TRACEABLE_BUILTINS = frozenset({"builtins.zip", "builtins.len", "builtins.range", "builtins.isinstance", "builtins.float", "builtins.int", "builtins.list", "builtins.tuple", "builtins.dict", "builtins.min", "builtins.max", "builtins.abs", "builtins.sum"})
+# Methods of TensorFlow and Keras objects a step calls for their effect on variables.
+_VARIABLE_METHODS = frozenset({"gradient", "apply_gradients", "update_state", "reset_state", "assign", "assign_add", "assign_sub", "minimize"})
+
+
+def python_effect(program: Program, steps: Steps, function: cst.FunctionDef) -> str | None:
+    """Why ``function`` would behave differently inside a ``tf.function`` (what it does in
+    Python), or None. A function that already runs as a graph has nothing to lose."""
+    if steps.compiled(function):
+        return None
+    visitor = _Effects(program, steps, function)
+    function.body.visit(visitor)
+    return visitor.why
+
+
+class _Effects(cst.CSTVisitor):
+    def __init__(self, program: Program, steps: Steps, function: cst.FunctionDef) -> None:
+        self.program = program
+        self.steps = steps
+        self.facts: Facts = steps.facts
+        self.function = function
+        self.why: str | None = None
+
+    def found(self, why: str) -> None:
+        self.why = self.why or why
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.program.module.code_for_node(node)
+
+    def visit_Global(self, node: cst.Global) -> None:
+        self.found("assigns a global")
+
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+        self.found("assigns an outer variable")
+
+    def visit_Yield(self, node: cst.Yield) -> None:
+        self.found("is a generator")
+
+    # --- changes to outer objects ------------------------------------------------------------
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._target(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._target(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._target(node.target)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self._target(node.target)
+
+    def _target(self, target: cst.BaseExpression) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._target(element.value)
+            return
+        if isinstance(target, cst.StarredElement):
+            self._target(target.value)
+            return
+        if isinstance(target, (cst.Subscript, cst.Attribute)):
+            root: cst.BaseExpression = target
+            while isinstance(root, (cst.Subscript, cst.Attribute)):
+                root = root.value
+            if not isinstance(root, cst.Name) or not self._fresh_local(root):
+                self.found(f"changes {self._shown(target)}")
+
+    def _shown(self, target: cst.BaseExpression) -> str:
+        if isinstance(target, cst.Subscript):
+            return f"{self.code(target.value)}[...]"
+        return self.code(target)
+
+    def _fresh_local(self, name: cst.Name) -> bool:
+        """A name of this function bound only to containers it makes itself."""
+        bindings = self.facts.bindings(name) or []
+        if not bindings:
+            return False
+        for binding in bindings:
+            if self.program.enclosing_function(binding) is not self.function:
+                return False
+            value = self.facts.assigned_value(binding)
+            if not isinstance(value, (cst.Dict, cst.List, cst.Set, cst.Tuple, cst.DictComp, cst.ListComp, cst.SetComp)):
+                return False
+        return True
+
+    # --- calls -------------------------------------------------------------------------------
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.why:
+            return
+        facts = self.facts
+        func = node.func
+        names = facts.names_of(func)
+        if any(n.startswith(("tensorflow.", "keras.")) for n in names) or names & TRACEABLE_BUILTINS:
+            return
+        if "builtins.print" in names:
+            self.found("prints")
+            return
+        if isinstance(func, cst.Attribute):
+            if func.attr.value in ("numpy", "item", "tolist"):
+                self.found("converts tensors to Python values")
+                return
+            if func.attr.value in TRAIN_METHODS:
+                self.found(f"calls {self.code(func)}()")
+                return
+            root = root_name(func)
+            if root is not None and (facts.is_model_name(root) or facts.is_layer_name(root) or _keras_value(facts, root)):
+                return
+            if func.attr.value in _VARIABLE_METHODS:
+                return
+            if func.attr.value in STRATEGY_METHODS and self.steps.is_strategy(func.value):
+                return
+            self.found(f"calls {self.code(func)}()")
+            return
+        if isinstance(func, cst.Name) and (facts.is_model_name(func) or facts.is_layer_name(func) or _keras_value(facts, func)):
+            return
+        self.found(f"calls {self.code(func)}()")
+
+    # --- Python state read, Python iterators ----------------------------------------------------
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if self.why:
+            return
+        access = self.program.access(node)
+        if access is None or not access.referents:
+            return
+        outer = [b for b in access.referents if not self._inside(b)]
+        if not outer or any(b.kind in ("import", "builtin", "def", "class") for b in outer):
+            return
+        changing = self._changes(outer)
+        if changing is not None:
+            self.found(f"reads {node.value}, a Python value that changes between calls (line {self.program.line(changing)})")
+
+    def _inside(self, binding: Binding) -> bool:
+        return any(a is self.function for a in self.program.ancestors(binding.node))
+
+    def _changes(self, bindings: list[Binding]) -> cst.CSTNode | None:
+        """Where an outer name read here is bound again: more than one binding, or one made by
+        a loop, an augmented assignment or a ``global`` in some function."""
+        scope = bindings[0].scope
+        every = scope.assignments(bindings[0].name)
+        if len(every) > 1:
+            return every[-1].node
+        node = every[0].node if every else bindings[0].node
+        parent = self.program.parent(node)
+        if isinstance(parent, (cst.For, cst.AugAssign, cst.CompFor)) or isinstance(parent, cst.AsName):
+            return node
+        if self.program.enclosing_function(node) is not None and scope.kind == "module":
+            return node  # bound by a ``global`` statement in a function
+        return None
+
+    def visit_For(self, node: cst.For) -> None:
+        if self.why:
+            return
+        iterable = node.iter
+        if isinstance(iterable, cst.Name):
+            values = [self.facts.assigned_value(b) for b in self.facts.bindings(iterable) or []]
+            if any(isinstance(v, (cst.GeneratorExp,)) or isinstance(v, cst.Call) and "builtins.iter" in self.facts.names_of(v.func) for v in values):
+                self.found(f"iterates {iterable.value}, a Python iterator the first trace would use up")
+        elif isinstance(iterable, cst.GeneratorExp):
+            self.found("iterates a generator the first trace would use up")
+
+
+def _keras_value(facts: Facts, name: cst.Name) -> bool:
+    """A name bound to a Keras loss, metric, optimizer or model object."""
+    kinds = facts._value_kinds(name)
+    return bool(kinds) and all(isinstance(k, Kind) for k in kinds)

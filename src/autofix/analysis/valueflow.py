@@ -1,0 +1,179 @@
+"""Where a value computed in a training step goes, for a fix that changes it.
+
+A fix that changes what a value is (a loss divided by the replica count, a regularization term
+scaled) may only be made when every use of that value is accounted for. Followed forwards:
+arithmetic, ``tf.cast`` and the like, names it is assigned to (``loss += ...`` too), containers,
+the parameters of local helpers it is passed to, and returns (a helper's to its call sites, a
+step's to the ``strategy.run`` calls that run it, a ``tf.function``'s to its callers). It is
+accounted for where it is differentiated (the change is the point), where the per-replica
+values are combined with ``strategy.reduce(SUM, ...)`` (the sum of the replicas' shares is the
+global value), and where it is thrown away. Anything else is a use the change would change: a
+metric, a print or a summary, a comparison, ``.numpy()``, ``ReduceOp.MEAN`` (which must become
+SUM with the fix), a call into code that is not in view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from autofix.analysis.callees import Callables, tf_names
+from autofix.analysis.steps import Steps
+from autofix.analysis.syntax import argument_value
+from autofix.tf.losses import PASS_METHODS
+
+_LIMIT = 2000
+# TensorFlow calls that show, keep or hand a value to Python: a use. Any other TensorFlow
+# operation computes a new value from it, which the change changes too.
+_SINKS = ("tensorflow.summary.", "tensorflow.print", "tensorflow.debugging.", "tensorflow.py_function",
+          "tensorflow.numpy_function", "tensorflow.io.", "tensorflow.Variable", "tensorflow.distribute.")
+
+
+@dataclass(frozen=True)
+class Use:
+    """A use of a changed value that the change would change."""
+
+    node: cst.CSTNode
+    # "mean" for strategy.reduce(MEAN, ...), "returned" for a return to callers not in view,
+    # "use" for anything else.
+    kind: str = "use"
+
+
+def unaccounted_use(steps: Steps, node: cst.BaseExpression) -> Use | None:
+    """The first use of the value computed at ``node`` that is not accounted for (see the module
+    docstring), or None when every use is."""
+    return _Flow(steps).first(node)
+
+
+class _Flow:
+    def __init__(self, steps: Steps) -> None:
+        self.steps = steps
+        self.program = steps.program
+        self.facts = steps.facts
+        self.callables = Callables.of(steps.program)
+
+    def first(self, start: cst.BaseExpression) -> Use | None:
+        seen: set[tuple[int, tuple[int, ...]]] = set()
+        pending: list[tuple[cst.CSTNode, tuple[cst.Call, ...]]] = [(start, ())]
+        while pending:
+            node, stack = pending.pop()
+            key = (id(node), tuple(id(c) for c in stack))
+            if key in seen:
+                continue
+            seen.add(key)
+            if len(seen) > _LIMIT:
+                return Use(node)
+            found = self.step(node, stack, pending)
+            if found is not None:
+                return found
+        return None
+
+    def step(self, node: cst.CSTNode, stack: tuple[cst.Call, ...], pending: list) -> Use | None:
+        program = self.program
+        parent = program.parent(node)
+        if isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation, cst.Tuple, cst.List, cst.Dict)):
+            pending.append((parent, stack))
+        elif isinstance(parent, (cst.Element, cst.DictElement)) and parent.value is node:
+            pending.append((parent, stack))
+        elif isinstance(parent, cst.IfExp) and parent.test is not node:
+            pending.append((parent, stack))
+        elif isinstance(parent, cst.Lambda) and parent.body is node:
+            return self.returned(parent, stack, pending)
+        elif isinstance(parent, cst.Arg):
+            return self.argument(parent, node, stack, pending)
+        elif isinstance(parent, cst.AssignTarget):
+            pass  # a read of a name being assigned: not a use of the value
+        elif isinstance(parent, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.NamedExpr)):
+            return self.assigned(parent, node, stack, pending)
+        elif isinstance(parent, cst.Return):
+            return self.returned(parent, stack, pending)
+        elif isinstance(parent, cst.Expr):
+            pass  # thrown away
+        else:
+            return Use(parent if parent is not None else node)
+        return None
+
+    def argument(self, arg: cst.Arg, node: cst.CSTNode, stack: tuple, pending: list) -> Use | None:
+        call = self.program.parent(arg)
+        if not isinstance(call, cst.Call):
+            return Use(arg)
+        if self.steps.differentiated(call) is node:
+            return None  # the gradient: what the change is for
+        names = tf_names(self.facts, call.func)
+        func = call.func
+        computed = any(n.startswith("tensorflow.") and not n.startswith(_SINKS) for n in names) or names & {"builtins.sum", "builtins.float"}
+        if computed or isinstance(func, cst.Attribute) and func.attr.value in PASS_METHODS:
+            pending.append((call, stack))
+            return None
+        if isinstance(func, cst.Attribute) and func.attr.value == "reduce" and self.steps.is_strategy(func.value):
+            op = argument_value(call, "reduce_op", 0)
+            code = self.program.module.code_for_node(op).upper() if op is not None else ""
+            if op is node or "SUM" not in code:
+                return Use(call, "mean" if "MEAN" in code else "use")
+            return None
+        callees, complete = self.callables.of_call(func)
+        if not callees or not complete:
+            return Use(call)
+        for callee in callees:
+            params = callee.function.params
+            param = next((p for p in (*params.params, *params.kwonly_params) if callee.argument(call, p) is arg), None)
+            if param is None or isinstance(callee.function, cst.Lambda):
+                return Use(call)
+            for use in self.facts.uses(param.name):
+                pending.append((use, (*stack, call)))
+        return None
+
+    def assigned(self, parent: cst.CSTNode, node: cst.CSTNode, stack: tuple, pending: list) -> Use | None:
+        if isinstance(parent, cst.Assign):
+            targets = [t.target for t in parent.targets]
+        elif isinstance(parent, cst.NamedExpr):
+            targets = [parent.target]
+            pending.append((parent, stack))
+        else:
+            targets = [parent.target]  # type: ignore[attr-defined]
+        for target in targets:
+            names = _target_names(target)
+            if not names:
+                return Use(parent)  # stored in an attribute or a container
+            for name in names:
+                for use in self.facts.uses(name):
+                    pending.append((use, stack))
+        return None
+
+    def returned(self, ret: cst.Return | cst.Lambda, stack: tuple, pending: list) -> Use | None:
+        """A return of ``function``: to the call it was entered through, or to every call that
+        may run it (a step's: the ``strategy.run`` calls that run it)."""
+        function = ret if isinstance(ret, cst.Lambda) else self.program.enclosing_function(ret)
+        if function is None:
+            return Use(ret)
+        holder = self.program.parent(function)
+        if isinstance(holder, cst.Arg) and self.steps.differentiated(self.program.parent(holder)) is function:  # type: ignore[arg-type]
+            return None  # ``optimizer.minimize(lambda: loss, ...)``
+        if stack:
+            top = stack[-1]
+            if any(c.function is function for c in self.callables.of_call(top.func)[0]):
+                pending.append((top, stack[:-1]))
+                return None
+        sites = self.callables.call_sites(function) + list(self.steps.roots.get(function, ()))  # type: ignore[arg-type]
+        if not sites:
+            return Use(ret, "returned")
+        for site in sites:
+            pending.append((site, ()))
+        return None
+
+
+def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        found = []
+        for element in target.elements:
+            inner = _target_names(element.value)
+            if not inner:
+                return []
+            found.extend(inner)
+        return found
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    return []

@@ -1,0 +1,75 @@
+"""The measured facts TFD003 and TFD004 rest on (docs/losses.md), measured again: each loss form
+of a custom step on 2 replicas, as a multiple of the single-device gradient, on Keras 3 and
+tf_keras; what each replica is fed; what a Python counter in a tf.function counts."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from conftest import announce
+
+pytestmark = [
+    pytest.mark.tf,
+    pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed"),
+]
+SCRIPT = Path(__file__).resolve().parent / "data" / "loss_forms.py"
+
+
+@lru_cache(maxsize=None)
+def measured(keras: int) -> dict[str, str]:
+    announce(f"measuring the loss forms on Keras {keras}")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    args = [sys.executable, str(SCRIPT)]
+    if keras == 2:
+        env["TF_USE_LEGACY_KERAS"] = "1"
+        args.append("keras2")
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, check=True).stdout
+    return dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+
+
+# form: (Keras 3, Keras 2); a number is the gradient as a multiple of the single-device one.
+FORMS = {
+    "reduce_mean": ("2.000", "2.000"),
+    "default": ("1.000", "fails: ValueError"),
+    "default in a helper": ("1.000", "fails: ValueError"),
+    "default / replicas": ("0.500", "fails: ValueError"),
+    "compute_average_loss of (batch, T)": ("5.000", "5.000"),
+    "reduce_mean / replicas": ("1.000", "1.000"),
+    "reduce_mean / replica context": ("1.000", "1.000"),
+    "Loss subclass __call__ returning a mean": ("2.000", "2.000"),
+    "Loss subclass call returning a mean": ("2.000", "fails: ValueError"),
+    "Loss subclass call per example": ("1.000", "fails: ValueError"),
+    "grad_pass_through(/ replicas)": ("2.000", "2.000"),
+    "add_n(model.losses)": ("2.000", "2.000"),
+    "scale_regularization_loss(add_n(model.losses))": ("1.000", "1.000"),
+}
+
+
+@pytest.mark.parametrize("keras", [3, 2])
+@pytest.mark.parametrize("form", FORMS)
+def test_a_loss_form_gives_the_measured_gradient(form, keras):
+    assert measured(keras)[form] == FORMS[form][0 if keras == 3 else 1]
+
+
+def test_a_masked_default_loss_is_not_the_mean_of_its_unreduced_values():
+    """Why TFD004 does not change the reduction of a loss whose predictions may be masked."""
+    values = measured(3)
+    assert abs(float(values["masked default"]) - float(values["masked reduce_mean(none) / replicas"])) > 0.1
+
+
+@pytest.mark.parametrize("keras", [3, 2])
+def test_every_replica_gets_the_whole_of_an_undistributed_batch(keras):
+    values = measured(keras)
+    assert values["fed plain batch"] == values["fed numpy arrays"] == "[8, 8]"
+    assert values["fed distributed batch"] == "[4, 4]"
+
+
+def test_a_python_counter_in_a_tf_function_counts_traces():
+    assert measured(3)["python counter after 5 calls"] == "1"
