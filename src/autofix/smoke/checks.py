@@ -70,7 +70,8 @@ def finished(raw: dict[str, Any], timeout: float) -> Check:
     if status == "died":
         return Check("finished", False, f"the script died: {raw.get('died') or 'the process ended'}")
     if status == "stopped":
-        return Check("finished", False, f"stopped: worker {raw.get('stopped_after')} had failed and this worker was still waiting for it")
+        what = "had ended without training" if raw.get("peer_left") else "had failed"
+        return Check("finished", False, f"stopped: worker {raw.get('stopped_after')} {what} and this worker was still waiting for it")
     if status == "exited":
         detail = f": {error}" if error else ""
         return Check("finished", False, f"the script exited with status {raw.get('exit_code')}{detail}")
@@ -156,10 +157,7 @@ def _run_checks(index: int, run: RunRecord, replicas: int, crashed: bool, worker
     checks.append(Check(f"{name}.given", True, f"strategy.run was given {run.given} {run.name}"))
     if run.error is not None and crashed:
         return checks
-    seen = len(run.replicas) if run.replicas_observed else run.num_replicas
-    if workers > 1 and run.replicas_observed:
-        # A worker sees its own replicas run; the strategy spans them all.
-        seen = run.num_replicas if len(run.replicas) * workers >= replicas else len(run.replicas) * workers
+    seen = run_replicas(run, replicas, workers)
     if run.steps and seen < replicas:
         checks.append(Check(f"{name}.replicas", False, f"strategy.run ran {run.name} on {_plural(seen, 'replica')} at {run.site}"))
     elif run.steps:
@@ -170,6 +168,18 @@ def _run_checks(index: int, run: RunRecord, replicas: int, crashed: bool, worker
     if run.steps:
         checks.extend(_sharding(name, run.name, run.auto_shard, run.sharded))
     return checks
+
+
+def run_replicas(run: RunRecord, replicas: int, workers: int = 1) -> int:
+    """How many replicas ran a ``strategy.run`` step function: those seen running it, or the
+    strategy's count where none were seen. A worker of a multi-worker run sees only its own
+    replicas run (their ids are global: the chief sees 0), while the strategy spans every worker:
+    when each worker saw its share, it ran on all of them."""
+    if not run.replicas_observed:
+        return run.num_replicas
+    if workers > 1:
+        return run.num_replicas if len(run.replicas) * workers >= replicas else len(run.replicas) * workers
+    return len(run.replicas)
 
 
 def notes(raw: dict[str, Any]) -> tuple[str, ...]:
@@ -195,7 +205,7 @@ def cluster(raws: list[dict[str, Any]], shown_path) -> list[Check]:
     """The checks across workers, from each worker's record (``shown_path`` turns an absolute
     path into what the report shows)."""
     count = len(raws)
-    trained = [i for i, raw in enumerate(raws) if _trained(raw)]
+    trained = [i for i, raw in enumerate(raws) if has_trained(raw)]
     found = []
     if len(trained) == count:
         found.append(Check("workers.trained", True, f"all {count} workers trained"))
@@ -206,7 +216,7 @@ def cluster(raws: list[dict[str, Any]], shown_path) -> list[Check]:
     return found
 
 
-def _trained(raw: dict[str, Any]) -> bool:
+def has_trained(raw: dict[str, Any]) -> bool:
     return any(f.steps > 0 for f in fit_records(raw)) or any(r.steps > 0 and r.applies_gradients for r in run_records(raw))
 
 

@@ -9,7 +9,8 @@ as workers sharing a file system would.
 
 A worker that has run the script waits (the chief hosts the coordination service the others
 still talk to) until every worker has; then all are stopped together.
-A worker that fails (crash, exit, death, timeout) leaves the others waiting in a collective:
+A worker that fails (crash, exit, death, timeout), or ends without training, leaves the others
+waiting in a collective:
 they get :data:`PEER_GRACE` seconds to end on their own (they often fail the same way, with
 their own message), then are stopped. Every worker process is ended in any case.
 
@@ -109,7 +110,7 @@ def _watch(settings, children: list[Child]) -> tuple[list[dict[str, Any]], tuple
                 peak = child.peak_memory_mb()
                 raws[index] = dict(child.ended_mid_script("timeout"), peak_memory_mb=peak)
                 child.stop()
-            if first_failure is None and raws[index] is not None and raws[index].get("status") not in ENDED:
+            if first_failure is None and raws[index] is not None and _failed_or_left(raws[index]):
                 first_failure = (index, now)
         first = None if first_failure is None else first_failure[0]
         if all(raw is not None for raw in raws):
@@ -118,10 +119,27 @@ def _watch(settings, children: list[Child]) -> tuple[list[dict[str, Any]], tuple
             for index, child in enumerate(children):
                 if raws[index] is None:
                     raw = child.ended_mid_script("stopped") if child.running is not None else {"status": "stopped", "output": child.boot_output()}
-                    raws[index] = dict(raw, stopped_after=first_failure[0])
+                    left = raws[first_failure[0]].get("status") in ENDED
+                    raws[index] = dict(raw, stopped_after=first_failure[0], peer_left=left)
                     child.stop()
             return [raw for raw in raws if raw is not None], None, first
         time.sleep(POLL_SECONDS)
+
+
+def _failed_or_left(raw: dict[str, Any]) -> bool:
+    """A worker that failed, or that ended cleanly without training: in a cluster the others
+    wait for it in their first collective until they are stopped."""
+    return raw.get("status") not in ENDED or not checks.has_trained(raw)
+
+
+def left_early(raws: list[dict[str, Any]]) -> list[int]:
+    """The workers that ended cleanly without training while another worker trained or was
+    left waiting (stopped, timed out). When no worker trained and none waited, each one's own
+    ``no training happened`` says it all."""
+    waited = any(checks.has_trained(raw) or raw.get("status") in ("stopped", "timeout") for raw in raws)
+    if not waited:
+        return []
+    return [i for i, raw in enumerate(raws) if raw.get("status") in ENDED and not checks.has_trained(raw)]
 
 
 def _report(
@@ -135,7 +153,12 @@ def _report(
     total = settings.replicas * settings.workers
     script_dir = os.path.dirname(os.path.abspath(job.script))
     per_worker = [checks.evaluate(raw, replicas=total, timeout=settings.timeout, workers=settings.workers) for raw in raws]
-    failed = _first_failed(raws, first_failed)
+    left = left_early(raws)
+    for index in left:
+        # Its "no training happened" is said, with what it did to the others, by the check below.
+        per_worker[index] = tuple(c for c in per_worker[index] if c.name != "trained")
+    left_checks = [Check(f"worker {i}.left", False, f"worker {i} ended before training: the others were left waiting") for i in left]
+    failed = _first_failed(raws, first_failed, left)
     merged = _merge(per_worker, first=failed or 0)
     across = checks.cluster(raws, lambda path: _shown(path, script_dir))
     workers = tuple(_worker(settings, i, addresses[i], raw, found, readies[i]) for i, (raw, found) in enumerate(zip(raws, per_worker)))
@@ -152,7 +175,8 @@ def _report(
     # The output of the worker that failed first: the others often fail because it did.
     shown = raws[0] if failed is None else raws[failed]
     base = build_report(settings, job, dict(raws[0], status=shown.get("status"), output=shown.get("output", "")), chief_ready)
-    all_checks = (*merged, *across)
+    # The worker that left comes first: the others' failures (stopped, timed out) follow from it.
+    all_checks = (*(c for c in merged if c.passed), *left_checks, *(c for c in merged if not c.passed), *across)
     return SmokeReport(
         **{
             **{f: getattr(base, f) for f in base.__dataclass_fields__},
@@ -170,9 +194,10 @@ def _report(
     )
 
 
-def _first_failed(raws: list[dict[str, Any]], seen_first: int | None) -> int | None:
-    """The worker that failed first, by the time each ended (else the one seen first)."""
-    failed = [i for i, raw in enumerate(raws) if raw.get("status") not in ENDED]
+def _first_failed(raws: list[dict[str, Any]], seen_first: int | None, left: list[int] = ()) -> int | None:
+    """The worker that failed (or left without training) first, by the time each ended (else
+    the one seen first)."""
+    failed = [i for i, raw in enumerate(raws) if raw.get("status") not in ENDED or i in left]
     timed = [i for i in failed if raws[i].get("ended_at") is not None and raws[i].get("status") != "stopped"]
     if timed:
         return min(timed, key=lambda i: raws[i]["ended_at"])

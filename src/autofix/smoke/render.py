@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from autofix.exitcodes import HARNESS as EXIT_HARNESS
+from autofix.smoke.checks import run_replicas
 from autofix.smoke.report import FitRecord, SmokeReport
 
 
@@ -71,8 +72,10 @@ def report_view(report: SmokeReport, shown_path: str) -> Group:
         table = Table(title="strategy.run", title_justify="left", expand=False)
         for column in ("where", "given", "tf.function", "replicas", "steps", "applies gradients", "loss"):
             table.add_column(column)
+        workers = report.workers.count if report.workers is not None else 1
         for run in report.runs:
-            replicas = ",".join(map(str, run.replicas)) if run.replicas_observed else f"{run.num_replicas} (not seen)"
+            # A count, as the fit table has it: the ids a worker sees are only its own replicas'.
+            replicas = str(run_replicas(run, report.replicas, workers)) + ("" if run.replicas_observed else " (not seen)")
             table.add_row(
                 run.site, f"{run.given} {run.name}", _yes(run.in_tf_function), replicas, str(run.steps), _yes(run.applies_gradients), _losses(run.losses)
             )
@@ -152,7 +155,8 @@ def summary(report: SmokeReport) -> str:
     runs = [r for r in report.runs if r.steps and r.applies_gradients]
     if runs:
         # A worker of a multi-worker run sees only its own replicas run.
-        seen = min(len(r.replicas) if r.replicas_observed and report.workers is None else r.num_replicas for r in runs)
+        workers = report.workers.count if report.workers is not None else 1
+        seen = min(run_replicas(r, report.replicas, workers) for r in runs)
         return f"{_on_workers(report)}custom loop on {seen} replica{'s' if seen != 1 else ''}, {sum(r.steps for r in runs)} steps{loss}"
     return failed[0].message if failed else "no training happened"
 
