@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from autofix.smoke import checks
-from autofix.smoke.jobs import Settings, SmokeJob, build_report, child_env
+from autofix.smoke.jobs import Settings, SmokeJob, build_report, child_env, refused_report, script_spec
+from autofix.smoke.notebook import Refused
 from autofix.smoke.process import Child
 from autofix.smoke.report import Check, SmokeReport, WorkerReport, WorkersReport
 
@@ -55,6 +56,10 @@ def free_ports(count: int) -> list[int]:
 
 
 def run_workers(settings: Settings, job: SmokeJob) -> SmokeReport:
+    try:
+        script = script_spec(job)
+    except Refused as exc:
+        return refused_report(settings, job, str(exc))
     count = settings.workers
     addresses = [f"localhost:{port}" for port in free_ports(count)]
     workdir = Path(tempfile.mkdtemp(prefix="autofix-smoke-"))
@@ -66,7 +71,7 @@ def run_workers(settings: Settings, job: SmokeJob) -> SmokeReport:
                 "steps": settings.steps,
                 "offline": settings.offline,
                 "worker": {"index": index, "count": count},
-                "scripts": [{"path": os.path.abspath(job.script), "args": list(job.args), "cwd": job.cwd}],
+                "scripts": [script],
             }
             tf_config = {"cluster": {"worker": addresses}, "task": {"type": "worker", "index": index}}
             env = child_env(settings, {"TF_CONFIG": json.dumps(tf_config)})
@@ -226,10 +231,11 @@ def _merge(per_worker: list[tuple[Check, ...]], first: int = 0) -> tuple[Check, 
 
 
 def _worker(settings, index: int, address: str, raw: dict[str, Any], found: tuple[Check, ...], ready: dict[str, Any]) -> WorkerReport:
-    fits, runs = checks.fit_records(raw), checks.run_records(raw)
+    fits, runs, loops = checks.fit_records(raw), checks.run_records(raw), checks.loop_records(raw)
     trained = checks.trained_records(raw)
-    replicas = [f.replicas for f in fits if f.steps] + [r.num_replicas for r in runs if r.steps]
+    replicas = [f.replicas for f in fits if f.steps] + [r.num_replicas for r in runs if r.steps] + [loop.replicas for loop in loops if loop.steps]
     batches = [f.global_batch for f in fits if f.global_batch] + [r.global_batch for r in runs if r.global_batch]
+    batches += [loop.global_batch for loop in loops if loop.global_batch]
     return WorkerReport(
         index=index,
         address=address,
@@ -237,7 +243,7 @@ def _worker(settings, index: int, address: str, raw: dict[str, Any], found: tupl
         ok=all(c.passed for c in found),
         trained=bool(trained),
         replicas=min(replicas) if replicas else None,
-        steps=sum(f.steps for f in fits) + sum(r.steps for r in runs if r.applies_gradients),
+        steps=checks.steps_trained(raw),
         losses=tuple(v for _, losses, _ in trained for v in losses),
         weights=tuple(w for _, _, w in trained),
         global_batch=batches[0] if batches else None,
