@@ -25,6 +25,7 @@ from fixturecases import FIXTURES
 from autofix.cli import main
 from autofix.results import FileResult
 from autofix.smoke import SmokeReport, before_after, checks, cluster, command, run_many, run_smoke
+from autofix.smoke.jobs import Settings, SmokeJob
 from autofix.smoke.render import report_view, summary
 from autofix.smoke.report import Check
 from test_smoke_faults import dead
@@ -118,6 +119,16 @@ def test_a_keras3_custom_loop_trains_in_agreement(batch):
 
 
 @tf_test
+def test_the_run_table_counts_the_replicas_of_every_worker(batch):
+    report = batch[0]["custom_loop_keras3.py"]
+    assert report.runs[0].replicas == (0,), "the chief sees its own replica run"
+    console = command.Console(file=io.StringIO(), width=200)
+    console.print(report_view(report, "custom_loop_keras3.py"))
+    row = next(line for line in console.file.getvalue().splitlines() if "replica_step" in line and "function" in line)
+    assert [cell.strip() for cell in row.split("│")][4] == "2"
+
+
+@tf_test
 def test_every_worker_saving_to_one_path_fails_and_the_tutorial_pattern_passes(batch):
     reports, folder = batch
     shared = reports["save_every_worker.py"]
@@ -176,6 +187,19 @@ def test_a_hanging_worker_times_out_and_every_process_is_ended(tmp_path):
     assert all(dead(p) for p in pids), "every worker and the processes they started must be ended"
 
 
+@tf_test
+def test_a_worker_that_leaves_before_training_is_named_and_the_others_are_stopped(monkeypatch):
+    monkeypatch.setattr(cluster, "PEER_GRACE", 3.0)
+    started = time.monotonic()
+    report = run_smoke(FIXTURES / "smoke" / "worker_leaves.py", workers=2, replicas=1, steps=STEPS, timeout=60)
+    assert time.monotonic() - started < 45, "the chief must not wait for its timeout"
+    assert report.failures[0] == "worker 1 ended before training: the others were left waiting"
+    assert "worker 0: stopped: worker 1 had ended without training and this worker was still waiting for it" in report.failures
+    assert not any("timed out" in message for message in report.failures)
+    assert [w.status for w in report.workers.each] == ["stopped", "completed"]
+    assert "worker 1: no data shard, leaving" in report.workers.each[1].output and report.output == report.workers.each[1].output
+
+
 # --- without TensorFlow: the checks across workers, the merged report ---------------------------
 
 
@@ -228,9 +252,36 @@ def test_failures_shared_by_every_worker_are_one_line():
 
 def _worker_report(tmp_path) -> SmokeReport:
     raws = [_raw(_fit([1.0, 0.5], "aaaa"), [{"api": "open", "path": str(tmp_path / "log.csv"), "via": "CSVLogger", "site": "t.py:9"}])] * 2
-    settings = type("S", (), {"replicas": 1, "workers": 2, "steps": 2, "timeout": 60.0, "legacy_keras": True, "offline": True})()
-    job = type("J", (), {"script": str(tmp_path / "t.py"), "args": ()})()
+    settings = Settings(replicas=1, steps=2, timeout=60.0, offline=True, legacy_keras=True, python="python", startup_timeout=60.0, workers=2)
+    job = SmokeJob(str(tmp_path / "t.py"))
     return cluster._report(settings, job, ["localhost:1", "localhost:2"], raws, [{"startup_seconds": 5.0}, {"startup_seconds": 6.0}], None)
+
+
+def test_a_worker_that_left_comes_first_and_replaces_its_no_training(tmp_path):
+    trained = _raw(_fit([1.0], "a"), status="stopped")
+    trained.update(stopped_after=1, peer_left=True)
+    left = {"status": "completed", "fits": [], "ended_at": 1.0}
+    settings = Settings(replicas=1, steps=2, timeout=60.0, offline=True, legacy_keras=True, python="python", startup_timeout=60.0, workers=2)
+    report = cluster._report(settings, SmokeJob(str(tmp_path / "t.py")), ["localhost:1", "localhost:2"], [trained, left], [{}, {}], None, 1)
+    assert report.failures == (
+        "worker 1 ended before training: the others were left waiting",
+        "worker 0: stopped: worker 1 had ended without training and this worker was still waiting for it",
+    )
+    assert cluster.left_early([left, left]) == [], "no worker trained or waited: each one's own check says it"
+    assert cluster.left_early([_raw(_fit([1.0], "a")), left]) == [1]
+
+
+def test_the_run_table_shows_a_count_not_the_chief_replica_ids(tmp_path):
+    run = {"site": "t.py:9 step", "given": "function", "name": "replica_step", "in_tf_function": True, "num_replicas": 2, "steps": 2,
+           "replicas": [0], "replicas_observed": True, "applies_gradients": True, "losses": [1.0, 0.5], "weights": "aa"}
+    raws = [{"status": "completed", "runs": [run]}, {"status": "completed", "runs": [dict(run, replicas=[1])]}]
+    settings = Settings(replicas=1, steps=2, timeout=60.0, offline=True, legacy_keras=True, python="python", startup_timeout=60.0, workers=2)
+    report = cluster._report(settings, SmokeJob(str(tmp_path / "t.py")), ["localhost:1", "localhost:2"], raws, [{}, {}], None)
+    console = command.Console(file=io.StringIO(), width=200)
+    console.print(report_view(report, "t.py"))
+    row = next(line for line in console.file.getvalue().splitlines() if "function replica_step" in line)
+    assert [cell.strip() for cell in row.split("│")][4] == "2"
+    assert "replica_step ran on 2 replicas" in [c.message for c in report.checks]
 
 
 def test_multi_worker_report_renders_and_round_trips(tmp_path):

@@ -8,7 +8,11 @@ Public API (nothing here imports TensorFlow; the scripts run in a child process)
     run_many(scripts, *, replicas=2, steps=3, timeout=120, args=(), offline=None,
              legacy_keras=False, workers=1) -> list[SmokeReport]   # one process for all scripts
 
-``offline=None`` serves synthetic ``keras.datasets`` when their download host cannot be
+    run_compare(migrated, original, *, replicas=2, steps=1, ...) -> SmokeReport   # .compare
+    compare_many([ComparePair(migrated, original), ...], ...) -> list[SmokeReport]
+
+A script may be a notebook (``.ipynb``): its code cells run as one program
+(:mod:`autofix.smoke.notebook`). ``offline=None`` serves synthetic ``keras.datasets`` when their download host cannot be
 reached; ``legacy_keras=True`` runs under Keras 2 (``TF_USE_LEGACY_KERAS=1``, tf-keras);
 ``workers=N`` runs each script as N worker processes of one MultiWorkerMirroredStrategy
 cluster (``replicas`` per worker) and adds ``report.workers``. SIGTERM and SIGHUP during a
@@ -24,6 +28,8 @@ Typical assertions::
     report.runs[0].given, report.runs[0].replicas, report.runs[0].losses
     report.writes                              # paths the script wrote (api, path, via, site)
     report.workers.trained, report.workers.agree, report.workers.each[1].weights
+    report.loops[0].steps, report.loops[0].replicas   # custom loops without strategy.run
+    report.compare.status, report.compare.pairs[0].max_relative   # --compare
 
 The fields are described in :mod:`autofix.smoke.report`, the checks in
 :mod:`autofix.smoke.checks`, the process handling in :mod:`autofix.smoke.harness`,
@@ -39,15 +45,32 @@ from autofix.smoke.harness import (
     run_many,
     run_smoke,
 )
+from autofix.smoke.compare import ComparePair, compare_many, run_compare
+from autofix.smoke.jobs import FirstUpdate
 from autofix.smoke.process import Interrupted
-from autofix.smoke.report import Check, FitRecord, RunRecord, SmokeReport, WorkerReport, WorkersReport, WriteRecord
+from autofix.smoke.report import (
+    Check,
+    CompareReport,
+    FitRecord,
+    LoopRecord,
+    RunRecord,
+    SmokeReport,
+    WorkerReport,
+    WorkersReport,
+    WriteRecord,
+)
+
 
 __all__ = [
     "DEFAULT_REPLICAS",
     "DEFAULT_STEPS",
     "DEFAULT_TIMEOUT",
     "Check",
+    "ComparePair",
+    "CompareReport",
+    "FirstUpdate",
     "FitRecord",
+    "LoopRecord",
     "Interrupted",
     "RunRecord",
     "SmokeJob",
@@ -55,6 +78,8 @@ __all__ = [
     "WorkerReport",
     "WorkersReport",
     "WriteRecord",
+    "compare_many",
+    "run_compare",
     "run_many",
     "run_smoke",
 ]

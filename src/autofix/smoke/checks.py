@@ -5,12 +5,16 @@ checks, by name:
 
 - ``finished``: the script ran to its end or to the step cap (not: crashed, exited with a
   non-zero status, timed out, died);
-- ``trained``: some ``fit`` ran a step, or some ``strategy.run`` step applied gradients;
+- ``trained``: some ``fit`` ran a step, some ``strategy.run`` step applied gradients, or some
+  custom loop applied gradients outside ``strategy.run``;
 - ``fit[i].replicas``: fit ``i`` trained on all the replicas asked for;
 - ``fit[i].mirrored``: every model and optimizer variable of fit ``i`` is mirrored;
 - ``fit[i].loss`` / ``run[i].loss``: the losses seen are finite;
 - ``run[i].given``: ``strategy.run`` was given a function, not a model, layer or module;
 - ``run[i].replicas``: the step function ran on all the replicas;
+- ``loop[i].replicas``: a custom loop that applies gradients outside ``strategy.run`` trains on
+  one replica (a failure when more were asked for); ``loop[i].loss``: its losses are finite;
+- ``runnable``: a notebook that cannot be run as one program (exit status 2, as ``harness``);
 - ``fit[i].sharding`` / ``run[i].sharding`` (multi-worker runs): the dataset is split over
   the workers (not: auto-sharding OFF and no ``shard()``, so every worker trains on the same
   examples);
@@ -30,7 +34,7 @@ import math
 import signal
 from typing import Any
 
-from autofix.smoke.report import Check, FitRecord, RunRecord, WriteRecord, _record
+from autofix.smoke.report import Check, FitRecord, LoopRecord, RunRecord, WriteRecord, _record
 
 STEP_FUNCTIONS = ("function", "tf.function", "callable")
 
@@ -41,6 +45,10 @@ def fit_records(raw: dict[str, Any]) -> tuple[FitRecord, ...]:
 
 def run_records(raw: dict[str, Any]) -> tuple[RunRecord, ...]:
     return tuple(_record(RunRecord, r) for r in raw.get("runs", ()))
+
+
+def loop_records(raw: dict[str, Any]) -> tuple[LoopRecord, ...]:
+    return tuple(_record(LoopRecord, r) for r in raw.get("loops", ()))
 
 
 def write_records(raw: dict[str, Any]) -> tuple[WriteRecord, ...]:
@@ -70,7 +78,8 @@ def finished(raw: dict[str, Any], timeout: float) -> Check:
     if status == "died":
         return Check("finished", False, f"the script died: {raw.get('died') or 'the process ended'}")
     if status == "stopped":
-        return Check("finished", False, f"stopped: worker {raw.get('stopped_after')} had failed and this worker was still waiting for it")
+        what = "had ended without training" if raw.get("peer_left") else "had failed"
+        return Check("finished", False, f"stopped: worker {raw.get('stopped_after')} {what} and this worker was still waiting for it")
     if status == "exited":
         detail = f": {error}" if error else ""
         return Check("finished", False, f"the script exited with status {raw.get('exit_code')}{detail}")
@@ -90,21 +99,48 @@ def evaluate(raw: dict[str, Any], *, replicas: int, timeout: float, workers: int
     script whose process timed out or died)."""
     if raw.get("status") == "harness-error":
         return (Check("harness", False, f"the harness failed: {raw.get('harness_error')}"),)
+    if raw.get("status") == "refused":
+        return (Check("runnable", False, f"cannot be run as a script: {raw.get('refused')}"),)
     checks = [finished(raw, timeout)]
-    fits, runs = fit_records(raw), run_records(raw)
+    fits, runs, loops = fit_records(raw), run_records(raw), loop_records(raw)
     crashed = not checks[0].passed
-    trained = any(f.steps > 0 for f in fits) or any(r.steps > 0 and r.applies_gradients for r in runs)
     if not crashed:
-        if trained:
-            steps = sum(f.steps for f in fits) + sum(r.steps for r in runs if r.applies_gradients)
-            checks.append(Check("trained", True, f"trained {_plural(steps, 'step')}"))
+        if has_trained(raw):
+            checks.append(Check("trained", True, f"trained {_plural(steps_trained(raw), 'step')}"))
         else:
             checks.append(Check("trained", False, "no training happened"))
     for index, fit in enumerate(fits):
         checks.extend(_fit_checks(index, fit, replicas, len(fits) > 1, crashed))
     for index, run in enumerate(runs):
         checks.extend(_run_checks(index, run, replicas, crashed, workers))
+    for index, loop in enumerate(loops):
+        checks.extend(_loop_checks(index, loop, replicas, bool(raw.get("strategies"))))
     return tuple(checks)
+
+
+def steps_trained(raw: dict[str, Any]) -> int:
+    return (
+        sum(f.steps for f in fit_records(raw))
+        + sum(r.steps for r in run_records(raw) if r.applies_gradients)
+        + sum(loop.steps for loop in loop_records(raw))
+    )
+
+
+def _loop_checks(index: int, loop: LoopRecord, replicas: int, strategy_made: bool) -> list[Check]:
+    """A custom loop that applies gradients outside ``strategy.run`` trains on one device."""
+    name = f"loop[{index}]"
+    what = f"custom loop {loop.name} at {loop.site}"
+    checks = []
+    if loop.steps:
+        if loop.replicas < replicas:
+            why = "its step does not run through strategy.run" if strategy_made else "no MirroredStrategy was created"
+            checks.append(Check(f"{name}.replicas", False, f"{what} trained on {_plural(loop.replicas, 'replica')}: {why}"))
+        else:
+            checks.append(Check(f"{name}.replicas", True, f"{what} trained on {_plural(loop.replicas, 'replica')}"))
+    bad = [v for v in loop.losses if not math.isfinite(v)]
+    if bad:
+        checks.append(Check(f"{name}.loss", False, f"the loss of {what} is not finite ({bad[0]})"))
+    return checks
 
 
 def _fit_checks(index: int, fit: FitRecord, replicas: int, several: bool, crashed: bool) -> list[Check]:
@@ -156,10 +192,7 @@ def _run_checks(index: int, run: RunRecord, replicas: int, crashed: bool, worker
     checks.append(Check(f"{name}.given", True, f"strategy.run was given {run.given} {run.name}"))
     if run.error is not None and crashed:
         return checks
-    seen = len(run.replicas) if run.replicas_observed else run.num_replicas
-    if workers > 1 and run.replicas_observed:
-        # A worker sees its own replicas run; the strategy spans them all.
-        seen = run.num_replicas if len(run.replicas) * workers >= replicas else len(run.replicas) * workers
+    seen = run_replicas(run, replicas, workers)
     if run.steps and seen < replicas:
         checks.append(Check(f"{name}.replicas", False, f"strategy.run ran {run.name} on {_plural(seen, 'replica')} at {run.site}"))
     elif run.steps:
@@ -170,6 +203,18 @@ def _run_checks(index: int, run: RunRecord, replicas: int, crashed: bool, worker
     if run.steps:
         checks.extend(_sharding(name, run.name, run.auto_shard, run.sharded))
     return checks
+
+
+def run_replicas(run: RunRecord, replicas: int, workers: int = 1) -> int:
+    """How many replicas ran a ``strategy.run`` step function: those seen running it, or the
+    strategy's count where none were seen. A worker of a multi-worker run sees only its own
+    replicas run (their ids are global: the chief sees 0), while the strategy spans every worker:
+    when each worker saw its share, it ran on all of them."""
+    if not run.replicas_observed:
+        return run.num_replicas
+    if workers > 1:
+        return run.num_replicas if len(run.replicas) * workers >= replicas else len(run.replicas) * workers
+    return len(run.replicas)
 
 
 def notes(raw: dict[str, Any]) -> tuple[str, ...]:
@@ -195,7 +240,7 @@ def cluster(raws: list[dict[str, Any]], shown_path) -> list[Check]:
     """The checks across workers, from each worker's record (``shown_path`` turns an absolute
     path into what the report shows)."""
     count = len(raws)
-    trained = [i for i, raw in enumerate(raws) if _trained(raw)]
+    trained = [i for i, raw in enumerate(raws) if has_trained(raw)]
     found = []
     if len(trained) == count:
         found.append(Check("workers.trained", True, f"all {count} workers trained"))
@@ -206,8 +251,8 @@ def cluster(raws: list[dict[str, Any]], shown_path) -> list[Check]:
     return found
 
 
-def _trained(raw: dict[str, Any]) -> bool:
-    return any(f.steps > 0 for f in fit_records(raw)) or any(r.steps > 0 and r.applies_gradients for r in run_records(raw))
+def has_trained(raw: dict[str, Any]) -> bool:
+    return steps_trained(raw) > 0
 
 
 def workers_phrase(indexes: list[int]) -> str:
@@ -225,6 +270,9 @@ def trained_records(raw: dict[str, Any]) -> list[tuple[str, tuple[float, ...], s
     for run in run_records(raw):
         if run.steps and run.applies_gradients:
             out.append((f"{run.name} at {run.site}", run.losses, run.weights))
+    for loop in loop_records(raw):
+        if loop.steps:
+            out.append((f"{loop.name} at {loop.site}", loop.losses, loop.weights))
     return out
 
 

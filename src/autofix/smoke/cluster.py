@@ -9,7 +9,8 @@ as workers sharing a file system would.
 
 A worker that has run the script waits (the chief hosts the coordination service the others
 still talk to) until every worker has; then all are stopped together.
-A worker that fails (crash, exit, death, timeout) leaves the others waiting in a collective:
+A worker that fails (crash, exit, death, timeout), or ends without training, leaves the others
+waiting in a collective:
 they get :data:`PEER_GRACE` seconds to end on their own (they often fail the same way, with
 their own message), then are stopped. Every worker process is ended in any case.
 
@@ -30,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from autofix.smoke import checks
-from autofix.smoke.jobs import Settings, SmokeJob, build_report, child_env
+from autofix.smoke.jobs import Settings, SmokeJob, build_report, child_env, refused_report, script_spec
+from autofix.smoke.notebook import Refused
 from autofix.smoke.process import Child
 from autofix.smoke.report import Check, SmokeReport, WorkerReport, WorkersReport
 
@@ -54,6 +56,10 @@ def free_ports(count: int) -> list[int]:
 
 
 def run_workers(settings: Settings, job: SmokeJob) -> SmokeReport:
+    try:
+        script = script_spec(job)
+    except Refused as exc:
+        return refused_report(settings, job, str(exc))
     count = settings.workers
     addresses = [f"localhost:{port}" for port in free_ports(count)]
     workdir = Path(tempfile.mkdtemp(prefix="autofix-smoke-"))
@@ -65,7 +71,7 @@ def run_workers(settings: Settings, job: SmokeJob) -> SmokeReport:
                 "steps": settings.steps,
                 "offline": settings.offline,
                 "worker": {"index": index, "count": count},
-                "scripts": [{"path": os.path.abspath(job.script), "args": list(job.args), "cwd": job.cwd}],
+                "scripts": [script],
             }
             tf_config = {"cluster": {"worker": addresses}, "task": {"type": "worker", "index": index}}
             env = child_env(settings, {"TF_CONFIG": json.dumps(tf_config)})
@@ -109,7 +115,7 @@ def _watch(settings, children: list[Child]) -> tuple[list[dict[str, Any]], tuple
                 peak = child.peak_memory_mb()
                 raws[index] = dict(child.ended_mid_script("timeout"), peak_memory_mb=peak)
                 child.stop()
-            if first_failure is None and raws[index] is not None and raws[index].get("status") not in ENDED:
+            if first_failure is None and raws[index] is not None and _failed_or_left(raws[index]):
                 first_failure = (index, now)
         first = None if first_failure is None else first_failure[0]
         if all(raw is not None for raw in raws):
@@ -118,10 +124,27 @@ def _watch(settings, children: list[Child]) -> tuple[list[dict[str, Any]], tuple
             for index, child in enumerate(children):
                 if raws[index] is None:
                     raw = child.ended_mid_script("stopped") if child.running is not None else {"status": "stopped", "output": child.boot_output()}
-                    raws[index] = dict(raw, stopped_after=first_failure[0])
+                    left = raws[first_failure[0]].get("status") in ENDED
+                    raws[index] = dict(raw, stopped_after=first_failure[0], peer_left=left)
                     child.stop()
             return [raw for raw in raws if raw is not None], None, first
         time.sleep(POLL_SECONDS)
+
+
+def _failed_or_left(raw: dict[str, Any]) -> bool:
+    """A worker that failed, or that ended cleanly without training: in a cluster the others
+    wait for it in their first collective until they are stopped."""
+    return raw.get("status") not in ENDED or not checks.has_trained(raw)
+
+
+def left_early(raws: list[dict[str, Any]]) -> list[int]:
+    """The workers that ended cleanly without training while another worker trained or was
+    left waiting (stopped, timed out). When no worker trained and none waited, each one's own
+    ``no training happened`` says it all."""
+    waited = any(checks.has_trained(raw) or raw.get("status") in ("stopped", "timeout") for raw in raws)
+    if not waited:
+        return []
+    return [i for i, raw in enumerate(raws) if raw.get("status") in ENDED and not checks.has_trained(raw)]
 
 
 def _report(
@@ -135,7 +158,12 @@ def _report(
     total = settings.replicas * settings.workers
     script_dir = os.path.dirname(os.path.abspath(job.script))
     per_worker = [checks.evaluate(raw, replicas=total, timeout=settings.timeout, workers=settings.workers) for raw in raws]
-    failed = _first_failed(raws, first_failed)
+    left = left_early(raws)
+    for index in left:
+        # Its "no training happened" is said, with what it did to the others, by the check below.
+        per_worker[index] = tuple(c for c in per_worker[index] if c.name != "trained")
+    left_checks = [Check(f"worker {i}.left", False, f"worker {i} ended before training: the others were left waiting") for i in left]
+    failed = _first_failed(raws, first_failed, left)
     merged = _merge(per_worker, first=failed or 0)
     across = checks.cluster(raws, lambda path: _shown(path, script_dir))
     workers = tuple(_worker(settings, i, addresses[i], raw, found, readies[i]) for i, (raw, found) in enumerate(zip(raws, per_worker)))
@@ -152,7 +180,8 @@ def _report(
     # The output of the worker that failed first: the others often fail because it did.
     shown = raws[0] if failed is None else raws[failed]
     base = build_report(settings, job, dict(raws[0], status=shown.get("status"), output=shown.get("output", "")), chief_ready)
-    all_checks = (*merged, *across)
+    # The worker that left comes first: the others' failures (stopped, timed out) follow from it.
+    all_checks = (*(c for c in merged if c.passed), *left_checks, *(c for c in merged if not c.passed), *across)
     return SmokeReport(
         **{
             **{f: getattr(base, f) for f in base.__dataclass_fields__},
@@ -170,9 +199,10 @@ def _report(
     )
 
 
-def _first_failed(raws: list[dict[str, Any]], seen_first: int | None) -> int | None:
-    """The worker that failed first, by the time each ended (else the one seen first)."""
-    failed = [i for i, raw in enumerate(raws) if raw.get("status") not in ENDED]
+def _first_failed(raws: list[dict[str, Any]], seen_first: int | None, left: list[int] = ()) -> int | None:
+    """The worker that failed (or left without training) first, by the time each ended (else
+    the one seen first)."""
+    failed = [i for i, raw in enumerate(raws) if raw.get("status") not in ENDED or i in left]
     timed = [i for i in failed if raws[i].get("ended_at") is not None and raws[i].get("status") != "stopped"]
     if timed:
         return min(timed, key=lambda i: raws[i]["ended_at"])
@@ -201,10 +231,11 @@ def _merge(per_worker: list[tuple[Check, ...]], first: int = 0) -> tuple[Check, 
 
 
 def _worker(settings, index: int, address: str, raw: dict[str, Any], found: tuple[Check, ...], ready: dict[str, Any]) -> WorkerReport:
-    fits, runs = checks.fit_records(raw), checks.run_records(raw)
+    fits, runs, loops = checks.fit_records(raw), checks.run_records(raw), checks.loop_records(raw)
     trained = checks.trained_records(raw)
-    replicas = [f.replicas for f in fits if f.steps] + [r.num_replicas for r in runs if r.steps]
+    replicas = [f.replicas for f in fits if f.steps] + [r.num_replicas for r in runs if r.steps] + [loop.replicas for loop in loops if loop.steps]
     batches = [f.global_batch for f in fits if f.global_batch] + [r.global_batch for r in runs if r.global_batch]
+    batches += [loop.global_batch for loop in loops if loop.global_batch]
     return WorkerReport(
         index=index,
         address=address,
@@ -212,7 +243,7 @@ def _worker(settings, index: int, address: str, raw: dict[str, Any], found: tupl
         ok=all(c.passed for c in found),
         trained=bool(trained),
         replicas=min(replicas) if replicas else None,
-        steps=sum(f.steps for f in fits) + sum(r.steps for r in runs if r.applies_gradients),
+        steps=checks.steps_trained(raw),
         losses=tuple(v for _, losses, _ in trained for v in losses),
         weights=tuple(w for _, _, w in trained),
         global_batch=batches[0] if batches else None,

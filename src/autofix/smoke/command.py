@@ -32,6 +32,8 @@ from autofix.smoke.process import Interrupted
 from autofix.smoke.render import report_view, summary
 from autofix.smoke.report import SmokeReport
 
+# --compare needs the first step only; the migrated run's checks see it train.
+COMPARE_STEPS = 1
 # Lines of the script's output shown when it crashed, died or the harness failed.
 OUTPUT_LINES = 15
 PIPED_WIDTH = 160
@@ -42,30 +44,55 @@ PIPED_WIDTH = 160
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--replicas", type=click.IntRange(min=1), default=None, help=f"Replicas to train on, per worker  [default: {DEFAULT_REPLICAS}; 1 with --workers]")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Run the script as N worker processes of one MultiWorkerMirroredStrategy cluster.")
-@click.option("--steps", type=click.IntRange(min=1), default=DEFAULT_STEPS, show_default=True, help="Steps per fit (one epoch) and per custom loop.")
+@click.option("--steps", type=click.IntRange(min=1), default=None, help=f"Steps per fit (one epoch) and per custom loop  [default: {DEFAULT_STEPS}; {COMPARE_STEPS} with --compare]")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_TIMEOUT, show_default=True, help="Seconds the script may run (TensorFlow's start-up not counted).")
 @click.option("--json", "json_file", type=click.Path(dir_okay=False), default=None, help="Also write the report as JSON to this file.")
 @click.option("--offline/--online", default=None, help="Serve synthetic keras.datasets (default: offline when they cannot be downloaded).")
 @click.option("--legacy-keras", is_flag=True, help="Run under Keras 2 (tf-keras, TF_USE_LEGACY_KERAS=1).")
 @click.option("--show-output", is_flag=True, help="Print everything the script printed.")
-def smoke(script, args, replicas, workers, steps, timeout, json_file, offline, legacy_keras, show_output) -> None:
-    """Train SCRIPT for a few steps on N replicas and check that training was distributed.
+@click.option(
+    "--compare",
+    "original",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="SCRIPT is a migration of ORIGINAL (a single-device script): prove they make the same first update, on N replicas at N x the original's batch and on 1 replica.",
+)
+def smoke(script, args, replicas, workers, steps, timeout, json_file, offline, legacy_keras, show_output, original) -> None:
+    """Train SCRIPT (a .py script or a .ipynb notebook) for a few steps on N replicas and check
+    that training was distributed.
 
-    Arguments after `--` are passed to the script. The script runs in its own folder, for real:
-    it may write files there. With --workers N it runs as N worker processes on this machine
-    (TF_CONFIG on loopback ports, worker 0 the chief), each with --replicas replicas.
+    Arguments after `--` are passed to the script (and, with --compare, to ORIGINAL). The script
+    runs in its own folder, for real: it may write files there. With --workers N it runs as N
+    worker processes on this machine (TF_CONFIG on loopback ports, worker 0 the chief), each
+    with --replicas replicas.
     """
+    if original is not None and workers > 1:
+        raise click.UsageError("--compare runs on one machine: it cannot be combined with --workers")
     with _die_when_interrupted():
-        report = run_smoke(
-            script,
-            replicas=default_replicas(replicas, workers),
-            steps=steps,
-            timeout=timeout,
-            args=args,
-            offline=offline,
-            legacy_keras=legacy_keras,
-            workers=workers,
-        )
+        if original is not None:
+            from autofix.smoke.compare import run_compare
+
+            report = run_compare(
+                script,
+                original,
+                replicas=replicas or DEFAULT_REPLICAS,
+                steps=steps or COMPARE_STEPS,
+                timeout=timeout,
+                args=args,
+                offline=offline,
+                legacy_keras=legacy_keras,
+            )
+        else:
+            report = run_smoke(
+                script,
+                replicas=default_replicas(replicas, workers),
+                steps=steps or DEFAULT_STEPS,
+                timeout=timeout,
+                args=args,
+                offline=offline,
+                legacy_keras=legacy_keras,
+                workers=workers,
+            )
     if json_file:
         with open(json_file, "w", encoding="utf-8") as fh:
             fh.write(report.to_json() + "\n")
@@ -92,6 +119,15 @@ FAILED_STATUSES = ("crashed", "died", "harness-error", "timeout", "stopped")
 def _print_output(err: Console, report: SmokeReport, everything: bool) -> None:
     """The script's output: all of it when asked, else the end of it where it failed (each
     failed worker's own, in a multi-worker run)."""
+    if report.compare is not None:
+        shown: set[str] = set()
+        for run in report.compare.runs:
+            # The first failed run of each script says it; the others mostly repeat it.
+            if run.output and (everything or (not run.ok and run.role not in shown)):
+                shown.add(run.role)
+                err.print(Text(f"--- {run.role} on {run.replicas} replica{'s' if run.replicas != 1 else ''}, batch x{run.batch_scale} ({run.status}) ---", style="bold"))
+                err.print(Text(run.output if everything else _last_lines(run.output), style="dim"))
+        return
     if report.workers is None:
         if everything:
             err.print(Text(report.output, style="dim"))
@@ -126,6 +162,8 @@ def _last_lines(text: str, count: int = OUTPUT_LINES) -> str:
 def _print_failures(err: Console, shown: str, report: SmokeReport, prefix: str = "") -> None:
     for message in report.failures:
         err.print(Text(f"{shown}: {prefix}{message}", style="red"))
+    if report.compare is not None and not report.compare.ok:
+        err.print(Text(f"{shown}: compare: {report.compare.status}: {report.compare.message}", style="red"))
 
 
 def smoke_changed(results: Sequence[FileResult], err: Console, workers: int = 1) -> int:

@@ -41,7 +41,10 @@ class Provision:
             self.kind, self.logical, self.how = "CPU", True, f"{replicas} logical CPU{plural}"
 
     def devices(self) -> list[str]:
-        return [d.name for d in tf.config.list_logical_devices(self.kind)][: self.replicas]
+        """The devices of the script running now: a job may ask for fewer replicas than the
+        process provides (``--compare`` runs a script on 1 replica and on N in one process)."""
+        count = min(self.replicas, recorder.replicas or self.replicas)
+        return [d.name for d in tf.config.list_logical_devices(self.kind)][:count]
 
 
 def install(provision: Provision) -> None:

@@ -30,7 +30,8 @@ from typing import Any
 
 from autofix.smoke import checks
 from autofix.smoke.cluster import run_workers
-from autofix.smoke.jobs import Settings, SmokeJob, build_report, child_env
+from autofix.smoke.jobs import Settings, SmokeJob, build_report, child_env, refused_report, script_spec
+from autofix.smoke.notebook import Refused
 from autofix.smoke.process import OUTPUT_TAIL, Child, clean_output, stop_on_signals
 from autofix.smoke.report import SmokeReport
 
@@ -113,9 +114,15 @@ def run_many(
 
 def _run_batches(settings: Settings, jobs: list[SmokeJob]) -> list[SmokeReport]:
     reports: list[SmokeReport | None] = [None] * len(jobs)
-    pending = list(range(len(jobs)))
+    specs: dict[int, dict[str, Any]] = {}
+    for index, job in enumerate(jobs):
+        try:
+            specs[index] = script_spec(job)
+        except Refused as exc:
+            reports[index] = refused_report(settings, job, str(exc))
+    pending = sorted(specs)
     while pending:
-        for index, report in _Batch(settings, [(i, jobs[i]) for i in pending]).run().items():
+        for index, report in _Batch(settings, [(i, jobs[i], specs[i]) for i in pending]).run().items():
             reports[index] = report
         left = [i for i in pending if reports[i] is None]
         if len(left) == len(pending):  # no progress: never loop forever
@@ -138,7 +145,7 @@ def datasets_unreachable() -> bool:
 class _Batch:
     """One child process running some of the jobs."""
 
-    def __init__(self, settings: Settings, jobs: list[tuple[int, SmokeJob]]) -> None:
+    def __init__(self, settings: Settings, jobs: list[tuple[int, SmokeJob, dict[str, Any]]]) -> None:
         self.settings = settings
         self.jobs = jobs
         self.reports: dict[int, SmokeReport] = {}
@@ -151,7 +158,7 @@ class _Batch:
                 "replicas": self.settings.replicas,
                 "steps": self.settings.steps,
                 "offline": self.settings.offline,
-                "scripts": [{"path": os.path.abspath(job.script), "args": list(job.args), "cwd": job.cwd} for _, job in self.jobs],
+                "scripts": [spec for _, _, spec in self.jobs],
             }
             child = Child(Path(workdir), spec, child_env(self.settings), self.settings.python)
             try:
@@ -196,11 +203,11 @@ class _Batch:
             self._done(child.running, child.ended_mid_script())
 
     def _done(self, index: int, raw: dict[str, Any]) -> None:
-        order, job = self.jobs[index]
+        order, job, _ = self.jobs[index]
         self.reports[order] = build_report(self.settings, job, raw, self.ready)
 
     def _harness_error(self, message: str, output: str) -> None:
-        for order, job in self.jobs:
+        for order, job, _ in self.jobs:
             if order not in self.reports:
                 raw = {"status": "harness-error", "harness_error": message, "output": output.strip()[-OUTPUT_TAIL:]}
                 self.reports[order] = build_report(self.settings, job, raw, self.ready)

@@ -8,17 +8,55 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autofix.smoke import checks
+from autofix.smoke import checks, notebook
 from autofix.smoke.report import SmokeReport
 
 
 @dataclass(frozen=True)
+class FirstUpdate:
+    """Record the script's first update into ``snapshot`` (an ``.npz`` path), holding seeds,
+    data order and noise layers equal (see :mod:`autofix.smoke.controls`), with the batch the
+    script asks for multiplied by ``batch_scale``, and the weights set to the initial ones of
+    the ``initial`` snapshot where they can be."""
+
+    snapshot: str
+    batch_scale: int = 1
+    initial: str | None = None
+
+
+@dataclass(frozen=True)
 class SmokeJob:
-    """One script to run: its path, arguments and working directory (default: its folder)."""
+    """One script (or notebook) to run: its path, arguments and working directory (default:
+    its folder); ``replicas``: for this job, fewer than the run provides; ``first_update``: for
+    ``--compare``."""
 
     script: str
     args: tuple[str, ...] = ()
     cwd: str | None = None
+    replicas: int | None = None
+    first_update: FirstUpdate | None = None
+
+
+def script_spec(job: SmokeJob) -> dict[str, Any]:
+    """What the runner needs to run ``job``; :class:`~autofix.smoke.notebook.Refused` for a
+    notebook that cannot be run as one program."""
+    spec: dict[str, Any] = {"path": os.path.abspath(job.script), "args": list(job.args), "cwd": job.cwd}
+    if job.replicas is not None:
+        spec["replicas"] = job.replicas
+    if job.first_update is not None:
+        spec["compare"] = {
+            "snapshot": job.first_update.snapshot,
+            "batch_scale": job.first_update.batch_scale,
+            "initial": job.first_update.initial,
+        }
+    if notebook.is_notebook(job.script):
+        program = notebook.program(job.script)
+        spec.update(program=program.text, cells=list(program.cells), notes=list(program.notes))
+    return spec
+
+
+def refused_report(settings: Settings, job: SmokeJob, reason: str) -> SmokeReport:
+    return build_report(settings, job, {"status": "refused", "refused": reason}, {})
 
 
 @dataclass(frozen=True)
@@ -46,7 +84,8 @@ def child_env(settings: Settings, extra: dict[str, str] | None = None) -> dict[s
 
 
 def build_report(settings: Settings, job: SmokeJob, raw: dict[str, Any], ready: dict[str, Any]) -> SmokeReport:
-    found = checks.evaluate(raw, replicas=settings.replicas, timeout=settings.timeout)
+    replicas = job.replicas or settings.replicas
+    found = checks.evaluate(raw, replicas=replicas, timeout=settings.timeout)
     harness_error = raw.get("harness_error")
     if harness_error and raw.get("status") != "harness-error":
         found = (*found, checks.Check("harness", False, f"the harness failed: {harness_error}"))
@@ -54,11 +93,12 @@ def build_report(settings: Settings, job: SmokeJob, raw: dict[str, Any], ready: 
         script=job.script,
         ok=all(c.passed for c in found),
         status=raw.get("status", "harness-error"),
-        replicas=settings.replicas,
+        replicas=replicas,
         steps=settings.steps,
         args=tuple(job.args),
         fits=checks.fit_records(raw),
         runs=checks.run_records(raw),
+        loops=checks.loop_records(raw),
         checks=found,
         seconds=float(raw.get("seconds") or 0.0),
         startup_seconds=ready.get("startup_seconds"),
@@ -76,4 +116,7 @@ def build_report(settings: Settings, job: SmokeJob, raw: dict[str, Any], ready: 
         offline=settings.offline,
         output=raw.get("output", ""),
         writes=checks.write_records(raw),
+        refused=raw.get("refused"),
+        first_update=raw.get("first_update"),
+        batches=tuple(raw.get("batches", ())),
     )

@@ -17,7 +17,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from autofix.smoke import multiworker
+from autofix.smoke import controls, multiworker, snapshot, updates
 from autofix.smoke.state import (
     FitRec,
     StepLimitReached,
@@ -49,9 +49,7 @@ def install(module: Any) -> None:
         optimizers.append(legacy)
     for cls in optimizers:
         _wrap(cls, "__init__", _optimizer_init)
-        for name in ("apply_gradients", "apply"):
-            if hasattr(cls, name):
-                _wrap(cls, name, _optimizer_apply)
+        updates.install_optimizer(cls)
 
 
 def _wrap(cls: type, name: str, make) -> None:
@@ -83,7 +81,15 @@ def _callback_class(module: Any) -> type:
             super().__init__()
             self.record = record
 
+        def on_train_batch_begin(self, batch, logs=None):
+            if snapshot.active() and self.record.steps == 0:
+                model = self.model
+                snapshot.applied(getattr(model, "optimizer", None), list(model.trainable_weights))
+                snapshot.transplant(list(model.trainable_weights))
+
         def on_train_batch_end(self, batch, logs=None):
+            if self.record.steps == 0:
+                snapshot.take()
             self.record.steps += 1
             loss = scalar((logs or {}).get("loss"))
             if loss is not None:
@@ -122,6 +128,7 @@ def _fit(original, callback: type, version: str, package: str):
             # Keras batches arrays by 32 when not told; given steps_per_epoch alone it would
             # instead split the arrays into that many batches, so capping would change the batch.
             given["batch_size"] = KERAS_DEFAULT_BATCH
+        controls.fit_arguments(given, _array_like(given.get("x")))
         given.update(epochs=1, initial_epoch=0, steps_per_epoch=steps)
         validates = given.get("validation_data") is not None or given.get("validation_split")
         if validates:
@@ -140,7 +147,8 @@ def _fit(original, callback: type, version: str, package: str):
             record.error = describe_exception(exc)
             _finish(record, self)
             record.cause = _known_failure(package, self, exc) or record.cause
-            _failed("fit", record.cause)
+            # Without any strategy the crash is not about distribution: it speaks for itself.
+            _failed("fit", record.cause if recorder.strategies else None)
             raise
         finally:
             recorder.current_fit = None
@@ -252,40 +260,6 @@ def _optimizer_init(original):
         object.__setattr__(self, "_autofix_smoke_origin", origin)
 
     return __init__
-
-
-def _optimizer_apply(original):
-    def apply(self, *args, **kwargs):
-        run = recorder.current_run
-        if run is not None:
-            run.applies_gradients = True
-            if recorder.multi_worker and id(run) not in recorder.run_variables:
-                args = _keep_variables(run, args, kwargs)
-        return original(self, *args, **kwargs)
-
-    return apply
-
-
-def _keep_variables(run: Any, args: tuple, kwargs: dict) -> tuple:
-    """Note the variables a custom step updates (for the weights digest of multi-worker runs).
-    ``apply_gradients(zip(...))`` gets a list instead of the one-shot iterator it was given."""
-    if "trainable_variables" in kwargs or (len(args) > 1 and isinstance(args[1], (list, tuple))):  # apply(grads, variables)
-        variables = kwargs.get("trainable_variables", args[1] if len(args) > 1 else None)
-        if variables is not None:
-            recorder.run_variables[id(run)] = list(variables)
-        return args
-    pairs = args[0] if args else kwargs.get("grads_and_vars")
-    if pairs is None:
-        return args
-    pairs = list(pairs)
-    try:
-        recorder.run_variables[id(run)] = [v for _, v in pairs]
-    except (TypeError, ValueError):
-        pass
-    if args:
-        return (pairs, *args[1:])
-    kwargs["grads_and_vars"] = pairs
-    return args
 
 
 def _failed(where: str, cause: str | None) -> None:

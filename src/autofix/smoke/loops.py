@@ -22,15 +22,13 @@ import tensorflow as tf
 from tensorflow.python.distribute import distribute_lib, mirrored_run
 from tensorflow.python.eager.polymorphic_function import polymorphic_function
 
-from autofix.smoke import multiworker
+from autofix.smoke import controls, multiworker, snapshot, updates
 from autofix.smoke.state import (
     RunRec,
     StepFunction,
     StepLimitReached,
     describe_exception,
     recorder,
-    scalar,
-    shown,
     user_site,
 )
 
@@ -43,6 +41,7 @@ def install() -> None:
     _wrap(polymorphic_function.Function, "__call__", _function_call)
     original = mirrored_run._call_for_each_replica
     mirrored_run._call_for_each_replica = functools.wraps(original)(_for_each_replica(original))
+    updates.install_tape()
 
 
 def _wrap(cls: type, name: str, make) -> None:
@@ -62,7 +61,7 @@ def _run(original):
         in_function = tf.inside_function()
         outer = recorder.function_stack[-1] if recorder.function_stack else None
         given, name = classify(fn)
-        site = _function_site(outer) if outer is not None else user_site()
+        site = updates.function_site(outer) if outer is not None else user_site()
         record = recorder.runs.get(f"{site}|{name}")
         if record is None:
             record = RunRec(site, given, name, in_function, type(self).__name__, int(self.num_replicas_in_sync))
@@ -77,7 +76,10 @@ def _run(original):
             if not any(r is record for r in step.runs):
                 step.runs.append(record)
         elif eager_step and record.steps >= recorder.steps:
+            snapshot.finish()
             raise StepLimitReached(f"strategy.run called {record.steps} times at {site}")
+        elif eager_step:
+            snapshot.before_step(record)
         record.calls += 1
         if record.global_batch is None:
             record.global_batch = recorder.last_user_batch
@@ -102,14 +104,6 @@ def _run(original):
         return result
 
     return run
-
-
-def _function_site(function: Any) -> str:
-    python = getattr(function, "python_function", None)
-    code = getattr(python, "__code__", None)
-    if code is None:
-        return f"<tf.function {getattr(function, '__name__', '?')}>"
-    return f"{shown(code.co_filename)}:{code.co_firstlineno} {code.co_name}"
 
 
 def classify(fn: Any) -> tuple[str, str]:
@@ -137,16 +131,18 @@ def classify(fn: Any) -> tuple[str, str]:
 def _for_each_replica(original):
     def call_for_each_replica(distribution, fn, args, kwargs):
         record = recorder.current_run
-        if record is None:
+        if record is None and not controls.active():
             return original(distribution, fn, args, kwargs)
 
         def per_replica(*a, **k):
             context = tf.distribute.get_replica_context()
-            replica = None
-            if context is not None:
-                replica = tf.get_static_value(context.replica_id_in_sync_group)
-            record.saw_replica(None if replica is None else int(replica))
-            return fn(*a, **k)
+            if record is not None:
+                replica = None
+                if context is not None:
+                    replica = tf.get_static_value(context.replica_id_in_sync_group)
+                record.saw_replica(None if replica is None else int(replica))
+            with controls.replica(context, (a, k)):
+                return fn(*a, **k)
 
         return original(distribution, per_replica, args, kwargs)
 
@@ -159,7 +155,10 @@ def _function_call(original):
             return original(self, *args, **kwds)
         step = recorder.step_functions.get(id(self))
         if step is not None and step.calls >= recorder.steps:
+            snapshot.finish()
             raise StepLimitReached(f"{getattr(self, '__name__', 'the step function')} called {step.calls} times")
+        if step is not None and step.calls >= 1:
+            snapshot.take()
         recorder.function_stack.append(self)
         try:
             result = original(self, *args, **kwds)
@@ -168,12 +167,13 @@ def _function_call(original):
         step = recorder.step_functions.get(id(self))
         if step is not None:
             step.calls += 1
-            loss = _loss(result)
+            loss = updates.loss_of(result)
             for record in step.runs:
                 record.steps += 1
                 if loss is not None:
                     record.losses.append(loss)
                 _digest(record)
+            updates.step_done(step, result, args, kwds)
             recorder.publish()
         return result
 
@@ -189,7 +189,7 @@ def _reduce(original):
     def reduce(self, reduce_op, value, axis=None):
         result = original(self, reduce_op, value, axis)
         if _mine() and not tf.inside_function() and recorder.last_eager_run is not None:
-            loss = _loss(result)
+            loss = updates.loss_of(result)
             if loss is not None:
                 recorder.last_eager_run.losses.append(loss)
                 recorder.last_eager_run = None
@@ -235,13 +235,3 @@ def batch_of(dataset: Any) -> int | None:
     except Exception:  # an exhausted or failing input pipeline is the script's to report
         return None
     return None
-
-
-def _loss(result: Any) -> float | None:
-    if isinstance(result, (list, tuple)) and result:
-        result = result[0]
-    if isinstance(result, tf.distribute.DistributedValues):
-        values = [scalar(v) for v in result.values]
-        values = [v for v in values if v is not None]
-        return sum(values) / len(values) if values else None
-    return scalar(result)

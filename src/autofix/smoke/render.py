@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from autofix.exitcodes import HARNESS as EXIT_HARNESS
+from autofix.smoke.checks import run_replicas
 from autofix.smoke.report import FitRecord, SmokeReport
 
 
@@ -71,14 +72,34 @@ def report_view(report: SmokeReport, shown_path: str) -> Group:
         table = Table(title="strategy.run", title_justify="left", expand=False)
         for column in ("where", "given", "tf.function", "replicas", "steps", "applies gradients", "loss"):
             table.add_column(column)
+        workers = report.workers.count if report.workers is not None else 1
         for run in report.runs:
-            replicas = ",".join(map(str, run.replicas)) if run.replicas_observed else f"{run.num_replicas} (not seen)"
+            # A count, as the fit table has it: the ids a worker sees are only its own replicas'.
+            replicas = str(run_replicas(run, report.replicas, workers)) + ("" if run.replicas_observed else " (not seen)")
             table.add_row(
                 run.site, f"{run.given} {run.name}", _yes(run.in_tf_function), replicas, str(run.steps), _yes(run.applies_gradients), _losses(run.losses)
             )
         parts.append(table)
+    if report.loops:
+        table = Table(title="custom loop (no strategy.run)", title_justify="left", expand=False)
+        for column in ("where", "step", "strategy", "replicas", "optimizers", "batch", "steps", "loss"):
+            table.add_column(column)
+        for loop in report.loops:
+            table.add_row(
+                loop.site,
+                f"{loop.name}" + (" (tf.function)" if loop.in_tf_function else " (eager)"),
+                _strategy(loop.strategy),
+                str(loop.replicas),
+                ", ".join(loop.optimizers) or "-",
+                "-" if loop.global_batch is None else str(loop.global_batch),
+                str(loop.steps),
+                _losses(loop.losses),
+            )
+        parts.append(table)
     if report.workers is not None:
         parts.append(_workers_table(report))
+    if report.compare is not None:
+        parts.append(_compare_table(report.compare))
     checks = Table(title="checks", title_justify="left", show_header=False, expand=False)
     checks.add_column("")
     checks.add_column("")
@@ -90,11 +111,37 @@ def report_view(report: SmokeReport, shown_path: str) -> Group:
         foot += f" (+ {report.startup_seconds:.1f} s TensorFlow start-up)"
     if report.peak_memory_mb is not None:
         foot += f", peak memory {report.peak_memory_mb:.0f} MB"
-    verdict = Text("PASSED" if report.ok else ("HARNESS FAILED" if report.exit_code == EXIT_HARNESS else "FAILED"), style="bold green" if report.ok else "bold red")
+    if report.compare is not None:
+        word = {0: "PROVEN", 1: "FAILED"}.get(report.exit_code, "NO VERDICT")
+        verdict = Text(word, style="bold green" if report.exit_code == 0 else "bold red")
+    elif report.refused is not None:
+        verdict = Text("NOT RUN", style="bold red")
+    else:
+        verdict = Text("PASSED" if report.ok else ("HARNESS FAILED" if report.exit_code == EXIT_HARNESS else "FAILED"), style="bold green" if report.ok else "bold red")
     parts.append(Text.assemble(verdict, "  ", (foot, "dim")))
     for note in report.notes:
         parts.append(Text(f"note: {note}", style="dim"))
     return Group(*parts)
+
+
+COMPARE_STYLES = {"equivalent": "bold green", "different": "bold red", "migrated-fails": "bold red"}
+
+
+def _compare_table(compare) -> Group:
+    table = Table(title=f"compared with {compare.original}", title_justify="left", expand=False)
+    for column in ("run", "replicas", "batch", "status", "first update"):
+        table.add_column(column)
+    pairs = {p.replicas: p for p in compare.pairs}
+    for run in compare.runs:
+        scaled = f" ({run.batch_scale} x)" if run.batch_scale > 1 else ""
+        pair = pairs.get(run.replicas) if run.role == "migrated" else None
+        update = "-" if pair is None else {"same": "same", "different": "DIFFERENT"}.get(pair.status, "not compared")
+        if pair is not None and pair.max_relative is not None and pair.status == "same":
+            update += f" (within {pair.max_relative:.1g})"
+        status = run.status + ("" if run.ok else ", failed")
+        table.add_row(run.role, str(run.replicas), ("-" if run.global_batch is None else str(run.global_batch)) + scaled, status, update)
+    verdict = Text.assemble(("compare: ", "bold"), (compare.status.upper(), COMPARE_STYLES.get(compare.status, "bold yellow")), "  ", compare.message)
+    return Group(table, verdict)
 
 
 def _workers_table(report: SmokeReport) -> Table:
@@ -135,12 +182,14 @@ def summary(report: SmokeReport) -> str:
     """One line: "2 replicas, all variables mirrored, loss 1.38 -> 1.21" or what went wrong."""
     if report.harness_error:
         return f"harness failed: {report.harness_error}"
+    if report.refused:
+        return f"cannot be run as a script: {report.refused}"
     failed = [c for c in report.checks if not c.passed]
     if report.status in ("crashed", "exited", "timeout", "died", "stopped"):
         return failed[0].message if failed else report.status
     if report.workers is not None and failed:
         return failed[0].message
-    losses = [v for f in report.fits for v in f.losses] + [v for r in report.runs for v in r.losses]
+    losses = [v for f in report.fits for v in f.losses] + [v for r in report.runs for v in r.losses] + [v for lp in report.loops for v in lp.losses]
     loss = f", loss {losses[0]:.2f} -> {losses[-1]:.2f}" if len(losses) > 1 else ""
     trained = [f for f in report.fits if f.steps]
     if trained:
@@ -152,8 +201,14 @@ def summary(report: SmokeReport) -> str:
     runs = [r for r in report.runs if r.steps and r.applies_gradients]
     if runs:
         # A worker of a multi-worker run sees only its own replicas run.
-        seen = min(len(r.replicas) if r.replicas_observed and report.workers is None else r.num_replicas for r in runs)
+        workers = report.workers.count if report.workers is not None else 1
+        seen = min(run_replicas(r, report.replicas, workers) for r in runs)
         return f"{_on_workers(report)}custom loop on {seen} replica{'s' if seen != 1 else ''}, {sum(r.steps for r in runs)} steps{loss}"
+    loops = [loop for loop in report.loops if loop.steps]
+    if loops:
+        low = min(loop.replicas for loop in loops)
+        steps = sum(loop.steps for loop in loops)
+        return f"{_on_workers(report)}custom loop on {low} replica{'s' if low != 1 else ''}, {steps} steps{loss}"
     return failed[0].message if failed else "no training happened"
 
 

@@ -29,7 +29,18 @@
   ``weights`` digests, ``global_batch``, ``writes``, ``failures``, times, ``error``, ``output``).
   The other fields are then the chief's, except ``status`` / ``error`` / ``output`` (the worker
   that failed first) and ``replicas`` (the total).
-- ``exit_code``: 0 (ok), 1 (a check failed), 2 (harness error) — the CLI's exit status.
+- ``loops``: one :class:`LoopRecord` per custom loop that applies gradients without
+  ``strategy.run`` (a step function, or an eager call site and optimizer).
+- ``refused``: why a notebook cannot be run as one program (``status`` ``refused``).
+- ``first_update`` (``--compare``): the index of the run's first-update snapshot (variables,
+  shapes, whether their initial value and gradient were seen, ``transplanted``, ``held``);
+  ``batches``: the batch sizes the script asked ``Dataset.batch`` for (scaled).
+- ``compare``: ``None``, or with ``--compare`` a :class:`CompareReport` (see
+  :mod:`autofix.smoke.compare`): ``status``, ``message``, ``pairs`` (one :class:`Pair` per
+  replica count compared), ``runs`` (the four :class:`CompareRun`), the tolerances.
+- ``exit_code``: 0 (ok), 1 (a check failed), 2 (harness error, or a notebook refused) — the
+  CLI's exit status; with ``compare``, the comparison's (0 equivalent, 1 different or the
+  migrated script fails, 2 no verdict).
 
 :class:`FitRecord` — one ``fit``: ``method`` (``fit`` / ``train_on_batch``), ``site``
 (``file:line``), ``strategy`` (class of ``model.distribute_strategy``), ``replicas``
@@ -53,6 +64,12 @@ in multi-worker runs ``weights`` (digest after fit), ``auto_shard`` and ``sharde
 ``global_batch`` (first batch of the dataset the script last passed to
 ``experimental_distribute_dataset``), ``error``.
 
+:class:`LoopRecord` — one custom loop without ``strategy.run``: ``site``, ``name`` (the step
+function, or ``Adam.apply_gradients`` for an eager update), ``in_tf_function``, ``strategy``
+(current when gradients were applied), ``replicas`` (1), ``optimizers``, ``steps``, ``losses``,
+``global_batch`` (leading dimension of the step function's first input), ``weights``,
+``error``.
+
 :class:`Check` — ``name``, ``passed``, ``message`` (one line, phrased for the user).
 """
 
@@ -66,6 +83,9 @@ from typing import Any
 from autofix.exitcodes import FAILED as EXIT_FAILED
 from autofix.exitcodes import HARNESS as EXIT_HARNESS
 from autofix.exitcodes import OK as EXIT_OK
+
+# --compare: proven (0), the migration is wrong (1); otherwise no verdict on it (2).
+COMPARE_EXIT_CODES = {"equivalent": EXIT_OK, "different": EXIT_FAILED, "migrated-fails": EXIT_FAILED}
 
 
 @dataclass(frozen=True)
@@ -112,6 +132,21 @@ class RunRecord:
     weights: str | None = None
     auto_shard: str | None = None
     sharded: bool | None = None
+
+
+@dataclass(frozen=True)
+class LoopRecord:
+    site: str = ""
+    name: str = ""
+    in_tf_function: bool = False
+    strategy: str = ""
+    replicas: int = 1
+    optimizers: tuple[str, ...] = ()
+    steps: int = 0
+    losses: tuple[float, ...] = ()
+    global_batch: int | None = None
+    weights: str | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -166,6 +201,67 @@ class WorkersReport:
 
 
 @dataclass(frozen=True)
+class CompareRun:
+    """One of the four runs: who, on how many replicas, at which batch scale, how it ended."""
+
+    role: str
+    script: str
+    replicas: int
+    batch_scale: int
+    status: str
+    ok: bool
+    global_batch: int | None = None
+    failures: tuple[str, ...] = ()
+    seconds: float = 0.0
+    transplanted: str | None = None
+    output: str = ""
+
+
+@dataclass(frozen=True)
+class Pair:
+    """The migrated run on ``replicas`` against the original at ``batch_scale`` x its batch."""
+
+    replicas: int
+    batch_scale: int
+    status: str  # same, different, not-compared
+    message: str
+    variables: int = 0
+    # max over the variables of |migrated - original| / the original's update
+    max_relative: float | None = None
+    first_difference: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class CompareReport:
+    original: str
+    status: str
+    message: str
+    pairs: tuple[Pair, ...] = ()
+    runs: tuple[CompareRun, ...] = ()
+    relative: float = 0.0
+    absolute: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "equivalent"
+
+    @property
+    def exit_code(self) -> int:
+        return COMPARE_EXIT_CODES.get(self.status, EXIT_HARNESS)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(asdict(self), ok=self.ok, exit_code=self.exit_code)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CompareReport:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["pairs"] = tuple(Pair(**p) for p in data.get("pairs", ()))
+        values["runs"] = tuple(CompareRun(**dict(r, failures=tuple(r.get("failures", ())))) for r in data.get("runs", ()))
+        return cls(**values)
+
+
+@dataclass(frozen=True)
 class SmokeReport:
     script: str
     ok: bool
@@ -193,6 +289,11 @@ class SmokeReport:
     output: str = ""
     writes: tuple[WriteRecord, ...] = ()
     workers: WorkersReport | None = None
+    loops: tuple[LoopRecord, ...] = ()
+    refused: str | None = None
+    first_update: dict[str, Any] | None = None
+    batches: tuple[int, ...] = ()
+    compare: CompareReport | None = None
 
     @property
     def failures(self) -> tuple[str, ...]:
@@ -200,11 +301,17 @@ class SmokeReport:
 
     @property
     def trained(self) -> bool:
-        return any(f.steps > 0 for f in self.fits) or any(r.steps > 0 and r.applies_gradients for r in self.runs)
+        return (
+            any(f.steps > 0 for f in self.fits)
+            or any(r.steps > 0 and r.applies_gradients for r in self.runs)
+            or any(loop.steps > 0 for loop in self.loops)
+        )
 
     @property
     def exit_code(self) -> int:
-        if self.harness_error is not None:
+        if self.compare is not None:
+            return self.compare.exit_code
+        if self.harness_error is not None or self.refused is not None:
             return EXIT_HARNESS
         return EXIT_OK if self.ok else EXIT_FAILED
 
@@ -216,6 +323,8 @@ class SmokeReport:
         if self.workers is not None:
             for worker, raw in zip(self.workers.each, data["workers"]["each"]):
                 raw["chief"] = worker.chief
+        if self.compare is not None:
+            data["compare"] = self.compare.to_dict()
         return _finite(data)
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -227,6 +336,10 @@ class SmokeReport:
         values = {k: v for k, v in data.items() if k in known}
         values["fits"] = tuple(_record(FitRecord, f) for f in data.get("fits", ()))
         values["runs"] = tuple(_record(RunRecord, r) for r in data.get("runs", ()))
+        values["loops"] = tuple(_record(LoopRecord, r) for r in data.get("loops", ()))
+        values["batches"] = tuple(data.get("batches", ()))
+        if data.get("compare") is not None:
+            values["compare"] = CompareReport.from_dict(data["compare"])
         values["checks"] = tuple(Check(**c) for c in data.get("checks", ()))
         for name in ("args", "strategies", "datasets", "notes"):
             values[name] = tuple(data.get(name, ()))

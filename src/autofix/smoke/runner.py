@@ -14,20 +14,23 @@ It prints nothing itself; what the scripts print goes to their logs.
 
 from __future__ import annotations
 
+import builtins
 import gc
 import importlib.abc
 import importlib.util
 import json
+import linecache
 import os
 import resource
 import runpy
 import sys
 import time
 import traceback
+import types
 from collections.abc import Callable
 from typing import Any
 
-from autofix.smoke.state import StepLimitReached, describe_exception, recorder, shown
+from autofix.smoke.state import StepLimitReached, describe_exception, place, recorder
 
 KERAS_PACKAGES = ("keras", "tf_keras")
 _hook_errors: list[str] = []
@@ -68,7 +71,7 @@ def _run_all(spec: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> in
     for index, job in enumerate(spec["scripts"]):
         emit({"event": "start", "index": index})
         recorder.sink = lambda records, index=index: emit({"event": "progress", "index": index, "records": records})
-        result = _run_one(job)
+        result = _run_one(job, int(spec["replicas"]))
         os.chdir(home)
         _clear_sessions()
         emit({"event": "done", "index": index, "result": result})
@@ -113,12 +116,13 @@ def _bootstrap(spec: dict[str, Any]):
     recorder.worker, recorder.workers = int(worker.get("index", 0)), int(worker.get("count", 1))
     import tensorflow  # noqa: F401  (starts nothing: the runtime starts on first use)
 
-    from autofix.smoke import devices, loops, multiworker, writes
+    from autofix.smoke import controls, devices, loops, multiworker, writes
 
     provision = devices.Provision(recorder.replicas)
     devices.install(provision)
     multiworker.install(provision)
     loops.install()
+    controls.install()
     writes.install(os.path.dirname(os.path.abspath(spec["events"])))
     offline = bool(spec.get("offline"))
     actions = {name: _keras_action(offline) for name in KERAS_PACKAGES}
@@ -136,11 +140,12 @@ def _bootstrap(spec: dict[str, Any]):
 
 def _keras_action(offline: bool) -> Callable[[Any], None]:
     def action(module: Any) -> None:
-        from autofix.smoke import datasets, keras_hooks, writes
+        from autofix.smoke import controls, datasets, keras_hooks, writes
 
         try:
             keras_hooks.install(module)
             writes.install_keras(module)
+            controls.install_keras(module)
             if offline:
                 datasets.install(module.__name__)
         except Exception as exc:  # reported as a harness failure, not as the script's
@@ -184,10 +189,16 @@ class _Loader(importlib.abc.Loader):
         return getattr(self._loader, name)
 
 
-def _run_one(job: dict[str, Any]) -> dict[str, Any]:
+def _run_one(job: dict[str, Any], replicas: int) -> dict[str, Any]:
+    from autofix.smoke import controls, snapshot
+
     path = os.path.abspath(job["path"])
     script_dir = os.path.dirname(path)
     recorder.reset(script_dir)
+    recorder.replicas = int(job.get("replicas") or replicas)
+    compare = job.get("compare") or {}
+    for note in job.get("notes", ()):
+        recorder.note(note)
     del _hook_errors[:]
     saved = _redirect(job["log"])
     saved_argv, saved_path, saved_environ = sys.argv, list(sys.path), dict(os.environ)
@@ -199,7 +210,12 @@ def _run_one(job: dict[str, Any]) -> dict[str, Any]:
         os.chdir(job.get("cwd") or script_dir)
         sys.argv = [path, *job.get("args", [])]
         sys.path[0] = script_dir
-        runpy.run_path(path, run_name="__main__")
+        controls.start(bool(compare), compare.get("batch_scale", 1))
+        snapshot.start(compare.get("snapshot"), compare.get("initial"))
+        if "program" in job:
+            _run_program(path, job["program"], job.get("cells"))
+        else:
+            runpy.run_path(path, run_name="__main__")
     except StepLimitReached as exc:
         result["status"] = "step-limit"
         recorder.note(f"stopped after {recorder.steps} steps ({exc})")
@@ -212,6 +228,11 @@ def _run_one(job: dict[str, Any]) -> dict[str, Any]:
         result.update(status="crashed", error=describe_exception(exc), error_site=_error_site(exc))
     finally:
         result["seconds"] = round(time.perf_counter() - started, 3)
+        try:
+            snapshot.finish()
+        except Exception as exc:  # the script's result stands
+            recorder.note(f"could not save the first update ({describe_exception(exc)})")
+        controls.start(False)
         # Wall-clock end, to tell which worker of a multi-worker run failed first.
         result["ended_at"] = time.time()
         sys.argv = saved_argv
@@ -228,13 +249,38 @@ def _run_one(job: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def _run_program(path: str, program: str, cells: list[Any] | None) -> None:
+    """Run a notebook's code cells, joined into one program, as ``__main__`` (as Jupyter runs
+    them: no ``__file__``). Its frames name the notebook; its lines are said as cells."""
+    recorder.notebook, recorder.cells = path, cells
+    # Tracebacks show the program's lines, not the notebook's JSON.
+    linecache.cache[path] = (len(program), None, program.splitlines(keepends=True), path)
+    code = compile(program, path, "exec", dont_inherit=True)
+    module = types.ModuleType("__main__")
+    module.__dict__["__builtins__"] = builtins
+    try:  # what a kernel gives every notebook without an import
+        from IPython.display import display
+
+        module.__dict__["display"] = display
+    except ImportError:
+        pass
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = module
+    try:
+        exec(code, module.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+        linecache.cache.pop(path, None)
+
+
 def _error_site(exc: BaseException) -> str | None:
     site = None
     for frame, line in traceback.walk_tb(exc.__traceback__):
         filename = frame.f_code.co_filename
         # Compiled extensions name their frames relative ("h5py/h5f.pyx"): never the script's.
         if os.path.isabs(filename) and os.path.realpath(filename).startswith(os.path.realpath(recorder.script_dir) + os.sep):
-            site = f"{shown(filename)}:{line}"
+            site = place(filename, line)
     return site
 
 

@@ -90,10 +90,34 @@ class RunRec:
 
 
 @dataclass
+class LoopRec:
+    """A custom loop that applies gradients without ``strategy.run`` (every single-device loop):
+    one per ``tf.function`` whose trace applied gradients, or per eager call site of an
+    optimizer. ``replicas`` is 1: one device computed each gradient."""
+
+    site: str
+    name: str
+    in_tf_function: bool
+    strategy: str = ""
+    replicas: int = 1
+    optimizers: list[str] = field(default_factory=list)
+    steps: int = 0
+    losses: list[float] = field(default_factory=list)
+    global_batch: int | None = None
+    weights: str | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
 class StepFunction:
-    """A user tf.function that calls strategy.run: each call of it is one distributed step."""
+    """A user tf.function that calls strategy.run or applies gradients: each call of it is one
+    training step."""
 
     runs: list[RunRec] = field(default_factory=list)
+    loops: list[LoopRec] = field(default_factory=list)
     calls: int = 0
 
 
@@ -124,6 +148,7 @@ class Recorder:
     script_dir: str = ""
     fits: list[FitRec] = field(default_factory=list)
     runs: dict[str, RunRec] = field(default_factory=dict)
+    loops: dict[str, LoopRec] = field(default_factory=dict)
     strategies: list[str] = field(default_factory=list)
     datasets: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -141,12 +166,24 @@ class Recorder:
     step_functions: dict[int, StepFunction] = field(default_factory=dict)
     # Keeps the tf.function objects of step_functions alive so that their ids stay unique.
     step_function_refs: list[Any] = field(default_factory=list)
-    # The variables each strategy.run record's optimizer updated (for its weights digest).
+    # The variables each strategy.run or loop record's optimizers updated (for its weights digest).
     run_variables: dict[int, list[Any]] = field(default_factory=dict)
+    # Depth of the script's own optimizer calls (Keras 3's apply_gradients calls apply: one update).
+    applying: int = 0
+    # The scalar an eager tape last differentiated: the loss of an eager loop's next update.
+    gradient_loss: float | None = None
     last_user_sharding: tuple[str | None, bool | None] = (None, None)
     writes: list[WriteRec] = field(default_factory=list)
     # Depth of the hooked write APIs: what they write themselves is not recorded again.
     write_depth: int = 0
+    # A notebook run as one program: its path, and (cell index, line in the cell) of each
+    # program line (None for the lines between cells).
+    notebook: str | None = None
+    cells: list[Any] | None = None
+    # With --compare: where the first update was saved, and what it holds (see snapshot.py).
+    first_update: dict[str, Any] | None = None
+    # The batch sizes the script asked Dataset.batch for, and by how much they were scaled.
+    batches: list[int] = field(default_factory=list)
     # Receives ``to_dict()`` after every step; set by the runner.
     sink: Any = None
 
@@ -180,11 +217,14 @@ class Recorder:
         return {
             "fits": [f.to_dict() for f in self.fits],
             "runs": [r.to_dict() for r in self.runs.values()],
+            "loops": [r.to_dict() for r in self.loops.values()],
             "strategies": list(self.strategies),
             "datasets": list(self.datasets),
             "notes": list(self.notes),
             "failure": self.failure,
             "writes": [w.to_dict() for w in self.writes],
+            "first_update": self.first_update,
+            "batches": list(self.batches),
         }
 
 
@@ -227,9 +267,19 @@ def user_site(depth: int = 2) -> str:
     frame = sys._getframe(depth)
     while frame is not None:
         if _is_user_file(frame.f_code.co_filename):
-            return f"{shown(frame.f_code.co_filename)}:{frame.f_lineno}"
+            return place(frame.f_code.co_filename, frame.f_lineno)
         frame = frame.f_back
     return "<unknown>"
+
+
+def place(filename: str, line: int) -> str:
+    """``file:line`` as the user knows it: a notebook's code is run as one program, whose lines
+    are said as ``nb.ipynb:cell 3:2`` (cells counted from 1, as the other commands do)."""
+    cells = recorder.cells
+    if cells is not None and filename == recorder.notebook and 1 <= line <= len(cells) and cells[line - 1] is not None:
+        cell, cell_line = cells[line - 1]
+        return f"{shown(filename)}:cell {cell + 1}:{cell_line}"
+    return f"{shown(filename)}:{line}"
 
 
 def shown(filename: str) -> str:

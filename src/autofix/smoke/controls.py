@@ -1,0 +1,284 @@
+"""What ``--compare`` holds equal between the original and the migrated run (child side).
+
+For a job that records its first update, before the script starts and for as long as it runs:
+
+- every seed is set to the same value (``random``, NumPy, TensorFlow, and Keras' own with
+  ``keras.utils.set_random_seed``, also when the script imports Keras later): Keras 3 draws
+  its initializers' seeds from Python's ``random`` in the order layers are made, so the same
+  model starts from the same weights in both runs;
+- the data keeps its order: the script's ``Dataset.shuffle`` returns the dataset as it is,
+  and ``fit`` gets ``shuffle=False``;
+- with ``batch_scale`` k (the original run at k times its batch, to compare with k replicas):
+  the batch the script asks ``Dataset.batch`` / ``padded_batch`` for, and the ``batch_size``
+  of ``fit`` on arrays (32 when not given), are multiplied by k; batching done by Keras itself
+  (inside ``fit``) is not;
+- dropout and noise layers (``Dropout``, ``SpatialDropout*``, ``GaussianDropout``,
+  ``GaussianNoise``, ``AlphaDropout``) run as in inference: one device and N replicas draw
+  their masks differently, and the comparison is of everything else;
+- random numbers drawn in a training step (``tf.random.normal`` / ``uniform`` /
+  ``truncated_normal``, the same in ``keras.random``: a GAN's noise) are drawn as one device
+  would draw them for the global batch (see :func:`_random`);
+- ``BatchNormalization`` on N replicas normalizes over the global batch
+  (``synchronized=True``), as one device does; MirroredStrategy otherwise normalizes each
+  replica's share on its own.
+
+Only the script's own calls are changed (not those made inside Keras' ``fit``). What was done
+is noted in the report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import random
+import sys
+import threading
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from autofix.smoke.state import recorder
+
+SEED = 1234
+NOISE_LAYERS = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianDropout", "GaussianNoise", "AlphaDropout")
+
+_active = False
+_scale = 1
+_seen: dict[str, int] = {}
+# Random draws in a training step: tf.random.* and keras.random.* (Keras draws for its own
+# layers otherwise, which the noise layers above cover).
+RANDOM = ("normal", "uniform", "truncated_normal")
+STATELESS = {"normal": "stateless_normal", "uniform": "stateless_uniform", "truncated_normal": "stateless_truncated_normal"}
+# Random draws made so far in each graph being traced (or eagerly), per replica.
+_occurrences: dict[tuple[int, int | None], int] = {}
+_replica = threading.local()
+
+
+def install() -> None:
+    dataset = tf.data.Dataset
+    for name in ("batch", "padded_batch"):
+        _wrap(dataset, name, _batch)
+    _wrap(dataset, "shuffle", _shuffle)
+    for name in RANDOM:
+        _wrap_function(tf.random, name, "tf.random")
+
+
+def install_keras(module: Any) -> None:
+    for name in NOISE_LAYERS:
+        cls = getattr(module.layers, name, None)
+        if cls is not None:
+            _wrap(cls, "call", _inference)
+    normalization = getattr(module.layers, "BatchNormalization", None)
+    if normalization is not None:
+        _wrap(normalization, "call", _synchronized)
+    random_module = getattr(module, "random", None)
+    if random_module is not None:
+        for name in RANDOM:
+            _wrap_function(random_module, name, f"{module.__name__}.random")
+    if _active:
+        _seed_keras(module)
+
+
+def start(active: bool, scale: int = 1) -> None:
+    """Before each script: hold things equal (``active``), the batch scaled by ``scale``."""
+    global _active, _scale
+    _active, _scale = active, max(1, int(scale))
+    _seen.clear()
+    _occurrences.clear()
+    if not active:
+        return
+    random.seed(SEED)
+    np.random.seed(SEED)
+    tf.random.set_seed(SEED)
+    for name in ("keras", "tf_keras"):
+        module = sys.modules.get(name)
+        if module is not None:
+            _seed_keras(module)
+
+
+def active() -> bool:
+    return _active
+
+
+def held() -> list[str]:
+    """What was changed in this script so far to hold the runs equal (``Dataset.shuffle``,
+    ``Dropout``, ``BatchNormalization``, ``tf.random.normal``...)."""
+    return list(_seen)
+
+
+def fit_arguments(given: dict[str, Any], array_input: bool) -> None:
+    """``fit``'s own shuffling off, and its batch on arrays scaled."""
+    if not _active:
+        return
+    given["shuffle"] = False
+    if array_input and _scale > 1 and given.get("batch_size"):
+        given["batch_size"] = int(given["batch_size"]) * _scale
+        _saw("fit(batch_size=...)")
+
+
+def _seed_keras(module: Any) -> None:
+    try:
+        module.utils.set_random_seed(SEED)
+    except Exception as exc:
+        recorder.note(f"could not seed {module.__name__} ({type(exc).__name__})")
+
+
+def _script_call() -> bool:
+    return _active and recorder.keras_depth == 0 and threading.current_thread() is threading.main_thread()
+
+
+def _wrap(cls: type, name: str, make) -> None:
+    original = getattr(cls, name, None)
+    if original is None or getattr(original, "_autofix_smoke_control", False):
+        return
+    wrapped = functools.wraps(original)(make(original))
+    wrapped._autofix_smoke_control = True
+    setattr(cls, name, wrapped)
+
+
+def _batch(original):
+    def batch(self, batch_size, *args, **kwargs):
+        if _script_call():
+            asked = tf.get_static_value(batch_size)
+            if asked is not None:
+                recorder.batches.append(int(asked) * _scale)
+                if _scale > 1:
+                    batch_size = int(asked) * _scale
+                    _saw(f"Dataset.{original.__name__}")
+        return original(self, batch_size, *args, **kwargs)
+
+    return batch
+
+
+def _shuffle(original):
+    def shuffle(self, *args, **kwargs):
+        if _script_call():
+            _saw("Dataset.shuffle", "turned off")
+            return self
+        return original(self, *args, **kwargs)
+
+    return shuffle
+
+
+def _inference(original):
+    def call(self, inputs, *args, **kwargs):
+        if _active and not args:
+            kwargs["training"] = False
+            _saw(type(self).__name__, "run as in inference")
+        return original(self, inputs, *args, **kwargs)
+
+    return call
+
+
+@contextlib.contextmanager
+def replica(context: Any, inputs: Any):
+    """While a replica of a strategy runs a step: which one, of how many, on how large a batch
+    (the leading dimension of its first input)."""
+    if not _active or context is None:
+        yield
+        return
+    count = context.num_replicas_in_sync
+    batch = None
+    for value in tf.nest.flatten(inputs, expand_composites=True):
+        if isinstance(value, tf.Tensor) and value.shape.rank:
+            batch = tf.shape(value)[0]
+            break
+    _replica.info = (context.replica_id_in_sync_group, batch, count)
+    try:
+        yield
+    finally:
+        _replica.info = None
+
+
+def replica_id() -> int:
+    """The replica running now (0 outside a strategy's replicas)."""
+    info = getattr(_replica, "info", None)
+    value = None if info is None else tf.get_static_value(info[0])
+    return 0 if value is None else int(value)
+
+
+def _wrap_function(module: Any, name: str, shown: str) -> None:
+    original = getattr(module, name, None)
+    if original is None or getattr(original, "_autofix_smoke_control", False):
+        return
+    wrapped = functools.wraps(original)(_random(original, name, shown))
+    wrapped._autofix_smoke_control = True
+    setattr(module, name, wrapped)
+
+
+def _in_step() -> bool:
+    """In a training step of the script (its step function, fit's, a replica's)."""
+    return bool(recorder.function_stack) or recorder.current_fit is not None or getattr(_replica, "info", None) is not None
+
+
+def _random(original, name: str, shown: str):
+    """In a step, a random draw is made as one device would make it for the global batch: a
+    stateless draw seeded by the order of its call site; a replica of N whose draw is as long as
+    its batch takes its rows of the draw for N times that batch, the rows one device would give
+    its examples. Draws of another length are the same on every replica, as on one device."""
+
+    def draw(shape, *args, **kwargs):
+        if not (_active and _in_step()):
+            return original(shape, *args, **kwargs)
+        # The k-th draw of a trace (of each replica) gets seed k: a step is traced more than
+        # once (first to make its variables), and one device and each replica draw in the same
+        # order. Call sites cannot tell the draws apart: autograph runs a converted copy.
+        info = getattr(_replica, "info", None)
+        replica_id = None if info is None else tf.get_static_value(info[0])
+        key = (id(tf.compat.v1.get_default_graph()), None if replica_id is None else int(replica_id))
+        number = _occurrences[key] = _occurrences.get(key, 0) + 1
+        _saw(f"{shown}.{name}", "drawn as one device draws it for the global batch")
+        return _stateless(name, shape, (SEED, number), *args, **kwargs)
+
+    return draw
+
+
+def _stateless(name: str, shape, seeds, *args, **kwargs):
+    # The script's own seed (an int, or a Keras SeedGenerator) gives way to the harness's.
+    params = dict(zip(("minval", "maxval", "dtype") if name == "uniform" else ("mean", "stddev", "dtype"), args))
+    params.update((k, v) for k, v in kwargs.items() if k in ("minval", "maxval", "mean", "stddev", "dtype"))
+    if params.get("dtype") is None:
+        params["dtype"] = tf.float32
+    stateless = getattr(tf.random, STATELESS[name])
+    shape = tf.convert_to_tensor(shape, dtype=tf.int32)
+    info = getattr(_replica, "info", None)
+    if info is None or info[1] is None or info[2] == 1 or shape.shape.rank != 1 or shape.shape[0] == 0:
+        return stateless(shape, seed=seeds, **params)
+    replica_id, batch, count = info
+    lead = shape[0]
+
+    def rows():
+        whole = stateless(tf.concat([[lead * count], shape[1:]], 0), seed=seeds, **params)
+        start = tf.cast(replica_id, tf.int32) * lead
+        return whole[start : start + lead]
+
+    return tf.reshape(tf.cond(tf.equal(lead, batch), rows, lambda: stateless(shape, seed=seeds, **params)), shape)
+
+
+def _synchronized(original):
+    """On N replicas, batch statistics over the global batch (``synchronized=True``), as one
+    device computes them: MirroredStrategy otherwise normalizes each replica's share alone."""
+
+    def call(self, *args, **kwargs):
+        info = getattr(_replica, "info", None)
+        if not _active or info is None or info[2] == 1 or getattr(self, "synchronized", True):
+            return original(self, *args, **kwargs)
+        self.synchronized = True
+        _saw(type(self).__name__, "normalized over the global batch (synchronized=True)")
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            self.synchronized = False
+
+    return call
+
+
+def _saw(what: str, how: str | None = None) -> None:
+    """Note once per script what was changed."""
+    if what in _seen:
+        return
+    _seen[what] = 1
+    if how is None:
+        how = f"batch scaled {_scale}x"
+    recorder.note(f"compare: {what} {how}")

@@ -1,0 +1,232 @@
+"""Training seen by what applies gradients (child side): ``optimizer.apply_gradients``, Keras 3's
+``optimizer.apply`` and tf-keras' ``minimize`` (which calls ``apply_gradients``).
+
+An update made inside the script's ``strategy.run`` marks that run's record. An update the
+script makes outside ``strategy.run`` (every single-device loop: ``tape.gradient`` +
+``apply_gradients``, ``minimize``, ``apply``) is a *custom loop* record (:class:`LoopRec`), with
+or without a strategy:
+
+- inside the script's outermost ``tf.function``: each call of that function is one step (the
+  update is seen once, when the function is traced); its return value, when a scalar (or the
+  first of a tuple, or ``"loss"`` of a dict), is the step's loss;
+- eagerly: each call is one step, per call site and optimizer; the loss is the scalar the last
+  eager ``GradientTape.gradient`` was given.
+
+Both are capped to ``steps`` steps, as ``fit`` is. Updates made by Keras itself (``fit``,
+``train_on_batch``) are ``fit``'s.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+import tensorflow as tf
+
+from autofix.smoke import controls, multiworker, snapshot
+from autofix.smoke.state import LoopRec, StepFunction, StepLimitReached, place, recorder, scalar, user_site
+
+
+def install_tape() -> None:
+    original = tf.GradientTape.gradient
+
+    @functools.wraps(original)
+    def gradient(self, target, *args, **kwargs):
+        if _script_thread() and not tf.inside_function():
+            recorder.gradient_loss = scalar(target)
+        return original(self, target, *args, **kwargs)
+
+    tf.GradientTape.gradient = gradient
+
+
+def install_optimizer(cls: type) -> None:
+    for name in ("apply_gradients", "apply"):
+        original = cls.__dict__.get(name) or getattr(cls, name, None)
+        if original is not None and not getattr(original, "_autofix_smoke_update", False):
+            wrapped = functools.wraps(original)(_apply(original, name))
+            wrapped._autofix_smoke_update = True
+            setattr(cls, name, wrapped)
+
+
+def _script_thread() -> bool:
+    """The script's own call: not Keras' (fit...), not a replica thread of a strategy."""
+    return recorder.keras_depth == 0 and threading.current_thread() is threading.main_thread()
+
+
+def _apply(original, method: str):
+    def apply(self, *args, **kwargs):
+        run = recorder.current_run
+        if run is not None:
+            run.applies_gradients = True
+            if recorder.multi_worker or snapshot.active():
+                args, kwargs, pairs = _keep_variables(run, args, kwargs)
+                _first_update(self, pairs)
+            return original(self, *args, **kwargs)
+        if recorder.applying:
+            return original(self, *args, **kwargs)
+        if not _script_thread():
+            if snapshot.active() and recorder.current_fit is not None:
+                # fit's own update (its train_step), traced: what --compare reads and sets.
+                args, kwargs, pairs = _updated(args, kwargs)
+                _first_update(self, pairs)
+            return original(self, *args, **kwargs)
+        record, eager = _loop_record(self, method)
+        if record is None:
+            return original(self, *args, **kwargs)
+        if eager:
+            if record.steps >= recorder.steps:
+                raise StepLimitReached(f"{record.name} called {record.steps} times at {record.site}")
+            snapshot.before_step(record)
+        args, kwargs, pairs = _keep_variables(record, args, kwargs)
+        _first_update(self, pairs)
+        recorder.applying += 1
+        try:
+            result = original(self, *args, **kwargs)
+        finally:
+            recorder.applying -= 1
+        if eager:
+            record.steps += 1
+            if recorder.gradient_loss is not None:
+                record.losses.append(recorder.gradient_loss)
+                recorder.gradient_loss = None
+            record.weights = multiworker.digest(recorder.run_variables.get(id(record)))
+            recorder.publish()
+        return result
+
+    return apply
+
+
+def _first_update(optimizer: Any, pairs: list[tuple[Any, Any]]) -> None:
+    """With --compare: the variables this update changes, read before it, and the gradients it
+    applies. While a step function is traced nothing has run yet, so the variables can also be
+    set to the original's initial values; an eager update comes after its forward pass, too
+    late for that."""
+    if not snapshot.active():
+        return
+    variables = [v for _, v in pairs]
+    snapshot.applied(optimizer, variables)
+    if tf.inside_function():
+        snapshot.transplant(variables)
+    else:
+        snapshot.initial(variables)
+    snapshot.gradients(pairs, controls.replica_id())
+
+
+def _loop_record(optimizer: Any, method: str) -> tuple[LoopRec | None, bool]:
+    """The loop record an update of the script belongs to, and whether it is an eager step."""
+    outer = recorder.function_stack[-1] if recorder.function_stack else None
+    strategy = type(tf.distribute.get_strategy()).__name__
+    if outer is not None:
+        site, name = function_place(outer), getattr(outer, "__name__", "?")
+        record = recorder.loops.get(f"{site}|{name}")
+        if record is None:
+            record = recorder.loops[f"{site}|{name}"] = LoopRec(site, name, True, strategy)
+        step = recorder.step_functions.get(id(outer))
+        if step is None:
+            step = recorder.step_functions[id(outer)] = StepFunction()
+            recorder.step_function_refs.append(outer)
+        if not any(r is record for r in step.loops):
+            step.loops.append(record)
+        eager = False
+    elif tf.inside_function():
+        # Traced in a function the script did not call itself (a tf.data map, a concrete
+        # function it called directly): its steps cannot be counted.
+        return None, False
+    else:
+        site = user_site(3)
+        key = f"{site}|{id(optimizer)}"
+        record = recorder.loops.get(key)
+        if record is None:
+            record = recorder.loops[key] = LoopRec(site, f"{type(optimizer).__name__}.{method}", False, strategy)
+        eager = True
+    name = type(optimizer).__name__
+    if name not in record.optimizers:
+        record.optimizers.append(name)
+    return record, eager
+
+
+def function_site(function: Any) -> str:
+    """``file:line name`` of a tf.function's Python function."""
+    code = getattr(getattr(function, "python_function", None), "__code__", None)
+    if code is None:
+        return f"<tf.function {getattr(function, '__name__', '?')}>"
+    return f"{place(code.co_filename, code.co_firstlineno)} {code.co_name}"
+
+
+def function_place(function: Any) -> str:
+    code = getattr(getattr(function, "python_function", None), "__code__", None)
+    return "<tf.function>" if code is None else place(code.co_filename, code.co_firstlineno)
+
+
+def step_done(step: StepFunction, result: Any, args: tuple, kwargs: dict) -> None:
+    """After a call of a step function: one more step for each custom loop it holds."""
+    loss = loss_of(result)
+    for record in step.loops:
+        record.steps += 1
+        if loss is not None:
+            record.losses.append(loss)
+        if record.global_batch is None:
+            record.global_batch = _leading_dimension((args, kwargs))
+        record.weights = multiworker.digest(recorder.run_variables.get(id(record)))
+
+
+def _leading_dimension(structure: Any) -> int | None:
+    try:
+        for value in tf.nest.flatten(structure, expand_composites=True):
+            shape = getattr(value, "shape", None)
+            if shape is not None and len(shape) and shape[0] is not None:
+                return int(shape[0])
+    except Exception:
+        return None
+    return None
+
+
+def loss_of(result: Any) -> float | None:
+    if isinstance(result, (list, tuple)) and result:
+        result = result[0]
+    elif isinstance(result, dict):
+        result = result.get("loss", next(iter(result.values()), None) if len(result) == 1 else None)
+    if isinstance(result, tf.distribute.DistributedValues):
+        values = [scalar(v) for v in result.values]
+        values = [v for v in values if v is not None]
+        return sum(values) / len(values) if values else None
+    return scalar(result)
+
+
+def _keep_variables(record: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict, list[tuple[Any, Any]]]:
+    """Note the variables an update of ``record`` changes (for its weights digest and the
+    first-update snapshot)."""
+    args, kwargs, pairs = _updated(args, kwargs)
+    _extend(recorder.run_variables.setdefault(id(record), []), [v for _, v in pairs])
+    return args, kwargs, pairs
+
+
+def _updated(args: tuple, kwargs: dict) -> tuple[tuple, dict, list[tuple[Any, Any]]]:
+    """The arguments to pass on and the (gradient, variable) pairs of an update: ``apply(grads,
+    variables)``, or ``apply_gradients(pairs)``, which gets a list instead of the one-shot
+    iterator (``zip(...)``) it was given."""
+    if "trainable_variables" in kwargs or (len(args) > 1 and isinstance(args[1], (list, tuple))):
+        variables = kwargs.get("trainable_variables", args[1] if len(args) > 1 else None)
+        grads = kwargs.get("grads", args[0] if args else None)
+        try:
+            return args, kwargs, list(zip(list(grads or ()), list(variables or ())))
+        except TypeError:
+            return args, kwargs, [(None, v) for v in variables or ()]
+    pairs = args[0] if args else kwargs.get("grads_and_vars")
+    if pairs is None:
+        return args, kwargs, []
+    pairs = list(pairs)
+    try:
+        found = [(g, v) for g, v in pairs]
+    except (TypeError, ValueError):
+        found = []
+    if args:
+        return (pairs, *args[1:]), kwargs, found
+    return args, dict(kwargs, grads_and_vars=pairs), found
+
+
+def _extend(kept: list[Any], variables: list[Any]) -> None:
+    for variable in variables:
+        if not any(variable is v for v in kept):
+            kept.append(variable)
