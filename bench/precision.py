@@ -173,8 +173,13 @@ def evaluate(manifest: list[dict], triage: dict, files: Path, results: dict | No
             report["false_parse_errors" if accepted else "parse_errors"].append(item)
         for f in result.findings:
             key = (fid, f.cell, f.line, f.code)
-            reported.add(key)
             c = counts[f.code]
+            if f.unsafe:
+                # A suggestion (correct code that could be better, or an opt-in heuristic)
+                # claims no bug: shown, not counted in precision or recall.
+                c["suggestions"] += 1
+                continue
+            reported.add(key)
             c["findings"] += 1
             c["fixable"] += bool(f.fixable)
             verdict = verdicts.get(key)
@@ -200,7 +205,7 @@ def evaluate(manifest: list[dict], triage: dict, files: Path, results: dict | No
         c = counts.get(code, Counter())
         judged = c["true"] + c["false"]
         report["rules"][code] = {"findings": c["findings"], "true": c["true"], "false": c["false"],
-                                 "untriaged": c["untriaged"], "fixable": c["fixable"],
+                                 "untriaged": c["untriaged"], "fixable": c["fixable"], "suggestions": c["suggestions"],
                                  "precision": round(c["true"] / judged, 3) if judged else None}
     report["fixes"] = {"files_changed": changed, "correct": counts["fixes"]["correct"],
                        "wrong": counts["fixes"]["wrong"], "untriaged": counts["fixes"]["untriaged"]}
@@ -234,10 +239,10 @@ def evaluate(manifest: list[dict], triage: dict, files: Path, results: dict | No
 
 def show(report: dict) -> None:
     print(f"corpus: {report['files']} files; missing {len(report['missing'])}, corrupted {len(report['corrupted'])}")
-    print("\nper rule:   findings  true  false  untriaged  precision  fixable")
+    print("\nper rule:   findings  true  false  untriaged  precision  fixable  suggestions")
     for code, r in report["rules"].items():
         p = "-" if r["precision"] is None else f"{r['precision']:.0%}"
-        print(f"  {code}     {r['findings']:6d} {r['true']:5d} {r['false']:6d} {r['untriaged']:10d} {p:>10} {r['fixable']:8d}")
+        print(f"  {code}     {r['findings']:6d} {r['true']:5d} {r['false']:6d} {r['untriaged']:10d} {p:>10} {r['fixable']:8d} {r['suggestions']:12d}")
     fx = report["fixes"]
     print(f"\nfixes: {fx['files_changed']} files changed; correct {fx['correct']}, wrong {fx['wrong']}, untriaged {fx['untriaged']}")
     print("\nrecall:    real bugs  reported  not reported  recall")

@@ -26,7 +26,9 @@ iterating that (:mod:`autofix.analysis.distribution` says when that is safe).
 
 ``strategy.run(step, ...)`` called eagerly in a training loop (the step takes or applies
 gradients, is not itself a ``tf.function``, and the call is not inside one, directly or through
-its callers) runs every step op by op; when the step is safe to trace (no Python side effect,
+its callers) runs every step op by op. That is correct, only slow: it is a suggestion (shown,
+not failing ``check``), and its fix runs only with ``--unsafe-fixes``, since tracing changes when
+the step's Python code runs: when the step is safe to trace (no Python side effect,
 :mod:`autofix.analysis.tracing`), the call is wrapped in a ``@tf.function`` defined before the
 outermost loop.
 
@@ -242,10 +244,12 @@ class StrategyRunModel(Rule):
                     self.report(call, LOSS_MESSAGE, LOSS_REASON.format(line=line))
             else:
                 eager = self._eager_training_loop(call, target)
+                # Correct, only slow: a suggestion, fixed with --unsafe-fixes (tracing changes
+                # when the step's Python code runs).
                 if eager is call:
-                    self.fix(call, EAGER_MESSAGE, lambda edits, call=call: self._wrap_in_function(self.program, call, edits))
+                    self.suggest(call, EAGER_MESSAGE, lambda edits, call=call: self._wrap_in_function(self.program, call, edits))
                 elif isinstance(eager, cst.FunctionDef):
-                    self.fix(call, EAGER_MESSAGE, lambda edits, call=call, f=eager: self._decorate(call, f, edits))
+                    self.suggest(call, EAGER_MESSAGE, lambda edits, call=call, f=eager: self._decorate(call, f, edits))
         self._undistributed()
 
     def _eager_training_loop(self, call: cst.Call, target: cst.BaseExpression) -> cst.CSTNode | None:

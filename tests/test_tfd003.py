@@ -5,9 +5,12 @@ from __future__ import annotations
 import pytest
 
 from autofix.engine import Options
-from fixturecases import assert_fixed_is_clean, assert_fixes_to_expected, assert_left_alone, params
+from fixturecases import assert_fixed_is_clean, assert_fixes_to_expected, assert_left_alone, cases, params
 
-OPTIONS = Options(select=("TFD003",))
+# The eager loops' fix (a tf.function around the step) is made only with --unsafe-fixes: the
+# pairs are checked with it; test_an_eager_loop_is_a_suggestion checks the default.
+OPTIONS = Options(select=("TFD003",), unsafe_fixes=True)
+DEFAULT = Options(select=("TFD003",))
 
 
 @pytest.mark.parametrize("case", params("tfd003", "fixed"))
@@ -23,6 +26,20 @@ def test_fixed_code_is_stable(case):
 @pytest.mark.parametrize("case", params("tfd003", "unchanged"))
 def test_leaves_alone_or_reports(case):
     assert_left_alone(case, OPTIONS)
+
+
+@pytest.mark.parametrize("case", [c for c in cases("tfd003") if c.after is not None and "eager" in c.name], ids=lambda c: c.id)
+def test_an_eager_loop_is_a_suggestion(case):
+    """A training step run eagerly is correct, only slow: by default it is shown as a
+    suggestion (it does not fail check) and the code is left as it is."""
+    from autofix.engine import analyse
+    from fixturecases import read
+
+    analysis = analyse(read(case.before), DEFAULT)
+    eager = [f for f in analysis.findings if "eagerly" in f.message]
+    assert eager and all(f.unsafe and not f.fixable and f.reason is None for f in eager)
+    if len(eager) == len(analysis.findings):
+        assert analysis.new_text is None
 
 
 def _check(source: str):

@@ -53,7 +53,7 @@ def analyse(text: str, options: Options) -> Analysis:
         outcomes: dict[type[Rule], Outcome] = {}
         first = False
         for rule in rules:
-            outcome = outcomes[rule] = rule().run(program)
+            outcome = outcomes[rule] = rule().run(program, options.unsafe_fixes)
             findings.extend(_findings(rule, outcome, program, options))
             first = first or (outcome.changes and options.fixes(rule))
         findings.extend(_unused(suppressions, findings, rules, options))
@@ -65,7 +65,7 @@ def analyse(text: str, options: Options) -> Analysis:
         return Analysis(findings)
     fixers = [r for r in rules if options.fixes(r)]
     try:
-        new_text, fixed, settled = _apply(text, fixers, outcomes, program)
+        new_text, fixed, settled = _apply(text, fixers, outcomes, program, options.unsafe_fixes)
     except AnalysisError as exc:
         return _refuse(findings, f"the fix produced code that does not parse ({exc})")
     if new_text == text:
@@ -73,7 +73,7 @@ def analyse(text: str, options: Options) -> Analysis:
     try:
         # The second pass starts from what the first one learned about the fixed text: its
         # parse, and the rules that already ran on it (after the last one that changed it).
-        again, _, _ = _apply(new_text, fixers, settled, fixed)
+        again, _, _ = _apply(new_text, fixers, settled, fixed, options.unsafe_fixes)
     except AnalysisError as exc:
         return _refuse(findings, f"the fixed code could not be checked again ({exc})")
     if again != new_text:
@@ -82,7 +82,7 @@ def analyse(text: str, options: Options) -> Analysis:
 
 
 def _apply(
-    text: str, rules: list[type[Rule]], known: dict[type[Rule], Outcome], program: Program | None = None
+    text: str, rules: list[type[Rule]], known: dict[type[Rule], Outcome], program: Program | None = None, unsafe_fixes: bool = False
 ) -> tuple[str, Program | None, dict[type[Rule], Outcome]]:
     """Run the fixes of ``rules`` one after another, each on the text the previous ones left.
     ``known`` holds outcomes already computed on ``text`` itself (on ``program``, its parse,
@@ -102,7 +102,7 @@ def _apply(
         else:
             if program is None:
                 program = Program(*_parsed(current))
-            outcome = rule().run(program)
+            outcome = rule().run(program, unsafe_fixes)
         if outcome.module is not None:
             code = outcome.module.code
             if code != current:
@@ -134,9 +134,12 @@ def _findings(rule: type[Rule], outcome: Outcome, program: Program, options: Opt
     for report in outcome.reports:
         where = program.position(report.node)
         suppressed = program.suppressed(report.node, rule.CODE)
-        fixable = report.reason is None and outcome.changes and options.fixes(rule) and not suppressed
+        fixable = (
+            report.reason is None and outcome.changes and options.fixes(rule) and not suppressed
+            and (not report.suggestion or options.unsafe_fixes)
+        )
         reason = None if fixable else (NO_FIX + report.reason if report.reason else None)
-        if reason is None and not fixable and not rule.is_suggestion() and outcome.changes and not suppressed:
+        if reason is None and not fixable and not rule.is_suggestion() and not report.suggestion and outcome.changes and not suppressed:
             # A finding of an unsafe rule that is not a suggestion: it fails `check`, and its
             # fix waits for --unsafe-fixes.
             reason = UNSAFE_FIX
@@ -151,7 +154,7 @@ def _findings(rule: type[Rule], outcome: Outcome, program: Program, options: Opt
                 end_column=where.end.column + 1,
                 fixable=fixable,
                 reason=reason,
-                unsafe=rule.is_suggestion(),
+                unsafe=rule.is_suggestion() or report.suggestion,
                 suppressed=suppressed,
                 suppressed_by=_suppression_line(program, report.node, rule.CODE) if suppressed else None,
             )

@@ -52,6 +52,9 @@ class Report:
     message: str
     # None when the rule fixes it; otherwise why it does not (shown after "no automatic fix: ").
     reason: str | None = None
+    # A suggestion (shown, not failing ``check``) whose fix changes how correct code runs: it
+    # is made only with --unsafe-fixes, as an unsafe rule's are.
+    suggestion: bool = False
 
 
 class Outcome:
@@ -145,8 +148,10 @@ class Rule:
     def get_inherited_dependencies(cls) -> Any:
         return codemod_command(cls).get_inherited_dependencies()
 
-    def run(self, program: Program) -> Outcome:
-        """Check ``program`` (when :meth:`applies`), and say what was found and how to fix it."""
+    def run(self, program: Program, unsafe_fixes: bool = False) -> Outcome:
+        """Check ``program`` (when :meth:`applies`), and say what was found and how to fix it.
+        ``unsafe_fixes``: also plan the fixes of the rule's suggestions."""
+        self.unsafe_fixes = unsafe_fixes
         self.program = program
         self.facts = Facts.of(program)
         self.edits = BlockEdits()
@@ -164,6 +169,28 @@ class Rule:
         """Find what is wrong in ``self.program``: :meth:`report` each finding, and plan each
         fix in ``self.edits`` (only where :meth:`report` said the place may be fixed)."""
         raise NotImplementedError
+
+    def suggest(self, node: cst.CSTNode, message: str, plan: Callable[[BlockEdits], None] | None = None) -> bool:
+        """Report ``node`` as a suggestion: correct code that could be better (a training step
+        run eagerly). Its fix (``plan``) is planned to know whether there is one, but kept only
+        with --unsafe-fixes: by default correct code is left byte for byte as it is."""
+        key = (id(node), message)
+        if plan is None:
+            reason: str | None = "no fix is planned for it"
+        elif self.suppressed(node):
+            reason = SUPPRESSED
+        else:
+            edits = BlockEdits()
+            try:
+                plan(edits)
+                reason = None
+            except NotFound as why:
+                reason = str(why)
+            if reason is None and self.unsafe_fixes:
+                self.edits.extend(edits)
+        if key not in self._reports:
+            self._reports[key] = Report(node, message, reason, suggestion=True)
+        return reason is None and self.unsafe_fixes
 
     def report(self, node: cst.CSTNode, message: str, reason: str | None = None) -> bool:
         """Record a finding at ``node``: fixable when ``reason`` is None, otherwise reported
