@@ -44,7 +44,9 @@ import sys
 
 import libcst as cst
 
+from autofix.analysis.facts import COMPILE
 from autofix.analysis.multiworker import KERAS3, LEGACY_KERAS, MULTI_WORKER, TF_KERAS, MultiWorker
+from autofix.analysis.syntax import argument_value
 from autofix.analysis.training import TrainingModel
 from autofix.codegen import BlockEdits, NotFound
 from autofix.rule import Example, Rule
@@ -164,8 +166,16 @@ class Keras3MultiWorker(Rule):
             return depth < 4 and bool(made) and all(self._made_here(training, m, depth + 1) for m in made)
         if isinstance(self.facts.local_definition(maker.func), cst.ClassDef):
             return True
-        if isinstance(kind, Kind):
-            return any(n.startswith("keras.") for n in self.facts.names_of(maker.func))
+        if isinstance(kind, Kind) and any(n.startswith("keras.") for n in self.facts.names_of(maker.func)):
+            return True
+        # A model made elsewhere (``get_model()``) but compiled here with an optimizer this
+        # file's Keras makes: Keras takes only its own optimizers, so it is this Keras's model.
+        for call, _factory in training.method_calls_on([maker]):
+            if self.facts.call_kind(call) == COMPILE:
+                optimizer = argument_value(call, "optimizer", 0)
+                made = training.makers(optimizer) if optimizer is not None else []
+                if any(self.facts.call_kind(m) is Kind.OPTIMIZER and any(n.startswith("keras.") for n in self.facts.names_of(m.func)) for m in made):
+                    return True
         return False
 
     # --- the switch to tf_keras ------------------------------------------------------------------
