@@ -179,3 +179,38 @@ def test_merging_into_a_scope_leaves_its_lines_as_they_were():
         "    \nmodel.compile(optimizer='adam', loss='mse')\n", "    \n    model.compile(optimizer='adam', loss='mse')\n"
     )
     assert analyse(source, TFD001).new_text == expected
+
+
+@pytest.mark.parametrize(
+    "install, keras2",
+    [
+        ("!pip install tensorflow==2.9.1 tensorflow_datasets", True),
+        ("!pip install -q tensorflow-gpu==2.4", True),
+        ("%tensorflow_version 1.x", True),
+        ("!pip install tensorflow==2.17.0", False),
+        ("!pip install tensorflow", False),
+    ],
+)
+def test_a_notebook_that_installs_keras2_is_not_broken_by_an_optimizer_outside(tmp_path, install, keras2):
+    """Keras 2 trains a model made in the scope with an optimizer made outside it; only Keras 3
+    refuses it. A notebook that installs a TensorFlow older than 2.16 runs on Keras 2."""
+    import json
+
+    from autofix.engine import process_path
+
+    cells = [
+        install,
+        "import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()",
+        "optimizer = tf.keras.optimizers.Adam(1e-3)\nwith strategy.scope():\n"
+        "    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
+        "    model.compile(optimizer=optimizer, loss='mse')\n"
+        "model.fit(tf.zeros([64, 4]), tf.zeros([64, 1]), batch_size=8 * strategy.num_replicas_in_sync)",
+    ]
+    notebook = {
+        "cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": c} for c in cells],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 4,
+    }
+    path = tmp_path / "train.ipynb"
+    path.write_text(json.dumps(notebook, indent=1))
+    findings = [f for f in process_path(str(path), TFD001).findings if f.code == "TFD001"]
+    assert (findings == []) is keras2

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 
 from autofix import indentation, newlines, noqa, notebooks, unused_suppressions
+from autofix.analysis import environment
 from autofix.analysis.program import Program
 from autofix.cache import ResultCache
 from autofix.options import Options, _rules  # noqa: F401  (re-exported: the engine's options)
@@ -297,7 +298,8 @@ def process_notebook(text: str, path: str, options: Options) -> FileResult:
     if not notebooks.is_python(notebook.data):
         return FileResult(path, skipped="not a Python notebook", notebook=True)
     try:
-        analysis = _analysed(notebook.program, options)
+        with environment.installed(environment.from_shell_lines(notebooks.shell_lines(notebook))):
+            analysis = _analysed(notebook.program, options)
     except AnalysisError as exc:
         where = notebook.cell_of(exc.line) if exc.line else None
         prefix = f"cell {where[0] + 1}, line {where[1]}: " if where else ""

@@ -203,3 +203,8 @@ def cell_diffs(old: str, new: str, path: str) -> str:
         )
         out.append("".join(lines))
     return "".join(out)
+
+
+def shell_lines(notebook: Notebook) -> list[str]:
+    """The IPython lines (shell commands, magics) the program the rules see leaves out."""
+    return [line for magic in notebook.masker.magics for line in magic.original]

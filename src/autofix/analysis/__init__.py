@@ -2,7 +2,10 @@
 
 Layers, each importing only those below it: :mod:`autofix.tf` (what TensorFlow and Keras
 names mean, and the one-pass index of names and scopes), then :mod:`.program` (a parsed file:
-names, tree, positions, suppressions), :mod:`.facts` (strategies, what calls make or do),
+names, tree, positions, suppressions), :mod:`.environment` (what a notebook's shell lines
+install), :mod:`.values` (where a value comes from: names, parameters and their callers,
+returns, attributes, containers; the one resolution the others share), :mod:`.facts`
+(strategies, what calls make or do),
 :mod:`.contexts` (where a strategy exists), :mod:`.dataflow` (where data goes),
 :mod:`.ordering` (what may move past what), :mod:`.training` (the training program:
 which objects and data take part in distributed training, and where), and the custom steps:

@@ -15,7 +15,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from autofix.analysis import Derived
+from autofix.analysis import Derived, environment
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value, attribute_path, parameter_argument
 from autofix.analysis.values import FunctionInfo, Values
@@ -838,8 +838,12 @@ class Facts(Derived):
         """What makes the file unable to run on Keras 3 (TensorFlow 2.16 and later), if
         anything: a method Keras 3 or TensorFlow no longer has (``strategy.experimental_run_v2``,
         ``model.fit_generator``), an optimizer given ``lr=`` (Keras 3 rejects the argument), or
-        TensorFlow Addons (which needs Keras 2). Where a file can only run on Keras 2, what
-        fails only on Keras 3 is not a bug of it."""
+        TensorFlow Addons (which needs Keras 2), or a notebook that installs a TensorFlow
+        older than 2.16 (:mod:`.environment`). Where a file can only run on Keras 2, what fails
+        only on Keras 3 is not a bug of it."""
+        pinned = environment.current().keras2
+        if pinned is not None:
+            return pinned
         for call, _owner in self.calls:
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value in self._REMOVED_METHODS:
