@@ -3,7 +3,8 @@ training steps run eagerly.
 
 Found: ``strategy.run`` given a model with no inputs, a model whose outputs are used as a
 training loss, or Keras's own training methods; a training step given batches that are not
-distributed; and a training step called eagerly in a loop.
+distributed; a training step of the strategy's optimizer never run by ``strategy.run``; and a
+training step called eagerly in a loop (a suggestion).
 
 ``strategy.run`` takes a per-replica step *function*. Given a model and real inputs
 (``strategy.run(model, args=(x,))``) it is valid distributed inference: it returns the
@@ -23,6 +24,11 @@ dataset, on NumPy arrays or on one replica's shard (``batch.values[0]``), trains
 on the whole batch (:mod:`autofix.analysis.inputs`: followed through names, loops, iterators,
 parameters and returns). Fixed by distributing the dataset once, before the outermost loop, and
 iterating that (:mod:`autofix.analysis.distribution` says when that is safe).
+
+A training step that applies gradients with an optimizer made in the scope of a strategy with
+several replicas, but is called directly instead of through ``strategy.run`` (a trainer's
+``train()`` method called in a loop), computes every batch on one device: reported, since
+making it a per-replica step changes its loss and data too (what ``autofix migrate`` does).
 
 ``strategy.run(step, ...)`` called eagerly in a training loop (the step takes or applies
 gradients, is not itself a ``tf.function``, and the call is not inside one, directly or through
@@ -62,7 +68,7 @@ from autofix.analysis.program import Program
 from autofix.analysis.steps import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, names_in, root_name
 from autofix.analysis.tracing import python_effect
-from autofix.analysis.training import batch_size_of, compile_of, fit_datasets
+from autofix.analysis.training import TrainingModel, batch_size_of, compile_of, fit_datasets
 from autofix.codegen import (
     BlockEdits,
     NotFound,
@@ -74,7 +80,7 @@ from autofix.codegen import (
     visible_at,
 )
 from autofix.rule import Example, Rule
-from autofix.tf.symbols import TRAIN_METHODS, Kind
+from autofix.tf.symbols import SINGLE_REPLICA, TRAIN_METHODS, Kind
 
 MODEL_MESSAGE = (
     "strategy.run was given a model and no inputs: it takes a per-replica step function "
@@ -95,6 +101,10 @@ METHOD_MESSAGE = (
 METHOD_REASON = (
     "call model.{method}(...) directly, outside strategy.run; wrapping it in strategy.run or "
     "tf.function is not a fix"
+)
+OUTSIDE_MESSAGE = (
+    "{name}() applies gradients with an optimizer made in strategy.scope() but is not run by strategy.run: "
+    "it trains on one device with the whole batch, and the strategy's other replicas do nothing"
 )
 EAGER_MESSAGE = "strategy.run is called eagerly in a training loop: every step runs op by op instead of as a graph"
 FEED_MESSAGE = (
@@ -251,6 +261,50 @@ class StrategyRunModel(Rule):
                 elif isinstance(eager, cst.FunctionDef):
                     self.suggest(call, EAGER_MESSAGE, lambda edits, call=call, f=eager: self._decorate(call, f, edits))
         self._undistributed()
+        self._steps_outside_run()
+
+    def _steps_outside_run(self) -> None:
+        """A training step that applies gradients with an optimizer made in the scope of a
+        strategy with several replicas, called outside ``strategy.run``: it computes on one
+        device, on the whole batch (no data parallelism); the strategy does nothing for it."""
+        steps, facts, values = self.steps, self.facts, self.facts.values
+        replica_side = set(steps.functions)
+        for function, info in facts.functions.items():
+            if function in replica_side or self._keras_runs_it(function):
+                continue
+            optimizers = [
+                call.func.value  # type: ignore[union-attr]
+                for call in info.calls
+                if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("apply_gradients", "minimize")
+            ]
+            if not optimizers or not any(self._made_under_replicas(o) for o in optimizers):
+                continue
+            calls, _passed_on = values.calls_of(function)
+            for call, offset in calls:
+                if offset < 0 or values.enclosing_function(call) in replica_side:
+                    continue
+                self.report(
+                    call,
+                    OUTSIDE_MESSAGE.format(name=function.name.value),
+                    "run it per replica with strategy.run inside a tf.function, on batches of "
+                    "strategy.experimental_distribute_dataset(...), with the loss averaged over the global batch",
+                )
+
+    def _made_under_replicas(self, optimizer: cst.BaseExpression) -> bool:
+        training = TrainingModel.of(self.program)
+        for maker in training.makers(optimizer):
+            if self.facts.call_kind(maker) is Kind.OPTIMIZER and self.facts.under_scope(maker):
+                classes = self.facts.scope_classes_at(maker)
+                if classes and not classes <= SINGLE_REPLICA:
+                    return True
+        return False
+
+    def _keras_runs_it(self, function: cst.FunctionDef) -> bool:
+        """``train_step`` / ``test_step`` of a Keras model: ``fit`` runs it per replica."""
+        cls = self.facts.values.class_of(function)
+        return cls is not None and function.name.value in ("train_step", "test_step") and (
+            cls in self.facts.keras_classes or any(self.facts.local_definition(b.value) is None for b in cls.bases)
+        )
 
     def _eager_training_loop(self, call: cst.Call, target: cst.BaseExpression) -> cst.CSTNode | None:
         """For ``strategy.run(step)`` outside any tf.function, with a step that trains and is

@@ -30,7 +30,22 @@ _DISTRIBUTE_PREFIXES = (
 )
 
 
+# TensorFlow 2's own aliases of Keras modules (``tf.optimizers`` is ``tf.keras.optimizers``).
+_KERAS_ALIASES = (
+    ("tensorflow.optimizers.", "keras.optimizers."),
+    ("tensorflow.losses.", "keras.losses."),
+    ("tensorflow.metrics.", "keras.metrics."),
+    ("tensorflow.initializers.", "keras.initializers."),
+    ("tensorflow.compat.v2.optimizers.", "keras.optimizers."),
+    ("tensorflow.compat.v2.losses.", "keras.losses."),
+    ("tensorflow.compat.v2.metrics.", "keras.metrics."),
+)
+
+
 def canonical(name: str) -> str:
+    for prefix, keras in _KERAS_ALIASES:
+        if name.startswith(prefix):
+            return keras + name[len(prefix) :]
     for prefix in _KERAS_PREFIXES:
         if name.startswith(prefix):
             return "keras." + name[len(prefix) :]
