@@ -34,6 +34,7 @@ NOT_RUNNABLE = {
     "tfd001/imported_factory": "imports a models package that is not part of the fixture",
     "tfd001/strategy_kinds": "TPU, multi-worker and central-storage strategies need hardware or a cluster",
     "tfd001/strategy_known_by_use": "imports its strategy from a module that is not part of the fixture",
+    "tfd001/strategy_parameter_of_an_entry_point": "a library function: nothing in the file calls it",
     "tfd002/imported_helper_keyword": "imports a data package that is not part of the fixture",
     "tfd002/loader_default": "reads an image folder that does not exist",
 }
