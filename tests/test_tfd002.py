@@ -343,6 +343,7 @@ REASON_LINES = [
     (re.compile(r"set from (?P<what>\S+) \(line (?P<line>\d+)\)"), "what"),
     (re.compile(r"creates the strategy \(line (?P<line>\d+)\)|the strategy is created \(line (?P<line2>\d+)\)|than the strategy \(line (?P<line3>\d+)\)"), "strategy"),
     (re.compile(r"(?P<what>\w+) = [\w.]+ x replicas on line (?P<line>\d+)"), "what ="),
+    (re.compile(r"\((?P<what>[\w.]+) x replicas on line (?P<line>\d+)"), "what"),
     (re.compile(r"is last set \(line (?P<line>\d+)\)"), "setter"),
     (re.compile(r"is set by [^(]+\(line (?P<line>\d+)\)|is set on line (?P<line2>\d+)|the batch size on line (?P<line3>\d+)"), "subject"),
     (re.compile(r"move above (?:tf\.)?(?P<what>[\w.]+)\(\) \(line (?P<line>\d+)\)"), "call"),

@@ -23,8 +23,10 @@ other read of the same value (however it is bound: plain, tuple or augmented ass
   printing the per-replica value the name still holds;
 - a value the file itself multiplies into its global batch (``GLOBAL = BATCH *
   strategy.num_replicas_in_sync``, or such a product used for the loss or the learning rate) is
-  replaced, at the batch, by that global name (or scaled there); this holds under a TPU
-  strategy and whatever names, flags or comments say: the loss is N times too small otherwise;
+  replaced, at the batch, by that global name (or scaled there), and so is what is computed
+  from it (``steps = N // BATCH``) where that name can be read; its other reads keep the
+  per-replica value the file gave it. This holds under a TPU strategy and whatever names,
+  flags or comments say: the loss is N times too small otherwise;
 - a helper parameter (``def make_dataset(batch_size=32)``) is scaled at the call sites that
   feed training under the strategy; other callers keep the default;
 - when the batch is made before the strategy exists, the strategy statement moves up (never
@@ -52,8 +54,8 @@ Not fixed (reported with the reason, each line number the line of what it names)
   used both for the data of a model trained without the strategy and for something computed;
 - a value set where a global batch cannot be defined once after it (a loop target, ``:=``, in
   several blocks), or a per-replica value the file multiplies into its global batch that is
-  also used for something computed (``steps = N // BATCH`` beside ``GLOBAL = BATCH * n``):
-  which batch that means is for the author to say;
+  also used for something computed where no global name can be read (the product is written
+  inline, or made later): which batch that means is for the author to say;
 - ``fit`` on arrays validated with ``validation_split=`` or ``validation_data=(x, y)``: a
   validation set smaller than the scaled batch is one batch, which Keras 3 fails on when it
   does not split evenly over the replicas, and its size is not known here.

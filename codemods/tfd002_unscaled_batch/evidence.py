@@ -95,14 +95,19 @@ class Evidence:
         # The words are looked for in the whole text: code does not spell them.
         return bool(_GLOBAL_TEXT.search(self.program.source))
 
-    def already_global(self, expr: cst.CSTNode, seen: set[int] | None = None, by_name: bool = True) -> bool:
+    def already_global(self, expr: cst.CSTNode, seen: dict[int, bool | None] | None = None, by_name: bool = True) -> bool:
         """Whether ``expr`` is a global batch: by its derivation (it counts replicas or
         devices, or it is divided by the replica count or given as ``global_batch_size=``
         somewhere), or, with ``by_name``, by what it or a flag it comes from is called."""
-        seen = seen if seen is not None else set()
+        seen = seen if seen is not None else {}
         if id(expr) in seen:
-            return False
-        seen.add(id(expr))
+            # Known (one default read for several calls), or in a cycle, which shows nothing.
+            return bool(seen[id(expr)])
+        seen[id(expr)] = None
+        seen[id(expr)] = found = self._already_global(expr, seen, by_name)
+        return found
+
+    def _already_global(self, expr: cst.CSTNode, seen: dict[int, bool | None], by_name: bool) -> bool:
         finder = _Finder(self)
         expr.visit(finder)
         if finder.found:
@@ -124,7 +129,7 @@ class Evidence:
                     return True
         return False
 
-    def _parameter_global(self, param: cst.Param, seen: set[int], by_name: bool) -> bool:
+    def _parameter_global(self, param: cst.Param, seen: dict[int, bool | None], by_name: bool) -> bool:
         """Every call of the parameter's function passes a global batch (or the default is)."""
         function = self.program.enclosing_function(param)
         if function is None:

@@ -268,7 +268,9 @@ class BatchPlanner:
         somewhere in the file (``GLOBAL = BATCH * strategy.num_replicas_in_sync``)."""
         for read in self.feeds(site):
             web = self.webs.of(read)  # type: ignore[arg-type]
-            if web is not None and any(self.webs.product(r) is not None for r in web.reads):
+            if web is None or any(self.evidence.already_global(v, by_name=False) for v in web.values):
+                continue  # (a global batch multiplied again says nothing about this one)
+            if any(self.webs.product(r) is not None for r in web.reads):
                 return True
         return False
 

@@ -111,6 +111,10 @@ class EntryPlanner:
     # --- the file's own global batch -----------------------------------------------------------
 
     def _own_global(self, entry, web: Web, read, kinds, products, context, plan) -> str | None:
+        """The file multiplies this value by the replica count: it is per replica by the
+        file's own intent. The batch becomes the file's global name (or is scaled where it
+        is made), and so does a value computed from it where that name can be read; its other
+        reads (logs, evaluation, code on every replica) keep it."""
         named = [(r, p) for r, p in products if p[0] is not None]
         _, (target, product) = (named or products)[0]
         described = (
@@ -119,8 +123,9 @@ class EntryPlanner:
             else f"{web.label} x replicas on line {self._line(product)}"
         )
         derived = [r for r in web.reads if r is not read and kinds[id(r)] == DERIVED]
-        if derived:
-            line = self._line(derived[0])
+        unnamed = [r for r in derived if target is None or not self._reads_name(r, target)]
+        if unnamed:
+            line = self._line(unnamed[0])
             return (
                 f"{web.label} is the per-replica batch ({described}), and is also used on line {line}, "
                 f"where it may mean either batch: batch with {target.value if target is not None else 'the global batch'}, "
@@ -130,12 +135,26 @@ class EntryPlanner:
             # ``global_batch_size=BATCH * n`` where it is used: the batch is scaled where it
             # is made, BATCH stays per replica.
             return self._scale_here(entry, context, plan)
-        scope = self.program.scope(entry.at)
-        seen = set(scope[target.value]) if scope is not None and target.value in scope else set()
-        if read is None or seen != {self.program.assignment(target)} or self._line(target) >= self._line(entry.at):
+        if read is None or not self._reads_name(read, target):
             return f"{web.label} is the per-replica batch ({described}); batch with {target.value}"
-        plan.globals.append((read, target.value))
+        for node in [read, *derived]:
+            plan.globals.append((node, target.value))
         return None
+
+    def _reads_name(self, node: cst.CSTNode, target: cst.Name) -> bool:
+        """Whether ``target``'s one binding is what its name means at ``node``, and is made
+        before ``node`` runs."""
+        scope = self.program.scope(node)
+        binding = self.program.assignment(target)
+        if scope is None or binding is None or {*scope[target.value]} != {binding}:
+            return False
+        statement = self.program.statement_of(target)
+        block = self.program.block_of(statement) if statement is not None else None
+        if block is None:
+            return False
+        # Only the block and the index of a context are read here.
+        made = Context(block, None, index_of(block.body, statement))  # type: ignore[arg-type]
+        return self.contexts.executes_after(node, made)
 
     # --- scaled where it is written ------------------------------------------------------------
 
