@@ -418,3 +418,32 @@ def test_reasons_for_a_global_batch_that_cannot_come_first(program, expected):
     (finding,) = analyse(program, TFD002).findings
     assert not finding.fixable and expected in finding.reason
     assert_lines_attached(program, finding.reason)
+
+
+@pytest.mark.parametrize(
+    "setup, name, big",
+    [
+        ("BATCH = 32\n", "BATCH", "GLOBAL_BATCH * 2"),
+        ("_BATCH = 32\n", "_BATCH", "_BATCH * 2"),
+        ("import argparse\nargs = argparse.Namespace(bs=32)\n", "args.bs", "global_bs * 2"),
+    ],
+)
+def test_a_batch_proportional_to_the_constant_follows_its_global_batch(setup, name, big):
+    """A second training set batched with ``BATCH * 2``, beside ``steps = N // BATCH``: both
+    batches and the steps follow one global batch, in a single stable fix."""
+    source = (
+        "import tensorflow as tf\n"
+        + setup
+        + "strategy = tf.distribute.MirroredStrategy()\n"
+        + f"ds = tf.data.Dataset.range(1024).map(lambda i: (tf.ones([4]), tf.ones([1]))).repeat().batch({name})\n"
+        + f"big = tf.data.Dataset.range(1024).map(lambda i: (tf.ones([4]), tf.ones([1]))).repeat().batch({name} * 2)\n"
+        + f"steps = 1024 // {name}\n"
+        + MODEL
+        + "model.fit(ds, steps_per_epoch=steps)\nmodel.fit(big, steps_per_epoch=4)\n"
+    )
+    analysis = analyse(source, TFD002)
+    assert [f.fixable for f in analysis.findings] == [True, True]
+    fixed = analysis.new_text
+    batch, divisor = batch_and_divisor(fixed)
+    assert batch == divisor and f".batch({big})" in fixed
+    assert analyse(fixed, TFD002).new_text is None

@@ -27,7 +27,7 @@ from autofix.rule import SUPPRESSED, Rule
 from .arrays import Data
 from .evidence import Evidence
 from .uses import DEFINITION, EVALUATION, KEPT, TRAINING, Webs
-from .values import EntryPlanner, Redefinition
+from .values import Entry, EntryPlanner, Redefinition
 
 DEFAULTS = {
     "keras.utils.timeseries_dataset_from_array": 128,
@@ -45,18 +45,6 @@ class Site:
     arg: cst.Arg | None
     default: int | None = None
     flow: Flow | None = None
-
-
-@dataclass(eq=False)
-class Entry:
-    """Where a batch size is written: ``value`` (None: a default, to be written out as
-    ``keyword=default`` in ``call``)."""
-
-    at: cst.CSTNode
-    value: cst.BaseExpression | None
-    call: cst.Call | None = None
-    keyword: str = "batch_size"
-    default: int | None = None
 
 
 @dataclass
@@ -101,6 +89,8 @@ class BatchPlanner:
         self.extra: list[Context] = []
         # Where the data each batch-size read sizes goes (TRAINING, EVALUATION, KEPT).
         self.destinations: dict[int, str] = {}
+        # The values (by id) written where a finding's batch enters: each is planned by its site.
+        self.entry_values: set[int] = set()
         self._names: set[str] | None = None
         self._feeds: dict[int, list[cst.CSTNode]] = {}
         # Webs (by id) -> the name the global batch (or the per-replica value) was given.
@@ -130,22 +120,27 @@ class BatchPlanner:
                     finding.why = SUPPRESSED
                 findings[id(site)] = finding
         self.destinations = self._destinations(sites, findings)
-        entries_planner = EntryPlanner(self)
-        plans = []
+        resolved = []
         for site in sites:
             finding = findings.get(id(site))
             if finding is None:
                 continue
-            context, why = finding.context, finding.why
             entries: list[Entry] = []
-            if why is None:
-                why = self._entries(site, context, entries)
+            why = finding.why or self._entries(site, finding.context, entries)
+            resolved.append((site, finding, entries, why))
+            for entry in entries if why is None else ():
+                if entry.value is not None:
+                    factor = self.webs.factor(entry.value)
+                    self.entry_values.update(id(v) for v in (entry.value, factor) if v is not None)
+        entries_planner = EntryPlanner(self)
+        plans = []
+        for site, finding, entries, why in resolved:
             plan = Plan()
             for entry in entries if why is None else ():
                 why = self._plan_entry(entry, finding, plan, entries_planner)
                 if why:
                     break
-            plans.append((site, context, plan, why))
+            plans.append((site, finding.context, plan, why))
         self._check_moves(plans)
         for site, context, plan, why in plans:
             node = site.arg.value if site.arg is not None else site.call

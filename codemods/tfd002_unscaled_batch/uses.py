@@ -225,6 +225,23 @@ class Webs:
             return [o for arg in expr.args for o in self.operands(arg.value)]
         return []
 
+    def factor(self, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+        """The one name or path ``expr`` is proportional to (``BATCH * 2``, ``args.batch //
+        2``): making it global makes ``expr`` global. None for anything else (``BATCH + 8``)."""
+        while isinstance(expr, cst.BinaryOperation):
+            if isinstance(expr.operator, cst.Multiply):
+                left, right = self.operands(expr.left), self.operands(expr.right)
+                if left and right:
+                    return None
+                expr = expr.left if left else expr.right
+            elif isinstance(expr.operator, (cst.Divide, cst.FloorDivide)) and not self.operands(expr.right):
+                expr = expr.left
+            else:
+                return None
+        if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)) and self.operands(expr) == [expr]:
+            return expr
+        return None
+
     # --- kinds ---------------------------------------------------------------------------------
 
     def kind(self, read: cst.CSTNode, web: Web, destinations: dict[int, str]) -> str:

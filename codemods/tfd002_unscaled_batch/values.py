@@ -36,10 +36,22 @@ from autofix.analysis.contexts import Context, index_of
 from .uses import DERIVED, DISPLAY, EVALUATION, KEPT, PER_REPLICA, REPLICA, TRAINING, Web
 
 if TYPE_CHECKING:
-    from .planner import BatchPlanner, Entry, Plan
+    from .planner import BatchPlanner, Plan
 
 # Where a read is, for a global batch defined after the strategy statement.
 _AFTER, _OUTSIDE, _EARLY = "after", "outside", "early"
+
+
+@dataclass(eq=False)
+class Entry:
+    """Where a batch size is written: ``value`` (None: a default, to be written out as
+    ``keyword=default`` in ``call``)."""
+
+    at: cst.CSTNode
+    value: cst.BaseExpression | None
+    call: cst.Call | None = None
+    keyword: str = "batch_size"
+    default: int | None = None
 
 
 @dataclass(eq=False)
@@ -71,11 +83,17 @@ class EntryPlanner:
 
     # --- one entry -----------------------------------------------------------------------------
 
-    def plan(self, entry: "Entry", context: Context | None, plan: "Plan") -> str | None:
+    def plan(self, entry: Entry, context: Context | None, plan: "Plan") -> str | None:
         value = entry.value
         assert value is not None
         web = self.webs.of(value)
         if web is None:
+            factor = self.webs.factor(value)
+            source = self.webs.of(factor) if factor is not None else None
+            if source is not None and any(self._must_follow(k) for k in self.kinds(source).values()):
+                # ``.batch(BATCH * 2)`` where BATCH is redefined as the global batch (or has
+                # one of its own): the expression follows it, as the other reads do.
+                return self.plan(Entry(entry.at, factor), context, plan)
             return self._scale_expression(entry, context, plan)
         read = value if not isinstance(value, cst.NamedExpr) else None
         kinds = self.kinds(web)
@@ -107,6 +125,10 @@ class EntryPlanner:
         if context is None:
             return f"{web.label} is also used on line {self._line(follow[0])}, and the strategy is not visible where it is set"
         return self._upstream(web.values, web, entry) or self._redefine(web, read, kinds, context, plan)
+
+    @staticmethod
+    def _must_follow(kind: str) -> bool:
+        return kind in (DERIVED, EVALUATION, PER_REPLICA)
 
     # --- the file's own global batch -----------------------------------------------------------
 
@@ -242,10 +264,15 @@ class EntryPlanner:
         places = {id(r): self._place(r, after, last, context) for r in [*others, *([read] if read is not None else [])]}
         public = isinstance(home, cst.Module) and not label.startswith("_")
         imported = any(isinstance(node, cst.ImportAlias) for node in web.sets)
+        # Part of another training batch (``.batch(BATCH * 2)``): that site scales its own
+        # expression, so the value it reads must not change under it.
+        nested = {id(r) for r in others if kinds[id(r)] == TRAINING and id(r) not in self.planner.entry_values}
+        follows = [r for r in follows if id(r) not in nested]
         rename = (
             web.is_name
             and not public
             and not imported
+            and not nested
             and not any(kinds[id(r)] == KEPT for r in others)
             and all(not isinstance(places[id(r)], str) or places[id(r)] == _AFTER for r in follows)
         )
