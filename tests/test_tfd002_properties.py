@@ -2,13 +2,14 @@
 (plain, tuple, list, augmented, annotated, re-assigned from itself, imported), wherever it and
 the strategy live (module level, main(), a local of main()), and whatever else reads it (the
 steps of an epoch, a log, validation data, a helper outside main(), a baseline trained without
-the strategy), a fix
+the strategy, a second training set batched with twice the batch), a fix
 
 - parses, and fixing again changes nothing;
 - leaves every public module-level constant with its name and value (another module may import
   it);
 - keeps what the file computed consistent: the steps of an epoch count batches of the size the
-  training data is now batched with, which is the global batch;
+  training data is now batched with, which is the global batch, and a batch proportional to it
+  (``BATCH * 2``) stays so;
 - leaves the batch of a model trained without the strategy as it was;
 - or is refused with a reason, the file left byte-identical.
 """
@@ -53,7 +54,7 @@ def scripts(draw) -> str:
     form = draw(st.sampled_from(sorted(FORMS)))
     name = draw(st.sampled_from(["BATCH", "_BATCH", "batch_size"]))
     layout = draw(st.sampled_from(["module", "main", "local"] if form != "imported" else ["module", "main"]))
-    uses = draw(st.sets(st.sampled_from(["steps", "log", "validation", "helper", "baseline"])))
+    uses = draw(st.sets(st.sampled_from(["steps", "log", "validation", "helper", "baseline", "double"])))
     if layout == "local":
         uses.discard("helper")
     strategy_first = draw(st.booleans())
@@ -68,6 +69,8 @@ def scripts(draw) -> str:
         body.append(f"print('batch size', {name})\n")
     if "validation" in uses:
         body.append(DATA.format(B=name).replace("train_ds", "val_ds").replace("range(1024)", "range(256)"))
+    if "double" in uses:
+        body.append(DATA.format(B=f"{name} * 2").replace("train_ds", "big_ds"))
     fit = ["train_ds", "epochs=1"]
     if "steps" in uses:
         body.append(f"steps = {'steps_for(1024)' if 'helper' in uses else f'1024 // {name}'}\n")
@@ -78,6 +81,8 @@ def scripts(draw) -> str:
         fit += ["validation_data=val_ds", f"validation_steps=256 // {name}"]
     body.append(MODEL)
     body.append(f"model.fit({', '.join(fit)})\n")
+    if "double" in uses:
+        body.append("model.fit(big_ds, epochs=1, steps_per_epoch=2)\n")
     helper = f"def steps_for(n):\n    return n // {name}\n\n\n" if "helper" in uses else ""
     head = "import tensorflow as tf\n"
     if layout == "module":
@@ -144,6 +149,8 @@ def steps_divisor(tree: ast.Module) -> str | None:
 def test_a_fixed_batch_keeps_everything_derived_from_it_consistent(source):
     analysis = analyse(source, TFD002)
     assert analysis.findings, source
+    # Never a fix the engine has to throw away (unstable, or not parsing).
+    assert analysis.refused is None, (analysis.refused, source)
     if analysis.new_text is None:
         # Refused: said why, changed nothing.
         assert all(f.reason for f in analysis.findings if not f.fixable)
@@ -164,6 +171,9 @@ def test_a_fixed_batch_keeps_everything_derived_from_it_consistent(source):
     values = assignments(after)
     defined = ast.unparse(values[batch]) if batch in values else batch
     assert "num_replicas_in_sync" in defined, fixed
+    # A batch proportional to the constant stays so.
+    if "big_ds" in values:
+        assert batch_of(after, "big_ds") in (f"{batch} * 2", f"{batch_of(before, 'train_ds')} * 2 * strategy.num_replicas_in_sync"), fixed
     # A model trained without the strategy keeps its batch.
     if "base_ds" in values:
         assert batch_of(after, "base_ds") == batch_of(before, "base_ds"), fixed
