@@ -447,3 +447,23 @@ def test_a_batch_proportional_to_the_constant_follows_its_global_batch(setup, na
     batch, divisor = batch_and_divisor(fixed)
     assert batch == divisor and f".batch({big})" in fixed
     assert analyse(fixed, TFD002).new_text is None
+
+
+@pytest.mark.parametrize("helper_first", [True, False])
+def test_a_default_that_reads_the_constant_is_a_use_that_follows_it(helper_first):
+    """``def steps_for(n, b=BATCH)`` reads BATCH when the def runs: the default must hold the
+    global batch too, so the def comes after the global batch is defined."""
+    helper = "def steps_for(n, b=BATCH):\n    return n // b\n"
+    source = (
+        "import tensorflow as tf\nBATCH = 64\n"
+        + (helper if helper_first else "")
+        + "strategy = tf.distribute.MirroredStrategy()\n"
+        + (helper if not helper_first else "")
+        + "ds = tf.data.Dataset.range(1024).map(lambda i: (tf.ones([4]), tf.ones([1]))).repeat().batch(BATCH)\n"
+        + MODEL
+        + "model.fit(ds, steps_per_epoch=steps_for(1024))\n"
+    )
+    fixed = analyse(source, TFD002).new_text
+    assert "def steps_for(n, b=GLOBAL_BATCH):" in fixed and ".batch(GLOBAL_BATCH)" in fixed
+    # GLOBAL_BATCH is defined before the def that reads it.
+    assert fixed.index("GLOBAL_BATCH = BATCH * strategy.num_replicas_in_sync") < fixed.index("def steps_for")
