@@ -467,3 +467,30 @@ def test_a_default_that_reads_the_constant_is_a_use_that_follows_it(helper_first
     assert "def steps_for(n, b=GLOBAL_BATCH):" in fixed and ".batch(GLOBAL_BATCH)" in fixed
     # GLOBAL_BATCH is defined before the def that reads it.
     assert fixed.index("GLOBAL_BATCH = BATCH * strategy.num_replicas_in_sync") < fixed.index("def steps_for")
+
+
+def test_the_files_own_global_batch_is_used_when_the_strategy_is_a_parameter():
+    """A library entry point given its strategy: the loss is averaged over the file's own
+    global batch while the data is batched per replica; the data gets that global batch."""
+    source = (
+        "import tensorflow as tf\n"
+        "BATCH = 16\n"
+        "def train(strategy, x):\n"
+        "    global_batch = BATCH * strategy.num_replicas_in_sync\n"
+        "    ds = tf.data.Dataset.from_tensor_slices((x, x)).batch(BATCH)\n"
+        "    dist = strategy.experimental_distribute_dataset(ds)\n"
+        "    with strategy.scope():\n"
+        "        model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(4)])\n"
+        "        optimizer = tf.keras.optimizers.SGD(0.01)\n"
+        "    def step(inputs):\n"
+        "        features, labels = inputs\n"
+        "        with tf.GradientTape() as tape:\n"
+        "            per_example = tf.reduce_sum(tf.square(model(features) - labels), axis=1)\n"
+        "            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)\n"
+        "        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))\n"
+        "    for batch in dist:\n"
+        "        strategy.run(step, args=(batch,))\n"
+    )
+    analysis = analyse(source, TFD002)
+    assert [f.fixable for f in analysis.findings] == [True]
+    assert ".batch(global_batch)" in analysis.new_text and "\nBATCH = 16\n" in analysis.new_text
