@@ -1,50 +1,35 @@
 """Planning the batch-size fixes of TFD002.
 
-A *site* is where a batch size is used: ``ds.batch(n)``, ``fit(..., batch_size=n)``, a Keras
-loader's ``batch_size=``. Following the value back gives its *entries*: where it is written
+A *site* is where a batch size is used (:mod:`.sites`). Following the value back gives its *entries*: where it is written
 (a literal at the site, a constant, the argument or default a helper is called with). How each
 entry is changed, and what that means for every other read of the same value, is decided in
 :mod:`.values`; here the sites are found, judged (is this training data under a strategy with
-several replicas, and is the batch not already global), and the edits made.
+several replicas, and is the batch not already global), and the plans checked and handed to
+:mod:`.edits`.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import libcst as cst
 
 from autofix.analysis import ordering
 from autofix.analysis.contexts import Context, Contexts
-from autofix.analysis.dataflow import LOADER_DEFAULT_BATCH, LOADERS, DataFlow, Flow
+from autofix.analysis.dataflow import DataFlow, Flow
 from autofix.analysis.facts import UNKNOWN_STRATEGY, Facts
-from autofix.analysis.syntax import argument, parameter_argument
+from autofix.analysis.syntax import parameter_argument
 from autofix.analysis.training import TrainingModel
-from autofix.codegen import add_keyword, fresh_name, scaled
 from autofix.rule import SUPPRESSED, Rule
 
-from .arrays import Data
+from .edits import FixWriter
 from .evidence import Evidence
-from .uses import DEFINITION, EVALUATION, KEPT, TRAINING, Webs
+from .sites import Site, Sites
+from .uses import EVALUATION, KEPT, TRAINING, Webs
 from .values import Entry, EntryPlanner, Redefinition
 
-DEFAULTS = {
-    "keras.utils.timeseries_dataset_from_array": 128,
-    "keras.preprocessing.timeseries_dataset_from_array": 128,
-}
 TPU = "TPUStrategy"
-_RAGGED_BATCH = frozenset({"tensorflow.data.experimental.dense_to_ragged_batch"})
 KERAS_NOTE = "; note that Keras 3 fails when the first batch does not split evenly over the replicas"
-
-
-@dataclass(eq=False)
-class Site:
-    call: cst.Call
-    kind: str  # "batch", "fit", "loader"
-    arg: cst.Arg | None
-    default: int | None = None
-    flow: Flow | None = None
 
 
 @dataclass
@@ -83,23 +68,14 @@ class BatchPlanner:
         self.flows = DataFlow.of(rule.program)
         self.training = TrainingModel.of(rule.program)
         self.evidence = Evidence(rule.program)
-        self.data = Data(rule.program)
         self.webs = Webs(rule.program, self._counts_replicas)
-        self.edits = rule.edits
         self.extra: list[Context] = []
         # Where the data each batch-size read sizes goes (TRAINING, EVALUATION, KEPT).
         self.destinations: dict[int, str] = {}
         # The values (by id) written where a finding's batch enters: each is planned by its site.
         self.entry_values: set[int] = set()
-        self._names: set[str] | None = None
         self._feeds: dict[int, list[cst.CSTNode]] = {}
-        # Webs (by id) -> the name the global batch (or the per-replica value) was given.
-        self._defined: dict[int, str] = {}
-        self._replaced: set[int] = set()
-        # Blocks (by id) -> (context, [(anchor index, statement to insert after it)]).
-        self._inserts: dict[int, tuple[Context, list[tuple[int, str]]]] = {}
-        self._moves: dict[int, tuple[Context, int]] = {}
-        self._move_to: dict[int, int] = {}
+        self.writer = FixWriter(self.facts, self.webs, rule.edits)
 
     # --- sites -------------------------------------------------------------------------------
 
@@ -111,7 +87,7 @@ class BatchPlanner:
             context = self.contexts.function_context(function)
             if context is not None:
                 self.extra.append(context)
-        sites = self._sites()
+        sites = Sites(self.program, self.evidence).find()
         findings: dict[int, Finding] = {}
         for site in sites:
             finding = self._finding(site)
@@ -151,73 +127,8 @@ class BatchPlanner:
                 self.rule.report(node, _message(site), why + note)
                 continue
             if self.rule.report(node, _message(site)):
-                self._commit(plan, context)
-        self._apply_blocks()
-
-    def _sites(self) -> list[Site]:
-        sites = []
-        for call, _owner in self.facts.calls:
-            func = call.func
-            if isinstance(func, cst.Attribute) and not self.facts.is_module_reference(func.value):
-                method = func.attr.value
-                if method in ("batch", "padded_batch", "ragged_batch"):
-                    arg = argument(call, "batch_size", 0)
-                    # Data from a name bound nowhere is a fragment whose source is not known.
-                    if arg is not None and not self.data.unbound_source(func.value):
-                        sites.append(Site(call, "batch", arg, flow=self.flows.flow(call)))
-                elif method == "fit":
-                    # fit batches arrays; ``batch_size=`` has no effect on a dataset or a
-                    # generator, which batch themselves.
-                    x = argument(call, "x", 0)
-                    arg = argument(call, "batch_size")
-                    if x is None or _is_none(x.value) or self.data.is_dataset(x.value) or (arg is not None and _is_none(arg.value)):
-                        continue
-                    if arg is not None:
-                        sites.append(Site(call, "fit", arg))
-                    elif self.data.is_array(x.value) and not self.data.fewer_rows(x.value, 32):
-                        # (arrays of fewer examples than the batch are one batch whatever its size)
-                        sites.append(Site(call, "fit", None, default=32))
-                continue
-            names = self.facts.names_of(func)
-            if names & _RAGGED_BATCH and call.args:
-                # ``ds.apply(tf.data.experimental.dense_to_ragged_batch(n))``
-                holder = self.program.parent(self.program.parent(call))
-                if isinstance(holder, cst.Call) and isinstance(holder.func, cst.Attribute) and holder.func.attr.value == "apply":
-                    sites.append(Site(call, "batch", argument(call, "batch_size", 0), flow=self.flows.flow(holder)))
-                continue
-            helper = self._imported_helper(call)
-            if helper is not None:
-                sites.append(helper)
-                continue
-            loader = next((n for n in names if n in LOADERS), None)
-            if loader is not None:
-                arg = argument(call, "batch_size")
-                if arg is not None and _is_none(arg.value):
-                    continue  # unbatched on purpose
-                default = DEFAULTS.get(loader, LOADER_DEFAULT_BATCH)
-                sites.append(Site(call, "loader", arg, default=default, flow=self.flows.flow(call)))
-        return sites
-
-    def _imported_helper(self, call: cst.Call) -> Site | None:
-        """``make_dataset(..., batch_size=64)`` with ``make_dataset`` imported from another
-        file: its result is trained on, so the keyword is that data's batch size. Not when the
-        helper is also given the strategy or the number of devices (it may split the batch
-        itself)."""
-        func = call.func
-        if self.facts.local_definition(func) is not None:
-            return None
-        root = func
-        while isinstance(root, cst.Attribute):
-            root = root.value
-        if not (isinstance(root, cst.Name) and self.program.is_import(root)):
-            return None
-        if any(n.startswith(("keras.", "tensorflow.")) for n in self.facts.names_of(func)):
-            return None
-        arg = argument(call, "batch_size")
-        if arg is None or any(self.facts.is_strategy_expr(a.value) or self.evidence.counts_devices(a) for a in call.args):
-            return None
-        flow = self.flows.flow(call)
-        return Site(call, "batch", arg, flow=flow) if flow.sinks else None
+                self.writer.commit(plan, context)
+        self.writer.apply()
 
     def _finding(self, site: Site) -> Finding | None:
         """The finding at ``site``, or None when it is not about training under a strategy
@@ -413,7 +324,7 @@ class BatchPlanner:
                 if where.index is None or index > where.index:
                     return None
                 plan.move_up[id(where.block)] = min(plan.move_up.get(id(where.block), index), index)
-                self._moves.setdefault(id(where.block), (where, index))
+                self.writer.moves.setdefault(id(where.block), (where, index))
                 return None
         function = self.program.enclosing_function(node)
         if function is not None:
@@ -424,7 +335,7 @@ class BatchPlanner:
         return f"the batch is made where {context.strategy.name} does not exist"
 
     def note_move(self, context: Context, index: int) -> None:
-        self._moves.setdefault(id(context.block), (context, index))
+        self.writer.moves.setdefault(id(context.block), (context, index))
 
     def _check_moves(self, plans) -> None:
         """Move the strategy up in each block only as far as the furthest site needs and the
@@ -437,7 +348,7 @@ class BatchPlanner:
                 wanted[block_id] = min(wanted.get(block_id, index), index)
         allowed: dict[int, str | None] = {}
         for block_id, index in wanted.items():
-            context, _ = self._moves[block_id]
+            context, _ = self.writer.moves[block_id]
             body = list(context.block.body)
             allowed[block_id] = ordering.why_not_move_up(self.program, body, context.index, index)  # type: ignore[arg-type]
         for position, (site, context, plan, why) in enumerate(plans):
@@ -447,62 +358,9 @@ class BatchPlanner:
                 if allowed.get(block_id):
                     plans[position] = (site, context, plan, f"it is batched before the strategy is created, and the strategy cannot move above it: {allowed[block_id]}")
                     break
-        self._move_to = {b: i for b, i in wanted.items() if not allowed.get(b)}
+        self.writer.move_to = {b: i for b, i in wanted.items() if not allowed.get(b)}
 
     # --- edits -------------------------------------------------------------------------------
-
-    def _commit(self, plan: Plan, context: Context | None) -> None:
-        name = context.strategy.name if context is not None else ""
-        for value in plan.scale:
-            self.edits.replace(value, lambda node, name=name: scaled(node, name))
-        for call, keyword, default in plan.keywords:
-            self.edits.replace(call, lambda node, k=keyword, d=default, name=name: add_keyword(node, k, d, name))
-        for use, global_name in plan.globals:
-            self._replace_name(use, global_name)
-        for redefinition in plan.redefinitions:
-            self._redefine(redefinition)
-
-    def _redefine(self, redefinition: Redefinition) -> None:
-        web, context = redefinition.web, redefinition.context
-        strategy = context.strategy.name
-        new = self._defined.get(id(web))
-        if new is None:
-            if redefinition.rename:
-                new = self._fresh(f"{web.label}_PER_REPLICA" if web.label.isupper() else f"{web.label}_per_replica")
-                # The per-replica value keeps its definition under the new name.
-                for node in [*web.sets, *(r for r in web.reads if self.webs.kind(r, web, {}) == DEFINITION)]:
-                    self._replace_name(node, new)
-                line = f"{web.label} = {new} * {strategy}.num_replicas_in_sync\n"
-            else:
-                base = web.label if web.is_name else _last_part(web.label)
-                new = self._fresh(f"GLOBAL_{base}" if base.isupper() else f"global_{base}")
-                line = f"{new} = {web.label} * {strategy}.num_replicas_in_sync\n"
-            self._defined[id(web)] = new
-            _, lines = self._inserts.setdefault(id(context.block), (context, []))
-            lines.append((redefinition.anchor, line))
-        for read in redefinition.rewrites:
-            self._replace_name(read, new)
-
-    def _replace_name(self, node: cst.CSTNode, new: str) -> None:
-        """``node`` (a name, or a path such as ``args.batch``) becomes the name ``new``."""
-        if id(node) not in self._replaced:
-            self._replaced.add(id(node))
-            if isinstance(node, cst.Name):
-                self.edits.replace(node, lambda n, new=new: n.with_changes(value=new))
-            else:
-                self.edits.replace(node, lambda n, new=new: cst.Name(new, lpar=n.lpar, rpar=n.rpar))
-
-    def _apply_blocks(self) -> None:
-        blocks = {**{b: c for b, (c, _) in self._inserts.items()}, **{b: self._moves[b][0] for b in self._move_to}}
-        for block_id, context in blocks.items():
-            _, lines = self._inserts.get(block_id, (context, []))
-            self.edits.add(context.block, _move_and_insert(context.index, self._move_to.get(block_id), lines))
-
-    def _fresh(self, name: str) -> str:
-        if self._names is None:
-            self._names = self.facts.names()
-        return fresh_name(self._names, name)
-
 
 def _small_validation(call: cst.Call) -> str | None:
     """Arrays split off for validation (``validation_split=``, ``validation_data=(x, y)``) are
@@ -532,39 +390,6 @@ def _message(site: Site) -> str:
         f"{what} is not scaled by strategy.num_replicas_in_sync: it is the global batch, split "
         "across the replicas, so each replica gets only a fraction of it"
     )
-
-
-def _move_and_insert(creation: int | None, dest: int | None, lines: list[tuple[int, str]]):
-    """Move the strategy statement (``creation``) up to ``dest``, then insert each line after
-    the later of it and its anchor (the last statement it needs; -1: none)."""
-    inserted = [(anchor, cst.parse_statement(line)) for anchor, line in lines]
-
-    def edit(body):
-        order = list(range(len(body)))
-        if dest is not None and creation is not None and dest < creation:
-            order = order[:dest] + [creation] + order[dest:creation] + order[creation + 1 :]
-        new = [body[i] for i in order]
-        # From the last insertion point to the first, so that earlier positions hold.
-        placed = []
-        for anchor, statement in inserted:
-            after = [order.index(i) for i in (creation, anchor) if i is not None and i >= 0]
-            placed.append((max(after) + 1 if after else 0, statement))
-        for position, statement in sorted(placed, key=lambda p: p[0], reverse=True):
-            new[position:position] = [statement]
-        return new
-
-    return edit
-
-
-def _last_part(path: str) -> str:
-    """``batch_size`` for ``args.batch_size`` or ``config["batch_size"]`` (``batch_size`` when
-    the last part is not a name)."""
-    last = re.split(r"[.\[\]'\"]+", path.strip("]'\""))[-1]
-    return last if last.isidentifier() else "batch_size"
-
-
-def _is_none(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "None"
 
 
 def _fixed_batch(call: cst.Call) -> bool:
