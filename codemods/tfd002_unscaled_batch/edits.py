@@ -5,7 +5,6 @@ where a plan needs it), each value renamed or defined once however many sites sh
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -14,10 +13,7 @@ from autofix.analysis.facts import Facts
 from autofix.codegen import BlockEdits, add_keyword, fresh_name, scaled
 
 from .uses import DEFINITION, Webs
-from .values import Redefinition
-
-if TYPE_CHECKING:
-    from .planner import Plan
+from .values import Plan, Redefinition
 
 
 class FixWriter:
@@ -36,7 +32,7 @@ class FixWriter:
         self.moves: dict[int, tuple[Context, int]] = {}
         self.move_to: dict[int, int] = {}
 
-    def commit(self, plan: "Plan", context: Context | None) -> None:
+    def commit(self, plan: Plan, context: Context | None) -> None:
         name = context.strategy.name if context is not None else ""
         for value in plan.scale:
             self.edits.replace(value, lambda node, name=name: scaled(node, name))

@@ -10,7 +10,7 @@ several replicas, and is the batch not already global), and the plans checked an
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -26,24 +26,10 @@ from .edits import FixWriter
 from .evidence import Evidence
 from .sites import Site, Sites
 from .uses import EVALUATION, KEPT, TRAINING, Webs
-from .values import Entry, EntryPlanner, Redefinition
+from .values import Entry, EntryPlanner, Plan
 
 TPU = "TPUStrategy"
 KERAS_NOTE = "; note that Keras 3 fails when the first batch does not split evenly over the replicas"
-
-
-@dataclass
-class Plan:
-    """What fixing one site takes; applied only if every part of it is possible."""
-
-    scale: list[cst.BaseExpression] = field(default_factory=list)
-    keywords: list[tuple[cst.Call, str, int]] = field(default_factory=list)
-    # A per-replica constant used where the file's own global batch belongs: (use, global name).
-    globals: list[tuple[cst.BaseExpression, str]] = field(default_factory=list)
-    # Values redefined as the global batch once the strategy exists.
-    redefinitions: list[Redefinition] = field(default_factory=list)
-    # Blocks where the strategy must move up, to before the statement at this index.
-    move_up: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass(eq=False)

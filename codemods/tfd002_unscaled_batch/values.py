@@ -27,16 +27,12 @@ reads may not be ones that should follow, or the fix is refused.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from autofix.analysis.contexts import Context, index_of
 
 from .uses import DERIVED, DISPLAY, EVALUATION, KEPT, PER_REPLICA, REPLICA, TRAINING, Web
-
-if TYPE_CHECKING:
-    from .planner import BatchPlanner, Plan
 
 # Where a read is, for a global batch defined after the strategy statement.
 _AFTER, _OUTSIDE, _EARLY = "after", "outside", "early"
@@ -68,8 +64,25 @@ class Redefinition:
     rewrites: list[cst.CSTNode] = field(default_factory=list)
 
 
+@dataclass
+class Plan:
+    """What fixing one site takes; applied only if every part of it is possible."""
+
+    scale: list[cst.BaseExpression] = field(default_factory=list)
+    keywords: list[tuple[cst.Call, str, int]] = field(default_factory=list)
+    # A per-replica constant used where the file's own global batch belongs: (use, global name).
+    globals: list[tuple[cst.BaseExpression, str]] = field(default_factory=list)
+    # Values redefined as the global batch once the strategy exists.
+    redefinitions: list[Redefinition] = field(default_factory=list)
+    # Blocks where the strategy must move up, to before the statement at this index.
+    move_up: dict[int, int] = field(default_factory=dict)
+
+
 class EntryPlanner:
-    def __init__(self, planner: "BatchPlanner") -> None:
+    """Plans entries for a :class:`.planner.BatchPlanner` (``planner``), whose program,
+    analyses, webs, destinations and entry values it reads."""
+
+    def __init__(self, planner) -> None:
         self.planner = planner
         self.program = planner.program
         self.facts = planner.facts
@@ -83,7 +96,7 @@ class EntryPlanner:
 
     # --- one entry -----------------------------------------------------------------------------
 
-    def plan(self, entry: Entry, context: Context | None, plan: "Plan") -> str | None:
+    def plan(self, entry: Entry, context: Context | None, plan: Plan) -> str | None:
         value = entry.value
         assert value is not None
         web = self.webs.of(value)
