@@ -425,7 +425,6 @@ def test_reasons_for_a_global_batch_that_cannot_come_first(program, expected):
     [
         ("BATCH = 32\n", "BATCH", "GLOBAL_BATCH * 2"),
         ("_BATCH = 32\n", "_BATCH", "_BATCH * 2"),
-        ("import argparse\nargs = argparse.Namespace(bs=32)\n", "args.bs", "global_bs * 2"),
     ],
 )
 def test_a_batch_proportional_to_the_constant_follows_its_global_batch(setup, name, big):
@@ -494,3 +493,19 @@ def test_the_files_own_global_batch_is_used_when_the_strategy_is_a_parameter():
     analysis = analyse(source, TFD002)
     assert [f.fixable for f in analysis.findings] == [True]
     assert ".batch(global_batch)" in analysis.new_text and "\nBATCH = 16\n" in analysis.new_text
+
+
+def test_a_command_line_batch_used_for_more_than_the_data_is_reported():
+    """``--batch-size`` is as often the global batch (a paper's) as a per-replica one: scaled
+    where it is used when nothing else reads it, reported when something is computed from it."""
+    source = read(FIXTURES / "tfd002" / "report_argparse_derived.py")
+    (finding,) = analyse(source, TFD002).findings
+    assert not finding.fixable
+    assert "args.batch_size is also used on line 17; define the global batch once" in finding.reason
+    # The file's own global batch made from the flag is used, whatever the flag's help says.
+    flagged = source.replace('default=64)', 'default=64, help="global batch size")').replace(
+        "strategy = tf.distribute.MirroredStrategy()\n",
+        "strategy = tf.distribute.MirroredStrategy()\nGLOBAL = args.batch_size * strategy.num_replicas_in_sync\n",
+    ).replace("256 // args.batch_size", "256 // GLOBAL")
+    fixed = analyse(flagged, TFD002).new_text
+    assert ".batch(GLOBAL)" in fixed

@@ -17,10 +17,11 @@ other read of the same value (however it is bound: plain, tuple or augmented ass
   under the same strategy) gets its global batch defined once, right after the strategy exists,
   and those reads use it. A public module-level name (another module may ``from train import
   BATCH_SIZE``) keeps its name and value, and the global batch is a new name
-  (``GLOBAL_BATCH_SIZE = BATCH_SIZE * strategy.num_replicas_in_sync``), as is the global batch
-  of ``args.batch_size``; any other name becomes the global batch, its per-replica value kept
-  under a new name (``BATCH_SIZE_PER_REPLICA``). A log outside the reach of the new name keeps
-  printing the per-replica value the name still holds;
+  (``GLOBAL_BATCH_SIZE = BATCH_SIZE * strategy.num_replicas_in_sync``); any other name becomes
+  the global batch, its per-replica value kept under a new name (``BATCH_SIZE_PER_REPLICA``).
+  A log outside the reach of the new name keeps printing the per-replica value the name still
+  holds. A value read from an attribute or a key (``args.batch_size``, a command-line flag as
+  often global as not) is only scaled where it is used, when nothing is computed from it;
 - a value the file itself multiplies into its global batch (``GLOBAL = BATCH *
   strategy.num_replicas_in_sync``, or such a product used for the loss or the learning rate) is
   replaced, at the batch, by that global name (or scaled there), and so is what is computed

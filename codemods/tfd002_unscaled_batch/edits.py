@@ -4,8 +4,6 @@ where a plan needs it), each value renamed or defined once however many sites sh
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 
 from autofix.analysis.contexts import Context
@@ -55,8 +53,7 @@ class FixWriter:
                     self._replace_name(node, new)
                 line = f"{web.label} = {new} * {strategy}.num_replicas_in_sync\n"
             else:
-                base = web.label if web.is_name else _last_part(web.label)
-                new = self._fresh(f"GLOBAL_{base}" if base.isupper() else f"global_{base}")
+                new = self._fresh(f"GLOBAL_{web.label}" if web.label.isupper() else f"global_{web.label}")
                 line = f"{new} = {web.label} * {strategy}.num_replicas_in_sync\n"
             self._defined[id(web)] = new
             _, lines = self._inserts.setdefault(id(context.block), (context, []))
@@ -105,10 +102,3 @@ def _move_and_insert(creation: int | None, dest: int | None, lines: list[tuple[i
         return new
 
     return edit
-
-
-def _last_part(path: str) -> str:
-    """``batch_size`` for ``args.batch_size`` or ``config["batch_size"]`` (``batch_size`` when
-    the last part is not a name)."""
-    last = re.split(r"[.\[\]'\"]+", path.strip("]'\""))[-1]
-    return last if last.isidentifier() else "batch_size"

@@ -122,9 +122,13 @@ class EntryPlanner:
                 "which runs on every replica, where it may mean the per-replica or the global batch"
             )
         follow = [r for r in others if kinds[id(r)] in (DERIVED, EVALUATION)]
+        if not web.is_name:
+            # A path (``args.batch_size``) is scaled where it is used, or not at all: a value
+            # given on the command line is as often the global batch (a paper's batch size)
+            # as the per-replica one, so a fix that defines a global batch for every use of
+            # it would be a guess.
+            return self._scale_expression(entry, context, plan)
         if not follow:
-            if not web.is_name:
-                return self._scale_expression(entry, context, plan)
             why = self._upstream(web.values, web, entry)
             return why or self._scale_here(entry, context, plan)
         kept = [r for r in others if kinds[id(r)] == KEPT]
@@ -263,13 +267,6 @@ class EntryPlanner:
         if home is not None and home is not block and not isinstance(home, cst.Module):
             return f"{label} is set on line {self._line(statements[0])}, in another block than the strategy{strategy_line}"
         last = max(index_of(block.body, s) for s in statements) if home is block else None  # type: ignore[type-var]
-        if not web.is_name:
-            # ``args.batch_size``: the global batch can only be made once ``args`` exists.
-            root = self._root_after(web, block)
-            if isinstance(root, str):
-                return root
-            if root >= 0:
-                last = max(last if last is not None else -1, root)
         anchor = max(context.index if context.index is not None else -1, last if last is not None else -1)
         if anchor < 0 and block.body and _is_docstring(block.body[0]):
             anchor = 0
@@ -282,8 +279,7 @@ class EntryPlanner:
         nested = {id(r) for r in others if kinds[id(r)] == TRAINING and id(r) not in self.planner.entry_values}
         follows = [r for r in follows if id(r) not in nested]
         rename = (
-            web.is_name
-            and not public
+            not public
             and not imported
             and not nested
             and not any(kinds[id(r)] == KEPT for r in others)
@@ -312,24 +308,6 @@ class EntryPlanner:
         self.redefined.setdefault(id(web), redefinition)
         plan.redefinitions.append(redefinition)
         return None
-
-    def _root_after(self, web: Web, block) -> int | str:
-        """The index of the last statement of ``block`` that binds the object a path is on
-        (-1: it is bound before the block runs), or why the path cannot be read there."""
-        root = web.reads[0] if web.reads else None
-        while isinstance(root, (cst.Attribute, cst.Subscript)):
-            root = root.value
-        access = self.program.access(root) if isinstance(root, cst.Name) else None
-        if access is None:
-            return f"what {web.label} is read from is not known"
-        found = -1
-        for binding in access.referents:
-            top = self.program.top_statement_in(binding.node, block)
-            if top is not None:
-                found = max(found, index_of(block.body, top))  # type: ignore[type-var]
-            elif not any(a is binding.scope.node for a in [*self.program.ancestors(block), block]):
-                return f"{root.value} is set outside the block that creates the strategy (line {self._line(binding.node)})"
-        return found
 
     def _early(self, label: str, read: cst.CSTNode, context: Context, last: int | None) -> str:
         """Why ``read`` cannot come after the global batch."""
