@@ -623,7 +623,10 @@ def _patch(*hunks_: tuple[int, int]) -> str:
 def test_the_review_workflow_posts_suggestions_on_the_lines_of_the_diff(tmp_path, monkeypatch):
     (tmp_path / ".git").mkdir()
     (tmp_path / "train.py").write_text(BROKEN)
-    shutil.copyfile(FIXTURES / "tfd002" / "constant_before_strategy.py", tmp_path / "batch.py")
+    # A private constant: its fix renames it (line 4) as well as moving lines 7-8 below the
+    # strategy (a public one would keep its name and value).
+    private = (FIXTURES / "tfd002" / "constant_before_strategy.py").read_text().replace("BATCH_SIZE", "_BATCH_SIZE")
+    (tmp_path / "batch.py").write_text(private)
     (tmp_path / "untouched.py").write_text(BROKEN)
     monkeypatch.chdir(tmp_path)
     assert run("check", "--format", "suggestions", "--exit-zero", "-o", "s.json", ".").exit_code == 0

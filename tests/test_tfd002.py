@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+import re
+
 import pytest
 
 from autofix.engine import Options, analyse
-from fixturecases import assert_fixed_is_clean, assert_fixes_to_expected, assert_left_alone, params
+from fixturecases import FIXTURES, assert_fixed_is_clean, assert_fixes_to_expected, assert_left_alone, params, read
 
 TFD002 = Options(select=("TFD002",))
 
@@ -110,18 +113,26 @@ def test_unused_or_unknown_destinations_are_not_claimed():
     assert analyse(source, TFD002).findings == []
 
 
-def test_collision_free_names():
+@pytest.mark.parametrize(
+    "constant, taken, expected",
+    [
+        # A public module-level name keeps its value; the global batch is a new name.
+        ("BATCH_SIZE", "GLOBAL_BATCH_SIZE", "GLOBAL_BATCH_SIZE_2 = BATCH_SIZE * strategy.num_replicas_in_sync\n"),
+        # A private one becomes the global batch; its per-replica value gets a new name.
+        ("_BATCH_SIZE", "_BATCH_SIZE_PER_REPLICA", "_BATCH_SIZE = _BATCH_SIZE_PER_REPLICA_2 * strategy.num_replicas_in_sync\n"),
+    ],
+)
+def test_collision_free_names(constant, taken, expected):
     source = (
-        HEADER.replace("strategy = ", "BATCH_SIZE_PER_REPLICA = 'taken'\nstrategy = ")
-        + "BATCH_SIZE = 16\n"
-        + "ds = tf.data.Dataset.from_tensor_slices((x, x)).repeat().batch(BATCH_SIZE)\n"
+        HEADER.replace("strategy = ", f"{taken} = 'taken'\nstrategy = ")
+        + f"{constant} = 16\n"
+        + f"ds = tf.data.Dataset.from_tensor_slices((x, x)).repeat().batch({constant})\n"
         + MODEL
-        + "model.fit(ds, steps_per_epoch=64 // BATCH_SIZE)\n"
+        + f"model.fit(ds, steps_per_epoch=64 // {constant})\n"
     )
     new = analyse(source, TFD002).new_text
-    assert "BATCH_SIZE_PER_REPLICA_2 = 16\n" in new
-    assert "BATCH_SIZE = BATCH_SIZE_PER_REPLICA_2 * strategy.num_replicas_in_sync\n" in new
-    assert "BATCH_SIZE_PER_REPLICA = 'taken'" in new
+    assert expected in new
+    assert f"{taken} = 'taken'" in new
 
 
 @pytest.mark.parametrize("keyword", ["validation_split=0.1", "validation_data=(x, x)", "validation_data=[x, x]"])
@@ -203,3 +214,298 @@ def test_an_in_batch_objective_keeps_its_batch():
     )
     assert analyse(source, TFD002).findings == []
     assert analyse(source.replace("tfrs.tasks.Retrieval()", "None"), TFD002).findings
+
+
+# --- every read of the value a fix changes is accounted for ------------------------------------
+
+
+def module_level_assignments(text: str) -> dict[str, list[str]]:
+    """The statements that bind each public name at module level, as code; a statement that
+    sets constants (``BATCH = 64``, ``BATCH, EPOCHS = 64, 3``, ``BATCH *= 2``) is given whole,
+    any other as the name alone (a dataset is what a fix rewrites)."""
+    found: dict[str, list[str]] = {}
+    for statement in ast.parse(text).body:
+        if isinstance(statement, ast.Assign):
+            targets = statement.targets
+        elif isinstance(statement, (ast.AugAssign, ast.AnnAssign)) and statement.value is not None:
+            targets = [statement.target]
+        else:
+            continue
+        try:
+            ast.literal_eval(statement.value)
+            code = ast.unparse(statement)
+        except ValueError:
+            code = None
+        for target in targets:
+            for node in ast.walk(target):
+                if isinstance(node, ast.Name) and not node.id.startswith("_"):
+                    found.setdefault(node.id, []).append(code or node.id)
+    return found
+
+
+@pytest.mark.parametrize("case", params("tfd002", "fixed"))
+def test_public_module_level_names_keep_their_name_and_value(case):
+    """Another module may import them (``from train import BATCH_SIZE``): a fix adds names,
+    it never removes one, nor changes a constant one is set to."""
+    before = module_level_assignments(read(case.before))
+    after = module_level_assignments(read(case.after))
+    for name, statements in before.items():
+        assert after.get(name) == statements, name
+
+
+def test_a_public_constant_imported_by_a_sibling_module_stays_importable():
+    """The reproducer's shape: train.py's BATCH_SIZE is imported by evaluate.py."""
+    source = read(FIXTURES / "tfd002" / "public_constant_kept.py")
+    fixed = analyse(source, TFD002).new_text
+    assert "\nBATCH_SIZE = 64\n" in fixed
+    assert "    GLOBAL_BATCH_SIZE = BATCH_SIZE * strategy.num_replicas_in_sync\n" in fixed
+    assert "make_dataset(GLOBAL_BATCH_SIZE)" in fixed and "1024 // GLOBAL_BATCH_SIZE" in fixed
+
+
+FORM_PROGRAM = (
+    "import tensorflow as tf\n"
+    "{form}"
+    "strategy = tf.distribute.MirroredStrategy()\n"
+    "ds = tf.data.Dataset.range(1024).map(lambda i: (tf.ones([4]), tf.ones([1]))).repeat().batch({name})\n"
+    "steps = 1024 // {name}\n"
+    "with strategy.scope():\n"
+    "    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])\n"
+    "    model.compile(optimizer='adam', loss='mse')\n"
+    "model.fit(ds, steps_per_epoch=steps)\n"
+)
+
+
+def batch_and_divisor(text: str) -> tuple[str, str]:
+    tree = ast.parse(text)
+    batch = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "batch")
+    divisor = next(n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv))
+    return ast.unparse(batch.args[0]), ast.unparse(divisor.right)
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        "BATCH = 64\n",
+        "BATCH, EPOCHS = 64, 2\n",
+        "[BATCH, EPOCHS] = [64, 2]\n",
+        "BATCH = 32\nBATCH *= 2\n",
+        "BATCH = 32\nBATCH = BATCH * 2\n",
+        "BATCH: int = 64\n",
+        "BATCH = EVAL_BATCH = 64\n",
+    ],
+)
+@pytest.mark.parametrize("name", ["BATCH", "_BATCH"])
+def test_what_is_derived_from_the_batch_follows_it_whatever_binds_it(form, name):
+    """``steps = N // BATCH`` must use the batch the data is made of, however BATCH is bound
+    (a tuple, an augmented assignment...), public or private."""
+    source = FORM_PROGRAM.format(form=form.replace("BATCH", name), name=name)
+    analysis = analyse(source, TFD002)
+    fixed = analysis.new_text
+    assert fixed is not None, analysis.findings
+    batch, divisor = batch_and_divisor(fixed)
+    assert batch == divisor
+    # ... and that is the global batch, defined once the strategy exists.
+    assert f"\n{batch} = " in fixed and f" * strategy.num_replicas_in_sync\n" in fixed.split(f"\n{batch} = ")[1].split("\n")[0] + "\n"
+    if not name.startswith("_"):
+        assert module_level_assignments(fixed)[name] == module_level_assignments(source)[name]
+    assert analyse(fixed, TFD002).new_text is None
+
+
+@pytest.mark.parametrize(
+    "form, batch, why",
+    [
+        ("", "(BATCH := 64)", "BATCH is set by ':=' (line 3) and also used on line 4"),
+        ("BATCH = 64\ndef setup():\n    global BATCH\n    BATCH = 128\nsetup()\n", "BATCH", "BATCH is set in more than one block (lines 2, 5) and also used on line 9"),
+        ("import json\nwith open('c.json') as BATCH:\n    pass\n", "BATCH", "BATCH is set by a with or except clause (line 3)"),
+    ],
+)
+def test_bindings_the_global_batch_cannot_follow_are_reported(form, batch, why):
+    source = FORM_PROGRAM.format(form=form, name="BATCH").replace(".batch(BATCH)", f".batch({batch})")
+    analysis = analyse(source, TFD002)
+    assert analysis.new_text is None
+    (finding,) = analysis.findings
+    assert not finding.fixable and why in finding.reason
+
+
+def test_a_log_keeps_the_per_replica_value_where_the_global_batch_cannot_be_named():
+    """log_config() runs outside main(), where the global batch is made: it keeps printing the
+    constant, which still holds the per-replica value; the steps follow the global batch."""
+    source = read(FIXTURES / "tfd002" / "module_constant_logged_elsewhere.py")
+    fixed = analyse(source, TFD002).new_text
+    assert 'print("batch size:", BATCH_SIZE)' in fixed
+    assert "steps_per_epoch=256 // GLOBAL_BATCH_SIZE" in fixed
+
+
+REASON_LINES = [
+    (re.compile(r"(?<!and )(?<!which )\b(?P<what>(?!and\b|which\b)[\w.\[\]\"']+) is (?:also )?(?:used|read) on line (?P<line>\d+)"), "what"),
+    (re.compile(r"\band (?:is )?(?:also )?used on line (?P<line>\d+)"), "subject"),
+    (re.compile(r"\bwhich is also used on line (?P<line>\d+)"), "set from"),
+    (re.compile(r"set from (?P<what>\S+) \(line (?P<line>\d+)\)"), "what"),
+    (re.compile(r"creates the strategy \(line (?P<line>\d+)\)|the strategy is created \(line (?P<line2>\d+)\)|than the strategy \(line (?P<line3>\d+)\)"), "strategy"),
+    (re.compile(r"(?P<what>\w+) = [\w.]+ x replicas on line (?P<line>\d+)"), "what ="),
+    (re.compile(r"\((?P<what>[\w.]+) x replicas on line (?P<line>\d+)"), "what"),
+    (re.compile(r"is last set \(line (?P<line>\d+)\)"), "setter"),
+    (re.compile(r"is set by [^(]+\(line (?P<line>\d+)\)|is set on line (?P<line2>\d+)|the batch size on line (?P<line3>\d+)"), "subject"),
+    (re.compile(r"move above (?:tf\.)?(?P<what>[\w.]+)\(\) \(line (?P<line>\d+)\)"), "call"),
+    (re.compile(r"it uses '(?P<what>\w+)', which is only set on line (?P<line>\d+)"), "what"),
+]
+
+
+def assert_lines_attached(source: str, reason: str) -> None:
+    """Every ``line N`` in a reason is the line of what the words before it name."""
+    lines = source.splitlines()
+    reason = reason.removeprefix("no automatic fix: ")
+    subject = reason.split(" ", 1)[0]
+    checked = 0
+    for pattern, kind in REASON_LINES:
+        for match in pattern.finditer(reason):
+            groups = match.groupdict()
+            number = int(groups.get("line") or groups.get("line2") or groups["line3"])
+            text = lines[number - 1]
+            if kind == "subject":
+                assert subject in text, (reason, number, text)
+            elif kind == "what":
+                assert match.group("what").strip("'") in text, (reason, number, text)
+            elif kind == "set from":
+                assert reason.split(" is set from ")[1].split(" (line")[0] in text, (reason, number, text)
+            elif kind == "strategy":
+                assert "Strategy(" in text or "strategy()" in text, (reason, number, text)
+            elif kind == "what =":
+                assert f"{match.group('what')} =" in text, (reason, number, text)
+            elif kind == "call":
+                assert match.group("what").rpartition(".")[2] + "(" in text, (reason, number, text)
+            else:
+                assert text.lstrip().startswith((f"{subject} ", f"{subject},", f"{subject}:")), (reason, number, text)
+            checked += 1
+    assert checked == len(re.findall(r"\bline \d+", reason)), f"a line number not attached to anything known: {reason}"
+
+
+@pytest.mark.parametrize("case", [c for c in params("tfd002", "unchanged") if c.id.split("/")[1].startswith("report_")])
+def test_every_line_a_reason_names_is_the_line_of_what_it_names(case):
+    source = read(case.before)
+    findings = analyse(source, TFD002).findings
+    assert findings
+    for finding in findings:
+        assert_lines_attached(source, finding.reason or "")
+
+
+def test_the_reason_names_the_use_and_the_strategy_each_by_its_own_line():
+    source = read(FIXTURES / "tfd002" / "report_constant_derived_elsewhere.py")
+    (finding,) = analyse(source, TFD002).findings
+    assert "BATCH_SIZE is also used on line 11 in steps_per_epoch(), outside main(), which creates the strategy (line 15)" in finding.reason
+
+
+@pytest.mark.parametrize(
+    "program, expected",
+    [
+        # Used before the strategy, in a statement the strategy cannot move above.
+        (
+            HEADER.replace("strategy = tf.distribute.MirroredStrategy()\n", "")
+            + "B = 16\nsteps = 64 // B\ntf.config.set_visible_devices([], 'GPU')\n"
+            + "strategy = tf.distribute.MirroredStrategy()\n"
+            + "ds = tf.data.Dataset.from_tensor_slices((x, x)).repeat().batch(B)\n" + MODEL + "model.fit(ds, steps_per_epoch=steps)\n",
+            "cannot move above it",
+        ),
+        # Set again after its first use, then used again.
+        (
+            HEADER + "B = 16\nds = tf.data.Dataset.from_tensor_slices((x, x)).repeat().batch(B)\ndef steps():\n    return 64 // B\nB = 8\n"
+            + MODEL + "model.fit(ds, steps_per_epoch=steps())\n",
+            "B is used on line 6, before it is last set (line 9)",
+        ),
+    ],
+)
+def test_reasons_for_a_global_batch_that_cannot_come_first(program, expected):
+    (finding,) = analyse(program, TFD002).findings
+    assert not finding.fixable and expected in finding.reason
+    assert_lines_attached(program, finding.reason)
+
+
+@pytest.mark.parametrize(
+    "setup, name, big",
+    [
+        ("BATCH = 32\n", "BATCH", "GLOBAL_BATCH * 2"),
+        ("_BATCH = 32\n", "_BATCH", "_BATCH * 2"),
+    ],
+)
+def test_a_batch_proportional_to_the_constant_follows_its_global_batch(setup, name, big):
+    """A second training set batched with ``BATCH * 2``, beside ``steps = N // BATCH``: both
+    batches and the steps follow one global batch, in a single stable fix."""
+    source = (
+        "import tensorflow as tf\n"
+        + setup
+        + "strategy = tf.distribute.MirroredStrategy()\n"
+        + f"ds = tf.data.Dataset.range(1024).map(lambda i: (tf.ones([4]), tf.ones([1]))).repeat().batch({name})\n"
+        + f"big = tf.data.Dataset.range(1024).map(lambda i: (tf.ones([4]), tf.ones([1]))).repeat().batch({name} * 2)\n"
+        + f"steps = 1024 // {name}\n"
+        + MODEL
+        + "model.fit(ds, steps_per_epoch=steps)\nmodel.fit(big, steps_per_epoch=4)\n"
+    )
+    analysis = analyse(source, TFD002)
+    assert [f.fixable for f in analysis.findings] == [True, True]
+    fixed = analysis.new_text
+    batch, divisor = batch_and_divisor(fixed)
+    assert batch == divisor and f".batch({big})" in fixed
+    assert analyse(fixed, TFD002).new_text is None
+
+
+@pytest.mark.parametrize("helper_first", [True, False])
+def test_a_default_that_reads_the_constant_is_a_use_that_follows_it(helper_first):
+    """``def steps_for(n, b=BATCH)`` reads BATCH when the def runs: the default must hold the
+    global batch too, so the def comes after the global batch is defined."""
+    helper = "def steps_for(n, b=BATCH):\n    return n // b\n"
+    source = (
+        "import tensorflow as tf\nBATCH = 64\n"
+        + (helper if helper_first else "")
+        + "strategy = tf.distribute.MirroredStrategy()\n"
+        + (helper if not helper_first else "")
+        + "ds = tf.data.Dataset.range(1024).map(lambda i: (tf.ones([4]), tf.ones([1]))).repeat().batch(BATCH)\n"
+        + MODEL
+        + "model.fit(ds, steps_per_epoch=steps_for(1024))\n"
+    )
+    fixed = analyse(source, TFD002).new_text
+    assert "def steps_for(n, b=GLOBAL_BATCH):" in fixed and ".batch(GLOBAL_BATCH)" in fixed
+    # GLOBAL_BATCH is defined before the def that reads it.
+    assert fixed.index("GLOBAL_BATCH = BATCH * strategy.num_replicas_in_sync") < fixed.index("def steps_for")
+
+
+def test_the_files_own_global_batch_is_used_when_the_strategy_is_a_parameter():
+    """A library entry point given its strategy: the loss is averaged over the file's own
+    global batch while the data is batched per replica; the data gets that global batch."""
+    source = (
+        "import tensorflow as tf\n"
+        "BATCH = 16\n"
+        "def train(strategy, x):\n"
+        "    global_batch = BATCH * strategy.num_replicas_in_sync\n"
+        "    ds = tf.data.Dataset.from_tensor_slices((x, x)).batch(BATCH)\n"
+        "    dist = strategy.experimental_distribute_dataset(ds)\n"
+        "    with strategy.scope():\n"
+        "        model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(4)])\n"
+        "        optimizer = tf.keras.optimizers.SGD(0.01)\n"
+        "    def step(inputs):\n"
+        "        features, labels = inputs\n"
+        "        with tf.GradientTape() as tape:\n"
+        "            per_example = tf.reduce_sum(tf.square(model(features) - labels), axis=1)\n"
+        "            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)\n"
+        "        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))\n"
+        "    for batch in dist:\n"
+        "        strategy.run(step, args=(batch,))\n"
+    )
+    analysis = analyse(source, TFD002)
+    assert [f.fixable for f in analysis.findings] == [True]
+    assert ".batch(global_batch)" in analysis.new_text and "\nBATCH = 16\n" in analysis.new_text
+
+
+def test_a_command_line_batch_used_for_more_than_the_data_is_reported():
+    """``--batch-size`` is as often the global batch (a paper's) as a per-replica one: scaled
+    where it is used when nothing else reads it, reported when something is computed from it."""
+    source = read(FIXTURES / "tfd002" / "report_argparse_derived.py")
+    (finding,) = analyse(source, TFD002).findings
+    assert not finding.fixable
+    assert "args.batch_size is also used on line 17; define the global batch once" in finding.reason
+    # The file's own global batch made from the flag is used, whatever the flag's help says.
+    flagged = source.replace('default=64)', 'default=64, help="global batch size")').replace(
+        "strategy = tf.distribute.MirroredStrategy()\n",
+        "strategy = tf.distribute.MirroredStrategy()\nGLOBAL = args.batch_size * strategy.num_replicas_in_sync\n",
+    ).replace("256 // args.batch_size", "256 // GLOBAL")
+    fixed = analyse(flagged, TFD002).new_text
+    assert ".batch(GLOBAL)" in fixed

@@ -96,10 +96,11 @@ def test_scaling_the_batch_and_the_rate_together_scales_the_rate_once():
         "model.fit(tf.data.Dataset.from_tensor_slices((tf.ones([256, 2]), tf.ones([256, 1]))).batch(BATCH))\n"
     )
     analysis = analyse(source, Options(select=("TFD002", "TFD005"), unsafe_fixes=True))
-    # TFD002 makes the batch global; the rate follows it through BATCH, so it is left as it is.
+    # TFD002 makes the batch global (a new name, as BATCH is public); the rate is computed
+    # from it, so it follows the global batch and is not scaled a second time.
     assert "TFD005" not in {f.code for f in analysis.findings}
-    assert analysis.new_text is not None and "num_replicas_in_sync" in analysis.new_text
-    assert "lr = 0.1 * BATCH / 256\n" in analysis.new_text and "SGD(lr)" in analysis.new_text
+    assert analysis.new_text is not None and "GLOBAL_BATCH = BATCH * strategy.num_replicas_in_sync\n" in analysis.new_text
+    assert "lr = 0.1 * GLOBAL_BATCH / 256\n" in analysis.new_text and "SGD(lr)" in analysis.new_text
 
 
 def test_a_loss_scale_optimizer_and_a_schedule_are_not_rates():

@@ -4,17 +4,30 @@
 written for one GPU starves each of N GPUs: ``.batch(64)`` gives every replica 64 / N examples.
 Only a batch that feeds training (what ``fit`` trains on, or a distributed dataset that reaches
 a step run by ``strategy.run`` that applies gradients) under a strategy with more than one
-replica is considered, and only when nothing shows it is already global. The fix scales the
-batch size where it enters, by ``strategy.num_replicas_in_sync``:
+replica is considered, and only when nothing shows it is already global. The fix makes the
+batch global where it enters, by ``strategy.num_replicas_in_sync``, and accounts for every
+other read of the same value (however it is bound: plain, tuple or augmented assignments,
+``:=``, loop targets, ``global``, imports, attributes such as ``args.batch_size``, dict keys):
 
 - a literal in ``.batch(32)``, ``fit(batch_size=32)`` on arrays or a Keras loader's
   ``batch_size=`` is multiplied in place (a loader's default of 32 is written out and scaled);
-- a constant used for more than the batch (``BATCH_SIZE = 64`` also used in
-  ``steps_per_epoch = N // BATCH_SIZE``) keeps its per-replica value under a new name
-  (``BATCH_SIZE_PER_REPLICA = 64``) and is redefined as the global batch right after the
-  strategy exists, so everything derived from it uses the global value;
-- a constant the file itself multiplies into a global batch (``GLOBAL = BATCH *
-  strategy.num_replicas_in_sync``) is replaced, at the batch, by that global name;
+  so is a value whose other reads may keep the per-replica size (a log, evaluation data, the
+  data of a model trained without the strategy);
+- a value something is computed from (``steps_per_epoch = N // BATCH_SIZE``, evaluation data
+  under the same strategy) gets its global batch defined once, right after the strategy exists,
+  and those reads use it. A public module-level name (another module may ``from train import
+  BATCH_SIZE``) keeps its name and value, and the global batch is a new name
+  (``GLOBAL_BATCH_SIZE = BATCH_SIZE * strategy.num_replicas_in_sync``); any other name becomes
+  the global batch, its per-replica value kept under a new name (``BATCH_SIZE_PER_REPLICA``).
+  A log outside the reach of the new name keeps printing the per-replica value the name still
+  holds. A value read from an attribute or a key (``args.batch_size``, a command-line flag as
+  often global as not) is only scaled where it is used, when nothing is computed from it;
+- a value the file itself multiplies into its global batch (``GLOBAL = BATCH *
+  strategy.num_replicas_in_sync``, or such a product used for the loss or the learning rate) is
+  replaced, at the batch, by that global name (or scaled there), and so is what is computed
+  from it (``steps = N // BATCH``) where that name can be read; its other reads keep the
+  per-replica value the file gave it. This holds under a TPU strategy and whatever names,
+  flags or comments say: the loss is N times too small otherwise;
 - a helper parameter (``def make_dataset(batch_size=32)``) is scaled at the call sites that
   feed training under the strategy; other callers keep the default;
 - when the batch is made before the strategy exists, the strategy statement moves up (never
@@ -24,21 +37,31 @@ Not findings (already global, or not a training batch):
 - an expression involving the replica or device count (``num_replicas_in_sync``, a device
   list's length, ``per_worker * num_workers``), or a name computed from one;
 - a name or flag saying so (``GLOBAL_BATCH``, ``total_batch_size``, flag help "global batch"),
-  a value divided by the replica count or given as ``global_batch_size=``, a file whose
-  comments say its batch is split across the replicas;
+  a value divided by the replica count, given as ``global_batch_size=``, or dividing a loss in
+  the step run on every replica, a file whose comments say its batch is split across the
+  replicas (unless its code says otherwise, above);
 - TPU code (global batches by convention), a strategy made in another module, one-replica
   strategies, two strategies for one block of data;
 - validation, evaluation and prediction batches; ``fit(batch_size=...)`` on a dataset or
   generator (it has no effect); a model built for one batch size (``Input(batch_size=32)``);
   an in-batch objective (retrieval, contrastive losses), where the batch is what is trained.
 
-Not fixed (reported with the reason):
-- a batch size fixed inside a helper the strategy is not visible in, a constant also used
-  before the strategy exists or outside the function that creates it;
+Not fixed (reported with the reason, each line number the line of what it names):
+- a batch size fixed inside a helper the strategy is not visible in;
+- a value also read where its global batch cannot be named (in another function than the
+  one that makes the strategy, before the strategy can exist), unless that read only shows it,
+  evaluates with it or trains another model with it;
+- a value also read inside the step run on every replica (where it may mean either batch), or
+  used both for the data of a model trained without the strategy and for something computed;
+- a value set where a global batch cannot be defined once after it (a loop target, ``:=``, in
+  several blocks), or a per-replica value the file multiplies into its global batch that is
+  also used for something computed where no global name can be read (the product is written
+  inline, or made later): which batch that means is for the author to say;
 - ``fit`` on arrays validated with ``validation_split=`` or ``validation_data=(x, y)``: a
   validation set smaller than the scaled batch is one batch, which Keras 3 fails on when it
   does not split evenly over the replicas, and its size is not known here.
 """
+
 from __future__ import annotations
 
 from autofix.rule import Example, Rule

@@ -10,8 +10,13 @@ helpers are called with) and off where the value goes:
 - a name or flag says so: a name with the word ``global`` or ``total`` in it, or a command-line
   flag whose help text says "global" or "total";
 - the script treats it as global: it divides it by the replica count
-  (``PER_REPLICA = GLOBAL // strategy.num_replicas_in_sync``) or passes it as
-  ``global_batch_size=`` (``tf.nn.compute_average_loss``).
+  (``PER_REPLICA = GLOBAL // strategy.num_replicas_in_sync``), passes it as
+  ``global_batch_size=`` (``tf.nn.compute_average_loss``), or divides a loss by it in code that
+  runs on every replica (``tf.reduce_sum(per_example) / BATCH``).
+
+Evidence from names, flags and the file's words gives way to its code: a value the file
+multiplies by the replica count (``GLOBAL = BATCH * strategy.num_replicas_in_sync``) is per
+replica whatever it is called (``already_global(..., by_name=False)``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import libcst as cst
 
 from autofix.analysis.facts import Facts
 from autofix.analysis.program import Program
+from autofix.analysis.steps import Steps
 from autofix.analysis.syntax import argument_value, parameter_argument
 from autofix.tf.symbols import IN_BATCH_OBJECTIVES
 
@@ -78,44 +84,52 @@ class Evidence:
         self._flags: dict[str, str] | None = None
 
     @cached_property
-    def batches_are_global(self) -> str | None:
-        """Why every batch of the file is global, whatever its spelling, or None: its text
-        says it thinks in global batches, or it trains an in-batch objective (retrieval,
-        contrastive), where the batch is part of what is trained."""
-        for call, _owner in self.facts.calls:
-            if self.facts.names_of(call.func) & IN_BATCH_OBJECTIVES:
-                return "in-batch objective"
-        # The words are looked for in the whole text: code does not spell them.
-        if _GLOBAL_TEXT.search(self.program.source):
-            return "text"
-        return None
+    def in_batch_objective(self) -> bool:
+        """Whether the file trains an in-batch objective (retrieval, contrastive), where the
+        batch is part of what is trained."""
+        return any(self.facts.names_of(call.func) & IN_BATCH_OBJECTIVES for call, _owner in self.facts.calls)
 
-    def already_global(self, expr: cst.CSTNode, seen: set[int] | None = None) -> bool:
-        seen = seen if seen is not None else set()
+    @cached_property
+    def text_says_global(self) -> bool:
+        """Whether the file's text (comments, docstrings) says it thinks in global batches."""
+        # The words are looked for in the whole text: code does not spell them.
+        return bool(_GLOBAL_TEXT.search(self.program.source))
+
+    def already_global(self, expr: cst.CSTNode, seen: dict[int, bool | None] | None = None, by_name: bool = True) -> bool:
+        """Whether ``expr`` is a global batch: by its derivation (it counts replicas or
+        devices, or it is divided by the replica count or given as ``global_batch_size=``
+        somewhere), or, with ``by_name``, by what it or a flag it comes from is called."""
+        seen = seen if seen is not None else {}
         if id(expr) in seen:
-            return False
-        seen.add(id(expr))
+            # Known (one default read for several calls), or in a cycle, which shows nothing.
+            return bool(seen[id(expr)])
+        seen[id(expr)] = None
+        seen[id(expr)] = found = self._already_global(expr, seen, by_name)
+        return found
+
+    def _already_global(self, expr: cst.CSTNode, seen: dict[int, bool | None], by_name: bool) -> bool:
         finder = _Finder(self)
         expr.visit(finder)
         if finder.found:
             return True
-        for attribute in finder.attributes:
-            if _says_global(attribute.attr.value) or self._flag_says_global(attribute.attr.value):
-                return True
+        if by_name:
+            for attribute in finder.attributes:
+                if _says_global(attribute.attr.value) or self._flag_says_global(attribute.attr.value):
+                    return True
         for name in finder.names:
-            if _says_global(name.value) or self._treated_as_global(name):
+            if (by_name and _says_global(name.value)) or self._treated_as_global(name):
                 return True
             for binding in self.facts.bindings(name) or ():
                 if isinstance(binding, cst.Param):
-                    if self._parameter_global(binding, seen):
+                    if self._parameter_global(binding, seen, by_name):
                         return True
                     continue
                 value = self.facts.assigned_value(binding)
-                if value is not None and self.already_global(value, seen):
+                if value is not None and self.already_global(value, seen, by_name):
                     return True
         return False
 
-    def _parameter_global(self, param: cst.Param, seen: set[int]) -> bool:
+    def _parameter_global(self, param: cst.Param, seen: dict[int, bool | None], by_name: bool) -> bool:
         """Every call of the parameter's function passes a global batch (or the default is)."""
         function = self.program.enclosing_function(param)
         if function is None:
@@ -123,17 +137,19 @@ class Evidence:
         calls = [self.program.parent(r) for r in self.facts.references(function)]
         calls = [c for c in calls if isinstance(c, cst.Call)]
         if not calls:
-            return param.default is not None and self.already_global(param.default, seen)
+            return param.default is not None and self.already_global(param.default, seen, by_name)
         for call in calls:
             arg = parameter_argument(function, call, param)
             value = arg.value if arg is not None else param.default
-            if value is None or not self.already_global(value, seen):
+            if value is None or not self.already_global(value, seen, by_name):
                 return False
         return True
 
     def _treated_as_global(self, name: cst.Name) -> bool:
-        """The value bound where ``name`` is read is divided by the replica count, or given as
-        a ``global_batch_size``, somewhere in the file."""
+        """The value bound where ``name`` is read is divided by the replica count, given as a
+        ``global_batch_size``, or divides a loss in code that runs on every replica (``loss =
+        tf.reduce_sum(per_example) / BATCH``: each replica's share of the global mean),
+        somewhere in the file."""
         for binding in self.facts.bindings(name) or ():
             if not isinstance(binding, cst.Name):
                 continue
@@ -143,21 +159,32 @@ class Evidence:
                     isinstance(parent, cst.BinaryOperation)
                     and parent.left is use
                     and isinstance(parent.operator, (cst.Divide, cst.FloorDivide))
-                    and self._counts_replicas(parent.right)
+                    and self.counts_replicas(parent.right)
                 ):
                     return True
                 if isinstance(parent, cst.Arg) and parent.keyword is not None and parent.keyword.value == "global_batch_size":
                     return True
+                if (
+                    isinstance(parent, cst.BinaryOperation)
+                    and parent.right is use
+                    and isinstance(parent.operator, cst.Divide)
+                    and self._on_replicas(use)
+                ):
+                    return True
         return False
+
+    def _on_replicas(self, node: cst.CSTNode) -> bool:
+        functions = Steps.of(self.program).functions
+        return any(isinstance(a, cst.FunctionDef) and a in functions for a in self.program.ancestors(node))
 
     def counts_devices(self, arg: cst.Arg) -> bool:
         """Whether a call's argument gives the number of devices, workers or replicas
         (``num_devices=n``, ``strategy.num_replicas_in_sync``)."""
         if arg.keyword is not None and _counts(arg.keyword.value):
             return True
-        return self._counts_replicas(arg.value)
+        return self.counts_replicas(arg.value)
 
-    def _counts_replicas(self, expr: cst.BaseExpression) -> bool:
+    def counts_replicas(self, expr: cst.BaseExpression) -> bool:
         finder = _Finder(self)
         expr.visit(finder)
         return finder.found or any(_counts(n.value) for n in finder.names)

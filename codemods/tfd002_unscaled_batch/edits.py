@@ -1,0 +1,104 @@
+"""Writing the planned batch-size fixes: scaled values and keywords, names replaced by a
+global batch, global batches defined once after the strategy (the strategy moved up first
+where a plan needs it), each value renamed or defined once however many sites share it."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from autofix.analysis.contexts import Context
+from autofix.analysis.facts import Facts
+from autofix.codegen import BlockEdits, add_keyword, fresh_name, scaled
+
+from .uses import DEFINITION, Webs
+from .values import Plan, Redefinition
+
+
+class FixWriter:
+    def __init__(self, facts: Facts, webs: Webs, edits: BlockEdits) -> None:
+        self.facts = facts
+        self.webs = webs
+        self.edits = edits
+        self._names: set[str] | None = None
+        # Webs (by id) -> the name the global batch (or the per-replica value) was given.
+        self._defined: dict[int, str] = {}
+        self._replaced: set[int] = set()
+        # Blocks (by id) -> (context, [(anchor index, statement to insert after it)]).
+        self._inserts: dict[int, tuple[Context, list[tuple[int, str]]]] = {}
+        # Blocks (by id) -> (context, index): where plans want the strategy moved up to, and
+        # (once the ordering rules are checked) where it moves.
+        self.moves: dict[int, tuple[Context, int]] = {}
+        self.move_to: dict[int, int] = {}
+
+    def commit(self, plan: Plan, context: Context | None) -> None:
+        name = context.strategy.name if context is not None else ""
+        for value in plan.scale:
+            self.edits.replace(value, lambda node, name=name: scaled(node, name))
+        for call, keyword, default in plan.keywords:
+            self.edits.replace(call, lambda node, k=keyword, d=default, name=name: add_keyword(node, k, d, name))
+        for use, global_name in plan.globals:
+            self._replace_name(use, global_name)
+        for redefinition in plan.redefinitions:
+            self._redefine(redefinition)
+
+    def _redefine(self, redefinition: Redefinition) -> None:
+        web, context = redefinition.web, redefinition.context
+        strategy = context.strategy.name
+        new = self._defined.get(id(web))
+        if new is None:
+            if redefinition.rename:
+                new = self._fresh(f"{web.label}_PER_REPLICA" if web.label.isupper() else f"{web.label}_per_replica")
+                # The per-replica value keeps its definition under the new name.
+                for node in [*web.sets, *(r for r in web.reads if self.webs.kind(r, web, {}) == DEFINITION)]:
+                    self._replace_name(node, new)
+                line = f"{web.label} = {new} * {strategy}.num_replicas_in_sync\n"
+            else:
+                new = self._fresh(f"GLOBAL_{web.label}" if web.label.isupper() else f"global_{web.label}")
+                line = f"{new} = {web.label} * {strategy}.num_replicas_in_sync\n"
+            self._defined[id(web)] = new
+            _, lines = self._inserts.setdefault(id(context.block), (context, []))
+            lines.append((redefinition.anchor, line))
+        for read in redefinition.rewrites:
+            self._replace_name(read, new)
+
+    def _replace_name(self, node: cst.CSTNode, new: str) -> None:
+        """``node`` (a name, or a path such as ``args.batch``) becomes the name ``new``."""
+        if id(node) not in self._replaced:
+            self._replaced.add(id(node))
+            if isinstance(node, cst.Name):
+                self.edits.replace(node, lambda n, new=new: n.with_changes(value=new))
+            else:
+                self.edits.replace(node, lambda n, new=new: cst.Name(new, lpar=n.lpar, rpar=n.rpar))
+
+    def apply(self) -> None:
+        blocks = {**{b: c for b, (c, _) in self._inserts.items()}, **{b: self.moves[b][0] for b in self.move_to}}
+        for block_id, context in blocks.items():
+            _, lines = self._inserts.get(block_id, (context, []))
+            self.edits.add(context.block, _move_and_insert(context.index, self.move_to.get(block_id), lines))
+
+    def _fresh(self, name: str) -> str:
+        if self._names is None:
+            self._names = self.facts.names()
+        return fresh_name(self._names, name)
+
+
+def _move_and_insert(creation: int | None, dest: int | None, lines: list[tuple[int, str]]):
+    """Move the strategy statement (``creation``) up to ``dest``, then insert each line after
+    the later of it and its anchor (the last statement it needs; -1: none)."""
+    inserted = [(anchor, cst.parse_statement(line)) for anchor, line in lines]
+
+    def edit(body):
+        order = list(range(len(body)))
+        if dest is not None and creation is not None and dest < creation:
+            order = order[:dest] + [creation] + order[dest:creation] + order[creation + 1 :]
+        new = [body[i] for i in order]
+        # From the last insertion point to the first, so that earlier positions hold.
+        placed = []
+        for anchor, statement in inserted:
+            after = [order.index(i) for i in (creation, anchor) if i is not None and i >= 0]
+            placed.append((max(after) + 1 if after else 0, statement))
+        for position, statement in sorted(placed, key=lambda p: p[0], reverse=True):
+            new[position:position] = [statement]
+        return new
+
+    return edit
