@@ -171,7 +171,7 @@ class _NotIdempotent:
 
     CODE, NAME, SAFE = "TFD999", "grows", True
 
-    def run(self, program):
+    def run(self, program, unsafe_fixes=False):
         import libcst as cst
 
         module = program.module
@@ -182,7 +182,7 @@ class _NotIdempotent:
 class _Unparsable:
     CODE, NAME, SAFE = "TFD998", "breaks", True
 
-    def run(self, program):
+    def run(self, program, unsafe_fixes=False):
         import libcst as cst
 
         module = program.module
@@ -202,7 +202,7 @@ def test_a_crashing_rule_becomes_an_error_result(tmp_path, monkeypatch):
     class Crashes:
         CODE, NAME, SAFE = "TFD997", "crashes", True
 
-        def run(self, program):
+        def run(self, program, unsafe_fixes=False):
             raise KeyError("boom")
 
     monkeypatch.setattr(Options, "rules", lambda self: (Crashes,))
