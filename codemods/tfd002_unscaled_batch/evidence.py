@@ -9,6 +9,8 @@ helpers are called with) and off where the value goes:
   (``per_worker_batch * num_workers``);
 - a name or flag says so: a name with the word ``global`` or ``total`` in it, or a command-line
   flag whose help text says "global" or "total";
+- it is not written in the file but chosen when it runs (a command-line flag, a hyperparameter
+  search, a configuration, an entry point's parameter): nothing says it is per replica;
 - the script treats it as global: it divides it by the replica count
   (``PER_REPLICA = GLOBAL // strategy.num_replicas_in_sync``), passes it as
   ``global_batch_size=`` (``tf.nn.compute_average_loss``), or divides a loss by it in code that
@@ -112,6 +114,8 @@ class Evidence:
         expr.visit(finder)
         if finder.found:
             return True
+        if by_name and isinstance(expr, cst.BaseExpression) and self.chosen_at_run_time(expr):
+            return True
         if by_name:
             for attribute in finder.attributes:
                 if _says_global(attribute.attr.value) or self._flag_says_global(attribute.attr.value):
@@ -127,6 +131,35 @@ class Evidence:
                 value = self.facts.assigned_value(binding)
                 if value is not None and self.already_global(value, seen, by_name):
                     return True
+        return False
+
+    def chosen_at_run_time(self, expr: cst.BaseExpression) -> bool:
+        """Whether the batch is not written in this file but chosen when it runs: a
+        command-line flag (``args.batch_size``, ``FLAGS.batch_size``), a hyperparameter search
+        or a configuration read at run time, an environment variable, a parameter of a function
+        nothing here calls. Whoever chooses it may mean the global batch (a paper's 4096):
+        nothing here says it is per replica."""
+        origins = self.facts.values.origins(expr)
+        return bool(origins) and all(self._run_time(o.node, bool(o.path)) for o in origins)
+
+    def _run_time(self, node: cst.CSTNode, projected: bool) -> bool:
+        if isinstance(node, cst.Param):
+            return True  # an entry point's parameter (the value flow found no caller)
+        if isinstance(node, (cst.Attribute, cst.Subscript)) and self.facts.is_module_reference(node):
+            return True  # ``FLAGS.batch_size``, ``os.environ["BATCH"]``
+        if isinstance(node, cst.Subscript) and self.facts.is_module_reference(node.value):
+            return True
+        if isinstance(node, cst.Dict) and projected:
+            return True  # an item the file does not write (filled in at run time)
+        if isinstance(node, cst.Call):
+            names = self.facts.names_of(node.func)
+            if names & {"builtins.int", "builtins.float", "builtins.round"} and node.args:
+                return self.chosen_at_run_time(node.args[0].value)
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("getenv", "get") and names & {"os.getenv", "os.environ.get"}:
+                return True
+            # An attribute or item of what a call made elsewhere returns: parsed arguments, a
+            # configuration, a tuner's parameters.
+            return projected and self.facts.local_definition(node.func) is None
         return False
 
     def _parameter_global(self, param: cst.Param, seen: dict[int, bool | None], by_name: bool) -> bool:
