@@ -1,6 +1,6 @@
 """Download the real-world corpus listed in manifest.json and check every file's sha256.
 
-    python bench/realworld/fetch.py [--files DIR] [--force]
+    python bench/realworld/fetch.py [--files DIR] [--force] [--from-git CLONES]
 
 Each file comes from https://raw.githubusercontent.com/<repo>/<commit>/<path>, pinned to the
 commit it was triaged at, and is saved as DIR/<id> (DIR: $AUTOFIX_CORPUS, else
@@ -15,6 +15,7 @@ import argparse
 import hashlib
 import json
 import os
+import subprocess
 import sys
 import time
 import urllib.error
@@ -42,10 +43,26 @@ def download(url: str, attempts: int = 3) -> bytes:
     raise AssertionError("unreachable")
 
 
+def from_git(folder: Path, entry: dict) -> bytes:
+    """The file at its commit from a local clone ``folder/<owner>+<name>/repo`` (a git
+    directory, or a work tree holding ``.git``)."""
+    base = folder / entry["repo"].replace("/", "+") / "repo"
+    git_dir = base / ".git" if (base / ".git").is_dir() else base
+    if not git_dir.is_dir():
+        raise OSError(f"no clone at {base}")
+    result = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "show", f"{entry['commit']}:{entry['path']}"], capture_output=True
+    )
+    if result.returncode:
+        raise OSError(result.stderr.decode("utf-8", "replace").strip() or "git show failed")
+    return result.stdout
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", help="where to put the files (default: $AUTOFIX_CORPUS, else bench/realworld/files)")
     parser.add_argument("--force", action="store_true", help="download again even when a file is present and intact")
+    parser.add_argument("--from-git", metavar="DIR", help="read the files from local clones DIR/<owner>+<name>/repo instead of downloading them")
     args = parser.parse_args(argv)
     folder = Path(args.files or os.environ.get("AUTOFIX_CORPUS") or HERE / "files")
     folder.mkdir(parents=True, exist_ok=True)
@@ -60,9 +77,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         url = url_of(entry)
         try:
-            data = download(url)
+            data = from_git(Path(args.from_git), entry) if args.from_git else download(url)
         except (urllib.error.URLError, TimeoutError, OSError) as exc:
-            failed.append((entry["id"], f"download failed ({exc}) from {url}"))
+            failed.append((entry["id"], f"{'reading' if args.from_git else 'download'} failed ({exc}) from {url}"))
             continue
         digest = hashlib.sha256(data).hexdigest()
         if digest != entry["sha256"]:
@@ -72,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         fetched += 1
         print(f"[{n}/{len(manifest)}] {entry['id']}")
 
-    print(f"\n{fetched} downloaded, {kept} already present, {len(failed)} failed; files in {folder}")
+    print(f"\n{fetched} {'read from clones' if args.from_git else 'downloaded'}, {kept} already present, {len(failed)} failed; files in {folder}")
     for file_id, why in failed:
         print(f"FAILED {file_id}: {why}", file=sys.stderr)
     return 1 if failed else 0
