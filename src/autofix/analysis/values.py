@@ -544,32 +544,33 @@ class Values(Derived):
                 return calls, passed_on or not calls or self._subclassed(cls)
             family = self.family(cls)
             for attribute in self._attributes_named.get(function.name.value, ()):
-                if not self._on_family(attribute.value, family):
-                    continue
-                parent = self.program.parent(attribute)
-                if isinstance(parent, cst.Call) and parent.func is attribute:
-                    calls.append((parent, 1))
-                    continue
-                run = self._run_of(parent)
-                if run is not None:
-                    calls.append((run, -1))
-                    continue
-                passed_on = True
+                if self._on_family(attribute.value, family):
+                    passed_on = not self._called(attribute, 1, calls) or passed_on
             # Methods of a class deriving from one made elsewhere may be called by it (Keras
             # calls ``train_step``, ``call``...).
-            external_base = any(self.local_definition(b.value) is None for c in family for b in c.bases)
+            external_base = any(
+                self.local_definition(b.value) is None and "builtins.object" not in self.names_of(b.value)
+                for c in family
+                for b in c.bases
+            )
             return calls, passed_on or not calls or external_base
         for ref in self.references(function):
-            parent = self.program.parent(ref)
-            if isinstance(parent, cst.Call) and parent.func is ref:
-                calls.append((parent, 0))
-                continue
-            run = self._run_of(parent)
-            if run is not None:
-                calls.append((run, -1))
-                continue
-            passed_on = True
+            passed_on = not self._called(ref, 0, calls) or passed_on
         return calls, passed_on
+
+    def _called(self, ref: cst.CSTNode, offset: int, calls: list[tuple[cst.Call, int]]) -> bool:
+        """Adds the call ``ref`` (a use of a function, or of ``obj.method``) makes, with the
+        parameters it skips (``offset``; -1 when it is handed to ``strategy.run``); False when
+        the use is not a call (the function is passed on, to be called elsewhere)."""
+        parent = self.program.parent(ref)
+        if isinstance(parent, cst.Call) and parent.func is ref:
+            calls.append((parent, offset))
+            return True
+        run = self._run_of(parent)
+        if run is not None:
+            calls.append((run, -1))
+            return True
+        return False
 
     def _run_of(self, parent: cst.CSTNode | None) -> cst.Call | None:
         """``strategy.run(fn, args=...)`` when ``parent`` is the Arg that passes ``fn``."""
