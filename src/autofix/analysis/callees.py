@@ -264,43 +264,21 @@ class Callables(Derived):
         return self.self_attributes(attr).get(path[1], ([], []))
 
     def self_attributes(self, node: cst.CSTNode) -> dict[str, tuple[list, list]]:
-        """For the class ``node`` is in: each ``self.<name>``'s assigned values and reads."""
+        """For the class ``node`` is in: each ``self.<name>``'s assigned values (with their
+        targets) and reads, as the file's value flow records them."""
         cls = next((a for a in self.program.ancestors(node) if isinstance(a, cst.ClassDef)), None)
         if cls is None:
             return {}
         found = self._classes.get(cls)
         if found is None:
-            found = self._classes[cls] = _SelfAttributes.of(cls)
+            values = self.facts.values
+            found = {}
+            targets = values.attribute_targets(cls)
+            for name, assigned in values.attribute_values(cls).items():
+                pairs = [(v, t) for v, t in zip(assigned, targets.get(name, ())) if isinstance(t, cst.Attribute)]
+                if pairs:
+                    found[name] = (pairs, [])
+            for name, reads in values.self_reads(cls).items():
+                found.setdefault(name, ([], []))[1].extend(reads)
+            self._classes[cls] = found
         return found
-
-
-class _SelfAttributes(cst.CSTVisitor):
-    """``self.<name>`` in a class: the values assigned to each name, and its reads."""
-
-    def __init__(self) -> None:
-        self.found: dict[str, tuple[list, list]] = {}
-
-    @classmethod
-    def of(cls, node: cst.ClassDef) -> dict[str, tuple[list, list]]:
-        visitor = cls()
-        node.body.visit(visitor)
-        return visitor.found
-
-    def _entry(self, attr: cst.BaseExpression) -> tuple[list, list] | None:
-        if isinstance(attr, cst.Attribute) and isinstance(attr.value, cst.Name) and attr.value.value == "self":
-            return self.found.setdefault(attr.attr.value, ([], []))
-        return None
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            entry = self._entry(target.target)
-            if entry is not None:
-                entry[0].append((node.value, target.target))
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
-        return not isinstance(node.target, cst.Attribute)
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        entry = self._entry(node)
-        if entry is not None:
-            entry[1].append(node)

@@ -14,7 +14,7 @@ from autofix.analysis.dataflow import PASSTHROUGH
 from autofix.analysis.facts import COMPILE, TRAIN, UNKNOWN_STRATEGY, Facts
 from autofix.analysis.steps import Steps
 from autofix.analysis.program import Program
-from autofix.analysis.syntax import argument_value, attribute_path, nodes_in, parameter_argument
+from autofix.analysis.syntax import argument_value, attribute_path, parameter_argument
 from autofix.tf import symbols
 from autofix.tf.symbols import SINGLE_REPLICA, Kind
 
@@ -136,7 +136,6 @@ class TrainingModel(Derived):
         self.facts = Facts.of(program)
         self.contexts = Contexts.of(program)
         self._returns: dict[cst.FunctionDef, bool] = {}
-        self._attributes: dict[cst.FunctionDef, list[cst.Attribute]] = {}
 
     # --- sites ---------------------------------------------------------------------------------
 
@@ -203,7 +202,7 @@ class TrainingModel(Derived):
         cls = self.program.parent(self.program.parent(method))
         if not isinstance(cls, cst.ClassDef):
             return None
-        assigned = self._attribute_values(cls)
+        assigned = self.facts.values.attribute_values(cls)
         models = [m for value in assigned.get(attribute, ()) for m in self.makers(value) if self.is_model_maker(m)]
         if not models:
             return None
@@ -218,7 +217,7 @@ class TrainingModel(Derived):
         site = Site(call, "fit", frozenset(strategies | self._strategies_at(call)), held_in=f"{owner}.{attribute}", holder=holder)
         for model in models:
             self._add(site, [model, *self.ingredients(model)])
-        for use in self._attribute_uses(cls, attribute):
+        for use in self.facts.values.self_reads(cls).get(attribute, ()):
             self._add_method_call(site, use)
         return site
 
@@ -240,38 +239,6 @@ class TrainingModel(Derived):
             if isinstance(statement, cst.FunctionDef) and statement.name.value == path[1]:
                 return statement
         return None
-
-    def _attribute_values(self, cls: cst.ClassDef) -> dict[str, list[cst.BaseExpression]]:
-        """``{"model": [value, ...]}`` for every ``self.model = value`` in the class's methods."""
-        found: dict[str, list[cst.BaseExpression]] = {}
-        for function, info in self.facts.functions.items():
-            if not info.is_method or self.program.parent(self.program.parent(function)) is not cls:
-                continue
-            if not function.params.params:
-                continue
-            owner = function.params.params[0].name.value
-            for assign in nodes_in(function, cst.Assign, stop=(cst.FunctionDef, cst.ClassDef)):
-                for target in assign.targets:
-                    path = attribute_path(target.target)
-                    if path is not None and len(path) == 2 and path[0] == owner:
-                        found.setdefault(path[1], []).append(assign.value)
-        return found
-
-    def _attribute_uses(self, cls: cst.ClassDef, attribute: str) -> list[cst.Attribute]:
-        """Every ``self.<attribute>`` read in the class's methods."""
-        found: list[cst.Attribute] = []
-        for function, info in self.facts.functions.items():
-            if not info.is_method or self.program.parent(self.program.parent(function)) is not cls or not function.params.params:
-                continue
-            owner = function.params.params[0].name.value
-            found.extend(a for a in self._attributes_in(function) if attribute_path(a) == (owner, attribute))
-        return found
-
-    def _attributes_in(self, function: cst.FunctionDef) -> list[cst.Attribute]:
-        """Every attribute in ``function``'s body (computed once per function)."""
-        if function not in self._attributes:
-            self._attributes[function] = nodes_in(function.body, cst.Attribute)
-        return self._attributes[function]
 
     @cached_property
     def participants(self) -> dict[cst.Call, Site]:
@@ -687,9 +654,10 @@ class TrainingModel(Derived):
                     self._add_model(site, receiver.value)
             elif method in ("update_state", "reset_state", "reset_states"):
                 self._add(site, [m for m in self.makers(receiver) if facts.call_kind(m) is Kind.METRIC])
-        for function in steps:
-            for attribute in self._attributes_in(function):
-                if attribute.attr.value in VARIABLE_ATTRIBUTES:
+        inside = set(steps)
+        for name in VARIABLE_ATTRIBUTES:
+            for attribute in self.facts.values.attributes_named(name):
+                if self.program.enclosing_function(attribute) in inside:
                     self._add_model(site, attribute.value)
 
     def _add_model(self, site: Site, receiver: cst.BaseExpression) -> None:

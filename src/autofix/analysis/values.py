@@ -31,7 +31,7 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.program import Program
-from autofix.analysis.syntax import argument, attribute_path, nodes_in, parameter_argument
+from autofix.analysis.syntax import argument, attribute_path, parameter_argument
 
 # A projection still to apply to a value: ("attr", name) or ("item", key).
 Projection = tuple[str, object]
@@ -600,6 +600,10 @@ class Values(Derived):
                 return True
         return False
 
+    def attributes_named(self, name: str) -> list[cst.Attribute]:
+        """Every ``<expr>.<name>`` in the file."""
+        return self._attributes_named.get(name, [])
+
     @cached_property
     def _attributes_named(self) -> dict[str, list[cst.Attribute]]:
         found: dict[str, list[cst.Attribute]] = {}
@@ -691,19 +695,50 @@ class Values(Derived):
                                 if isinstance(target.target, cst.Name):
                                     values.setdefault(target.target.value, []).append(small.value)
                                     targets.setdefault(target.target.value, []).append(target.target)
-        for function, info in self.functions.items():
-            if not info.is_method or not function.params.params:
+        # The assignments in each method's own body (the index lists every assignment: no walk
+        # of the tree is needed).
+        parents = self.program.index.parents
+        for assign in self.assigns:
+            function = parents.get(assign)
+            while function is not None and not isinstance(function, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                function = parents.get(function)
+            if not isinstance(function, cst.FunctionDef) or not function.params.params:
                 continue
-            cls = self.class_of(function)
+            info = self.functions.get(function)
+            cls = self.class_of(function) if info is not None and info.is_method else None
             if cls not in found:
                 continue
-            owner = function.params.params[0].name.value
-            values, targets = found[cls]
-            for assign in nodes_in(function, (cst.Assign, cst.AnnAssign), stop=(cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                pairs = self._attribute_pairs(assign, owner)
-                for attribute, target, value in pairs:
-                    values.setdefault(attribute, []).append(value)
-                    targets.setdefault(attribute, []).append(target)
+            values, targets = found[cls]  # type: ignore[index]
+            for attribute, target, value in self._attribute_pairs(assign, function.params.params[0].name.value):
+                values.setdefault(attribute, []).append(value)
+                targets.setdefault(attribute, []).append(target)
+        return found
+
+    def self_reads(self, cls: cst.ClassDef) -> dict[str, list[cst.Attribute]]:
+        """Every ``self.<name>`` read in the class's body (its methods, and functions nested in
+        them; ``self`` being the method's first parameter, whatever it is called), by name;
+        assignment targets left out."""
+        return self._self_reads.get(cls, {})
+
+    @cached_property
+    def _self_reads(self) -> dict[cst.ClassDef, dict[str, list[cst.Attribute]]]:
+        found: dict[cst.ClassDef, dict[str, list[cst.Attribute]]] = {}
+        parents = self.program.index.parents
+        for name, attributes in self._attributes_named.items():
+            for attribute in attributes:
+                receiver = attribute.value
+                if not isinstance(receiver, cst.Name):
+                    continue
+                bound = self.bindings(receiver) or ()
+                if not (len(bound) == 1 and isinstance(bound[0], cst.Param) and self.is_self(bound[0])):
+                    continue
+                if isinstance(parents.get(attribute), cst.AssignTarget):
+                    continue
+                node = parents.get(attribute)
+                while node is not None and not isinstance(node, cst.ClassDef):
+                    node = parents.get(node)
+                if node is not None:
+                    found.setdefault(node, {}).setdefault(name, []).append(attribute)
         return found
 
     def _attribute_pairs(self, assign, owner: str) -> list[tuple[str, cst.CSTNode, cst.BaseExpression]]:
