@@ -151,6 +151,8 @@ class VariablesOutsideScope(Rule):
         outside the scope they train unreplicated, but moved into it ``fit`` fails on every
         worker (keras-team/keras#20585, TFD006). A fix must not turn a running script into a
         crashing one: they are reported, not moved."""
+        if not any(s.classes & MULTI_WORKER for s in self.facts.strategies):
+            return {}
         workers = MultiWorker.of(self.program)
         if not workers.strategies or not workers.keras.keras3:
             return {}

@@ -327,10 +327,35 @@ class Facts(Derived):
         for info in self.functions.values():
             params = info.node.params
             for param in (*params.params, *params.kwonly_params):
-                if id(param) in bindings or self._annotated_strategy(param) or self._passed_a_strategy(param):
+                if id(param) in bindings or self._annotated_strategy(param):
                     strategy = self.strategy_for_name(param.name)
                     if strategy is not None and strategy.is_parameter:
                         add(strategy)
+        # Parameters given a strategy: by a strategy found so far (passed on, transitively), or a
+        # strategy made in the call itself.
+        pending = list(found)
+        given: list[cst.Arg] = [
+            arg for call, _owner in self.calls for arg in call.args
+            if isinstance(arg.value, cst.Call) and self._constructed_class(arg.value) is not None
+        ]
+        while pending or given:
+            if pending:
+                strategy = pending.pop()
+                for binding in strategy.bindings:
+                    target = binding.name if isinstance(binding, cst.Param) else binding
+                    if not isinstance(target, cst.Name):
+                        continue
+                    for use in self.uses(target):
+                        arg = self.program.parent(use)
+                        if isinstance(arg, cst.Arg) and arg.value is use:
+                            given.append(arg)
+                continue
+            arg = given.pop()
+            for param in self._parameters_given(arg):
+                strategy = self.strategy_for_name(param.name)
+                if strategy is not None and strategy.is_parameter and id(strategy) not in seen:
+                    add(strategy)
+                    pending.append(strategy)
         # Names known to be strategies only by use: ``with strategy.scope():``.
         for item in self._with_items:
             value = item.item
@@ -356,40 +381,26 @@ class Facts(Derived):
         annotation = param.annotation
         return annotation is not None and any(symbols.is_strategy_type(n) for n in self.names_of(annotation.annotation))
 
-    def _passed_a_strategy(self, param: cst.Param) -> bool:
-        """Whether some call of the parameter's function in this module passes a strategy
-        for it (a name bound to one, or a strategy call)."""
-        return id(param) in self._given_strategies
-
-    @cached_property
-    def _given_strategies(self) -> set[int]:
-        found: set[int] = set()
-        if not any(symbols.is_strategy_constructor(n) for c, _ in self.calls for n in self.names_of(c.func)):
-            return found
-        for call, _owner in self.calls:
-            definition = None
-            for arg in call.args:
-                value = arg.value
-                if not isinstance(value, (cst.Name, cst.Call)) or not self.is_strategy_expr(value):
-                    continue
-                if definition is None:
-                    definition = self.local_definition(call.func)
-                    if isinstance(definition, cst.ClassDef):
-                        definition = next(
-                            (s for s in definition.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"),
-                            None,
-                        ) if isinstance(definition.body, cst.IndentedBlock) else None
-                    if not isinstance(definition, cst.FunctionDef):
-                        break
-                offset = 1 if self.functions.get(definition) and self.functions[definition].is_method else 0
-                params = list(definition.params.params)[offset:]
-                if arg.keyword is not None:
-                    found.update(id(p) for p in [*params, *definition.params.kwonly_params] if p.name.value == arg.keyword.value)
-                else:
-                    positional = [a for a in call.args if a.keyword is None and not a.star]
-                    if arg in positional and positional.index(arg) < len(params):
-                        found.add(id(params[positional.index(arg)]))
-        return found
+    def _parameters_given(self, arg: cst.Arg) -> list[cst.Param]:
+        """The parameter of a local function (or class's ``__init__``) that ``arg`` of a call
+        binds."""
+        call = self.program.parent(arg)
+        if not isinstance(call, cst.Call):
+            return []
+        definition = self.local_definition(call.func)
+        if isinstance(definition, cst.ClassDef):
+            body = definition.body.body if isinstance(definition.body, cst.IndentedBlock) else ()
+            definition = next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+        if not isinstance(definition, cst.FunctionDef):
+            return []
+        offset = 1 if self.functions.get(definition) and self.functions[definition].is_method else 0
+        params = list(definition.params.params)[offset:]
+        if arg.keyword is not None:
+            return [p for p in [*params, *definition.params.kwonly_params] if p.name.value == arg.keyword.value]
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if arg in positional and positional.index(arg) < len(params):
+            return [params[positional.index(arg)]]
+        return []
 
     def strategy_attributes(self) -> list[tuple[cst.ClassDef, str, set[str]]]:
         """``self.<attribute>`` strategies: each class, attribute and the strategy classes

@@ -177,8 +177,7 @@ class MultiWorker(Derived):
                 kind = _keras_kind(f"{path}.keras")
                 if kind is not None and kind != KERAS3:
                     nodes[kind].append(parent)
-        code = self.program.module.code
-        return KerasUse(nodes, LEGACY_KERAS in code)
+        return KerasUse(nodes, LEGACY_KERAS in self.program.source)
 
     # --- which worker runs what -------------------------------------------------------------------
 
