@@ -238,11 +238,17 @@ def keras2_reports():
 def test_tfd001_fixes_also_work_on_keras2(keras2_reports):
     copies, reports = keras2_reports
     assert len(copies) >= 10
+    from autofix.engine import Options, analyse
+
     for case_id, broken_path, fixed_path in copies:
         fixed, broken = reports[fixed_path], reports[broken_path]
         assert fixed.ok, (case_id, fixed.failures)
         assert fixed.fits and all(f.replicas == REPLICAS and f.all_mirrored for f in fixed.fits), case_id
-        assert not broken.ok, case_id
+        findings = analyse(Path(broken_path).read_text(), Options(select=("TFD001",))).findings
+        if not (findings and all("Keras 3 fails" in f.message for f in findings)):
+            # (Only an optimizer, or compile's own, outside the scope is what Keras 3 refuses;
+            # Keras 2 trains with it, at most with an unmirrored iteration counter.)
+            assert not broken.ok, case_id
 
 
 # --- Multi-worker: the fixes on two worker processes of one MultiWorkerMirroredStrategy ------------
