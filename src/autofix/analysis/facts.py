@@ -203,8 +203,9 @@ class Facts(Derived):
         strategy."""
         bindings: set[int] = set()
         attributes: set[tuple[cst.ClassDef, str]] = set()
-        for node in self.program.index.parents:
-            if not isinstance(node, cst.Attribute) or not self._strategy_member(node):
+        members = [a for m in (*self._STRATEGY_MEMBERS, "run") for a in self.values.attributes_named(m)]
+        for node in members:
+            if not self._strategy_member(node):
                 continue
             receiver = node.value
             if isinstance(receiver, cst.Name):
@@ -335,8 +336,8 @@ class Facts(Derived):
         # strategy made in the call itself.
         pending = list(found)
         given: list[cst.Arg] = [
-            arg for call, _owner in self.calls for arg in call.args
-            if isinstance(arg.value, cst.Call) and self._constructed_class(arg.value) is not None
+            argument for call, _owner in self.calls for argument in call.args
+            if isinstance(argument.value, cst.Call) and self._constructed_class(argument.value) is not None
         ]
         while pending or given:
             if pending:
@@ -827,9 +828,11 @@ class Facts(Derived):
         for call, owner in self.calls:
             node = parents.get(call)
             while node is not None and node is not owner:
-                if isinstance(node, (cst.BaseStatement, cst.BaseSmallStatement)):
+                kind = type(node)
+                # (Concrete types: isinstance on libcst's abstract bases is slow in this loop.)
+                if kind in _STATEMENT_TYPES:
                     found.setdefault(node, []).append(call)
-                if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                if kind in _SCOPE_TYPES:
                     break
                 node = parents.get(node)
         return found
@@ -959,3 +962,18 @@ def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
 def _words(identifier: str) -> set[str]:
     """``gen_model`` -> {"gen", "model"}."""
     return {w for w in identifier.lower().split("_") if w}
+
+
+def _subclasses(base: type) -> frozenset[type]:
+    found: set[type] = set()
+    pending = [base]
+    while pending:
+        for sub in pending.pop().__subclasses__():
+            if sub not in found:
+                found.add(sub)
+                pending.append(sub)
+    return frozenset(found)
+
+
+_STATEMENT_TYPES = _subclasses(cst.BaseStatement) | _subclasses(cst.BaseSmallStatement)
+_SCOPE_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})

@@ -668,15 +668,23 @@ class TrainingModel(Derived):
     def _add_restores(self, site: Site) -> None:
         """``tf.train.Checkpoint(model=model, ...).restore(path)``: restoring into what is
         trained takes part in training."""
-        for call, _owner in self.facts.calls:
-            if self.facts.call_kind(call) is not Kind.LOAD or not isinstance(call.func, cst.Attribute):
-                continue
-            if call.func.attr.value != "restore" or self._exclusive(call, site.call):
+        for call in self._restores:
+            if self._exclusive(call, site.call):
                 continue
             for checkpoint in self._checkpoints(call.func.value):
                 held = [m for arg in checkpoint.args for m in self.makers(arg.value)]
                 if any(m in site.members for m in held):
                     self._add(site, [call])
+
+    @cached_property
+    def _restores(self) -> list[cst.Call]:
+        """``<checkpoint>.restore(...)`` calls."""
+        found = []
+        for attribute in self.facts.values.attributes_named("restore"):
+            call = self.program.parent(attribute)
+            if isinstance(call, cst.Call) and call.func is attribute and self.facts.call_kind(call) is Kind.LOAD:
+                found.append(call)
+        return found
 
     def _checkpoints(self, expr: cst.BaseExpression) -> list[cst.Call]:
         if isinstance(expr, cst.Call):

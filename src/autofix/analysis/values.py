@@ -607,9 +607,8 @@ class Values(Derived):
     @cached_property
     def _attributes_named(self) -> dict[str, list[cst.Attribute]]:
         found: dict[str, list[cst.Attribute]] = {}
-        for node in self.program.index.parents:
-            if isinstance(node, cst.Attribute):
-                found.setdefault(node.attr.value, []).append(node)
+        for node in self.program.index.attributes:
+            found.setdefault(node.attr.value, []).append(node)
         return found
 
     def _is_base(self, ref: cst.CSTNode) -> bool:

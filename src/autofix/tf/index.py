@@ -203,6 +203,7 @@ class Index:
         self.classes: list[cst.ClassDef] = []
         self.assigns: list[cst.Assign | cst.AnnAssign] = []
         self.with_items: list[cst.WithItem] = []
+        self.attributes: list[cst.Attribute] = []
         self._count = 0
         self._owners: list[cst.CSTNode] = [module]
         self._all_accesses: list[Access] = []
@@ -449,6 +450,7 @@ def _handle_name(index: Index, node: cst.Name, scope: Scope) -> None:
 
 
 def _handle_attribute(index: Index, node: cst.Attribute, scope: Scope) -> None:
+    index.attributes.append(node)
     index.parents[node.value] = node
     index._walk(node.value, scope)
     index.parents[node.attr] = node  # a member, not a name read
