@@ -697,10 +697,15 @@ class Facts(Derived):
 
     def _call_kind(self, call: cst.Call) -> Kind | str | cst.FunctionDef | None:
         func = call.func
-        for name in self.names_of(func):
+        names = self.names_of(func)
+        for name in names:
             kind = symbols.keras_kind(name)
             if kind is not None:
                 return kind
+        if names and all(n.split(".", 1)[0] in symbols.NO_KERAS_OBJECTS for n in names):
+            # ``np.zeros(...)``, ``tf.constant(...)``, ``os.path.join(...)``: libraries whose
+            # calls make no Keras object, whatever is done with the result.
+            return None
         local = self.local_definition(func)
         if isinstance(local, cst.ClassDef):
             kind = self.keras_classes.get(local)

@@ -236,3 +236,16 @@ IN_BATCH_OBJECTIVES = frozenset(
         "tensorflow_similarity.losses.SimCLRLoss",
     }
 )
+
+
+# Top-level modules whose calls never make a Keras model, layer, optimizer or metric (so a
+# result compiled later is not evidence of one): the standard library's usual suspects,
+# NumPy and friends, and TensorFlow itself once Keras is told apart (canonical names put
+# Keras under ``keras.``).
+NO_KERAS_OBJECTS = frozenset(
+    {
+        "builtins", "os", "sys", "math", "json", "re", "random", "time", "pathlib", "shutil",
+        "glob", "itertools", "functools", "collections", "argparse", "logging", "pickle",
+        "numpy", "pandas", "matplotlib", "PIL", "cv2", "scipy", "tensorflow",
+    }
+)
