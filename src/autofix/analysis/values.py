@@ -394,20 +394,28 @@ class Values(Derived):
             return [o for value, indexes in looped for o in self._follow(value, (*(("item", i) for i in indexes), *path), frame, depth)]
         return [Origin(binding, path)]
 
-    def _looped(self, binding: cst.CSTNode) -> list[tuple[cst.BaseExpression, list[object]]] | None:
-        """``for model, name in models:`` binds ``model`` to ``models[any][0]``; through
-        ``enumerate(xs)`` and ``zip(xs, ys)`` too. Each (iterable, projections) it may come from."""
+    def _target(self, binding: cst.CSTNode) -> tuple[cst.CSTNode, list[object]] | None:
+        """The whole target a name is bound in (``a, (b, c)``) and the indexes that lead from
+        it to the name; None when a starred element is in the way."""
         indexes: list[object] = []
         node = binding
         while True:
             element = self.program.parent(node)
             container = self.program.parent(element) if isinstance(element, cst.Element) else None
             if not isinstance(container, (cst.Tuple, cst.List)):
-                break
+                return node, indexes
             if any(isinstance(e, cst.StarredElement) for e in container.elements):
                 return None
             indexes.insert(0, list(container.elements).index(element))
             node = container
+
+    def _looped(self, binding: cst.CSTNode) -> list[tuple[cst.BaseExpression, list[object]]] | None:
+        """``for model, name in models:`` binds ``model`` to ``models[any][0]``; through
+        ``enumerate(xs)`` and ``zip(xs, ys)`` too. Each (iterable, projections) it may come from."""
+        found = self._target(binding)
+        if found is None:
+            return None
+        node, indexes = found
         loop = self.program.parent(node)
         if not isinstance(loop, (cst.For, cst.CompFor)) or loop.target is not node:
             return None
@@ -426,26 +434,16 @@ class Values(Derived):
                 if not indexes or not isinstance(indexes[0], int) or indexes[0] >= len(iterable.args):
                     return None
                 return self._iterated(iterable.args[indexes[0]].value, indexes[1:])
-            if "builtins.reversed" in names or "builtins.sorted" in names or "builtins.list" in names or "builtins.tuple" in names:
+            if names & {"builtins.reversed", "builtins.sorted", "builtins.list", "builtins.tuple"}:
                 return self._iterated(iterable.args[0].value, indexes)
         return [(iterable, [ANY, *indexes])]
 
-    def _unpacked(self, binding: cst.CSTNode) -> tuple[cst.BaseExpression, list[int]] | None:
+    def _unpacked(self, binding: cst.CSTNode) -> tuple[cst.BaseExpression, list[object]] | None:
         """``a, (b, c) = value``: the value and the indexes that lead to ``binding``."""
-        indexes: list[int] = []
-        node = binding
-        while True:
-            element = self.program.parent(node)
-            container = self.program.parent(element) if isinstance(element, cst.Element) else None
-            if not isinstance(container, (cst.Tuple, cst.List)):
-                break
-            elements = container.elements
-            if any(isinstance(e, cst.StarredElement) for e in elements):
-                return None
-            indexes.insert(0, list(elements).index(element))
-            node = container
-        if not indexes:
+        found = self._target(binding)
+        if found is None or not found[1]:
             return None
+        node, indexes = found
         target = self.program.parent(node)
         if isinstance(target, cst.AssignTarget):
             assign = self.program.parent(target)
