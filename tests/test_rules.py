@@ -39,7 +39,9 @@ def test_metadata(rule):
     ids=lambda v: getattr(v, "CODE", "example"),
 )
 def test_examples_hold(rule, example):
-    analysis = analyse(example.before, Options(select=(rule.CODE,), unsafe_fixes=True))
+    # A migration rule runs under `autofix migrate` only.
+    migrate = "mirrored" if rule.MIGRATION else None
+    analysis = analyse(example.before, Options(select=(rule.CODE,), unsafe_fixes=True, migrate=migrate))
     if example.after is None:
         assert analysis.new_text is None and analysis.findings == []
     else:
@@ -48,7 +50,7 @@ def test_examples_hold(rule, example):
 
 
 def test_select_prefixes_and_unknown_codes():
-    regular = [r for r in RULES if not r.OPT_IN]
+    regular = [r for r in RULES if not r.OPT_IN and not r.MIGRATION]
     assert [r.CODE for r in registry.select(("tfd00",))] == [r.CODE for r in regular if r.CODE.startswith("TFD00")]
     assert registry.select(None, ("TFD001",)) == tuple(r for r in regular if r.CODE != "TFD001")
     with pytest.raises(registry.UnknownRule):
@@ -61,4 +63,14 @@ def test_opt_in_rules_run_only_when_named_exactly():
     for selection in (None, ("ALL",), ("TFD",), ("TFD00",)):
         assert not set(registry.select(selection)) & set(opt_in)
     assert registry.select(("tfd005",)) == tuple(opt_in)
-    assert registry.select(("TFD00", "TFD005")) == RULES
+    assert registry.select(("TFD00", "TFD005")) == tuple(r for r in RULES if not r.MIGRATION)
+
+
+def test_migration_rules_run_under_migrate_only():
+    migration = [r for r in RULES if r.MIGRATION]
+    assert [r.CODE for r in migration] == ["TFD010"]
+    for selection in (None, ("ALL",), ("TFD",), ("TFD010",)):
+        assert not set(registry.select(selection)) & set(migration)
+        assert set(registry.select(selection, migrating=True)) >= set(migration)
+    # Ignored, it does not run: `autofix migrate --ignore TFD010` fixes as `fix` does.
+    assert not set(registry.select(None, ("TFD010",), migrating=True)) & set(migration)

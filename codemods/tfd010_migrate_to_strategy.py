@@ -1,0 +1,244 @@
+"""TFD010 migrate-to-strategy: training on one device, moved to a tf.distribute strategy by
+``autofix migrate``.
+
+Runs only under ``autofix migrate`` (``--strategy mirrored``, the default, or
+``multiworker``), on a file that makes no strategy and trains. It does the one thing no other
+rule does: it creates the strategy, once, in the function that trains (the module for a
+script), after the imports, device setup, mixed-precision policy and seeding that come before
+the training, and before the first object the training makes. A custom training step (a
+function that applies gradients, called by the loop) is run per replica: its calls go to a
+generated ``distributed_<step>`` that runs it with ``strategy.run`` and combines what it
+returns (its loss) with ``strategy.reduce(SUM, ...)``, a ``tf.function`` when the step was
+one (the step itself is not: a tf.function inside ``strategy.run`` cannot aggregate
+gradients). The other rules then do the rest in the same pass, until nothing changes: the
+model, optimizer, metrics and ``compile`` into ``strategy.scope()`` (TFD001), the single-device
+batch kept as the per-replica batch and training fed the global batch (TFD002), the dataset
+distributed and the wrapper made a ``tf.function`` (TFD003), the loss averaged over the global
+batch (TFD004). The migration is written only when the result parses, a second pass changes
+nothing, and ``check`` finds nothing left in it; otherwise the file is left alone and each
+problem is named.
+
+Not fixed (not migrated; reported with the reason):
+- a step written inline in the loop body, or in a method of a trainer class;
+- a step that takes no batch (it reads its data from globals), returns what is not its loss,
+  takes ``*args`` / keyword-only parameters, is used as a value, or places its work on devices
+  itself (``tf.device`` towers: distributed by hand already);
+- a model built for a fixed batch (``stateful=True``, ``batch_size=``), an in-batch objective;
+- ``fit`` on Keras 3 under ``--strategy multiworker`` (it fails with several workers);
+- anything the other rules cannot fix in the migrated code.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from autofix.analysis.migration import KINDS, CustomStep, Refusal, SingleDevice
+from autofix.analysis.multiworker import MultiWorker
+from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias
+from autofix.rule import Example, Rule
+
+MESSAGE = "trains on one device: moved to tf.distribute.{cls}"
+
+
+class MigrateToStrategy(Rule):
+    CODE = "TFD010"
+    NAME = "migrate-to-strategy"
+    DESCRIPTION = "Training on one device, moved to a tf.distribute strategy (autofix migrate only)"
+    MIGRATION = True
+    EXAMPLES = (
+        Example(
+            before=(
+                "import tensorflow as tf\n"
+                "\n"
+                "BATCH_SIZE = 64\n"
+                "(x, y), _ = tf.keras.datasets.mnist.load_data()\n"
+                "dataset = tf.data.Dataset.from_tensor_slices((x / 255.0, y)).batch(BATCH_SIZE)\n"
+                "model = tf.keras.Sequential([tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)])\n"
+                'model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n'
+                "model.fit(dataset, epochs=3)\n"
+            ),
+            after=(
+                "import tensorflow as tf\n"
+                "\n"
+                "strategy = tf.distribute.MirroredStrategy()\n"
+                "\n"
+                "BATCH_SIZE = 64\n"
+                "(x, y), _ = tf.keras.datasets.mnist.load_data()\n"
+                "dataset = tf.data.Dataset.from_tensor_slices((x / 255.0, y)).batch(BATCH_SIZE)\n"
+                "model = tf.keras.Sequential([tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)])\n"
+                'model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n'
+                "model.fit(dataset, epochs=3)\n"
+            ),
+        ),
+        Example(
+            before=(
+                "import tensorflow as tf\n"
+                "\n"
+                "model = tf.keras.models.load_model(\"model.keras\")\n"
+                "print(model.evaluate(test_dataset))\n"
+            ),
+        ),
+    )
+
+    def applies(self) -> bool:
+        return self.program.migration is not None and not SingleDevice.of(self.program).uses_strategy
+
+    def check(self) -> None:
+        single = SingleDevice.of(self.program)
+        if not single.trains:
+            return
+        kind = KINDS[self.program.migration]  # type: ignore[index]
+        anchor = _anchor(single)
+        message = MESSAGE.format(cls=kind.cls)
+        refusals = single.refusals
+        if kind.keras3_fit_fails and single.fits and MultiWorker.of(self.program).keras.keras3:
+            refusals.append(Refusal(single.fits[0].call, (
+                f"Keras 3 fit cannot train under {kind.cls} with several workers (keras-team/keras#20585): "
+                "write a custom training loop, or use tf_keras (TF_USE_LEGACY_KERAS=1), then migrate"
+            )))
+        if refusals:
+            for refusal in refusals:
+                self.report(refusal.node, "trains on one device: not migrated", refusal.reason)
+            return
+        self.fix(anchor, message, lambda edits: self._plan(single, kind.cls, edits))
+
+    def _plan(self, single: SingleDevice, cls: str, edits: BlockEdits) -> None:
+        program = self.program
+        block = single.training_block()
+        if isinstance(block, Refusal):
+            raise NotFound(block.reason)
+        taken = set(self.facts.names())
+        tf = module_alias(program, "tensorflow")
+        imports: list[cst.BaseStatement] = []
+        if tf is None:
+            if "tf" in taken:
+                raise NotFound("the script does not import tensorflow, and the name tf is taken")
+            tf = "tf"
+            imports.append(cst.parse_statement("import tensorflow as tf\n"))
+        strategy = fresh_name(taken, "strategy")
+        made = cst.parse_statement(f"{strategy} = {tf}.distribute.{cls}()\n")
+        inserts = _Inserts()
+        if imports:
+            module = program.module
+            last = max((i for i, s in enumerate(module.body) if _imports(s)), default=-1)
+            inserts.add(module, last + 1, imports)
+        after_strategy: list[cst.BaseStatement] = [made]
+        for step in single.custom_steps:
+            self._plan_step(step, block, strategy, tf, taken, edits, inserts, after_strategy)
+        inserts.add(block, single.position(block), after_strategy)
+        inserts.plan(edits)
+
+    def _plan_step(
+        self, step: CustomStep, block, strategy: str, tf: str, taken: set[str], edits: BlockEdits, inserts: "_Inserts", after_strategy: list
+    ) -> None:
+        program = self.program
+        function = step.function
+        name = function.name.value
+        wrapper = fresh_name(taken, f"distributed_{name}")
+        params = [p.name.value for p in function.params.params]
+        signature = program.module.code_for_node(function.params)
+        args = ", ".join(params) + ("," if len(params) == 1 else "")
+        run = f"{strategy}.run({name}, args=({args}))"
+        reduce = f"{tf}.distribute.ReduceOp.SUM"
+        if not step.result_used or step.arity == 0:
+            body = f"    {run}\n"
+        elif step.arity == 1:
+            body = f"    return {strategy}.reduce({reduce}, {run}, axis=None)\n"
+        else:
+            # Locals of the wrapper: only the names it reads must stay clear.
+            local = set(params) | {strategy, tf, name, wrapper}
+            names = [fresh_name(local, _base(value, i)) for i, value in enumerate(step.returned)]
+            reduced = ", ".join(f"{strategy}.reduce({reduce}, {n}, axis=None)" for n in names)
+            body = f"    {', '.join(names)} = {run}\n    return {reduced}\n"
+        decorator = f"@{program.module.code_for_node(step.decorator.decorator)}\n" if step.decorator is not None else ""
+        definition = cst.parse_statement(f"{decorator}def {wrapper}({signature}):\n{body}")
+        for call in step.calls:
+            edits.replace(call.func, lambda _node, wrapper=wrapper: cst.Name(wrapper))
+        if step.decorator is not None:
+            edits.replace(function, lambda node: node.with_changes(decorators=[d for d in node.decorators if not _is_same(d, step.decorator)]))
+        home = program.block_of(function)
+        if home is block or isinstance(home, cst.Module) and isinstance(block, cst.Module) or _inside(program, function, block):
+            index = next(i for i, s in enumerate(home.body) if s is function)  # type: ignore[union-attr]
+            inserts.add(home, index + 1, [definition])
+            return
+        for call in step.calls:
+            if not _runs_in(program, call, block):
+                raise NotFound(
+                    f"{name}() is called on line {program.line(call)}, where the strategy made in the training "
+                    "function is not in view"
+                )
+        after_strategy.append(definition)
+
+
+def _anchor(single: SingleDevice) -> cst.CSTNode:
+    """Where the finding is: the first training site."""
+    sites = [s.call for s in single.fits] + [c for step in single.custom_steps for c in step.calls]
+    if not sites:
+        sites = list(single.updates)
+    return min(sites, key=lambda n: single.program.position(n).start.line)
+
+
+def _imports(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body)
+
+
+class _Inserts:
+    """Statements to insert, by block and by index in the original body: one edit per block
+    puts them all in (an index is the statement they go before; past the end, at the end)."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, tuple[object, list[tuple[int, list[cst.BaseStatement]]]]] = {}
+
+    def add(self, block, index: int, statements: list[cst.BaseStatement]) -> None:
+        self.blocks.setdefault(id(block), (block, []))[1].append((index, statements))
+
+    def plan(self, edits: BlockEdits) -> None:
+        for block, wanted in self.blocks.values():
+            gap = [cst.EmptyLine(indent=False)] * (2 if isinstance(block, cst.Module) else 1)
+
+            def edit(body, wanted=wanted, gap=gap):
+                body = list(body)
+                for index, statements in sorted(wanted, key=lambda w: w[0], reverse=True):
+                    new = [s.with_changes(leading_lines=gap) if isinstance(s, cst.FunctionDef) else s for s in statements]
+                    if 0 < index < len(body) and _imports(body[index - 1]) and not _imports(body[index]) and _blank_first(body[index]):
+                        # After the imports, set apart from them as the code that follows is.
+                        new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(indent=False), *new[0].leading_lines])
+                    if index < len(body) and isinstance(new[-1], cst.FunctionDef) and not isinstance(body[index], cst.FunctionDef):
+                        body[index] = body[index].with_changes(leading_lines=[*gap, *_comments(body[index].leading_lines)])
+                    body[index:index] = new
+                return body
+
+            edits.add(block, edit)  # type: ignore[arg-type]
+
+
+def _blank_first(statement: cst.BaseStatement) -> bool:
+    lines = statement.leading_lines
+    return bool(lines) and lines[0].comment is None
+
+
+def _comments(lines):
+    return [line for line in lines if line.comment is not None]
+
+
+def _is_same(a: cst.Decorator, b: cst.Decorator) -> bool:
+    return a.deep_equals(b)
+
+
+def _base(value: cst.BaseExpression, index: int) -> str:
+    return value.value if isinstance(value, cst.Name) else f"loss_{index + 1}"
+
+
+def _inside(program, node: cst.CSTNode, block) -> bool:
+    return any(a is block for a in program.ancestors(node))
+
+
+def _runs_in(program, node: cst.CSTNode, block) -> bool:
+    """Whether ``node`` is code of the function whose body is ``block`` (or the module's)."""
+    function = program.enclosing_function(node)
+    if isinstance(block, cst.Module):
+        return True
+    while function is not None:
+        if function.body is block:
+            return True
+        function = program.enclosing_function(function)
+    return False
