@@ -90,7 +90,9 @@ class Evidence:
             return "text"
         return None
 
-    def already_global(self, expr: cst.CSTNode, seen: set[int] | None = None) -> bool:
+    def already_global(self, expr: cst.CSTNode, seen: set[int] | None = None, by_name: bool = True) -> bool:
+        """Whether ``expr`` is a global batch: by its derivation, or, with ``by_name``, by what
+        it or a flag it comes from is called."""
         seen = seen if seen is not None else set()
         if id(expr) in seen:
             return False
@@ -100,22 +102,22 @@ class Evidence:
         if finder.found:
             return True
         for attribute in finder.attributes:
-            if _says_global(attribute.attr.value) or self._flag_says_global(attribute.attr.value):
+            if by_name and (_says_global(attribute.attr.value) or self._flag_says_global(attribute.attr.value)):
                 return True
         for name in finder.names:
-            if _says_global(name.value) or self._treated_as_global(name):
+            if (by_name and _says_global(name.value)) or self._treated_as_global(name):
                 return True
             for binding in self.facts.bindings(name) or ():
                 if isinstance(binding, cst.Param):
-                    if self._parameter_global(binding, seen):
+                    if self._parameter_global(binding, seen, by_name):
                         return True
                     continue
                 value = self.facts.assigned_value(binding)
-                if value is not None and self.already_global(value, seen):
+                if value is not None and self.already_global(value, seen, by_name):
                     return True
         return False
 
-    def _parameter_global(self, param: cst.Param, seen: set[int]) -> bool:
+    def _parameter_global(self, param: cst.Param, seen: set[int], by_name: bool = True) -> bool:
         """Every call of the parameter's function passes a global batch (or the default is)."""
         function = self.program.enclosing_function(param)
         if function is None:
@@ -123,11 +125,11 @@ class Evidence:
         calls = [self.program.parent(r) for r in self.facts.references(function)]
         calls = [c for c in calls if isinstance(c, cst.Call)]
         if not calls:
-            return param.default is not None and self.already_global(param.default, seen)
+            return param.default is not None and self.already_global(param.default, seen, by_name)
         for call in calls:
             arg = parameter_argument(function, call, param)
             value = arg.value if arg is not None else param.default
-            if value is None or not self.already_global(value, seen):
+            if value is None or not self.already_global(value, seen, by_name):
                 return False
         return True
 

@@ -16,6 +16,7 @@ from autofix.analysis import ordering
 from autofix.analysis.contexts import Context, Contexts, index_of
 from autofix.analysis.dataflow import LOADER_DEFAULT_BATCH, LOADERS, PASSTHROUGH, DataFlow, Flow
 from autofix.analysis.facts import UNKNOWN_STRATEGY, Facts
+from autofix.analysis.steps import Steps
 from autofix.analysis.syntax import argument, nodes_in, parameter_argument
 from autofix.analysis.training import TrainingModel
 from autofix.codegen import add_keyword, fresh_name, scaled
@@ -225,9 +226,13 @@ class BatchPlanner:
     def _training_context(self, site: Site) -> tuple[Context | None, str | None]:
         """The context training happens in, or (None, reason) when it is reported only, or
         (None, None) when this site is not about training under a strategy at all."""
-        if self.evidence.batches_are_global:
+        # ``autofix migrate`` (Program.migration): the file trained on one device, so its batch
+        # is the per-replica batch whatever names, flags or comments say; only a batch made
+        # from the replica count is global.
+        per_replica = self.program.migration is not None
+        if self.evidence.batches_are_global and not per_replica:
             return None, None
-        if site.arg is not None and self.evidence.already_global(site.arg.value):
+        if site.arg is not None and self.evidence.already_global(site.arg.value, by_name=not per_replica):
             return None, None
         if site.flow is not None:
             sinks = [s.call for s in site.flow.sinks if s.kind in ("train", "step")]
@@ -364,6 +369,11 @@ class BatchPlanner:
                     plan.globals.append((value, target.value))
                     return None
                 others = [u for u in self.facts.uses(binding) if id(u) not in self._entry_uses]
+                if self.program.migration is not None:
+                    # Migrating: what a replica computes with the batch (a GAN's noise) means
+                    # the per-replica batch, as on the one device it was written for, and so
+                    # does the batch of data that is not trained on (evaluated on one device).
+                    others = [u for u in others if not self._per_replica_read(u)]
                 if others:
                     return self._plan_constant(binding, others, context, plan)
         elif not isinstance(value, (cst.Integer, cst.BinaryOperation, cst.UnaryOperation)):
@@ -377,6 +387,19 @@ class BatchPlanner:
             return why
         plan.scale.append(value)
         return None
+
+    def _per_replica_read(self, use: cst.CSTNode) -> bool:
+        """Migrating: a read of the batch that keeps its single-device (per-replica) meaning."""
+        if self.facts.values.enclosing_function(use) in Steps.of(self.program).functions:
+            return True
+        arg = self.program.parent(use)
+        call = self.program.parent(arg) if isinstance(arg, cst.Arg) else None
+        return (
+            isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value in ("batch", "padded_batch")
+            and not self.flows.flow(call).trains
+        )
 
     def _has_derived_global(self, site: Site) -> bool:
         value = site.arg.value if site.arg is not None else None
