@@ -38,6 +38,7 @@ from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias
 from autofix.rule import Example, Rule
 
 MESSAGE = "trains on one device: moved to tf.distribute.{cls}"
+BUILT_COMMENT = "# Built: its models are; under a strategy Keras 3 would build it by calling it, and it has no call()."
 
 
 class MigrateToStrategy(Rule):
@@ -108,8 +109,12 @@ class MigrateToStrategy(Rule):
         if isinstance(block, Refusal):
             raise NotFound(block.reason)
         taken = set(self.facts.names())
+        position = single.position(block)
         tf = module_alias(program, "tensorflow")
         imports: list[cst.BaseStatement] = []
+        if tf is not None and isinstance(block, cst.Module) and not _imported_before(program, tf, position):
+            # Imported only further down (a later notebook cell): imported here too.
+            imports.append(cst.parse_statement(f"import tensorflow as {tf}\n" if tf != "tensorflow" else "import tensorflow\n"))
         if tf is None:
             if "tf" in taken:
                 raise NotFound("the script does not import tensorflow, and the name tf is taken")
@@ -118,15 +123,36 @@ class MigrateToStrategy(Rule):
         strategy = fresh_name(taken, "strategy")
         made = cst.parse_statement(f"{strategy} = {tf}.distribute.{cls}()\n")
         inserts = _Inserts()
-        if imports:
-            module = program.module
-            last = max((i for i, s in enumerate(module.body) if _imports(s)), default=-1)
-            inserts.add(module, last + 1, imports)
         after_strategy: list[cst.BaseStatement] = [made]
+        if imports and isinstance(block, cst.Module):
+            after_strategy = [*imports, made]
+        elif imports:
+            # Before the function that makes the strategy: after the imports that precede it.
+            module = program.module
+            top = program.top_statement_in(block, module)
+            end = next(i for i, s in enumerate(module.body) if s is top)
+            last = max((i for i, s in enumerate(module.body[:end]) if _imports(s)), default=-1)
+            inserts.add(module, last + 1, imports)
         for step in single.custom_steps:
             self._plan_step(step, block, strategy, tf, taken, edits, inserts, after_strategy)
-        inserts.add(block, single.position(block), after_strategy)
+        for construction in single.unbuilt[0]:
+            self._mark_built(construction, inserts)
+        inserts.add(block, position, after_strategy)
         inserts.plan(edits)
+
+    def _mark_built(self, construction: cst.Call, inserts: "_Inserts") -> None:
+        """``gan = GAN(generator, discriminator)`` -> and ``gan.built = True`` after it (see
+        :attr:`SingleDevice.unbuilt`): the statement joins the model's scope block."""
+        program = self.program
+        statement = program.statement_of(construction)
+        home = program.block_of(statement) if statement is not None else None
+        name = self.facts.assigned_name(construction)
+        if home is None or name is None:
+            raise NotFound("the model is not made by a statement of its own")
+        comment = cst.EmptyLine(comment=cst.Comment(BUILT_COMMENT))
+        marked = cst.parse_statement(f"{name.value}.built = True\n").with_changes(leading_lines=[comment])
+        index = next(i for i, s in enumerate(home.body) if s is statement)
+        inserts.add(home, index + 1, [marked])
 
     def _plan_step(
         self, step: CustomStep, block, strategy: str, tf: str, taken: set[str], edits: BlockEdits, inserts: "_Inserts", after_strategy: list
@@ -176,6 +202,17 @@ def _anchor(single: SingleDevice) -> cst.CSTNode:
     if not sites:
         sites = list(single.updates)
     return min(sites, key=lambda n: single.program.position(n).start.line)
+
+
+def _imported_before(program, alias: str, index: int) -> bool:
+    """Whether ``import tensorflow as <alias>`` is a statement of the module before ``index``."""
+    for statement in program.module.body[:index]:
+        if _imports(statement) and any(
+            isinstance(s, cst.Import) and any(a.asname is not None and a.asname.name.value == alias or program.module.code_for_node(a.name) == alias for a in s.names)
+            for s in statement.body
+        ):
+            return True
+    return False
 
 
 def _imports(statement: cst.CSTNode) -> bool:

@@ -115,10 +115,15 @@ def _migrated(
     except AnalysisError as exc:
         return Analysis(migrating.refused(findings, f"the migrated code could not be checked ({exc})"), None, "it could not be checked")
     left = migrating.left_over(check.findings, options.unsafe_fixes)
+    rule = next(r for r in fixers if r.MIGRATION)
     if left:
-        rule = next(r for r in fixers if r.MIGRATION)
         why = f"the migrated code would still have {len(left)} finding{'s' if len(left) != 1 else ''}"
         found = migrating.refused(findings, why) + migrating.refusals(rule.CODE, rule.NAME, text, new_text, left)
+        return Analysis(found, None, why)
+    unscaled = migrating.unscaled(fixed) if fixed is not None else []
+    if unscaled:
+        why = "a batch of the migrated code is not shown to be the global batch"
+        found = migrating.refused(findings, why) + migrating.unscaled_refusals(rule.CODE, rule.NAME, text, new_text, unscaled)
         return Analysis(found, None, why)
     return Analysis(findings, new_text)
 

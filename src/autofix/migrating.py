@@ -15,7 +15,7 @@ import difflib
 import re
 from dataclasses import replace
 
-from autofix.analysis.migration import SingleDevice
+from autofix.analysis.migration import SingleDevice, unscaled_batches
 from autofix.analysis.program import Program
 from autofix.prefilter import NOT_TRAINING
 from autofix.results import Finding
@@ -35,10 +35,28 @@ def trains(program: Program) -> bool:
     return SingleDevice.of(program).trains
 
 
+def unscaled(program: Program) -> list[tuple[int, str]]:
+    """Where migrated code feeds training a batch not shown to be the global batch: (line,
+    why) for each."""
+    return [(program.line(r.node), r.reason) for r in unscaled_batches(program)]
+
+
 def left_over(findings: list[Finding], unsafe_fixes: bool) -> list[Finding]:
     """The findings of ``check`` on migrated code that stop the migration (suggestions and
     suppressed findings do not)."""
     return [f for f in findings if not f.suppressed and not (f.unsafe and not unsafe_fixes)]
+
+
+def unscaled_refusals(code: str, name: str, original: str, migrated: str, places: list[tuple[int, str]]) -> list[Finding]:
+    """One finding of the migration rule for each batch in migrated code that is not shown to
+    be global, at the line of the original it comes from."""
+    lines = LineMap(original, migrated)
+    found = []
+    for line, why in places:
+        at = lines.original(line)
+        why = re.sub(r"\b(lines?) (\d+)", lambda m: f"{m.group(1)} {lines.original(int(m.group(2)))}", why)
+        found.append(Finding(code, name, NOT_MIGRATED, at, 1, at, 1, False, f"no automatic fix: {why}"))
+    return found
 
 
 def refusals(code: str, name: str, original: str, migrated: str, left: list[Finding]) -> list[Finding]:

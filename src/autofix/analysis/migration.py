@@ -19,10 +19,11 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.facts import Facts
+from autofix.analysis.inputs import Inputs
 from autofix.analysis.program import Block, Program
 from autofix.analysis.steps import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
-from autofix.analysis.training import Site, TrainingModel
+from autofix.analysis.training import FIT_METHODS, Site, TrainingModel, batch_size_of
 from autofix.tf.symbols import IN_BATCH_OBJECTIVES, Kind
 
 
@@ -190,6 +191,7 @@ class SingleDevice(Derived):
         """Why the file cannot be migrated (empty when it can)."""
         found = list(self.analysed[1])
         found.extend(self._file_refusals())
+        found.extend(self.unbuilt[1])
         return found
 
     @property
@@ -276,6 +278,26 @@ class SingleDevice(Derived):
         device = self._device_placement(function)
         if device is not None:
             return device
+        return self._raw_variables(function)
+
+    def _raw_variables(self, function: cst.FunctionDef) -> Refusal | None:
+        """A step that trains ``tf.Variable`` objects it reads from outside (not Keras
+        layers): TFD001 moves Keras objects into the scope, not those, and made outside it
+        they are not mirrored."""
+        for reached in self.steps_analysis.reached(function):
+            for name in nodes_in(reached.body, cst.Name):
+                if self.program.access(name) is None:
+                    continue
+                for binding in self.facts.bindings(name) or ():
+                    value = self.facts.assigned_value(binding)
+                    if value is None or self.program.enclosing_function(binding) is reached:
+                        continue
+                    for call in nodes_in(value, cst.Call):
+                        if "tensorflow.Variable" in self.facts.names_of(call.func):
+                            return Refusal(call, (
+                                f"the step trains tf.Variable objects made outside it (line {self.program.line(call)}), "
+                                "not Keras layers: make them in strategy.scope() yourself (or use Keras layers), then migrate"
+                            ))
         return None
 
     def _is_loss(self, value: cst.BaseExpression) -> bool:
@@ -304,6 +326,24 @@ class SingleDevice(Derived):
 
     def _file_refusals(self) -> list[Refusal]:
         found = []
+        sites = {id(site.call) for site in self.training.sites}
+        for call, _owner in self.facts.calls:
+            func = call.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in FIT_METHODS
+                and id(call) not in sites
+                and not self.facts.is_module_reference(func.value)
+            ):
+                found.append(Refusal(call, (
+                    f"the model {func.attr.value}() trains on line {self.program.line(call)} is not one autofix "
+                    "can follow to where it is made"
+                )))
+            elif isinstance(func, cst.Attribute) and func.attr.value == "train_on_batch" and id(call) in sites:
+                found.append(Refusal(call, (
+                    f"train_on_batch (line {self.program.line(call)}) trains on the batch it is handed, which "
+                    "autofix cannot show to be the global batch"
+                )))
         for call, _owner in self.facts.calls:
             names = self.facts.names_of(call.func)
             if names & IN_BATCH_OBJECTIVES:
@@ -323,6 +363,78 @@ class SingleDevice(Derived):
                         + (" (a stateful RNN carries its state from one batch to the next, row by row)" if keyword == "stateful" else "")
                     )))
         return found
+
+    # --- models Keras 3 cannot build under a strategy -----------------------------------------
+
+    @cached_property
+    def unbuilt(self) -> tuple[list[cst.Call], list[Refusal]]:
+        """Models that ``fit`` trains, made from a class of this file that has its own
+        ``train_step`` but neither ``call`` nor ``build`` (a GAN or VAE wrapper around built
+        models), and that nothing builds: under a strategy Keras 3 builds a model before
+        ``fit`` by calling it, which such a model cannot do ("Unable to automatically build the
+        model", measured on Keras 3.15; on one device it is not asked). Marking it built is
+        right when every model it is given is built where it is made (a functional model, a
+        Sequential that starts with its input); otherwise the file is not migrated."""
+        marked: list[cst.Call] = []
+        refused: list[Refusal] = []
+        for site in self.fits:
+            for member in site.members:
+                cls = self.facts.local_definition(member.func)
+                if not isinstance(cls, cst.ClassDef) or cls not in self.facts.keras_classes:
+                    continue
+                methods = _methods(self.facts, cls)
+                if "train_step" not in methods or "call" in methods or "build" in methods or "__init__" not in methods:
+                    continue  # (without an __init__ of its own it is made as keras.Model is: functional)
+                if member in marked or self._built_later(member):
+                    continue
+                given = [m for arg in member.args for m in self.training.makers(arg.value) if self.training.is_model_maker(m)]
+                unbuilt = [m for m in given if not self._built_where_made(m)]
+                if unbuilt or not given or self.facts.assigned_name(member) is None:
+                    refused.append(Refusal(member, (
+                        f"{cls.name.value} has a train_step but no call(): under a strategy Keras 3 builds it before fit "
+                        "by calling it, which fails, and the models it is given are not known to be built; build it "
+                        "yourself (or give it a call()), then migrate"
+                    )))
+                    continue
+                marked.append(member)
+        return marked, refused
+
+    def _built_later(self, construction: cst.Call) -> bool:
+        """Whether the script builds the object itself (``model.build(...)``, ``model(x)``)."""
+        name = self.facts.assigned_name(construction)
+        if name is None:
+            return False
+        for use in self.facts.uses(name):
+            parent = self.program.parent(use)
+            if isinstance(parent, cst.Call) and parent.func is use:
+                return True
+            if isinstance(parent, cst.Attribute) and parent.attr.value in ("build", "built"):
+                return True
+        return False
+
+    def _built_where_made(self, call: cst.Call, depth: int = 0) -> bool:
+        """A functional model (``keras.Model(inputs, outputs)``), or a Sequential whose first
+        layer is its input (``keras.Input``, ``InputLayer``, ``input_shape=``); or what a local
+        factory returns, when that is."""
+        kind = self.facts.call_kind(call)
+        if isinstance(kind, cst.FunctionDef) and depth < 4:
+            made = [o.node for o in self.facts.values.returned(kind, call) if o.whole]
+            return bool(made) and all(isinstance(m, cst.Call) and self._built_where_made(m, depth + 1) for m in made)
+        names = self.facts.names_of(call.func)
+        if any(n.endswith(("keras.Model", "keras.models.Model")) for n in names):
+            return len(call.args) >= 2 or argument_value(call, "inputs") is not None
+        if not any(n.endswith("Sequential") for n in names):
+            return False
+        layers = argument_value(call, "layers", 0)
+        if not isinstance(layers, (cst.List, cst.Tuple)) or not layers.elements:
+            return False
+        first = layers.elements[0].value
+        if not isinstance(first, cst.Call):
+            return False
+        first_names = self.facts.names_of(first.func)
+        return any(n.endswith(("Input", "InputLayer")) for n in first_names) or any(
+            a.keyword is not None and a.keyword.value in ("input_shape", "input_dim", "batch_input_shape") for a in first.args
+        )
 
     # --- where the strategy goes ---------------------------------------------------------------
 
@@ -417,6 +529,101 @@ class SingleDevice(Derived):
 
     def _seeds(self, statement: cst.CSTNode) -> bool:
         return any(self.facts.names_of(call.func) & SEEDS for call in nodes_in(statement, cst.Call))
+
+
+def _methods(facts: Facts, cls: cst.ClassDef) -> set[str]:
+    """The methods a class of this file defines, with those of its bases in this file."""
+    found: set[str] = set()
+    seen: set[int] = set()
+    pending = [cls]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        body = current.body.body if isinstance(current.body, cst.IndentedBlock) else ()
+        found.update(s.name.value for s in body if isinstance(s, cst.FunctionDef))
+        pending.extend(b for b in (facts.local_definition(base.value) for base in current.bases) if isinstance(b, cst.ClassDef))
+    return found
+
+
+def unscaled_batches(program: Program) -> list[Refusal]:
+    """In migrated code: every place training is fed whose batch is not shown to be the global
+    batch (made from ``num_replicas_in_sync``). A migration is only right when every batch is
+    N x the original's; what a rule could not see (a batch made in a helper, arrays whose batch
+    Keras picks) is caught here rather than trained wrong."""
+    facts = Facts.of(program)
+    found = []
+    for site in TrainingModel.of(program).sites:
+        if site.kind != "fit":
+            continue
+        call = site.call
+        x = argument_value(call, "x", 0)
+        batch = batch_size_of(program, x) if x is not None else None
+        given = argument_value(call, "batch_size")
+        if batch is None and given is not None:
+            batch = given
+        if batch is None or not _counts_replicas(facts, batch):
+            found.append(Refusal(call, (
+                f"the batch fit trains on (line {program.line(call)}) could not be shown to be the global batch "
+                f"(N x the original's)"
+            )))
+    inputs = Inputs.of(program)
+    for run in Steps.of(program).runs:
+        kinds = {o.kind for argument in _run_arguments(run) for o in inputs.origins(argument)}
+        if "distributed" not in kinds or kinds & {"dataset", "array", "shard"}:
+            found.append(Refusal(run, (
+                f"the step run on line {program.line(run)} is not shown to be fed distributed batches (each "
+                "replica its share of the global batch)"
+            )))
+    for call, _owner in facts.calls:
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "experimental_distribute_dataset" and call.args:
+            batches = _batches_of(program, call.args[0].value)
+            if not batches or not all(_counts_replicas(facts, b) for b in batches):
+                found.append(Refusal(call, (
+                    f"the batch of the dataset distributed on line {program.line(call)} could not be shown to be the "
+                    "global batch (N x the original's)"
+                )))
+    return found
+
+
+def _run_arguments(run: cst.Call) -> list[cst.BaseExpression]:
+    value = argument_value(run, "args", 1)
+    if isinstance(value, (cst.Tuple, cst.List)):
+        return [e.value for e in value.elements]
+    return [value] if value is not None else []
+
+
+def _batches_of(program: Program, dataset: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """What ``dataset`` is batched with, where it is made (through a parameter: every dataset
+    the calls of its function pass); empty when one of them is not known."""
+    batch = batch_size_of(program, dataset)
+    if batch is not None:
+        return [batch]
+    facts = Facts.of(program)
+    found = []
+    for origin in facts.values.origins(dataset):
+        made = batch_size_of(program, origin.node) if origin.whole and isinstance(origin.node, cst.BaseExpression) else None
+        if made is None:
+            return []
+        found.append(made)
+    return found
+
+
+def _counts_replicas(facts: Facts, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """Whether ``expr`` is made from ``num_replicas_in_sync`` (through the names it reads)."""
+    if depth > 6:
+        return False
+    for node in nodes_in(expr, (cst.Attribute, cst.Name)):
+        if isinstance(node, cst.Attribute) and node.attr.value == "num_replicas_in_sync":
+            return True
+        if isinstance(node, cst.Name) and facts.program.access(node) is not None:
+            for binding in facts.bindings(node) or ():
+                value = facts.assigned_value(binding)
+                if value is not None and _counts_replicas(facts, value, depth + 1):
+                    return True
+    return False
 
 
 def _arity(ret: cst.Return) -> int:
