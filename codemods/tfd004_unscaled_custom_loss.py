@@ -488,7 +488,7 @@ def _tape_block(facts, program, tape: cst.BaseExpression) -> cst.IndentedBlock |
     """The body of the ``with tf.GradientTape() as tape:`` that makes ``tape``."""
     if not isinstance(tape, cst.Name):
         return None
-    bindings = facts.bindings(tape) or []
+    bindings = facts.reaching_bindings(tape) or []
     if len(bindings) != 1:
         return None
     holder = program.parent(program.parent(bindings[0]))
