@@ -88,8 +88,8 @@ def refusals(code: str, name: str, original: str, migrated: str, left: list[Find
 
 
 def refused(findings: list[Finding], why: str) -> list[Finding]:
-    """The first pass's findings, none of them fixed."""
-    return [replace(f, fixable=False, reason=f"not migrated: {why}") if f.fixable else f for f in findings]
+    """The first pass's findings, none of them fixed (the migration's says so)."""
+    return [replace(f, message=NOT_MIGRATED, fixable=False, reason=f"no automatic fix: {why}") if f.fixable else f for f in findings]
 
 
 class LineMap:

@@ -270,7 +270,7 @@ class SingleDevice(Derived):
             for ret in returns:
                 values = [e.value for e in ret.value.elements] if isinstance(ret.value, cst.Tuple) else [ret.value]  # type: ignore[union-attr]
                 for value in values:
-                    if not self._is_loss(value):
+                    if not self._is_loss(value, function):
                         return Refusal(value, (
                             f"{name}() returns {_short(self.program, value)} (line {self.program.line(value)}), which is not "
                             "the loss it differentiates: how to combine it over the replicas is not known"
@@ -300,17 +300,29 @@ class SingleDevice(Derived):
                             ))
         return None
 
-    def _is_loss(self, value: cst.BaseExpression) -> bool:
-        """Whether ``value`` is (a term of) what the step differentiates: a name whose value
-        is used to compute the differentiated loss."""
-        if not isinstance(value, cst.Name):
+    def _is_loss(self, value: cst.BaseExpression, step: cst.FunctionDef | None = None) -> bool:
+        """Whether ``value`` is what the step differentiates, or a term of it: a name whose
+        binding reaching here is passed on the way back from a differentiated value to its
+        terms (``loss``, ``kl_loss`` of ``loss = reconstruction + kl_loss``), not a value the
+        loss is merely computed from (predictions)."""
+        if not isinstance(value, cst.Name) or step is None:
             return False
-        for binding in self.facts.bindings(value) or ():
-            if not isinstance(binding, cst.Name):
-                return False
-            if not any(self.steps_analysis.feeds_gradient(use) is not None for use in self.facts.uses(binding)):
-                return False
-        return bool(self.facts.bindings(value))
+        bindings = self.facts.reaching_bindings(value) or []
+        return bool(bindings) and all(id(b) in self._loss_bindings(step) for b in bindings)
+
+    def _loss_bindings(self, step: cst.FunctionDef) -> set[int]:
+        from autofix.analysis.losses import loss_terms_of
+
+        found: set[int] = set()
+        for call in self.steps_analysis.calls(step):
+            target = self.steps_analysis.differentiated(call)
+            if target is None:
+                continue
+            for term in loss_terms_of(self.steps_analysis, target):
+                found.update(id(b) for b in term.bindings)
+            if isinstance(target, cst.Name):
+                found.update(id(b) for b in self.facts.reaching_bindings(target) or ())
+        return found
 
     def _device_placement(self, function: cst.FunctionDef) -> Refusal | None:
         """A step that places parts of its work on devices itself (``with tf.device(...)``
@@ -388,16 +400,32 @@ class SingleDevice(Derived):
                 if member in marked or self._built_later(member):
                     continue
                 given = [m for arg in member.args for m in self.training.makers(arg.value) if self.training.is_model_maker(m)]
-                unbuilt = [m for m in given if not self._built_where_made(m)]
+                unbuilt = [m for m in given if not self._built_where_made(m)] + self._own_layers(cls)
                 if unbuilt or not given or self.facts.assigned_name(member) is None:
                     refused.append(Refusal(member, (
                         f"{cls.name.value} has a train_step but no call(): under a strategy Keras 3 builds it before fit "
-                        "by calling it, which fails, and the models it is given are not known to be built; build it "
+                        "by calling it, which fails, and not every model and layer it holds is known to be built; build it "
                         "yourself (or give it a call()), then migrate"
                     )))
                     continue
                 marked.append(member)
         return marked, refused
+
+    def _own_layers(self, cls: cst.ClassDef) -> list[cst.Call]:
+        """Layers the class makes for itself (``self.sampler = Sampler()`` in ``__init__``):
+        built only when called, so marking the model built would not build them."""
+        found = []
+        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+        for method in body:
+            if not isinstance(method, cst.FunctionDef):
+                continue
+            for call in nodes_in(method.body, cst.Call):
+                kind = self.facts.call_kind(call)
+                local = self.facts.local_definition(call.func)
+                if kind in (Kind.LAYER, Kind.MODEL) or isinstance(local, cst.ClassDef) and local in self.facts.keras_classes:
+                    if not self._built_where_made(call):
+                        found.append(call)
+        return found
 
     def _built_later(self, construction: cst.Call) -> bool:
         """Whether the script builds the object itself (``model.build(...)``, ``model(x)``)."""
@@ -559,11 +587,11 @@ def unscaled_batches(program: Program) -> list[Refusal]:
             continue
         call = site.call
         x = argument_value(call, "x", 0)
-        batch = batch_size_of(program, x) if x is not None else None
+        batches = _batches_of(program, x) if x is not None else []
         given = argument_value(call, "batch_size")
-        if batch is None and given is not None:
-            batch = given
-        if batch is None or not _counts_replicas(facts, batch):
+        if not batches and given is not None:
+            batches = [given]
+        if not batches or not all(_counts_replicas(facts, b) for b in batches):
             found.append(Refusal(call, (
                 f"the batch fit trains on (line {program.line(call)}) could not be shown to be the global batch "
                 f"(N x the original's)"
@@ -595,34 +623,52 @@ def _run_arguments(run: cst.Call) -> list[cst.BaseExpression]:
     return [value] if value is not None else []
 
 
-def _batches_of(program: Program, dataset: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """What ``dataset`` is batched with, where it is made (through a parameter: every dataset
-    the calls of its function pass); empty when one of them is not known."""
+def _batches_of(program: Program, dataset: cst.BaseExpression, depth: int = 0) -> list[cst.BaseExpression]:
+    """What ``dataset`` is batched with, where it is made: through names, parameters (every
+    dataset the calls of its function pass) and what local functions return; empty when one
+    of them is not known."""
     batch = batch_size_of(program, dataset)
     if batch is not None:
         return [batch]
+    if depth > 6:
+        return []
     facts = Facts.of(program)
-    found = []
-    for origin in facts.values.origins(dataset):
-        made = batch_size_of(program, origin.node) if origin.whole and isinstance(origin.node, cst.BaseExpression) else None
-        if made is None:
+    found: list[cst.BaseExpression] = []
+    origins = facts.values.origins(dataset)
+    if not origins:
+        return []
+    for origin in origins:
+        node = origin.node
+        if not origin.whole or not isinstance(node, cst.BaseExpression) or node is dataset:
             return []
-        found.append(made)
+        made = batch_size_of(program, node)
+        if made is not None:
+            found.append(made)
+            continue
+        function = facts.call_kind(node) if isinstance(node, cst.Call) else None
+        if not isinstance(function, cst.FunctionDef):
+            return []
+        returned = [o.node for o in facts.values.returned(function, node) if o.whole]
+        inner = [b for value in returned if isinstance(value, cst.BaseExpression) for b in _batches_of(program, value, depth + 1)]
+        if not returned or not inner:
+            return []
+        found.extend(inner)
     return found
 
 
 def _counts_replicas(facts: Facts, expr: cst.BaseExpression, depth: int = 0) -> bool:
-    """Whether ``expr`` is made from ``num_replicas_in_sync`` (through the names it reads)."""
+    """Whether ``expr`` is made from ``num_replicas_in_sync``: on every path its names take
+    (assignments, and for a parameter what the calls of its function pass)."""
     if depth > 6:
         return False
-    for node in nodes_in(expr, (cst.Attribute, cst.Name)):
-        if isinstance(node, cst.Attribute) and node.attr.value == "num_replicas_in_sync":
+    if any(isinstance(a, cst.Attribute) and a.attr.value == "num_replicas_in_sync" for a in nodes_in(expr, cst.Attribute)):
+        return True
+    for name in nodes_in(expr, cst.Name):
+        if facts.program.access(name) is None:
+            continue
+        origins = facts.values.origins(name)
+        if origins and all(o.whole and isinstance(o.node, cst.BaseExpression) and o.node is not name and _counts_replicas(facts, o.node, depth + 1) for o in origins):
             return True
-        if isinstance(node, cst.Name) and facts.program.access(node) is not None:
-            for binding in facts.bindings(node) or ():
-                value = facts.assigned_value(binding)
-                if value is not None and _counts_replicas(facts, value, depth + 1):
-                    return True
     return False
 
 
