@@ -53,7 +53,9 @@ Not fixed (reported, or left alone):
   averaged by the caller with ``ReduceOp.MEAN``, when its loss cannot be scaled at the tape
   instead (a term that is not a per-replica mean, a value also added up with
   ``ReduceOp.SUM``, a gradient not taken by a ``GradientTape`` made in a ``with`` block);
-- a loss object also used outside custom steps (``compile``, evaluation);
+- a loss object also used outside custom steps (``compile``, evaluation) that is not a
+  default-reduction object bound once to a name (such a one is kept for those uses, and the
+  steps get one of their own, ``<name>_per_example = Loss(..., reduction="none")``);
 - a default-reduction loss whose predictions may carry a Keras mask (the default reduction
   averages over unmasked entries only), or a loss object made elsewhere, or a ``Loss``
   subclass (its reduction is its own).
@@ -173,6 +175,8 @@ class UnscaledCustomLoss(Rule):
         self.reconstructed: set[int] = set()
         # Names given to replicas' shares of losses in this run.
         self.reserved: set[str] = set()
+        # Loss objects given a twin with reduction="none" for the steps (by construction).
+        self.twins: dict[int, str] = {}
         # Each differentiated value (by its gradient call), with the steps that reach it and
         # its terms.
         losses: dict[cst.Call, tuple[list[cst.FunctionDef], list[Term]]] = {}
@@ -362,10 +366,13 @@ class UnscaledCustomLoss(Rule):
                 return "the loss object is not made in this file (or is a Loss subclass with its own reduction)"
             for use in object_uses(self.facts, self.callables, call.func):
                 if program.enclosing_function(use) not in self.steps.functions:
-                    return (
+                    why = (
                         f"{program.module.code_for_node(call.func)} is also used outside the training step (line "
                         f"{program.line(use)}); changing its reduction would change that use too"
                     )
+                    if finding.kind != "default" or not self._twin_possible(call, construction):
+                        return why
+                    finding.twin = True
             source = mask_source(self.facts, call)
             if source is not None:
                 return (
@@ -419,15 +426,61 @@ class UnscaledCustomLoss(Rule):
             edits.replace(node, lambda _n: _parsed(f"{code} / {replicas}", _needs_parens(program, node)))
             return
         call = finding.paths[0].loss_call
-        self._make_none(call, edits)
+        if finding.twin:
+            twin = self._make_twin(call, edits)
+            edits.replace(call.func, lambda _n: cst.Name(twin))
+        else:
+            self._make_none(call, edits)
         if node is not call:  # ``tf.reduce_mean(loss(...))``: only the division may be missing
             if finding.kind == "default":
                 code = program.module.code_for_node(node)
                 edits.replace(node, lambda _n: _parsed(f"{code} / {replicas}", _needs_parens(program, node)))
             return
-        code = program.module.code_for_node(call)
         suffix = f" / {replicas}" if finding.kind == "default" else ""
-        edits.replace(call, lambda _n: _parsed(f"{self.tf}.reduce_mean({code}){suffix}", bool(suffix) and _needs_parens(program, call)))
+        parens = bool(suffix) and _needs_parens(program, call)
+        # (Written from the call as edited so far: its loss object may be the steps' own now.)
+        edits.replace(call, lambda n: _parsed(f"{self.tf}.reduce_mean({program.module.code_for_node(n)}){suffix}", parens))
+
+    def _twin_possible(self, call: cst.Call, construction: cst.Call) -> bool:
+        """Whether the step can get a loss object of its own (``reduction="none"``) made right
+        after the shared one: it is a plain name bound once, by a statement of its own, and
+        every use in a step names it (evaluation keeps the original)."""
+        func = call.func
+        if not isinstance(func, cst.Name):
+            return False
+        bindings = self.facts.bindings(func) or []
+        statement = self.program.statement_of(construction)
+        return (
+            len(bindings) == 1
+            and isinstance(statement, cst.SimpleStatementLine)
+            and len(statement.body) == 1
+            and self.program.block_of(statement) is not None
+            and self.facts.assigned_value(bindings[0]) is construction
+        )
+
+    def _make_twin(self, call: cst.Call, edits: BlockEdits) -> str:
+        """``loss_object = Loss(...)`` shared with evaluation: ``loss_object_per_example =
+        Loss(..., reduction="none")`` made after it, for the steps (once per file)."""
+        construction = loss_object(self.facts, self.callables, call.func)
+        assert construction is not None and isinstance(call.func, cst.Name)
+        name = self.twins.get(id(construction))
+        if name is not None:
+            return name
+        taken = self.facts.names() | self.reserved
+        name = fresh_name(taken, f"{call.func.value}_per_example")
+        self.reserved.add(name)
+        self.twins[id(construction)] = name
+        statement = self.program.statement_of(construction)
+        block = self.program.block_of(statement)  # type: ignore[arg-type]
+        made = cst.parse_statement(f"{name} = {self.program.module.code_for_node(with_reduction_none(construction))}\n")
+
+        def insert(body, statement=statement, made=made):
+            body = list(body)
+            index = next(i for i, s in enumerate(body) if s is statement or s.deep_equals(statement))
+            return body[: index + 1] + [made] + body[index + 1 :]
+
+        edits.add(block, insert)  # type: ignore[arg-type]
+        return name
 
     def _make_none(self, call: cst.Call, edits: BlockEdits) -> None:
         construction = loss_object(self.facts, self.callables, call.func)
@@ -468,6 +521,9 @@ class _Finding:
         self.why: str | None = None
         # Fixed where its loss is differentiated (see ``_at_the_tape``), not where it is made.
         self.at_tape = False
+        # A default-reduction loss object also used outside the steps: the steps get one of
+        # their own (``reduction="none"``), the other uses keep it.
+        self.twin = False
         # "mean", "regularization", "default" or "twice".
         self.kind: str | None = None
 
