@@ -84,7 +84,10 @@ def _callback_class(module: Any) -> type:
         def on_train_batch_begin(self, batch, logs=None):
             if snapshot.active() and self.record.steps == 0:
                 model = self.model
-                snapshot.applied(getattr(model, "optimizer", None), list(model.trainable_weights))
+                # The optimizers are those that apply gradients in the step (the hooks on
+                # apply_gradients and apply say which): a train_step of its own may leave the
+                # one compile made unused, and Keras builds it only under a strategy.
+                snapshot.applied(None, list(model.trainable_weights))
                 snapshot.transplant(list(model.trainable_weights))
 
         def on_train_batch_end(self, batch, logs=None):
