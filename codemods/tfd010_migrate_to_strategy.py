@@ -38,6 +38,8 @@ from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias
 from autofix.rule import Example, Rule
 
 MESSAGE = "trains on one device: moved to tf.distribute.{cls}"
+# What Keras batches arrays by when fit is not told.
+KERAS_DEFAULT_BATCH = 32
 BUILT_COMMENT = "# Built: its models are; under a strategy Keras 3 would build it by calling it, and it has no call()."
 
 
@@ -137,6 +139,8 @@ class MigrateToStrategy(Rule):
             self._plan_step(step, block, strategy, tf, taken, edits, inserts, after_strategy)
         for construction in single.unbuilt[0]:
             self._mark_built(construction, inserts)
+        for call in single.default_batches:
+            edits.replace(call, _with_default_batch)
         inserts.add(block, position, after_strategy)
         inserts.plan(edits)
 
@@ -202,6 +206,22 @@ def _anchor(single: SingleDevice) -> cst.CSTNode:
     if not sites:
         sites = list(single.updates)
     return min(sites, key=lambda n: single.program.position(n).start.line)
+
+
+def _with_default_batch(call: cst.Call) -> cst.Call:
+    """``fit(x, y, ...)`` on arrays -> ``fit(x, y, ..., batch_size=32)``: Keras's default,
+    written out so that it can be kept as each replica's batch."""
+    arg = cst.Arg(keyword=cst.Name("batch_size"), value=cst.Integer(str(KERAS_DEFAULT_BATCH)), equal=cst.AssignEqual(
+        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+    ))
+    args = list(call.args)
+    if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    elif args:
+        # A trailing comma: the new argument goes after it, as the others are laid out.
+        arg = arg.with_changes(comma=args[-1].comma)
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return call.with_changes(args=[*args, arg])
 
 
 def _imported_before(program, alias: str, index: int) -> bool:

@@ -376,6 +376,55 @@ class SingleDevice(Derived):
                     )))
         return found
 
+    # --- fit on arrays with Keras's default batch ---------------------------------------------
+
+    @cached_property
+    def default_batches(self) -> list[cst.Call]:
+        """``fit`` calls on in-memory arrays that leave the batch to Keras (32): the migration
+        writes it out, so that it is kept as each replica's batch and the global batch is made
+        from it (Keras 3 with ``steps_per_epoch`` alone splits the arrays instead: left as is)."""
+        found = []
+        for site in self.fits:
+            call = site.call
+            if not isinstance(call.func, cst.Attribute) or call.func.attr.value != "fit":
+                continue
+            x = argument_value(call, "x", 0)
+            if x is None or argument_value(call, "batch_size") is not None or argument_value(call, "steps_per_epoch") is not None:
+                continue
+            if any(a.star for a in call.args) or not self._array_like(x):
+                continue
+            found.append(call)
+        return found
+
+    def _array_like(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """An in-memory array: made by NumPy or a ``keras.datasets`` loader (followed through
+        names, tuple items, arithmetic, subscripts and array methods)."""
+        if depth > 8:
+            return False
+        if isinstance(expr, cst.Call):
+            names = self.facts.names_of(expr.func)
+            if any(n.startswith(("numpy.", "keras.datasets.")) or n == "keras.utils.to_categorical" for n in names):
+                return True
+            if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("astype", "reshape", "copy", "squeeze"):
+                return self._array_like(expr.func.value, depth + 1)
+            if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "load_data":
+                # ``mnist = tf.keras.datasets.mnist; mnist.load_data()``
+                receivers = [o.node for o in self.facts.values.origins(expr.func.value) if o.whole]
+                return bool(receivers) and all(
+                    any(n.startswith("keras.datasets.") for n in self.facts.names_of(r)) for r in receivers if isinstance(r, cst.BaseExpression)
+                )
+            return False
+        if isinstance(expr, cst.BinaryOperation):
+            return self._array_like(expr.left, depth + 1) or self._array_like(expr.right, depth + 1)
+        if isinstance(expr, cst.Subscript):
+            return self._array_like(expr.value, depth + 1)
+        if isinstance(expr, cst.Name):
+            origins = self.facts.values.origins(expr)
+            return bool(origins) and all(
+                isinstance(o.node, cst.BaseExpression) and o.node is not expr and self._array_like(o.node, depth + 1) for o in origins
+            )
+        return False
+
     # --- models Keras 3 cannot build under a strategy -----------------------------------------
 
     @cached_property
