@@ -67,9 +67,10 @@ class MigrateToStrategy(Rule):
                 "\n"
                 "BATCH_SIZE = 64\n"
                 "(x, y), _ = tf.keras.datasets.mnist.load_data()\n"
-                "dataset = tf.data.Dataset.from_tensor_slices((x / 255.0, y)).batch(BATCH_SIZE)\n"
-                "model = tf.keras.Sequential([tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)])\n"
-                'model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n'
+                "dataset = tf.data.Dataset.from_tensor_slices((x / 255.0, y)).batch(BATCH_SIZE * strategy.num_replicas_in_sync)\n"
+                "with strategy.scope():\n"
+                "    model = tf.keras.Sequential([tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)])\n"
+                '    model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n'
                 "model.fit(dataset, epochs=3)\n"
             ),
         ),
