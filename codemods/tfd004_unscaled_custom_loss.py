@@ -204,6 +204,9 @@ class UnscaledCustomLoss(Rule):
                 continue
             if finding.why is not None:
                 self.report(finding.node, finding.message, finding.why)
+            elif finding.at_tape and finding.kind == "default":
+                # Its mean (reduction="none") is the replica's; the tape takes the share.
+                self.fix(finding.node, finding.message, lambda edits, f=finding: self._plan(f, edits, at_tape=True))
             elif finding.at_tape:
                 self.report(finding.node, finding.message)
             else:
@@ -297,7 +300,7 @@ class UnscaledCustomLoss(Rule):
         candidates: dict[cst.Call, BlockEdits] = {}
         for gradient, (roots, terms) in losses.items():
             mine = [f for f in findings.values() if gradient in f.losses and f.message is not None]
-            if not mine or all(f.why is None for f in mine) or self.tf is None:
+            if not mine or all(f.why is None and not f.logged for f in mine) or self.tf is None:
                 continue
             if not all(_per_replica(t) for t in terms) or not any(t.kind != "constant" for t in terms):
                 continue
@@ -380,7 +383,11 @@ class UnscaledCustomLoss(Rule):
                     "the default reduction averages over the unmasked entries only, reduction='none' does not"
                 )
         if finding.kind == "default":
-            return None  # the same value as Keras >= 3.8 computes: its uses see no change
+            # The same value as Keras >= 3.8 computes: its uses see no change there. A use
+            # that shows it (a metric, a log) prefers the loss scaled at the tape, which keeps
+            # the value it had on one device (see _at_the_tape).
+            finding.logged = call is not None and unaccounted_use(self.steps, call) is not None
+            return None
         use = unaccounted_use(self.steps, finding.node if finding.kind != "twice" else finding.paths[0].loss_call)
         if use is None:
             return None
@@ -413,10 +420,11 @@ class UnscaledCustomLoss(Rule):
 
     # --- the fix -------------------------------------------------------------------------------
 
-    def _plan(self, finding: "_Finding", edits: BlockEdits) -> None:
+    def _plan(self, finding: "_Finding", edits: BlockEdits, at_tape: bool = False) -> None:
         program = self.program
         node = finding.node
-        replicas = self._replica_count(node, finding.roots)
+        # Scaled at the tape: the term is only made the replica's mean.
+        replicas = None if at_tape else self._replica_count(node, finding.roots)
         if finding.kind == "regularization":
             code = program.module.code_for_node(node)
             edits.replace(node, lambda _n: _parsed(f"{self.tf}.nn.scale_regularization_loss({code})", False))
@@ -432,11 +440,11 @@ class UnscaledCustomLoss(Rule):
         else:
             self._make_none(call, edits)
         if node is not call:  # ``tf.reduce_mean(loss(...))``: only the division may be missing
-            if finding.kind == "default":
+            if finding.kind == "default" and replicas is not None:
                 code = program.module.code_for_node(node)
                 edits.replace(node, lambda _n: _parsed(f"{code} / {replicas}", _needs_parens(program, node)))
             return
-        suffix = f" / {replicas}" if finding.kind == "default" else ""
+        suffix = f" / {replicas}" if finding.kind == "default" and replicas is not None else ""
         parens = bool(suffix) and _needs_parens(program, call)
         # (Written from the call as edited so far: its loss object may be the steps' own now.)
         edits.replace(call, lambda n: _parsed(f"{self.tf}.reduce_mean({program.module.code_for_node(n)}){suffix}", parens))
@@ -524,17 +532,22 @@ class _Finding:
         # A default-reduction loss object also used outside the steps: the steps get one of
         # their own (``reduction="none"``), the other uses keep it.
         self.twin = False
+        # A default-reduction loss whose value is also shown (a metric, a log).
+        self.logged = False
         # "mean", "regularization", "default" or "twice".
         self.kind: str | None = None
 
 
 def _per_replica(term: Term) -> bool:
-    """A term that is each replica's own (unscaled) mean: a per-replica mean of everything,
+    """A term that is each replica's own (unscaled) mean: a per-replica mean of everything
+    (or a default-reduction loss object's, once it is made ``reduction="none"`` and averaged),
     the summed regularization, or a constant weight."""
     if term.scaling or term.bypassed:
         return False
     if term.kind == "mean":
         return term.detail is None
+    if term.kind == "loss":
+        return term.detail == "default"
     if term.kind == "regularization":
         return isinstance(term.node, cst.Call)
     return term.kind == "constant"
