@@ -33,6 +33,8 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.analysis.migration import KINDS, CustomStep, Refusal, SingleDevice
+from autofix.analysis.migration_models import ModelPrep
+from autofix.analysis.placement import Placement
 from autofix.analysis.multiworker import MultiWorker
 from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias
 from autofix.rule import Example, Rule
@@ -94,7 +96,7 @@ class MigrateToStrategy(Rule):
         kind = KINDS[self.program.migration]  # type: ignore[index]
         anchor = _anchor(single)
         message = MESSAGE.format(cls=kind.cls)
-        refusals = single.refusals
+        refusals = single.refusals + ModelPrep.of(self.program).unbuilt[1]
         if kind.keras3_fit_fails and single.fits and MultiWorker.of(self.program).keras.keras3:
             refusals.append(Refusal(single.fits[0].call, (
                 f"Keras 3 fit cannot train under {kind.cls} with several workers (keras-team/keras#20585): "
@@ -108,11 +110,13 @@ class MigrateToStrategy(Rule):
 
     def _plan(self, single: SingleDevice, cls: str, edits: BlockEdits) -> None:
         program = self.program
-        block = single.training_block()
+        place = Placement.of(program)
+        prep = ModelPrep.of(program)
+        block = place.training_block()
         if isinstance(block, Refusal):
             raise NotFound(block.reason)
         taken = set(self.facts.names())
-        position = single.position(block)
+        position = place.position(block)
         tf = module_alias(program, "tensorflow")
         imports: list[cst.BaseStatement] = []
         if tf is not None and isinstance(block, cst.Module) and not _imported_before(program, tf, position):
@@ -138,16 +142,16 @@ class MigrateToStrategy(Rule):
             inserts.add(module, last + 1, imports)
         for step in single.custom_steps:
             self._plan_step(step, block, strategy, tf, taken, edits, inserts, after_strategy)
-        for construction in single.unbuilt[0]:
+        for construction in prep.unbuilt[0]:
             self._mark_built(construction, inserts)
-        for call in single.default_batches:
+        for call in prep.default_batches:
             edits.replace(call, _with_default_batch)
         inserts.add(block, position, after_strategy)
         inserts.plan(edits)
 
     def _mark_built(self, construction: cst.Call, inserts: "_Inserts") -> None:
         """``gan = GAN(generator, discriminator)`` -> and ``gan.built = True`` after it (see
-        :attr:`SingleDevice.unbuilt`): the statement joins the model's scope block."""
+        :attr:`ModelPrep.unbuilt`): the statement joins the model's scope block."""
         program = self.program
         statement = program.statement_of(construction)
         home = program.block_of(statement) if statement is not None else None

@@ -15,9 +15,10 @@ import difflib
 import re
 from dataclasses import replace
 
-from autofix.analysis.migration import SingleDevice, unscaled_batches
+from autofix.analysis.migrated import unscaled_batches
+from autofix.analysis.migration import SingleDevice
 from autofix.analysis.program import Program
-from autofix.prefilter import NOT_TRAINING
+from autofix.prefilter import NOT_TRAINING  # noqa: F401  (the engine names it through this module)
 from autofix.results import Finding
 
 # The rules settle in at most this many passes after the first (measured on the corpus: two).
