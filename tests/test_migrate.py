@@ -263,3 +263,22 @@ def proven():
 def test_each_migration_makes_the_same_first_update_as_its_original(proven, case):
     report = proven[case]
     assert report.compare.status == "equivalent", report.compare.message
+
+
+def test_migrate_interactively_asks_once_per_file(repo):
+    result = CliRunner().invoke(main, ["migrate", "--no-cache", "-i", "custom_loop.py"], input="y\n", catch_exceptions=False)
+    assert result.exit_code == 0
+    assert "Apply this fix?" in result.stdout
+    assert (repo / "custom_loop.py").read_text() == read(FIXTURES / "tfd010" / "custom_loop.fixed.py")
+
+
+@pytest.mark.tf
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
+def test_migrate_smoke_proves_what_it_shows_and_what_it_writes(repo):
+    shown = run("migrate", "--no-cache", "--smoke", "custom_loop.py")
+    assert shown.exit_code == 1  # (a migration to show)
+    assert "custom_loop.py: equivalent: on 2 replicas" in shown.stderr
+    assert (repo / "custom_loop.py").read_text() == read(FIXTURES / "tfd010" / "custom_loop.py")
+    written = run("migrate", "--no-cache", "--smoke", "--write", "custom_loop.py")
+    assert written.exit_code == 0
+    assert "custom_loop.py: equivalent: on 2 replicas" in written.stderr
