@@ -364,8 +364,10 @@ def process_notebook(text: str, path: str, options: Options) -> FileResult:
             end_column = notebook.column(finding.end_line, finding.end_column)
         column = notebook.column(finding.line, finding.column)
         reason = notebook.in_cells(finding.reason) if finding.reason else finding.reason
+        # (A message may name a line too: "the dataset made on line N".)
+        message = notebook.in_cells(finding.message)
         findings.append(
-            replace(finding, line=start[1], column=column, end_line=end[1], end_column=end_column, cell=start[0], reason=reason)
+            replace(finding, message=message, line=start[1], column=column, end_line=end[1], end_column=end_column, cell=start[0], reason=reason)
         )
     new_text = None
     refused = analysis.refused

@@ -18,6 +18,7 @@ from dataclasses import replace
 from autofix.analysis.migrated import unscaled_batches
 from autofix.analysis.migration import SingleDevice
 from autofix.analysis.program import Program
+from autofix.analysis.syntax import CELL_MARKER
 from autofix.prefilter import NOT_TRAINING  # noqa: F401  (the engine names it through this module)
 from autofix.results import Finding
 
@@ -55,7 +56,7 @@ def unscaled_refusals(code: str, name: str, original: str, migrated: str, places
     found = []
     for line, why in places:
         at = lines.original(line)
-        why = re.sub(r"\b(lines?) (\d+)", lambda m: f"{m.group(1)} {lines.original(int(m.group(2)))}", why)
+        why = lines.mapped(why)
         found.append(Finding(code, name, NOT_MIGRATED, at, 1, at, 1, False, f"no automatic fix: {why}"))
     return found
 
@@ -69,14 +70,12 @@ def refusals(code: str, name: str, original: str, migrated: str, left: list[Find
     for finding in left:
         line = lines.original(finding.line)
         end = max(line, lines.original(finding.end_line))
-        why = finding.reason or "it is not fixed"
-        why = re.sub(r"\b(lines?) (\d+)", lambda m: f"{m.group(1)} {lines.original(int(m.group(2)))}", why)
-        why = why.removeprefix("no automatic fix: ")
+        why = lines.mapped(finding.reason or "it is not fixed").removeprefix("no automatic fix: ")
         found.append(
             Finding(
                 code=code,
                 name=name,
-                message=f"{NOT_MIGRATED}: the migrated code would have {finding.code} {finding.message}",
+                message=f"{NOT_MIGRATED}: the migrated code would have {finding.code} {lines.mapped(finding.message)}",
                 line=line,
                 column=1,
                 end_line=end,
@@ -100,11 +99,20 @@ class LineMap:
     def __init__(self, original: str, migrated: str) -> None:
         old = original.splitlines()
         new = migrated.splitlines()
+        self.old = old
         self.count = max(len(old), 1)
         self.map: dict[int, int] = {}
         for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
             for j in range(j1, j2):
                 self.map[j + 1] = (i1 + (j - j1) + 1) if tag == "equal" else min(i1 + 1, self.count)
 
+    def mapped(self, text: str) -> str:
+        """``text`` with every "line N" of the migrated code made the original's."""
+        return re.sub(r"\b(lines?) (\d+)", lambda m: f"{m.group(1)} {self.original(int(m.group(2)))}", text)
+
     def original(self, line: int) -> int:
-        return self.map.get(line, min(line, self.count))
+        found = self.map.get(line, min(line, self.count))
+        # A notebook's cell boundary is no line of a cell: the line after it is.
+        while found < len(self.old) and self.old[found - 1].startswith(f"{CELL_MARKER}("):
+            found += 1
+        return found
