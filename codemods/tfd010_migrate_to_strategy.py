@@ -8,15 +8,16 @@ script), after the imports, device setup, mixed-precision policy and seeding tha
 the training, and before the first object the training makes. A custom training step (a
 function that applies gradients, called by the loop) is run per replica: its calls go to a
 generated ``distributed_<step>`` that runs it with ``strategy.run`` and combines what it
-returns (its loss) with ``strategy.reduce(SUM, ...)``, a ``tf.function`` when the step was
-one (the step itself is not: a tf.function inside ``strategy.run`` cannot aggregate
-gradients). The other rules then do the rest in the same pass, until nothing changes: the
-model, optimizer, metrics and ``compile`` into ``strategy.scope()`` (TFD001), the single-device
-batch kept as the per-replica batch and training fed the global batch (TFD002), the dataset
-distributed and the wrapper made a ``tf.function`` (TFD003), the loss averaged over the global
-batch (TFD004). The migration is written only when the result parses, a second pass changes
-nothing, and ``check`` finds nothing left in it; otherwise the file is left alone and each
-problem is named.
+returns (its loss) with ``strategy.reduce(SUM, ...)``, a ``tf.function`` when the step was one
+or has no Python side effect that tracing would run once (the step itself is not: a
+tf.function inside ``strategy.run`` cannot aggregate gradients). The other rules then do the
+rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
+``strategy.scope()`` (TFD001), the single-device batch kept as the per-replica batch and
+training fed the global batch (TFD002), the dataset distributed (TFD003), the loss averaged over
+the global batch (TFD004). The migration is written only when the result parses, a second pass
+changes nothing, ``check`` finds nothing left in it, every batch fed to training is shown to be
+the global batch and every step is fed distributed batches; otherwise the file is left alone and
+each problem is named.
 
 Not fixed (not migrated; reported with the reason):
 - a step written inline in the loop body, or in a method of a trainer class;
@@ -35,6 +36,8 @@ import libcst as cst
 from autofix.analysis.migration import KINDS, CustomStep, Refusal, SingleDevice
 from autofix.analysis.migration_models import ModelPrep
 from autofix.analysis.placement import Placement
+from autofix.analysis.steps import Steps
+from autofix.analysis.tracing import python_effect
 from autofix.analysis.multiworker import MultiWorker
 from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias
 from autofix.rule import Example, Rule
@@ -185,7 +188,14 @@ class MigrateToStrategy(Rule):
             names = [fresh_name(local, _base(value, i)) for i, value in enumerate(step.returned)]
             reduced = ", ".join(f"{strategy}.reduce({reduce}, {n}, axis=None)" for n in names)
             body = f"    {', '.join(names)} = {run}\n    return {reduced}\n"
-        decorator = f"@{program.module.code_for_node(step.decorator.decorator)}\n" if step.decorator is not None else ""
+        if step.decorator is not None:
+            decorator = f"@{program.module.code_for_node(step.decorator.decorator)}\n"
+        elif python_effect(program, Steps.of(program), function) is None:
+            # An eager step with nothing in it that tracing would run once: run as a graph, as
+            # strategy.run is meant to be (an eager one is correct, only slow).
+            decorator = f"@{tf}.function\n"
+        else:
+            decorator = ""
         definition = cst.parse_statement(f"{decorator}def {wrapper}({signature}):\n{body}")
         for call in step.calls:
             edits.replace(call.func, lambda _node, wrapper=wrapper: cst.Name(wrapper))

