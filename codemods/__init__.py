@@ -1,7 +1,9 @@
 """autofix's rules, one module each. The engine finds them here; nothing else lists them.
 
 ORDER is the order in which fixes are applied to a file, where it matters:
-- TFD001 first: it puts model construction into ``strategy.scope()`` (and may create or move
+- TFD010 (``autofix migrate`` only) before every other: it creates the strategy that the others
+  then distribute the training under, in the same pass.
+- TFD001 first of the others: it puts model construction into ``strategy.scope()`` (and may create or move
   the strategy), which every later rule assumes.
 - TFD002 before TFD003/TFD004: the generated train steps and loss reductions use the global
   batch size that TFD002 defines.
@@ -11,4 +13,4 @@ ORDER is the order in which fixes are applied to a file, where it matters:
 The multi-worker rules TFD007-TFD009 need no place in the order.
 """
 
-ORDER = ("TFD001", "TFD002", "TFD003", "TFD004", "TFD005", "TFD006")
+ORDER = ("TFD010", "TFD001", "TFD002", "TFD003", "TFD004", "TFD005", "TFD006")

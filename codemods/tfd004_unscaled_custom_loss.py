@@ -1,6 +1,7 @@
 """TFD004 unscaled-custom-loss: a custom step's loss not reduced correctly across replicas.
 
-In a step passed to ``strategy.run`` each replica sees 1/N of the global batch and the
+In a step passed to ``strategy.run`` (or the ``train_step`` of a Keras model made in the
+scope, which ``fit`` runs that way) each replica sees 1/N of the global batch and the
 optimizer sums the replicas' gradients. Each replica's loss must therefore be its share of the
 global loss: a mean over its examples divided by the number of replicas (what Keras 3 does
 for a default-reduction loss object, and what ``tf.nn.compute_average_loss`` does for one loss
@@ -32,7 +33,12 @@ that runs the step is in view, else ``tf.distribute.get_replica_context()``'s.
 A loss is fixed whole or not at all: every unscaled term of it, or none, so that the balance
 between its terms never changes; and only when every use of a value the fix changes is
 accounted for (:mod:`autofix.analysis.valueflow`: the gradient, ``strategy.reduce(SUM, ...)``
-of what the step returns).
+of what the step returns). When another use is not (a metric, a log, what ``train_step``
+returns to Keras, a helper also used for evaluation, ``ReduceOp.MEAN``) and every term is a
+per-replica mean (or the summed ``model.losses``), the loss is left as it is and the tape
+differentiates its share instead: ``tape.gradient(loss / <replicas>, ...)``, computed in the
+tape's ``with`` block (``replica_loss = loss / <replicas>`` at its end when the gradient is
+taken after it), so every other use keeps the value it had.
 
 Not fixed (reported, or left alone):
 - correct code: the TensorFlow guide's pattern (``reduction="none"`` + ``compute_average_loss``),
@@ -44,8 +50,12 @@ Not fixed (reported, or left alone):
   another module, a mean over given axes, a product of two losses), or a term reached both
   divided by the replica count and not;
 - a value the fix would change that is also logged, fed to a metric, compared, stored, or
-  averaged by the caller with ``ReduceOp.MEAN`` (it must become SUM together with the fix);
-- a helper, lambda or loss object also used outside custom steps (``compile``, evaluation);
+  averaged by the caller with ``ReduceOp.MEAN``, when its loss cannot be scaled at the tape
+  instead (a term that is not a per-replica mean, a value also added up with
+  ``ReduceOp.SUM``, a gradient not taken by a ``GradientTape`` made in a ``with`` block);
+- a loss object also used outside custom steps (``compile``, evaluation) that is not a
+  default-reduction object bound once to a name (such a one is kept for those uses, and the
+  steps get one of their own, ``<name>_per_example = Loss(..., reduction="none")``);
 - a default-reduction loss whose predictions may carry a Keras mask (the default reduction
   averages over unmasked entries only), or a loss object made elsewhere, or a ``Loss``
   subclass (its reduction is its own).
@@ -61,8 +71,8 @@ from autofix.analysis.losses import Term, loss_terms_of
 from autofix.analysis.masking import mask_source
 from autofix.analysis.steps import Steps
 from autofix.analysis.syntax import attribute_path
-from autofix.analysis.valueflow import unaccounted_use
-from autofix.codegen import BlockEdits, NotFound, module_alias, visible_at, with_reduction_none
+from autofix.analysis.valueflow import summed, unaccounted_use
+from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias, visible_at, with_reduction_none
 from autofix.rule import Example, Rule
 
 MEAN_MESSAGE = (
@@ -163,6 +173,10 @@ class UnscaledCustomLoss(Rule):
         self.tf = module_alias(self.program, "tensorflow")
         # Loss objects already given reduction="none" by an earlier fix in this file.
         self.reconstructed: set[int] = set()
+        # Names given to replicas' shares of losses in this run.
+        self.reserved: set[str] = set()
+        # Loss objects given a twin with reduction="none" for the steps (by construction).
+        self.twins: dict[int, str] = {}
         # Each differentiated value (by its gradient call), with the steps that reach it and
         # its terms.
         losses: dict[cst.Call, tuple[list[cst.FunctionDef], list[Term]]] = {}
@@ -184,13 +198,21 @@ class UnscaledCustomLoss(Rule):
         for finding in findings.values():
             finding.message = self._message(finding)
         self._decide(findings, losses)
+        at_tape = self._at_the_tape(findings, losses)
         for finding in findings.values():
             if finding.message is None:
                 continue
             if finding.why is not None:
                 self.report(finding.node, finding.message, finding.why)
+            elif finding.at_tape and finding.kind == "default":
+                # Its mean (reduction="none") is the replica's; the tape takes the share.
+                self.fix(finding.node, finding.message, lambda edits, f=finding: self._plan(f, edits, at_tape=True))
+            elif finding.at_tape:
+                self.report(finding.node, finding.message)
             else:
                 self.fix(finding.node, finding.message, lambda edits, f=finding: self._plan(f, edits))
+        for plan in at_tape:
+            self.edits.extend(plan)
 
     # --- what each term is ---------------------------------------------------------------------
 
@@ -265,6 +287,73 @@ class UnscaledCustomLoss(Rule):
                         )
                         changed = True
 
+    # --- a loss scaled where it is differentiated ----------------------------------------------
+
+    def _at_the_tape(self, findings: dict, losses: dict) -> list[BlockEdits]:
+        """Losses that cannot be rewritten term by term only because a value that would change
+        is used elsewhere too (a metric, a log, a helper also used for evaluation, what
+        train_step returns to Keras): when every term is a per-replica mean (or the summed
+        regularization), the whole loss is the replica's mean, and dividing what the tape
+        differentiates by the replica count gives each replica its share of the global loss
+        while every other use keeps the value it had. Not when a changed value is also added
+        up over the replicas (``strategy.reduce(SUM, ...)``: that wants the shares)."""
+        candidates: dict[cst.Call, BlockEdits] = {}
+        for gradient, (roots, terms) in losses.items():
+            mine = [f for f in findings.values() if gradient in f.losses and f.message is not None]
+            if not mine or all(f.why is None and not f.logged for f in mine) or self.tf is None:
+                continue
+            if not all(_per_replica(t) for t in terms) or not any(t.kind != "constant" for t in terms):
+                continue
+            if any(self.suppressed(f.node) or summed(self.steps, f.node) for f in mine):
+                continue
+            edits = BlockEdits()
+            try:
+                self._plan_at_tape(gradient, roots, edits)
+            except NotFound:
+                continue
+            candidates[gradient] = edits
+        # A term reached from several losses is left alone only if each of them is scaled.
+        changed = True
+        while changed:
+            changed = False
+            for gradient in list(candidates):
+                mine = [f for f in findings.values() if gradient in f.losses and f.message is not None]
+                if any(g not in candidates for f in mine for g in f.losses):
+                    del candidates[gradient]
+                    changed = True
+        for finding in findings.values():
+            if finding.message is not None and finding.losses and all(g in candidates for g in finding.losses):
+                finding.why, finding.at_tape = None, True
+        return list(candidates.values())
+
+    def _plan_at_tape(self, gradient: cst.Call, roots: list[cst.FunctionDef], edits: BlockEdits) -> None:
+        """``tape.gradient(loss, ...)`` -> ``tape.gradient(loss / <replicas>, ...)`` inside the
+        tape's ``with`` block; after it, the share is computed at the block's end."""
+        program = self.program
+        target = self.steps.differentiated(gradient)
+        func = gradient.func
+        if target is None or not (isinstance(func, cst.Attribute) and func.attr.value == "gradient"):
+            raise NotFound("the loss is not differentiated by a GradientTape")
+        block = _tape_block(self.facts, program, func.value)
+        if block is None:
+            raise NotFound("the tape is not made by a with statement")
+        replicas = self._replica_count(target, roots)
+        if any(a is block for a in program.ancestors(gradient)):
+            code = program.module.code_for_node(target)
+            edits.replace(target, lambda _n: _parsed(f"{code} / {replicas}", False))
+            return
+        if not isinstance(target, cst.Name):
+            raise NotFound("the differentiated value is computed after the tape's block")
+        bindings = self.facts.reaching_bindings(target) or []
+        if not bindings or not all(any(a is block for a in program.ancestors(b)) for b in bindings):
+            raise NotFound("the differentiated value is not computed in the tape's block")
+        taken = self.facts.names() | self.reserved
+        name = fresh_name(taken, f"replica_{target.value}")
+        self.reserved.add(name)
+        statement = cst.parse_statement(f"{name} = {target.value} / {replicas}\n")
+        edits.add(block, lambda body: [*body, statement])
+        edits.replace(target, lambda _n: cst.Name(name))
+
     def _unsafe(self, finding: "_Finding") -> str | None:
         """Why rewriting this term would change more than the gradient, if it would."""
         program = self.program
@@ -280,10 +369,13 @@ class UnscaledCustomLoss(Rule):
                 return "the loss object is not made in this file (or is a Loss subclass with its own reduction)"
             for use in object_uses(self.facts, self.callables, call.func):
                 if program.enclosing_function(use) not in self.steps.functions:
-                    return (
+                    why = (
                         f"{program.module.code_for_node(call.func)} is also used outside the training step (line "
                         f"{program.line(use)}); changing its reduction would change that use too"
                     )
+                    if finding.kind != "default" or not self._twin_possible(call, construction):
+                        return why
+                    finding.twin = True
             source = mask_source(self.facts, call)
             if source is not None:
                 return (
@@ -291,7 +383,11 @@ class UnscaledCustomLoss(Rule):
                     "the default reduction averages over the unmasked entries only, reduction='none' does not"
                 )
         if finding.kind == "default":
-            return None  # the same value as Keras >= 3.8 computes: its uses see no change
+            # The same value as Keras >= 3.8 computes: its uses see no change there. A use
+            # that shows it (a metric, a log) prefers the loss scaled at the tape, which keeps
+            # the value it had on one device (see _at_the_tape).
+            finding.logged = call is not None and unaccounted_use(self.steps, call) is not None
+            return None
         use = unaccounted_use(self.steps, finding.node if finding.kind != "twice" else finding.paths[0].loss_call)
         if use is None:
             return None
@@ -324,10 +420,11 @@ class UnscaledCustomLoss(Rule):
 
     # --- the fix -------------------------------------------------------------------------------
 
-    def _plan(self, finding: "_Finding", edits: BlockEdits) -> None:
+    def _plan(self, finding: "_Finding", edits: BlockEdits, at_tape: bool = False) -> None:
         program = self.program
         node = finding.node
-        replicas = self._replica_count(node, finding.roots)
+        # Scaled at the tape: the term is only made the replica's mean.
+        replicas = None if at_tape else self._replica_count(node, finding.roots)
         if finding.kind == "regularization":
             code = program.module.code_for_node(node)
             edits.replace(node, lambda _n: _parsed(f"{self.tf}.nn.scale_regularization_loss({code})", False))
@@ -337,15 +434,61 @@ class UnscaledCustomLoss(Rule):
             edits.replace(node, lambda _n: _parsed(f"{code} / {replicas}", _needs_parens(program, node)))
             return
         call = finding.paths[0].loss_call
-        self._make_none(call, edits)
+        if finding.twin:
+            twin = self._make_twin(call, edits)
+            edits.replace(call.func, lambda _n: cst.Name(twin))
+        else:
+            self._make_none(call, edits)
         if node is not call:  # ``tf.reduce_mean(loss(...))``: only the division may be missing
-            if finding.kind == "default":
+            if finding.kind == "default" and replicas is not None:
                 code = program.module.code_for_node(node)
                 edits.replace(node, lambda _n: _parsed(f"{code} / {replicas}", _needs_parens(program, node)))
             return
-        code = program.module.code_for_node(call)
-        suffix = f" / {replicas}" if finding.kind == "default" else ""
-        edits.replace(call, lambda _n: _parsed(f"{self.tf}.reduce_mean({code}){suffix}", bool(suffix) and _needs_parens(program, call)))
+        suffix = f" / {replicas}" if finding.kind == "default" and replicas is not None else ""
+        parens = bool(suffix) and _needs_parens(program, call)
+        # (Written from the call as edited so far: its loss object may be the steps' own now.)
+        edits.replace(call, lambda n: _parsed(f"{self.tf}.reduce_mean({program.module.code_for_node(n)}){suffix}", parens))
+
+    def _twin_possible(self, call: cst.Call, construction: cst.Call) -> bool:
+        """Whether the step can get a loss object of its own (``reduction="none"``) made right
+        after the shared one: it is a plain name bound once, by a statement of its own, and
+        every use in a step names it (evaluation keeps the original)."""
+        func = call.func
+        if not isinstance(func, cst.Name):
+            return False
+        bindings = self.facts.bindings(func) or []
+        statement = self.program.statement_of(construction)
+        return (
+            len(bindings) == 1
+            and isinstance(statement, cst.SimpleStatementLine)
+            and len(statement.body) == 1
+            and self.program.block_of(statement) is not None
+            and self.facts.assigned_value(bindings[0]) is construction
+        )
+
+    def _make_twin(self, call: cst.Call, edits: BlockEdits) -> str:
+        """``loss_object = Loss(...)`` shared with evaluation: ``loss_object_per_example =
+        Loss(..., reduction="none")`` made after it, for the steps (once per file)."""
+        construction = loss_object(self.facts, self.callables, call.func)
+        assert construction is not None and isinstance(call.func, cst.Name)
+        name = self.twins.get(id(construction))
+        if name is not None:
+            return name
+        taken = self.facts.names() | self.reserved
+        name = fresh_name(taken, f"{call.func.value}_per_example")
+        self.reserved.add(name)
+        self.twins[id(construction)] = name
+        statement = self.program.statement_of(construction)
+        block = self.program.block_of(statement)  # type: ignore[arg-type]
+        made = cst.parse_statement(f"{name} = {self.program.module.code_for_node(with_reduction_none(construction))}\n")
+
+        def insert(body, statement=statement, made=made):
+            body = list(body)
+            index = next(i for i, s in enumerate(body) if s is statement or s.deep_equals(statement))
+            return body[: index + 1] + [made] + body[index + 1 :]
+
+        edits.add(block, insert)  # type: ignore[arg-type]
+        return name
 
     def _make_none(self, call: cst.Call, edits: BlockEdits) -> None:
         construction = loss_object(self.facts, self.callables, call.func)
@@ -368,6 +511,9 @@ class UnscaledCustomLoss(Rule):
             path = attribute_path(receiver)
             if path is not None and len(path) == 2 and path[0] == "self" and _same_class(program, receiver, site):
                 return f"self.{path[1]}.num_replicas_in_sync"
+        if receivers == [] and all(root in self.steps.fit_steps for root in roots) and _in_method_of(program, site, roots):
+            # A model's own train_step, which fit runs under the model's strategy.
+            return "self.distribute_strategy.num_replicas_in_sync"
         return f"{self.tf}.distribute.get_replica_context().num_replicas_in_sync"
 
 
@@ -381,8 +527,44 @@ class _Finding:
         self.losses: list[cst.Call] = []
         self.message: str | None = None
         self.why: str | None = None
+        # Fixed where its loss is differentiated (see ``_at_the_tape``), not where it is made.
+        self.at_tape = False
+        # A default-reduction loss object also used outside the steps: the steps get one of
+        # their own (``reduction="none"``), the other uses keep it.
+        self.twin = False
+        # A default-reduction loss whose value is also shown (a metric, a log).
+        self.logged = False
         # "mean", "regularization", "default" or "twice".
         self.kind: str | None = None
+
+
+def _per_replica(term: Term) -> bool:
+    """A term that is each replica's own (unscaled) mean: a per-replica mean of everything
+    (or a default-reduction loss object's, once it is made ``reduction="none"`` and averaged),
+    the summed regularization, or a constant weight."""
+    if term.scaling or term.bypassed:
+        return False
+    if term.kind == "mean":
+        return term.detail is None
+    if term.kind == "loss":
+        return term.detail == "default"
+    if term.kind == "regularization":
+        return isinstance(term.node, cst.Call)
+    return term.kind == "constant"
+
+
+def _tape_block(facts, program, tape: cst.BaseExpression) -> cst.IndentedBlock | None:
+    """The body of the ``with tf.GradientTape() as tape:`` that makes ``tape``."""
+    if not isinstance(tape, cst.Name):
+        return None
+    bindings = facts.reaching_bindings(tape) or []
+    if len(bindings) != 1:
+        return None
+    holder = program.parent(program.parent(bindings[0]))
+    with_statement = program.parent(holder) if isinstance(holder, cst.WithItem) else None
+    if not isinstance(with_statement, cst.With) or not isinstance(with_statement.body, cst.IndentedBlock):
+        return None
+    return with_statement.body
 
 
 def _mixed(program, scaled: Term) -> str:
@@ -408,6 +590,13 @@ def _needs_parens(program, node: cst.CSTNode) -> bool:
         right_bound = (cst.Divide, cst.FloorDivide, cst.Modulo, cst.MatrixMultiply)
         return isinstance(parent.operator, cst.Power) or parent.right is node and isinstance(parent.operator, right_bound)
     return isinstance(parent, (cst.Attribute, cst.Subscript)) or isinstance(parent, cst.Call) and parent.func is node
+
+
+def _in_method_of(program, site: cst.CSTNode, methods: list[cst.FunctionDef]) -> bool:
+    """Whether ``site`` is code of one of ``methods`` itself, whose first parameter is ``self``."""
+    function = program.enclosing_function(site)
+    params = function.params.params if function is not None else ()
+    return function in methods and bool(params) and params[0].name.value == "self"
 
 
 def _same_class(program, receiver: cst.CSTNode, site: cst.CSTNode) -> bool:

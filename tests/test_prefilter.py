@@ -19,7 +19,7 @@ OPTIONS = Options(unsafe_fixes=True, build_fixes=False)
 
 def findings_without_prefilter(text: str, monkeypatch) -> list:
     with monkeypatch.context() as patch:
-        patch.setattr(engine, "might_need_analysis", lambda text: True)
+        patch.setattr(engine, "might_need_analysis", lambda text, migrating=False: True)
         return analyse(text, OPTIONS).findings
 
 
@@ -87,7 +87,7 @@ def test_prefilter_never_hides_a_finding_in_generated_scripts(strategy, keras, n
 
 def _findings_unfiltered(text: str) -> list:
     original = engine.might_need_analysis
-    engine.might_need_analysis = lambda text: True
+    engine.might_need_analysis = lambda text, migrating=False: True
     try:
         return analyse(text, OPTIONS).findings
     finally:
@@ -103,3 +103,17 @@ def test_the_word_is_in_every_strategy_name():
         for module in ("tensorflow.distribute", "tensorflow.distribute.experimental"):
             assert is_strategy_constructor(f"{module}.{cls}")
             assert re.search(engine.PREFILTER, f"{module}.{cls}")
+
+
+@pytest.mark.parametrize("path", sorted((FIXTURES / "tfd010").glob("*.py")), ids=lambda p: p.name)
+def test_the_migrate_prefilter_never_hides_training(path, monkeypatch):
+    """Under `autofix migrate` a file is passed over only when it spells no training (fit,
+    train_on_batch, an optimizer's apply_gradients, minimize or apply)."""
+    text = read(path)
+    migrate = engine.Options(migrate="mirrored")
+    with monkeypatch.context() as patch:
+        patch.setattr(engine, "might_need_analysis", lambda text, migrating=False: True)
+        full = analyse(text, migrate).findings
+    assert analyse(text, migrate).findings == full
+    if full:
+        assert engine.might_need_analysis(text, migrating=True)

@@ -383,8 +383,7 @@ def test_mirror_of_the_originals(tmp_path):
     (root / "pkg" / "train.py").write_bytes("# -*- coding: latin-1 -*-\ns = 'é'\n".encode("latin-1"))
     (root / "pkg" / "util.py").write_text("u = 1\n")
     mirror = tmp_path / "mirror"
-    result = FileResult(str(root / "pkg" / "train.py"), old_text="# -*- coding: latin-1 -*-\ns = 'è'\n", written=True)
-    where = before_after._mirror(str(root), str(mirror), {str(root / "pkg" / "train.py"): result})
+    where = before_after.mirror_with(str(root), str(mirror), {str(root / "pkg" / "train.py"): "# -*- coding: latin-1 -*-\ns = 'è'\n"})
     assert where == {str(root / "pkg" / "train.py"): str(mirror / "pkg" / "train.py")}
     assert (mirror / "pkg" / "train.py").read_bytes() == "# -*- coding: latin-1 -*-\ns = 'è'\n".encode("latin-1")
     assert (mirror / "data").is_symlink() and (mirror / "pkg" / "util.py").is_symlink()

@@ -197,13 +197,28 @@ def test_a_loss_that_cannot_be_fixed_whole_is_reported(helpers, loss, why):
     assert all(why in f.reason for f in analysis.findings)
 
 
-def test_a_mean_whose_per_replica_values_are_shown_is_not_changed():
-    """The per-replica losses are printed: dividing them would change what is printed."""
+def test_a_mean_whose_per_replica_values_are_shown_is_scaled_where_it_is_differentiated():
+    """The per-replica losses are printed: dividing them would change what is printed, so the
+    tape differentiates the replica's share and the printed mean stays what it was."""
     source = STEP.replace("{helpers}", "").replace("{loss}", "tf.reduce_mean(tf.abs(y - m(x)))")
     source = source.replace("    return strategy.reduce('SUM', strategy.run(replica, args=(x, y)), axis=None)\n", "    return strategy.run(replica, args=(x, y))\n")
     source = source.replace("    print(float(step(x, y)))\n", "    print(strategy.experimental_local_results(step(x, y)))\n")
+    analysis = _check(source)
+    (finding,) = analysis.findings
+    assert finding.fixable
+    assert analysis.new_text == source.replace(
+        "        loss = tf.reduce_mean(tf.abs(y - m(x)))\n",
+        "        loss = tf.reduce_mean(tf.abs(y - m(x)))\n        replica_loss = loss / strategy.num_replicas_in_sync\n",
+    ).replace("tape.gradient(loss,", "tape.gradient(replica_loss,")
+
+
+def test_a_loss_also_added_up_over_the_replicas_is_not_scaled_at_the_tape():
+    """The step's loss is also logged and reduced with SUM: the sum wants each replica's share,
+    the log the mean, so neither rewrite is right for both."""
+    source = STEP.replace("{helpers}", "").replace("{loss}", "tf.reduce_mean(tf.abs(y - m(x)))")
+    source = source.replace("    return loss\n", "    tf.print(loss)\n    return loss\n")
     (finding,) = _check(source).findings
-    assert not finding.fixable and "its value is also used on line 15" in finding.reason
+    assert not finding.fixable and "its value is also used on line" in finding.reason
 
 
 def test_a_per_token_loss_is_averaged_over_every_token_not_summed_over_them():

@@ -1,6 +1,6 @@
 """Download the real-world corpus listed in manifest.json and check every file's sha256.
 
-    python bench/realworld/fetch.py [--files DIR] [--force] [--from-git CLONES]
+    python bench/realworld/fetch.py [--files DIR] [--force] [--from-git CLONES] [--manifest FILE]
 
 Each file comes from https://raw.githubusercontent.com/<repo>/<commit>/<path>, pinned to the
 commit it was triaged at, and is saved as DIR/<id> (DIR: $AUTOFIX_CORPUS, else
@@ -63,10 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", help="where to put the files (default: $AUTOFIX_CORPUS, else bench/realworld/files)")
     parser.add_argument("--force", action="store_true", help="download again even when a file is present and intact")
     parser.add_argument("--from-git", metavar="DIR", help="read the files from local clones DIR/<owner>+<name>/repo instead of downloading them")
+    parser.add_argument("--manifest", help="another corpus's manifest (bench/migrate/manifest.json); its files go beside it, in files/")
     args = parser.parse_args(argv)
-    folder = Path(args.files or os.environ.get("AUTOFIX_CORPUS") or HERE / "files")
+    manifest_path = Path(args.manifest) if args.manifest else HERE / "manifest.json"
+    default = manifest_path.parent / "files"
+    folder = Path(args.files or (None if args.manifest else os.environ.get("AUTOFIX_CORPUS")) or default)
     folder.mkdir(parents=True, exist_ok=True)
-    manifest = json.loads((HERE / "manifest.json").read_text(encoding="utf-8"))
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
 
     failed: list[tuple[str, str]] = []
     fetched = kept = 0

@@ -121,7 +121,10 @@ class BatchPlanner:
         with several replicas, or its batch is already global."""
         # The file's own code saying the batch is per replica (it multiplies it by the
         # replica count elsewhere) outranks what names, words and TPUs suggest.
-        per_replica = self._per_replica_by_code(site)
+        # So does ``autofix migrate`` (Program.migration): the file trained on one device, so
+        # its batch is the per-replica batch whatever names, flags or comments say; only a
+        # batch made from the replica count is global.
+        per_replica = self.program.migration is not None or self._per_replica_by_code(site)
         if self.evidence.in_batch_objective:
             return None
         if not per_replica and self.evidence.text_says_global:

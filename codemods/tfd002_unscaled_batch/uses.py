@@ -266,7 +266,9 @@ class Webs:
                 # a ``fit`` on arrays is a site, with a destination of its own).
                 return EVALUATION
         if self.on_replicas(read) is not None:
-            return REPLICA
+            # Migrating, code on the replicas (a GAN's noise) means the per-replica batch, as
+            # on the one device it was written for.
+            return KEPT if self.program.migration is not None else REPLICA
         return DERIVED
 
     def product(self, read: cst.CSTNode) -> tuple[cst.Name | None, cst.BaseExpression] | None:

@@ -280,6 +280,7 @@ class ResultCache:
             options.unsafe_fixes,
             options.unused_suppressions,
             options.build_fixes,
+            options.migrate,
         ]
         return hashlib.blake2b(json.dumps(question).encode(), digest_size=20).hexdigest()
 

@@ -29,6 +29,7 @@ from autofix.exitcodes import ERROR as EXIT_ERROR
 from autofix.exitcodes import FINDINGS as EXIT_FINDINGS
 from autofix.exitcodes import OK as EXIT_OK
 from autofix.output import FORMATS
+from autofix.options import STRATEGIES
 from autofix.output.formats import finding_note, location
 from autofix.results import FileResult
 from autofix.run import Run, RunProblem
@@ -87,12 +88,12 @@ def _print_unfixed(result: FileResult, style: str) -> None:
             err.print(f"{location(result, finding)}: {finding.code} {finding.message}{note}", style=style)
 
 
-def _print_problems(run: Run, result: FileResult, refused: bool = True) -> None:
+def _print_problems(run: Run, result: FileResult, refused: bool = True, what: str = "fix") -> None:
     """An error, a refused fix, or why a file named on the command line was skipped."""
     if result.error:
         print_error(result)
     if result.refused and refused:
-        print_refused(result)
+        print_refused(result, what)
     if result.skipped and run.named(result):
         err.print(f"{display_path(result.path)}: skipped: {result.skipped}", style="dim")
 
@@ -327,6 +328,102 @@ def fix(interactive: bool = False, show_fixes: bool = False, smoke: bool = False
 
         code = max(code, smoke_changed(written, err.rich(), workers=workers))
     sys.exit(code)
+
+
+@main.command()
+@_common
+@click.option(
+    "--strategy",
+    type=click.Choice(STRATEGIES),
+    default=STRATEGIES[0],
+    show_default=True,
+    help="The strategy to move to: mirrored (MirroredStrategy: the GPUs of one machine) or multiworker (MultiWorkerMirroredStrategy: several machines; custom loops, as Keras 3 fit fails there).",
+)
+@click.option("--write", is_flag=True, help="Write the migrations into the files (atomically) instead of showing them.")
+@click.option("-i", "--interactive", is_flag=True, help="Show each migration and ask whether to write it (answers from the terminal, or standard input).")
+@click.option("--smoke", is_flag=True, help="Prove each migration shown or written: train it beside its original (autofix smoke --compare; needs TensorFlow).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["diff", *sorted(FORMATS)]),
+    default="diff",
+    show_default=True,
+    help="diff: the migrations as a unified diff; any other: each file's findings in that report format.",
+)
+@click.option("-o", "--output", metavar="FILE", type=click.Path(dir_okay=False), default=None, help="Write the report (not the diff) to this file.")
+@click.option("--cells", is_flag=True, help="Show a notebook's changes cell by cell (for reading: git apply does not take it).")
+@click.option("--show-fixes", is_flag=True, help="List, after the summary, what the migrations change in each file.")
+def migrate(strategy: str, write: bool, interactive: bool, smoke: bool, fmt: str, output, cells: bool, show_fixes: bool, **kw) -> None:
+    """Move training that runs on one device to a tf.distribute strategy.
+
+    Each script or notebook under PATHS that trains with no strategy gets one: made once where
+    it trains, with its model, optimizer and compile in strategy.scope(), its batch kept per
+    replica and training fed the global batch, its custom steps run per replica with their
+    loss averaged over the global batch. A migration is shown as a diff (exit 1 when there is
+    one, 0 when there is none, 2 on an error) or written with --write; it is only made when
+    the result parses, a second run changes nothing and `check` finds nothing in it, else the
+    file is left alone with why. Files that already use tf.distribute are fixed as `fix` does.
+    """
+    run = _run(kw)
+    run.options = replace(run.options, migrate=strategy)
+    writing = write or interactive
+    if writing and run.cache is not None:
+        run.cache = replace(run.cache, fixes=False)
+    if run.from_stdin and (writing or smoke):
+        raise click.UsageError("--write, --interactive and --smoke need files, not standard input")
+    if fmt != "diff" and (cells or interactive):
+        raise click.UsageError("--cells and --interactive show diffs: they cannot be combined with --format")
+    report = formatter = None
+    if fmt != "diff":
+        run.options = replace(run.options, build_fixes=True)
+        formatter = FORMATS[fmt](unsafe_fixes=run.options.unsafe_fixes)
+        report = _Report(output)
+    if interactive:
+        from autofix import review
+
+        results = review.fix_interactively(run)
+    else:
+        results = run.results(write=write, watch=watch)
+    proven: list[FileResult] = []
+    for result in results:
+        if formatter is not None and report is not None:
+            report.write(formatter.result(result))
+        elif result.changed and not writing:
+            _show_changes(run, result, cells)
+        if result.written and not interactive:
+            err.print(f"migrated {display_path(result.path)}")
+        if smoke and (result.written or (result.changed and not writing)):
+            proven.append(result)
+        _print_problems(run, result, what="migration")
+        _print_unfixed(result, "yellow" if writing else "dim")
+    if formatter is not None and report is not None:
+        report.write(formatter.finish())
+        report.close()
+    _finish(run, "Checked", writing, show_fixes)
+    code = EXIT_ERROR if run.counts["errors"] else EXIT_FINDINGS if run.counts["changed"] and not writing else EXIT_OK
+    if smoke:
+        from autofix.smoke.command import smoke_migrations
+
+        code = max(code, smoke_migrations(proven, err.rich(), written=writing))
+    sys.exit(code)
+
+
+def _show_changes(run: Run, result: FileResult, cells: bool) -> None:
+    """A changed file's diff (``diff`` and ``migrate``): a unified diff of its own bytes, or a
+    notebook's by cell."""
+    if result.notebook and cells:
+        from autofix import notebooks
+
+        shown = notebooks.cell_diffs(result.old_text or "", result.new_text or "", display_path(result.path))
+        _show_diff(shown.encode("utf-8"))
+        return
+    try:
+        patch = unified_diff(result.old_text or "", result.new_text or "", result.path, result.encoding, result.bom)
+    except SourceError as exc:
+        print_error(replace(result, error=str(exc)))
+        run.counts["errors"] += 1
+    else:
+        _show_diff(patch, result.encoding)
 
 
 def _echo_fixed(run: Run, result: FileResult) -> None:

@@ -10,7 +10,8 @@ from autofix import registry
 
 NOTES = (
     "Unsafe fixes are applied only with --unsafe-fixes; an opt-in rule runs only when "
-    "--select names its code. `autofix explain CODE` says more about a rule."
+    "--select names its code; a migration rule runs only under `autofix migrate`. "
+    "`autofix explain CODE` says more about a rule."
 )
 
 
@@ -29,6 +30,8 @@ def print_rules(console) -> None:
         fix = "safe fix" if rule.SAFE else "unsafe fix"
         if rule.OPT_IN:
             fix += ", opt-in"
+        if rule.MIGRATION:
+            fix += ", autofix migrate only"
         head = Text()
         head.append(f"{rule.CODE:<6}", style="bold")
         head.append(f"  {rule.NAME:<{name_width}}  ")

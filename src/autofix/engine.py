@@ -13,12 +13,12 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from autofix import indentation, newlines, noqa, notebooks, unused_suppressions
+from autofix import indentation, migrating, newlines, noqa, notebooks, unused_suppressions
 from autofix.analysis import environment
 from autofix.analysis.program import Program
 from autofix.cache import ResultCache
 from autofix.options import Options, _rules  # noqa: F401  (re-exported: the engine's options)
-from autofix.prefilter import NOT_USED, PREFILTER, PREFILTER_USES, might_need_analysis  # noqa: F401
+from autofix.prefilter import NOT_USED, PREFILTER, PREFILTER_USES, might_need_analysis, skip_reason  # noqa: F401
 from autofix.parsing import AnalysisError, MixedIndentation, parse_both
 from autofix.results import FileResult, Finding
 from autofix.rule import NO_FIX, UNSAFE_FIX, Outcome, Rule
@@ -46,10 +46,13 @@ def analyse(text: str, options: Options) -> Analysis:
     suppressions = parse_suppressions(text)
     if suppressions.ignore_file:
         return Analysis([], skipped="it has an autofix: ignore-file comment")
-    if not rules or not might_need_analysis(text):
+    migrate = options.migrate is not None
+    if not rules or not might_need_analysis(text, migrate):
         return Analysis(_unused(suppressions, [], rules, options))
     try:
-        program = Program(*_parsed(text))
+        program = Program(*_parsed(text), migration=options.migrate)
+        if program.migration is not None and migrating.uses_strategy(program):
+            program.migration = None  # a file that distributes already is left to the rules
         findings: list[Finding] = []
         outcomes: dict[type[Rule], Outcome] = {}
         first = False
@@ -58,6 +61,8 @@ def analyse(text: str, options: Options) -> Analysis:
             findings.extend(_findings(rule, outcome, program, options))
             first = first or (outcome.changes and options.fixes(rule))
         findings.extend(_unused(suppressions, findings, rules, options))
+        if program.migration is not None and not migrating.trains(program):
+            return Analysis(findings, skipped=migrating.NOT_TRAINING)
         if options.add_noqa:
             return Analysis(findings, unsuppressed=_unsuppressed(outcomes, program, findings))
     except RecursionError:
@@ -71,6 +76,8 @@ def analyse(text: str, options: Options) -> Analysis:
         return _refuse(findings, f"the fix produced code that does not parse ({exc})")
     if new_text == text:
         return Analysis(findings)
+    if program.migration is not None:
+        return _migrated(text, new_text, fixed, settled, findings, fixers, options)
     try:
         # The second pass starts from what the first one learned about the fixed text: its
         # parse, and the rules that already ran on it (after the last one that changed it).
@@ -79,6 +86,46 @@ def analyse(text: str, options: Options) -> Analysis:
         return _refuse(findings, f"the fixed code could not be checked again ({exc})")
     if again != new_text:
         return _refuse(findings, "a second pass would change the fixed code again")
+    return Analysis(findings, new_text)
+
+
+def _migrated(
+    text: str,
+    new_text: str,
+    fixed: Program | None,
+    settled: dict[type[Rule], Outcome],
+    findings: list[Finding],
+    fixers: list[type[Rule]],
+    options: Options,
+) -> Analysis:
+    """A migration (see :mod:`autofix.migrating`): the rules run again on what they wrote until
+    nothing changes, and the result is kept only when ``check`` finds nothing left in it."""
+    for _ in range(migrating.ROUNDS):
+        try:
+            again, fixed, settled = _apply(new_text, fixers, settled, fixed, options.unsafe_fixes)
+        except AnalysisError as exc:
+            return Analysis(migrating.refused(findings, f"the migrated code does not parse ({exc})"), None, "it does not parse")
+        if again == new_text:
+            break
+        new_text = again
+    else:
+        why = "the rules kept changing the migrated code"
+        return Analysis(migrating.refused(findings, why), None, why)
+    try:
+        check = analyse(new_text, replace(options, migrate=None, build_fixes=False, unused_suppressions=False))
+    except AnalysisError as exc:
+        return Analysis(migrating.refused(findings, f"the migrated code could not be checked ({exc})"), None, "it could not be checked")
+    left = migrating.left_over(check.findings, options.unsafe_fixes)
+    rule = next(r for r in fixers if r.MIGRATION)
+    if left:
+        why = f"the migrated code would still have {len(left)} finding{'s' if len(left) != 1 else ''}"
+        found = migrating.refused(findings, why) + migrating.refusals(rule.CODE, rule.NAME, text, new_text, left)
+        return Analysis(found, None, why)
+    unscaled = migrating.unscaled(fixed) if fixed is not None else []
+    if unscaled:
+        why = "a batch of the migrated code is not shown to be the global batch"
+        found = migrating.refused(findings, why) + migrating.unscaled_refusals(rule.CODE, rule.NAME, text, new_text, unscaled)
+        return Analysis(found, None, why)
     return Analysis(findings, new_text)
 
 
@@ -97,12 +144,14 @@ def _apply(
     program, none of which changed it."""
     current = text
     outcomes: dict[type[Rule], Outcome] = {}
+    # (A migration's signal holds for every text of its pass: see Program.migration.)
+    migration = program.migration if program is not None else None
     for rule in rules:
         if current is text and rule in known:
             outcome = known[rule]
         else:
             if program is None:
-                program = Program(*_parsed(current))
+                program = Program(*_parsed(current), migration=migration)
             outcome = rule().run(program, unsafe_fixes)
         if outcome.module is not None:
             code = outcome.module.code
@@ -113,7 +162,7 @@ def _apply(
                 continue
         outcomes[rule] = outcome
     if program is None:
-        program = Program(*_parsed(current))
+        program = Program(*_parsed(current), migration=migration)
     return current, program, outcomes
 
 
@@ -274,8 +323,9 @@ def process_text(text: str, path: str, options: Options) -> FileResult:
     except Exception as exc:  # a bug in a rule must not stop the run
         return FileResult(path, error=_internal(exc))
     skipped = analysis.skipped
-    if skipped is None and not analysis.findings and not might_need_analysis(text):
-        skipped = NOT_USED
+    migrate = options.migrate is not None
+    if skipped is None and not analysis.findings and not might_need_analysis(text, migrate):
+        skipped = skip_reason(migrate)
     return FileResult(path, in_order(analysis.findings), text, analysis.new_text, refused=analysis.refused, skipped=skipped)
 
 
@@ -287,8 +337,9 @@ def in_order(findings) -> tuple[Finding, ...]:
 
 def process_notebook(text: str, path: str, options: Options) -> FileResult:
     """Analyse a notebook's code cells as one program; findings name their cell."""
-    if not might_need_analysis(text):
-        return FileResult(path, notebook=True, skipped=NOT_USED)
+    migrate = options.migrate is not None
+    if not might_need_analysis(text, migrate):
+        return FileResult(path, notebook=True, skipped=skip_reason(migrate))
     try:
         notebook = notebooks.load(text)
     except notebooks.NotebookError as exc:
@@ -318,8 +369,10 @@ def process_notebook(text: str, path: str, options: Options) -> FileResult:
             end_column = notebook.column(finding.end_line, finding.end_column)
         column = notebook.column(finding.line, finding.column)
         reason = notebook.in_cells(finding.reason) if finding.reason else finding.reason
+        # (A message may name a line too: "the dataset made on line N".)
+        message = notebook.in_cells(finding.message)
         findings.append(
-            replace(finding, line=start[1], column=column, end_line=end[1], end_column=end_column, cell=start[0], reason=reason)
+            replace(finding, message=message, line=start[1], column=column, end_line=end[1], end_column=end_column, cell=start[0], reason=reason)
         )
     new_text = None
     refused = analysis.refused

@@ -19,6 +19,11 @@ if TYPE_CHECKING:
     from autofix.rule import Rule
 
 
+# The strategies ``autofix migrate --strategy`` moves a script to (described in
+# :mod:`autofix.analysis.migration`); the first is the default.
+STRATEGIES = ("mirrored", "multiworker")
+
+
 @dataclass(frozen=True)
 class Options:
     select: tuple[str, ...] | None = None
@@ -36,16 +41,19 @@ class Options:
     # ``check --add-noqa``: the result's new text is the file with an ``# autofix: ignore``
     # comment for each finding, instead of its fix.
     add_noqa: bool = False
+    # ``autofix migrate --strategy KIND``: a file that trains on one device is moved to this
+    # strategy (``"mirrored"``...); None for check, diff and fix.
+    migrate: str | None = None
     # Every rule of this autofix, as the result cache recorded them (None: import the rules).
     known_rules: tuple[registry.RuleInfo, ...] | None = field(default=None, compare=False, repr=False)
 
     def rules(self) -> tuple[type[Rule], ...]:
-        return _rules(self.select, self.ignore)
+        return _rules(self.select, self.ignore, self.migrate is not None)
 
     def rule_infos(self) -> tuple[registry.RuleInfo, ...]:
         """The rules that run, described; raises :class:`registry.UnknownRule` for a code
         that names none."""
-        return registry.select(self.select, self.ignore, self.known_rules or registry.infos())
+        return registry.select(self.select, self.ignore, self.known_rules or registry.infos(), self.migrate is not None)
 
     def fixes(self, rule: type[Rule]) -> bool:
         return rule.SAFE or self.unsafe_fixes
@@ -74,5 +82,5 @@ def _matches(pattern: str, relative: str) -> bool:
 
 
 @lru_cache(maxsize=None)
-def _rules(select, ignore) -> tuple[type[Rule], ...]:
-    return registry.select(select, ignore)
+def _rules(select, ignore, migrating: bool = False) -> tuple[type[Rule], ...]:
+    return registry.select(select, ignore, migrating=migrating)

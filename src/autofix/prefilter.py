@@ -18,9 +18,22 @@ PREFILTER = "distribute"
 PREFILTER_USES = (".scope()", "num_replicas_in_sync", "experimental_run_v2")
 
 
-def might_need_analysis(text: str) -> bool:
+# ``autofix migrate`` looks for training on one device: every training site spells one of
+# these (``fit``, ``fit_generator``, ``train_on_batch``; an optimizer's ``apply_gradients``,
+# ``minimize`` or ``apply``).
+MIGRATE_USES = ("fit", "train_on_batch", "minimize", "apply")
+
+
+def might_need_analysis(text: str, migrating: bool = False) -> bool:
+    if migrating and any(use in text for use in MIGRATE_USES):
+        return True
     return PREFILTER in text or any(use in text for use in PREFILTER_USES)
 
 
-# Why a file the prefilter passes over is not analysed.
+def skip_reason(migrating: bool = False) -> str:
+    """Why a file the prefilter passes over is not analysed."""
+    return NOT_TRAINING if migrating else NOT_USED
+
+
 NOT_USED = "it does not use tf.distribute"
+NOT_TRAINING = "it does not train (no fit, train_on_batch or optimizer update)"

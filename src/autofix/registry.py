@@ -36,10 +36,11 @@ class RuleInfo:
     SAFE: bool
     OPT_IN: bool
     CROSS_FILE: bool
+    MIGRATION: bool = False
 
     @classmethod
     def of(cls, rule: type) -> "RuleInfo":
-        return cls(rule.CODE, rule.NAME, rule.SAFE, rule.OPT_IN, rule.CROSS_FILE)
+        return cls(rule.CODE, rule.NAME, rule.SAFE, rule.OPT_IN, rule.CROSS_FILE, rule.MIGRATION)
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -76,11 +77,14 @@ def rule_by_code(code: str) -> type[Rule]:
     raise UnknownRule(code)
 
 
-def select(select: tuple[str, ...] | None, ignore: tuple[str, ...] = (), among: Sequence[R] | None = None) -> tuple[R, ...]:
+def select(
+    select: tuple[str, ...] | None, ignore: tuple[str, ...] = (), among: Sequence[R] | None = None, migrating: bool = False
+) -> tuple[R, ...]:
     """The rules to run, among ``among`` (rule classes or :class:`RuleInfo`; default: every
     rule class). Codes may be prefixes (``TFD00``) or ``ALL``; unknown ones raise. An opt-in
     rule (TFD005) runs only when its own code is selected: no prefix, ``ALL`` or default
-    selection includes it."""
+    selection includes it. A migration rule (TFD010) runs only when ``migrating`` (``autofix
+    migrate``), which selects it unless it is ignored."""
     rules = all_rules() if among is None else among
     codes = [r.CODE for r in rules]
     regular = {r.CODE for r in rules if not r.OPT_IN}
@@ -95,6 +99,8 @@ def select(select: tuple[str, ...] | None, ignore: tuple[str, ...] = (), among: 
         return {c for c in found if c in regular or c == prefix} if selecting else found
 
     chosen = set(regular) if not select else set().union(*(matching(s, selecting=True) for s in select))
+    migration = {r.CODE for r in rules if getattr(r, "MIGRATION", False)}
+    chosen = chosen | migration if migrating else chosen - migration
     for code in ignore:
         chosen -= matching(code)
     return tuple(r for r in rules if r.CODE in chosen)

@@ -114,6 +114,9 @@ class Rule:
     SAFE: ClassVar[bool] = True
     # An opt-in rule runs only when it is selected by its full code (not by a prefix or ALL).
     OPT_IN: ClassVar[bool] = False
+    # A migration rule runs only under ``autofix migrate`` (which always runs it, unless it is
+    # ignored): it moves a file that trains on one device to a strategy.
+    MIGRATION: ClassVar[bool] = False
     # A rule whose result depends on files other than the one it checks (a module it imports)
     # must say so: the result cache keys a file by its own bytes only, so such a rule turns
     # the cache off while it runs. No rule does today (tests/test_cache.py checks that rules

@@ -170,5 +170,5 @@ def print_error(result: FileResult) -> None:
     err.print(f"error: {result.describe_error(display_path(result.path))}", style="red")
 
 
-def print_refused(result: FileResult) -> None:
-    err.print(f"warning: {display_path(result.path)}: fix not applied: {result.refused}", style="yellow")
+def print_refused(result: FileResult, what: str = "fix") -> None:
+    err.print(f"warning: {display_path(result.path)}: {what} not applied: {result.refused}", style="yellow")

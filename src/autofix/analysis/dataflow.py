@@ -101,9 +101,10 @@ class DataFlow(Derived):
                 self._follow(call, flow, seen)
             return
         if isinstance(parent, cst.For) and parent.iter is expr:
-            # ``for batch in dataset:``: each batch goes where the loop variable goes.
-            if isinstance(parent.target, cst.Name):
-                for use in self.facts.uses(parent.target):
+            # ``for batch in dataset:``: each batch goes where the loop variable goes; ``for x,
+            # y in dataset:``: each part of it (features, labels) is part of the same batch.
+            for target in _unpacked_names(parent.target):
+                for use in self.facts.uses(target):
                     self._follow(use, flow, seen)
             return
         if isinstance(parent, cst.Arg):
@@ -211,3 +212,13 @@ class DataFlow(Derived):
             if isinstance(ancestor, (cst.Lambda, cst.ClassDef)):
                 return None
         return None
+
+
+def _unpacked_names(target: cst.BaseExpression) -> list[cst.Name]:
+    """The names a loop target binds: itself, or those of a tuple or list it unpacks into
+    (nested ones too: ``for step, (x, y) in enumerate(dataset)``)."""
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [name for element in target.elements for name in _unpacked_names(element.value)]
+    return []

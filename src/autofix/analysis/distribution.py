@@ -4,7 +4,8 @@ is shown safe: the one fix :mod:`.inputs`' findings can have.
 The dataset is distributed once, before the outermost loop around the ``for`` loop that
 iterates it, and that loop iterates the distributed one instead. Shown safe only when: every
 undistributed value comes from that one loop over a batched dataset bound once in view (not a
-parameter: other files may pass a distributed one); the loop's batches go to ``strategy.run``
+parameter: other files may pass a distributed one; unless ``autofix migrate`` is moving a file
+that distributed nothing, whose callers all pass plain datasets); the loop's batches go to ``strategy.run``
 and nowhere else (a distributed batch is not a tensor), through local functions too; the
 strategy running the steps is in view at the loop; the loop is not in a ``tf.function``; and no
 step divides its loss by a global batch other than the dataset's (split over the replicas,
@@ -60,13 +61,18 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
     if loop is None or loop.iter is not dataset or not isinstance(dataset, cst.Name):
         raise NotDistributable("the batches are not those of a for loop over a dataset named in view")
     bindings = facts.bindings(dataset) or []
-    if len(bindings) == 1 and isinstance(bindings[0], cst.Param):
+    reaching = facts.reaching_bindings(dataset) or []
+    if len(bindings) > 1 and len(reaching) == 1 and all(program.line(b) <= program.line(reaching[0]) for b in bindings):
+        # ``ds = ds.shuffle(n).batch(b)``: the name's last binding is what the loop iterates.
+        bindings = reaching
+    parameter = len(bindings) == 1 and isinstance(bindings[0], cst.Param)
+    if parameter and program.migration is None:
         function = program.enclosing_function(bindings[0])
         raise NotDistributable(
             f"the dataset is a parameter of {function.name.value if function else 'a function'}(), which code in "
             "other files may call with a distributed dataset; distribute it where it is made"
         )
-    if len(bindings) != 1 or facts.assigned_value(bindings[0]) is None:
+    if len(bindings) != 1 or facts.assigned_value(bindings[0]) is None and not parameter:
         raise NotDistributable(f"{dataset.value} is bound more than once")
     batches = [batch_size_of(program, made) for made in origin.made]
     if not batches or any(b is None for b in batches) or len({program.module.code_for_node(b) for b in batches}) != 1:  # type: ignore[arg-type]

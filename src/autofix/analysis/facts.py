@@ -138,8 +138,11 @@ class Facts(Derived):
                     classes |= inner[0]
                     constructions.extend(inner[1])
                     continue
-                if used and local is None and self.is_module_reference(node.func):
-                    # ``create_strategy()`` from another module, known by how it is used.
+                names = self.names_of(node.func)
+                library = bool(names) and all(symbols.is_library_non_strategy(n) for n in names)
+                if used and local is None and not library and self.is_module_reference(node.func):
+                    # ``create_strategy()`` from another module, known by how it is used (a
+                    # TensorFlow API outside tf.distribute with a ``scope()`` is not one).
                     classes.add(UNKNOWN_STRATEGY)
                     continue
                 return None

@@ -275,10 +275,10 @@ class Inputs(Derived):
         kind = self._kind(expr)
         found.append(Origin(kind or "unknown", expr, loop, (expr,) if kind == "dataset" else ()))
 
-    def _kind(self, expr: cst.BaseExpression) -> str | None:
-        """What iterating the value ``expr`` gives, when it is evident from how it is made."""
+    def _kind(self, expr: cst.BaseExpression, depth: int = 0) -> str | None:
+        """What iterating the value ``expr`` gives, when it is evident from how it is made
+        (through a name the chain starts from: ``ds = ds.shuffle(n).batch(b)``)."""
         facts = self.facts
-        depth = 0
         while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and depth < _DEPTH:
             method = expr.func.attr.value
             if method in DISTRIBUTE_METHODS and self.steps.is_strategy(expr.func.value):
@@ -286,6 +286,10 @@ class Inputs(Derived):
             if method not in _DATASET_METHODS:
                 break
             expr, depth = expr.func.value, depth + 1
+        if isinstance(expr, cst.Name) and depth < _DEPTH:
+            values = [facts.assigned_value(b) for b in facts.reaching_bindings(expr) or ()]
+            kinds = {self._kind(v, depth + 1) if v is not None else None for v in values}
+            return kinds.pop() if len(kinds) == 1 and values else None
         if isinstance(expr, cst.Call):
             names = facts.names_of(expr.func)
             if any(n.startswith(_DATASET_MAKERS) for n in names) or names & LOADERS:

@@ -28,8 +28,14 @@ class Program:
     # Positions from libcst's public PositionProvider instead of autofix's own (tests set it).
     use_provider = False
 
-    def __init__(self, module: cst.Module, source: str | None = None, syntax_tree: ast.Module | None = None) -> None:
+    def __init__(
+        self, module: cst.Module, source: str | None = None, syntax_tree: ast.Module | None = None, migration: str | None = None
+    ) -> None:
         self.module = module
+        # The strategy this file is being moved to by ``autofix migrate`` (``"mirrored"``...),
+        # when it had none: its batches are the single-device (per-replica) batches whatever
+        # they are called. None for every other run, and for a file that already distributes.
+        self.migration = migration
         self._source = source
         # Python's own tree of ``source``, when the caller already has it (see _statement_lines).
         self._syntax_tree = syntax_tree

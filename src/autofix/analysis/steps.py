@@ -79,14 +79,47 @@ class Steps(Derived):
     @cached_property
     def roots(self) -> dict[cst.FunctionDef, list[cst.Call]]:
         """Each function run by ``strategy.run`` on a strategy with several replicas, with
-        the calls that run it."""
+        the calls that run it; and the ``train_step`` of a Keras model made in the scope of
+        such a strategy (``fit`` runs it with ``strategy.run``: no call of this file does)."""
         found: dict[cst.FunctionDef, list[cst.Call]] = {}
         for call in self.runs:
             target = self.run_target(call)
             definition = self.definition(target) if target is not None else None
             if definition is not None and not self.single_replica(call):
                 found.setdefault(definition, []).append(call)
+        for train_step in self.fit_steps:
+            found.setdefault(train_step, [])
         return found
+
+    @cached_property
+    def fit_steps(self) -> set[cst.FunctionDef]:
+        """The ``train_step`` methods of the Keras model classes of this file (or their bases
+        here) whose objects are made in the scope of a strategy with several replicas."""
+        found: set[cst.FunctionDef] = set()
+        for cls in self.facts.keras_classes:
+            step = self._own_train_step(cls)
+            if step is None:
+                continue
+            for ref in self.facts.references(cls):
+                call = self.program.parent(ref)
+                if not (isinstance(call, cst.Call) and call.func is ref) or not self.facts.under_scope(call):
+                    continue
+                if not self.facts.scope_classes_at(call) <= SINGLE_REPLICA:
+                    found.add(step)
+        return found
+
+    def _own_train_step(self, cls: cst.ClassDef) -> cst.FunctionDef | None:
+        """The ``train_step`` a class defines, or inherits from a class of this file."""
+        seen: set[int] = set()
+        while cls is not None and id(cls) not in seen:
+            seen.add(id(cls))
+            body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+            for statement in body:
+                if isinstance(statement, cst.FunctionDef) and statement.name.value == "train_step":
+                    return statement
+            bases = [self.facts.local_definition(b.value) for b in cls.bases]
+            cls = next((b for b in bases if isinstance(b, cst.ClassDef)), None)  # type: ignore[assignment]
+        return None
 
     @cached_property
     def functions(self) -> dict[cst.FunctionDef, cst.FunctionDef]:

@@ -10,7 +10,8 @@ is not safe to trace:
   ``nonlocal`` names;
 - calling anything that is not TensorFlow or Keras (or a known-safe builtin): ``print``,
   ``logging``, Python's and NumPy's random numbers, a time, a method that mutates a list or dict,
-  a helper whose body is not looked at, ``.numpy()``;
+  a helper whose body is not looked at, ``.numpy()``; a function of this file (not a method)
+  is looked into, and has these effects when its body has them;
 - reading a Python value that changes between calls (a name bound again elsewhere: a loop
   variable, a counter): the trace keeps the value it saw first;
 - iterating a Python iterator or generator (consumed by the first trace);
@@ -47,12 +48,14 @@ def python_effect(program: Program, steps: Steps, function: cst.FunctionDef) -> 
 
 
 class _Effects(cst.CSTVisitor):
-    def __init__(self, program: Program, steps: Steps, function: cst.FunctionDef) -> None:
+    def __init__(self, program: Program, steps: Steps, function: cst.FunctionDef, seen: set[int] | None = None) -> None:
         self.program = program
         self.steps = steps
         self.facts: Facts = steps.facts
         self.function = function
         self.why: str | None = None
+        # Local functions looked into already (a helper called twice, recursion).
+        self.seen = seen if seen is not None else {id(function)}
 
     def found(self, why: str) -> None:
         self.why = self.why or why
@@ -144,9 +147,22 @@ class _Effects(cst.CSTVisitor):
                 return
             if func.attr.value in STRATEGY_METHODS and self.steps.is_strategy(func.value):
                 return
+            if func.attr.value in _DICT_READS and isinstance(func.value, cst.Name) and _dict_literal(facts, func.value):
+                return  # ``weights.values()`` of a dict of variables: a read
             self.found(f"calls {self.code(func)}()")
             return
         if isinstance(func, cst.Name) and (facts.is_model_name(func) or facts.is_layer_name(func) or _keras_value(facts, func)):
+            return
+        local = facts.local_definition(func) if isinstance(func, cst.Name) else None
+        if isinstance(local, cst.FunctionDef) and not facts.functions[local].is_method:
+            # A helper of this file (the model's forward pass, the loss): safe when its body is.
+            if id(local) in self.seen:
+                return
+            self.seen.add(id(local))
+            inner = _Effects(self.program, self.steps, local, self.seen)
+            local.body.visit(inner)
+            if inner.why:
+                self.found(f"calls {func.value}(), which {inner.why}")
             return
         self.found(f"calls {self.code(func)}()")
 
@@ -193,6 +209,15 @@ class _Effects(cst.CSTVisitor):
                 self.found(f"iterates {iterable.value}, a Python iterator the first trace would use up")
         elif isinstance(iterable, cst.GeneratorExp):
             self.found("iterates a generator the first trace would use up")
+
+
+_DICT_READS = frozenset({"values", "keys", "items", "get"})
+
+
+def _dict_literal(facts: Facts, name: cst.Name) -> bool:
+    """A name bound only to dict literals (a dict of variables)."""
+    values = [facts.assigned_value(b) for b in facts.bindings(name) or ()]
+    return bool(values) and all(isinstance(v, cst.Dict) for v in values)
 
 
 def _keras_value(facts: Facts, name: cst.Name) -> bool:

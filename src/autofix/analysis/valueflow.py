@@ -46,12 +46,23 @@ def unaccounted_use(steps: Steps, node: cst.BaseExpression) -> Use | None:
     return _Flow(steps).first(node)
 
 
+def summed(steps: Steps, node: cst.BaseExpression) -> bool:
+    """Whether the value computed at ``node`` reaches a ``strategy.reduce(SUM, ...)`` (which
+    adds up the replicas' values: right only for shares of a global value)."""
+    flow = _Flow(steps, every=True)
+    flow.first(node)
+    return flow.summed
+
+
 class _Flow:
-    def __init__(self, steps: Steps) -> None:
+    def __init__(self, steps: Steps, every: bool = False) -> None:
         self.steps = steps
         self.program = steps.program
         self.facts = steps.facts
         self.callables = Callables.of(steps.program)
+        # Follow every use (not only up to the first unaccounted one), noting a SUM reduce.
+        self.every = every
+        self.summed = False
 
     def first(self, start: cst.BaseExpression) -> Use | None:
         seen: set[tuple[int, tuple[int, ...]]] = set()
@@ -65,7 +76,7 @@ class _Flow:
             if len(seen) > _LIMIT:
                 return Use(node)
             found = self.step(node, stack, pending)
-            if found is not None:
+            if found is not None and not self.every:
                 return found
         return None
 
@@ -111,6 +122,7 @@ class _Flow:
             code = self.program.module.code_for_node(op).upper() if op is not None else ""
             if op is node or "SUM" not in code:
                 return Use(call, "mean" if "MEAN" in code else "use")
+            self.summed = True
             return None
         callees, complete = self.callables.of_call(func)
         if not callees or not complete:

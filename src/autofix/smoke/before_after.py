@@ -63,7 +63,7 @@ def compare(
     root = os.path.commonpath([os.path.dirname(p) for p in paths])
     mirror = tempfile.mkdtemp(prefix="autofix-smoke-before-")
     try:
-        originals = _mirror(root, mirror, {p: r for p, r in zip(paths, changed)})
+        originals = mirror_with(root, mirror, {p: r.old_text or "" for p, r in zip(paths, changed)})
         jobs = [SmokeJob(originals[p]) for p in paths] + [SmokeJob(p) for p in paths]
         reports = run_many(
             jobs, replicas=replicas, steps=steps, timeout=timeout, offline=offline, legacy_keras=legacy_keras, workers=workers
@@ -84,8 +84,9 @@ def exit_code(comparisons: Sequence[Comparison]) -> int:
     return EXIT_FAILED if EXIT_FAILED in codes else EXIT_OK
 
 
-def _mirror(root: str, mirror: str, changed: dict[str, FileResult]) -> dict[str, str]:
-    """Mirror ``root`` into ``mirror``; returns where each changed file's original now is.
+def mirror_with(root: str, mirror: str, changed: dict[str, str]) -> dict[str, str]:
+    """Mirror ``root`` into ``mirror``, each file of ``changed`` (absolute paths) with the text
+    given for it (its original, or a migration not written yet); returns where each now is.
 
     Only the folders on the way to a changed file are recreated; everything else is one
     symbolic link, so a large data folder costs nothing.
@@ -106,7 +107,7 @@ def _mirror(root: str, mirror: str, changed: dict[str, FileResult]) -> dict[str,
                 continue  # compiled originals must not land next to the fixed sources
             if source in changed:
                 with open(target, "wb") as fh:
-                    fh.write(_original_bytes(source, changed[source].old_text or ""))
+                    fh.write(_bytes(source, changed[source]))
                 where[source] = target
             elif source in on_the_way and entry.is_dir(follow_symlinks=False):
                 fill(source, target)
@@ -117,8 +118,8 @@ def _mirror(root: str, mirror: str, changed: dict[str, FileResult]) -> dict[str,
     return where
 
 
-def _original_bytes(path: str, text: str) -> bytes:
-    # The fix kept the file's encoding and BOM, so the fixed file says how to encode the original.
+def _bytes(path: str, text: str) -> bytes:
+    # A fix keeps the file's encoding and BOM, so the file on disk says how to encode the other text.
     try:
         return read_source(path).encode(text)
     except SourceError:

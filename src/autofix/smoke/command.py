@@ -190,3 +190,32 @@ def smoke_changed(results: Sequence[FileResult], err: Console, workers: int = 1)
         err.print(Text(f"{shown}: before: {summary(comparison.before)} / after: {summary(comparison.after)}"))
         _print_failures(err, shown, comparison.after, prefix="after the fix: ")
     return before_after.exit_code(comparisons)
+
+
+def smoke_migrations(results: Sequence[FileResult], err: Console, written: bool) -> int:
+    """Prove each migration ``migrate`` wrote (or showed) beside its original; the exit code
+    it earns."""
+    from autofix.smoke import migrations
+
+    count = len(migrations.provable(results))
+    if not count:
+        return 0
+    err.print(Text(f"Proving {count} migration{'s' if count != 1 else ''} against the original{'s' if count != 1 else ''}...", style="bold"))
+    with _die_when_interrupted():
+        reports = migrations.prove(results, written=written)
+    table = Table(title="autofix migrate --smoke", title_justify="left")
+    table.add_column("script")
+    table.add_column("compare")
+    table.add_column("")
+    for report in reports:
+        status = report.compare.status if report.compare is not None else "harness-error"
+        wrong = status in migrations.WRONG
+        style = "bold red" if wrong else "green" if status == "equivalent" else "yellow"
+        table.add_row(display_path(report.script), Text(status, style=style), "FAIL" if wrong else "")
+    err.print(table)
+    for report in reports:
+        shown = display_path(report.script)
+        if report.compare is not None:
+            style = "red" if report.compare.status in migrations.WRONG else "dim"
+            err.print(Text(f"{shown}: {report.compare.status}: {report.compare.message}", style=style))
+    return migrations.exit_code(reports)

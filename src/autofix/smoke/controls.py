@@ -17,7 +17,9 @@ For a job that records its first update, before the script starts and for as lon
   their masks differently, and the comparison is of everything else;
 - random numbers drawn in a training step (``tf.random.normal`` / ``uniform`` /
   ``truncated_normal``, the same in ``keras.random``: a GAN's noise) are drawn as one device
-  would draw them for the global batch (see :func:`_random`);
+  would draw them for the global batch (see :func:`_random`); in the original at k times its
+  batch, a draw with as many rows as a batch the script asked for (``[BATCH_SIZE, latent]``)
+  gets k times the rows, as the script written for that batch would draw;
 - ``BatchNormalization`` on N replicas normalizes over the global batch
   (``synchronized=True``), as one device does; MirroredStrategy otherwise normalizes each
   replica's share on its own.
@@ -46,6 +48,8 @@ NOISE_LAYERS = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropo
 _active = False
 _scale = 1
 _seen: dict[str, int] = {}
+# The batch sizes the script asked for, before scaling (for draws as long as a batch).
+_asked: set[int] = set()
 # Random draws in a training step: tf.random.* and keras.random.* (Keras draws for its own
 # layers otherwise, which the noise layers above cover).
 RANDOM = ("normal", "uniform", "truncated_normal")
@@ -86,6 +90,7 @@ def start(active: bool, scale: int = 1) -> None:
     _active, _scale = active, max(1, int(scale))
     _seen.clear()
     _occurrences.clear()
+    _asked.clear()
     if not active:
         return
     random.seed(SEED)
@@ -112,6 +117,8 @@ def fit_arguments(given: dict[str, Any], array_input: bool) -> None:
     if not _active:
         return
     given["shuffle"] = False
+    if array_input and given.get("batch_size"):
+        _asked.add(int(given["batch_size"]))
     if array_input and _scale > 1 and given.get("batch_size"):
         given["batch_size"] = int(given["batch_size"]) * _scale
         _saw("fit(batch_size=...)")
@@ -142,6 +149,7 @@ def _batch(original):
         if _script_call():
             asked = tf.get_static_value(batch_size)
             if asked is not None:
+                _asked.add(int(asked))
                 recorder.batches.append(int(asked) * _scale)
                 if _scale > 1:
                     batch_size = int(asked) * _scale
@@ -243,6 +251,15 @@ def _stateless(name: str, shape, seeds, *args, **kwargs):
     stateless = getattr(tf.random, STATELESS[name])
     shape = tf.convert_to_tensor(shape, dtype=tf.int32)
     info = getattr(_replica, "info", None)
+    if info is None and _scale > 1 and shape.shape.rank == 1 and shape.shape[0]:
+        known = tf.get_static_value(shape)
+        lead = None if known is None else known[0]
+        if lead is not None and int(lead) in _asked:
+            # The original at N x its batch, drawing as many rows as the batch it was written
+            # for (``tf.random.normal([BATCH_SIZE, latent])``): written for N x that batch, it
+            # would draw N x the rows.
+            _saw("a draw as long as the batch", "drawn for the scaled batch")
+            return stateless(tf.concat([[int(lead) * _scale], shape[1:]], 0), seed=seeds, **params)
     if info is None or info[1] is None or info[2] == 1 or shape.shape.rank != 1 or shape.shape[0] == 0:
         return stateless(shape, seed=seeds, **params)
     replica_id, batch, count = info

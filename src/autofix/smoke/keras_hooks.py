@@ -84,7 +84,10 @@ def _callback_class(module: Any) -> type:
         def on_train_batch_begin(self, batch, logs=None):
             if snapshot.active() and self.record.steps == 0:
                 model = self.model
-                snapshot.applied(getattr(model, "optimizer", None), list(model.trainable_weights))
+                # The optimizers are those that apply gradients in the step (the hooks on
+                # apply_gradients and apply say which): a train_step of its own may leave the
+                # one compile made unused, and Keras builds it only under a strategy.
+                snapshot.applied(None, list(model.trainable_weights))
                 snapshot.transplant(list(model.trainable_weights))
 
         def on_train_batch_end(self, batch, logs=None):
@@ -140,7 +143,7 @@ def _fit(original, callback: type, version: str, package: str):
         recorder.current_fit = record
         try:
             with _Keras():
-                return original(*bound.args, **bound.kwargs)
+                result = original(*bound.args, **bound.kwargs)
         except StepLimitReached:
             raise
         except BaseException as exc:
@@ -155,6 +158,12 @@ def _fit(original, callback: type, version: str, package: str):
             if record.error is None:
                 _finish(record, self)
             recorder.publish()
+        if snapshot.recorded():
+            # A comparing run needs the first update only: what the script does after the fit
+            # that made it (plots, 900 predict calls) plays no part, and may take long on N
+            # replicas.
+            raise StepLimitReached("the first update is recorded")
+        return result
 
     return fit
 

@@ -116,13 +116,14 @@ def _bootstrap(spec: dict[str, Any]):
     recorder.worker, recorder.workers = int(worker.get("index", 0)), int(worker.get("count", 1))
     import tensorflow  # noqa: F401  (starts nothing: the runtime starts on first use)
 
-    from autofix.smoke import controls, devices, loops, multiworker, writes
+    from autofix.smoke import controls, devices, loops, multiworker, standins, writes
 
     provision = devices.Provision(recorder.replicas)
     devices.install(provision)
     multiworker.install(provision)
     loops.install()
     controls.install()
+    standins.install(recorder.note)
     writes.install(os.path.dirname(os.path.abspath(spec["events"])))
     offline = bool(spec.get("offline"))
     actions = {name: _keras_action(offline) for name in KERAS_PACKAGES}
@@ -310,10 +311,14 @@ def _restore(saved: tuple[int, int]) -> None:
 def _forget_modules(before: set[str], script_dir: str) -> None:
     """Modules imported from the script's folder belong to that script: the next script may
     have its own ``model.py``."""
+    from autofix.smoke import standins
+
     prefix = os.path.realpath(script_dir) + os.sep
     for name in set(sys.modules) - before:
-        filename = getattr(sys.modules.get(name), "__file__", None) or ""
-        if filename and os.path.realpath(filename).startswith(prefix):
+        module = sys.modules.get(name)
+        filename = getattr(module, "__file__", None) or ""
+        # A stand-in is served (and noted) again to the next script that imports it.
+        if filename and os.path.realpath(filename).startswith(prefix) or standins.is_stand_in(module):
             del sys.modules[name]
 
 

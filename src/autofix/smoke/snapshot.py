@@ -62,6 +62,11 @@ def active() -> bool:
     return _path is not None and not _taken
 
 
+def recorded() -> bool:
+    """Whether this script's first update has been recorded (comparing runs only)."""
+    return _path is not None and _taken
+
+
 def applied(optimizer: Any, variables: list[Any] | None = None) -> None:
     """An optimizer updates ``variables`` in the first step."""
     if not active():

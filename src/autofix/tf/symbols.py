@@ -87,6 +87,13 @@ def is_strategy_constructor(name: str) -> bool:
     return False
 
 
+def is_library_non_strategy(name: str) -> bool:
+    """A TensorFlow or Keras API outside ``tf.distribute``: what it returns is known not to be
+    a strategy, whatever it is used as (``DeterministicRandomTestTool(...).scope()``)."""
+    root, _, rest = name.partition(".")
+    return root in ("tensorflow", "keras", "tf_keras") and bool(rest) and ".distribute." not in f".{rest}"
+
+
 def is_strategy_type(name: str) -> bool:
     """A name usable as an annotation that means "a strategy"."""
     return name in ("tensorflow.distribute.Strategy",) or is_strategy_constructor(name)

@@ -1,0 +1,316 @@
+"""TFD010 migrate-to-strategy: training on one device, moved to a tf.distribute strategy by
+``autofix migrate``.
+
+Runs only under ``autofix migrate`` (``--strategy mirrored``, the default, or
+``multiworker``), on a file that makes no strategy and trains. It does the one thing no other
+rule does: it creates the strategy, once, in the function that trains (the module for a
+script), after the imports, device setup, mixed-precision policy and seeding that come before
+the training, and before the first object the training makes. A custom training step (a
+function that applies gradients, called by the loop) is run per replica: its calls go to a
+generated ``distributed_<step>`` that runs it with ``strategy.run`` and combines what it
+returns (its loss) with ``strategy.reduce(SUM, ...)``, a ``tf.function`` when the step was one
+or has no Python side effect that tracing would run once (the step itself is not: a
+tf.function inside ``strategy.run`` cannot aggregate gradients). The other rules then do the
+rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
+``strategy.scope()`` (TFD001), the single-device batch kept as the per-replica batch and
+training fed the global batch (TFD002), the dataset distributed (TFD003), the loss averaged over
+the global batch (TFD004). The migration is written only when the result parses, a second pass
+changes nothing, ``check`` finds nothing left in it, every batch fed to training is shown to be
+the global batch and every step is fed distributed batches; otherwise the file is left alone and
+each problem is named.
+
+Not fixed (not migrated; reported with the reason):
+- a step written inline in the loop body, or in a method of a trainer class;
+- a step that takes no batch (it reads its data from globals), returns what is not its loss,
+  takes ``*args`` / keyword-only parameters, is used as a value, or places its work on devices
+  itself (``tf.device`` towers: distributed by hand already);
+- a model built for a fixed batch (``stateful=True``, ``batch_size=``), an in-batch objective;
+- ``fit`` on Keras 3 under ``--strategy multiworker`` (it fails with several workers);
+- anything the other rules cannot fix in the migrated code.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from autofix.analysis.migration import KINDS, CustomStep, Refusal, SingleDevice
+from autofix.analysis.migration_models import ModelPrep
+from autofix.analysis.placement import Placement
+from autofix.analysis.steps import Steps
+from autofix.analysis.tracing import python_effect
+from autofix.analysis.multiworker import MultiWorker
+from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias
+from autofix.rule import Example, Rule
+
+MESSAGE = "trains on one device: moved to tf.distribute.{cls}"
+# What Keras batches arrays by when fit is not told.
+KERAS_DEFAULT_BATCH = 32
+BUILT_COMMENT = "# Built: its models are; under a strategy Keras 3 would build it by calling it, and it has no call()."
+
+
+class MigrateToStrategy(Rule):
+    CODE = "TFD010"
+    NAME = "migrate-to-strategy"
+    DESCRIPTION = "Training on one device, moved to a tf.distribute strategy (autofix migrate only)"
+    MIGRATION = True
+    EXAMPLES = (
+        Example(
+            before=(
+                "import tensorflow as tf\n"
+                "\n"
+                "BATCH_SIZE = 64\n"
+                "(x, y), _ = tf.keras.datasets.mnist.load_data()\n"
+                "dataset = tf.data.Dataset.from_tensor_slices((x / 255.0, y)).batch(BATCH_SIZE)\n"
+                "model = tf.keras.Sequential([tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)])\n"
+                'model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n'
+                "model.fit(dataset, epochs=3)\n"
+            ),
+            after=(
+                "import tensorflow as tf\n"
+                "\n"
+                "strategy = tf.distribute.MirroredStrategy()\n"
+                "\n"
+                "BATCH_SIZE = 64\n"
+                "(x, y), _ = tf.keras.datasets.mnist.load_data()\n"
+                "dataset = tf.data.Dataset.from_tensor_slices((x / 255.0, y)).batch(BATCH_SIZE * strategy.num_replicas_in_sync)\n"
+                "with strategy.scope():\n"
+                "    model = tf.keras.Sequential([tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)])\n"
+                '    model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n'
+                "model.fit(dataset, epochs=3)\n"
+            ),
+        ),
+        Example(
+            before=(
+                "import tensorflow as tf\n"
+                "\n"
+                "model = tf.keras.models.load_model(\"model.keras\")\n"
+                "print(model.evaluate(test_dataset))\n"
+            ),
+        ),
+    )
+
+    def applies(self) -> bool:
+        return self.program.migration is not None and not SingleDevice.of(self.program).uses_strategy
+
+    def check(self) -> None:
+        single = SingleDevice.of(self.program)
+        if not single.trains:
+            return
+        kind = KINDS[self.program.migration]  # type: ignore[index]
+        anchor = _anchor(single)
+        message = MESSAGE.format(cls=kind.cls)
+        refusals = single.refusals + ModelPrep.of(self.program).unbuilt[1]
+        if kind.keras3_fit_fails and single.fits and MultiWorker.of(self.program).keras.keras3:
+            refusals.append(Refusal(single.fits[0].call, (
+                f"Keras 3 fit cannot train under {kind.cls} with several workers (keras-team/keras#20585): "
+                "write a custom training loop, or use tf_keras (TF_USE_LEGACY_KERAS=1), then migrate"
+            )))
+        if refusals:
+            for refusal in refusals:
+                self.report(refusal.node, "trains on one device: not migrated", refusal.reason)
+            return
+        self.fix(anchor, message, lambda edits: self._plan(single, kind.cls, edits))
+
+    def _plan(self, single: SingleDevice, cls: str, edits: BlockEdits) -> None:
+        program = self.program
+        place = Placement.of(program)
+        prep = ModelPrep.of(program)
+        block = place.training_block()
+        if isinstance(block, Refusal):
+            raise NotFound(block.reason)
+        taken = set(self.facts.names())
+        position = place.position(block)
+        tf = module_alias(program, "tensorflow")
+        imports: list[cst.BaseStatement] = []
+        if tf is not None and isinstance(block, cst.Module) and not _imported_before(program, tf, position):
+            # Imported only further down (a later notebook cell): imported here too.
+            imports.append(cst.parse_statement(f"import tensorflow as {tf}\n" if tf != "tensorflow" else "import tensorflow\n"))
+        if tf is None:
+            if "tf" in taken:
+                raise NotFound("the script does not import tensorflow, and the name tf is taken")
+            tf = "tf"
+            imports.append(cst.parse_statement("import tensorflow as tf\n"))
+        strategy = fresh_name(taken, "strategy")
+        made = cst.parse_statement(f"{strategy} = {tf}.distribute.{cls}()\n")
+        inserts = _Inserts()
+        after_strategy: list[cst.BaseStatement] = [made]
+        if imports and isinstance(block, cst.Module):
+            after_strategy = [*imports, made]
+        elif imports:
+            # Before the function that makes the strategy: after the imports that precede it.
+            module = program.module
+            top = program.top_statement_in(block, module)
+            end = next(i for i, s in enumerate(module.body) if s is top)
+            last = max((i for i, s in enumerate(module.body[:end]) if _imports(s)), default=-1)
+            inserts.add(module, last + 1, imports)
+        for step in single.custom_steps:
+            self._plan_step(step, block, strategy, tf, taken, edits, inserts, after_strategy)
+        for construction in prep.unbuilt[0]:
+            self._mark_built(construction, inserts)
+        for call in prep.default_batches:
+            edits.replace(call, _with_default_batch)
+        inserts.add(block, position, after_strategy)
+        inserts.plan(edits)
+
+    def _mark_built(self, construction: cst.Call, inserts: "_Inserts") -> None:
+        """``gan = GAN(generator, discriminator)`` -> and ``gan.built = True`` after it (see
+        :attr:`ModelPrep.unbuilt`): the statement joins the model's scope block."""
+        program = self.program
+        statement = program.statement_of(construction)
+        home = program.block_of(statement) if statement is not None else None
+        name = self.facts.assigned_name(construction)
+        if home is None or name is None:
+            raise NotFound("the model is not made by a statement of its own")
+        comment = cst.EmptyLine(comment=cst.Comment(BUILT_COMMENT))
+        marked = cst.parse_statement(f"{name.value}.built = True\n").with_changes(leading_lines=[comment])
+        index = next(i for i, s in enumerate(home.body) if s is statement)
+        inserts.add(home, index + 1, [marked])
+
+    def _plan_step(
+        self, step: CustomStep, block, strategy: str, tf: str, taken: set[str], edits: BlockEdits, inserts: "_Inserts", after_strategy: list
+    ) -> None:
+        program = self.program
+        function = step.function
+        name = function.name.value
+        wrapper = fresh_name(taken, f"distributed_{name}")
+        params = [p.name.value for p in function.params.params]
+        signature = program.module.code_for_node(function.params)
+        args = ", ".join(params) + ("," if len(params) == 1 else "")
+        run = f"{strategy}.run({name}, args=({args}))"
+        reduce = f"{tf}.distribute.ReduceOp.SUM"
+        if not step.result_used or step.arity == 0:
+            body = f"    {run}\n"
+        elif step.arity == 1:
+            body = f"    return {strategy}.reduce({reduce}, {run}, axis=None)\n"
+        else:
+            # Locals of the wrapper: only the names it reads must stay clear.
+            local = set(params) | {strategy, tf, name, wrapper}
+            names = [fresh_name(local, _base(value, i)) for i, value in enumerate(step.returned)]
+            reduced = ", ".join(f"{strategy}.reduce({reduce}, {n}, axis=None)" for n in names)
+            body = f"    {', '.join(names)} = {run}\n    return {reduced}\n"
+        if step.decorator is not None:
+            decorator = f"@{program.module.code_for_node(step.decorator.decorator)}\n"
+        elif python_effect(program, Steps.of(program), function) is None:
+            # An eager step with nothing in it that tracing would run once: run as a graph, as
+            # strategy.run is meant to be (an eager one is correct, only slow).
+            decorator = f"@{tf}.function\n"
+        else:
+            decorator = ""
+        definition = cst.parse_statement(f"{decorator}def {wrapper}({signature}):\n{body}")
+        for call in step.calls:
+            edits.replace(call.func, lambda _node, wrapper=wrapper: cst.Name(wrapper))
+        if step.decorator is not None:
+            edits.replace(function, lambda node: node.with_changes(decorators=[d for d in node.decorators if not _is_same(d, step.decorator)]))
+        home = program.block_of(function)
+        if home is block or isinstance(home, cst.Module) and isinstance(block, cst.Module) or _inside(program, function, block):
+            index = next(i for i, s in enumerate(home.body) if s is function)  # type: ignore[union-attr]
+            inserts.add(home, index + 1, [definition])
+            return
+        for call in step.calls:
+            if not _runs_in(program, call, block):
+                raise NotFound(
+                    f"{name}() is called on line {program.line(call)}, where the strategy made in the training "
+                    "function is not in view"
+                )
+        after_strategy.append(definition)
+
+
+def _anchor(single: SingleDevice) -> cst.CSTNode:
+    """Where the finding is: the first training site."""
+    sites = [s.call for s in single.fits] + [c for step in single.custom_steps for c in step.calls]
+    if not sites:
+        sites = list(single.updates)
+    return min(sites, key=lambda n: single.program.position(n).start.line)
+
+
+def _with_default_batch(call: cst.Call) -> cst.Call:
+    """``fit(x, y, ...)`` on arrays -> ``fit(x, y, ..., batch_size=32)``: Keras's default,
+    written out so that it can be kept as each replica's batch."""
+    arg = cst.Arg(keyword=cst.Name("batch_size"), value=cst.Integer(str(KERAS_DEFAULT_BATCH)), equal=cst.AssignEqual(
+        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+    ))
+    args = list(call.args)
+    if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    elif args:
+        # A trailing comma: the new argument goes after it, as the others are laid out.
+        arg = arg.with_changes(comma=args[-1].comma)
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return call.with_changes(args=[*args, arg])
+
+
+def _imported_before(program, alias: str, index: int) -> bool:
+    """Whether ``import tensorflow as <alias>`` is a statement of the module before ``index``."""
+    for statement in program.module.body[:index]:
+        if _imports(statement) and any(
+            isinstance(s, cst.Import) and any(a.asname is not None and a.asname.name.value == alias or program.module.code_for_node(a.name) == alias for a in s.names)
+            for s in statement.body
+        ):
+            return True
+    return False
+
+
+def _imports(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body)
+
+
+class _Inserts:
+    """Statements to insert, by block and by index in the original body: one edit per block
+    puts them all in (an index is the statement they go before; past the end, at the end)."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, tuple[object, list[tuple[int, list[cst.BaseStatement]]]]] = {}
+
+    def add(self, block, index: int, statements: list[cst.BaseStatement]) -> None:
+        self.blocks.setdefault(id(block), (block, []))[1].append((index, statements))
+
+    def plan(self, edits: BlockEdits) -> None:
+        for block, wanted in self.blocks.values():
+            gap = [cst.EmptyLine(indent=False)] * (2 if isinstance(block, cst.Module) else 1)
+
+            def edit(body, wanted=wanted, gap=gap):
+                body = list(body)
+                for index, statements in sorted(wanted, key=lambda w: w[0], reverse=True):
+                    new = [s.with_changes(leading_lines=gap) if isinstance(s, cst.FunctionDef) else s for s in statements]
+                    if 0 < index < len(body) and _imports(body[index - 1]) and not _imports(body[index]) and _blank_first(body[index]):
+                        # After the imports, set apart from them as the code that follows is.
+                        new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(indent=False), *new[0].leading_lines])
+                    if index < len(body) and isinstance(new[-1], cst.FunctionDef) and not isinstance(body[index], cst.FunctionDef):
+                        body[index] = body[index].with_changes(leading_lines=[*gap, *_comments(body[index].leading_lines)])
+                    body[index:index] = new
+                return body
+
+            edits.add(block, edit)  # type: ignore[arg-type]
+
+
+def _blank_first(statement: cst.BaseStatement) -> bool:
+    lines = statement.leading_lines
+    return bool(lines) and lines[0].comment is None
+
+
+def _comments(lines):
+    return [line for line in lines if line.comment is not None]
+
+
+def _is_same(a: cst.Decorator, b: cst.Decorator) -> bool:
+    return a.deep_equals(b)
+
+
+def _base(value: cst.BaseExpression, index: int) -> str:
+    return value.value if isinstance(value, cst.Name) else f"loss_{index + 1}"
+
+
+def _inside(program, node: cst.CSTNode, block) -> bool:
+    return any(a is block for a in program.ancestors(node))
+
+
+def _runs_in(program, node: cst.CSTNode, block) -> bool:
+    """Whether ``node`` is code of the function whose body is ``block`` (or the module's)."""
+    function = program.enclosing_function(node)
+    if isinstance(block, cst.Module):
+        return True
+    while function is not None:
+        if function.body is block:
+            return True
+        function = program.enclosing_function(function)
+    return False

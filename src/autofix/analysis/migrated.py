@@ -1,0 +1,113 @@
+"""What migrated code must show before a migration is kept: every batch training is fed is
+the global batch (made from ``num_replicas_in_sync``), and every step runs on distributed
+batches. A rule's blind spot (a batch made in a helper it does not follow, arrays whose batch
+Keras picks) is caught here, and the file is not migrated, rather than trained wrong."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from autofix.analysis.facts import Facts
+from autofix.analysis.inputs import Inputs
+from autofix.analysis.migration import Refusal
+from autofix.analysis.program import Program
+from autofix.analysis.steps import Steps
+from autofix.analysis.syntax import argument_value, nodes_in
+from autofix.analysis.training import TrainingModel, batch_size_of
+
+
+def unscaled_batches(program: Program) -> list[Refusal]:
+    """In migrated code: every place training is fed whose batch is not shown to be the global
+    batch (made from ``num_replicas_in_sync``). A migration is only right when every batch is
+    N x the original's; what a rule could not see (a batch made in a helper, arrays whose batch
+    Keras picks) is caught here rather than trained wrong."""
+    facts = Facts.of(program)
+    found = []
+    for site in TrainingModel.of(program).sites:
+        if site.kind != "fit":
+            continue
+        call = site.call
+        x = argument_value(call, "x", 0)
+        batches = _batches_of(program, x) if x is not None else []
+        given = argument_value(call, "batch_size")
+        if not batches and given is not None:
+            batches = [given]
+        if not batches or not all(_counts_replicas(facts, b) for b in batches):
+            found.append(Refusal(call, (
+                f"the batch fit trains on (line {program.line(call)}) could not be shown to be the global batch "
+                f"(N x the original's)"
+            )))
+    inputs = Inputs.of(program)
+    for run in Steps.of(program).runs:
+        kinds = {o.kind for argument in _run_arguments(run) for o in inputs.origins(argument)}
+        if "distributed" not in kinds or kinds & {"dataset", "array", "shard"}:
+            found.append(Refusal(run, (
+                f"the step run on line {program.line(run)} is not shown to be fed distributed batches (each "
+                "replica its share of the global batch)"
+            )))
+    for call, _owner in facts.calls:
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "experimental_distribute_dataset" and call.args:
+            batches = _batches_of(program, call.args[0].value)
+            if not batches or not all(_counts_replicas(facts, b) for b in batches):
+                found.append(Refusal(call, (
+                    f"the batch of the dataset distributed on line {program.line(call)} could not be shown to be the "
+                    "global batch (N x the original's)"
+                )))
+    return found
+
+
+def _run_arguments(run: cst.Call) -> list[cst.BaseExpression]:
+    value = argument_value(run, "args", 1)
+    if isinstance(value, (cst.Tuple, cst.List)):
+        return [e.value for e in value.elements]
+    return [value] if value is not None else []
+
+
+def _batches_of(program: Program, dataset: cst.BaseExpression, depth: int = 0) -> list[cst.BaseExpression]:
+    """What ``dataset`` is batched with, where it is made: through names, parameters (every
+    dataset the calls of its function pass) and what local functions return; empty when one
+    of them is not known."""
+    batch = batch_size_of(program, dataset)
+    if batch is not None:
+        return [batch]
+    if depth > 6:
+        return []
+    facts = Facts.of(program)
+    found: list[cst.BaseExpression] = []
+    origins = facts.values.origins(dataset)
+    if not origins:
+        return []
+    for origin in origins:
+        node = origin.node
+        if not origin.whole or not isinstance(node, cst.BaseExpression) or node is dataset:
+            return []
+        made = batch_size_of(program, node)
+        if made is not None:
+            found.append(made)
+            continue
+        function = facts.call_kind(node) if isinstance(node, cst.Call) else None
+        if not isinstance(function, cst.FunctionDef):
+            return []
+        returned = [o.node for o in facts.values.returned(function, node) if o.whole]
+        inner = [b for value in returned if isinstance(value, cst.BaseExpression) for b in _batches_of(program, value, depth + 1)]
+        if not returned or not inner:
+            return []
+        found.extend(inner)
+    return found
+
+
+def _counts_replicas(facts: Facts, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """Whether ``expr`` is made from ``num_replicas_in_sync``: on every path its names take
+    (assignments, and for a parameter what the calls of its function pass)."""
+    if depth > 6:
+        return False
+    if any(isinstance(a, cst.Attribute) and a.attr.value == "num_replicas_in_sync" for a in nodes_in(expr, cst.Attribute)):
+        return True
+    for name in nodes_in(expr, cst.Name):
+        if facts.program.access(name) is None:
+            continue
+        origins = facts.values.origins(name)
+        if origins and all(o.whole and isinstance(o.node, cst.BaseExpression) and o.node is not name and _counts_replicas(facts, o.node, depth + 1) for o in origins):
+            return True
+    return False

@@ -1,0 +1,386 @@
+"""What a single-device script trains, for ``autofix migrate``: the strategy it can be moved to,
+where its training happens (``fit`` sites, custom training steps and where they are called),
+and why a script cannot be migrated when it cannot.
+
+A *custom step* is a function of this file that applies gradients (``apply_gradients``,
+``minimize``, Keras 3's ``optimizer.apply``), directly or through local helpers it calls, and
+that a loop calls: the unit that ``strategy.run`` runs on every replica once the script is
+migrated. Only what can be shown right is accepted; everything else is a :class:`Refusal` with
+the reason (a loop whose update is written inline, training in a trainer class's method, a
+step that takes no batch, returns what is not its loss, places its work on devices itself...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import libcst as cst
+
+from autofix.analysis import Derived
+from autofix.analysis.facts import Facts
+from autofix.analysis.program import Program
+from autofix.analysis.steps import Steps, words
+from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
+from autofix.analysis.training import FIT_METHODS, Site, TrainingModel
+from autofix.tf.symbols import IN_BATCH_OBJECTIVES, Kind
+
+
+@dataclass(frozen=True)
+class StrategyKind:
+    """A strategy ``autofix migrate --strategy`` can move a script to."""
+
+    name: str
+    # The class under ``tf.distribute``.
+    cls: str
+    # What it distributes over, for messages.
+    over: str
+    # Keras 3 ``fit`` fails under it with two or more workers (measured, docs/multiworker.md):
+    # only custom loops can be moved to it on Keras 3.
+    keras3_fit_fails: bool = False
+
+
+KINDS: dict[str, StrategyKind] = {
+    "mirrored": StrategyKind("mirrored", "MirroredStrategy", "the GPUs of one machine"),
+    "multiworker": StrategyKind("multiworker", "MultiWorkerMirroredStrategy", "several machines", keras3_fit_fails=True),
+}
+
+# Methods that apply gradients to variables: the update of a training step.
+UPDATE_METHODS = frozenset({"apply_gradients", "minimize", "apply"})
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why the script is not migrated, at the place that shows it."""
+
+    node: cst.CSTNode
+    reason: str
+
+
+@dataclass(eq=False)
+class CustomStep:
+    """A function that applies gradients, called by the training loop."""
+
+    function: cst.FunctionDef
+    # The calls that apply gradients in it (or in the local helpers it calls).
+    updates: list[cst.Call]
+    # Where the loop calls it.
+    calls: list[cst.Call] = field(default_factory=list)
+    # How many values each ``return`` gives (0: none, 1: one value, k: a tuple of k), and the
+    # returned expressions of the first return.
+    arity: int = 0
+    returned: list[cst.BaseExpression] = field(default_factory=list)
+    # Whether any call site uses what it returns.
+    result_used: bool = False
+    # The ``@tf.function`` decorator it has, if any (it moves to the generated wrapper: a
+    # step run by strategy.run must not be a tf.function of its own).
+    decorator: cst.Decorator | None = None
+
+
+class SingleDevice(Derived):
+    """The training of a file that makes no strategy (built once per program)."""
+
+    def __init__(self, program: Program) -> None:
+        super().__init__(program)
+        self.facts = Facts.of(program)
+        self.training = TrainingModel.of(program)
+        self.steps_analysis = Steps.of(program)
+
+    # --- what trains ---------------------------------------------------------------------------
+
+    @cached_property
+    def uses_strategy(self) -> bool:
+        """Whether the file already uses tf.distribute (then the rules, not a migration, apply)."""
+        if self.facts.strategies:
+            return True
+        return any(
+            any(n.startswith("tensorflow.distribute.") for n in self.facts.names_of(call.func)) for call, _ in self.facts.calls
+        )
+
+    @cached_property
+    def fits(self) -> list[Site]:
+        """``fit`` / ``train_on_batch`` sites: what Keras distributes itself once the model is
+        made in the scope."""
+        return [site for site in self.training.sites if site.kind == "fit"]
+
+    @cached_property
+    def updates(self) -> list[cst.Call]:
+        """Every call that applies gradients (an optimizer's ``apply_gradients``, ``minimize``,
+        or Keras 3's ``apply(grads, variables)``)."""
+        found = []
+        for call, _owner in self.facts.calls:
+            func = call.func
+            if not isinstance(func, cst.Attribute) or func.attr.value not in UPDATE_METHODS:
+                continue
+            if self.facts.is_module_reference(func.value):
+                continue
+            if func.attr.value == "apply" and not self._optimizer(func.value):
+                continue  # ``dataset.apply(...)``, ``df.apply(...)``
+            found.append(call)
+        return found
+
+    def _optimizer(self, expr: cst.BaseExpression) -> bool:
+        if any(self.facts.call_kind(m) is Kind.OPTIMIZER for m in self.training.makers(expr)):
+            return True
+        path = attribute_path(expr)
+        return path is not None and bool(words(path[-1]) & {"optimizer", "optimizers", "opt", "optim"})
+
+    @cached_property
+    def train_steps(self) -> list[cst.FunctionDef]:
+        """``train_step`` methods of Keras model classes of this file (``fit`` runs them)."""
+        found = []
+        for cls in self.facts.keras_classes:
+            body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+            found.extend(s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "train_step")
+        return found
+
+    @cached_property
+    def analysed(self) -> tuple[list[CustomStep], list[Refusal]]:
+        steps: dict[cst.FunctionDef, CustomStep] = {}
+        refusals: list[Refusal] = []
+        for update in self.updates:
+            function = self.program.enclosing_function(update)
+            if function is not None and function in self.train_steps:
+                continue  # run by fit, per replica, once the model is made in the scope
+            loop = _loop_within(self.program, update, function)
+            if function is None or loop is not None:
+                where = f"in a loop (line {self.program.line(loop)})" if loop is not None else "at the top level of the script"
+                refusals.append(Refusal(update, (
+                    f"the update on line {self.program.line(update)} is written {where}, not in a step function: "
+                    "put the step (forward pass, gradients, update) in a function the loop calls, then migrate"
+                )))
+                continue
+            if self.facts.functions[function].is_method:
+                refusals.append(Refusal(update, (
+                    f"the update is made in the method {function.name.value}() of a class, which autofix "
+                    "does not restructure: call strategy.run on that method yourself"
+                )))
+                continue
+            step = self._outermost(function)
+            if isinstance(step, Refusal):
+                refusals.append(step)
+                continue
+            found = steps.get(step)
+            if found is None:
+                found = steps[step] = CustomStep(step, [])
+            found.updates.append(update)
+        for step in steps.values():
+            why = self._describe(step)
+            if why is not None:
+                refusals.append(why)
+        return [s for s in steps.values() if not any(r.node is s.function for r in refusals)], refusals
+
+    @property
+    def custom_steps(self) -> list[CustomStep]:
+        return self.analysed[0]
+
+    @property
+    def refusals(self) -> list[Refusal]:
+        """Why the file cannot be migrated (empty when it can)."""
+        found = list(self.analysed[1])
+        found.extend(self._file_refusals())
+        return found
+
+    @property
+    def trains(self) -> bool:
+        return bool(self.fits or self.updates)
+
+    def _outermost(self, function: cst.FunctionDef) -> cst.FunctionDef | Refusal:
+        """The step: ``function``, or the local function that calls it (once per step, not in a
+        loop), followed up until a function called in a loop."""
+        seen: set[cst.FunctionDef] = set()
+        while function not in seen:
+            seen.add(function)
+            calls = self._calls_of(function)
+            if isinstance(calls, Refusal):
+                return calls
+            if not calls:
+                return Refusal(function, f"{function.name.value}() applies gradients but nothing in this file calls it")
+            if any(_loop_within(self.program, call, self.program.enclosing_function(call)) is not None for call in calls):
+                return function
+            callers = {self.program.enclosing_function(call) for call in calls}
+            if len(callers) != 1 or None in callers:
+                return function
+            (caller,) = callers
+            if caller is None or self.facts.functions[caller].is_method:
+                return function
+            function = caller
+        return function
+
+    def _calls_of(self, function: cst.FunctionDef) -> list[cst.Call] | Refusal:
+        calls = []
+        for ref in self.facts.references(function):
+            parent = self.program.parent(ref)
+            if isinstance(parent, cst.Call) and parent.func is ref:
+                calls.append(parent)
+                continue
+            return Refusal(ref, (
+                f"{function.name.value}() is used as a value on line {self.program.line(ref)}, not only called: "
+                "where it runs cannot be followed"
+            ))
+        return calls
+
+    def _describe(self, step: CustomStep) -> Refusal | None:
+        function = step.function
+        name = function.name.value
+        calls = self._calls_of(function)
+        if isinstance(calls, Refusal):
+            return calls
+        step.calls = calls
+        for decorator in function.decorators:
+            expr = decorator.decorator
+            if self.steps_analysis._is_tf_function(expr.func if isinstance(expr, cst.Call) else expr):
+                step.decorator = decorator
+            else:
+                return Refusal(function, f"{name}() has a decorator other than tf.function ({self.program.module.code_for_node(expr)})")
+        params = function.params
+        if params.star_arg is not cst.MaybeSentinel.DEFAULT and params.star_arg is not None or params.star_kwarg or params.kwonly_params or params.posonly_params:
+            return Refusal(function, f"{name}() takes *args, **kwargs or keyword-only parameters, which autofix does not pass through strategy.run")
+        if not params.params:
+            return Refusal(function, (
+                f"{name}() takes no batch: it reads its data from elsewhere, so there is nothing to split "
+                "over the replicas (each would train on all of it)"
+            ))
+        for call in calls:
+            if any(arg.star for arg in call.args):
+                return Refusal(call, f"{name}() is called with *args or **kwargs on line {self.program.line(call)}")
+        returns = [r for r in self.facts.functions[function].returns]
+        shapes = {_arity(r) for r in returns} or {0}
+        if len(shapes) != 1:
+            return Refusal(function, f"{name}() returns different numbers of values on different paths")
+        (step.arity,) = shapes
+        if step.arity:
+            value = returns[0].value
+            step.returned = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]  # type: ignore[union-attr]
+        step.result_used = any(not isinstance(self.program.parent(call), cst.Expr) for call in calls)
+        if step.result_used:
+            for ret in returns:
+                values = [e.value for e in ret.value.elements] if isinstance(ret.value, cst.Tuple) else [ret.value]  # type: ignore[union-attr]
+                for value in values:
+                    if not self._is_loss(value, function):
+                        return Refusal(value, (
+                            f"{name}() returns {_short(self.program, value)} (line {self.program.line(value)}), which is not "
+                            "the loss it differentiates: how to combine it over the replicas is not known"
+                        ))
+        device = self._device_placement(function)
+        if device is not None:
+            return device
+        return self._raw_variables(function)
+
+    def _raw_variables(self, function: cst.FunctionDef) -> Refusal | None:
+        """A step that trains ``tf.Variable`` objects it reads from outside (not Keras
+        layers): TFD001 moves Keras objects into the scope, not those, and made outside it
+        they are not mirrored."""
+        for reached in self.steps_analysis.reached(function):
+            for name in nodes_in(reached.body, cst.Name):
+                if self.program.access(name) is None:
+                    continue
+                for binding in self.facts.bindings(name) or ():
+                    value = self.facts.assigned_value(binding)
+                    if value is None or self.program.enclosing_function(binding) is reached:
+                        continue
+                    for call in nodes_in(value, cst.Call):
+                        if "tensorflow.Variable" in self.facts.names_of(call.func):
+                            return Refusal(call, (
+                                f"the step trains tf.Variable objects made outside it (line {self.program.line(call)}), "
+                                "not Keras layers: make them in strategy.scope() yourself (or use Keras layers), then migrate"
+                            ))
+        return None
+
+    def _is_loss(self, value: cst.BaseExpression, step: cst.FunctionDef | None = None) -> bool:
+        """Whether ``value`` is what the step differentiates, or a term of it: a name whose
+        binding reaching here is passed on the way back from a differentiated value to its
+        terms (``loss``, ``kl_loss`` of ``loss = reconstruction + kl_loss``), not a value the
+        loss is merely computed from (predictions)."""
+        if not isinstance(value, cst.Name) or step is None:
+            return False
+        bindings = self.facts.reaching_bindings(value) or []
+        return bool(bindings) and all(id(b) in self._loss_bindings(step) for b in bindings)
+
+    def _loss_bindings(self, step: cst.FunctionDef) -> set[int]:
+        from autofix.analysis.losses import loss_terms_of
+
+        found: set[int] = set()
+        for call in self.steps_analysis.calls(step):
+            target = self.steps_analysis.differentiated(call)
+            if target is None:
+                continue
+            for term in loss_terms_of(self.steps_analysis, target):
+                found.update(id(b) for b in term.bindings)
+            if isinstance(target, cst.Name):
+                found.update(id(b) for b in self.facts.reaching_bindings(target) or ())
+        return found
+
+    def _device_placement(self, function: cst.FunctionDef) -> Refusal | None:
+        """A step that places parts of its work on devices itself (``with tf.device(...)``
+        towers) distributes by hand already."""
+        for item in nodes_in(function, cst.WithItem):
+            call = item.item
+            if isinstance(call, cst.Call) and "tensorflow.device" in self.facts.names_of(call.func):
+                return Refusal(item, (
+                    f"the step places its work on devices itself (tf.device, line {self.program.line(item)}): it is "
+                    "distributed by hand already; replace that with strategy.run yourself"
+                ))
+        return None
+
+    def _file_refusals(self) -> list[Refusal]:
+        found = []
+        sites = {id(site.call) for site in self.training.sites}
+        for call, _owner in self.facts.calls:
+            func = call.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in FIT_METHODS
+                and id(call) not in sites
+                and not self.facts.is_module_reference(func.value)
+            ):
+                found.append(Refusal(call, (
+                    f"the model {func.attr.value}() trains on line {self.program.line(call)} is not one autofix "
+                    "can follow to where it is made"
+                )))
+            elif isinstance(func, cst.Attribute) and func.attr.value == "train_on_batch" and id(call) in sites:
+                found.append(Refusal(call, (
+                    f"train_on_batch (line {self.program.line(call)}) trains on the batch it is handed, which "
+                    "autofix cannot show to be the global batch"
+                )))
+        for call, _owner in self.facts.calls:
+            names = self.facts.names_of(call.func)
+            if names & IN_BATCH_OBJECTIVES:
+                found.append(Refusal(call, (
+                    "it trains an in-batch objective (the examples of a batch are each other's negatives): "
+                    "split over replicas, each one sees fewer of them, so the objective changes"
+                )))
+            kind = self.facts.call_kind(call)
+            if kind in (Kind.LAYER, Kind.MODEL):
+                for keyword in ("stateful", "batch_size", "batch_input_shape"):
+                    value = argument_value(call, keyword)
+                    if value is None or keyword == "stateful" and not (isinstance(value, cst.Name) and value.value == "True"):
+                        continue
+                    found.append(Refusal(call, (
+                        f"the model is built for a fixed batch ({keyword}=, line {self.program.line(call)}): split over "
+                        "replicas each gets a part of it, which such a model does not take"
+                        + (" (a stateful RNN carries its state from one batch to the next, row by row)" if keyword == "stateful" else "")
+                    )))
+        return found
+
+def _arity(ret: cst.Return) -> int:
+    if ret.value is None:
+        return 0
+    if isinstance(ret.value, cst.Tuple):
+        return len(ret.value.elements)
+    return 1
+
+
+def _loop_within(program: Program, node: cst.CSTNode, function: cst.FunctionDef | None) -> cst.CSTNode | None:
+    """The innermost ``for`` / ``while`` around ``node`` inside ``function`` (or the module)."""
+    for ancestor in program.ancestors(node):
+        if ancestor is function or isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return None
+        if isinstance(ancestor, (cst.For, cst.While)):
+            return ancestor
+    return None
+
+
+def _short(program: Program, node: cst.CSTNode) -> str:
+    code = " ".join(program.module.code_for_node(node).split())
+    return code if len(code) <= 50 else code[:47] + "..."

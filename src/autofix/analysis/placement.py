@@ -1,0 +1,145 @@
+"""Where ``autofix migrate`` makes the strategy: in the innermost block every part of the
+training runs in (the module for a script, ``main()``'s body for a script that trains there),
+after the imports, device setup, mixed-precision policy and seeding that come before the
+training, and before the first object it must cover."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from autofix.analysis import Derived
+from autofix.analysis.facts import Facts
+from autofix.analysis.migration import Refusal, SingleDevice
+from autofix.analysis.program import Block, Program
+from autofix.analysis.syntax import nodes_in
+from autofix.analysis.training import TrainingModel
+
+# Calls whose effect the strategy must not precede (what seeds the random generators): the
+# strategy is made after them, as a script's reader expects.
+SEEDS = frozenset(
+    {
+        "tensorflow.random.set_seed",
+        "keras.utils.set_random_seed",
+        "numpy.random.seed",
+        "random.seed",
+        "tensorflow.config.experimental.enable_op_determinism",
+    }
+)
+
+
+class Placement(Derived):
+    """Built once per program (``Placement.of(program)``)."""
+
+    def __init__(self, program: Program) -> None:
+        super().__init__(program)
+        self.facts = Facts.of(program)
+        self.training = TrainingModel.of(program)
+        self.single = SingleDevice.of(program)
+
+    # --- where the strategy goes ---------------------------------------------------------------
+
+    def anchors(self) -> list[cst.CSTNode]:
+        """What the strategy must exist before: every call that trains (``fit``, a step's
+        call) and everything those take part with (models, optimizers, compile...)."""
+        found: list[cst.CSTNode] = []
+        for site in self.single.fits:
+            found.append(site.call)
+            found.extend(site.members)
+        for step in self.single.custom_steps:
+            found.extend(step.calls)
+            for update in step.updates:
+                found.extend(self.training.makers(update.func.value))  # type: ignore[union-attr]
+            for attribute in nodes_in(step.function.body, cst.Attribute):
+                if attribute.attr.value in ("trainable_variables", "trainable_weights", "variables", "weights"):
+                    found.extend(m for m in self.training.makers(attribute.value) if self.training.is_model_maker(m))
+        return found
+
+    def chain(self, node: cst.CSTNode) -> list[Block]:
+        """The blocks ``node`` runs in, innermost first: the body of its function, then the
+        block of the one place that function is called from, up to the module. Stops where a
+        function is a method, or is called from several blocks (or none)."""
+        found: list[Block] = []
+        current = node
+        for _ in range(20):
+            function = self.program.enclosing_function(current)
+            if function is None:
+                found.append(self.program.module)
+                return found
+            if not isinstance(function.body, cst.IndentedBlock) or self.facts.functions[function].is_method:
+                return found
+            found.append(function.body)
+            calls = [self.program.parent(r) for r in self.facts.references(function)]
+            calls = [c for c in calls if isinstance(c, cst.Call)]
+            blocks = {id(self._block_of_code(c)) for c in calls}
+            if len(blocks) != 1:
+                return found
+            current = calls[0]
+        return found
+
+    def _block_of_code(self, node: cst.CSTNode) -> Block | None:
+        function = self.program.enclosing_function(node)
+        if function is None:
+            return self.program.module
+        return function.body if isinstance(function.body, cst.IndentedBlock) else None
+
+    def training_block(self) -> Block | Refusal:
+        """The block the strategy is made in: the innermost one every part of the training
+        runs in (the module for a script, ``main()``'s body for a script that trains there)."""
+        chains = [self.chain(anchor) for anchor in self.anchors()]
+        chains = [c for c in chains if c]
+        if not chains:
+            return Refusal(self.program.module, "no training site was found where a strategy can be made")
+        common = [b for b in chains[0] if all(any(b is other for other in c) for c in chains[1:])]
+        if not common:
+            return Refusal(self.program.module, (
+                "the training is spread over functions that are not called from one place: which function "
+                "should make the strategy is for you to decide"
+            ))
+        return common[0]
+
+    def position(self, block: Block) -> int:
+        """The index in ``block`` where the strategy is made: after the imports, device setup,
+        mixed-precision policy and seeding that come before the first statement of the
+        training, and before that statement."""
+        from autofix.analysis.ordering import effects_of
+
+        body = list(block.body)
+        anchors = self.anchors()
+        first = len(body)
+        for anchor in anchors:
+            node = anchor
+            for ancestor_block in self.chain(anchor):
+                if ancestor_block is block:
+                    break
+                function = self.program.enclosing_function(node)
+                calls = [self.program.parent(r) for r in self.facts.references(function)] if function is not None else []
+                calls = [c for c in calls if isinstance(c, cst.Call)]
+                if not calls:
+                    break
+                node = calls[0]
+            top = self.program.top_statement_in(node, block)
+            if top is not None:
+                first = min(first, next(i for i, s in enumerate(body) if s is top))
+        position = 0
+        for index in range(first):
+            statement = body[index]
+            if _is_docstring(statement, index) or _is_import(statement) or effects_of(self.program, statement).barrier or self._seeds(statement):
+                position = index + 1
+        return position
+
+    def _seeds(self, statement: cst.CSTNode) -> bool:
+        return any(self.facts.names_of(call.func) & SEEDS for call in nodes_in(statement, cst.Call))
+
+
+def _is_import(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body)
+
+
+def _is_docstring(statement: cst.CSTNode, index: int) -> bool:
+    return (
+        index == 0
+        and isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )

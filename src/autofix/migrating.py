@@ -1,0 +1,118 @@
+"""``autofix migrate``: what the engine does differently for a file it moves to a strategy.
+
+A migration is the rules' own fix of the file, started by the migration rule (TFD010, which
+creates the strategy) and run until nothing changes (each rule may find work only once
+another has fixed something: the dataset is distributed once a step runs per replica, and only
+then is its batch the one a replica is fed). It is kept only when ``check`` finds nothing left
+in the migrated code: a finding there (a loss no rule can rescale, data that cannot be
+distributed) means the migration would not be right, and the file is left as it was, with each
+such finding named (as a TFD010 finding, at the original line it comes from).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import replace
+
+from autofix.analysis.migrated import unscaled_batches
+from autofix.analysis.migration import SingleDevice
+from autofix.analysis.program import Program
+from autofix.analysis.syntax import CELL_MARKER
+from autofix.prefilter import NOT_TRAINING  # noqa: F401  (the engine names it through this module)
+from autofix.results import Finding
+
+# The rules settle in at most this many passes after the first (measured on the corpus: two).
+ROUNDS = 4
+NOT_MIGRATED = "trains on one device: not migrated"
+
+
+def uses_strategy(program: Program) -> bool:
+    """Whether the file already uses tf.distribute: then the rules apply, not a migration."""
+    return SingleDevice.of(program).uses_strategy
+
+
+def trains(program: Program) -> bool:
+    """Whether the file trains (``fit``, ``train_on_batch``, an optimizer update)."""
+    return SingleDevice.of(program).trains
+
+
+def unscaled(program: Program) -> list[tuple[int, str]]:
+    """Where migrated code feeds training a batch not shown to be the global batch: (line,
+    why) for each."""
+    return [(program.line(r.node), r.reason) for r in unscaled_batches(program)]
+
+
+def left_over(findings: list[Finding], unsafe_fixes: bool) -> list[Finding]:
+    """The findings of ``check`` on migrated code that stop the migration (suggestions and
+    suppressed findings do not)."""
+    return [f for f in findings if not f.suppressed and not (f.unsafe and not unsafe_fixes)]
+
+
+def unscaled_refusals(code: str, name: str, original: str, migrated: str, places: list[tuple[int, str]]) -> list[Finding]:
+    """One finding of the migration rule for each batch in migrated code that is not shown to
+    be global, at the line of the original it comes from."""
+    lines = LineMap(original, migrated)
+    found = []
+    for line, why in places:
+        at = lines.original(line)
+        why = lines.mapped(why)
+        found.append(Finding(code, name, NOT_MIGRATED, at, 1, at, 1, False, f"no automatic fix: {why}"))
+    return found
+
+
+def refusals(code: str, name: str, original: str, migrated: str, left: list[Finding]) -> list[Finding]:
+    """One finding of the migration rule (``code``, ``name``) for each finding left in the
+    migrated code, placed at the line of the original it comes from; line numbers in its
+    reason are the original's too."""
+    lines = LineMap(original, migrated)
+    found = []
+    for finding in left:
+        line = lines.original(finding.line)
+        end = max(line, lines.original(finding.end_line))
+        why = lines.mapped(finding.reason or "it is not fixed").removeprefix("no automatic fix: ")
+        found.append(
+            Finding(
+                code=code,
+                name=name,
+                message=f"{NOT_MIGRATED}: the migrated code would have {finding.code} {lines.mapped(finding.message)}",
+                line=line,
+                column=1,
+                end_line=end,
+                end_column=1,
+                fixable=False,
+                reason=f"no automatic fix: {why}",
+            )
+        )
+    return found
+
+
+def refused(findings: list[Finding], why: str) -> list[Finding]:
+    """The first pass's findings, none of them fixed (the migration's says so)."""
+    return [replace(f, message=NOT_MIGRATED, fixable=False, reason=f"no automatic fix: {why}") if f.fixable else f for f in findings]
+
+
+class LineMap:
+    """Lines of migrated code mapped back to the original's: an unchanged line to itself, a
+    changed or added one to the first original line of its change."""
+
+    def __init__(self, original: str, migrated: str) -> None:
+        old = original.splitlines()
+        new = migrated.splitlines()
+        self.old = old
+        self.count = max(len(old), 1)
+        self.map: dict[int, int] = {}
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+            for j in range(j1, j2):
+                self.map[j + 1] = (i1 + (j - j1) + 1) if tag == "equal" else min(i1 + 1, self.count)
+
+    def mapped(self, text: str) -> str:
+        """``text`` with every "line N" of the migrated code made the original's."""
+        return re.sub(r"\b(lines?) (\d+)", lambda m: f"{m.group(1)} {self.original(int(m.group(2)))}", text)
+
+    def original(self, line: int) -> int:
+        found = self.map.get(line, min(line, self.count))
+        # A notebook's cell boundary is no line of a cell: the line after it is.
+        while found < len(self.old) and self.old[found - 1].startswith(f"{CELL_MARKER}("):
+            found += 1
+        return found

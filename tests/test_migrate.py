@@ -1,0 +1,284 @@
+"""`autofix migrate` and TFD010 (migrate-to-strategy), driven by the fixtures in
+fixtures/tfd010: each `<case>.py` trains on one device and `<case>.fixed.py` is its migration
+(the strategy, then every rule in the same pass); `noop_` cases are left alone; `report_` ones
+are not migrated, with the reason. A migration is stable (migrating it again changes nothing)
+and clean (`check` finds nothing in it). The tests marked `tf` train every pair beside each
+other in one process (`compare_many`) and require the same first update.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+from click.testing import CliRunner
+from fixturecases import FIXTURES, assert_fixed_is_clean, assert_fixes_to_expected, assert_left_alone, cases, params, read
+
+from autofix.cli import main
+from autofix.engine import Options, analyse, process_notebook
+
+MIGRATE = Options(migrate="mirrored")
+CHECK = Options()
+
+
+@pytest.mark.parametrize("case", params("tfd010", "fixed"))
+def test_migrates_to_expected(case):
+    assert_fixes_to_expected(case, MIGRATE)
+
+
+@pytest.mark.parametrize("case", params("tfd010", "fixed"))
+def test_a_migration_is_stable_and_check_finds_nothing_in_it(case):
+    assert_fixed_is_clean(case, MIGRATE)
+    assert [f for f in analyse(read(case.after), CHECK).findings if not f.unsafe] == []
+
+
+@pytest.mark.parametrize("case", params("tfd010", "unchanged"))
+def test_leaves_alone_or_says_why_not(case):
+    assert_left_alone(case, MIGRATE)
+
+
+@pytest.mark.parametrize("case", params("tfd010"))
+def test_check_diff_and_fix_never_migrate(case):
+    analysis = analyse(read(case.before), Options(select=("TFD010",)))
+    assert analysis.new_text is None and analysis.findings == []
+    assert all(f.code != "TFD010" for f in analysis.findings)
+
+
+def test_every_shape_has_a_fixture():
+    names = {c.name for c in cases("tfd010")}
+    for shape in ("fit_script", "main_function", "custom_loop", "eager_step", "gan", "train_step_mean", "gan_wrapper"):
+        assert shape in names
+    assert sum(n.startswith("report_") for n in names) >= 8
+
+
+# --- what migrate says and where --------------------------------------------------------------
+
+def _migrate(source: str, **options):
+    return analyse(source, Options(migrate=options.pop("strategy", "mirrored"), **options))
+
+
+LOOP = (
+    "import numpy as np\n"
+    "import tensorflow as tf\n"
+    "\n"
+    "x = np.random.rand(64, 4).astype('float32')\n"
+    "dataset = tf.data.Dataset.from_tensor_slices((x, x.sum(axis=1, keepdims=True))).batch(8)\n"
+    "model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])\n"
+    "optimizer = tf.keras.optimizers.SGD(0.1)\n"
+    "\n"
+    "\n"
+    "@tf.function\n"
+    "def step(features, labels):\n"
+    "    with tf.GradientTape() as tape:\n"
+    "        loss = tf.reduce_mean(tf.square(labels - model(features, training=True)))\n"
+    "    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))\n"
+    "    return loss\n"
+    "\n"
+    "\n"
+    "for features, labels in dataset:\n"
+    "    print(float(step(features, labels)))\n"
+)
+
+
+def test_the_strategy_option_names_the_strategy_made():
+    migrated = _migrate(LOOP, strategy="multiworker").new_text
+    assert "strategy = tf.distribute.MultiWorkerMirroredStrategy()\n" in migrated
+    assert "strategy.run(step, args=(features, labels))" in migrated
+
+
+def test_keras3_fit_is_not_moved_to_multiworker():
+    source = read(FIXTURES / "tfd010" / "fit_script.py")
+    analysis = _migrate(source, strategy="multiworker")
+    assert analysis.new_text is None
+    assert any("Keras 3 fit cannot train under MultiWorkerMirroredStrategy" in (f.reason or "") for f in analysis.findings)
+
+
+def test_the_finding_is_at_the_training_and_says_what_it_moved_to():
+    analysis = _migrate(LOOP)
+    (finding,) = analysis.findings
+    assert finding.code == "TFD010" and finding.fixable
+    assert finding.message == "trains on one device: moved to tf.distribute.MirroredStrategy"
+    assert finding.line == 19
+
+
+def test_what_is_left_in_the_migrated_code_is_named_at_the_original_line():
+    """A TFD004 finding the migration would leave (its loss also adds a term of unknown
+    reduction) stops it, named at the line of the original, with line numbers in the reason
+    mapped back too."""
+    source = LOOP.replace(
+        "loss = tf.reduce_mean(tf.square(labels - model(features, training=True)))",
+        "loss = tf.reduce_mean(tf.square(labels - model(features, training=True))) + custom_penalty(model)",
+    ).replace("import tensorflow as tf\n", "import tensorflow as tf\nfrom penalties import custom_penalty\n")
+    analysis = _migrate(source)
+    assert analysis.new_text is None
+    left = [f for f in analysis.findings if "the migrated code would have TFD004" in f.message]
+    assert left and left[0].line == 14
+    assert "(line 14)" in left[0].reason
+    summary = [f for f in analysis.findings if f.message == "trains on one device: not migrated" and "would still have" in f.reason]
+    assert summary and not any(f.fixable for f in analysis.findings)
+
+
+def test_a_file_that_trains_nothing_is_skipped():
+    from autofix.engine import process_text
+
+    why = "it does not train (no fit, train_on_batch or optimizer update)"
+    predicts = "import tensorflow as tf\nmodel = tf.keras.models.load_model('m.keras')\nmodel.predict(x)\n"
+    assert process_text(predicts, "p.py", MIGRATE).skipped == why  # (passed over unparsed)
+    evaluates = predicts + "model.evaluate(x, y)\nprint(model.fit_to_screen)\n"
+    assert process_text(evaluates, "e.py", MIGRATE).skipped == why
+
+
+def test_a_file_that_distributes_already_is_fixed_as_fix_does():
+    from conftest import BROKEN, FIXED
+
+    assert _migrate(BROKEN).new_text == FIXED
+    assert analyse(BROKEN, CHECK).findings and all(f.code == "TFD001" for f in _migrate(BROKEN).findings)
+
+
+def test_tensorflow_is_imported_where_the_strategy_is_made_when_the_file_lacks_it():
+    source = (
+        "import keras\n"
+        "import numpy as np\n"
+        "\n"
+        "x = np.random.rand(64, 4).astype('float32')\n"
+        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])\n"
+        "model.compile(optimizer='adam', loss='mse')\n"
+        "model.fit(x, x.sum(axis=1), batch_size=16, epochs=2)\n"
+    )
+    migrated = _migrate(source).new_text
+    assert migrated.startswith("import keras\nimport numpy as np\n\nimport tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\n")
+    assert "batch_size=16 * strategy.num_replicas_in_sync" in migrated
+
+
+def test_a_notebook_is_migrated_cell_by_cell():
+    cells = [
+        ("import tensorflow as tf\nimport numpy as np", "code"),
+        ("# Data", "markdown"),
+        ("x = np.random.rand(64, 4).astype('float32')\ndataset = tf.data.Dataset.from_tensor_slices((x, x.sum(axis=1))).batch(8)", "code"),
+        ("model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])\nmodel.compile(optimizer='adam', loss='mse')", "code"),
+        ("!nvidia-smi\nmodel.fit(dataset, epochs=2)", "code"),
+    ]
+    notebook = {
+        "cells": [
+            {"cell_type": kind, "metadata": {}, "source": text.splitlines(keepends=True), **({"outputs": [], "execution_count": None} if kind == "code" else {})}
+            for text, kind in cells
+        ],
+        "metadata": {"kernelspec": {"name": "python3", "language": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    text = json.dumps(notebook, indent=1) + "\n"
+    result = process_notebook(text, "train.ipynb", MIGRATE)
+    migrated = json.loads(result.new_text)
+    sources = ["".join(c["source"]) for c in migrated["cells"]]
+    assert sources[0] == "import tensorflow as tf\nimport numpy as np\nstrategy = tf.distribute.MirroredStrategy()"
+    assert sources[2].endswith(".batch(8 * strategy.num_replicas_in_sync)")
+    assert sources[3].startswith("with strategy.scope():\n    model = ")
+    assert sources[4] == "!nvidia-smi\nmodel.fit(dataset, epochs=2)"
+    assert migrated["metadata"] == notebook["metadata"]
+    (finding,) = result.findings
+    assert finding.cell == 4
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    for name in ("custom_loop.py", "report_inline_loop.py", "noop_evaluation_only.py"):
+        (tmp_path / name).write_text(read(FIXTURES / "tfd010" / name))
+    (tmp_path / "ignored").mkdir()
+    (tmp_path / "ignored" / "train.py").write_text(read(FIXTURES / "tfd010" / "custom_loop.py"))
+    (tmp_path / ".gitignore").write_text("ignored/\n")
+    (tmp_path / ".git").mkdir()
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_migrate_shows_a_diff_and_exits_1_then_writes_with_write(repo):
+    before = (repo / "custom_loop.py").read_text()
+    result = run("migrate", "--no-cache", ".")
+    assert result.exit_code == 1
+    assert result.stdout.startswith("--- a/custom_loop.py\n+++ b/custom_loop.py\n")
+    assert "+strategy = tf.distribute.MirroredStrategy()" in result.stdout
+    assert "ignored/train.py" not in result.stdout  # .gitignore is honoured
+    assert "report_inline_loop.py:" in result.stderr and "not migrated" in result.stderr
+    assert (repo / "custom_loop.py").read_text() == before
+    written = run("migrate", "--no-cache", "--write", ".")
+    assert written.exit_code == 0
+    assert "migrated custom_loop.py" in written.stderr
+    assert (repo / "custom_loop.py").read_text() == read(FIXTURES / "tfd010" / "custom_loop.fixed.py")
+    again = run("migrate", "--no-cache", ".")
+    assert again.exit_code == 0 and again.stdout == ""
+    assert run("check", "--no-cache", "custom_loop.py").exit_code == 0
+
+
+def test_migrate_reports_in_a_format_with_the_fix(repo):
+    result = run("migrate", "--no-cache", "--format", "json", "custom_loop.py")
+    assert result.exit_code == 1
+    (finding,) = json.loads(result.stdout)
+    assert finding["code"] == "TFD010" and finding["fix"]["replacements"]
+
+
+def test_migrate_names_a_skipped_file_and_a_missing_one(repo):
+    result = run("migrate", "--no-cache", "noop_evaluation_only.py", "missing.py")
+    assert result.exit_code == 2
+    assert "noop_evaluation_only.py: skipped: it does not train" in result.stderr
+
+
+def test_migrate_uses_the_cache_with_its_own_key(repo):
+    assert run("migrate", ".").exit_code == 1
+    assert run("migrate", ".").exit_code == 1  # from the cache: the same answer
+    assert run("check", ".").exit_code == 0  # fix's rules find nothing: single-device code
+
+
+def test_migrate_rejects_an_unknown_strategy(repo):
+    assert run("migrate", "--strategy", "tpu", ".").exit_code == 2
+
+
+# --- proven by training: every pair in one TensorFlow process -----------------------------------
+
+needs_tf = [
+    pytest.mark.tf,
+    pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed"),
+]
+
+
+@pytest.fixture(scope="module")
+def proven():
+    from autofix.smoke.compare import ComparePair, compare_many
+
+    pairs = [c for c in cases("tfd010") if c.after is not None]
+    reports = compare_many([ComparePair(str(c.after), str(c.before)) for c in pairs], replicas=2, steps=1, offline=True)
+    return {c.name: r for c, r in zip(pairs, reports)}
+
+
+@pytest.mark.tf
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
+@pytest.mark.parametrize("case", [c.name for c in cases("tfd010") if c.after is not None])
+def test_each_migration_makes_the_same_first_update_as_its_original(proven, case):
+    report = proven[case]
+    assert report.compare.status == "equivalent", report.compare.message
+
+
+def test_migrate_interactively_asks_once_per_file(repo):
+    result = CliRunner().invoke(main, ["migrate", "--no-cache", "-i", "custom_loop.py"], input="y\n", catch_exceptions=False)
+    assert result.exit_code == 0
+    assert "Apply this fix?" in result.stdout
+    assert (repo / "custom_loop.py").read_text() == read(FIXTURES / "tfd010" / "custom_loop.fixed.py")
+
+
+@pytest.mark.tf
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
+def test_migrate_smoke_proves_what_it_shows_and_what_it_writes(repo):
+    shown = run("migrate", "--no-cache", "--smoke", "custom_loop.py")
+    assert shown.exit_code == 1  # (a migration to show)
+    assert "custom_loop.py: equivalent: on 2 replicas" in shown.stderr
+    assert (repo / "custom_loop.py").read_text() == read(FIXTURES / "tfd010" / "custom_loop.py")
+    written = run("migrate", "--no-cache", "--smoke", "--write", "custom_loop.py")
+    assert written.exit_code == 0
+    assert "custom_loop.py: equivalent: on 2 replicas" in written.stderr
