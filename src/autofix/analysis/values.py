@@ -166,7 +166,8 @@ class Values(Derived):
                 if block is None:
                     break
                 if id(block) in path:
-                    if not _inside(self.program, name, statement):
+                    # A ``for`` loop binds its target before each run of its body.
+                    if not _inside(self.program, name, statement) or _loop_body_read(self.program, statement, nodes[position], name):
                         memo[name] = nodes[position:]
                         return memo[name]
                     break
@@ -821,3 +822,12 @@ class Values(Derived):
 
 def _inside(program: Program, node: cst.CSTNode, statement: cst.CSTNode) -> bool:
     return any(a is statement for a in program.ancestors(node))
+
+
+def _loop_body_read(program: Program, statement: cst.CSTNode, binding: cst.CSTNode, read: cst.CSTNode) -> bool:
+    """Whether ``binding`` is (in) the target of the ``for`` loop ``statement`` and ``read``
+    is in its body."""
+    if not isinstance(statement, cst.For):
+        return False
+    target = statement.target
+    return (binding is target or _inside(program, binding, target)) and _inside(program, read, statement.body)
