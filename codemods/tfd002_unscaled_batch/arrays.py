@@ -9,6 +9,7 @@ import libcst as cst
 from autofix.analysis.dataflow import LOADERS, PASSTHROUGH
 from autofix.analysis.facts import Facts
 from autofix.analysis.program import Program
+from autofix.analysis.sizes import Sizes
 from autofix.analysis.syntax import nodes_in
 
 _ARRAY_MAKERS = (
@@ -26,17 +27,6 @@ _ARRAY_MAKERS = (
     "tensorflow.stack",
     "keras.utils.to_categorical",
 )
-
-# Array makers whose first argument is the shape (or the number of rows).
-_SHAPE_FIRST = frozenset(
-    {
-        "numpy.zeros", "numpy.ones", "numpy.empty", "numpy.full",
-        "numpy.random.rand", "numpy.random.randn", "numpy.random.random",
-        "tensorflow.zeros", "tensorflow.ones", "tensorflow.fill",
-        "tensorflow.random.normal", "tensorflow.random.uniform",
-    }
-)
-
 
 class Data:
     """Questions about the values handed to ``fit`` and to dataset methods."""
@@ -77,15 +67,8 @@ class Data:
     def fewer_rows(self, expr: cst.BaseExpression, batch: int) -> bool:
         """Whether the array ``expr`` is known to hold at most ``batch`` examples
         (``np.random.rand(1, 10)``, ``np.zeros((16, 4))``)."""
-        if isinstance(expr, cst.Name):
-            values = [self.facts.assigned_value(b) for b in self.facts.reaching_bindings(expr) or ()]
-            return bool(values) and all(v is not None and self.fewer_rows(v, batch) for v in values)
-        if not isinstance(expr, cst.Call) or not expr.args or not self.facts.names_of(expr.func) & _SHAPE_FIRST:
-            return False
-        first = expr.args[0].value
-        if isinstance(first, (cst.Tuple, cst.List)) and first.elements:
-            first = first.elements[0].value
-        return isinstance(first, cst.Integer) and int(first.value, 0) <= batch
+        rows = Sizes.of(self.program).rows(expr)
+        return rows is not None and rows <= batch
 
     def is_dataset(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """Whether ``expr`` is a tf.data dataset, a Keras dataset loader's result, a generator,
