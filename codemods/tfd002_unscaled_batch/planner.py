@@ -24,6 +24,7 @@ from autofix.rule import SUPPRESSED, Rule
 
 from .edits import FixWriter
 from .evidence import Evidence
+from .first_batches import FirstBatches
 from .sites import Site, Sites
 from .uses import EVALUATION, KEPT, TRAINING, Webs
 from .values import Entry, EntryPlanner, Plan
@@ -62,6 +63,7 @@ class BatchPlanner:
         self.entry_values: set[int] = set()
         self._feeds: dict[int, list[cst.CSTNode]] = {}
         self.writer = FixWriter(self.facts, self.webs, rule.edits)
+        self.first_batches = FirstBatches(rule.program)
 
     # --- sites -------------------------------------------------------------------------------
 
@@ -108,8 +110,8 @@ class BatchPlanner:
             node = site.arg.value if site.arg is not None else site.call
             if why:
                 # A reason that asks the reader to scale by hand warns about uneven batches;
-                # the suppression and the validation reason say all there is to say.
-                note = "" if why == SUPPRESSED or why == _small_validation(site.call) else KERAS_NOTE
+                # the suppression and the first batches' reasons say all there is to say.
+                note = "" if why == SUPPRESSED or why in self.first_batches.reasons else KERAS_NOTE
                 self.rule.report(node, _message(site), why + note)
                 continue
             if self.rule.report(node, _message(site)):
@@ -155,7 +157,7 @@ class BatchPlanner:
         if not located:
             # Only the file's own global batch can be put in without naming a strategy.
             return Finding(site, None, per_replica=True) if per_replica else None
-        why = _small_validation(site.call) if site.kind == "fit" else None
+        why = self.first_batches.why(site.call, site.arg, site.default) if site.kind == "fit" else None
         return Finding(site, context, why, per_replica)
 
     def _per_replica_by_code(self, site: Site) -> bool:
@@ -350,25 +352,6 @@ class BatchPlanner:
         self.writer.move_to = {b: i for b, i in wanted.items() if not allowed.get(b)}
 
     # --- edits -------------------------------------------------------------------------------
-
-def _small_validation(call: cst.Call) -> str | None:
-    """Arrays split off for validation (``validation_split=``, ``validation_data=(x, y)``) are
-    of a size not known here; if the set is smaller than the global batch, it is one batch,
-    and on Keras 3.15 that batch must split evenly over the replicas, which no batch size
-    chosen here can promise."""
-    for arg in call.args:
-        if arg.keyword is None:
-            continue
-        name = arg.keyword.value
-        if name == "validation_split" or (name == "validation_data" and isinstance(arg.value, (cst.Tuple, cst.List))):
-            return (
-                f"with {name}=, a validation set smaller than the scaled global batch is a single "
-                "batch, and Keras 3 fails when that batch does not split evenly over the replicas; "
-                "scale batch_size by hand once the validation set is known to hold a global batch, "
-                "or validate on a tf.data.Dataset"
-            )
-    return None
-
 
 def _message(site: Site) -> str:
     if site.arg is None:
