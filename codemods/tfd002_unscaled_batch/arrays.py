@@ -80,7 +80,13 @@ class Data:
             if any(n.startswith("tensorflow.data.") or n in LOADERS for n in names):
                 return True
             func = expr.func
-            if isinstance(func, cst.Attribute) and func.attr.value in (*PASSTHROUGH, "batch", "padded_batch", "unbatch", "experimental_distribute_dataset"):
+            # (A method of a dataset, not a function of a module: ``np.concatenate`` and
+            # ``np.repeat`` make arrays.)
+            if (
+                isinstance(func, cst.Attribute)
+                and not self.facts.is_module_reference(func.value)
+                and func.attr.value in (*PASSTHROUGH, "batch", "padded_batch", "unbatch", "experimental_distribute_dataset")
+            ):
                 return True
             local = self.facts.local_definition(func)
             if isinstance(local, cst.FunctionDef):
@@ -99,16 +105,15 @@ class Data:
         value = self.facts.assigned_value(binding)
         if value is not None:
             return self.is_array(value, depth)
-        # ``(x_train, y_train), _ = keras.datasets.mnist.load_data()``
-        node = binding
-        for _ in range(4):
-            node = self.program.parent(node)
-            if isinstance(node, cst.AssignTarget):
-                assign = self.program.parent(node)
-                if isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call):
-                    return any(n.startswith("keras.datasets.") for n in self.facts.names_of(assign.value.func))
-                return False
-        return False
+        # ``(x_train, y_train), _ = keras.datasets.mnist.load_data()``, ``x, y = a / 255, b``
+        origins = self.facts.values.binding_origins(binding)
+        return bool(origins) and all(self._origin_is_array(o, depth) for o in origins)
+
+    def _origin_is_array(self, origin, depth: int) -> bool:
+        node = origin.node
+        if isinstance(node, cst.Call) and any(n.startswith("keras.datasets.") for n in self.facts.names_of(node.func)):
+            return True
+        return origin.whole and isinstance(node, cst.BaseExpression) and self.is_array(node, depth)
 
 
 def _is_generator(function: cst.FunctionDef) -> bool:
