@@ -42,6 +42,9 @@ TRAINING = "training"
 KEPT = "kept"
 # Read by code that runs on every replica, where it may mean either batch.
 REPLICA = "replica"
+# Read by an ``assert``: it passes or fails (and says why) as on the one device it was written
+# for as long as it keeps the per-replica value.
+CHECKED = "checked"
 # Anything else: a value computed from the batch (steps per epoch, a buffer, a container).
 DERIVED = "derived"
 
@@ -269,7 +272,19 @@ class Webs:
             # Migrating, code on the replicas (a GAN's noise) means the per-replica batch, as
             # on the one device it was written for.
             return KEPT if self.program.migration is not None else REPLICA
+        if self.asserted(read):
+            return CHECKED
         return DERIVED
+
+    def asserted(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` is read by an ``assert`` (its test, or the message that describes
+        what the test checks)."""
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, cst.Assert):
+                return True
+            if isinstance(ancestor, (cst.BaseStatement, cst.BaseSmallStatement, cst.Lambda)):
+                return False
+        return False
 
     def product(self, read: cst.CSTNode) -> tuple[cst.Name | None, cst.BaseExpression] | None:
         """``read`` multiplied by the replica count (``GLOBAL = BATCH * n``, ``lr = 0.1 *

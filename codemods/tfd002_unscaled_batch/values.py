@@ -8,14 +8,15 @@ depends on what else reads the same value (its web and the kind of each read, :m
   where it is written). BATCH is per replica by the file's own intent, so its other reads
   keep it; a value computed from it (``steps = N // BATCH``) is refused, as which batch it
   means is for the author to say;
-- **nothing else must follow** (the other reads only show the value, batch data that is only
-  evaluated, or batch data trained without the strategy): the entry is scaled where it is
-  written, and every other read keeps the per-replica value;
+- **nothing else must follow** (the other reads only show the value, check it in an
+  ``assert``, batch data that is only evaluated, or batch data trained without the strategy):
+  the entry is scaled where it is written, and every other read keeps the per-replica value;
 - **something computed from it must follow** (steps per epoch, an evaluation batch under the
   same strategy): the global batch is defined once the strategy exists, and those reads use
   it. A name that may be seen from another module (public, at module level: ``from train
   import BATCH_SIZE``) keeps its name and value, and the global batch gets a new one
-  (``GLOBAL_BATCH_SIZE``); any other name keeps the per-replica value under a new name
+  (``GLOBAL_BATCH_SIZE``), as does a name an ``assert`` reads (it keeps checking the
+  per-replica value); any other name keeps the per-replica value under a new name
   (``BATCH_SIZE_PER_REPLICA``) and becomes the global batch. Reads that cannot follow (in
   another function, before the strategy exists) must be ones that may keep the per-replica
   value, or the fix is refused.
@@ -32,7 +33,7 @@ import libcst as cst
 
 from autofix.analysis.contexts import Context, index_of
 
-from .uses import DERIVED, DISPLAY, EVALUATION, KEPT, PER_REPLICA, REPLICA, TRAINING, Web
+from .uses import CHECKED, DERIVED, DISPLAY, EVALUATION, KEPT, PER_REPLICA, REPLICA, TRAINING, Web
 
 # Where a read is, for a global batch defined after the strategy statement.
 _AFTER, _OUTSIDE, _EARLY = "after", "outside", "early"
@@ -282,7 +283,7 @@ class EntryPlanner:
             not public
             and not imported
             and not nested
-            and not any(kinds[id(r)] == KEPT for r in others)
+            and not any(kinds[id(r)] in (KEPT, CHECKED) for r in others)
             and all(not isinstance(places[id(r)], str) or places[id(r)] == _AFTER for r in follows)
         )
         must = [r for r in others if (rename and r in follows) or kinds[id(r)] == DERIVED]
