@@ -347,6 +347,7 @@ REASON_LINES = [
     (re.compile(r"is last set \(line (?P<line>\d+)\)"), "setter"),
     (re.compile(r"is set by [^(]+\(line (?P<line>\d+)\)|is set on line (?P<line2>\d+)|the batch size on line (?P<line3>\d+)"), "subject"),
     (re.compile(r"move above (?:tf\.)?(?P<what>[\w.]+)\(\) \(line (?P<line>\d+)\)"), "call"),
+    (re.compile(r"(?P<what>[\w.]+)\(\) is called (?:with \*\*kwargs )?on line (?P<line>\d+)"), "call"),
     (re.compile(r"it uses '(?P<what>\w+)', which is only set on line (?P<line>\d+)"), "what"),
 ]
 

@@ -10,6 +10,7 @@ from autofix.analysis.contexts import Context
 from autofix.analysis.facts import Facts
 from autofix.codegen import BlockEdits, add_keyword, fresh_name, scaled
 
+from .helpers import with_parameter
 from .uses import DEFINITION, Webs
 from .values import Plan, Redefinition
 
@@ -29,6 +30,8 @@ class FixWriter:
         # (once the ordering rules are checked) where it moves.
         self.moves: dict[int, tuple[Context, int]] = {}
         self.move_to: dict[int, int] = {}
+        # Functions (by id) -> (the function, the numbers that become its parameters).
+        self._parameters: dict[int, tuple[cst.FunctionDef, list]] = {}
 
     def commit(self, plan: Plan, context: Context | None) -> None:
         name = context.strategy.name if context is not None else ""
@@ -40,6 +43,11 @@ class FixWriter:
             self._replace_name(use, global_name)
         for redefinition in plan.redefinitions:
             self._redefine(redefinition)
+        for lifted in plan.lifted:
+            if id(lifted.literal) not in self._replaced:
+                self._replaced.add(id(lifted.literal))
+                self.edits.replace(lifted.literal, lambda n, name=lifted.name: cst.Name(name, lpar=n.lpar, rpar=n.rpar))
+                self._parameters.setdefault(id(lifted.function), (lifted.function, []))[1].append(lifted)
 
     def _redefine(self, redefinition: Redefinition) -> None:
         web, context = redefinition.web, redefinition.context
@@ -71,6 +79,13 @@ class FixWriter:
                 self.edits.replace(node, lambda n, new=new: cst.Name(new, lpar=n.lpar, rpar=n.rpar))
 
     def apply(self) -> None:
+        for function, lifted in self._parameters.values():
+            def edit(node, lifted=lifted):
+                for each in lifted:
+                    node = with_parameter(node, each.name, each.literal)
+                return node
+
+            self.edits.replace(function, edit)
         blocks = {**{b: c for b, (c, _) in self._inserts.items()}, **{b: self.moves[b][0] for b in self.move_to}}
         for block_id, context in blocks.items():
             _, lines = self._inserts.get(block_id, (context, []))

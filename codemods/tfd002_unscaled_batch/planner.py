@@ -25,6 +25,7 @@ from autofix.rule import SUPPRESSED, Rule
 from .edits import FixWriter
 from .evidence import Evidence
 from .first_batches import FirstBatches
+from .helpers import Helpers
 from .sites import Site, Sites
 from .uses import EVALUATION, KEPT, TRAINING, Webs
 from .values import Entry, EntryPlanner, Plan
@@ -64,6 +65,7 @@ class BatchPlanner:
         self._feeds: dict[int, list[cst.CSTNode]] = {}
         self.writer = FixWriter(self.facts, self.webs, rule.edits)
         self.first_batches = FirstBatches(rule.program)
+        self.helpers = Helpers(self)
 
     # --- sites -------------------------------------------------------------------------------
 
@@ -304,7 +306,17 @@ class BatchPlanner:
                 return why
             plan.keywords.append((entry.call, entry.keyword, entry.default))  # type: ignore[arg-type]
             return None
+        if isinstance(entry.value, cst.Integer) and context is not None and self._hidden(entry.at, context):
+            # A number in a helper that cannot see the strategy: the helper is given it.
+            return self.helpers.plan(entry.value, finding.site.call, finding.site.flow, context, plan)
         return values.plan(entry, context, plan)
+
+    def _hidden(self, node: cst.CSTNode, context: Context) -> bool:
+        """Whether ``node`` is in a function where ``context``'s strategy cannot be named."""
+        if self.program.enclosing_function(node) is None:
+            return False
+        found = self.contexts.at(node, self.extra)
+        return found is None or found[0].strategy is not context.strategy
 
     def visible(self, node: cst.CSTNode, context: Context, plan: Plan) -> str | None:
         """None when the strategy can be named at ``node`` (possibly once it has moved up)."""

@@ -77,6 +77,8 @@ class Plan:
     redefinitions: list[Redefinition] = field(default_factory=list)
     # Blocks where the strategy must move up, to before the statement at this index.
     move_up: dict[int, int] = field(default_factory=dict)
+    # Numbers made parameters of the helper they are written in (:mod:`.helpers`).
+    lifted: list = field(default_factory=list)
 
 
 class EntryPlanner:
