@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from autofix.analysis.dataflow import PASSTHROUGH
 from autofix.analysis.facts import Facts
 from autofix.analysis.inputs import Inputs
 from autofix.analysis.migration import Refusal
@@ -74,6 +75,14 @@ def _batches_of(program: Program, dataset: cst.BaseExpression, depth: int = 0) -
     if depth > 6:
         return []
     facts = Facts.of(program)
+    # ``dataset.repeat()``, ``dataset.take(100)``: the batches of ``dataset``.
+    while (
+        isinstance(dataset, cst.Call)
+        and isinstance(dataset.func, cst.Attribute)
+        and dataset.func.attr.value in PASSTHROUGH
+        and not facts.is_module_reference(dataset.func.value)
+    ):
+        dataset = dataset.func.value
     found: list[cst.BaseExpression] = []
     origins = facts.values.origins(dataset)
     if not origins:
