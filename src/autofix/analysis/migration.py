@@ -19,6 +19,7 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.facts import Facts
+from autofix.analysis.keras1 import first_keras
 from autofix.analysis.program import Program
 from autofix.analysis.steps import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
@@ -325,6 +326,13 @@ class SingleDevice(Derived):
 
     def _file_refusals(self) -> list[Refusal]:
         found = []
+        keras1 = first_keras(self.program)
+        if keras1 is not None:
+            node, what = keras1
+            found.append(Refusal(node, (
+                f"it is written for Keras 1 ({what}, line {self.program.line(node)}), whose API neither "
+                "TensorFlow's Keras nor Keras 3 has: it runs on neither, migrated or not; upgrade it, then migrate"
+            )))
         sites = {id(site.call) for site in self.training.sites}
         for call, _owner in self.facts.calls:
             func = call.func
