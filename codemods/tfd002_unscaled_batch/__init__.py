@@ -29,7 +29,11 @@ other read of the same value (however it is bound: plain, tuple or augmented ass
   per-replica value the file gave it. This holds under a TPU strategy and whatever names,
   flags or comments say: the loss is N times too small otherwise;
 - a helper parameter (``def make_dataset(batch_size=32)``) is scaled at the call sites that
-  feed training under the strategy; other callers keep the default;
+  feed training under the strategy; other callers keep the default; a number a local data
+  helper batches with (``def make_dataset(): ... .batch(32)``) becomes such a parameter, the
+  number its default;
+- a read by an ``assert`` keeps the per-replica value (the assert passes or fails as on one
+  device);
 - when the batch is made before the strategy exists, the strategy statement moves up (never
   above device setup, a mixed-precision policy or what it reads).
 
@@ -47,7 +51,9 @@ Not findings (already global, or not a training batch):
   an in-batch objective (retrieval, contrastive losses), where the batch is what is trained.
 
 Not fixed (reported with the reason, each line number the line of what it names):
-- a batch size fixed inside a helper the strategy is not visible in;
+- a batch size fixed inside a helper the strategy is not visible in, when the helper cannot
+  take it as a parameter (a method, a decorated function, called before the strategy exists
+  or with ``**kwargs``, or returning the data in a way not followed);
 - a value also read where its global batch cannot be named (in another function than the
   one that makes the strategy, before the strategy can exist), unless that read only shows it,
   evaluates with it or trains another model with it;
@@ -59,7 +65,9 @@ Not fixed (reported with the reason, each line number the line of what it names)
   inline, or made later): which batch that means is for the author to say;
 - ``fit`` on arrays validated with ``validation_split=`` or ``validation_data=(x, y)``: a
   validation set smaller than the scaled batch is one batch, which Keras 3 fails on when it
-  does not split evenly over the replicas, and its size is not known here.
+  does not split evenly over the replicas; fixed only where the set's size is known and it
+  holds a global batch, or splits evenly, on every replica count up to 16
+  (:mod:`.first_batches`).
 """
 
 from __future__ import annotations

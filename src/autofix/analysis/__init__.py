@@ -12,8 +12,9 @@ which objects and data take part in distributed training, and where), and the cu
 :mod:`.steps` (what ``strategy.run`` runs, what its tapes differentiate, what runs in a
 ``tf.function``), :mod:`.callees` (what a call runs), :mod:`.losses` (a step's loss, term by
 term), :mod:`.valueflow` (where a changed value goes), :mod:`.inputs` and :mod:`.distribution`
-(what ``strategy.run`` is fed), :mod:`.tracing` (Python side effects); and for ``autofix
-migrate``, :mod:`.migration` (what a single-device file trains), :mod:`.migration_models`,
+(what ``strategy.run`` is fed), :mod:`.tracing` (Python side effects), :mod:`.sizes` (how many
+examples an array holds); and for ``autofix migrate``, :mod:`.migration` (what a
+single-device file trains; :mod:`.keras1`, Keras 1 scripts), :mod:`.migration_models`,
 :mod:`.placement` (where the strategy goes) and :mod:`.migrated` (what migrated code must show).
 
 Each analysis is built at most once per program and shared: ``Facts.of(program)``.

@@ -1,0 +1,282 @@
+"""fit scripts whose batch must be shown to be the global batch (the fixtures are
+fixtures/tfd010/fit_validation_split, fit_kfold, fit_helper_batch, custom_loop_checked_batch,
+report_validation_uneven, report_keras1, and fixtures/tfd002's helper_*, assert_*,
+validation_* and fit_concatenated_arrays; test_migrate.py and test_tfd002.py run them, and
+prove every migration by training it):
+
+- how many examples an array holds (analysis/sizes.py), and the validation sets it shows
+  safe or not (TFD002's first_batches.py);
+- a batch size fixed inside a helper, made its parameter (TFD002's helpers.py);
+- an assert that reads a batch keeps the per-replica value;
+- a read in a ``for`` body sees the loop's target (values.reaching_bindings);
+- Keras 1 scripts are not migrated.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+
+from autofix.analysis.keras1 import first_keras
+from autofix.analysis.program import Program
+from autofix.analysis.sizes import Sizes
+from autofix.analysis.values import Values
+from autofix.engine import Options, _parsed, analyse
+from codemods.tfd002_unscaled_batch.first_batches import MAX_REPLICAS, uneven
+
+MIGRATE = Options(migrate="mirrored")
+TFD002 = Options(select=("TFD002",))
+
+
+def _program(source: str) -> Program:
+    return Program(*_parsed(source))
+
+
+def _rows_of_last(source: str) -> int | None:
+    """The examples the value assigned last in ``source`` (``probe = ...``) holds."""
+    program = _program(source)
+    target = [a for a in program.index.assigns if isinstance(a, cst.Assign) and program.module.code_for_node(a.targets[0].target) == "probe"]
+    return Sizes.of(program).rows(target[-1].value)
+
+
+LOADED = "import numpy as np\nimport tensorflow as tf\nfrom tensorflow import keras\n"
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        # The loaders' documented sizes, through tuple unpacking.
+        ("(x, y), (xt, yt) = keras.datasets.mnist.load_data()\nprobe = x\n", 60000),
+        ("(x, y), (xt, yt) = keras.datasets.fashion_mnist.load_data()\nprobe = yt\n", 10000),
+        ("(x, y), (xt, yt) = tf.keras.datasets.cifar10.load_data()\nprobe = x\n", 50000),
+        ("(x, y), _ = keras.datasets.imdb.load_data(num_words=10000)\nprobe = x\n", 25000),
+        # maxlen= drops sequences: not known.
+        ("(x, y), _ = keras.datasets.imdb.load_data(maxlen=100)\nprobe = x\n", None),
+        # test_split= applied as Keras applies it: int(total * (1 - split)).
+        ("(x, y), (xt, yt) = keras.datasets.reuters.load_data(num_words=10000)\nprobe = x\n", 8982),
+        ("(x, y), (xt, yt) = keras.datasets.reuters.load_data(test_split=0.1)\nprobe = xt\n", 1123),
+        ("(x, y), (xt, yt) = keras.datasets.boston_housing.load_data()\nprobe = xt\n", 102),
+        ("(x, y), _ = keras.datasets.california_housing.load_data(version='small')\nprobe = x\n", 480),
+        # A module bound to a name (the TensorFlow quickstart).
+        ("mnist = tf.keras.datasets.mnist\n(x, y), _ = mnist.load_data()\nx, y = x / 255.0, y\nprobe = x\n", 60000),
+        # What keeps the first dimension.
+        ("(x, y), _ = keras.datasets.mnist.load_data()\nprobe = np.expand_dims(x.astype('float32') / 255, -1)\n", 60000),
+        ("(x, y), _ = keras.datasets.mnist.load_data()\nprobe = x.reshape(60000, 28, 28, 1)\n", 60000),
+        ("(x, y), _ = keras.datasets.mnist.load_data()\nprobe = x.reshape((x.shape[0], 784))\n", 60000),
+        ("(x, y), _ = keras.datasets.mnist.load_data()\nprobe = x[..., None]\n", 60000),
+        ("(x, y), _ = keras.datasets.mnist.load_data()\nprobe = x[:, 0]\n", 60000),
+        ("(x, y), _ = keras.datasets.mnist.load_data()\nprobe = keras.utils.to_categorical(y, 10)\n", 60000),
+        ("(x, y), _ = keras.datasets.mnist.load_data()\nprobe = np.where(x > .5, 1.0, 0.0)\n", 60000),
+        ("(x, y), _ = keras.datasets.boston_housing.load_data()\nx -= x.mean(axis=0)\nx /= x.std(axis=0)\nprobe = x\n", 404),
+        # Slices of the first dimension.
+        ("(x, y), _ = keras.datasets.mnist.load_data()\nprobe = x[:1000]\n", 1000),
+        ("(x, y), _ = keras.datasets.mnist.load_data()\nprobe = x[1000:]\n", 59000),
+        ("(x, y), _ = keras.datasets.mnist.load_data()\nprobe = x[-500:]\n", 500),
+        ("x = np.zeros((300, 4))\nprobe = x[:1000]\n", 300),
+        ("x = np.random.rand(1024, 8)\nprobe = x[:103]\n", 103),
+        ("rng = np.random.default_rng(0)\nx = rng.random((1024, 8), dtype=np.float32)\nprobe = x\n", 1024),
+        ("x = np.random.normal(0, 1, size=(64, 3))\nprobe = x\n", 64),
+        # What a local function returns, with the call's own arguments.
+        (
+            "def vec(seqs, d=10):\n    out = np.zeros((len(seqs), d))\n    return out\n"
+            "(a, _), (b, _) = keras.datasets.reuters.load_data()\nva = vec(a)\nvb = vec(b)\nprobe = vb\n",
+            2246,
+        ),
+        # What changes the first dimension, or is not known.
+        ("(x, y), _ = keras.datasets.mnist.load_data()\nprobe = x.reshape(-1, 28, 28, 1)\n", None),
+        ("(x, y), _ = keras.datasets.mnist.load_data()\nprobe = np.expand_dims(x, 0)\n", None),
+        ("(x, y), _ = keras.datasets.mnist.load_data()\nprobe = x[::2]\n", None),
+        ("(x, y), _ = keras.datasets.mnist.load_data()\nprobe = x[None]\n", None),
+        ("(x, y), _ = keras.datasets.mnist.load_data()\nprobe = x[y == 1]\n", None),
+        ("(x, y), _ = keras.datasets.mnist.load_data()\nprobe = x[:, [0, 1], :, [2, 3]]\n", None),
+        ("(x, y), _ = keras.datasets.mnist.load_data()\nprobe = x - np.ones((5, 60000, 28, 28))\n", None),
+        # imdb's sequences are a list: + and * extend and repeat it.
+        ("(x, y), _ = keras.datasets.imdb.load_data()\nx += x\nprobe = x\n", None),
+        ("(x, y), _ = keras.datasets.imdb.load_data()\nprobe = x * 2\n", None),
+        ("x = np.load('x.npy')\nprobe = x[:1000]\n", None),
+        ("if flag:\n    x = np.zeros((10, 2))\nelse:\n    x = np.zeros((20, 2))\nprobe = x\n", None),
+    ],
+)
+def test_how_many_examples_an_array_holds(source, expected):
+    assert _rows_of_last(LOADED + source) == expected
+
+
+KFOLD = LOADED + (
+    "(data, targets), _ = keras.datasets.boston_housing.load_data()\n"
+    "k = 4\n"
+    "n = len(data) // k\n"
+    "for i in range(k):\n"
+    "    probe = data[{start}:{stop}]\n"
+)
+
+
+@pytest.mark.parametrize(
+    "start, stop, expected",
+    [
+        # A fold: 101 examples whatever the counter, every window inside the 404.
+        ("i * n", "(i + 1) * n", 101),
+        ("n * i", "n * i + n", 101),
+        # A window that may run past the end (i = 3: 303 to 505), or varies in width.
+        ("i * n", "(i + 2) * n", None),
+        ("", "i * n", None),
+        ("i * n", "", None),
+    ],
+)
+def test_a_window_moved_by_a_loop_counter_holds_its_width(start, stop, expected):
+    assert _rows_of_last(KFOLD.format(start=start, stop=stop)) == expected
+
+
+def test_a_counter_rebound_in_the_loop_is_not_the_loops():
+    source = KFOLD.format(start="i * n", stop="(i + 1) * n").replace("    probe =", "    i = i * 2\n    probe =")
+    assert _rows_of_last(source) is None
+
+
+def test_a_read_in_a_loop_body_sees_the_loop_target_not_what_came_before():
+    source = "i = 10\nfor i in range(3):\n    print(i)\n    i = 5\n    print(i)\nprint(i)\n"
+    program = _program(source)
+    values = Values.of(program)
+    reads = [n for n in program.index.accesses if isinstance(n, cst.Name) and n.value == "i"]
+    lines = {program.line(r): sorted(program.line(b) for b in values.reaching_bindings(r)) for r in reads}
+    # (Not the ``i = 10`` before the loop: the loop binds i before each run of its body.)
+    assert lines[3] == [2] and lines[5] == [4]
+
+
+# --- validation sets: when is the scaled batch's first validation batch even? -----------------
+
+def test_uneven_replica_counts_follow_kerass_arithmetic():
+    # 1000 examples validated at 512 per replica: one batch from 2 replicas on, even on 2, 4, 5, 8, 10.
+    assert uneven(1000, 512) == [3, 6, 7, 9, 11, 12, 13, 14, 15, 16]
+    # A global batch fits in every set on up to 16 replicas, or each count divides it.
+    assert uneven(6000, 128) == [] and uneven(101, 1) == [] and uneven(720720, 10**9) == []
+    assert MAX_REPLICAS == 16
+
+
+FIT = LOADED + (
+    "strategy = tf.distribute.MirroredStrategy()\n"
+    "(x, y), _ = keras.datasets.mnist.load_data()\n"
+    "with strategy.scope():\n"
+    "    model = keras.Sequential([keras.Input((28, 28)), keras.layers.Flatten(), keras.layers.Dense(10)])\n"
+    "    model.compile(optimizer='adam', loss='mse')\n"
+)
+
+
+@pytest.mark.parametrize(
+    "call, fixed",
+    [
+        ("model.fit(x, y, batch_size=128, validation_split=0.1)", True),  # 6000
+        ("model.fit(x, y, validation_data=(x[:512], y[:512]))", True),  # 512 >= 32 x 16
+        ("val = (x[:1000], y[:1000])\nmodel.fit(x, y, batch_size=32, validation_data=val)", True),
+        ("model.fit(x, y, batch_size=64, validation_data=(x[:1000], y[:1000]))", False),  # 16 replicas
+        ("model.fit(x, y, batch_size=512, validation_data=(x[:1000], y[:1000]))", False),
+        ("model.fit(x, y, batch_size=64, validation_split=0.001)", False),  # 60 examples
+        # The validation set has a batch of its own, which the fix does not change.
+        ("model.fit(x, y, batch_size=512, validation_data=(x[:1000], y[:1000]), validation_batch_size=8)", True),
+        # Not known: the batch, or the set (a name bound to arrays of unknown size).
+        ("model.fit(x, y, batch_size=flags.batch, validation_split=0.1)", False),
+        ("val = (np.load('v.npy'), np.load('w.npy'))\nmodel.fit(x, y, batch_size=64, validation_data=val)", False),
+    ],
+)
+def test_a_validation_set_is_scaled_only_when_it_splits_on_every_replica_count(call, fixed):
+    analysis = analyse(FIT + call + "\n", TFD002)
+    (finding,) = analysis.findings
+    assert finding.fixable is fixed
+    assert (analysis.new_text is not None) is fixed
+
+
+def test_an_uneven_validation_set_is_named_with_the_replica_counts_it_fails_on():
+    analysis = analyse(FIT + "model.fit(x, y, batch_size=512, validation_data=(x[:1000], y[:1000]))\n", TFD002)
+    (finding,) = analysis.findings
+    assert "the validation set (validation_data=) holds 1000 examples" in finding.reason
+    assert "on 3 or more replicas" in finding.reason
+    assert "as 1000 does not over 3, 6, 7, 9, 11, 12, 13, 14, 15 or 16 replicas" in finding.reason
+    unknown = analyse(FIT + "model.fit(np.load('a.npy'), y, batch_size=64, validation_split=0.2)\n", TFD002).findings[0]
+    assert "with validation_split=, a validation set smaller than the scaled global batch" in unknown.reason
+
+
+# --- a batch size fixed inside a helper ---------------------------------------------------------
+
+HELPER = LOADED + (
+    "def load(x, **options):\n"
+    "    return tf.data.Dataset.from_tensor_slices(x).batch(64)\n"
+    "\n"
+    "def main(options):\n"
+    "    strategy = tf.distribute.MirroredStrategy()\n"
+    "    x = np.random.rand(256, 4).astype('float32')\n"
+    "    with strategy.scope():\n"
+    "        model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(4)])\n"
+    "        model.compile(optimizer='adam', loss='mse')\n"
+    "    model.fit({call}, epochs=1)\n"
+)
+
+
+def test_a_helper_takes_the_global_batch_where_it_is_called():
+    analysis = analyse(HELPER.format(call="load(x)"), TFD002)
+    assert "def load(x, batch_size=64, **options):" in analysis.new_text
+    assert ".batch(batch_size)" in analysis.new_text
+    assert "model.fit(load(x, batch_size=64 * strategy.num_replicas_in_sync), epochs=1)" in analysis.new_text
+    assert analyse(analysis.new_text, TFD002).findings == []
+
+
+def test_a_helper_called_with_kwargs_is_not_given_a_keyword_it_may_already_pass():
+    analysis = analyse(HELPER.format(call="load(x, **options)"), TFD002)
+    (finding,) = analysis.findings
+    assert analysis.new_text is None and not finding.fixable
+    assert "load() is called with **kwargs on line 13" in finding.reason
+
+
+def test_a_name_of_the_file_is_not_taken_for_the_new_parameter():
+    analysis = analyse(HELPER.format(call="load(x)").replace("x = np.random", "batch_size = 3\n    x = np.random"), TFD002)
+    assert "def load(x, batch_size_2=64, **options):" in analysis.new_text
+
+
+def test_a_dataset_rebound_then_taken_from_is_shown_to_be_batched_globally():
+    """``ds = ds.batch(64)`` then ``fit(ds.take(10))`` (Keras's custom train_step guide)."""
+    source = LOADED + (
+        "x = np.random.rand(256, 4).astype('float32')\n"
+        "ds = tf.data.Dataset.from_tensor_slices((x, x))\n"
+        "ds = ds.shuffle(256).batch(64)\n"
+        "model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(4)])\n"
+        "model.compile(optimizer='adam', loss='mse')\n"
+        "model.fit(ds.take(10), epochs=1)\n"
+    )
+    migrated = analyse(source, MIGRATE).new_text
+    assert "ds = ds.shuffle(256).batch(64 * strategy.num_replicas_in_sync)" in migrated
+
+
+# --- an assert ----------------------------------------------------------------------------------
+
+def test_an_asserted_batch_keeps_its_value_and_the_training_batch_is_scaled_where_it_is_made():
+    source = LOADED + (
+        "strategy = tf.distribute.MirroredStrategy()\n"
+        "BATCH = 32\n"
+        "assert BATCH <= 64, f'{BATCH} is too large'\n"
+        "x = np.random.rand(256, 4).astype('float32')\n"
+        "ds = tf.data.Dataset.from_tensor_slices((x, x)).batch(BATCH)\n"
+        "with strategy.scope():\n"
+        "    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(4)])\n"
+        "    model.compile(optimizer='adam', loss='mse')\n"
+        "model.fit(ds, epochs=1)\n"
+    )
+    fixed = analyse(source, TFD002).new_text
+    # (A global batch of 64 x 4 would fail this assert on 4 replicas: it checks the per-replica one.)
+    assert "assert BATCH <= 64, f'{BATCH} is too large'\n" in fixed
+    assert ".batch(BATCH * strategy.num_replicas_in_sync)" in fixed
+
+
+# --- Keras 1 ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "source, what",
+    [
+        ("model.fit(x, y, nb_epoch=12)\n", "nb_epoch="),
+        ("from keras.layers import Convolution2D\nConvolution2D(32, 3, 3, border_mode='same')\n", "border_mode="),
+        ("from keras import backend as K\nK.image_dim_ordering()\n", "image_dim_ordering()"),
+        # What Keras 2 and 3 still have is not Keras 1 API.
+        ("from keras.utils import np_utils\nnp_utils.to_categorical(y)\n", None),
+        ("from keras.layers import Convolution2D, Embedding\nConvolution2D(32, 3)\nEmbedding(100, output_dim=8)\n", None),
+        ("model.fit(x, y, epochs=12)\n", None),
+    ],
+)
+def test_keras1_api_is_recognised(source, what):
+    found = first_keras(_program("import keras\n" + source))
+    assert (found[1] if found else None) == what
