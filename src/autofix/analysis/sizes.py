@@ -1,8 +1,8 @@
 """How many examples an array holds (its first dimension), where the file shows it.
 
-Sizes start where they are documented or written: the ``keras.datasets`` loaders (fixed
-sizes, a ``test_split=`` applied as Keras applies it; none once ``maxlen=`` filters), the
-arrays NumPy and TensorFlow make from a shape (``np.zeros((1000, 8))``, ``rng.random(...)``),
+Sizes start where they are documented or written: the ``keras.datasets`` loaders
+(:mod:`.loaders`: fixed sizes, a ``test_split=`` applied as Keras applies it; none once
+``maxlen=`` filters), the arrays NumPy and TensorFlow make from a shape (``np.zeros((1000, 8))``, ``rng.random(...)``),
 ``len(x)`` and ``x.shape[0]``. They are followed, through the value flow of :mod:`.values`
 (names, tuple unpacking, what local functions return with their arguments bound), along what
 keeps the first dimension: ``astype``, ``reshape`` with a known first dimension, arithmetic
@@ -23,33 +23,13 @@ returns, a value with several possible sizes.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import libcst as cst
 
-from autofix.analysis import Derived
+from autofix.analysis import Derived, loaders
 from autofix.analysis.syntax import argument, argument_value
 from autofix.analysis.values import ANY, Origin, Values
-
-# What one ``load_data()`` returns, ((train, test) examples), by dataset, with no arguments.
-_DATASETS = {
-    "mnist": (60000, 10000),
-    "fashion_mnist": (60000, 10000),
-    "cifar10": (50000, 10000),
-    "cifar100": (50000, 10000),
-    "imdb": (25000, 25000),
-}
-# Datasets split by ``test_split=`` (its position among the arguments, its default, and the
-# number of examples split): Keras keeps ``int(total * (1 - test_split))`` for training.
-_SPLIT = {
-    "reuters": (4, 0.2, 11228),
-    "boston_housing": (1, 0.2, 506),
-    "california_housing": (2, 0.2, None),
-}
-# ``maxlen=`` drops the longer sequences: how many is not known here.
-_MAXLEN = {"imdb": 3, "reuters": 3}
-_LOADER = re.compile(r"^keras\.datasets\.(\w+)\.load_data$")
 
 # Calls whose result has their first argument's examples.
 _SAME_ROWS = frozenset(
@@ -199,29 +179,10 @@ class Sizes(Derived):
         name = self._dataset(call.func)
         if name is None or any(a.star for a in call.args):
             return None
-        maxlen = _MAXLEN.get(name)
-        if maxlen is not None:
-            value = argument_value(call, "maxlen", maxlen)
-            if value is not None and not (isinstance(value, cst.Name) and value.value == "None"):
-                return None
-        if name in _DATASETS:
-            train, test = _DATASETS[name]
-        elif name in _SPLIT:
-            position, default, total = _SPLIT[name]
-            if total is None:  # california_housing: its version says
-                version = argument_value(call, "version", 0)
-                version_name = version.evaluated_value if isinstance(version, cst.SimpleString) else "large" if version is None else None
-                total = {"large": 20640, "small": 600}.get(version_name)  # type: ignore[arg-type]
-                if total is None:
-                    return None
-            split = argument_value(call, "test_split", position)
-            fraction = default if split is None else self._number(split, where, depth, counters=False)
-            if not isinstance(fraction, (int, float)):
-                return None
-            train = int(total * (1 - fraction))
-            test = total - train
-        else:
+        sizes = loaders.sizes(name, call, lambda e: self._number(e, where, depth, counters=False))
+        if sizes is None:
             return None
+        train, test = sizes
         # imdb's sequences are a list; the others NumPy arrays.
         return _Known((train, test)[path[0][1]], ndarray=name != "imdb" or path[1][1] == 1)
 
@@ -233,7 +194,7 @@ class Sizes(Derived):
             origins = self.values.origins(func.value)
             if len(origins) == 1 and origins[0].whole and isinstance(origins[0].node, cst.BaseExpression):
                 names = {f"{n}.load_data" for n in self.program.qualified_names(origins[0].node)}
-        return next((m.group(1) for n in names if (m := _LOADER.match(n))), None)
+        return loaders.dataset(names)
 
     def _call(self, call: cst.Call, where: _Where | None, depth: int) -> _Known | None:
         function = self.values.local_definition(call.func)
