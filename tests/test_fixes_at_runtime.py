@@ -95,11 +95,28 @@ def test_tfd002_batch_is_per_replica_times_replicas(case):
     observed_broken = [f.global_batch for f in broken.fits] + [r.global_batch for r in broken.runs if r.global_batch]
     assert observed_fixed and len(observed_fixed) == len(observed_broken)
     assert observed_fixed == [REPLICAS * b for b in observed_broken]
+    chosen = _literal_steps(case.before)
     for before, after in zip(broken.fits, fixed.fits):
         steps = (before.user_args or {}).get("steps_per_epoch")
-        if steps is not None:
+        if steps is None:
+            continue
+        if steps in chosen:
+            # A number of steps the script wrote as a number is the user's choice: it stays.
+            assert (after.user_args or {}).get("steps_per_epoch") == steps
+        else:
             # steps_per_epoch = N // BATCH_SIZE now uses the global batch.
             assert (after.user_args or {}).get("steps_per_epoch") == steps // REPLICAS
+
+
+def _literal_steps(path: Path) -> set:
+    """The steps_per_epoch values a script passes as integer literals."""
+    return {
+        kw.value.value
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        for kw in node.keywords
+        if kw.arg == "steps_per_epoch" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, int)
+    }
 
 
 # --- TFD003: the generated step trains on both replicas, and agrees with fit --------------------
