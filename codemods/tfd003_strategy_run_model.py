@@ -381,7 +381,7 @@ class StrategyRunModel(Rule):
         name = fresh_names(program, [f"dist_{plan.dataset.value}"])[f"dist_{plan.dataset.value}"]
         code = program.module.code_for_node(strategy)
         statement = cst.parse_statement(f"{name} = {code}.experimental_distribute_dataset({plan.dataset.value})\n")
-        edits.replace(plan.loop.iter, lambda _node: cst.Name(name))
+        edits.replace(plan.dataset, lambda _node: cst.Name(name))
         index = list(block.body).index(plan.before)
 
         def insert(body, index=index):

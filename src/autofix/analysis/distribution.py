@@ -58,7 +58,7 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
         raise NotDistributable("the data comes from more than one place")
     origin = next(iter(loops.values()))
     loop, dataset = origin.loop, origin.node
-    if loop is None or loop.iter is not dataset or not isinstance(dataset, cst.Name):
+    if loop is None or _iterated(inputs, loop) is not dataset or not isinstance(dataset, cst.Name):
         raise NotDistributable("the batches are not those of a for loop over a dataset named in view")
     bindings = facts.bindings(dataset) or []
     reaching = facts.reaching_bindings(dataset) or []
@@ -94,7 +94,10 @@ def _batch_runs(inputs: Inputs, loop: cst.For) -> list[cst.Call]:
     """The ``strategy.run`` calls the loop's batches go to; raises when they also go anywhere
     else (a distributed batch is not a tensor)."""
     program, facts, steps = inputs.program, inputs.facts, inputs.steps
-    pending = [use for name in _names(loop.target) for use in facts.uses(name)]
+    target = loop.target
+    if loop.iter is not _iterated(inputs, loop) and isinstance(target, (cst.Tuple, cst.List)):
+        target = target.elements[1].value  # ``for i, batch in enumerate(dataset)``: not the counter
+    pending = [use for name in _names(target) for use in facts.uses(name)]
     runs: list[cst.Call] = []
     seen: set[int] = set()
     while pending:
@@ -180,6 +183,18 @@ def _same(inputs: Inputs, a: cst.BaseExpression, b: cst.BaseExpression | None) -
 
 def _words_of(expr: cst.BaseExpression) -> set[str]:
     return {w for name in nodes_in(expr, cst.Name) for w in words(name.value)}
+
+
+def _iterated(inputs: Inputs, loop: cst.For) -> cst.BaseExpression:
+    """What the loop iterates: its iterable, or what ``enumerate`` counts the items of
+    (a distributed dataset is counted as well)."""
+    iterable = loop.iter
+    if isinstance(iterable, cst.Call) and "builtins.enumerate" in inputs.facts.names_of(iterable.func):
+        target = loop.target
+        first = iterable.args[0] if iterable.args else None
+        if first is not None and first.keyword is None and not first.star and isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
+            return first.value
+    return iterable
 
 
 def _outermost_loop(program, loop: cst.For) -> cst.BaseStatement:
