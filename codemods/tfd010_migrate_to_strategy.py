@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from autofix.codemods._tfd010_inline import extract
 from autofix.analysis.migration import KINDS, CustomStep, Refusal, SingleDevice
 from autofix.analysis.migration_models import ModelPrep
 from autofix.analysis.placement import Placement
@@ -113,6 +114,13 @@ class MigrateToStrategy(Rule):
 
     def _plan(self, single: SingleDevice, cls: str, edits: BlockEdits) -> None:
         program = self.program
+        if single.inline_steps:
+            # First the steps written inline go into functions of their own: the next pass
+            # migrates the file as one whose loops call a step.
+            inserts = _Inserts()
+            extract(program, single.inline_steps, set(self.facts.names()), edits, inserts)
+            inserts.plan(edits)
+            return
         place = Placement.of(program)
         prep = ModelPrep.of(program)
         block = place.training_block()

@@ -19,6 +19,7 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.facts import Facts
+from autofix.analysis.inline_steps import InlineStep, InlineSteps
 from autofix.analysis.program import Program
 from autofix.analysis.steps import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
@@ -85,6 +86,8 @@ class SingleDevice(Derived):
         self.facts = Facts.of(program)
         self.training = TrainingModel.of(program)
         self.steps_analysis = Steps.of(program)
+        # Loops whose update is written inline, by id: their step, when it can be split.
+        self._inline_loops: dict[int, InlineStep | None] = {}
 
     # --- what trains ---------------------------------------------------------------------------
 
@@ -143,6 +146,9 @@ class SingleDevice(Derived):
             if function is not None and function in self.train_steps:
                 continue  # run by fit, per replica, once the model is made in the scope
             loop = _loop_within(self.program, update, function)
+            if loop is not None and (function is None or not self.facts.functions[function].is_method):
+                self._inline(loop, refusals)
+                continue
             if function is None or loop is not None:
                 where = f"in a loop (line {self.program.line(loop)})" if loop is not None else "at the top level of the script"
                 refusals.append(Refusal(update, (
@@ -173,6 +179,27 @@ class SingleDevice(Derived):
     @property
     def custom_steps(self) -> list[CustomStep]:
         return self.analysed[0]
+
+    @cached_property
+    def inline_steps(self) -> list[InlineStep]:
+        """Steps written inline in a loop body that can be moved into a function of their own
+        (:mod:`.inline_steps`): a migration does that first, then runs them as custom steps."""
+        self.analysed
+        return [step for step in self._inline_loops.values() if step is not None]
+
+    def _inline(self, loop: cst.For | cst.While, refusals: list[Refusal]) -> None:
+        """The step of a loop whose body applies gradients, or why it cannot be split (once
+        per loop)."""
+        if id(loop) in self._inline_loops:
+            return
+        self._inline_loops[id(loop)] = None
+        updates = [u for u in self.updates if _loop_within(self.program, u, self.program.enclosing_function(u)) is loop]
+        inside = [u for u in self.updates if u not in updates and any(a is loop for a in self.program.ancestors(u))]
+        step = InlineSteps.of(self.program).step(loop, updates + inside)
+        if isinstance(step, InlineStep):
+            self._inline_loops[id(loop)] = step
+        else:
+            refusals.append(Refusal(step.node, step.reason))
 
     @property
     def refusals(self) -> list[Refusal]:
