@@ -38,6 +38,7 @@ from autofix.analysis.migration import KINDS, CustomStep, Refusal, SingleDevice
 from autofix.analysis.migration_models import ModelPrep
 from autofix.analysis.placement import Placement
 from autofix.analysis.steps import Steps
+from autofix.analysis.syntax import is_wall
 from autofix.analysis.tracing import python_effect
 from autofix.analysis.multiworker import MultiWorker
 from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias
@@ -279,7 +280,10 @@ class _Inserts:
             def edit(body, wanted=wanted, gap=gap):
                 body = list(body)
                 for index, statements in sorted(wanted, key=lambda w: w[0], reverse=True):
-                    new = [s.with_changes(leading_lines=gap) if isinstance(s, cst.FunctionDef) else s for s in statements]
+                    # A function set apart from what comes before it, unless it starts its block
+                    # (or a notebook cell).
+                    apart = gap if index > 0 and not is_wall(body[index - 1]) else []
+                    new = [s.with_changes(leading_lines=apart) if isinstance(s, cst.FunctionDef) else s for s in statements]
                     if 0 < index < len(body) and _imports(body[index - 1]) and not _imports(body[index]) and _blank_first(body[index]):
                         # After the imports, set apart from them as the code that follows is.
                         new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(indent=False), *new[0].leading_lines])

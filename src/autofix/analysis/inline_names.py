@@ -11,16 +11,23 @@ parameter, or is read where it is when it does not change while the loop runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import libcst as cst
 
+from autofix.analysis.facts import Facts
 from autofix.analysis.losses import loss_terms_of
 from autofix.analysis.program import Program
+from autofix.analysis.steps import Steps
 from autofix.tf.index import Scope
 
-if TYPE_CHECKING:
-    from autofix.analysis.inline_steps import InlineSteps
+
+class Analyses(Protocol):
+    """What the names of a step are worked out from (an :class:`~.inline_steps.InlineSteps`)."""
+
+    program: Program
+    facts: Facts
+    steps: Steps
 
 
 @dataclass(frozen=True)
@@ -238,7 +245,7 @@ def _kind(statement: cst.BaseStatement) -> str:
 # --- parameters and what is handed back -------------------------------------------------------------
 
 
-def loop_targets(owner: "InlineSteps", loop: cst.For | cst.While) -> tuple[list[str], set[str]]:
+def loop_targets(owner: Analyses, loop: cst.For | cst.While) -> tuple[list[str], set[str]]:
     """The names a ``for`` loop binds to its batch, and those it binds to a counter (the index
     of ``enumerate``, the values of ``range``)."""
     if not isinstance(loop, cst.For):
@@ -252,7 +259,7 @@ def loop_targets(owner: "InlineSteps", loop: cst.For | cst.While) -> tuple[list[
     return _names(target), set()
 
 
-def _counts(owner: "InlineSteps", iterable: cst.BaseExpression) -> bool:
+def _counts(owner: Analyses, iterable: cst.BaseExpression) -> bool:
     """``range(...)``, also as what a progress bar wraps (``tqdm(range(n))``)."""
     while isinstance(iterable, cst.Call):
         if "builtins.range" in owner.facts.names_of(iterable.func):
@@ -274,7 +281,7 @@ def _names(target: cst.BaseExpression) -> list[str]:
 
 
 def split_names(
-    owner: "InlineSteps", loop, body: list[cst.BaseStatement], start: int, end: int, flow: Flow, moved: list[cst.SimpleStatementLine]
+    owner: Analyses, loop, body: list[cst.BaseStatement], start: int, end: int, flow: Flow, moved: list[cst.SimpleStatementLine]
 ) -> tuple[list[str], list[str]]:
     """What the step's function takes and hands back; raises :class:`Unsplittable`."""
     program = owner.program
@@ -285,8 +292,9 @@ def split_names(
         line = program.line(node)
         if name in counters:
             raise Unsplittable(node, (
-                f"{name}, the loop's counter, is read in the step (line {line}): passed to a step that is traced, "
-                "it would be traced again for every value; read it outside the training step, then migrate"
+                f"{name}, the loop's counter, is read in the step (line {line}): passed in, it would have the traced "
+                "step traced again for every value; count in a tf.Variable the loop increments, or keep what reads it "
+                "out of the training step, then migrate"
             ))
         if name in batch:
             params.append(name)
@@ -345,7 +353,7 @@ def _inside(program: Program, node: cst.CSTNode, statements: list[cst.CSTNode]) 
     return id(node) in ids or any(id(a) in ids for a in program.ancestors(node))
 
 
-def _returns(owner: "InlineSteps", loop, step: list[cst.BaseStatement], flow: Flow, moved: list[cst.SimpleStatementLine]) -> list[str]:
+def _returns(owner: Analyses, loop, step: list[cst.BaseStatement], flow: Flow, moved: list[cst.SimpleStatementLine]) -> list[str]:
     program, facts = owner.program, owner.facts
     first = _at(program, step[0])
     outer = _outermost(program, loop)
@@ -422,7 +430,7 @@ def _read_names(program: Program, root: cst.CSTNode) -> set[str]:
     return {n.value for n in _read_nodes(program, root)}
 
 
-def _loss_bindings(owner: "InlineSteps", step: list[cst.BaseStatement]) -> set[int]:
+def _loss_bindings(owner: Analyses, step: list[cst.BaseStatement]) -> set[int]:
     """The bindings the step's differentiated values are computed through (``loss``, the
     terms of ``loss = reconstruction + kl``), not the values a loss is computed from."""
     steps, facts = owner.steps, owner.facts
