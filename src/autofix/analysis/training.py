@@ -70,7 +70,9 @@ def batch_size_of(program: Program, dataset: cst.BaseExpression, depth: int = 0)
     if depth > 8:
         return None
     if isinstance(dataset, cst.Name):
-        bindings = facts.bindings(dataset) or []
+        # The bindings that reach this read: ``ds = ds.shuffle(n).batch(b)`` is what a later
+        # read of ds iterates.
+        bindings = facts.reaching_bindings(dataset) or []
         values = [facts.assigned_value(b) for b in bindings]
         if len(values) == 1 and values[0] is not None:
             return batch_size_of(program, values[0], depth + 1)
