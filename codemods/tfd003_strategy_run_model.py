@@ -373,15 +373,19 @@ class StrategyRunModel(Rule):
         strategy = plan.strategy
         if isinstance(strategy, cst.Name) and not visible_at(program, strategy, plan.before):
             raise NotFound(f"{strategy.value} is not the same strategy where the dataset is iterated")
-        if not visible_at(program, plan.dataset, plan.before):
-            raise NotFound(f"{plan.dataset.value} is not in view before the loop")
+        iterated = plan.iterated if plan.iterated is not None else plan.dataset
+        if not visible_at(program, iterated, plan.before):
+            raise NotFound(f"{program.module.code_for_node(iterated)} is not in view before the loop")
         block = program.block_of(plan.before)
         if block is None:
             raise NotFound("the loop is not a statement of a block")
         name = fresh_names(program, [f"dist_{plan.dataset.value}"])[f"dist_{plan.dataset.value}"]
         code = program.module.code_for_node(strategy)
-        statement = cst.parse_statement(f"{name} = {code}.experimental_distribute_dataset({plan.dataset.value})\n")
-        edits.replace(plan.dataset, lambda _node: cst.Name(name))
+        statement = cst.parse_statement(f"{name} = {code}.experimental_distribute_dataset({program.module.code_for_node(iterated)})\n")
+        edits.replace(iterated, lambda _node: cst.Name(name))
+        for read in plan.gathered:
+            # Read outside the step: the global batch, the replicas' shares put back together.
+            edits.replace(read, lambda node, code=code: cst.parse_expression(f"{code}.gather({node.value}, axis=0)"))
         index = list(block.body).index(plan.before)
 
         def insert(body, index=index):
