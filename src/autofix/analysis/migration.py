@@ -23,6 +23,7 @@ from autofix.analysis.inline_steps import InlineStep, InlineSteps
 from autofix.analysis.program import Program
 from autofix.analysis.steps import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
+from autofix.analysis.tracing import host_random
 from autofix.analysis.training import FIT_METHODS, Site, TrainingModel
 from autofix.tf.symbols import IN_BATCH_OBJECTIVES, Kind
 
@@ -292,6 +293,14 @@ class SingleDevice(Derived):
         device = self._device_placement(function)
         if device is not None:
             return device
+        drawn = host_random(self.steps_analysis, function)
+        if drawn is not None:
+            return Refusal(drawn, (
+                f"the step draws random numbers in Python ({_short(self.program, drawn.func)}, line {self.program.line(drawn)}): "
+                "in a traced step they would be drawn once, a constant; run on every replica, each would draw in turn "
+                "from the one generator, not its share of the original's draw; draw them with tf.random from the "
+                "batch's shape, then migrate (the numbers then differ from the original's)"
+            ))
         return self._raw_variables(function)
 
     def _raw_variables(self, function: cst.FunctionDef) -> Refusal | None:

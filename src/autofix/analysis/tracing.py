@@ -248,3 +248,18 @@ class _MovedEffects(_Effects):
 
     def visit_Name(self, node: cst.Name) -> None:
         return None
+
+
+# Random numbers drawn in Python: NumPy's and the standard library's generators.
+_HOST_RANDOM = ("numpy.random.", "random.")
+
+
+def host_random(steps: Steps, function: cst.FunctionDef) -> cst.Call | None:
+    """A call in ``function`` (or a local function it calls) that draws random numbers in
+    Python (``np.random.normal(size=[batch_size, n])``). Traced, it draws once: the numbers are
+    a constant of the graph. Run eagerly on every replica, each replica draws in turn from the
+    one generator, which does not split the original's draw among them."""
+    for call in steps.calls(function):
+        if any(name.startswith(_HOST_RANDOM) for name in steps.facts.names_of(call.func)):
+            return call
+    return None
