@@ -23,7 +23,9 @@ A step that applies gradients, run by ``strategy.run`` on batches of a plain ``t
 dataset, on NumPy arrays or on one replica's shard (``batch.values[0]``), trains every replica
 on the whole batch (:mod:`autofix.analysis.inputs`: followed through names, loops, iterators,
 parameters and returns). Fixed by distributing the dataset once, before the outermost loop, and
-iterating that (:mod:`autofix.analysis.distribution` says when that is safe).
+iterating that (:mod:`autofix.analysis.distribution` says when that is safe): as the loop's
+header has it (``enumerate(ds.take(n), 1)``), and a read of the batch in the loop that is not fed
+to the step (a display) reads the global batch, ``strategy.gather(batch, axis=0)``.
 
 A training step that applies gradients with an optimizer made in the scope of a strategy with
 several replicas, but is called directly instead of through ``strategy.run`` (a trainer's

@@ -10,7 +10,10 @@ function that applies gradients, called by the loop) is run per replica: its cal
 generated ``distributed_<step>`` that runs it with ``strategy.run`` and combines what it
 returns (its loss) with ``strategy.reduce(SUM, ...)``, a ``tf.function`` when the step was one
 or has no Python side effect that tracing would run once (the step itself is not: a
-tf.function inside ``strategy.run`` cannot aggregate gradients). The other rules then do the
+tf.function inside ``strategy.run`` cannot aggregate gradients). A step written inline in a loop
+body is first moved into a function of its own that the loop calls with the batch (see
+:mod:`autofix.analysis.inline_steps`; ``_tfd010_inline.py`` writes it), and the next pass
+migrates that function as any custom step. The other rules then do the
 rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
 ``strategy.scope()`` (TFD001), the single-device batch kept as the per-replica batch and
 training fed the global batch (TFD002), the dataset distributed (TFD003), the loss averaged over
@@ -20,10 +23,12 @@ the global batch and every step is fed distributed batches; otherwise the file i
 each problem is named.
 
 Not fixed (not migrated; reported with the reason):
-- a step written inline in the loop body, or in a method of a trainer class;
+- a step written inline in the loop body that cannot be split safely (the reasons are those of
+  :mod:`autofix.analysis.inline_steps`), or a step in a method of a trainer class;
 - a step that takes no batch (it reads its data from globals), returns what is not its loss,
-  takes ``*args`` / keyword-only parameters, is used as a value, or places its work on devices
-  itself (``tf.device`` towers: distributed by hand already);
+  takes ``*args`` / keyword-only parameters, is used as a value, places its work on devices
+  itself (``tf.device`` towers: distributed by hand already), or draws random numbers in Python
+  (NumPy's noise: a constant once traced);
 - a model built for a fixed batch (``stateful=True``, ``batch_size=``), an in-batch objective;
 - ``fit`` on Keras 3 under ``--strategy multiworker`` (it fails with several workers);
 - anything the other rules cannot fix in the migrated code.

@@ -2,11 +2,13 @@
 is shown safe: the one fix :mod:`.inputs`' findings can have.
 
 The dataset is distributed once, before the outermost loop around the ``for`` loop that
-iterates it, and that loop iterates the distributed one instead. Shown safe only when: every
+iterates it, and that loop iterates the distributed one instead (counted by ``enumerate``, or
+cut by the header's ``ds.take(n)``, as before). Shown safe only when: every
 undistributed value comes from that one loop over a batched dataset bound once in view (not a
 parameter: other files may pass a distributed one; unless ``autofix migrate`` is moving a file
 that distributed nothing, whose callers all pass plain datasets); the loop's batches go to ``strategy.run``
-and nowhere else (a distributed batch is not a tensor), through local functions too; the
+and nowhere else (a distributed batch is not a tensor), through local functions too, except
+plain reads in the loop's body, which read the global batch instead (``strategy.gather``); the
 strategy running the steps is in view at the loop; the loop is not in a ``tf.function``; and no
 step divides its loss by a global batch other than the dataset's (split over the replicas,
 that loss would change; a division by the dataset's own batch becomes right).
