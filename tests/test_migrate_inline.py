@@ -228,3 +228,27 @@ def test_two_loops_with_the_same_names_each_get_their_step_and_their_dataset():
     assert "def train_step(features, labels):" in text and "def train_step_2(features, labels):" in text
     assert "for features, labels in dist_dataset:\n    loss = distributed_train_step(features, labels)\n" in text
     assert "for features, labels in dist_other:\n    loss = distributed_train_step_2(features, labels)\n" in text
+
+
+def test_a_step_that_sets_a_global_of_its_function_is_refused():
+    source = HEAD + (
+        "def train():\n"
+        "    global loss\n"
+        "    for features, labels in dataset:\n"
+        "        with tf.GradientTape() as tape:\n"
+        "            loss = tf.reduce_mean(tf.square(labels - model(features, training=True)))\n"
+        "        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))\n"
+        "\n"
+        "\n"
+        "train()\n"
+    )
+    assert said(refused(source), "the step sets loss (line 13), a global or outer name of the function it is in")
+
+
+def test_a_loop_in_a_try_whose_step_hands_back_a_value_is_refused():
+    """A step that failed half-way would leave what it hands back as it was, where the loop's
+    own statements had set part of it (read by the handler)."""
+    source = HEAD + "try:\n" + "".join("    " + line for line in ("for features, labels in dataset:\n" + TAPE + UPDATE).splitlines(keepends=True)) + (
+        "except KeyboardInterrupt:\n    print(float(loss))\n"
+    )
+    assert said(refused(source), "the loop is inside a try statement (line 9)")

@@ -170,7 +170,13 @@ class Flow:
 
     def _target(self, target: cst.BaseExpression, bound: set[str]) -> None:
         if isinstance(target, cst.Name):
-            if self.program.index.bindings.get(target) is not None and self.program.index.bindings[target].scope is self.scope:
+            binding = self.program.index.bindings.get(target)
+            if binding is not None and binding.scope is not self.scope:
+                raise Unsplittable(target, (
+                    f"the step sets {target.value} (line {self.program.line(target)}), a global or outer name of the function "
+                    "it is in: moved into a function of its own, it would set a name of its own instead"
+                ))
+            if binding is not None:
                 self.written.setdefault(target.value, []).append(target)
                 if self._depth == 0:
                     self.final[target.value] = [target]
@@ -397,7 +403,25 @@ def _returns(owner: Analyses, loop, step: list[cst.BaseStatement], flow: Flow, m
                 "differentiates; read it in the step, or compute it again after it, then migrate"
             ))
         returns.append(name)
+    if returns:
+        guarded = _try_around(program, loop, flow.scope.node)
+        if guarded is not None:
+            raise Unsplittable(loop, (
+                f"the loop is inside a try statement (line {program.line(guarded)}): if the step failed half-way, what "
+                f"it hands back ({', '.join(returns)}) would keep its value of the step before, where the loop's own "
+                "statements had set part of it"
+            ))
     return returns
+
+
+def _try_around(program: Program, loop: cst.CSTNode, owner: cst.CSTNode) -> cst.CSTNode | None:
+    """The ``try`` statement of the loop's own function (or module) that holds it, if any."""
+    for ancestor in program.ancestors(loop):
+        if ancestor is owner:
+            return None
+        if isinstance(ancestor, (cst.Try, cst.TryStar)):
+            return ancestor
+    return None
 
 
 def _function_of(program: Program, node: cst.CSTNode, scope: Scope) -> str | None:
