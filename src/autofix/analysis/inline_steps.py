@@ -7,7 +7,7 @@ after it that read what it computed. Moved into a function that the loop calls w
 it is a custom step like any other (:mod:`.migration`): run per replica by ``strategy.run``, fed
 a distributed dataset, its loss averaged over the global batch.
 
-Every name the step reads or sets is accounted for (:mod:`.inline_names`). What it reads from
+Every name the step reads or sets is accounted for (:mod:`.inline_flow`, :mod:`.inline_names`). What it reads from
 outside comes in as a parameter (the batch: the loop's targets, values the body makes before
 the step outside TensorFlow, such as a sampler's arrays; values set by the loops around it, once
 per epoch) or is read where it is (the model, the optimizer, settings made before the loops).
@@ -33,7 +33,8 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.facts import Facts
-from autofix.analysis.inline_names import Flow, NotSplit, Unsplittable, _at, loop_targets, split_names
+from autofix.analysis.inline_flow import Flow, NotSplit, Unsplittable, position_of
+from autofix.analysis.inline_names import loop_targets, split_names
 from autofix.analysis.program import Program
 from autofix.analysis.steps import Steps
 from autofix.analysis.tracing import statement_effect
@@ -184,10 +185,10 @@ class InlineSteps(Derived):
         if any(isinstance(s, (cst.Raise, cst.Assert)) for top in step for s in _small_statements(top)):
             return False  # printed before an exception the step may raise
         before = flow.before.get(id(statement), set())
-        at = _at(program, statement)
+        at = position_of(program, statement)
         for name in _names_read(program, statement):
             if name in flow.written:
-                if name not in before or any(_at(program, n) > at for n in flow.written[name]):
+                if name not in before or any(position_of(program, n) > at for n in flow.written[name]):
                     return False
             elif name in others:
                 return False
