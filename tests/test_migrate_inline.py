@@ -252,3 +252,15 @@ def test_a_loop_in_a_try_whose_step_hands_back_a_value_is_refused():
         "except KeyboardInterrupt:\n    print(float(loss))\n"
     )
     assert said(refused(source), "the loop is inside a try statement (line 9)")
+
+
+def test_a_step_that_draws_random_numbers_is_refused():
+    """A GAN's noise drawn in the loop: per replica each draws its own rows, which the smoke
+    comparison can hold equal to the original's draw only in a tf.function step."""
+    source = loop(
+        "    noise = tf.random.normal([tf.shape(features)[0], 4])\n",
+        "    with tf.GradientTape() as tape:\n"
+        "        loss = tf.reduce_mean(tf.square(labels - model(features + noise, training=True)))\n",
+        UPDATE,
+    )
+    assert said(refused(source), "the step draws random numbers (tf.random.normal, line 10)", 10)

@@ -122,6 +122,7 @@ class InlineSteps(Derived):
         moved = [p for p in prints if self._movable(p, flow, body[start:end], others)]
         for statement in body[start:end]:
             self._effects(statement, {id(p) for p in moved}, flow)
+        self._random_draws(body[start:end])
         params, returns = split_names(self, loop, body, start, end, flow, moved)
         outer = _outermost_loop(program, loop)
         if program.block_of(outer) is None:
@@ -198,6 +199,25 @@ class InlineSteps(Derived):
                 return False  # its block would be left empty
         return True
 
+    def _random_draws(self, step: list[cst.BaseStatement]) -> None:
+        """Raises when the step draws random numbers in TensorFlow (a GAN's noise): split over
+        the replicas, each draws its own rows, which ``smoke --compare`` holds equal to the
+        original's draw only when the original draws them in a ``tf.function`` step (measured:
+        drawn in the loop, the first updates differ), so the migration could not be proven."""
+        calls = [c for s in step for c in _nodes(s, cst.Call)]
+        for call in list(calls):
+            local = self.facts.local_definition(call.func) if isinstance(call.func, cst.Name) else None
+            if isinstance(local, cst.FunctionDef):
+                calls.extend(self.steps.calls(local))
+        for call in calls:
+            if any(n.startswith(_RANDOM) for n in self.facts.names_of(call.func)):
+                raise Unsplittable(call, (
+                    f"the step draws random numbers ({self.program.module.code_for_node(call.func)}, line "
+                    f"{self.program.line(call)}): moved into a step that runs on every replica, each would draw its own "
+                    "rows, which `autofix smoke --compare` holds equal to the original's draw only when the original "
+                    "draws them in a tf.function step; put the step in a tf.function the loop calls, then migrate"
+                ))
+
     def _effects(self, statement: cst.BaseStatement, moved: set[int], flow: Flow) -> None:
         """Raises when ``statement`` does in Python what run per replica (or traced) it would
         not do the same: appending to a list, a method of a Python object, a print."""
@@ -211,6 +231,10 @@ class InlineSteps(Derived):
                 "that would happen once on each replica (and in a tf.function, only while it is traced); "
                 "move it out of the training step, then migrate"
             ))
+
+
+# Random numbers drawn in TensorFlow or Keras.
+_RANDOM = ("tensorflow.random.", "keras.random.", "tensorflow.nn.dropout", "keras.backend.random_")
 
 
 # --- syntax helpers ------------------------------------------------------------------------------
