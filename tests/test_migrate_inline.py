@@ -264,3 +264,17 @@ def test_a_step_that_draws_random_numbers_is_refused():
         UPDATE,
     )
     assert said(refused(source), "the step draws random numbers (tf.random.normal, line 10)", 10)
+
+
+def test_a_step_updating_with_keras3_optimizer_apply_is_migrated_as_one_with_apply_gradients():
+    """``optimizer.apply(grads, variables)`` (Keras 3) trains the model as apply_gradients does:
+    the model and optimizer go into the scope, the batch is scaled and the dataset distributed."""
+    source = loop(
+        TAPE,
+        "    grads = tape.gradient(loss, model.trainable_variables)\n",
+        "    optimizer.apply(grads, model.trainable_variables)\n",
+    )
+    text = migrated(source)
+    assert "with strategy.scope():\n    model = tf.keras.Sequential(" in text
+    assert ".batch(8 * strategy.num_replicas_in_sync)" in text
+    assert "for features, labels in dist_dataset:\n    distributed_train_step(features, labels)\n" in text
