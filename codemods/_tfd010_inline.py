@@ -30,7 +30,7 @@ def extract(program: Program, steps: list[InlineStep], taken: set[str], edits: B
         name = fresh_name(taken, STEP_NAME)
         statements = step.statements
         moved = {id(s) for s in step.moved}
-        body = [s.visit(_Without(moved)) if moved else s for s in statements]
+        body = [s.visit(_Without(moved)) if moved else s for s in statements if id(s) not in moved]
         blank, rest = _split_leading(body[0].leading_lines)
         body[0] = body[0].with_changes(leading_lines=rest)
         if step.returns:

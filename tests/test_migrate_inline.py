@@ -278,3 +278,19 @@ def test_a_step_updating_with_keras3_optimizer_apply_is_migrated_as_one_with_app
     assert "with strategy.scope():\n    model = tf.keras.Sequential(" in text
     assert ".batch(8 * strategy.num_replicas_in_sync)" in text
     assert "for features, labels in dist_dataset:\n    distributed_train_step(features, labels)\n" in text
+
+
+def test_a_print_between_the_statements_of_the_step_runs_after_it():
+    source = HEAD + (
+        "for epoch in range(2):\n"
+        "    for features, labels in dataset:\n"
+        "        features = features * 2.0\n"
+        "        # shown each step\n"
+        "        print('epoch', epoch)\n"
+        "        with tf.GradientTape() as tape:\n"
+        "            loss = tf.reduce_mean(tf.square(labels - model(features, training=True)))\n"
+        "        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))\n"
+    )
+    text = migrated(source)
+    assert "def train_step(features, labels):\n    features = features * 2.0\n    with tf.GradientTape()" in text
+    assert "        distributed_train_step(features, labels)\n        # shown each step\n        print('epoch', epoch)\n" in text
