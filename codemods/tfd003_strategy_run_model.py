@@ -23,7 +23,9 @@ A step that applies gradients, run by ``strategy.run`` on batches of a plain ``t
 dataset, on NumPy arrays or on one replica's shard (``batch.values[0]``), trains every replica
 on the whole batch (:mod:`autofix.analysis.inputs`: followed through names, loops, iterators,
 parameters and returns). Fixed by distributing the dataset once, before the outermost loop, and
-iterating that (:mod:`autofix.analysis.distribution` says when that is safe).
+iterating that (:mod:`autofix.analysis.distribution` says when that is safe): as the loop's
+header has it (``enumerate(ds.take(n), 1)``), and a read of the batch in the loop that is not fed
+to the step (a display) reads the global batch, ``strategy.gather(batch, axis=0)``.
 
 A training step that applies gradients with an optimizer made in the scope of a strategy with
 several replicas, but is called directly instead of through ``strategy.run`` (a trainer's
@@ -373,15 +375,19 @@ class StrategyRunModel(Rule):
         strategy = plan.strategy
         if isinstance(strategy, cst.Name) and not visible_at(program, strategy, plan.before):
             raise NotFound(f"{strategy.value} is not the same strategy where the dataset is iterated")
-        if not visible_at(program, plan.dataset, plan.before):
-            raise NotFound(f"{plan.dataset.value} is not in view before the loop")
+        iterated = plan.iterated if plan.iterated is not None else plan.dataset
+        if not visible_at(program, iterated, plan.before):
+            raise NotFound(f"{program.module.code_for_node(iterated)} is not in view before the loop")
         block = program.block_of(plan.before)
         if block is None:
             raise NotFound("the loop is not a statement of a block")
         name = fresh_names(program, [f"dist_{plan.dataset.value}"])[f"dist_{plan.dataset.value}"]
         code = program.module.code_for_node(strategy)
-        statement = cst.parse_statement(f"{name} = {code}.experimental_distribute_dataset({plan.dataset.value})\n")
-        edits.replace(plan.loop.iter, lambda _node: cst.Name(name))
+        statement = cst.parse_statement(f"{name} = {code}.experimental_distribute_dataset({program.module.code_for_node(iterated)})\n")
+        edits.replace(iterated, lambda _node: cst.Name(name))
+        for read in plan.gathered:
+            # Read outside the step: the global batch, the replicas' shares put back together.
+            edits.replace(read, lambda node, code=code: cst.parse_expression(f"{code}.gather({node.value}, axis=0)"))
         index = list(block.body).index(plan.before)
 
         def insert(body, index=index):

@@ -10,7 +10,10 @@ function that applies gradients, called by the loop) is run per replica: its cal
 generated ``distributed_<step>`` that runs it with ``strategy.run`` and combines what it
 returns (its loss) with ``strategy.reduce(SUM, ...)``, a ``tf.function`` when the step was one
 or has no Python side effect that tracing would run once (the step itself is not: a
-tf.function inside ``strategy.run`` cannot aggregate gradients). The other rules then do the
+tf.function inside ``strategy.run`` cannot aggregate gradients). A step written inline in a loop
+body is first moved into a function of its own that the loop calls with the batch (see
+:mod:`autofix.analysis.inline_steps`; ``_tfd010_inline.py`` writes it), and the next pass
+migrates that function as any custom step. The other rules then do the
 rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
 ``strategy.scope()`` (TFD001), the single-device batch kept as the per-replica batch and
 training fed the global batch (TFD002), the dataset distributed (TFD003), the loss averaged over
@@ -20,10 +23,12 @@ the global batch and every step is fed distributed batches; otherwise the file i
 each problem is named.
 
 Not fixed (not migrated; reported with the reason):
-- a step written inline in the loop body, or in a method of a trainer class;
+- a step written inline in the loop body that cannot be split safely (the reasons are those of
+  :mod:`autofix.analysis.inline_steps`), or a step in a method of a trainer class;
 - a step that takes no batch (it reads its data from globals), returns what is not its loss,
-  takes ``*args`` / keyword-only parameters, is used as a value, or places its work on devices
-  itself (``tf.device`` towers: distributed by hand already);
+  takes ``*args`` / keyword-only parameters, is used as a value, places its work on devices
+  itself (``tf.device`` towers: distributed by hand already), or draws random numbers in Python
+  (NumPy's noise: a constant once traced);
 - a model built for a fixed batch (``stateful=True``, ``batch_size=``), an in-batch objective;
 - ``fit`` on Keras 3 under ``--strategy multiworker`` (it fails with several workers);
 - anything the other rules cannot fix in the migrated code.
@@ -33,10 +38,12 @@ from __future__ import annotations
 
 import libcst as cst
 
+from autofix.codemods._tfd010_inline import extract
 from autofix.analysis.migration import KINDS, CustomStep, Refusal, SingleDevice
 from autofix.analysis.migration_models import ModelPrep
 from autofix.analysis.placement import Placement
 from autofix.analysis.steps import Steps
+from autofix.analysis.syntax import is_wall
 from autofix.analysis.tracing import python_effect
 from autofix.analysis.multiworker import MultiWorker
 from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias
@@ -113,6 +120,13 @@ class MigrateToStrategy(Rule):
 
     def _plan(self, single: SingleDevice, cls: str, edits: BlockEdits) -> None:
         program = self.program
+        if single.inline_steps:
+            # First the steps written inline go into functions of their own: the next pass
+            # migrates the file as one whose loops call a step.
+            inserts = _Inserts()
+            extract(program, single.inline_steps, set(self.facts.names()), edits, inserts)
+            inserts.plan(edits)
+            return
         place = Placement.of(program)
         prep = ModelPrep.of(program)
         block = place.training_block()
@@ -271,7 +285,10 @@ class _Inserts:
             def edit(body, wanted=wanted, gap=gap):
                 body = list(body)
                 for index, statements in sorted(wanted, key=lambda w: w[0], reverse=True):
-                    new = [s.with_changes(leading_lines=gap) if isinstance(s, cst.FunctionDef) else s for s in statements]
+                    # A function set apart from what comes before it, unless it starts its block
+                    # (or a notebook cell).
+                    apart = gap if index > 0 and not is_wall(body[index - 1]) else []
+                    new = [s.with_changes(leading_lines=apart) if isinstance(s, cst.FunctionDef) else s for s in statements]
                     if 0 < index < len(body) and _imports(body[index - 1]) and not _imports(body[index]) and _blank_first(body[index]):
                         # After the imports, set apart from them as the code that follows is.
                         new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(indent=False), *new[0].leading_lines])

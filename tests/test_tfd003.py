@@ -221,7 +221,17 @@ def test_the_dataset_is_distributed_once_before_the_outermost_loop():
     assert "dist_ds = strategy.experimental_distribute_dataset(ds)\nfor epoch in range(2):\n    for x in dist_ds:\n" in analysis.new_text
 
 
-def test_a_batch_used_outside_strategy_run_keeps_the_dataset_as_it_is():
+def test_a_batch_also_read_in_the_loop_reads_the_global_batch():
+    """Distributed, the batch is the replicas' shares: a read of it in the loop that is not fed
+    to the step gathers them back (strategy.gather along the batch), the batch the dataset made."""
     source = FED.replace("{loop}", "for x in ds:\n    print(x.shape)\n    step(x)")
+    analysis = _check(source)
+    (finding,) = analysis.findings
+    assert finding.fixable
+    assert "for x in dist_ds:\n    print(strategy.gather(x, axis=0).shape)\n    step(x)\n" in analysis.new_text
+
+
+def test_a_batch_used_after_the_loop_keeps_the_dataset_as_it_is():
+    source = FED.replace("{loop}", "for x in ds:\n    step(x)\nprint(x.shape)")
     (finding,) = _check(source).findings
-    assert not finding.fixable and "the batch is also used on line 18" in finding.reason
+    assert not finding.fixable and "the batch is also used on line 19" in finding.reason

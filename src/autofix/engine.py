@@ -111,12 +111,17 @@ def _migrated(
     else:
         why = "the rules kept changing the migrated code"
         return Analysis(migrating.refused(findings, why), None, why)
+    rule = next(r for r in fixers if r.MIGRATION)
+    unfinished = migrating.unfinished(fixed, settled.get(rule)) if fixed is not None else []
+    if unfinished:
+        why = "the steps written in loops were moved into functions, but those could not be migrated"
+        found = migrating.refused(findings, why) + migrating.unscaled_refusals(rule.CODE, rule.NAME, text, new_text, unfinished)
+        return Analysis(found, None, why)
     try:
         check = analyse(new_text, replace(options, migrate=None, build_fixes=False, unused_suppressions=False))
     except AnalysisError as exc:
         return Analysis(migrating.refused(findings, f"the migrated code could not be checked ({exc})"), None, "it could not be checked")
     left = migrating.left_over(check.findings, options.unsafe_fixes)
-    rule = next(r for r in fixers if r.MIGRATION)
     if left:
         why = f"the migrated code would still have {len(left)} finding{'s' if len(left) != 1 else ''}"
         found = migrating.refused(findings, why) + migrating.refusals(rule.CODE, rule.NAME, text, new_text, left)

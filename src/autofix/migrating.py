@@ -43,6 +43,18 @@ def unscaled(program: Program) -> list[tuple[int, str]]:
     return [(program.line(r.node), r.reason) for r in unscaled_batches(program)]
 
 
+def unfinished(program: Program, outcome) -> list[tuple[int, str]]:
+    """Where migrated code still trains on one device, with why: a first pass moved a step
+    written in a loop into a function (see :mod:`autofix.analysis.inline_steps`), and the
+    migration rule could not then migrate the file (its findings on that code say why)."""
+    single = SingleDevice.of(program)
+    if single.uses_strategy or not single.trains:
+        return []
+    reports = [r for r in (outcome.reports if outcome is not None else ()) if r.reason]
+    found = [(program.line(r.node), r.reason) for r in reports]
+    return found or [(1, "no strategy was made")]
+
+
 def left_over(findings: list[Finding], unsafe_fixes: bool) -> list[Finding]:
     """The findings of ``check`` on migrated code that stop the migration (suggestions and
     suppressed findings do not)."""

@@ -2,11 +2,13 @@
 is shown safe: the one fix :mod:`.inputs`' findings can have.
 
 The dataset is distributed once, before the outermost loop around the ``for`` loop that
-iterates it, and that loop iterates the distributed one instead. Shown safe only when: every
+iterates it, and that loop iterates the distributed one instead (counted by ``enumerate``, or
+cut by the header's ``ds.take(n)``, as before). Shown safe only when: every
 undistributed value comes from that one loop over a batched dataset bound once in view (not a
 parameter: other files may pass a distributed one; unless ``autofix migrate`` is moving a file
 that distributed nothing, whose callers all pass plain datasets); the loop's batches go to ``strategy.run``
-and nowhere else (a distributed batch is not a tensor), through local functions too; the
+and nowhere else (a distributed batch is not a tensor), through local functions too, except
+plain reads in the loop's body, which read the global batch instead (``strategy.gather``); the
 strategy running the steps is in view at the loop; the loop is not in a ``tf.function``; and no
 step divides its loss by a global batch other than the dataset's (split over the replicas,
 that loss would change; a division by the dataset's own batch becomes right).
@@ -36,6 +38,12 @@ class Distribution:
     loop: cst.For
     before: cst.BaseStatement
     strategy: cst.BaseExpression
+    # What the loop iterates, when more than the dataset's name (``dataset.take(n)``): it is
+    # what is distributed.
+    iterated: cst.BaseExpression | None = None
+    # Reads of a batch in the loop that are not fed to a step: they read the global batch
+    # (``strategy.gather(batch, axis=0)``).
+    gathered: tuple[cst.Name, ...] = ()
 
 
 class NotDistributable(Exception):
@@ -58,7 +66,11 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
         raise NotDistributable("the data comes from more than one place")
     origin = next(iter(loops.values()))
     loop, dataset = origin.loop, origin.node
-    if loop is None or loop.iter is not dataset or not isinstance(dataset, cst.Name):
+    iterated = dataset
+    if loop is not None and _iterated(inputs, loop) is dataset and not isinstance(dataset, cst.Name):
+        # ``dataset.take(n)`` in the loop's header: the named dataset, cut or shuffled there.
+        dataset = _chain_root(dataset)  # type: ignore[assignment]
+    if loop is None or _iterated(inputs, loop) is not iterated or not isinstance(dataset, cst.Name):
         raise NotDistributable("the batches are not those of a for loop over a dataset named in view")
     bindings = facts.bindings(dataset) or []
     reaching = facts.reaching_bindings(dataset) or []
@@ -74,28 +86,58 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
         )
     if len(bindings) != 1 or facts.assigned_value(bindings[0]) is None and not parameter:
         raise NotDistributable(f"{dataset.value} is bound more than once")
-    batches = [batch_size_of(program, made) for made in origin.made]
+    made = origin.made if iterated is dataset else tuple(facts.assigned_value(b) for b in bindings)
+    batches = [batch_size_of(program, m) if m is not None else None for m in made]
     if not batches or any(b is None for b in batches) or len({program.module.code_for_node(b) for b in batches}) != 1:  # type: ignore[arg-type]
         raise NotDistributable(f"{dataset.value} is not batched where it is made")
     if steps.in_graph(loop):
         raise NotDistributable("the loop runs inside a tf.function, where a dataset cannot be distributed")
     runs = {id(feed.run): feed.run for feed in feeds}
-    for run in _batch_runs(inputs, loop):
+    batch_runs, gathered = _batch_runs(inputs, loop)
+    for run in batch_runs:
         runs[id(run)] = run
     strategy = _strategy_at(inputs, list(runs.values()), loop)
     _scaled_for(inputs, list(runs.values()), dataset, batches[0])  # type: ignore[arg-type]
     before = _outermost_loop(program, loop)
+    if iterated is not dataset:
+        for name in nodes_in(iterated, cst.Name):
+            if program.access(name) is not None and any(_inside(program, b, before) for b in facts.bindings(name) or ()):
+                raise NotDistributable(f"{name.value}, which the loop's header reads, is set again in the loop")
     if program.line(bindings[0]) >= program.line(before) and program.enclosing_function(bindings[0]) is program.enclosing_function(before):
         raise NotDistributable(f"{dataset.value} is not made before the loop")
-    return Distribution(dataset, loop, before, strategy)
+    return Distribution(dataset, loop, before, strategy, iterated, tuple(gathered))
 
 
-def _batch_runs(inputs: Inputs, loop: cst.For) -> list[cst.Call]:
-    """The ``strategy.run`` calls the loop's batches go to; raises when they also go anywhere
+def _batch_runs(inputs: Inputs, loop: cst.For) -> tuple[list[cst.Call], list[cst.Name]]:
+    """The ``strategy.run`` calls the loop's batches go to, and the reads of a batch in the
+    loop's body that go nowhere near them (a display of the batch, a score on it): those read
+    it through ``strategy.gather`` (:func:`_gatherable`). Raises when a batch goes anywhere
     else (a distributed batch is not a tensor)."""
-    program, facts, steps = inputs.program, inputs.facts, inputs.steps
-    pending = [use for name in _names(loop.target) for use in facts.uses(name)]
+    program, facts = inputs.program, inputs.facts
+    target = loop.target
+    if loop.iter is not _iterated(inputs, loop) and isinstance(target, (cst.Tuple, cst.List)):
+        target = target.elements[1].value  # ``for i, batch in enumerate(dataset)``: not the counter
     runs: list[cst.Call] = []
+    gathered: list[cst.Name] = []
+    for use in [use for name in _names(target) for use in facts.uses(name)]:
+        found, elsewhere = _follow(inputs, use)
+        if elsewhere is None:
+            runs.extend(found)
+        elif not found and _gatherable(inputs, loop, use):
+            gathered.append(use)  # type: ignore[arg-type]
+        else:
+            raise NotDistributable(f"the batch is also used on line {program.line(elsewhere)}, where a distributed batch would not do")
+    return runs, gathered
+
+
+def _follow(inputs: Inputs, start: cst.CSTNode) -> tuple[list[cst.Call], cst.CSTNode | None]:
+    """Where the value read at ``start`` goes: the ``strategy.run`` calls it reaches (through
+    local functions' parameters and tuple unpacking), and the first place it goes anywhere
+    else (None when it goes nowhere else)."""
+    program, facts, steps = inputs.program, inputs.facts, inputs.steps
+    pending = [start]
+    runs: list[cst.Call] = []
+    elsewhere: cst.CSTNode | None = None
     seen: set[int] = set()
     while pending:
         use = pending.pop()
@@ -126,8 +168,28 @@ def _batch_runs(inputs: Inputs, loop: cst.For) -> list[cst.Call]:
             if names and all(isinstance(t.target, (cst.Tuple, cst.List)) for t in parent.targets):
                 pending.extend(u for n in names for u in facts.uses(n))
                 continue
-        raise NotDistributable(f"the batch is also used on line {program.line(use)}, where a distributed batch would not do")
-    return runs
+        elsewhere = elsewhere or use
+    return runs, elsewhere
+
+
+def _gatherable(inputs: Inputs, loop: cst.For, use: cst.CSTNode) -> bool:
+    """Whether a read of a batch can read the global batch instead, ``strategy.gather(batch,
+    axis=0)``: the replicas' shares, in replica order, are the batch the dataset made
+    (measured, also for a last batch that does not split evenly). Only a plain read in the
+    loop's own body, outside any tf.function (where the code runs in cross-replica context)."""
+    program, facts = inputs.program, inputs.facts
+    return (
+        isinstance(use, cst.Name)
+        and _inside(program, use, loop.body)
+        and program.scope(use) is program.scope(loop)
+        and not inputs.steps.in_graph(loop)
+        # Only the loop's batch reaches it (not a value bound again on some path).
+        and all(_inside(program, b, loop.target) or b is loop.target for b in facts.reaching_bindings(use) or [use])
+    )
+
+
+def _inside(program, node: cst.CSTNode, container: cst.CSTNode) -> bool:
+    return any(a is container for a in program.ancestors(node))
 
 
 def _strategy_at(inputs: Inputs, runs: list[cst.Call], loop: cst.For) -> cst.BaseExpression:
@@ -180,6 +242,30 @@ def _same(inputs: Inputs, a: cst.BaseExpression, b: cst.BaseExpression | None) -
 
 def _words_of(expr: cst.BaseExpression) -> set[str]:
     return {w for name in nodes_in(expr, cst.Name) for w in words(name.value)}
+
+
+# Dataset methods that cut, repeat or reorder its batches without changing them.
+_HEADER_METHODS = frozenset({"take", "skip", "shuffle", "repeat", "prefetch", "cache"})
+
+
+def _chain_root(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``ds`` of ``ds.take(n).prefetch(1)``, when every call on the way is one of
+    :data:`_HEADER_METHODS`."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _HEADER_METHODS:
+        expr = expr.func.value
+    return expr if isinstance(expr, cst.Name) else None
+
+
+def _iterated(inputs: Inputs, loop: cst.For) -> cst.BaseExpression:
+    """What the loop iterates: its iterable, or what ``enumerate`` counts the items of
+    (a distributed dataset is counted as well)."""
+    iterable = loop.iter
+    if isinstance(iterable, cst.Call) and "builtins.enumerate" in inputs.facts.names_of(iterable.func):
+        target = loop.target
+        first = iterable.args[0] if iterable.args else None
+        if first is not None and first.keyword is None and not first.star and isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
+            return first.value
+    return iterable
 
 
 def _outermost_loop(program, loop: cst.For) -> cst.BaseStatement:

@@ -28,8 +28,9 @@ import libcst as cst
 from autofix.analysis import Derived
 from autofix.analysis.callees import Callables
 from autofix.analysis.dataflow import LOADERS, PASSTHROUGH
-from autofix.analysis.steps import Steps
-from autofix.analysis.syntax import argument_value
+from autofix.analysis.steps import Steps, words
+from autofix.analysis.syntax import argument_value, attribute_path
+from autofix.tf.symbols import Kind
 
 DISTRIBUTE_METHODS = frozenset(
     {
@@ -109,10 +110,24 @@ class Inputs(Derived):
         if step is None:
             return False
         # Inference (no gradients applied) is not judged: every replica may predict on all.
-        return any(
-            isinstance(c.func, cst.Attribute) and c.func.attr.value in ("apply_gradients", "minimize")
-            for c in steps.calls(step)
-        )
+        return any(self._updates(c) for c in steps.calls(step))
+
+    def _updates(self, call: cst.Call) -> bool:
+        """Whether ``call`` applies gradients: ``apply_gradients``, ``minimize``, or Keras 3's
+        ``optimizer.apply(grads, variables)``."""
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return False
+        if func.attr.value in ("apply_gradients", "minimize"):
+            return True
+        if func.attr.value != "apply" or self.facts.is_module_reference(func.value):
+            return False
+        if isinstance(func.value, cst.Name):
+            values = [self.facts.assigned_value(b) for b in self.facts.bindings(func.value) or ()]
+            if values and all(isinstance(v, cst.Call) and self.facts.call_kind(v) is Kind.OPTIMIZER for v in values):
+                return True
+        path = attribute_path(func.value)
+        return path is not None and bool(words(path[-1]) & {"optimizer", "opt", "optim"})
 
     # --- where a value comes from -----------------------------------------------------------------
 

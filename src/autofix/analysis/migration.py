@@ -19,10 +19,12 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.facts import Facts
+from autofix.analysis.inline_steps import InlineStep, InlineSteps
 from autofix.analysis.keras1 import first_keras
 from autofix.analysis.program import Program
 from autofix.analysis.steps import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
+from autofix.analysis.tracing import host_random
 from autofix.analysis.training import FIT_METHODS, Site, TrainingModel
 from autofix.tf.symbols import IN_BATCH_OBJECTIVES, Kind
 
@@ -86,6 +88,8 @@ class SingleDevice(Derived):
         self.facts = Facts.of(program)
         self.training = TrainingModel.of(program)
         self.steps_analysis = Steps.of(program)
+        # Loops whose update is written inline, by id: their step, when it can be split.
+        self._inline_loops: dict[int, InlineStep | None] = {}
 
     # --- what trains ---------------------------------------------------------------------------
 
@@ -144,6 +148,9 @@ class SingleDevice(Derived):
             if function is not None and function in self.train_steps:
                 continue  # run by fit, per replica, once the model is made in the scope
             loop = _loop_within(self.program, update, function)
+            if loop is not None and (function is None or not self.facts.functions[function].is_method):
+                self._inline(loop, refusals)
+                continue
             if function is None or loop is not None:
                 where = f"in a loop (line {self.program.line(loop)})" if loop is not None else "at the top level of the script"
                 refusals.append(Refusal(update, (
@@ -174,6 +181,27 @@ class SingleDevice(Derived):
     @property
     def custom_steps(self) -> list[CustomStep]:
         return self.analysed[0]
+
+    @cached_property
+    def inline_steps(self) -> list[InlineStep]:
+        """Steps written inline in a loop body that can be moved into a function of their own
+        (:mod:`.inline_steps`): a migration does that first, then runs them as custom steps."""
+        self.analysed
+        return [step for step in self._inline_loops.values() if step is not None]
+
+    def _inline(self, loop: cst.For | cst.While, refusals: list[Refusal]) -> None:
+        """The step of a loop whose body applies gradients, or why it cannot be split (once
+        per loop)."""
+        if id(loop) in self._inline_loops:
+            return
+        self._inline_loops[id(loop)] = None
+        updates = [u for u in self.updates if _loop_within(self.program, u, self.program.enclosing_function(u)) is loop]
+        inside = [u for u in self.updates if u not in updates and any(a is loop for a in self.program.ancestors(u))]
+        step = InlineSteps.of(self.program).step(loop, updates + inside)
+        if isinstance(step, InlineStep):
+            self._inline_loops[id(loop)] = step
+        else:
+            refusals.append(Refusal(step.node, step.reason))
 
     @property
     def refusals(self) -> list[Refusal]:
@@ -266,6 +294,14 @@ class SingleDevice(Derived):
         device = self._device_placement(function)
         if device is not None:
             return device
+        drawn = host_random(self.steps_analysis, function)
+        if drawn is not None:
+            return Refusal(drawn, (
+                f"the step draws random numbers in Python ({_short(self.program, drawn.func)}, line {self.program.line(drawn)}): "
+                "in a traced step they would be drawn once, a constant; run on every replica, each would draw in turn "
+                "from the one generator, not its share of the original's draw; draw them with tf.random from the "
+                "batch's shape, then migrate (the numbers then differ from the original's)"
+            ))
         return self._raw_variables(function)
 
     def _raw_variables(self, function: cst.FunctionDef) -> Refusal | None:

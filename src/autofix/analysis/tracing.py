@@ -20,6 +20,8 @@ is not safe to trace:
 
 from __future__ import annotations
 
+from typing import Callable
+
 import libcst as cst
 
 from autofix.analysis.facts import Facts
@@ -224,3 +226,40 @@ def _keras_value(facts: Facts, name: cst.Name) -> bool:
     """A name bound to a Keras loss, metric, optimizer or model object."""
     kinds = facts._value_kinds(name)
     return bool(kinds) and all(isinstance(k, Kind) for k in kinds)
+
+
+def statement_effect(program: Program, steps: Steps, statement: cst.CSTNode, fresh: Callable[[cst.Name], bool]) -> str | None:
+    """Why ``statement``, moved into a function that runs per replica (traced, or eagerly on
+    each replica), would not do what it does: its Python effects as :func:`python_effect`
+    finds them, the names it reads left out (the caller accounts for them). ``fresh`` says
+    which names hold containers the moved code makes itself."""
+    visitor = _MovedEffects(program, steps, fresh)
+    statement.visit(visitor)
+    return visitor.why
+
+
+class _MovedEffects(_Effects):
+    def __init__(self, program: Program, steps: Steps, fresh: Callable[[cst.Name], bool]) -> None:
+        super().__init__(program, steps, None)  # type: ignore[arg-type]
+        self.fresh = fresh
+
+    def _fresh_local(self, name: cst.Name) -> bool:
+        return self.fresh(name)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        return None
+
+
+# Random numbers drawn in Python: NumPy's and the standard library's generators.
+_HOST_RANDOM = ("numpy.random.", "random.")
+
+
+def host_random(steps: Steps, function: cst.FunctionDef) -> cst.Call | None:
+    """A call in ``function`` (or a local function it calls) that draws random numbers in
+    Python (``np.random.normal(size=[batch_size, n])``). Traced, it draws once: the numbers are
+    a constant of the graph. Run eagerly on every replica, each replica draws in turn from the
+    one generator, which does not split the original's draw among them."""
+    for call in steps.calls(function):
+        if any(name.startswith(_HOST_RANDOM) for name in steps.facts.names_of(call.func)):
+            return call
+    return None

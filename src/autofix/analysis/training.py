@@ -70,7 +70,9 @@ def batch_size_of(program: Program, dataset: cst.BaseExpression, depth: int = 0)
     if depth > 8:
         return None
     if isinstance(dataset, cst.Name):
-        bindings = facts.bindings(dataset) or []
+        # The bindings that reach this read: ``ds = ds.shuffle(n).batch(b)`` is what a later
+        # read of ds iterates.
+        bindings = facts.reaching_bindings(dataset) or []
         values = [facts.assigned_value(b) for b in bindings]
         if len(values) == 1 and values[0] is not None:
             return batch_size_of(program, values[0], depth + 1)
@@ -623,10 +625,17 @@ class TrainingModel(Derived):
             yield from self.facts.functions[function].calls
 
     def _applies_gradients(self, steps: list[cst.FunctionDef]) -> bool:
-        return any(
-            isinstance(call.func, cst.Attribute) and call.func.attr.value in ("apply_gradients", "minimize")
-            for call in self._step_calls(steps)
-        )
+        return any(self._updates(call) for call in self._step_calls(steps))
+
+    def _updates(self, call: cst.Call) -> bool:
+        """``optimizer.apply_gradients(...)``, ``minimize``, or Keras 3's ``optimizer.apply(grads,
+        variables)`` on an optimizer made in this file."""
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return False
+        if func.attr.value in ("apply_gradients", "minimize"):
+            return True
+        return func.attr.value == "apply" and any(self.facts.call_kind(m) is Kind.OPTIMIZER for m in self.makers(func.value))
 
     def _add_step_members(self, site: Site, steps: list[cst.FunctionDef]) -> None:
         facts = self.facts
@@ -644,7 +653,7 @@ class TrainingModel(Derived):
                 continue
             method = func.attr.value
             receiver = func.value
-            if method in ("apply_gradients", "minimize"):
+            if method in ("apply_gradients", "minimize") or method == "apply" and self._updates(call):
                 # ``model.optimizer.apply_gradients``: the optimizer compile gave the model; but
                 # ``self.optimizer`` of a trainer is an optimizer the trainer made.
                 optimizers = [m for m in self.makers(receiver) if facts.call_kind(m) is Kind.OPTIMIZER]

@@ -160,6 +160,11 @@ class Values(Derived):
             # Bindings and reads are numbered in source order by the index.
             if binding is None or binding.index > access.index:
                 continue
+            loop = _loop_of_target(self.program, nodes[position])
+            if loop is not None and _inside(self.program, name, loop.body):
+                # A loop's target is bound again before each pass of its body.
+                memo[name] = nodes[position:]
+                return memo[name]
             statement = self.program.statement_of(nodes[position])
             while statement is not None:
                 block = self.program.block_of(statement)
@@ -818,6 +823,14 @@ class Values(Derived):
             )
             pairs.append((param, value))
         return tuple(pairs)
+
+
+def _loop_of_target(program: Program, node: cst.CSTNode) -> cst.For | None:
+    """The ``for`` loop whose target binds ``node`` (a name, or one unpacked from it)."""
+    child, parent = node, program.parent(node)
+    while isinstance(parent, (cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
+        child, parent = parent, program.parent(parent)
+    return parent if isinstance(parent, cst.For) and parent.target is child else None
 
 
 def _inside(program: Program, node: cst.CSTNode, statement: cst.CSTNode) -> bool:
