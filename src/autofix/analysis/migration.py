@@ -20,6 +20,7 @@ import libcst as cst
 from autofix.analysis import Derived
 from autofix.analysis.facts import Facts
 from autofix.analysis.program import Program
+from autofix.analysis.step_losses import unknown_term
 from autofix.analysis.steps import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
 from autofix.analysis.training import FIT_METHODS, Site, TrainingModel
@@ -265,6 +266,9 @@ class SingleDevice(Derived):
         device = self._device_placement(function)
         if device is not None:
             return device
+        unknown = unknown_term(self.program, function)
+        if unknown is not None:
+            return Refusal(*unknown)
         return self._raw_variables(function)
 
     def _raw_variables(self, function: cst.FunctionDef) -> Refusal | None:
