@@ -10,7 +10,10 @@ function that applies gradients, called by the loop) is run per replica: its cal
 generated ``distributed_<step>`` that runs it with ``strategy.run`` and combines what it
 returns (its loss) with ``strategy.reduce(SUM, ...)``, a ``tf.function`` when the step was one
 or has no Python side effect that tracing would run once (the step itself is not: a
-tf.function inside ``strategy.run`` cannot aggregate gradients). The other rules then do the
+tf.function inside ``strategy.run`` cannot aggregate gradients). A method of a Keras model of
+this file that the loop calls on the one object it makes (``model.train(x)``) is such a step
+too: the wrapper runs ``strategy.run(model.train, ...)``, and the object's construction (with
+what its ``__init__`` makes) goes into the scope. The other rules then do the
 rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
 ``strategy.scope()`` (TFD001), the single-device batch kept as the per-replica batch and
 training fed the global batch (TFD002), the dataset distributed (TFD003), the loss averaged over
@@ -20,7 +23,13 @@ the global batch and every step is fed distributed batches; otherwise the file i
 each problem is named.
 
 Not fixed (not migrated; reported with the reason):
-- a step written inline in the loop body, or in a method of a trainer class;
+- a step written inline in the loop body;
+- a method step called on an object that is not one name bound once to a Keras model or layer
+  of this file, also called by the class itself, keeping Python state on its object
+  (``self.steps += 1``: N times per step), or applying an optimizer that cannot be followed to
+  where it is made;
+- a step whose loss has a term of unknown reduction (a ``tf.compat.v1`` loss, a loss function
+  from another module);
 - a step that takes no batch (it reads its data from globals), returns what is not its loss,
   takes ``*args`` / keyword-only parameters, is used as a value, or places its work on devices
   itself (``tf.device`` towers: distributed by hand already);
@@ -39,7 +48,7 @@ from autofix.analysis.placement import Placement
 from autofix.analysis.steps import Steps
 from autofix.analysis.tracing import python_effect
 from autofix.analysis.multiworker import MultiWorker
-from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias
+from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias, visible_at
 from autofix.rule import Example, Rule
 
 MESSAGE = "trains on one device: moved to tf.distribute.{cls}"
@@ -173,10 +182,10 @@ class MigrateToStrategy(Rule):
         function = step.function
         name = function.name.value
         wrapper = fresh_name(taken, f"distributed_{name}")
-        params = [p.name.value for p in function.params.params]
-        signature = program.module.code_for_node(function.params)
+        params = [p.name.value for p in step.params]
+        signature = program.module.code_for_node(function.params.with_changes(params=step.params))
         args = ", ".join(params) + ("," if len(params) == 1 else "")
-        run = f"{strategy}.run({name}, args=({args}))"
+        run = f"{strategy}.run({step.target}, args=({args}))"
         reduce = f"{tf}.distribute.ReduceOp.SUM"
         if not step.result_used or step.arity == 0:
             body = f"    {run}\n"
@@ -201,11 +210,17 @@ class MigrateToStrategy(Rule):
             edits.replace(call.func, lambda _node, wrapper=wrapper: cst.Name(wrapper))
         if step.decorator is not None:
             edits.replace(function, lambda node: node.with_changes(decorators=[d for d in node.decorators if not _is_same(d, step.decorator)]))
-        home = program.block_of(function)
-        if home is block or isinstance(home, cst.Module) and isinstance(block, cst.Module) or _inside(program, function, block):
-            index = next(i for i, s in enumerate(home.body) if s is function)  # type: ignore[union-attr]
+        # After the step; a method's wrapper after its class, where the object is in view.
+        defined = _class_of(program, function) if step.method else function
+        home = program.block_of(defined) if defined is not None else None
+        if home is not None and (home is block or isinstance(home, cst.Module) and isinstance(block, cst.Module) or _inside(program, defined, block)):
+            if step.method:
+                _receiver_in_view(program, step, defined)
+            index = next(i for i, s in enumerate(home.body) if s is defined)  # type: ignore[union-attr]
             inserts.add(home, index + 1, [definition])
             return
+        if step.method:
+            _receiver_in_view(program, step, block.body[0] if block.body else block)
         for call in step.calls:
             if not _runs_in(program, call, block):
                 raise NotFound(
@@ -277,6 +292,9 @@ class _Inserts:
                         new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(indent=False), *new[0].leading_lines])
                     if index < len(body) and isinstance(new[-1], cst.FunctionDef) and not isinstance(body[index], cst.FunctionDef):
                         body[index] = body[index].with_changes(leading_lines=[*gap, *_comments(body[index].leading_lines)])
+                    elif index < len(body) and isinstance(new[-1], cst.FunctionDef) and not any(line.comment is None for line in body[index].leading_lines):
+                        # A definition that followed a class's last line (its blank lines are the class's).
+                        body[index] = body[index].with_changes(leading_lines=[*gap, *body[index].leading_lines])
                     body[index:index] = new
                 return body
 
@@ -298,6 +316,20 @@ def _is_same(a: cst.Decorator, b: cst.Decorator) -> bool:
 
 def _base(value: cst.BaseExpression, index: int) -> str:
     return value.value if isinstance(value, cst.Name) else f"loss_{index + 1}"
+
+
+def _class_of(program, method: cst.FunctionDef) -> cst.ClassDef | None:
+    owner = program.parent(program.parent(method))
+    return owner if isinstance(owner, cst.ClassDef) else None
+
+
+def _receiver_in_view(program, step: CustomStep, site: cst.CSTNode) -> None:
+    """The object a method step is called on must mean the same where its wrapper is made."""
+    receiver = step.calls[0].func.value  # type: ignore[attr-defined]
+    if not visible_at(program, receiver, site):
+        raise NotFound(
+            f"{receiver.value}, whose {step.function.name.value}() trains, is not in view where the strategy is made"
+        )
 
 
 def _inside(program, node: cst.CSTNode, block) -> bool:

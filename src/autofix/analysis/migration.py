@@ -5,9 +5,11 @@ and why a script cannot be migrated when it cannot.
 A *custom step* is a function of this file that applies gradients (``apply_gradients``,
 ``minimize``, Keras 3's ``optimizer.apply``), directly or through local helpers it calls, and
 that a loop calls: the unit that ``strategy.run`` runs on every replica once the script is
-migrated. Only what can be shown right is accepted; everything else is a :class:`Refusal` with
-the reason (a loop whose update is written inline, training in a trainer class's method, a
-step that takes no batch, returns what is not its loss, places its work on devices itself...).
+migrated; or a method of a model class of this file that the loop calls on its object
+(:mod:`.method_steps`). Only what can be shown right is accepted; everything else is a
+:class:`Refusal` with the reason (a loop whose update is written inline, a step that takes no
+batch, returns what is not its loss, has a loss term of unknown reduction, places its work on
+devices itself...).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.facts import Facts
+from autofix.analysis.method_steps import MethodSteps
 from autofix.analysis.program import Program
 from autofix.analysis.step_losses import unknown_term
 from autofix.analysis.steps import Steps, words
@@ -76,6 +79,24 @@ class CustomStep:
     # The ``@tf.function`` decorator it has, if any (it moves to the generated wrapper: a
     # step run by strategy.run must not be a tf.function of its own).
     decorator: cst.Decorator | None = None
+    # A method of a class of this file, called by the loop on one object made here
+    # (``model.train(x)``): run per replica as ``strategy.run(model.train, ...)``.
+    method: bool = False
+
+    @property
+    def params(self) -> list[cst.Param]:
+        """The parameters the loop passes (a method's without ``self``)."""
+        params = list(self.function.params.params)
+        return params[1:] if self.method else params
+
+    @property
+    def target(self) -> str:
+        """What ``strategy.run`` runs: the function, or the method on the object the loop
+        calls it on."""
+        name = self.function.name.value
+        if self.method and self.calls and isinstance(self.calls[0].func, cst.Attribute):
+            return f"{self.calls[0].func.value.value}.{name}"  # type: ignore[attr-defined]
+        return name
 
 
 class SingleDevice(Derived):
@@ -117,6 +138,8 @@ class SingleDevice(Derived):
                 continue
             if func.attr.value == "apply" and not self._optimizer(func.value):
                 continue  # ``dataset.apply(...)``, ``df.apply(...)``
+            if self._method_steps.callables.of_call(func)[0]:
+                continue  # a method of this file named so (``self.apply_gradients(g, d)``): its body updates
             found.append(call)
         return found
 
@@ -152,18 +175,18 @@ class SingleDevice(Derived):
                 )))
                 continue
             if self.facts.functions[function].is_method:
-                refusals.append(Refusal(update, (
-                    f"the update is made in the method {function.name.value}() of a class, which autofix "
-                    "does not restructure: call strategy.run on that method yourself"
-                )))
-                continue
-            step = self._outermost(function)
+                step = self._method_steps.outermost(function)
+                if isinstance(step, str):
+                    refusals.append(Refusal(update, step))
+                    continue
+            else:
+                step = self._outermost(function)
             if isinstance(step, Refusal):
                 refusals.append(step)
                 continue
             found = steps.get(step)
             if found is None:
-                found = steps[step] = CustomStep(step, [])
+                found = steps[step] = CustomStep(step, [], method=self.facts.functions[step].is_method)
             found.updates.append(update)
         for step in steps.values():
             why = self._describe(step)
@@ -208,7 +231,13 @@ class SingleDevice(Derived):
             function = caller
         return function
 
+    @cached_property
+    def _method_steps(self) -> MethodSteps:
+        return MethodSteps(self.program)
+
     def _calls_of(self, function: cst.FunctionDef) -> list[cst.Call] | Refusal:
+        if self.facts.functions[function].is_method:
+            return self._method_steps.calls(function)[1]
         calls = []
         for ref in self.facts.references(function):
             parent = self.program.parent(ref)
@@ -237,7 +266,7 @@ class SingleDevice(Derived):
         params = function.params
         if params.star_arg is not cst.MaybeSentinel.DEFAULT and params.star_arg is not None or params.star_kwarg or params.kwonly_params or params.posonly_params:
             return Refusal(function, f"{name}() takes *args, **kwargs or keyword-only parameters, which autofix does not pass through strategy.run")
-        if not params.params:
+        if not step.params:
             return Refusal(function, (
                 f"{name}() takes no batch: it reads its data from elsewhere, so there is nothing to split "
                 "over the replicas (each would train on all of it)"
@@ -245,6 +274,15 @@ class SingleDevice(Derived):
         for call in calls:
             if any(arg.star for arg in call.args):
                 return Refusal(call, f"{name}() is called with *args or **kwargs on line {self.program.line(call)}")
+        if step.method:
+            methods = self._method_steps
+            problem = (
+                methods.receiver_problem(function, calls)
+                or methods.state_problem(function, self.steps_analysis.reached(function))
+                or methods.optimizer_problem(step.updates, self.training.makers)
+            )
+            if problem is not None:
+                return Refusal(*problem)
         returns = [r for r in self.facts.functions[function].returns]
         shapes = {_arity(r) for r in returns} or {0}
         if len(shapes) != 1:

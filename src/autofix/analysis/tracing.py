@@ -25,7 +25,7 @@ import libcst as cst
 from autofix.analysis.facts import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.steps import Steps
-from autofix.analysis.syntax import root_name
+from autofix.analysis.syntax import attribute_path, root_name
 from autofix.tf.index import Binding
 from autofix.tf.symbols import TRAIN_METHODS, Kind
 
@@ -149,6 +149,8 @@ class _Effects(cst.CSTVisitor):
                 return
             if func.attr.value in _DICT_READS and isinstance(func.value, cst.Name) and _dict_literal(facts, func.value):
                 return  # ``weights.values()`` of a dict of variables: a read
+            if self._own(func):
+                return
             self.found(f"calls {self.code(func)}()")
             return
         if isinstance(func, cst.Name) and (facts.is_model_name(func) or facts.is_layer_name(func) or _keras_value(facts, func)):
@@ -165,6 +167,34 @@ class _Effects(cst.CSTVisitor):
                 self.found(f"calls {func.value}(), which {inner.why}")
             return
         self.found(f"calls {self.code(func)}()")
+
+    def _own(self, func: cst.Attribute) -> bool:
+        """``self.helper(x)`` (a method of the class, looked into as a helper is) or
+        ``self.encoder(x)`` (an attribute the class only ever sets to Keras objects), in a
+        method whose ``self`` it is: what it does is known."""
+        callables = self.steps.callables
+        if callables.own_method(func) is not None:
+            method = callables.own_method(func)
+            if id(method) not in self.seen:
+                self.seen.add(id(method))
+                inner = _Effects(self.program, self.steps, method, self.seen)  # type: ignore[arg-type]
+                method.body.visit(inner)  # type: ignore[union-attr]
+                if inner.why:
+                    self.found(f"calls {self.code(func)}(), which {inner.why}")
+            return True
+        values = callables.attribute_assignments(func)
+        return bool(values) and all(isinstance(v, cst.Call) and isinstance(self.facts.call_kind(v), Kind) for v, _ in values)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        """``self.threshold`` read where a method other than ``__init__`` sets it: a Python
+        value that may change between calls, kept as the first trace saw it."""
+        if self.why or attribute_path(node) is None or len(attribute_path(node)) != 2:  # type: ignore[arg-type]
+            return
+        for _value, target in self.steps.callables.attribute_assignments(node):
+            setter = self.program.enclosing_function(target)
+            if setter is not None and setter.name.value != "__init__":
+                self.found(f"reads {self.code(node)}, a Python value that changes between calls (line {self.program.line(target)})")
+                return
 
     # --- Python state read, Python iterators ----------------------------------------------------
 

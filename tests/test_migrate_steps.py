@@ -1,0 +1,183 @@
+"""`autofix migrate` on custom steps of other shapes than a function the loop calls: a method of
+the model the loop calls on its object (run per replica as ``strategy.run(model.train, ...)``),
+and the checks that keep a step from being migrated when that cannot be shown right. The
+fixture pairs of fixtures/tfd010 (``method_step*``) are proven by training in test_migrate.py.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from autofix.analysis.migration import SingleDevice
+from autofix.analysis.program import Program
+from autofix.analysis.steps import Steps
+from autofix.analysis.tracing import python_effect
+from autofix.analysis.values import Values
+from autofix.engine import Options, _parsed, analyse
+
+MIGRATE = Options(migrate="mirrored")
+
+MODEL = (
+    "import numpy as np\n"
+    "import tensorflow as tf\n"
+    "\n"
+    "x = np.random.rand(256, 8).astype('float32')\n"
+    "dataset = tf.data.Dataset.from_tensor_slices(x).batch(16)\n"
+    "\n"
+    "\n"
+    "class AutoEncoder(tf.keras.Model):\n"
+    "    def __init__(self, optimizer):\n"
+    "        super().__init__()\n"
+    "        self.net = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(8)])\n"
+    "        self.opt = optimizer\n"
+    "\n"
+    "    def loss_of(self, batch):\n"
+    "        return tf.reduce_mean(tf.square(batch - self.net(batch)))\n"
+    "\n"
+    "    def train(self, batch):\n"
+    "        with tf.GradientTape() as tape:\n"
+    "            loss = self.loss_of(batch)\n"
+    "        self.opt.apply_gradients(zip(tape.gradient(loss, self.trainable_variables), self.trainable_variables))\n"
+    "\n"
+    "\n"
+    "model = AutoEncoder(tf.keras.optimizers.SGD(0.1))\n"
+    "for batch in dataset:\n"
+    "    model.train(batch)\n"
+)
+
+
+def _program(source: str, migration: str | None = "mirrored") -> Program:
+    return Program(*_parsed(source), migration=migration)
+
+
+def _reasons(source: str) -> list[str]:
+    analysis = analyse(source, MIGRATE)
+    assert analysis.new_text is None
+    return [f.reason or "" for f in analysis.findings]
+
+
+def test_a_method_the_loop_calls_on_its_object_is_run_per_replica():
+    migrated = analyse(MODEL, MIGRATE).new_text
+    assert "strategy.run(model.train, args=(batch,))" in migrated
+    assert "    distributed_train(batch)\n" in migrated and "model.train(batch)" not in migrated.split("args=")[1]
+    assert "with strategy.scope():\n    model = AutoEncoder(tf.keras.optimizers.SGD(0.1))\n" in migrated
+    # The model's method stays a method; the wrapper is made after the class, at the top level.
+    assert "\n\n@tf.function\ndef distributed_train(batch):\n" in migrated
+
+
+def test_the_step_is_the_method_the_loop_calls_followed_up_through_the_class():
+    """The update is in a helper method the step calls on ``self``: the step is the method the
+    loop calls."""
+    source = MODEL.replace(
+        "        self.opt.apply_gradients(zip(tape.gradient(loss, self.trainable_variables), self.trainable_variables))\n",
+        "        self.update(tape.gradient(loss, self.trainable_variables))\n"
+        "\n"
+        "    def update(self, gradients):\n"
+        "        self.opt.apply_gradients(zip(gradients, self.trainable_variables))\n",
+    )
+    (step,) = SingleDevice.of(_program(source)).custom_steps
+    assert step.function.name.value == "train" and step.method and step.target == "model.train"
+    assert [p.name.value for p in step.params] == ["batch"]
+
+
+def test_a_method_named_like_an_update_is_not_one():
+    """``self.apply_gradients(g, d)`` of a model of this file is its own method: the updates are
+    in its body (the GAN notebooks' shape)."""
+    source = MODEL.replace("self.opt.apply_gradients(zip(", "self.apply_gradients(zip(").replace(
+        "    def train(self, batch):\n",
+        "    def apply_gradients(self, pairs):\n        self.opt.apply_gradients(pairs)\n\n    def train(self, batch):\n",
+    )
+    single = SingleDevice.of(_program(source))
+    assert [u.func.value.attr.value for u in single.updates] == ["opt"]  # type: ignore[union-attr]
+    assert [s.function.name.value for s in single.custom_steps] == ["train"]
+
+
+def test_a_method_also_called_by_the_class_itself_is_not_the_step():
+    source = MODEL.replace(
+        "    def loss_of(self, batch):\n",
+        "    def fit_twice(self, batch):\n        self.train(batch)\n        self.train(batch)\n\n    def loss_of(self, batch):\n",
+    )
+    assert any("is called both by other methods of its class" in r for r in _reasons(source))
+
+
+def test_an_object_that_is_not_a_name_is_not_followed():
+    source = MODEL.replace("model = AutoEncoder(tf.keras.optimizers.SGD(0.1))\n", "").replace(
+        "    model.train(batch)\n", "    AutoEncoder(tf.keras.optimizers.SGD(0.1)).train(batch)\n"
+    )
+    assert any("is not a name: it cannot be followed to where it is made" in r for r in _reasons(source))
+
+
+def test_an_object_the_file_cannot_follow_is_not_trained_by_a_step():
+    source = MODEL.replace("model = AutoEncoder(", "holder = type('H', (), {})()\nholder.model = AutoEncoder(").replace(
+        "    model.train(batch)\n", "    holder.model.train(batch)\n"
+    )
+    assert any("train() applies gradients but nothing in this file calls it" in r for r in _reasons(source))
+
+
+def test_an_optimizer_that_cannot_be_followed_stops_the_migration():
+    """An optimizer made outside the scope fails on Keras 3 ("Mixing different
+    tf.distribute.Strategy objects"): one the rules cannot find cannot be moved there."""
+    source = MODEL.replace("model = AutoEncoder(tf.keras.optimizers.SGD(0.1))\n", "from optim import make\nmodel = AutoEncoder(make())\n")
+    assert any("the optimizer the step applies (self.opt, line 20) cannot be followed" in r for r in _reasons(source))
+
+
+# --- what the analysis follows ---------------------------------------------------------------------
+
+KWARGS = (
+    "import tensorflow as tf\n"
+    "\n"
+    "class GAN(tf.keras.Model):\n"
+    "    def __init__(self, **kwargs):\n"
+    "        super(GAN, self).__init__()\n"
+    "        self.__dict__.update(kwargs)\n"
+    "\n"
+    "opt = tf.keras.optimizers.Adam()\n"
+    "gan = GAN(gen_optimizer=opt, n_z=4)\n"
+)
+
+
+def _class(program: Program, name: str) -> cst.ClassDef:
+    return next(c for c in program.index.classes if c.name.value == name)
+
+
+def test_attributes_set_from_keywords_are_the_keywords_every_construction_passes():
+    program = _program(KWARGS, None)
+    values = Values.of(program).attribute_values(_class(program, "GAN"))
+    assert program.module.code_for_node(values["gen_optimizer"][0]) == "opt"
+    assert program.module.code_for_node(values["n_z"][0]) == "4"
+
+
+def test_attributes_from_keywords_are_not_known_when_a_construction_passes_a_dict():
+    program = _program(KWARGS + "other = GAN(**config)\n", None)
+    assert "gen_optimizer" not in Values.of(program).attribute_values(_class(program, "GAN"))
+
+
+def test_attributes_from_keywords_are_not_known_for_a_subclassed_class():
+    program = _program(KWARGS + "class Child(GAN):\n    pass\n\nchild = Child(gen_optimizer=opt)\n", None)
+    assert "gen_optimizer" not in Values.of(program).attribute_values(_class(program, "GAN"))
+
+
+def _effect(source: str, name: str) -> str | None:
+    program = _program(source, None)
+    function = next(f for f in Values.of(program).functions if f.name.value == name)
+    return python_effect(program, Steps.of(program), function)
+
+
+def test_a_method_calling_its_own_helpers_and_keras_attributes_traces_as_it_runs():
+    assert _effect(MODEL, "train") is None
+
+
+def test_a_method_reading_an_attribute_another_method_sets_would_keep_its_first_value_traced():
+    source = MODEL.replace(
+        "            loss = self.loss_of(batch)\n", "            loss = self.loss_of(batch) * self.weight\n"
+    ).replace("    def loss_of(self, batch):\n", "    def anneal(self):\n        self.weight = 0.5\n\n    def loss_of(self, batch):\n")
+    why = _effect(source, "train")
+    assert why is not None and why.startswith("reads self.weight, a Python value that changes between calls")
+
+
+def test_a_method_whose_helper_prints_does_not_trace_as_it_runs():
+    source = MODEL.replace(
+        "        return tf.reduce_mean(tf.square(batch - self.net(batch)))\n",
+        "        print('loss')\n        return tf.reduce_mean(tf.square(batch - self.net(batch)))\n",
+    )
+    assert _effect(source, "train") == "calls self.loss_of(), which prints"
