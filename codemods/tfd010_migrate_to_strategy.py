@@ -13,7 +13,9 @@ or has no Python side effect that tracing would run once (the step itself is not
 tf.function inside ``strategy.run`` cannot aggregate gradients). A method of a Keras model of
 this file that the loop calls on the one object it makes (``model.train(x)``) is such a step
 too: the wrapper runs ``strategy.run(model.train, ...)``, and the object's construction (with
-what its ``__init__`` makes) goes into the scope. The other rules then do the
+what its ``__init__`` makes) goes into the scope. ``tf.Variable`` objects a step trains, made by
+hand in the training block, are made in the scope where they are (they become mirrored). The
+other rules then do the
 rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
 ``strategy.scope()`` (TFD001), the single-device batch kept as the per-replica batch and
 training fed the global batch (TFD002), the dataset distributed (TFD003), the loss averaged over
@@ -30,6 +32,9 @@ Not fixed (not migrated; reported with the reason):
   where it is made;
 - a step whose loss has a term of unknown reduction (a ``tf.compat.v1`` loss, a loss function
   from another module);
+- ``tf.Variable`` objects a step trains that are made where a scope cannot be added around
+  them alone (under an ``if``, in a ``with``, bound more than once), put in a container that is
+  filled later, or assigned by the step itself (a mirrored variable needs an aggregation then);
 - a step that takes no batch (it reads its data from globals), returns what is not its loss,
   takes ``*args`` / keyword-only parameters, is used as a value, or places its work on devices
   itself (``tf.device`` towers: distributed by hand already);
@@ -48,7 +53,7 @@ from autofix.analysis.placement import Placement
 from autofix.analysis.steps import Steps
 from autofix.analysis.tracing import python_effect
 from autofix.analysis.multiworker import MultiWorker
-from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias, visible_at
+from autofix.codegen import BlockEdits, NotFound, ScopeSpan, fresh_name, module_alias, visible_at, wrap_spans
 from autofix.rule import Example, Rule
 
 MESSAGE = "trains on one device: moved to tf.distribute.{cls}"
@@ -154,12 +159,30 @@ class MigrateToStrategy(Rule):
             inserts.add(module, last + 1, imports)
         for step in single.custom_steps:
             self._plan_step(step, block, strategy, tf, taken, edits, inserts, after_strategy)
+        self._scope_variables(single, block, position, strategy, inserts)
         for construction in prep.unbuilt[0]:
             self._mark_built(construction, inserts)
         for call in prep.default_batches:
             edits.replace(call, _with_default_batch)
         inserts.add(block, position, after_strategy)
         inserts.plan(edits)
+
+    def _scope_variables(self, single: SingleDevice, block, position: int, strategy: str, inserts: "_Inserts") -> None:
+        """The statements that make the ``tf.Variable`` objects a step trains go into the
+        scope where they are (consecutive ones in one block): made there, they are mirrored."""
+        body = list(block.body)
+        indexes: set[int] = set()
+        for step in single.custom_steps:
+            for statement in step.variables.statements if step.variables is not None else ():
+                index = next((i for i, s in enumerate(body) if s is statement), None)
+                if index is None or index < position:
+                    raise NotFound(
+                        f"the tf.Variable objects the step trains are made on line {self.program.line(statement)}, "
+                        "outside the block where the strategy is made, or before it"
+                    )
+                indexes.add(index)
+        for first, last in _runs(sorted(indexes)):
+            inserts.scope(block, first, last, strategy)
 
     def _mark_built(self, construction: cst.Call, inserts: "_Inserts") -> None:
         """``gan = GAN(generator, discriminator)`` -> and ``gan.built = True`` after it (see
@@ -275,17 +298,34 @@ class _Inserts:
 
     def __init__(self) -> None:
         self.blocks: dict[int, tuple[object, list[tuple[int, list[cst.BaseStatement]]]]] = {}
+        # Spans of statements (first, last: original indexes) to put in a scope, by block.
+        self.scoped: dict[int, list[tuple[int, int, str]]] = {}
 
     def add(self, block, index: int, statements: list[cst.BaseStatement]) -> None:
         self.blocks.setdefault(id(block), (block, []))[1].append((index, statements))
 
+    def scope(self, block, first: int, last: int, strategy: str) -> None:
+        self.blocks.setdefault(id(block), (block, []))
+        self.scoped.setdefault(id(block), []).append((first, last, strategy))
+
     def plan(self, edits: BlockEdits) -> None:
         for block, wanted in self.blocks.values():
             gap = [cst.EmptyLine(indent=False)] * (2 if isinstance(block, cst.Module) else 1)
+            spans = self.scoped.get(id(block), [])
+            if any(first < index <= last for first, last, _ in spans for index, _ in wanted):
+                raise NotFound("a statement would be inserted between statements that go into the scope together")
 
-            def edit(body, wanted=wanted, gap=gap):
+            def edit(body, wanted=wanted, gap=gap, spans=spans):
                 body = list(body)
-                for index, statements in sorted(wanted, key=lambda w: w[0], reverse=True):
+                # From the end, so that each original index still points at its statement; a
+                # span is wrapped before what is inserted in front of it.
+                operations = [(index, 0, statements) for index, statements in wanted] + [(first, 1, (last, strategy)) for first, last, strategy in spans]
+                for index, kind, payload in sorted(operations, key=lambda o: (o[0], o[1]), reverse=True):
+                    if kind == 1:
+                        last, strategy = payload  # type: ignore[misc]
+                        body = list(wrap_spans([ScopeSpan(index, last)], strategy)(body))
+                        continue
+                    statements = payload
                     new = [s.with_changes(leading_lines=gap) if isinstance(s, cst.FunctionDef) else s for s in statements]
                     if 0 < index < len(body) and _imports(body[index - 1]) and not _imports(body[index]) and _blank_first(body[index]):
                         # After the imports, set apart from them as the code that follows is.
@@ -299,6 +339,17 @@ class _Inserts:
                 return body
 
             edits.add(block, edit)  # type: ignore[arg-type]
+
+
+def _runs(indexes: list[int]) -> list[tuple[int, int]]:
+    """Sorted indexes as runs of consecutive ones: [1, 2, 4] -> [(1, 2), (4, 4)]."""
+    runs: list[tuple[int, int]] = []
+    for index in indexes:
+        if runs and runs[-1][1] == index - 1:
+            runs[-1] = (runs[-1][0], index)
+        else:
+            runs.append((index, index))
+    return runs
 
 
 def _blank_first(statement: cst.BaseStatement) -> bool:

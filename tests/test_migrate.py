@@ -47,7 +47,7 @@ def test_check_diff_and_fix_never_migrate(case):
 
 def test_every_shape_has_a_fixture():
     names = {c.name for c in cases("tfd010")}
-    for shape in ("fit_script", "main_function", "custom_loop", "eager_step", "gan", "train_step_mean", "gan_wrapper"):
+    for shape in ("fit_script", "main_function", "custom_loop", "eager_step", "gan", "train_step_mean", "gan_wrapper", "method_step", "raw_variables"):
         assert shape in names
     assert sum(n.startswith("report_") for n in names) >= 8
 

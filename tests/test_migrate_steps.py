@@ -181,3 +181,54 @@ def test_a_method_whose_helper_prints_does_not_trace_as_it_runs():
         "        print('loss')\n        return tf.reduce_mean(tf.square(batch - self.net(batch)))\n",
     )
     assert _effect(source, "train") == "calls self.loss_of(), which prints"
+
+
+# --- tf.Variable objects a step trains -------------------------------------------------------------
+
+VARIABLES = (
+    "import numpy as np\n"
+    "import tensorflow as tf\n"
+    "\n"
+    "x = np.random.rand(256, 8).astype('float32')\n"
+    "dataset = tf.data.Dataset.from_tensor_slices((x, x.sum(axis=1, keepdims=True))).batch(32)\n"
+    "\n"
+    "\n"
+    "def init():\n"
+    "    return {'w': tf.Variable(tf.zeros([8, 1])), 'b': tf.Variable(tf.zeros([1]))}\n"
+    "\n"
+    "\n"
+    "params = init()\n"
+    "optimizer = tf.keras.optimizers.SGD(0.1)\n"
+    "\n"
+    "\n"
+    "def step(features, labels):\n"
+    "    variables = [params['w'], params['b']]\n"
+    "    with tf.GradientTape() as tape:\n"
+    "        loss = tf.reduce_mean(tf.square(labels - (tf.matmul(features, params['w']) + params['b'])))\n"
+    "    optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))\n"
+    "\n"
+    "\n"
+    "for features, labels in dataset:\n"
+    "    step(features, labels)\n"
+)
+
+
+def test_variables_a_local_factory_makes_are_made_in_the_scope_where_it_is_called():
+    migrated = analyse(VARIABLES, MIGRATE).new_text
+    assert "with strategy.scope():\n    params = init()\n    optimizer = tf.keras.optimizers.SGD(0.1)\n" in migrated
+    assert analyse(migrated, MIGRATE).new_text is None  # stable
+
+
+def test_variables_made_at_the_top_for_training_in_main_put_the_strategy_at_the_top():
+    """Made at the top of the script, trained in main(): the strategy is made in the block
+    both run in (the module), before the variables, which go into its scope there."""
+    head, body = VARIABLES.split("optimizer = tf.keras.optimizers.SGD(0.1)\n", 1)
+    source = head + "\n\ndef main():\n    optimizer = tf.keras.optimizers.SGD(0.1)\n" + "".join(
+        "    " + line if line.strip() else line for line in body.splitlines(True)
+    ) + "\n\nmain()\n"
+    source = source.replace("dataset = tf.data", "DATA = tf.data").replace(
+        "    for features, labels in dataset:", "    dataset = DATA\n    for features, labels in dataset:"
+    )
+    migrated = analyse(source, MIGRATE).new_text
+    assert migrated.index("strategy = tf.distribute.MirroredStrategy()\n") < migrated.index("with strategy.scope():\n    params = init()\n")
+    assert "    with strategy.scope():\n        optimizer = tf.keras.optimizers.SGD(0.1)\n" in migrated

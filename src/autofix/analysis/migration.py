@@ -23,6 +23,7 @@ from autofix.analysis import Derived
 from autofix.analysis.facts import Facts
 from autofix.analysis.method_steps import MethodSteps
 from autofix.analysis.program import Program
+from autofix.analysis.raw_variables import RawVariables, raw_variables
 from autofix.analysis.step_losses import unknown_term
 from autofix.analysis.steps import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
@@ -79,6 +80,8 @@ class CustomStep:
     # The ``@tf.function`` decorator it has, if any (it moves to the generated wrapper: a
     # step run by strategy.run must not be a tf.function of its own).
     decorator: cst.Decorator | None = None
+    # The statements that make the tf.Variable objects it trains (put in the scope).
+    variables: RawVariables | None = None
     # A method of a class of this file, called by the loop on one object made here
     # (``model.train(x)``): run per replica as ``strategy.run(model.train, ...)``.
     method: bool = False
@@ -307,26 +310,16 @@ class SingleDevice(Derived):
         unknown = unknown_term(self.program, function)
         if unknown is not None:
             return Refusal(*unknown)
-        return self._raw_variables(function)
+        return self._raw_variables(step)
 
-    def _raw_variables(self, function: cst.FunctionDef) -> Refusal | None:
+    def _raw_variables(self, step: CustomStep) -> Refusal | None:
         """A step that trains ``tf.Variable`` objects it reads from outside (not Keras
-        layers): TFD001 moves Keras objects into the scope, not those, and made outside it
-        they are not mirrored."""
-        for reached in self.steps_analysis.reached(function):
-            for name in nodes_in(reached.body, cst.Name):
-                if self.program.access(name) is None:
-                    continue
-                for binding in self.facts.bindings(name) or ():
-                    value = self.facts.assigned_value(binding)
-                    if value is None or self.program.enclosing_function(binding) is reached:
-                        continue
-                    for call in nodes_in(value, cst.Call):
-                        if "tensorflow.Variable" in self.facts.names_of(call.func):
-                            return Refusal(call, (
-                                f"the step trains tf.Variable objects made outside it (line {self.program.line(call)}), "
-                                "not Keras layers: make them in strategy.scope() yourself (or use Keras layers), then migrate"
-                            ))
+        layers): TFD001 moves Keras objects into the scope, not those; the migration puts the
+        statements that make them there itself (:mod:`.raw_variables`), when it can."""
+        found = raw_variables(self.program, step.function)
+        if isinstance(found, tuple):
+            return Refusal(*found)
+        step.variables = found if found.statements else None
         return None
 
     def _is_loss(self, value: cst.BaseExpression, step: cst.FunctionDef | None = None) -> bool:
