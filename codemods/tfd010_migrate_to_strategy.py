@@ -194,9 +194,11 @@ class MigrateToStrategy(Rule):
         if home is None or name is None:
             raise NotFound("the model is not made by a statement of its own")
         comment = cst.EmptyLine(comment=cst.Comment(BUILT_COMMENT))
-        marked = cst.parse_statement(f"{name.value}.built = True\n").with_changes(leading_lines=[comment])
+        marked = [cst.parse_statement(f"{name.value}.built = True\n").with_changes(leading_lines=[comment])]
+        # Its layers that hold no variables, which Keras 3 would otherwise build by calling it.
+        marked.extend(cst.parse_statement(f"{name.value}.{attribute}.built = True\n") for attribute in ModelPrep.of(self.program).weightless.get(id(construction), ()))
         index = next(i for i, s in enumerate(home.body) if s is statement)
-        inserts.add(home, index + 1, [marked])
+        inserts.add(home, index + 1, marked)
 
     def _plan_step(
         self, step: CustomStep, block, strategy: str, tf: str, taken: set[str], edits: BlockEdits, inserts: "_Inserts", after_strategy: list
