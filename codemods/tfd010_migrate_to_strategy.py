@@ -49,6 +49,7 @@ import libcst as cst
 
 from autofix.analysis.migration import KINDS, CustomStep, Refusal, SingleDevice
 from autofix.analysis.migration_models import ModelPrep
+from autofix.analysis.step_logs import LOGS
 from autofix.analysis.placement import Placement
 from autofix.analysis.steps import Steps
 from autofix.analysis.tracing import python_effect
@@ -211,16 +212,24 @@ class MigrateToStrategy(Rule):
         signature = program.module.code_for_node(function.params.with_changes(params=step.params))
         args = ", ".join(params) + ("," if len(params) == 1 else "")
         run = f"{strategy}.run({step.target}, args=({args}))"
-        reduce = f"{tf}.distribute.ReduceOp.SUM"
+        # Losses are each replica's share of the global loss (summed); what metrics show is
+        # each replica's result (averaged, as fit averages train_step's logs).
+        ops = [f"{tf}.distribute.ReduceOp.{'SUM' if kind == 'loss' else 'MEAN'}" for kind in step.combined]
+        # Locals of the wrapper: only the names it reads must stay clear.
+        local = set(params) | {strategy, tf, name, wrapper, step.target.split(".")[0]}
         if not step.result_used or step.arity == 0:
             body = f"    {run}\n"
+        elif step.combined == [LOGS]:
+            logs, key, value = (fresh_name(local, base) for base in (_base(step.returned[0], 0, "logs"), "key", "value"))
+            body = (
+                f"    {logs} = {run}\n"
+                f"    return {{{key}: {strategy}.reduce({ops[0]}, {value}, axis=None) for {key}, {value} in {logs}.items()}}\n"
+            )
         elif step.arity == 1:
-            body = f"    return {strategy}.reduce({reduce}, {run}, axis=None)\n"
+            body = f"    return {strategy}.reduce({ops[0]}, {run}, axis=None)\n"
         else:
-            # Locals of the wrapper: only the names it reads must stay clear.
-            local = set(params) | {strategy, tf, name, wrapper}
             names = [fresh_name(local, _base(value, i)) for i, value in enumerate(step.returned)]
-            reduced = ", ".join(f"{strategy}.reduce({reduce}, {n}, axis=None)" for n in names)
+            reduced = ", ".join(f"{strategy}.reduce({op}, {n}, axis=None)" for op, n in zip(ops, names))
             body = f"    {', '.join(names)} = {run}\n    return {reduced}\n"
         if step.decorator is not None:
             decorator = f"@{program.module.code_for_node(step.decorator.decorator)}\n"
@@ -367,8 +376,8 @@ def _is_same(a: cst.Decorator, b: cst.Decorator) -> bool:
     return a.deep_equals(b)
 
 
-def _base(value: cst.BaseExpression, index: int) -> str:
-    return value.value if isinstance(value, cst.Name) else f"loss_{index + 1}"
+def _base(value: cst.BaseExpression, index: int, other: str = "") -> str:
+    return value.value if isinstance(value, cst.Name) else other or f"loss_{index + 1}"
 
 
 def _class_of(program, method: cst.FunctionDef) -> cst.ClassDef | None:

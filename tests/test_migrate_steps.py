@@ -6,7 +6,10 @@ fixture pairs of fixtures/tfd010 (``method_step*``) are proven by training in te
 
 from __future__ import annotations
 
+import importlib.util
+
 import libcst as cst
+import pytest
 
 from autofix.analysis.migration import SingleDevice
 from autofix.analysis.program import Program
@@ -232,3 +235,91 @@ def test_variables_made_at_the_top_for_training_in_main_put_the_strategy_at_the_
     migrated = analyse(source, MIGRATE).new_text
     assert migrated.index("strategy = tf.distribute.MirroredStrategy()\n") < migrated.index("with strategy.scope():\n    params = init()\n")
     assert "    with strategy.scope():\n        optimizer = tf.keras.optimizers.SGD(0.1)\n" in migrated
+
+
+# --- what a step returns ---------------------------------------------------------------------------
+
+
+def test_a_step_returning_its_metrics_results_gets_them_averaged_over_the_replicas():
+    from fixturecases import FIXTURES, read
+
+    migrated = analyse(read(FIXTURES / "tfd010" / "step_returns_logs.py"), MIGRATE).new_text
+    assert (
+        "    logs = strategy.run(train_step, args=(inputs, targets))\n"
+        "    return {key: strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None) for key, value in logs.items()}\n"
+    ) in migrated
+    (step,) = SingleDevice.of(_program(read(FIXTURES / "tfd010" / "step_returns_logs.py"))).custom_steps
+    assert step.combined == ["logs"]
+
+
+def test_a_metric_result_returned_alone_is_averaged_over_the_replicas():
+    source = MODEL.replace(
+        "        self.opt.apply_gradients(zip(tape.gradient(loss, self.trainable_variables), self.trainable_variables))\n",
+        "        self.opt.apply_gradients(zip(tape.gradient(loss, self.trainable_variables), self.trainable_variables))\n"
+        "        tracker.update_state(loss)\n"
+        "        return tracker.result()\n",
+    ).replace("model = AutoEncoder(", "tracker = tf.keras.metrics.Mean()\nmodel = AutoEncoder(").replace(
+        "    model.train(batch)\n", "    shown = model.train(batch)\n"
+    )
+    migrated = analyse(source, MIGRATE).new_text
+    assert "    return strategy.reduce(tf.distribute.ReduceOp.MEAN, strategy.run(model.train, args=(batch,)), axis=None)\n" in migrated
+    assert "replica_loss = loss / strategy.num_replicas_in_sync" in migrated  # the tracker keeps the replica's mean
+
+
+def test_logs_that_hold_what_is_not_a_metric_result_are_not_combined():
+    from fixturecases import FIXTURES, read
+
+    source = read(FIXTURES / "tfd010" / "step_returns_logs.py").replace(
+        '    logs["loss"] = loss_tracking_metric.result()\n', '    logs["loss"] = loss_tracking_metric.result()\n    logs["first"] = predictions[0]\n'
+    )
+    assert any("which is neither the loss it differentiates nor what its metrics show" in r for r in _reasons(source))
+
+
+def test_logs_passed_on_before_they_are_returned_are_not_combined():
+    from fixturecases import FIXTURES, read
+
+    source = read(FIXTURES / "tfd010" / "step_returns_logs.py").replace("    return logs\n", "    history.append(logs)\n    return logs\n")
+    source = source.replace("loss_tracking_metric = keras.metrics.Mean()\n", "loss_tracking_metric = keras.metrics.Mean()\nhistory = []\n")
+    assert any("which is neither the loss it differentiates nor what its metrics show" in r for r in _reasons(source))
+
+
+RUN_ON_LOGICAL_CPUS = """
+import sys
+import tensorflow as tf
+cpus = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * int(sys.argv[2]))
+devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+made = tf.distribute.MirroredStrategy
+tf.distribute.MirroredStrategy = lambda: made(devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
+import keras
+keras.utils.set_random_seed(7)
+source = open(sys.argv[1]).read()
+exec(compile(source, sys.argv[1], "exec"), {"__name__": "__main__"})
+"""
+
+
+def _printed(tmp_path, name: str, source: str, replicas: int) -> list[str]:
+    import subprocess
+    import sys
+
+    script = tmp_path / name
+    script.write_text(source)
+    done = subprocess.run([sys.executable, "-c", RUN_ON_LOGICAL_CPUS, str(script), str(replicas)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [line for line in done.stdout.splitlines() if line.startswith("...")]
+
+
+@pytest.mark.tf
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
+def test_the_logs_a_migrated_step_returns_are_the_originals_at_the_global_batch(tmp_path):
+    """Three epochs on 2 replicas show the same accuracy and loss as the original at twice
+    its batch on one device (512 examples: every replica sees as many)."""
+    from fixturecases import FIXTURES, read
+
+    original = read(FIXTURES / "tfd010" / "step_returns_logs.py").replace(".batch(32)", ".batch(64)")
+    migrated = _printed(tmp_path, "migrated.py", read(FIXTURES / "tfd010" / "step_returns_logs.fixed.py"), 2)
+    expected = _printed(tmp_path, "original.py", original, 1)
+    assert len(migrated) == len(expected) == 6
+    for got, want in zip(migrated, expected):
+        (key, value), (key_wanted, value_wanted) = got.split(": "), want.split(": ")
+        assert key == key_wanted and abs(float(value) - float(value_wanted)) <= 2e-4, (got, want)

@@ -24,6 +24,7 @@ from autofix.analysis.facts import Facts
 from autofix.analysis.method_steps import MethodSteps
 from autofix.analysis.program import Program
 from autofix.analysis.raw_variables import RawVariables, raw_variables
+from autofix.analysis.step_logs import LOGS, shown
 from autofix.analysis.step_losses import unknown_term
 from autofix.analysis.steps import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
@@ -80,6 +81,10 @@ class CustomStep:
     # The ``@tf.function`` decorator it has, if any (it moves to the generated wrapper: a
     # step run by strategy.run must not be a tf.function of its own).
     decorator: cst.Decorator | None = None
+    # How each returned value is combined over the replicas, when a call uses them: "loss"
+    # (the replicas' shares, summed), "metric" (a metric's result: the replicas' mean, as fit
+    # does with train_step's logs) or "logs" (a dict of metric results, each so).
+    combined: list[str] = field(default_factory=list)
     # The statements that make the tf.Variable objects it trains (put in the scope).
     variables: RawVariables | None = None
     # A method of a class of this file, called by the loop on one object made here
@@ -298,12 +303,18 @@ class SingleDevice(Derived):
         if step.result_used:
             for ret in returns:
                 values = [e.value for e in ret.value.elements] if isinstance(ret.value, cst.Tuple) else [ret.value]  # type: ignore[union-attr]
+                combined = []
                 for value in values:
-                    if not self._is_loss(value, function):
+                    kind = "loss" if self._is_loss(value, function) else shown(self.program, function, value)
+                    if kind is None or kind == LOGS and len(values) != 1:
                         return Refusal(value, (
-                            f"{name}() returns {_short(self.program, value)} (line {self.program.line(value)}), which is not "
-                            "the loss it differentiates: how to combine it over the replicas is not known"
+                            f"{name}() returns {_short(self.program, value)} (line {self.program.line(value)}), which is neither "
+                            "the loss it differentiates nor what its metrics show: how to combine it over the replicas is not known"
                         ))
+                    combined.append(kind)
+                if step.combined and combined != step.combined:
+                    return Refusal(ret, f"{name}() returns different things on different paths (line {self.program.line(ret)})")
+                step.combined = combined
         device = self._device_placement(function)
         if device is not None:
             return device

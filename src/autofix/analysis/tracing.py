@@ -34,7 +34,7 @@ STRATEGY_METHODS = frozenset({"run", "experimental_run_v2", "reduce", "gather", 
 # Builtins that compute a value and do nothing else.
 TRACEABLE_BUILTINS = frozenset({"builtins.zip", "builtins.len", "builtins.range", "builtins.isinstance", "builtins.float", "builtins.int", "builtins.list", "builtins.tuple", "builtins.dict", "builtins.min", "builtins.max", "builtins.abs", "builtins.sum"})
 # Methods of TensorFlow and Keras objects a step calls for their effect on variables.
-_VARIABLE_METHODS = frozenset({"gradient", "apply_gradients", "update_state", "reset_state", "assign", "assign_add", "assign_sub", "minimize"})
+_VARIABLE_METHODS = frozenset({"gradient", "apply_gradients", "update_state", "reset_state", "result", "assign", "assign_add", "assign_sub", "minimize"})
 
 
 def python_effect(program: Program, steps: Steps, function: cst.FunctionDef) -> str | None:
@@ -147,8 +147,8 @@ class _Effects(cst.CSTVisitor):
                 return
             if func.attr.value in STRATEGY_METHODS and self.steps.is_strategy(func.value):
                 return
-            if func.attr.value in _DICT_READS and isinstance(func.value, cst.Name) and _dict_literal(facts, func.value):
-                return  # ``weights.values()`` of a dict of variables: a read
+            if func.attr.value in _DICT_READS and isinstance(func.value, cst.Name) and (_dict_literal(facts, func.value) or self._run_result(func.value)):
+                return  # ``weights.values()`` of a dict of variables, ``logs.items()`` of what strategy.run returned: a read
             if self._own(func):
                 return
             self.found(f"calls {self.code(func)}()")
@@ -167,6 +167,14 @@ class _Effects(cst.CSTVisitor):
                 self.found(f"calls {func.value}(), which {inner.why}")
             return
         self.found(f"calls {self.code(func)}()")
+
+    def _run_result(self, name: cst.Name) -> bool:
+        """A name bound only to what ``strategy.run`` returns (a structure of tensors)."""
+        values = [self.facts.assigned_value(b) for b in self.facts.bindings(name) or ()]
+        return bool(values) and all(
+            isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and v.func.attr.value in STRATEGY_METHODS and self.steps.is_strategy(v.func.value)
+            for v in values
+        )
 
     def _own(self, func: cst.Attribute) -> bool:
         """``self.helper(x)`` (a method of the class, looked into as a helper is) or
