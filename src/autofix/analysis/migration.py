@@ -371,6 +371,10 @@ class SingleDevice(Derived):
 
     def _file_refusals(self) -> list[Refusal]:
         found = []
+        for train_step in self.train_steps:
+            unknown = unknown_term(self.program, train_step, fit=True)
+            if unknown is not None:
+                found.append(Refusal(*unknown))
         sites = {id(site.call) for site in self.training.sites}
         for call, _owner in self.facts.calls:
             func = call.func

@@ -7,7 +7,9 @@ knows; a term it does not know (a loss function from another module, a model's o
 ``tf.compat.v1.losses`` loss, a loss function an object is handed at run time) is reported by
 it only when another term of the same loss is a finding. A migration must not rely on that:
 a step whose loss has a term of unknown reduction is not migrated, since the gradients it
-would make on N replicas cannot be shown to be the original's.
+would make on N replicas cannot be shown to be the original's. That holds for a model's own
+``train_step`` that ``fit`` runs too (a loss function handed to a custom ``compile``), except
+for the loss Keras computes itself there (``self.compute_loss``).
 """
 
 from __future__ import annotations
@@ -20,15 +22,21 @@ from autofix.analysis.steps import Steps
 from autofix.analysis.syntax import argument_value, nodes_in
 
 
-def unknown_term(program: Program, function: cst.FunctionDef) -> tuple[cst.CSTNode, str] | None:
+# A Keras model's own loss, in its ``train_step``: Keras reduces it and, on Keras 3, scales it
+# for the replicas itself (measured: the same first update on 2 replicas as on one device).
+KERAS_LOSS_METHODS = frozenset({"compute_loss", "compiled_loss"})
+
+
+def unknown_term(program: Program, function: cst.FunctionDef, fit: bool = False) -> tuple[cst.CSTNode, str] | None:
     """The first term of a loss ``function`` differentiates whose reduction over the replicas
-    is not known (at that term, with why it stops a migration), or None."""
+    is not known (at that term, with why it stops a migration), or None. ``fit``: the
+    function is a model's ``train_step``, where ``self.compute_loss(...)`` is Keras's."""
     steps = Steps.of(program)
     for gradient, target in steps.gradient_targets(function):
         if _of_watched(program, gradient):
             continue
         for term in loss_terms_of(steps, target):
-            if term.kind == "unknown":
+            if term.kind == "unknown" and not (fit and _keras_loss(term.node)):
                 return term.node, (
                     f"the loss differentiated on line {program.line(gradient)} has a term, {_short(program, term.node)} "
                     f"(line {program.line(term.node)}), whose reduction over the batch is not known: on N replicas "
@@ -36,6 +44,11 @@ def unknown_term(program: Program, function: cst.FunctionDef) -> tuple[cst.CSTNo
                     "for that cannot be shown"
                 )
     return None
+
+
+def _keras_loss(node: cst.CSTNode) -> bool:
+    func = node.func if isinstance(node, cst.Call) else None
+    return isinstance(func, cst.Attribute) and func.attr.value in KERAS_LOSS_METHODS and isinstance(func.value, cst.Name) and func.value.value == "self"
 
 
 def _of_watched(program: Program, gradient: cst.Call) -> bool:
