@@ -8,15 +8,15 @@ script), after the imports, device setup, mixed-precision policy and seeding tha
 the training, and before the first object the training makes. A custom training step (a
 function that applies gradients, called by the loop) is run per replica: its calls go to a
 generated ``distributed_<step>`` that runs it with ``strategy.run`` and combines what it
-returns (its loss) with ``strategy.reduce(SUM, ...)``, a ``tf.function`` when the step was one
+returns (its loss with ``strategy.reduce(SUM, ...)``, what its metrics show with ``MEAN``, as
+``fit`` does with ``train_step``'s logs), a ``tf.function`` when the step was one
 or has no Python side effect that tracing would run once (the step itself is not: a
 tf.function inside ``strategy.run`` cannot aggregate gradients). A method of a Keras model of
 this file that the loop calls on the one object it makes (``model.train(x)``) is such a step
 too: the wrapper runs ``strategy.run(model.train, ...)``, and the object's construction (with
 what its ``__init__`` makes) goes into the scope. ``tf.Variable`` objects a step trains, made by
 hand in the training block, are made in the scope where they are (they become mirrored). The
-other rules then do the
-rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
+other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
 ``strategy.scope()`` (TFD001), the single-device batch kept as the per-replica batch and
 training fed the global batch (TFD002), the dataset distributed (TFD003), the loss averaged over
 the global batch (TFD004). The migration is written only when the result parses, a second pass
@@ -35,9 +35,9 @@ Not fixed (not migrated; reported with the reason):
 - ``tf.Variable`` objects a step trains that are made where a scope cannot be added around
   them alone (under an ``if``, in a ``with``, bound more than once), put in a container that is
   filled later, or assigned by the step itself (a mirrored variable needs an aggregation then);
-- a step that takes no batch (it reads its data from globals), returns what is not its loss,
-  takes ``*args`` / keyword-only parameters, is used as a value, or places its work on devices
-  itself (``tf.device`` towers: distributed by hand already);
+- a step that takes no batch (it reads its data from globals), returns what is neither its
+  loss nor its metrics' results, takes ``*args`` / keyword-only parameters, is used as a value,
+  or places its work on devices itself (``tf.device`` towers: distributed by hand already);
 - a model built for a fixed batch (``stateful=True``, ``batch_size=``), an in-batch objective;
 - ``fit`` on Keras 3 under ``--strategy multiworker`` (it fails with several workers);
 - anything the other rules cannot fix in the migrated code.

@@ -17,7 +17,6 @@ import libcst as cst
 
 from autofix.analysis.facts import Facts
 from autofix.analysis.program import Program
-from autofix.analysis.syntax import nodes_in
 from autofix.analysis.training import TrainingModel
 from autofix.tf.symbols import Kind
 
@@ -66,7 +65,3 @@ def _metric_result(program: Program, value: cst.BaseExpression) -> bool:
     makers = TrainingModel.of(program).makers(value.func.value)
     return bool(makers) and all(facts.call_kind(m) is Kind.METRIC for m in makers)
 
-
-def metric_reads(program: Program, function: cst.FunctionDef) -> list[cst.Call]:
-    """Every ``.result()`` call in ``function`` (for tests and messages)."""
-    return [c for c in nodes_in(function.body, cst.Call) if isinstance(c.func, cst.Attribute) and c.func.attr.value == "result"]
