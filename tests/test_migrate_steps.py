@@ -323,3 +323,21 @@ def test_the_logs_a_migrated_step_returns_are_the_originals_at_the_global_batch(
     for got, want in zip(migrated, expected):
         (key, value), (key_wanted, value_wanted) = got.split(": "), want.split(": ")
         assert key == key_wanted and abs(float(value) - float(value_wanted)) <= 2e-4, (got, want)
+
+
+def test_calling_the_model_itself_traces_as_its_call_does():
+    from fixturecases import FIXTURES, read
+
+    source = read(FIXTURES / "tfd010" / "method_step_compiled.py")
+    assert _effect(source, "train") is None
+    printing = source.replace("        return self.out(self.hidden(inputs))\n", "        print(inputs)\n        return self.out(self.hidden(inputs))\n")
+    assert _effect(printing, "train") == "calls self(), whose call() prints"
+
+
+def test_an_optimizer_a_method_sets_itself_is_not_taken_for_compiles():
+    from fixturecases import FIXTURES, read
+
+    source = read(FIXTURES / "tfd010" / "method_step_compiled.py").replace(
+        "    def call(self, inputs):\n", "    def reset(self):\n        self.optimizer = make_optimizer()\n\n    def call(self, inputs):\n"
+    ).replace("import keras\n", "import keras\nfrom optim import make_optimizer\n")
+    assert any("the optimizer the step applies (self.optimizer" in r for r in _reasons(source))

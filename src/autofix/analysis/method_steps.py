@@ -105,20 +105,33 @@ class MethodSteps:
             return calls[0], f"{name}() is called on several objects ({', '.join(sorted(receivers))}): each would need a step of its own"
         return None
 
-    def optimizer_problem(self, updates: list[cst.Call], makers) -> tuple[cst.CSTNode, str] | None:
+    def optimizer_problem(self, updates: list[cst.Call], calls: list[cst.Call], training) -> tuple[cst.CSTNode, str] | None:
         """An optimizer the step applies that cannot be followed to where it is made: it must
         be made in the strategy's scope (Keras 3 refuses one made outside), and the rules can
-        only move what they can find (``self.__dict__.update(kwargs)`` hides it, or a
-        ``compile`` made it)."""
+        only move what they can find. ``self.optimizer`` of a model the file compiles is
+        compile's (what it is given, or makes from a name), which goes in the scope with the
+        model's ``compile``."""
         for update in updates:
             receiver = update.func.value  # type: ignore[attr-defined]
-            if not any(self.facts.call_kind(m) is Kind.OPTIMIZER for m in makers(receiver)):
+            if attribute_path(receiver) == ("self", "optimizer") and self._compiled(calls, training):
+                continue
+            if not any(self.facts.call_kind(m) is Kind.OPTIMIZER for m in training.makers(receiver)):
                 code = self.program.module.code_for_node(receiver)
                 return update, (
                     f"the optimizer the step applies ({code}, line {self.program.line(update)}) cannot be followed to "
                     "where it is made, so it cannot be made in the strategy's scope"
                 )
         return None
+
+    def _compiled(self, calls: list[cst.Call], training) -> bool:
+        """Whether the object the loop calls the step on is compiled in this file (and no
+        method of its class sets ``self.optimizer`` itself)."""
+        receiver = calls[0].func.value  # type: ignore[attr-defined]
+        cls = self.callables.instance_class(receiver)
+        if cls is None or any("optimizer" in self.facts.values.attribute_values(c) for c in self.facts.values.family(cls)):
+            return False
+        made = [o.node for o in self.facts.values.origins(receiver) if o.whole and isinstance(o.node, cst.Call)]
+        return any(call.func.attr.value == "compile" for call, _factory in training.method_calls_on(made))  # type: ignore[union-attr]
 
     def state_problem(self, method: cst.FunctionDef, reached: list[cst.FunctionDef]) -> tuple[cst.CSTNode, str] | None:
         """Python state the step keeps on its object (``self.x = ...``, ``self.x += ...``,

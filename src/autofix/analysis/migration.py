@@ -287,7 +287,7 @@ class SingleDevice(Derived):
             problem = (
                 methods.receiver_problem(function, calls)
                 or methods.state_problem(function, self.steps_analysis.reached(function))
-                or methods.optimizer_problem(step.updates, self.training.makers)
+                or methods.optimizer_problem(step.updates, calls, self.training)
             )
             if problem is not None:
                 return Refusal(*problem)

@@ -155,6 +155,8 @@ class _Effects(cst.CSTVisitor):
             return
         if isinstance(func, cst.Name) and (facts.is_model_name(func) or facts.is_layer_name(func) or _keras_value(facts, func)):
             return
+        if isinstance(func, cst.Name) and self._keras_self(func):
+            return
         local = facts.local_definition(func) if isinstance(func, cst.Name) else None
         if isinstance(local, cst.FunctionDef) and not facts.functions[local].is_method:
             # A helper of this file (the model's forward pass, the loss): safe when its body is.
@@ -192,6 +194,25 @@ class _Effects(cst.CSTVisitor):
             return True
         values = callables.attribute_assignments(func)
         return bool(values) and all(isinstance(v, cst.Call) and isinstance(self.facts.call_kind(v), Kind) for v, _ in values)
+
+    def _keras_self(self, name: cst.Name) -> bool:
+        """``self(x)`` in a method of a Keras model or layer of this file: Keras runs its
+        ``call``, looked into as a helper is (none of its own: a functional model's)."""
+        bindings = self.facts.bindings(name) or []
+        if len(bindings) != 1 or not isinstance(bindings[0], cst.Param) or not self.facts.values.is_self(bindings[0]):
+            return False
+        method = self.program.enclosing_function(bindings[0])
+        cls = self.facts.values.class_of(method) if method is not None else None
+        if cls is None or cls not in self.facts.keras_classes:
+            return False
+        call = self.steps.callables.method(cls, "call")
+        if call is not None and id(call) not in self.seen:
+            self.seen.add(id(call))
+            inner = _Effects(self.program, self.steps, call, self.seen)
+            call.body.visit(inner)
+            if inner.why:
+                self.found(f"calls {name.value}(), whose call() {inner.why}")
+        return True
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         """``self.threshold`` read where a method other than ``__init__`` sets it: a Python
