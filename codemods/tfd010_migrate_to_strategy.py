@@ -8,13 +8,18 @@ script), after the imports, device setup, mixed-precision policy and seeding tha
 the training, and before the first object the training makes. A custom training step (a
 function that applies gradients, called by the loop) is run per replica: its calls go to a
 generated ``distributed_<step>`` that runs it with ``strategy.run`` and combines what it
-returns (its loss) with ``strategy.reduce(SUM, ...)``, a ``tf.function`` when the step was one
+returns (its loss with ``strategy.reduce(SUM, ...)``, what its metrics show with ``MEAN``, as
+``fit`` does with ``train_step``'s logs), a ``tf.function`` when the step was one
 or has no Python side effect that tracing would run once (the step itself is not: a
 tf.function inside ``strategy.run`` cannot aggregate gradients). A step written inline in a loop
 body is first moved into a function of its own that the loop calls with the batch (see
 :mod:`autofix.analysis.inline_steps`; ``_tfd010_inline.py`` writes it), and the next pass
-migrates that function as any custom step. The other rules then do the
-rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
+migrates that function as any custom step. A method of a Keras model of
+this file that the loop calls on the one object it makes (``model.train(x)``) is such a step
+too: the wrapper runs ``strategy.run(model.train, ...)``, and the object's construction (with
+what its ``__init__`` makes) goes into the scope. ``tf.Variable`` objects a step trains, made by
+hand in the training block, are made in the scope where they are (they become mirrored). The
+other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
 ``strategy.scope()`` (TFD001), the single-device batch kept as the per-replica batch and
 training fed the global batch (TFD002), the dataset distributed (TFD003), the loss averaged over
 the global batch (TFD004). The migration is written only when the result parses, a second pass
@@ -24,11 +29,20 @@ each problem is named.
 
 Not fixed (not migrated; reported with the reason):
 - a step written inline in the loop body that cannot be split safely (the reasons are those of
-  :mod:`autofix.analysis.inline_steps`), or a step in a method of a trainer class;
-- a step that takes no batch (it reads its data from globals), returns what is not its loss,
-  takes ``*args`` / keyword-only parameters, is used as a value, places its work on devices
-  itself (``tf.device`` towers: distributed by hand already), or draws random numbers in Python
-  (NumPy's noise: a constant once traced);
+  :mod:`autofix.analysis.inline_steps`);
+- a method step called on an object that is not one name bound once to a Keras model or layer
+  of this file, also called by the class itself, keeping Python state on its object
+  (``self.steps += 1``: N times per step), or applying an optimizer that cannot be followed to
+  where it is made;
+- a step whose loss has a term of unknown reduction (a ``tf.compat.v1`` loss, a loss function
+  from another module);
+- ``tf.Variable`` objects a step trains that are made where a scope cannot be added around
+  them alone (under an ``if``, in a ``with``, bound more than once), put in a container that is
+  filled later, or assigned by the step itself (a mirrored variable needs an aggregation then);
+- a step that takes no batch (it reads its data from globals), returns what is neither its
+  loss nor its metrics' results, takes ``*args`` / keyword-only parameters, is used as a value,
+  places its work on devices itself (``tf.device`` towers: distributed by hand already), or
+  draws random numbers in Python (NumPy's noise: a constant once traced);
 - a model built for a fixed batch (``stateful=True``, ``batch_size=``), an in-batch objective;
 - ``fit`` on Keras 3 under ``--strategy multiworker`` (it fails with several workers);
 - anything the other rules cannot fix in the migrated code.
@@ -41,12 +55,13 @@ import libcst as cst
 from autofix.codemods._tfd010_inline import extract
 from autofix.analysis.migration import KINDS, CustomStep, Refusal, SingleDevice
 from autofix.analysis.migration_models import ModelPrep
+from autofix.analysis.step_logs import LOGS
 from autofix.analysis.placement import Placement
 from autofix.analysis.steps import Steps
 from autofix.analysis.syntax import is_wall
 from autofix.analysis.tracing import python_effect
 from autofix.analysis.multiworker import MultiWorker
-from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias
+from autofix.codegen import BlockEdits, NotFound, ScopeSpan, fresh_name, module_alias, visible_at, wrap_spans
 from autofix.rule import Example, Rule
 
 MESSAGE = "trains on one device: moved to tf.distribute.{cls}"
@@ -159,12 +174,30 @@ class MigrateToStrategy(Rule):
             inserts.add(module, last + 1, imports)
         for step in single.custom_steps:
             self._plan_step(step, block, strategy, tf, taken, edits, inserts, after_strategy)
+        self._scope_variables(single, block, position, strategy, inserts)
         for construction in prep.unbuilt[0]:
             self._mark_built(construction, inserts)
         for call in prep.default_batches:
             edits.replace(call, _with_default_batch)
         inserts.add(block, position, after_strategy)
         inserts.plan(edits)
+
+    def _scope_variables(self, single: SingleDevice, block, position: int, strategy: str, inserts: "_Inserts") -> None:
+        """The statements that make the ``tf.Variable`` objects a step trains go into the
+        scope where they are (consecutive ones in one block): made there, they are mirrored."""
+        body = list(block.body)
+        indexes: set[int] = set()
+        for step in single.custom_steps:
+            for statement in step.variables.statements if step.variables is not None else ():
+                index = next((i for i, s in enumerate(body) if s is statement), None)
+                if index is None or index < position:
+                    raise NotFound(
+                        f"the tf.Variable objects the step trains are made on line {self.program.line(statement)}, "
+                        "outside the block where the strategy is made, or before it"
+                    )
+                indexes.add(index)
+        for first, last in _runs(sorted(indexes)):
+            inserts.scope(block, first, last, strategy)
 
     def _mark_built(self, construction: cst.Call, inserts: "_Inserts") -> None:
         """``gan = GAN(generator, discriminator)`` -> and ``gan.built = True`` after it (see
@@ -176,9 +209,11 @@ class MigrateToStrategy(Rule):
         if home is None or name is None:
             raise NotFound("the model is not made by a statement of its own")
         comment = cst.EmptyLine(comment=cst.Comment(BUILT_COMMENT))
-        marked = cst.parse_statement(f"{name.value}.built = True\n").with_changes(leading_lines=[comment])
+        marked = [cst.parse_statement(f"{name.value}.built = True\n").with_changes(leading_lines=[comment])]
+        # Its layers that hold no variables, which Keras 3 would otherwise build by calling it.
+        marked.extend(cst.parse_statement(f"{name.value}.{attribute}.built = True\n") for attribute in ModelPrep.of(self.program).weightless.get(id(construction), ()))
         index = next(i for i, s in enumerate(home.body) if s is statement)
-        inserts.add(home, index + 1, [marked])
+        inserts.add(home, index + 1, marked)
 
     def _plan_step(
         self, step: CustomStep, block, strategy: str, tf: str, taken: set[str], edits: BlockEdits, inserts: "_Inserts", after_strategy: list
@@ -187,20 +222,28 @@ class MigrateToStrategy(Rule):
         function = step.function
         name = function.name.value
         wrapper = fresh_name(taken, f"distributed_{name}")
-        params = [p.name.value for p in function.params.params]
-        signature = program.module.code_for_node(function.params)
+        params = [p.name.value for p in step.params]
+        signature = program.module.code_for_node(function.params.with_changes(params=step.params))
         args = ", ".join(params) + ("," if len(params) == 1 else "")
-        run = f"{strategy}.run({name}, args=({args}))"
-        reduce = f"{tf}.distribute.ReduceOp.SUM"
+        run = f"{strategy}.run({step.target}, args=({args}))"
+        # Losses are each replica's share of the global loss (summed); what metrics show is
+        # each replica's result (averaged, as fit averages train_step's logs).
+        ops = [f"{tf}.distribute.ReduceOp.{'SUM' if kind == 'loss' else 'MEAN'}" for kind in step.combined]
+        # Locals of the wrapper: only the names it reads must stay clear.
+        local = set(params) | {strategy, tf, name, wrapper, step.target.split(".")[0]}
         if not step.result_used or step.arity == 0:
             body = f"    {run}\n"
+        elif step.combined == [LOGS]:
+            logs, key, value = (fresh_name(local, base) for base in (_base(step.returned[0], 0, "logs"), "key", "value"))
+            body = (
+                f"    {logs} = {run}\n"
+                f"    return {{{key}: {strategy}.reduce({ops[0]}, {value}, axis=None) for {key}, {value} in {logs}.items()}}\n"
+            )
         elif step.arity == 1:
-            body = f"    return {strategy}.reduce({reduce}, {run}, axis=None)\n"
+            body = f"    return {strategy}.reduce({ops[0]}, {run}, axis=None)\n"
         else:
-            # Locals of the wrapper: only the names it reads must stay clear.
-            local = set(params) | {strategy, tf, name, wrapper}
             names = [fresh_name(local, _base(value, i)) for i, value in enumerate(step.returned)]
-            reduced = ", ".join(f"{strategy}.reduce({reduce}, {n}, axis=None)" for n in names)
+            reduced = ", ".join(f"{strategy}.reduce({op}, {n}, axis=None)" for op, n in zip(ops, names))
             body = f"    {', '.join(names)} = {run}\n    return {reduced}\n"
         if step.decorator is not None:
             decorator = f"@{program.module.code_for_node(step.decorator.decorator)}\n"
@@ -215,11 +258,17 @@ class MigrateToStrategy(Rule):
             edits.replace(call.func, lambda _node, wrapper=wrapper: cst.Name(wrapper))
         if step.decorator is not None:
             edits.replace(function, lambda node: node.with_changes(decorators=[d for d in node.decorators if not _is_same(d, step.decorator)]))
-        home = program.block_of(function)
-        if home is block or isinstance(home, cst.Module) and isinstance(block, cst.Module) or _inside(program, function, block):
-            index = next(i for i, s in enumerate(home.body) if s is function)  # type: ignore[union-attr]
+        # After the step; a method's wrapper after its class, where the object is in view.
+        defined = _class_of(program, function) if step.method else function
+        home = program.block_of(defined) if defined is not None else None
+        if home is not None and (home is block or isinstance(home, cst.Module) and isinstance(block, cst.Module) or _inside(program, defined, block)):
+            if step.method:
+                _receiver_in_view(program, step, defined)
+            index = next(i for i, s in enumerate(home.body) if s is defined)  # type: ignore[union-attr]
             inserts.add(home, index + 1, [definition])
             return
+        if step.method:
+            _receiver_in_view(program, step, block.body[0] if block.body else block)
         for call in step.calls:
             if not _runs_in(program, call, block):
                 raise NotFound(
@@ -274,17 +323,34 @@ class _Inserts:
 
     def __init__(self) -> None:
         self.blocks: dict[int, tuple[object, list[tuple[int, list[cst.BaseStatement]]]]] = {}
+        # Spans of statements (first, last: original indexes) to put in a scope, by block.
+        self.scoped: dict[int, list[tuple[int, int, str]]] = {}
 
     def add(self, block, index: int, statements: list[cst.BaseStatement]) -> None:
         self.blocks.setdefault(id(block), (block, []))[1].append((index, statements))
 
+    def scope(self, block, first: int, last: int, strategy: str) -> None:
+        self.blocks.setdefault(id(block), (block, []))
+        self.scoped.setdefault(id(block), []).append((first, last, strategy))
+
     def plan(self, edits: BlockEdits) -> None:
         for block, wanted in self.blocks.values():
             gap = [cst.EmptyLine(indent=False)] * (2 if isinstance(block, cst.Module) else 1)
+            spans = self.scoped.get(id(block), [])
+            if any(first < index <= last for first, last, _ in spans for index, _ in wanted):
+                raise NotFound("a statement would be inserted between statements that go into the scope together")
 
-            def edit(body, wanted=wanted, gap=gap):
+            def edit(body, wanted=wanted, gap=gap, spans=spans):
                 body = list(body)
-                for index, statements in sorted(wanted, key=lambda w: w[0], reverse=True):
+                # From the end, so that each original index still points at its statement; a
+                # span is wrapped before what is inserted in front of it.
+                operations = [(index, 0, statements) for index, statements in wanted] + [(first, 1, (last, strategy)) for first, last, strategy in spans]
+                for index, kind, payload in sorted(operations, key=lambda o: (o[0], o[1]), reverse=True):
+                    if kind == 1:
+                        last, strategy = payload  # type: ignore[misc]
+                        body = list(wrap_spans([ScopeSpan(index, last)], strategy)(body))
+                        continue
+                    statements = payload
                     # A function set apart from what comes before it, unless it starts its block
                     # (or a notebook cell).
                     apart = gap if index > 0 and not is_wall(body[index - 1]) else []
@@ -294,10 +360,24 @@ class _Inserts:
                         new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(indent=False), *new[0].leading_lines])
                     if index < len(body) and isinstance(new[-1], cst.FunctionDef) and not isinstance(body[index], cst.FunctionDef):
                         body[index] = body[index].with_changes(leading_lines=[*gap, *_comments(body[index].leading_lines)])
+                    elif index < len(body) and isinstance(new[-1], cst.FunctionDef) and not any(line.comment is None for line in body[index].leading_lines):
+                        # A definition that followed a class's last line (its blank lines are the class's).
+                        body[index] = body[index].with_changes(leading_lines=[*gap, *body[index].leading_lines])
                     body[index:index] = new
                 return body
 
             edits.add(block, edit)  # type: ignore[arg-type]
+
+
+def _runs(indexes: list[int]) -> list[tuple[int, int]]:
+    """Sorted indexes as runs of consecutive ones: [1, 2, 4] -> [(1, 2), (4, 4)]."""
+    runs: list[tuple[int, int]] = []
+    for index in indexes:
+        if runs and runs[-1][1] == index - 1:
+            runs[-1] = (runs[-1][0], index)
+        else:
+            runs.append((index, index))
+    return runs
 
 
 def _blank_first(statement: cst.BaseStatement) -> bool:
@@ -313,8 +393,22 @@ def _is_same(a: cst.Decorator, b: cst.Decorator) -> bool:
     return a.deep_equals(b)
 
 
-def _base(value: cst.BaseExpression, index: int) -> str:
-    return value.value if isinstance(value, cst.Name) else f"loss_{index + 1}"
+def _base(value: cst.BaseExpression, index: int, other: str = "") -> str:
+    return value.value if isinstance(value, cst.Name) else other or f"loss_{index + 1}"
+
+
+def _class_of(program, method: cst.FunctionDef) -> cst.ClassDef | None:
+    owner = program.parent(program.parent(method))
+    return owner if isinstance(owner, cst.ClassDef) else None
+
+
+def _receiver_in_view(program, step: CustomStep, site: cst.CSTNode) -> None:
+    """The object a method step is called on must mean the same where its wrapper is made."""
+    receiver = step.calls[0].func.value  # type: ignore[attr-defined]
+    if not visible_at(program, receiver, site):
+        raise NotFound(
+            f"{receiver.value}, whose {step.function.name.value}() trains, is not in view where the strategy is made"
+        )
 
 
 def _inside(program, node: cst.CSTNode, block) -> bool:

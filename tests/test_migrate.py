@@ -47,7 +47,7 @@ def test_check_diff_and_fix_never_migrate(case):
 
 def test_every_shape_has_a_fixture():
     names = {c.name for c in cases("tfd010")}
-    for shape in ("fit_script", "main_function", "custom_loop", "eager_step", "gan", "train_step_mean", "gan_wrapper"):
+    for shape in ("fit_script", "main_function", "custom_loop", "eager_step", "gan", "train_step_mean", "gan_wrapper", "method_step", "raw_variables"):
         assert shape in names
     assert sum(n.startswith("report_") for n in names) >= 8
 
@@ -103,18 +103,20 @@ def test_the_finding_is_at_the_training_and_says_what_it_moved_to():
 
 
 def test_what_is_left_in_the_migrated_code_is_named_at_the_original_line():
-    """A TFD004 finding the migration would leave (its loss also adds a term of unknown
-    reduction) stops it, named at the line of the original, with line numbers in the reason
-    mapped back too."""
+    """A TFD004 finding the migration would leave (a mean that reaches the gradient both
+    divided by the replica count and not) stops it, named at the line of the original, with
+    line numbers in the reason mapped back too."""
     source = LOOP.replace(
-        "loss = tf.reduce_mean(tf.square(labels - model(features, training=True)))",
-        "loss = tf.reduce_mean(tf.square(labels - model(features, training=True))) + custom_penalty(model)",
-    ).replace("import tensorflow as tf\n", "import tensorflow as tf\nfrom penalties import custom_penalty\n")
+        "        loss = tf.reduce_mean(tf.square(labels - model(features, training=True)))\n",
+        "        part = tf.reduce_mean(tf.square(labels - model(features, training=True)))\n"
+        "        loss = part + part / NUM_GPUS\n",
+    ).replace("import tensorflow as tf\n", "import tensorflow as tf\nNUM_GPUS = 1\n")
+    mean = source.splitlines().index("        part = tf.reduce_mean(tf.square(labels - model(features, training=True)))") + 1
     analysis = _migrate(source)
     assert analysis.new_text is None
     left = [f for f in analysis.findings if "the migrated code would have TFD004" in f.message]
-    assert left and left[0].line == 14
-    assert "(line 14)" in left[0].reason
+    assert left and left[0].line == mean
+    assert f"(line {mean + 1})" in left[0].reason
     summary = [f for f in analysis.findings if f.message == "trains on one device: not migrated" and "would still have" in f.reason]
     assert summary and not any(f.fixable for f in analysis.findings)
 

@@ -244,6 +244,11 @@ class LossWalk:
             self.end(call, state, "mean", "axes")
             return
         averaged = argument_value(call, "input_tensor", 0)
+        if averaged is not None and self.reduced_whole(averaged):
+            # ``tf.reduce_mean(-tf.reduce_sum(y * log(p)))``: the mean of a scalar is that
+            # scalar, so the term is what it averages (here a sum, which adds up over replicas).
+            self.value(averaged, state)
+            return
         inner = self.made_by(averaged) if averaged is not None else None
         construction = loss_object(self.facts, self.callables, inner.func) if isinstance(inner, cst.Call) else None
         if construction is not None and reduction(construction) == "default":
@@ -251,6 +256,17 @@ class LossWalk:
             self.end(call, state, "loss", "default", inner)  # type: ignore[arg-type]
             return
         self.end(call, state, "mean", "call" if state.in_loss_call else None)
+
+    def reduced_whole(self, expr: cst.BaseExpression) -> bool:
+        """Whether ``expr`` is a scalar made by a sum or mean over everything (no axis), signed
+        or not."""
+        while isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
+            expr = expr.expression
+        expr = self.made_by(expr)
+        if not isinstance(expr, cst.Call) or not tf_names(self.facts, expr.func) & (SUMS | MEANS):
+            return False
+        axis = argument_value(expr, "axis", 1)
+        return axis is None or isinstance(axis, cst.Name) and axis.value == "None"
 
     def keras_loss_call(self, call: cst.Call, cls: cst.ClassDef, state: _State) -> None:
         """An instance of a Keras ``Loss`` subclass that defines ``call``: Keras reduces what

@@ -5,9 +5,11 @@ and why a script cannot be migrated when it cannot.
 A *custom step* is a function of this file that applies gradients (``apply_gradients``,
 ``minimize``, Keras 3's ``optimizer.apply``), directly or through local helpers it calls, and
 that a loop calls: the unit that ``strategy.run`` runs on every replica once the script is
-migrated. Only what can be shown right is accepted; everything else is a :class:`Refusal` with
-the reason (a loop whose update is written inline, training in a trainer class's method, a
-step that takes no batch, returns what is not its loss, places its work on devices itself...).
+migrated; or a method of a model class of this file that the loop calls on its object
+(:mod:`.method_steps`). Only what can be shown right is accepted; everything else is a
+:class:`Refusal` with the reason (a loop whose update is written inline, a step that takes no
+batch, returns what is neither its loss nor what its metrics show, has a loss term of unknown
+reduction, places its work on devices itself...).
 """
 
 from __future__ import annotations
@@ -21,7 +23,11 @@ from autofix.analysis import Derived
 from autofix.analysis.facts import Facts
 from autofix.analysis.inline_steps import InlineStep, InlineSteps
 from autofix.analysis.keras1 import first_keras
+from autofix.analysis.method_steps import MethodSteps
 from autofix.analysis.program import Program
+from autofix.analysis.raw_variables import RawVariables, raw_variables
+from autofix.analysis.step_logs import LOGS, shown
+from autofix.analysis.step_losses import unknown_term
 from autofix.analysis.steps import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
 from autofix.analysis.tracing import host_random
@@ -78,6 +84,30 @@ class CustomStep:
     # The ``@tf.function`` decorator it has, if any (it moves to the generated wrapper: a
     # step run by strategy.run must not be a tf.function of its own).
     decorator: cst.Decorator | None = None
+    # How each returned value is combined over the replicas, when a call uses them: "loss"
+    # (the replicas' shares, summed), "metric" (a metric's result: the replicas' mean, as fit
+    # does with train_step's logs) or "logs" (a dict of metric results, each so).
+    combined: list[str] = field(default_factory=list)
+    # The statements that make the tf.Variable objects it trains (put in the scope).
+    variables: RawVariables | None = None
+    # A method of a class of this file, called by the loop on one object made here
+    # (``model.train(x)``): run per replica as ``strategy.run(model.train, ...)``.
+    method: bool = False
+
+    @property
+    def params(self) -> list[cst.Param]:
+        """The parameters the loop passes (a method's without ``self``)."""
+        params = list(self.function.params.params)
+        return params[1:] if self.method else params
+
+    @property
+    def target(self) -> str:
+        """What ``strategy.run`` runs: the function, or the method on the object the loop
+        calls it on."""
+        name = self.function.name.value
+        if self.method and self.calls and isinstance(self.calls[0].func, cst.Attribute):
+            return f"{self.calls[0].func.value.value}.{name}"  # type: ignore[attr-defined]
+        return name
 
 
 class SingleDevice(Derived):
@@ -121,6 +151,8 @@ class SingleDevice(Derived):
                 continue
             if func.attr.value == "apply" and not self._optimizer(func.value):
                 continue  # ``dataset.apply(...)``, ``df.apply(...)``
+            if self._method_steps.callables.of_call(func)[0]:
+                continue  # a method of this file named so (``self.apply_gradients(g, d)``): its body updates
             found.append(call)
         return found
 
@@ -159,18 +191,18 @@ class SingleDevice(Derived):
                 )))
                 continue
             if self.facts.functions[function].is_method:
-                refusals.append(Refusal(update, (
-                    f"the update is made in the method {function.name.value}() of a class, which autofix "
-                    "does not restructure: call strategy.run on that method yourself"
-                )))
-                continue
-            step = self._outermost(function)
+                step = self._method_steps.outermost(function)
+                if isinstance(step, str):
+                    refusals.append(Refusal(update, step))
+                    continue
+            else:
+                step = self._outermost(function)
             if isinstance(step, Refusal):
                 refusals.append(step)
                 continue
             found = steps.get(step)
             if found is None:
-                found = steps[step] = CustomStep(step, [])
+                found = steps[step] = CustomStep(step, [], method=self.facts.functions[step].is_method)
             found.updates.append(update)
         for step in steps.values():
             why = self._describe(step)
@@ -236,7 +268,13 @@ class SingleDevice(Derived):
             function = caller
         return function
 
+    @cached_property
+    def _method_steps(self) -> MethodSteps:
+        return MethodSteps(self.program)
+
     def _calls_of(self, function: cst.FunctionDef) -> list[cst.Call] | Refusal:
+        if self.facts.functions[function].is_method:
+            return self._method_steps.calls(function)[1]
         calls = []
         for ref in self.facts.references(function):
             parent = self.program.parent(ref)
@@ -265,7 +303,7 @@ class SingleDevice(Derived):
         params = function.params
         if params.star_arg is not cst.MaybeSentinel.DEFAULT and params.star_arg is not None or params.star_kwarg or params.kwonly_params or params.posonly_params:
             return Refusal(function, f"{name}() takes *args, **kwargs or keyword-only parameters, which autofix does not pass through strategy.run")
-        if not params.params:
+        if not step.params:
             return Refusal(function, (
                 f"{name}() takes no batch: it reads its data from elsewhere, so there is nothing to split "
                 "over the replicas (each would train on all of it)"
@@ -273,6 +311,15 @@ class SingleDevice(Derived):
         for call in calls:
             if any(arg.star for arg in call.args):
                 return Refusal(call, f"{name}() is called with *args or **kwargs on line {self.program.line(call)}")
+        if step.method:
+            methods = self._method_steps
+            problem = (
+                methods.receiver_problem(function, calls)
+                or methods.state_problem(function, self.steps_analysis.reached(function))
+                or methods.optimizer_problem(step.updates, calls, self.training)
+            )
+            if problem is not None:
+                return Refusal(*problem)
         returns = [r for r in self.facts.functions[function].returns]
         shapes = {_arity(r) for r in returns} or {0}
         if len(shapes) != 1:
@@ -285,12 +332,18 @@ class SingleDevice(Derived):
         if step.result_used:
             for ret in returns:
                 values = [e.value for e in ret.value.elements] if isinstance(ret.value, cst.Tuple) else [ret.value]  # type: ignore[union-attr]
+                combined = []
                 for value in values:
-                    if not self._is_loss(value, function):
+                    kind = "loss" if self._is_loss(value, function) else shown(self.program, function, value)
+                    if kind is None or kind == LOGS and len(values) != 1:
                         return Refusal(value, (
-                            f"{name}() returns {_short(self.program, value)} (line {self.program.line(value)}), which is not "
-                            "the loss it differentiates: how to combine it over the replicas is not known"
+                            f"{name}() returns {_short(self.program, value)} (line {self.program.line(value)}), which is neither "
+                            "the loss it differentiates nor what its metrics show: how to combine it over the replicas is not known"
                         ))
+                    combined.append(kind)
+                if step.combined and combined != step.combined:
+                    return Refusal(ret, f"{name}() returns different things on different paths (line {self.program.line(ret)})")
+                step.combined = combined
         device = self._device_placement(function)
         if device is not None:
             return device
@@ -302,26 +355,19 @@ class SingleDevice(Derived):
                 "from the one generator, not its share of the original's draw; draw them with tf.random from the "
                 "batch's shape, then migrate (the numbers then differ from the original's)"
             ))
-        return self._raw_variables(function)
+        unknown = unknown_term(self.program, function)
+        if unknown is not None:
+            return Refusal(*unknown)
+        return self._raw_variables(step)
 
-    def _raw_variables(self, function: cst.FunctionDef) -> Refusal | None:
+    def _raw_variables(self, step: CustomStep) -> Refusal | None:
         """A step that trains ``tf.Variable`` objects it reads from outside (not Keras
-        layers): TFD001 moves Keras objects into the scope, not those, and made outside it
-        they are not mirrored."""
-        for reached in self.steps_analysis.reached(function):
-            for name in nodes_in(reached.body, cst.Name):
-                if self.program.access(name) is None:
-                    continue
-                for binding in self.facts.bindings(name) or ():
-                    value = self.facts.assigned_value(binding)
-                    if value is None or self.program.enclosing_function(binding) is reached:
-                        continue
-                    for call in nodes_in(value, cst.Call):
-                        if "tensorflow.Variable" in self.facts.names_of(call.func):
-                            return Refusal(call, (
-                                f"the step trains tf.Variable objects made outside it (line {self.program.line(call)}), "
-                                "not Keras layers: make them in strategy.scope() yourself (or use Keras layers), then migrate"
-                            ))
+        layers): TFD001 moves Keras objects into the scope, not those; the migration puts the
+        statements that make them there itself (:mod:`.raw_variables`), when it can."""
+        found = raw_variables(self.program, step.function)
+        if isinstance(found, tuple):
+            return Refusal(*found)
+        step.variables = found if found.statements else None
         return None
 
     def _is_loss(self, value: cst.BaseExpression, step: cst.FunctionDef | None = None) -> bool:
@@ -369,6 +415,10 @@ class SingleDevice(Derived):
                 f"it is written for Keras 1 ({what}, line {self.program.line(node)}), whose API neither "
                 "TensorFlow's Keras nor Keras 3 has: it runs on neither, migrated or not; upgrade it, then migrate"
             )))
+        for train_step in self.train_steps:
+            unknown = unknown_term(self.program, train_step, fit=True)
+            if unknown is not None:
+                found.append(Refusal(*unknown))
         sites = {id(site.call) for site in self.training.sites}
         for call, _owner in self.facts.calls:
             func = call.func

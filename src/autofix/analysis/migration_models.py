@@ -24,6 +24,9 @@ class ModelPrep(Derived):
         super().__init__(program)
         self.facts = Facts.of(program)
         self.training = TrainingModel.of(program)
+        # For each model marked built (by id of its construction): the attributes holding
+        # layers it makes that hold no variables, marked built with it.
+        self.weightless: dict[int, list[str]] = {}
 
     @cached_property
     def fits(self) -> list[Site]:
@@ -102,7 +105,8 @@ class ModelPrep(Derived):
                 if member in marked or self._built_later(member):
                     continue
                 given = [m for arg in member.args for m in self.training.makers(arg.value) if self.training.is_model_maker(m)]
-                unbuilt = [m for m in given if not self._built_where_made(m)] + self._own_layers(cls)
+                own, weightless = self._own_layers(cls)
+                unbuilt = [m for m in given if not self._built_where_made(m)] + own
                 if unbuilt or not given or self.facts.assigned_name(member) is None:
                     refused.append(Refusal(member, (
                         f"{cls.name.value} has a train_step but no call(): under a strategy Keras 3 builds it before fit "
@@ -111,12 +115,18 @@ class ModelPrep(Derived):
                     )))
                     continue
                 marked.append(member)
+                self.weightless[id(member)] = weightless
         return marked, refused
 
-    def _own_layers(self, cls: cst.ClassDef) -> list[cst.Call]:
-        """Layers the class makes for itself (``self.sampler = Sampler()`` in ``__init__``):
-        built only when called, so marking the model built would not build them."""
-        found = []
+    def _own_layers(self, cls: cst.ClassDef) -> tuple[list[cst.Call], list[str]]:
+        """Layers the class makes for itself (``self.dense = Dense(8)`` in ``__init__``):
+        built only when called, so marking the model built would not build them, and Keras 3
+        builds a model whose layers are not all built by calling it. Those that make no
+        variables (``self.sampler = Sampler()``, a layer of this file that only computes) have
+        nothing to build: marked built too, by the attribute they are kept in (the second
+        list), the model can be."""
+        found: list[cst.Call] = []
+        weightless: list[str] = []
         body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
         for method in body:
             if not isinstance(method, cst.FunctionDef):
@@ -125,9 +135,41 @@ class ModelPrep(Derived):
                 kind = self.facts.call_kind(call)
                 local = self.facts.local_definition(call.func)
                 if kind in (Kind.LAYER, Kind.MODEL) or isinstance(local, cst.ClassDef) and local in self.facts.keras_classes:
-                    if not self._built_where_made(call):
+                    if self._built_where_made(call):
+                        continue
+                    attribute = _self_attribute(self.program, call) if method.name.value == "__init__" else None
+                    if isinstance(local, cst.ClassDef) and attribute is not None and self._weightless(local):
+                        weightless.append(attribute)
+                    else:
                         found.append(call)
-        return found
+        return found, weightless
+
+    def _weightless(self, cls: cst.ClassDef, depth: int = 0) -> bool:
+        """A layer class of this file that makes no variables (``class Sampler(layers.Layer)``
+        with only a ``call`` drawing noise): built or not, it has nothing to build. Its bases
+        are Keras's ``Layer`` itself or such classes; it defines no ``build``, and nothing in
+        it makes a layer, a model, a weight or a variable."""
+        if depth > 4:
+            return False
+        for base in cls.bases:
+            local = self.facts.local_definition(base.value)
+            if isinstance(local, cst.ClassDef):
+                if not self._weightless(local, depth + 1):
+                    return False
+            elif not any(n in ("keras.layers.Layer", "keras.Layer") or n.endswith(".keras.layers.Layer") for n in self.facts.names_of(base.value)):
+                return False
+        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+        if any(isinstance(s, cst.FunctionDef) and s.name.value == "build" for s in body):
+            return False
+        for call in nodes_in(cls.body, cst.Call):
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("add_weight", "add_variable"):
+                return False
+            if "tensorflow.Variable" in self.facts.names_of(call.func) or self.facts.call_kind(call) in (Kind.LAYER, Kind.MODEL, Kind.LOAD):
+                return False
+            local = self.facts.local_definition(call.func)
+            if isinstance(local, cst.ClassDef) or isinstance(local, cst.FunctionDef):
+                return False  # what it makes is not looked into
+        return True
 
     def _built_later(self, construction: cst.Call) -> bool:
         """Whether the script builds the object itself (``model.build(...)``, ``model(x)``)."""
@@ -165,6 +207,18 @@ class ModelPrep(Derived):
         return any(n.endswith(("Input", "InputLayer")) for n in first_names) or any(
             a.keyword is not None and a.keyword.value in ("input_shape", "input_dim", "batch_input_shape") for a in first.args
         )
+
+
+def _self_attribute(program: Program, call: cst.Call) -> str | None:
+    """``sampler`` for ``self.sampler = Sampler()`` (the whole value of an assignment to one
+    attribute of the method's ``self``)."""
+    parent = program.parent(call)
+    if not (isinstance(parent, cst.Assign) and parent.value is call and len(parent.targets) == 1):
+        return None
+    target = parent.targets[0].target
+    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+        return target.attr.value
+    return None
 
 
 def _methods(facts: Facts, cls: cst.ClassDef) -> set[str]:

@@ -52,6 +52,8 @@ class Placement(Derived):
             for attribute in nodes_in(step.function.body, cst.Attribute):
                 if attribute.attr.value in ("trainable_variables", "trainable_weights", "variables", "weights"):
                     found.extend(m for m in self.training.makers(attribute.value) if self.training.is_model_maker(m))
+            if step.variables is not None:
+                found.extend(step.variables.calls)
         return found
 
     def chain(self, node: cst.CSTNode) -> list[Block]:

@@ -27,7 +27,7 @@ import libcst as cst
 from autofix.analysis.facts import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.steps import Steps
-from autofix.analysis.syntax import root_name
+from autofix.analysis.syntax import attribute_path, root_name
 from autofix.tf.index import Binding
 from autofix.tf.symbols import TRAIN_METHODS, Kind
 
@@ -36,7 +36,7 @@ STRATEGY_METHODS = frozenset({"run", "experimental_run_v2", "reduce", "gather", 
 # Builtins that compute a value and do nothing else.
 TRACEABLE_BUILTINS = frozenset({"builtins.zip", "builtins.len", "builtins.range", "builtins.isinstance", "builtins.float", "builtins.int", "builtins.list", "builtins.tuple", "builtins.dict", "builtins.min", "builtins.max", "builtins.abs", "builtins.sum"})
 # Methods of TensorFlow and Keras objects a step calls for their effect on variables.
-_VARIABLE_METHODS = frozenset({"gradient", "apply_gradients", "update_state", "reset_state", "assign", "assign_add", "assign_sub", "minimize"})
+_VARIABLE_METHODS = frozenset({"gradient", "apply_gradients", "update_state", "reset_state", "result", "assign", "assign_add", "assign_sub", "minimize"})
 
 
 def python_effect(program: Program, steps: Steps, function: cst.FunctionDef) -> str | None:
@@ -149,11 +149,15 @@ class _Effects(cst.CSTVisitor):
                 return
             if func.attr.value in STRATEGY_METHODS and self.steps.is_strategy(func.value):
                 return
-            if func.attr.value in _DICT_READS and isinstance(func.value, cst.Name) and _dict_literal(facts, func.value):
-                return  # ``weights.values()`` of a dict of variables: a read
+            if func.attr.value in _DICT_READS and isinstance(func.value, cst.Name) and (_dict_literal(facts, func.value) or self._run_result(func.value)):
+                return  # ``weights.values()`` of a dict of variables, ``logs.items()`` of what strategy.run returned: a read
+            if self._own(func):
+                return
             self.found(f"calls {self.code(func)}()")
             return
         if isinstance(func, cst.Name) and (facts.is_model_name(func) or facts.is_layer_name(func) or _keras_value(facts, func)):
+            return
+        if isinstance(func, cst.Name) and self._keras_self(func):
             return
         local = facts.local_definition(func) if isinstance(func, cst.Name) else None
         if isinstance(local, cst.FunctionDef) and not facts.functions[local].is_method:
@@ -167,6 +171,61 @@ class _Effects(cst.CSTVisitor):
                 self.found(f"calls {func.value}(), which {inner.why}")
             return
         self.found(f"calls {self.code(func)}()")
+
+    def _run_result(self, name: cst.Name) -> bool:
+        """A name bound only to what ``strategy.run`` returns (a structure of tensors)."""
+        values = [self.facts.assigned_value(b) for b in self.facts.bindings(name) or ()]
+        return bool(values) and all(
+            isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and v.func.attr.value in STRATEGY_METHODS and self.steps.is_strategy(v.func.value)
+            for v in values
+        )
+
+    def _own(self, func: cst.Attribute) -> bool:
+        """``self.helper(x)`` (a method of the class, looked into as a helper is) or
+        ``self.encoder(x)`` (an attribute the class only ever sets to Keras objects), in a
+        method whose ``self`` it is: what it does is known."""
+        callables = self.steps.callables
+        if callables.own_method(func) is not None:
+            method = callables.own_method(func)
+            if id(method) not in self.seen:
+                self.seen.add(id(method))
+                inner = _Effects(self.program, self.steps, method, self.seen)  # type: ignore[arg-type]
+                method.body.visit(inner)  # type: ignore[union-attr]
+                if inner.why:
+                    self.found(f"calls {self.code(func)}(), which {inner.why}")
+            return True
+        values = callables.attribute_assignments(func)
+        return bool(values) and all(isinstance(v, cst.Call) and isinstance(self.facts.call_kind(v), Kind) for v, _ in values)
+
+    def _keras_self(self, name: cst.Name) -> bool:
+        """``self(x)`` in a method of a Keras model or layer of this file: Keras runs its
+        ``call``, looked into as a helper is (none of its own: a functional model's)."""
+        bindings = self.facts.bindings(name) or []
+        if len(bindings) != 1 or not isinstance(bindings[0], cst.Param) or not self.facts.values.is_self(bindings[0]):
+            return False
+        method = self.program.enclosing_function(bindings[0])
+        cls = self.facts.values.class_of(method) if method is not None else None
+        if cls is None or cls not in self.facts.keras_classes:
+            return False
+        call = self.steps.callables.method(cls, "call")
+        if call is not None and id(call) not in self.seen:
+            self.seen.add(id(call))
+            inner = _Effects(self.program, self.steps, call, self.seen)
+            call.body.visit(inner)
+            if inner.why:
+                self.found(f"calls {name.value}(), whose call() {inner.why}")
+        return True
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        """``self.threshold`` read where a method other than ``__init__`` sets it: a Python
+        value that may change between calls, kept as the first trace saw it."""
+        if self.why or attribute_path(node) is None or len(attribute_path(node)) != 2:  # type: ignore[arg-type]
+            return
+        for _value, target in self.steps.callables.attribute_assignments(node):
+            setter = self.program.enclosing_function(target)
+            if setter is not None and setter.name.value != "__init__":
+                self.found(f"reads {self.code(node)}, a Python value that changes between calls (line {self.program.line(target)})")
+                return
 
     # --- Python state read, Python iterators ----------------------------------------------------
 

@@ -166,6 +166,7 @@ class TrainingModel(Derived):
                 if steps and self._applies_gradients(steps):
                     site = Site(call, "step", frozenset(classes))
                     self._add_step_members(site, steps)
+                    self._add_bound_object(site, call.args[0].value)
                     found.append(site)
         for site in found:
             self._add_restores(site)
@@ -668,6 +669,26 @@ class TrainingModel(Derived):
             for attribute in self.facts.values.attributes_named(name):
                 if self.program.enclosing_function(attribute) in inside:
                     self._add_model(site, attribute.value)
+
+    def _add_bound_object(self, site: Site, target: cst.BaseExpression) -> None:
+        """``strategy.run(model.train, ...)``: a method of a Keras model of this file, run on
+        one object. The object is trained, so its construction takes part; and what its class's
+        ``__init__`` makes (``self.gen = Sequential(...)``) is made by that construction, in
+        whatever scope it runs in: the construction stands for it."""
+        if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)):
+            return
+        origins = self.facts.values.origins(target.value)
+        made = [o.node for o in origins if o.whole and isinstance(o.node, cst.Call)]
+        classes = {self.facts.local_definition(m.func) for m in made}
+        if not made or len(made) != len(origins) or len(classes) != 1:
+            return
+        (cls,) = classes
+        if not isinstance(cls, cst.ClassDef) or cls not in self.facts.keras_classes:
+            return
+        family = self.facts.values.family(cls)
+        inits = [s for c in family for s in c.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"]
+        site.members[:] = [m for m in site.members if not any(_inside(self.program, m, init) for init in inits)]
+        self._add_model_members(site, target.value, made)
 
     def _add_model(self, site: Site, receiver: cst.BaseExpression) -> None:
         models = [m for m in self.makers(receiver) if self.is_model_maker(m)]

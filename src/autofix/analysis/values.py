@@ -715,6 +715,45 @@ class Values(Derived):
             for attribute, target, value in self._attribute_pairs(assign, function.params.params[0].name.value):
                 values.setdefault(attribute, []).append(value)
                 targets.setdefault(attribute, []).append(target)
+        for cls in self.classes:
+            values, targets = found[cls]
+            for keyword, value in self._keyword_attributes(cls):
+                values.setdefault(keyword.value, []).append(value)
+                targets.setdefault(keyword.value, []).append(keyword)
+        return found
+
+    def _keyword_attributes(self, cls: cst.ClassDef) -> list[tuple[cst.Name, cst.BaseExpression]]:
+        """``def __init__(self, **kwargs): self.__dict__.update(kwargs)``: every keyword that
+        a construction of the class passes becomes an attribute. Nothing when a construction
+        passes ``**`` (what it sets is not known) or the class is made elsewhere too."""
+        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+        init = next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+        star = init.params.star_kwarg if init is not None else None
+        if init is None or star is None or not init.params.params or init not in self.functions or self._subclassed(cls):
+            return []
+        owner = init.params.params[0].name.value
+        updates = [
+            call
+            for call in self.functions[init].calls
+            if isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "update"
+            and attribute_path(call.func.value) == (owner, "__dict__")
+            and len(call.args) == 1
+            and isinstance(call.args[0].value, cst.Name)
+            and call.args[0].value.value == star.name.value
+        ]
+        if not updates:
+            return []
+        found = []
+        for ref in self.references(cls):
+            call = self.program.parent(ref)
+            if not (isinstance(call, cst.Call) and call.func is ref):
+                if self._is_base(ref) or _inside(self.program, ref, cls):  # ``super(Model, self)``
+                    continue
+                return []
+            if any(arg.star for arg in call.args):
+                return []
+            found.extend((arg.keyword, arg.value) for arg in call.args if arg.keyword is not None)
         return found
 
     def self_reads(self, cls: cst.ClassDef) -> dict[str, list[cst.Attribute]]:

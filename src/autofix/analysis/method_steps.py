@@ -1,0 +1,162 @@
+"""Custom steps that are methods, for ``autofix migrate``: a model or trainer class of this file
+whose own method applies gradients (``model.train(x)`` calling
+``self.optimizer.apply_gradients(...)``, directly or through other methods of the class).
+
+The step is the method the training loop calls on the object, ``obj.method(batch)``: it is run
+per replica as a function step is (``strategy.run(obj.method, args=(batch,))`` in a generated
+wrapper), which is right only when ``obj`` is one object, made in this file by a construction of
+the class (so that the rules put it, and the variables it makes, in the strategy's scope), and
+when running the method once per replica changes nothing that one call would not: the method
+neither keeps Python state on the object (``self.steps += 1`` would count N per step) nor is
+reached from other methods of the class as well (then it is not only the loop's step).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from autofix.analysis.callees import Callables
+from autofix.analysis.facts import Facts
+from autofix.analysis.program import Program
+from autofix.analysis.syntax import attribute_path, nodes_in
+from autofix.tf.symbols import Kind
+
+
+class MethodSteps:
+    """Follows a method that applies gradients to the method the loop calls (built per
+    :class:`~autofix.analysis.migration.SingleDevice`)."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.facts = Facts.of(program)
+        self.callables = Callables.of(program)
+
+    def owner(self, method: cst.FunctionDef) -> cst.ClassDef | None:
+        """The class ``method`` is defined in."""
+        parent = self.program.parent(self.program.parent(method))
+        return parent if isinstance(parent, cst.ClassDef) else None
+
+    def calls(self, method: cst.FunctionDef) -> tuple[list[cst.Call], list[cst.Call]]:
+        """The calls that run ``method``: from methods of its own class (``self.method(...)``)
+        and from elsewhere (``obj.method(...)``)."""
+        inside, outside = [], []
+        cls = self.owner(method)
+        for call in self.callables.call_sites(method):
+            path = attribute_path(call.func)
+            if path is not None and len(path) == 2 and path[0] == "self" and cls is not None and _within(self.program, call, cls):
+                inside.append(call)
+            else:
+                outside.append(call)
+        return inside, outside
+
+    def outermost(self, method: cst.FunctionDef) -> cst.FunctionDef | str:
+        """The method the loop calls, followed up from ``method`` through the methods of its
+        class that call it (each called by exactly one other); or why it cannot be told."""
+        seen: set[int] = set()
+        while id(method) not in seen:
+            seen.add(id(method))
+            inside, outside = self.calls(method)
+            if outside and inside:
+                return (
+                    f"{method.name.value}() is called both by other methods of its class (line "
+                    f"{self.program.line(inside[0])}) and from outside it (line {self.program.line(outside[0])}): "
+                    "which call is the training step is not known"
+                )
+            if outside:
+                return method
+            callers = {id(f): f for f in (self.program.enclosing_function(c) for c in inside) if f is not None}
+            if len(callers) != 1:
+                why = "nothing in this file calls it" if not inside else "several methods call it"
+                return f"{method.name.value}() applies gradients but {why}: which call is the training step is not known"
+            (caller,) = callers.values()
+            if self.owner(caller) is None:
+                return f"{method.name.value}() is called from a function nested in a method"
+            method = caller
+        return method
+
+    def receiver_problem(self, method: cst.FunctionDef, calls: list[cst.Call]) -> tuple[cst.CSTNode, str] | None:
+        """Why the object the loop calls ``method`` on cannot be run per replica as it is (at
+        the node that shows it), or None: it must be one name, bound once in this file to a
+        construction of the method's class (or of a subclass of it here)."""
+        name = method.name.value
+        for call in calls:
+            receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+            if not isinstance(receiver, cst.Name):
+                return call, (
+                    f"the object {name}() is called on (line {self.program.line(call)}) is not a name: it cannot be "
+                    "followed to where it is made"
+                )
+            bindings = self.facts.bindings(receiver) or []
+            values = [self.facts.assigned_value(b) for b in bindings]
+            cls = self.callables.instance_class(receiver)
+            if len(bindings) != 1 or not isinstance(values[0], cst.Call) or cls is None:
+                return call, (
+                    f"{receiver.value}, whose {name}() is the training step (line {self.program.line(call)}), is not "
+                    "bound once, to an object of a class of this file: which object the step trains cannot be "
+                    "followed to where it is made, so neither can what must be made in the strategy's scope"
+                )
+            if cls not in self.facts.keras_classes:
+                return call, (
+                    f"{cls.name.value} is not a Keras model or layer: what making {receiver.value} makes is not known "
+                    "to autofix, so it cannot be made in the strategy's scope"
+                )
+        receivers = {call.func.value.value for call in calls}  # type: ignore[union-attr]
+        if len(receivers) != 1:
+            return calls[0], f"{name}() is called on several objects ({', '.join(sorted(receivers))}): each would need a step of its own"
+        return None
+
+    def optimizer_problem(self, updates: list[cst.Call], calls: list[cst.Call], training) -> tuple[cst.CSTNode, str] | None:
+        """An optimizer the step applies that cannot be followed to where it is made: it must
+        be made in the strategy's scope (Keras 3 refuses one made outside), and the rules can
+        only move what they can find. ``self.optimizer`` of a model the file compiles is
+        compile's (what it is given, or makes from a name), which goes in the scope with the
+        model's ``compile``."""
+        for update in updates:
+            receiver = update.func.value  # type: ignore[attr-defined]
+            if attribute_path(receiver) == ("self", "optimizer") and self._compiled(calls, training):
+                continue
+            if not any(self.facts.call_kind(m) is Kind.OPTIMIZER for m in training.makers(receiver)):
+                code = self.program.module.code_for_node(receiver)
+                return update, (
+                    f"the optimizer the step applies ({code}, line {self.program.line(update)}) cannot be followed to "
+                    "where it is made, so it cannot be made in the strategy's scope"
+                )
+        return None
+
+    def _compiled(self, calls: list[cst.Call], training) -> bool:
+        """Whether the object the loop calls the step on is compiled in this file (and no
+        method of its class sets ``self.optimizer`` itself)."""
+        receiver = calls[0].func.value  # type: ignore[attr-defined]
+        cls = self.callables.instance_class(receiver)
+        if cls is None or any("optimizer" in self.facts.values.attribute_values(c) for c in self.facts.values.family(cls)):
+            return False
+        made = [o.node for o in self.facts.values.origins(receiver) if o.whole and isinstance(o.node, cst.Call)]
+        return any(call.func.attr.value == "compile" for call, _factory in training.method_calls_on(made))  # type: ignore[union-attr]
+
+    def state_problem(self, method: cst.FunctionDef, reached: list[cst.FunctionDef]) -> tuple[cst.CSTNode, str] | None:
+        """Python state the step keeps on its object (``self.x = ...``, ``self.x += ...``,
+        ``del self.x``) in the methods it runs: once per replica, it would change N times per
+        step."""
+        for function in reached:
+            for node in nodes_in(function.body, (cst.AssignTarget, cst.AugAssign, cst.Del, cst.AnnAssign)):
+                target = node.target
+                for attribute in _targets(target):
+                    path = attribute_path(attribute)
+                    if path is not None and path[0] == "self":
+                        return node, (
+                            f"{method.name.value}() keeps Python state on its object ({'.'.join(path)}, line "
+                            f"{self.program.line(node)}): run once per replica, it would change N times per step"
+                        )
+        return None
+
+
+def _targets(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [t for e in target.elements for t in _targets(e.value)]
+    if isinstance(target, cst.Subscript):
+        return [target.value]
+    return [target] if isinstance(target, cst.Attribute) else []
+
+
+def _within(program: Program, node: cst.CSTNode, cls: cst.ClassDef) -> bool:
+    return any(a is cls for a in program.ancestors(node))
