@@ -353,8 +353,11 @@ class _Inserts:
                     statements = payload
                     # A function set apart from what comes before it, unless it starts its block
                     # (or a notebook cell).
-                    apart = gap if index > 0 and not is_wall(body[index - 1]) else []
-                    new = [s.with_changes(leading_lines=apart) if isinstance(s, cst.FunctionDef) else s for s in statements]
+                    starts = index == 0 or is_wall(body[index - 1])
+                    new = [
+                        s.with_changes(leading_lines=[] if k == 0 and starts else gap) if isinstance(s, cst.FunctionDef) else s
+                        for k, s in enumerate(statements)
+                    ]
                     if 0 < index < len(body) and _imports(body[index - 1]) and not _imports(body[index]) and _blank_first(body[index]):
                         # After the imports, set apart from them as the code that follows is.
                         new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine(indent=False), *new[0].leading_lines])

@@ -196,8 +196,8 @@ def test_a_value_set_on_some_paths_only_and_read_after_is_refused():
 
 
 def test_what_a_migration_of_the_function_refuses_is_said_at_the_original_lines():
-    """Split, but the step trains raw tf.Variables: the next pass refuses it, so nothing is
-    written and the finding names the original's line of the variable."""
+    """Split, but the step's loss has a term of unknown reduction: the next pass refuses it, so
+    nothing is written and the finding names the original's line of that term."""
     source = (
         "import numpy as np\n"
         "import tensorflow as tf\n"
@@ -208,11 +208,11 @@ def test_what_a_migration_of_the_function_refuses_is_said_at_the_original_lines(
         "optimizer = tf.keras.optimizers.SGD(0.1)\n"
         "for features, labels in dataset:\n"
         "    with tf.GradientTape() as tape:\n"
-        "        loss = tf.reduce_mean(tf.square(labels - features @ w))\n"
+        "        loss = tf.compat.v1.losses.mean_squared_error(labels, features @ w)\n"
         "    optimizer.apply_gradients(zip(tape.gradient(loss, [w]), [w]))\n"
     )
     found = refused(source)
-    assert said(found, "tf.Variable objects made outside it (line 6)", 6)
+    assert said(found, "whose reduction over the batch is not known", 10)
     assert said(found, "could not be migrated", 11)
 
 
