@@ -8,6 +8,13 @@ here with its words, and a tree deeper than :data:`DEPTH_LIMIT` is refused befor
 it (the rules cannot analyse such code anyway: their tree walks are recursive). Other syntax
 errors are left to libcst, which also knows syntax newer than the Python running autofix, and
 are then reported with CPython's message where it has one.
+
+libcst checks every node as it is made (``CSTNode.__post_init__`` calls ``_validate``), the
+nodes its parser makes from valid code included: a sixth of the time of a parse (its own
+source says so: "avoid validating the tree when parsing a file"). :func:`parse_module` parses
+with that check off and turns it back on before returning; nodes made anywhere else (every
+fix) are checked as before. The switch is a class attribute libcst does not document: when it
+is not where this expects it, parsing simply keeps the check.
 """
 
 from __future__ import annotations
@@ -15,12 +22,21 @@ from __future__ import annotations
 import ast
 import io
 import re
+import threading
 import tokenize
 import warnings
 
 import libcst as cst
 
 from autofix import newlines
+
+try:
+    from libcst._nodes.base import CSTNode as _CSTNode
+
+    _CHECKED_INIT = _CSTNode.__dict__["__post_init__"]
+except (ImportError, KeyError):  # a libcst that moved it: parse with the check
+    _CSTNode = None
+_parsing = threading.Lock()
 
 # Expression depth (AST levels, where each operand of ``and`` / ``or`` counts as one: libcst
 # nests them) beyond which code is not handed to libcst. Every rule gives up far earlier (at
@@ -57,11 +73,28 @@ def parse_both(text: str) -> tuple[cst.Module, ast.Module | None]:
     (the depth check makes it anyway; positions reuse it)."""
     tree = refuse_too_deep(text)
     try:
-        return cst.parse_module(text), tree
+        return parse_module(text), tree
     except cst.ParserSyntaxError as exc:
         raise _syntax_error(text, exc) from None
     except RecursionError:
         raise AnalysisError("nested too deeply to be parsed") from None
+
+
+def parse_module(text: str) -> cst.Module:
+    """``cst.parse_module(text)``, without checking again each node the parser makes from
+    valid code (see the module docstring); raises what it raises."""
+    if _CSTNode is None:
+        return cst.parse_module(text)
+    with _parsing:
+        _CSTNode.__post_init__ = _unchecked_init
+        try:
+            return cst.parse_module(text)
+        finally:
+            _CSTNode.__post_init__ = _CHECKED_INIT
+
+
+def _unchecked_init(self: object) -> None:
+    """What a parsed node does once made: nothing."""
 
 
 def refuse_too_deep(text: str) -> ast.Module | None:
