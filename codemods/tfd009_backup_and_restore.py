@@ -128,7 +128,7 @@ class BackupAndRestore(Rule):
             if not (isinstance(value, cst.Call) and _CHECKPOINT in self.facts.names_of(value.func)):
                 continue
             path = argument_value(value, "filepath", 0)
-            if not (isinstance(path, cst.Call) and os_name and f"os.path.join" in {n for n in self.facts.names_of(path.func)} and path.args):
+            if not (isinstance(path, cst.Call) and os_name and "os.path.join" in {n for n in self.facts.names_of(path.func)} and path.args):
                 continue
             folder = path.args[0].value
             if not isinstance(folder, (cst.Name, cst.SimpleString, cst.Attribute)):

@@ -14,7 +14,6 @@ import importlib.util
 import io
 import json
 import math
-import os
 import shutil
 import tempfile
 from pathlib import Path

@@ -21,7 +21,7 @@ import libcst as cst
 
 from autofix.analysis.facts import Facts
 from autofix.analysis.program import Program
-from autofix.analysis.syntax import CELL_MARKER, is_wall, names_in  # noqa: F401  (CELL_MARKER, is_wall re-exported)
+from autofix.analysis.syntax import names_in
 from autofix.tf.symbols import Kind
 
 Block = cst.Module | cst.IndentedBlock

@@ -17,8 +17,8 @@ import libcst as cst
 
 from autofix.analysis import Derived, environment
 from autofix.analysis.program import Program
-from autofix.analysis.syntax import argument_value, attribute_path, parameter_argument
-from autofix.analysis.values import FunctionInfo, Values
+from autofix.analysis.syntax import argument_value, attribute_path
+from autofix.analysis.values import Values
 from autofix.tf import symbols
 from autofix.tf.symbols import Kind
 
@@ -777,7 +777,6 @@ class Facts(Derived):
     def _compiled_with(self, call: cst.Call) -> bool:
         """Whether what ``call`` returns is the ``optimizer`` a model is compiled with (given
         to ``compile`` directly, or through a name)."""
-        value: cst.CSTNode = call
         target = self.assigned_name(call)
         places = [call] if target is None else [u for u in self.uses(target) if isinstance(u, cst.Name)]
         for place in places:
