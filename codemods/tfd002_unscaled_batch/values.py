@@ -132,7 +132,7 @@ class EntryPlanner:
             # it would be a guess.
             return self._scale_expression(entry, context, plan)
         if not follow:
-            why = self._upstream(web.values, web, entry)
+            why = self._upstream(web.values, web)
             return why or self._scale_here(entry, context, plan)
         kept = [r for r in others if kinds[id(r)] == KEPT]
         derived = [r for r in others if kinds[id(r)] == DERIVED]
@@ -144,7 +144,7 @@ class EntryPlanner:
             )
         if context is None:
             return f"{web.label} is also used on line {self._line(follow[0])}, and the strategy is not visible where it is set"
-        return self._upstream(web.values, web, entry) or self._redefine(web, read, kinds, context, plan)
+        return self._upstream(web.values, web) or self._redefine(web, read, kinds, context, plan)
 
     @staticmethod
     def _must_follow(kind: str) -> bool:
@@ -207,16 +207,14 @@ class EntryPlanner:
             web = self.webs.of(operand)
             if web is None:
                 continue
-            kinds = self.kinds(web)
-            for read in web.reads:
-                if read is operand or kinds[id(read)] not in (DERIVED, REPLICA):
-                    continue
+            read = self._following_read(web, operand)
+            if read is not None:
                 code = self.program.module.code_for_node(operand)
                 return (
                     f"{code} is also used on line {self._line(read)}; define the global batch once "
                     f"({code} * strategy.num_replicas_in_sync) and use it everywhere"
                 )
-            why = self._upstream(web.values, web, entry)
+            why = self._upstream(web.values, web)
             if why:
                 return why
         return self._scale_here(entry, context, plan)
@@ -230,7 +228,7 @@ class EntryPlanner:
         plan.scale.append(entry.value)
         return None
 
-    def _upstream(self, values: list[cst.BaseExpression], web: Web, entry, depth: int = 0) -> str | None:
+    def _upstream(self, values: list[cst.BaseExpression], web: Web, depth: int = 0) -> str | None:
         """What ``web`` is set from keeps its value: none of its other reads may be one that
         should follow the global batch."""
         if depth > 4:
@@ -240,20 +238,24 @@ class EntryPlanner:
                 source = self.webs.of(operand)
                 if source is None or source is web:
                     continue
-                kinds = self.kinds(source)
-                for read in source.reads:
-                    if read is operand or kinds[id(read)] not in (DERIVED, REPLICA):
-                        continue
+                read = self._following_read(source, operand)
+                if read is not None:
                     code = self.program.module.code_for_node(operand)
                     return (
                         f"{web.label} is set from {code} (line {self._line(operand)}), which is also used on line "
                         f"{self._line(read)}; define the global batch once ({code} * strategy.num_replicas_in_sync) "
                         "and use it everywhere"
                     )
-                why = self._upstream(source.values, source, entry, depth + 1)
+                why = self._upstream(source.values, source, depth + 1)
                 if why:
                     return why
         return None
+
+    def _following_read(self, web: Web, operand: cst.CSTNode) -> cst.CSTNode | None:
+        """A read of ``web`` other than ``operand`` that should follow the global batch (one
+        derived from it, or read on every replica), or None."""
+        kinds = self.kinds(web)
+        return next((r for r in web.reads if r is not operand and kinds[id(r)] in (DERIVED, REPLICA)), None)
 
     # --- redefined once the strategy exists ----------------------------------------------------
 
