@@ -53,9 +53,10 @@ Not fixed (reported, or left alone):
   averaged by the caller with ``ReduceOp.MEAN``, when its loss cannot be scaled at the tape
   instead (a term that is not a per-replica mean, a value also added up with
   ``ReduceOp.SUM``, a gradient not taken by a ``GradientTape`` made in a ``with`` block);
-- a loss object also used outside custom steps (``compile``, evaluation) that is not a
-  default-reduction object bound once to a name (such a one is kept for those uses, and the
-  steps get one of their own, ``<name>_per_example = Loss(..., reduction="none")``);
+- a loss object also used outside custom steps (``compile``, evaluation) unless it is a
+  default-reduction object held by a name that only Keras losses are bound to, each by a
+  statement of its own (the name is kept for those uses, and the steps get one of their own,
+  ``<name>_per_example = Loss(..., reduction="none")``, bound after each binding of it);
 - a default-reduction loss whose predictions may carry a Keras mask (the default reduction
   averages over unmasked entries only), or a loss object made elsewhere, or a ``Loss``
   subclass (its reduction is its own).
@@ -66,7 +67,7 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.analysis.callees import Callables
-from autofix.analysis.lossobjects import loss_object, object_uses
+from autofix.analysis.lossobjects import loss_objects, object_uses
 from autofix.analysis.losses import Term, loss_terms_of
 from autofix.analysis.masking import mask_source
 from autofix.analysis.steps import Steps
@@ -74,6 +75,7 @@ from autofix.analysis.syntax import attribute_path
 from autofix.analysis.valueflow import summed, unaccounted_use
 from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias, visible_at, with_reduction_none
 from autofix.rule import Example, Rule
+from autofix.tf.symbols import Kind
 
 MEAN_MESSAGE = (
     "loss averaged with reduce_mean over one replica's batch: gradients are summed across "
@@ -176,7 +178,7 @@ class UnscaledCustomLoss(Rule):
         # Names given to replicas' shares of losses in this run.
         self.reserved: set[str] = set()
         # Loss objects given a twin with reduction="none" for the steps (by construction).
-        self.twins: dict[int, str] = {}
+        self.twins: dict[tuple, str] = {}
         # Each differentiated value (by its gradient call), with the steps that reach it and
         # its terms.
         losses: dict[cst.Call, tuple[list[cst.FunctionDef], list[Term]]] = {}
@@ -364,16 +366,16 @@ class UnscaledCustomLoss(Rule):
             return owner
         if finding.kind in ("default", "twice"):
             call = finding.paths[0].loss_call
-            construction = loss_object(self.facts, self.callables, call.func) if call is not None else None
-            if construction is None:
+            constructions = loss_objects(self.facts, call.func) if call is not None else []
+            if not constructions:
                 return "the loss object is not made in this file (or is a Loss subclass with its own reduction)"
-            for use in object_uses(self.facts, self.callables, call.func):
+            for use in object_uses(self.facts, constructions):
                 if program.enclosing_function(use) not in self.steps.functions:
                     why = (
                         f"{program.module.code_for_node(call.func)} is also used outside the training step (line "
                         f"{program.line(use)}); changing its reduction would change that use too"
                     )
-                    if finding.kind != "default" or not self._twin_possible(call, construction):
+                    if finding.kind != "default" or not self._twin_possible(call, constructions):
                         return why
                     finding.twin = True
             source = mask_source(self.facts, call)
@@ -449,54 +451,81 @@ class UnscaledCustomLoss(Rule):
         # (Written from the call as edited so far: its loss object may be the steps' own now.)
         edits.replace(call, lambda n: _parsed(f"{self.tf}.reduce_mean({program.module.code_for_node(n)}){suffix}", parens))
 
-    def _twin_possible(self, call: cst.Call, construction: cst.Call) -> bool:
+    def _twin_possible(self, call: cst.Call, constructions: list[cst.Call]) -> bool:
         """Whether the step can get a loss object of its own (``reduction="none"``) made right
-        after the shared one: it is a plain name bound once, by a statement of its own, and
-        every use in a step names it (evaluation keeps the original)."""
+        after each shared one: a plain name whose every binding is a Keras loss made by a
+        statement of its own (so the twin is rebound whenever the name is, and always mirrors
+        it); evaluation keeps the original."""
+        return self._twin_sites(call) is not None
+
+    def _twin_sites(self, call: cst.Call) -> list[tuple[cst.Call, cst.SimpleStatementLine]] | None:
+        """Each binding of the loss object's name, as (construction, its statement)."""
         func = call.func
         if not isinstance(func, cst.Name):
-            return False
-        bindings = self.facts.bindings(func) or []
-        statement = self.program.statement_of(construction)
-        return (
-            len(bindings) == 1
-            and isinstance(statement, cst.SimpleStatementLine)
-            and len(statement.body) == 1
-            and self.program.block_of(statement) is not None
-            and self.facts.assigned_value(bindings[0]) is construction
-        )
+            return None
+        sites = []
+        for binding in self.facts.bindings(func) or []:
+            value = self.facts.assigned_value(binding)
+            statement = self.program.statement_of(binding)
+            if not (
+                isinstance(value, cst.Call)
+                and self.facts.call_kind(value) is Kind.LOSS
+                and isinstance(statement, cst.SimpleStatementLine)
+                and len(statement.body) == 1
+                and self.program.block_of(statement) is not None
+            ):
+                return None
+            sites.append((value, statement))
+        return sites or None
 
     def _make_twin(self, call: cst.Call, edits: BlockEdits) -> str:
         """``loss_object = Loss(...)`` shared with evaluation: ``loss_object_per_example =
-        Loss(..., reduction="none")`` made after it, for the steps (once per file)."""
-        construction = loss_object(self.facts, self.callables, call.func)
-        assert construction is not None and isinstance(call.func, cst.Name)
-        name = self.twins.get(id(construction))
+        Loss(..., reduction="none")`` made after every binding of the name, for the steps (once
+        per file and name; the one an earlier run made is used again)."""
+        sites = self._twin_sites(call)
+        assert sites is not None and isinstance(call.func, cst.Name)
+        key = tuple(id(statement) for _, statement in sites)
+        name = self.twins.get(key) or self._existing_twin(sites)
         if name is not None:
             return name
         taken = self.facts.names() | self.reserved
         name = fresh_name(taken, f"{call.func.value}_per_example")
         self.reserved.add(name)
-        self.twins[id(construction)] = name
-        statement = self.program.statement_of(construction)
-        block = self.program.block_of(statement)  # type: ignore[arg-type]
-        made = cst.parse_statement(f"{name} = {self.program.module.code_for_node(with_reduction_none(construction))}\n")
-
-        def insert(body, statement=statement, made=made):
-            body = list(body)
-            index = next(i for i, s in enumerate(body) if s is statement or s.deep_equals(statement))
-            return body[: index + 1] + [made] + body[index + 1 :]
-
-        edits.add(block, insert)  # type: ignore[arg-type]
+        self.twins[key] = name
+        for construction, statement in sites:
+            made = cst.parse_statement(f"{name} = {self.program.module.code_for_node(with_reduction_none(construction))}\n")
+            # After the statement as rewritten (its loss may be given reduction="none" too).
+            edits.replace(statement, lambda node, made=made: cst.FlattenSentinel([*_statements(node), made]))
         return name
 
+    def _existing_twin(self, sites: list[tuple[cst.Call, cst.SimpleStatementLine]]) -> str | None:
+        """The twin a fix made before: the same name bound right after every binding, to the
+        same loss with ``reduction="none"``."""
+        names = set()
+        for construction, statement in sites:
+            block = self.program.block_of(statement)
+            body = list(block.body) if block is not None else []
+            index = next((i for i, s in enumerate(body) if s is statement), None)
+            following = body[index + 1] if index is not None and index + 1 < len(body) else None
+            assign = following.body[0] if isinstance(following, cst.SimpleStatementLine) and len(following.body) == 1 else None
+            if not (
+                isinstance(assign, cst.Assign)
+                and len(assign.targets) == 1
+                and isinstance(assign.targets[0].target, cst.Name)
+                and assign.value.deep_equals(with_reduction_none(construction))
+            ):
+                return None
+            names.add(assign.targets[0].target.value)
+        return names.pop() if len(names) == 1 else None
+
     def _make_none(self, call: cst.Call, edits: BlockEdits) -> None:
-        construction = loss_object(self.facts, self.callables, call.func)
-        if construction is None:
+        constructions = loss_objects(self.facts, call.func)
+        if not constructions:
             raise NotFound("the loss object is not made in this file")
-        if id(construction) not in self.reconstructed:
-            self.reconstructed.add(id(construction))
-            edits.replace(construction, with_reduction_none)
+        for construction in constructions:
+            if id(construction) not in self.reconstructed:
+                self.reconstructed.add(id(construction))
+                edits.replace(construction, with_reduction_none)
 
     def _replica_count(self, site: cst.CSTNode, roots: list[cst.FunctionDef]) -> str:
         """The replica count, spelled with the strategy that runs the step when that is in view
@@ -536,6 +565,11 @@ class _Finding:
         self.logged = False
         # "mean", "regularization", "default" or "twice".
         self.kind: str | None = None
+
+
+def _statements(node) -> list:
+    """A statement as rewritten so far: itself, or those it became."""
+    return list(node.nodes) if isinstance(node, cst.FlattenSentinel) else [node]
 
 
 def _per_replica(term: Term) -> bool:

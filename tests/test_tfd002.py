@@ -407,11 +407,12 @@ def test_the_reason_names_the_use_and_the_strategy_each_by_its_own_line():
             + "ds = tf.data.Dataset.from_tensor_slices((x, x)).repeat().batch(B)\n" + MODEL + "model.fit(ds, steps_per_epoch=steps)\n",
             "cannot move above it",
         ),
-        # Set again after its first use, then used again.
+        # Set again after its first use, then used again: a helper reading it runs before the
+        # new value (line 9) and after it (line 13).
         (
-            HEADER + "B = 16\nds = tf.data.Dataset.from_tensor_slices((x, x)).repeat().batch(B)\ndef steps():\n    return 64 // B\nB = 8\n"
-            + MODEL + "model.fit(ds, steps_per_epoch=steps())\n",
-            "B is used on line 6, before it is last set (line 9)",
+            HEADER + "B = 16\nds = tf.data.Dataset.from_tensor_slices((x, x)).repeat().batch(B)\ndef steps():\n    return 64 // B\n"
+            + "print(steps())\nB = 8\n" + MODEL + "model.fit(ds, steps_per_epoch=steps())\n",
+            "B is used on line 8, before it is last set (line 10)",
         ),
     ],
 )
@@ -419,6 +420,18 @@ def test_reasons_for_a_global_batch_that_cannot_come_first(program, expected):
     (finding,) = analyse(program, TFD002).findings
     assert not finding.fixable and expected in finding.reason
     assert_lines_attached(program, finding.reason)
+
+
+def test_a_helper_run_only_after_the_name_is_set_again_reads_the_new_value_not_the_batch():
+    """``steps()`` runs after ``B = 8``: it reads 8, not the batch's 16, so the batch is scaled
+    and the steps, which were never derived from it, stay (as a literal would)."""
+    program = (
+        HEADER + "B = 16\nds = tf.data.Dataset.from_tensor_slices((x, x)).repeat().batch(B)\ndef steps():\n    return 64 // B\nB = 8\n"
+        + MODEL + "model.fit(ds, steps_per_epoch=steps())\n"
+    )
+    analysis = analyse(program, TFD002)
+    assert ".batch(B * strategy.num_replicas_in_sync)" in analysis.new_text
+    assert "    return 64 // B\nB = 8\n" in analysis.new_text
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,8 @@ Followed: a local ``def`` (``helper(...)``), ``self.<method>`` of the enclosing 
 factory returns (``loss_fn = make_loss()`` with ``def make_loss(): ... return loss``), or to an
 instance of a local class (its ``__call__``); ``obj.method`` on such an instance; and a
 parameter that every caller (or every ``strategy.run(f, args=...)``) passes a local function
-for. A few steps deep, through names, ``self`` attributes assigned in the class, and returns.
+for, a method's too as the value flow (:mod:`.values`) follows them
+(``model.compile(d_loss_fn=critic_loss)`` stored in ``self.d_loss_fn``). A few steps deep, through names, ``self`` attributes assigned in the class, and returns.
 Anything else (an import, a function passed in from another file) is not known, and says so.
 """
 
@@ -121,6 +122,8 @@ class Callables(Derived):
             return True
         if isinstance(node, cst.Param):
             passed = self._passed(node, depth)
+            if passed is None:
+                passed = self._flowed(node, depth)
             found.extend(passed or ())
             return passed is not None
         value = self.facts.assigned_value(node)
@@ -168,6 +171,27 @@ class Callables(Derived):
             else:
                 value = self._run_argument(ref, function, param)
             if value is None or not self._expression(value, found, depth + 1):
+                return None
+        return found
+
+    def _flowed(self, param: cst.Param, depth: int) -> list[Callee] | None:
+        """What the file's value flow says every call passes for ``param`` (a method's too:
+        ``model.compile(d_loss_fn=discriminator_loss)``), when each is a function, a lambda or
+        what calling a local factory or class makes; None when one is anything else or comes
+        from elsewhere."""
+        origins = self.facts.values.binding_origins(param)
+        if not origins:
+            return None
+        found: list[Callee] = []
+        for origin in origins:
+            node = origin.node
+            if not origin.whole:
+                return None
+            if isinstance(node, cst.FunctionDef) and node in self.facts.functions:
+                found.append(Callee(node, bound=self.facts.functions[node].is_method))
+            elif isinstance(node, cst.Lambda):
+                found.append(Callee(node))
+            elif not (isinstance(node, cst.Call) and self._made(node, found, depth + 1)):
                 return None
         return found
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from autofix.analysis.callees import Callables, Callee, tf_names
-from autofix.analysis.lossobjects import construction_reduction, keras_loss_class, keras_loss_function, loss_object, reduction
+from autofix.analysis.lossobjects import common_reduction, construction_reduction, keras_loss_class, keras_loss_function, loss_objects
 from autofix.analysis.steps import Steps, counts_replicas, inverse_count
 from autofix.analysis.syntax import argument_value, nodes_in
 from autofix.tf.index import Binding
@@ -228,9 +228,9 @@ class LossWalk:
         if isinstance(func, cst.Attribute) and func.attr.value in PASS_METHODS and positional:
             self.value(positional[0], state)
             return
-        construction = loss_object(facts, self.callables, func)
-        if construction is not None:
-            self.loss_call(call, state, reduction(construction))
+        constructions = loss_objects(facts, func)
+        if constructions:
+            self.loss_call(call, state, common_reduction(constructions))
             return
         cls = self.callables.instance_class(func)
         if cls is not None and self.is_loss_class(cls) and self.callables.method(cls, "__call__") is None:
@@ -250,8 +250,8 @@ class LossWalk:
             self.value(averaged, state)
             return
         inner = self.made_by(averaged) if averaged is not None else None
-        construction = loss_object(self.facts, self.callables, inner.func) if isinstance(inner, cst.Call) else None
-        if construction is not None and reduction(construction) == "default":
+        constructions = loss_objects(self.facts, inner.func) if isinstance(inner, cst.Call) else []
+        if constructions and common_reduction(constructions) == "default":
             # The mean of a default-reduction loss's scalar is that scalar.
             self.end(call, state, "loss", "default", inner)  # type: ignore[arg-type]
             return

@@ -7,29 +7,108 @@ import libcst as cst
 
 from autofix.analysis.callees import Callables
 from autofix.analysis.facts import Facts
+from autofix.analysis.syntax import attribute_path
 from autofix.tf.symbols import Kind
 
 
-def loss_object(facts: Facts, callables: Callables, func: cst.BaseExpression) -> cst.Call | None:
-    """The Keras loss construction ``func`` is: made right there, bound to a name, or assigned
-    to ``self.<name>`` once in the step's class."""
+def loss_objects(facts: Facts, func: cst.BaseExpression) -> list[cst.Call]:
+    """The Keras loss constructions a call of ``func`` may run, followed by the file's value
+    flow (:mod:`.values`): made right there, bound to a name (each binding that may reach the
+    call), stored in ``self.<name>``, passed to a parameter (``model.compile(loss_fn=...)``
+    stored by the method). Empty when any value ``func`` may have is something else or is
+    not known."""
     if isinstance(func, cst.Call):
-        return func if facts.call_kind(func) is Kind.LOSS else None
-    values: list[cst.BaseExpression | None]
-    if isinstance(func, cst.Name):
-        values = [facts.assigned_value(b) for b in facts.bindings(func) or []]
-    else:
-        values = [v for v, _ in callables.attribute_assignments(func)]
-    if len(values) == 1 and isinstance(values[0], cst.Call) and facts.call_kind(values[0]) is Kind.LOSS:
-        return values[0]
+        return [func] if facts.call_kind(func) is Kind.LOSS else []
+    origins = facts.values.origins(func)
+    found: list[cst.Call] = []
+    for origin in origins:
+        node = origin.node
+        if not origin.whole or not isinstance(node, cst.Call) or facts.call_kind(node) is not Kind.LOSS:
+            return []
+        found.append(node)
+    return list(dict.fromkeys(found))
+
+
+def object_uses(facts: Facts, constructions: list[cst.Call]) -> list[cst.CSTNode]:
+    """Every use of the loss objects ``constructions`` make: their calls, and every read that
+    hands one on where the value flow does not follow it. Followed: the names they are bound
+    to, the ``self.<name>`` they are stored in, the parameters of this file's functions they
+    are passed to."""
+    program = facts.program
+    uses: list[cst.CSTNode] = []
+    seen: set[int] = set()
+    todo: list[cst.CSTNode] = list(constructions)
+    while todo:
+        node = todo.pop()
+        if id(node) in seen or len(seen) > 1000:
+            continue
+        seen.add(id(node))
+        parent = program.parent(node)
+        if isinstance(parent, cst.Call) and parent.func is node:
+            uses.append(node)
+            continue
+        onward = _flows_to(facts, node, parent)
+        if onward is None:
+            uses.append(node)
+        else:
+            todo.extend(onward)
+    return sorted(uses, key=lambda n: program.line(n))
+
+
+def _flows_to(facts: Facts, node: cst.CSTNode, parent: cst.CSTNode | None) -> list[cst.CSTNode] | None:
+    """The reads of where the value ``node`` is put (a name, ``self.<name>``, a local
+    function's parameter), or None when it goes anywhere else."""
+    program = facts.program
+    values = facts.values
+    if isinstance(parent, cst.Assign) and parent.value is node and len(parent.targets) == 1:
+        target = parent.targets[0].target
+        if isinstance(target, cst.Name):
+            return list(facts.uses(target))
+        path = attribute_path(target)
+        if path is not None and len(path) == 2 and path[0] == "self":
+            function = values.enclosing_function(target)
+            cls = values.class_of(function) if function is not None else None
+            if cls is None:
+                return None
+            return [read for c in values.family(cls) for read in values.self_reads(c).get(path[1], ())]
+        return None
+    if isinstance(parent, cst.Arg) and parent.value is node and not parent.star:
+        call = program.parent(parent)
+        function = values.local_definition(call.func) if isinstance(call, cst.Call) else None
+        if not isinstance(function, cst.FunctionDef) and isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
+            function = _method_called(values, call.func)
+        if not isinstance(function, cst.FunctionDef):
+            return None
+        param = _param_of(values, function, call, parent)  # type: ignore[arg-type]
+        return list(facts.uses(param)) if param is not None else None
     return None
 
 
-def object_uses(facts: Facts, callables: Callables, func: cst.BaseExpression) -> list[cst.CSTNode]:
-    """Every read of the loss object ``func`` names."""
-    if isinstance(func, cst.Name):
-        return [use for binding in facts.bindings(func) or [] if isinstance(binding, cst.Name) for use in facts.uses(binding)]
-    return callables.attribute_reads(func)
+def _method_called(values, func: cst.Attribute) -> cst.FunctionDef | None:
+    """The method of this file that ``obj.method`` runs, when ``obj`` is made by a class here."""
+    for origin in values.origins(func.value):
+        node = origin.node
+        if origin.whole and isinstance(node, cst.Call):
+            cls = values.local_definition(node.func)
+            if isinstance(cls, cst.ClassDef):
+                for c in [cls, *values.bases(cls)]:
+                    for statement in c.body.body:
+                        if isinstance(statement, cst.FunctionDef) and statement.name.value == func.attr.value:
+                            return statement
+    return None
+
+
+def _param_of(values, function: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
+    """The parameter of ``function`` that ``call`` passes ``arg`` for."""
+    offset = 1 if values.functions.get(function) is not None and values.functions[function].is_method else 0
+    params = list(function.params.params)
+    if arg.keyword is not None:
+        for param in (*params, *function.params.kwonly_params):
+            if param.name.value == arg.keyword.value:
+                return param
+        return None
+    position = [a for a in call.args if a.keyword is None].index(arg) + offset
+    return params[position] if position < len(params) else None
 
 
 def reduction(construction: cst.Call) -> str:
@@ -55,6 +134,12 @@ def reduction(construction: cst.Call) -> str:
                 return "default"
             return "other"
     return "default"
+
+
+def common_reduction(constructions: list[cst.Call]) -> str:
+    """The reduction every one of ``constructions`` has ("other" when they differ, or none)."""
+    found = {reduction(c) for c in constructions}
+    return found.pop() if len(found) == 1 else "other"
 
 
 def construction_reduction(facts: Facts, callables: Callables, func: cst.BaseExpression) -> str:

@@ -40,6 +40,11 @@ Projection = tuple[str, object]
 Frame = tuple[tuple[cst.Param, cst.BaseExpression | None], ...]
 
 _LIMIT = 40
+# Methods of a Keras model that Keras's training never calls itself.
+_USER_CALLED = frozenset({"compile"})
+_MODEL_BASES = frozenset({"keras.Model", "keras.models.Model", "keras.Sequential", "keras.models.Sequential"})
+# What rebuilds a model, compiling it again: ``load_model``, ``from_config``...
+_REBUILDS = frozenset({"load_model", "from_config", "clone_model", "model_from_json", "model_from_config", "deserialize"})
 # The key of ``d[k]`` when ``k`` is not a constant: any item.
 ANY = type("AnyItem", (), {"__repr__": lambda self: "ANY"})()
 
@@ -192,6 +197,8 @@ class Values(Derived):
         if any(b is None for b in bindings) or len({id(b.scope) for b in bindings}) != 1:  # type: ignore[union-attr]
             return None
         owner = bindings[0].scope.node  # type: ignore[union-attr]
+        if isinstance(owner, cst.Module):
+            return self._global_reaching(name, nodes, bindings)
         if not isinstance(owner, cst.FunctionDef):
             return None
         # The function nested directly in ``owner`` that the read is in.
@@ -214,6 +221,51 @@ class Values(Derived):
                     reaching.append(node)
                     break
         return reaching or None
+
+    def _global_reaching(self, name: cst.Name, nodes: list[cst.CSTNode], bindings: list) -> list[cst.CSTNode] | None:
+        """For a read, in a function defined at module level, of a name the module binds more
+        than once (a notebook rebinding ``loss_fn`` cell after cell): the bindings that reach
+        the module-level statements that call the function (or hand it to ``strategy.run``),
+        as they would reach a read there. Every binding when the function is also used
+        otherwise (passed on, called from another function): it may run after any of them.
+        None when the read is not in such a function, or a binding is a ``global`` write."""
+        function = None
+        for ancestor in self.program.ancestors(name):
+            if isinstance(ancestor, (cst.Lambda, cst.ClassDef)):
+                return None
+            if isinstance(ancestor, cst.FunctionDef):
+                function = ancestor
+        if function is None or self.program.scope(function) is not self.program.scope(nodes[0]):
+            return None
+        if any(self.enclosing_function(node) is not None for node in nodes):
+            return None  # a ``global`` write: made when its function runs, not where it is written
+        module = self.program.module
+        calls = []
+        for use in self.references(function):
+            if function not in (self.reaching_bindings(use) or ()):  # another ``def`` of the name
+                continue
+            parent = self.program.parent(use)
+            called = isinstance(parent, cst.Call) and parent.func is use or self._run_of(parent) is not None
+            if not called or self.enclosing_function(use) is not None:
+                return nodes
+            calls.append(use)
+        if not calls:
+            return None
+        reaching: dict[int, cst.CSTNode] = {}
+        for use in calls:
+            access = self.program.access(use)
+            if access is None:
+                return None
+            for node, binding in sorted(zip(nodes, bindings), key=lambda pair: pair[1].index, reverse=True):
+                if binding.index > access.index:
+                    if self._loop_around(node, use, module):
+                        reaching[id(node)] = node
+                    continue
+                reaching[id(node)] = node
+                statement = self.program.statement_of(node)
+                if statement is not None and self.program.block_of(statement) is module and not isinstance(statement, (cst.For, cst.While)):
+                    break  # a module-level statement before the call: what it binds is what the call sees
+        return [n for n in nodes if id(n) in reaching] or None
 
     def _loop_around(self, a: cst.CSTNode, b: cst.CSTNode, stop: cst.CSTNode) -> bool:
         """Whether a loop inside ``stop`` contains both ``a`` and ``b``."""
@@ -551,16 +603,30 @@ class Values(Derived):
                 if self._on_family(attribute.value, family):
                     passed_on = not self._called(attribute, 1, calls) or passed_on
             # Methods of a class deriving from one made elsewhere may be called by it (Keras
-            # calls ``train_step``, ``call``...).
-            external_base = any(
-                self.local_definition(b.value) is None and "builtins.object" not in self.names_of(b.value)
-                for c in family
-                for b in c.bases
+            # calls ``train_step``, ``call``...); a Keras model's ``compile`` only by its user
+            # (and by Keras when it loads a saved model, which a file that loads none does not).
+            external = [
+                b.value for c in family for b in c.bases
+                if self.local_definition(b.value) is None and "builtins.object" not in self.names_of(b.value)
+            ]
+            external_base = bool(external) and not (
+                function.name.value in _USER_CALLED
+                and all(self.names_of(b) & _MODEL_BASES for b in external)
+                and not self._loads_models
             )
             return calls, passed_on or not calls or external_base
         for ref in self.references(function):
             passed_on = not self._called(ref, 0, calls) or passed_on
         return calls, passed_on
+
+    @cached_property
+    def _loads_models(self) -> bool:
+        """Whether the file rebuilds a model from a saved or serialized one (which compiles
+        it again with the saved configuration)."""
+        for call, _owner in self.program.index.calls:
+            if any(n.rpartition(".")[2] in _REBUILDS for n in self.names_of(call.func)):
+                return True
+        return False
 
     def _called(self, ref: cst.CSTNode, offset: int, calls: list[tuple[cst.Call, int]]) -> bool:
         """Adds the call ``ref`` (a use of a function, or of ``obj.method``) makes, with the

@@ -1,0 +1,117 @@
+"""The value flow (analysis/values.py) on the shapes that real files take: a module-level name
+bound again and again (a notebook, cell after cell) read in a function, and a value handed to a
+custom ``compile()`` and read back from ``self`` in the step."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from autofix.analysis.facts import Facts
+from autofix.analysis.lossobjects import loss_objects, object_uses
+from autofix.analysis.program import Program
+from autofix.analysis.syntax import nodes_in
+from autofix.engine import _parsed
+
+
+def _program(source: str) -> Program:
+    return Program(*_parsed(source))
+
+
+def _values_read(source: str, name: str, function: str) -> list[str]:
+    """What the reads of ``name`` inside ``function`` may be bound to, as source."""
+    program = _program(source)
+    facts = Facts.of(program)
+    found = []
+    for definition in nodes_in(program.module, cst.FunctionDef):
+        if definition.name.value != function:
+            continue
+        for read in nodes_in(definition.body, cst.Name):
+            if read.value == name and program.access(read) is not None:
+                found.extend(program.module.code_for_node(facts.assigned_value(b)) for b in facts.reaching_bindings(read) or [])
+    return sorted(set(found))
+
+
+CELLS = (
+    "import keras\n"
+    "\n"
+    "loss_fn = keras.losses.MeanSquaredError()\n"
+    "\n"
+    "def step(y, p):\n"
+    "    return loss_fn(y, p)\n"
+    "\n"
+    "step(1, 2)\n"
+    "loss_fn = keras.losses.MeanAbsoluteError()\n"
+)
+
+
+def test_a_function_sees_the_binding_made_before_its_call_not_a_later_one():
+    assert _values_read(CELLS, "loss_fn", "step") == ["keras.losses.MeanSquaredError()"]
+
+
+def test_a_function_called_after_the_name_is_bound_again_sees_that_binding():
+    source = CELLS + "step(3, 4)\n"
+    assert _values_read(source, "loss_fn", "step") == ["keras.losses.MeanAbsoluteError()", "keras.losses.MeanSquaredError()"]
+
+
+def test_a_binding_after_the_function_but_before_its_only_call_is_the_one_it_sees():
+    source = CELLS.replace("step(1, 2)\nloss_fn = keras.losses.MeanAbsoluteError()\n", "loss_fn = keras.losses.MeanAbsoluteError()\nstep(1, 2)\n")
+    assert _values_read(source, "loss_fn", "step") == ["keras.losses.MeanAbsoluteError()"]
+
+
+def test_a_call_in_a_loop_sees_a_binding_made_later_in_the_loop():
+    source = CELLS.replace("step(1, 2)\n", "for i in range(2):\n    step(1, 2)\n    loss_fn = keras.losses.Huber()\n")
+    assert "keras.losses.Huber()" in _values_read(source, "loss_fn", "step")
+
+
+def test_a_function_handed_on_may_run_after_any_binding():
+    source = CELLS.replace("step(1, 2)\n", "train = tf.function(step)\n") + "train(1, 2)\n"
+    assert _values_read(source, "loss_fn", "step") == ["keras.losses.MeanAbsoluteError()", "keras.losses.MeanSquaredError()"]
+
+
+def test_a_global_write_in_a_helper_is_not_placed_by_where_it_is_written():
+    source = CELLS.replace("step(1, 2)\n", "def reset():\n    global loss_fn\n    loss_fn = keras.losses.Huber()\n\nreset()\nstep(1, 2)\n")
+    assert "keras.losses.Huber()" in _values_read(source, "loss_fn", "step")
+
+
+GAN = (
+    "import keras\n"
+    "import tensorflow as tf\n"
+    "\n"
+    "class GAN(keras.Model):\n"
+    "    def compile(self, optimizer, loss_fn):\n"
+    "        super().compile(optimizer=optimizer)\n"
+    "        self.loss_fn = loss_fn\n"
+    "\n"
+    "    def train_step(self, data):\n"
+    "        x, y = data\n"
+    "        return {'loss': self.loss_fn(y, self(x))}\n"
+    "\n"
+    "gan = GAN()\n"
+    "gan.compile(optimizer='adam', loss_fn=keras.losses.BinaryCrossentropy(from_logits=True))\n"
+)
+
+
+def _step_loss_objects(source: str) -> tuple[Program, list[cst.Call]]:
+    program = _program(source)
+    facts = Facts.of(program)
+    call = next(c for c in nodes_in(program.module, cst.Call) if program.module.code_for_node(c.func) == "self.loss_fn")
+    return program, loss_objects(facts, call.func)
+
+
+def test_a_loss_given_to_a_custom_compile_is_what_the_step_calls():
+    program, found = _step_loss_objects(GAN)
+    assert [program.module.code_for_node(c) for c in found] == ["keras.losses.BinaryCrossentropy(from_logits=True)"]
+    uses = object_uses(Facts.of(program), found)
+    assert [program.module.code_for_node(u) for u in uses] == ["self.loss_fn"]
+
+
+def test_a_file_that_loads_a_saved_model_lets_keras_call_compile_so_the_loss_is_not_known():
+    source = GAN + "gan = keras.models.load_model('gan.keras', custom_objects={'GAN': GAN})\n"
+    assert _step_loss_objects(source)[1] == []
+
+
+def test_a_loss_stored_elsewhere_too_is_a_use_that_is_not_followed():
+    source = GAN.replace("        self.loss_fn = loss_fn\n", "        self.loss_fn = loss_fn\n        register(loss_fn)\n")
+    program, found = _step_loss_objects(source)
+    uses = object_uses(Facts.of(program), found)
+    assert sorted(program.module.code_for_node(u) for u in uses) == ["loss_fn", "self.loss_fn"]
