@@ -72,6 +72,15 @@ class ModelPrep(Derived):
             return False
         if isinstance(expr, cst.BinaryOperation):
             return self._array_like(expr.left, depth + 1) or self._array_like(expr.right, depth + 1)
+        if isinstance(expr, (cst.List, cst.Tuple)):
+            # A model of several inputs: ``fit([titles, bodies], ...)``, batched together.
+            return bool(expr.elements) and all(
+                isinstance(e, cst.Element) and self._array_like(e.value, depth + 1) for e in expr.elements
+            )
+        if isinstance(expr, cst.Dict):
+            return bool(expr.elements) and all(
+                isinstance(e, cst.DictElement) and self._array_like(e.value, depth + 1) for e in expr.elements
+            )
         if isinstance(expr, cst.Subscript):
             return self._array_like(expr.value, depth + 1)
         if isinstance(expr, cst.Name):
