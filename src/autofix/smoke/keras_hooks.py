@@ -98,6 +98,10 @@ def _callback_class(module: Any) -> type:
             if loss is not None:
                 self.record.losses.append(loss)
             recorder.publish()
+            if snapshot.recorded():
+                # A comparing run ends at its first update: the script's own callbacks at the
+                # epoch's end (images saved with Pillow, checkpoints) play no part in it.
+                raise StepLimitReached("the first update is recorded")
 
     return Record
 
