@@ -15,7 +15,9 @@ replicas (2 logical CPUs; synthetic ``keras.datasets``), all pairs in one Tensor
   is unstable, or ``check`` finds something in it. Must be 0;
 - migrated, inconclusive: the runs could not be held equal closely enough to prove or
   disprove it (BatchNormalization statistics: 0.3% apart, where a wrong migration is 2 x);
-- not migrated, with the reason autofix gives;
+- not migrated, with the reason autofix gives (and, when the original does not run here
+  either, why: such a file could not be proven whatever autofix did, and is not counted among
+  those whose original runs);
 - original fails: the original script does not run here, for reasons that have nothing to do
   with distribution (an API Keras 3 removed, a package this Python lacks, a GPU it asserts):
   said, not counted as a failure;
@@ -151,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     outcome["status"] = FAILED
                     outcome["why"] = [f"{status}: {outcome['compare_message']}"]
+        if not args.static:
+            _run_unmigrated_originals(outcomes, folder, work, args.replicas)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     seconds = time.perf_counter() - started
@@ -158,6 +162,28 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(list(outcomes.values()), indent=1) + "\n", encoding="utf-8")
     return 1 if any(o["status"] == FAILED for o in outcomes.values()) else 0
+
+
+def _run_unmigrated_originals(outcomes: dict[str, dict], folder: Path, work: Path, replicas: int) -> None:
+    """Runs, up to its first update, the original of every file expected to migrate that was
+    not, and notes when it does not run here either (a package or an API this Python lacks)."""
+    from autofix.smoke.compare import reference_failure
+    from autofix.smoke.harness import run_many
+    from autofix.smoke.jobs import FirstUpdate, SmokeJob
+
+    waiting = [o for o in outcomes.values() if o["status"] == NOT_MIGRATED and o["expect"] == "migrate" and (folder / o["id"]).is_file()]
+    jobs = []
+    for number, outcome in enumerate(waiting):
+        place = work / f"unmigrated-{number}"
+        place.mkdir(parents=True)
+        shutil.copyfile(folder / outcome["id"], place / outcome["id"])
+        jobs.append(SmokeJob(str(place / outcome["id"]), replicas=1, first_update=FirstUpdate(str(place / "first-update.npz"))))
+    if not jobs:
+        return
+    for outcome, report in zip(waiting, run_many(jobs, replicas=replicas, steps=1, offline=True)):
+        failure = report.harness_error or reference_failure(report)
+        if failure:
+            outcome["original_fails"] = failure
 
 
 def _changed_lines(before: str, after: str) -> int:
@@ -172,18 +198,21 @@ def _print(outcomes: dict[str, dict], seconds: float, static: bool) -> None:
         print(f"{status:15} expect {outcome['expect']:8} {outcome['training']:12} {outcome['id']}")
         for why in outcome.get("why", ()):
             print(f"    {why}")
+        if outcome.get("original_fails"):
+            print(f"    the original does not run here either: {outcome['original_fails']}")
         for note in outcome.get("notes", ()):
             print(f"    note: {note}")
     counts = Counter(o["status"] for o in outcomes.values())
     expected = [o for o in outcomes.values() if o["expect"] == "migrate"]
-    runnable = [o for o in expected if o["status"] != ORIGINAL_FAILS]
+    runnable = [o for o in expected if o["status"] != ORIGINAL_FAILS and not o.get("original_fails")]
     proven = sum(1 for o in expected if o["status"] == PROVEN)
     refused_right = sum(1 for o in outcomes.values() if o["expect"] == "refuse" and o["status"] in (NOT_MIGRATED, SKIPPED))
     print()
     print(f"{len(outcomes)} files in {seconds:.0f} s" + (" (static: not trained)" if static else ""))
     for status in (PROVEN, INCONCLUSIVE, "migrated", FAILED, NOT_MIGRATED, ORIGINAL_FAILS, SKIPPED):
         if counts[status]:
-            print(f"  {status:15} {counts[status]}")
+            unrunnable = sum(1 for o in outcomes.values() if o["status"] == status and o.get("original_fails"))
+            print(f"  {status:15} {counts[status]}" + (f" (the original does not run here either: {unrunnable})" if unrunnable else ""))
     print(
         f"expected to migrate: {len(expected)}; migrated and proven: {proven} ({_pct(proven, len(expected))}); "
         f"of those whose original runs here: {proven} of {len(runnable)} ({_pct(proven, len(runnable))})"
