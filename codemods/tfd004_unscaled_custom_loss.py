@@ -304,6 +304,8 @@ class UnscaledCustomLoss(Rule):
             mine = [f for f in findings.values() if gradient in f.losses and f.message is not None]
             if not mine or all(f.why is None and not f.logged for f in mine) or self.tf is None:
                 continue
+            if any(f.why is not None and f.final for f in mine):
+                continue  # what stands against the change is not a use of the loss's value
             if not all(_per_replica(t) for t in terms) or not any(t.kind != "constant" for t in terms):
                 continue
             if any(self.suppressed(f.node) or summed(self.steps, f.node) for f in mine):
@@ -366,6 +368,9 @@ class UnscaledCustomLoss(Rule):
             return owner
         if finding.kind in ("default", "twice"):
             call = finding.paths[0].loss_call
+            # What stands against changing the loss object's reduction stands whichever way
+            # the loss is scaled (at the tape too, which also makes the object's reduction "none").
+            finding.final = True
             constructions = loss_objects(self.facts, call.func) if call is not None else []
             if not constructions:
                 return "the loss object is not made in this file (or is a Loss subclass with its own reduction)"
@@ -384,6 +389,7 @@ class UnscaledCustomLoss(Rule):
                     f"the predictions may carry a Keras mask ({_short(program, source)}, line {program.line(source)}): "
                     "the default reduction averages over the unmasked entries only, reduction='none' does not"
                 )
+        finding.final = False
         if finding.kind == "default":
             # The same value as Keras >= 3.8 computes: its uses see no change there. A use
             # that shows it (a metric, a log) prefers the loss scaled at the tape, which keeps
@@ -563,6 +569,9 @@ class _Finding:
         self.twin = False
         # A default-reduction loss whose value is also shown (a metric, a log).
         self.logged = False
+        # ``why`` is about the loss object itself (shared, masked, made elsewhere), which scaling
+        # the loss at the tape would change all the same.
+        self.final = False
         # "mean", "regularization", "default" or "twice".
         self.kind: str | None = None
 
