@@ -115,3 +115,10 @@ def test_a_loss_stored_elsewhere_too_is_a_use_that_is_not_followed():
     program, found = _step_loss_objects(source)
     uses = object_uses(Facts.of(program), found)
     assert sorted(program.module.code_for_node(u) for u in uses) == ["loss_fn", "self.loss_fn"]
+
+
+def test_cloning_another_kind_of_model_does_not_compile_this_one_but_cloning_it_does():
+    other = GAN + "student = keras.Sequential([keras.layers.Dense(1)])\ncopy = keras.models.clone_model(student)\n"
+    assert len(_step_loss_objects(other)[1]) == 1
+    itself = GAN + "copy = keras.models.clone_model(gan)\n"
+    assert _step_loss_objects(itself)[1] == []

@@ -43,8 +43,10 @@ _LIMIT = 40
 # Methods of a Keras model that Keras's training never calls itself.
 _USER_CALLED = frozenset({"compile"})
 _MODEL_BASES = frozenset({"keras.Model", "keras.models.Model", "keras.Sequential", "keras.models.Sequential"})
-# What rebuilds a model, compiling it again: ``load_model``, ``from_config``...
-_REBUILDS = frozenset({"load_model", "from_config", "clone_model", "model_from_json", "model_from_config", "deserialize"})
+# What rebuilds a model from a saved configuration, compiling it again (Keras's
+# ``deserialize_keras_object`` calls ``compile_from_config``); ``clone_model`` too, for a model
+# of the file's own class.
+_REBUILDS = frozenset({"load_model", "model_from_json", "model_from_config", "deserialize", "deserialize_keras_object"})
 # The key of ``d[k]`` when ``k`` is not a constant: any item.
 ANY = type("AnyItem", (), {"__repr__": lambda self: "ANY"})()
 
@@ -612,21 +614,35 @@ class Values(Derived):
             external_base = bool(external) and not (
                 function.name.value in _USER_CALLED
                 and all(self.names_of(b) & _MODEL_BASES for b in external)
-                and not self._loads_models
+                and not self._rebuilds(family)
             )
             return calls, passed_on or not calls or external_base
         for ref in self.references(function):
             passed_on = not self._called(ref, 0, calls) or passed_on
         return calls, passed_on
 
-    @cached_property
-    def _loads_models(self) -> bool:
-        """Whether the file rebuilds a model from a saved or serialized one (which compiles
-        it again with the saved configuration)."""
+    def _rebuilds(self, family: list[cst.ClassDef]) -> bool:
+        """Whether the file may rebuild a model of one of ``family`` from its configuration,
+        which compiles it again with the saved one: it loads or deserializes a model (of any
+        class: which one is in the saved file), or clones one that may be of the family
+        (cloning another kind of model makes a Sequential or functional one)."""
         for call, _owner in self.program.index.calls:
-            if any(n.rpartition(".")[2] in _REBUILDS for n in self.names_of(call.func)):
+            last = {n.rpartition(".")[2] for n in self.names_of(call.func)}
+            if last & _REBUILDS:
                 return True
+            if "clone_model" in last:
+                cloned = argument(call, "model", 0)
+                for origin in self.origins(cloned.value) if cloned is not None else [Origin(call)]:
+                    made = origin.node
+                    local = self.local_definition(made.func) if isinstance(made, cst.Call) else None
+                    if not isinstance(made, cst.Call) or local in family or local is None and not self._keras_construction(made):
+                        return True
         return False
+
+    def _keras_construction(self, call: cst.Call) -> bool:
+        """``keras.Sequential(...)``, ``keras.Model(inputs, outputs)``, ``keras.applications...``:
+        a model of Keras's own classes, not of this file's."""
+        return any(n.startswith("keras.") for n in self.names_of(call.func))
 
     def _called(self, ref: cst.CSTNode, offset: int, calls: list[tuple[cst.Call, int]]) -> bool:
         """Adds the call ``ref`` (a use of a function, or of ``obj.method``) makes, with the
