@@ -53,7 +53,7 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.codemods._tfd010_inline import extract
-from autofix.analysis.migration import KINDS, CustomStep, Refusal, SingleDevice
+from autofix.analysis.migration import KINDS, ROWS, CustomStep, Refusal, SingleDevice
 from autofix.analysis.migration_models import ModelPrep
 from autofix.analysis.step_logs import LOGS
 from autofix.analysis.placement import Placement
@@ -227,8 +227,15 @@ class MigrateToStrategy(Rule):
         args = ", ".join(params) + ("," if len(params) == 1 else "")
         run = f"{strategy}.run({step.target}, args=({args}))"
         # Losses are each replica's share of the global loss (summed); what metrics show is
-        # each replica's result (averaged, as fit averages train_step's logs).
+        # each replica's result (averaged, as fit averages train_step's logs); a model's rows
+        # for the replica's examples are gathered into the global batch's.
         ops = [f"{tf}.distribute.ReduceOp.{'SUM' if kind == 'loss' else 'MEAN'}" for kind in step.combined]
+
+        def combined(kind: str, op: str, value: str) -> str:
+            if kind == ROWS:
+                return f"{strategy}.gather({value}, axis=0)"
+            return f"{strategy}.reduce({op}, {value}, axis=None)"
+
         # Locals of the wrapper: only the names it reads must stay clear.
         local = set(params) | {strategy, tf, name, wrapper, step.target.split(".")[0]}
         if not step.result_used or step.arity == 0:
@@ -240,10 +247,10 @@ class MigrateToStrategy(Rule):
                 f"    return {{{key}: {strategy}.reduce({ops[0]}, {value}, axis=None) for {key}, {value} in {logs}.items()}}\n"
             )
         elif step.arity == 1:
-            body = f"    return {strategy}.reduce({ops[0]}, {run}, axis=None)\n"
+            body = f"    return {combined(step.combined[0], ops[0], run)}\n"
         else:
             names = [fresh_name(local, _base(value, i)) for i, value in enumerate(step.returned)]
-            reduced = ", ".join(f"{strategy}.reduce({op}, {n}, axis=None)" for op, n in zip(ops, names))
+            reduced = ", ".join(combined(kind, op, n) for kind, op, n in zip(step.combined, ops, names))
             body = f"    {', '.join(names)} = {run}\n    return {reduced}\n"
         if step.decorator is not None:
             decorator = f"@{program.module.code_for_node(step.decorator.decorator)}\n"

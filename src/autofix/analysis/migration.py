@@ -34,6 +34,10 @@ from autofix.analysis.tracing import host_random
 from autofix.analysis.training import FIT_METHODS, Site, TrainingModel
 from autofix.tf.symbols import IN_BATCH_OBJECTIVES, Kind
 
+# What a step returns that is one row per example of its batch (a model's output): the
+# replicas' rows are gathered into the global batch's.
+ROWS = "rows"
+
 
 @dataclass(frozen=True)
 class StrategyKind:
@@ -335,6 +339,8 @@ class SingleDevice(Derived):
                 combined = []
                 for value in values:
                     kind = "loss" if self._is_loss(value, function) else shown(self.program, function, value)
+                    if kind is None and self._model_rows(value, function):
+                        kind = ROWS
                     if kind is None or kind == LOGS and len(values) != 1:
                         return Refusal(value, (
                             f"{name}() returns {_short(self.program, value)} (line {self.program.line(value)}), which is neither "
@@ -369,6 +375,20 @@ class SingleDevice(Derived):
             return Refusal(*found)
         step.variables = found if found.statements else None
         return None
+
+    def _model_rows(self, value: cst.BaseExpression, step: cst.FunctionDef) -> bool:
+        """Whether ``value`` is what a Keras model made in this file outputs for the step's
+        examples (``generated_images = generator(noise)``): one row per example, so the
+        replicas' rows together are the global batch's (``strategy.gather``)."""
+        if isinstance(value, cst.Name):
+            bindings = self.facts.reaching_bindings(value) or []
+            if len(bindings) != 1 or self.program.enclosing_function(bindings[0]) is not step:
+                return False
+            value = self.facts.assigned_value(bindings[0])
+        if not isinstance(value, cst.Call) or isinstance(value.func, cst.Call):
+            return False
+        makers = self.training.makers(value.func)
+        return bool(makers) and all(self.facts.call_kind(m) in (Kind.MODEL, Kind.LOAD) for m in makers)
 
     def _is_loss(self, value: cst.BaseExpression, step: cst.FunctionDef | None = None) -> bool:
         """Whether ``value`` is what the step differentiates, or a term of it: a name whose
@@ -437,6 +457,7 @@ class SingleDevice(Derived):
                     f"train_on_batch (line {self.program.line(call)}) trains on the batch it is handed, which "
                     "autofix cannot show to be the global batch"
                 )))
+        found.extend(self._updates_by_hand())
         for call, _owner in self.facts.calls:
             names = self.facts.names_of(call.func)
             if names & IN_BATCH_OBJECTIVES:
@@ -456,6 +477,54 @@ class SingleDevice(Derived):
                         + (" (a stateful RNN carries its state from one batch to the next, row by row)" if keyword == "stateful" else "")
                     )))
         return found
+
+    def _updates_by_hand(self) -> list[Refusal]:
+        """Variables updated from their gradients by the script itself
+        (``w.assign_sub(lr * dw)`` after ``dw = tape.gradient(loss, w)``), not by an optimizer:
+        under a strategy nothing would sum the replicas' gradients, each replica would update
+        with its own share."""
+        found = []
+        for call, _owner in self.facts.calls:
+            if self.steps_analysis.differentiated(call) is None or isinstance(call.func, cst.Attribute) and call.func.attr.value == "minimize":
+                continue
+            update = self._assigned_from(call)
+            if update is not None:
+                found.append(Refusal(update, (
+                    f"the variables are updated from their gradients by hand ({_short(self.program, update)}, line "
+                    f"{self.program.line(update)}), not by an optimizer: under a strategy nothing would add up the "
+                    "replicas' gradients, each replica would update with its own; apply them with an optimizer "
+                    "(apply_gradients), then migrate"
+                )))
+        return found
+
+    def _assigned_from(self, gradient: cst.Call) -> cst.Call | None:
+        """A ``v.assign_sub(...)`` / ``assign_add`` / ``assign`` whose argument reads what the
+        gradient call returns (through the names it is bound to, and a ``for`` loop over them)."""
+        assign = self.program.parent(gradient)
+        if not isinstance(assign, cst.Assign) or assign.value is not gradient:
+            return None
+        names = [n for target in assign.targets for n in nodes_in(target.target, cst.Name)]
+        seen: set[int] = set()
+        while names:
+            name = names.pop()
+            if id(name) in seen:
+                continue
+            seen.add(id(name))
+            for use in self.facts.uses(name):
+                for ancestor in self.program.ancestors(use):
+                    if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.SimpleStatementLine)):
+                        break
+                    if isinstance(ancestor, cst.Call) and isinstance(ancestor.func, cst.Attribute) and ancestor.func.attr.value in _ASSIGNS:
+                        if any(a is use or any(n is use for n in nodes_in(a.value, cst.Name)) for a in ancestor.args):
+                            return ancestor
+                    if isinstance(ancestor, cst.For) and any(n is use for n in nodes_in(ancestor.iter, cst.Name)):
+                        names.extend(nodes_in(ancestor.target, cst.Name))
+                        break
+        return None
+
+
+_ASSIGNS = ("assign_sub", "assign_add", "assign")
+
 
 def _arity(ret: cst.Return) -> int:
     if ret.value is None:
