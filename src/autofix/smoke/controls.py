@@ -17,7 +17,9 @@ For a job that records its first update, before the script starts and for as lon
   their masks differently, and the comparison is of everything else;
 - random numbers drawn in a training step (``tf.random.normal`` / ``uniform`` /
   ``truncated_normal``, the same in ``keras.random``: a GAN's noise) are drawn as one device
-  would draw them for the global batch (see :func:`_random`); in the original at k times its
+  would draw them for the global batch (see :func:`_random`): a replica takes its examples'
+  rows, of every block of the global batch for a draw a whole number of batches long (the
+  labels of ``concat([generated, real])``); in the original at k times its
   batch, a draw with as many rows as a batch the script asked for (``[BATCH_SIZE, latent]``)
   gets k times the rows, as the script written for that batch would draw;
 - ``BatchNormalization`` on N replicas normalizes over the global batch
@@ -224,7 +226,8 @@ def _random(original, name: str, shown: str):
     """In a step, a random draw is made as one device would make it for the global batch: a
     stateless draw seeded by the order of its call site; a replica of N whose draw is as long as
     its batch takes its rows of the draw for N times that batch, the rows one device would give
-    its examples. Draws of another length are the same on every replica, as on one device."""
+    its examples (of each block of the global batch, for a draw k batches long). Draws of
+    another length are the same on every replica, as on one device."""
 
     def draw(shape, *args, **kwargs):
         if not (_active and _in_step()):
@@ -264,13 +267,20 @@ def _stateless(name: str, shape, seeds, *args, **kwargs):
         return stateless(shape, seed=seeds, **params)
     replica_id, batch, count = info
     lead = shape[0]
+    batch = tf.cast(batch, tf.int32)
 
     def rows():
+        # One device draws k x the global batch's rows for a draw k times as long as the batch
+        # (k = 2: the labels of ``concat([generated, real])``), laid out as k blocks of the
+        # global batch, one row per example in each: this replica takes its examples' rows of
+        # every block.
+        blocks = lead // batch
         whole = stateless(tf.concat([[lead * count], shape[1:]], 0), seed=seeds, **params)
-        start = tf.cast(replica_id, tf.int32) * lead
-        return whole[start : start + lead]
+        whole = tf.reshape(whole, tf.concat([[blocks, count, batch], shape[1:]], 0))
+        return tf.gather(whole, tf.cast(replica_id, tf.int32), axis=1)
 
-    return tf.reshape(tf.cond(tf.equal(lead, batch), rows, lambda: stateless(shape, seed=seeds, **params)), shape)
+    aligned = tf.logical_and(tf.greater(batch, 0), tf.logical_and(tf.greater_equal(lead, batch), tf.equal(lead % tf.maximum(batch, 1), 0)))
+    return tf.reshape(tf.cond(aligned, rows, lambda: stateless(shape, seed=seeds, **params)), shape)
 
 
 def _synchronized(original):

@@ -79,6 +79,10 @@ def compare(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], pairs: lis
     largest = max((_rms(g) for g in gradients if g is not None), default=0.0)
     compared = skipped = 0
     worst = 0.0
+    # The first update that differs while its gradient is the original's: the gradients of the
+    # variables after it are still compared (one of them may differ), their updates no longer.
+    update_differs: Outcome | None = None
+    every_gradient = True  # each variable's gradient was recorded in both runs (and compared)
     for (k, j), gradient in zip(pairs, gradients):
         mv, ov = mine[k], theirs[j]
         name = ov["name"]
@@ -88,6 +92,7 @@ def compare(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], pairs: lis
         if m_before is not None and not _within(m_before, o_before, 0.0, ABSOLUTE * max(_rms(o_before), 1e-3))[0]:
             return Outcome(False, not_compared=f"the runs start from different weights ({name})")
         m_gradient = m.get("g" + mv["key"][1:])
+        every_gradient = every_gradient and gradient is not None and m_gradient is not None
         informative = True
         if gradient is not None and m_gradient is not None:
             same, relative = _within(m_gradient, gradient, _norm(gradient), ABSOLUTE * largest)
@@ -96,6 +101,8 @@ def compare(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], pairs: lis
             informative = _rms(gradient) > NOISE * largest
             worst = max(worst, relative if informative else 0.0)
         compared += 1
+        if update_differs is not None:
+            continue
         if not informative:
             skipped += 1
             continue
@@ -105,11 +112,14 @@ def compare(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], pairs: lis
         worst = max(worst, relative)
         if not same:
             ours = m_after.astype(np.float64) - o_before.astype(np.float64)
-            return Outcome(False, compared, worst, _difference(name, "weight", relative, ours, update))
-    return _optimizer_variables(*everything, m, o, compared, worst, skipped)
+            update_differs = Outcome(False, compared, worst, _difference(name, "weight", relative, ours, update))
+    if update_differs is not None:
+        update_differs.difference["gradients_same"] = every_gradient  # type: ignore[index]
+        return update_differs
+    return _optimizer_variables(*everything, m, o, compared, worst, skipped, every_gradient)
 
 
-def _optimizer_variables(mine, theirs, m, o, compared: int, worst: float, skipped: int) -> Outcome:
+def _optimizer_variables(mine, theirs, m, o, compared: int, worst: float, skipped: int, every_gradient: bool = False) -> Outcome:
     from autofix.smoke.snapshot import match
 
     m_vars = [v for v in mine if v["kind"] == "optimizer"]
@@ -123,13 +133,15 @@ def _optimizer_variables(mine, theirs, m, o, compared: int, worst: float, skippe
         same, relative = _within(mine_value, theirs_value, _norm(theirs_value), ABSOLUTE * largest)
         compared += 1
         if not same:
-            return Outcome(False, compared, relative, _difference(o_vars[j]["name"], "optimizer", relative, mine_value, theirs_value))
+            return Outcome(False, compared, relative, _difference(o_vars[j]["name"], "optimizer", relative, mine_value, theirs_value, gradients_same=every_gradient))
         worst = max(worst, relative)
     return Outcome(True, compared, worst, skipped=skipped)
 
 
-def _difference(name: str, what: str, relative: float, ours: np.ndarray, theirs: np.ndarray) -> dict[str, Any]:
+def _difference(name: str, what: str, relative: float, ours: np.ndarray, theirs: np.ndarray, gradients_same: bool = False) -> dict[str, Any]:
+    """The first difference; ``gradients_same``: every trainable variable's gradient is the
+    original's (the difference is in what the optimizer made of them)."""
     ratio = None
     if ours.dtype.kind in "fc" and _norm(theirs):
         ratio = _norm(ours) / _norm(theirs)
-    return {"name": name, "kind": what, "relative": relative, "ratio": ratio}
+    return {"name": name, "kind": what, "relative": relative, "ratio": ratio, "gradients_same": gradients_same}
