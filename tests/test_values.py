@@ -122,3 +122,25 @@ def test_cloning_another_kind_of_model_does_not_compile_this_one_but_cloning_it_
     assert len(_step_loss_objects(other)[1]) == 1
     itself = GAN + "copy = keras.models.clone_model(gan)\n"
     assert _step_loss_objects(itself)[1] == []
+
+
+def test_the_class_named_to_an_old_style_super_is_not_an_object_handed_on():
+    """``super(GAN, self).__init__()`` names the class without making an object of it: what
+    ``__init__`` stores still comes from the file's one construction."""
+    source = (
+        "import keras\n"
+        "\n"
+        "class GAN(keras.Model):\n"
+        "    def __init__(self, discriminator):\n"
+        "        super(GAN, self).__init__()\n"
+        "        self.discriminator = discriminator\n"
+        "\n"
+        "    def train_step(self, data):\n"
+        "        return self.discriminator(data)\n"
+        "\n"
+        "gan = GAN(keras.Sequential([keras.layers.Dense(1)]))\n"
+    )
+    program = _program(source)
+    facts = Facts.of(program)
+    read = next(a for a in nodes_in(program.module, cst.Attribute) if program.module.code_for_node(a) == "self.discriminator" and program.line(a) == 9)
+    assert [program.module.code_for_node(o.node) for o in facts.values.origins(read)] == ["keras.Sequential([keras.layers.Dense(1)])"]

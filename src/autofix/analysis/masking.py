@@ -122,16 +122,28 @@ def _element_origin(facts: Facts, callables: Callables, bindings: list, depth: i
 
 
 def _built_here(facts: Facts, callables: Callables, func: cst.BaseExpression, depth: int) -> bool:
-    """Whether calling ``func`` calls a Keras model or layer built in this file."""
+    """Whether calling ``func`` calls a Keras model or layer built in this file: every value
+    the file's value flow says it may be (through names, parameters, ``self.<name>`` set from
+    a constructor's argument) is made here by a Keras constructor or a Keras class of the file,
+    or is ``self`` in a method of one (the model calling itself in its ``train_step``)."""
     if isinstance(func, cst.Call):
         return _makes_keras(facts, callables, func, depth)
-    if isinstance(func, cst.Name):
-        values = [facts.assigned_value(b) for b in facts.bindings(func) or []]
-    elif isinstance(func, cst.Attribute):
-        values = [v for v, _ in callables.attribute_assignments(func)]
-    else:
+    values = facts.values
+    origins = values.origins(func)
+    if not origins:
         return False
-    return bool(values) and all(isinstance(v, cst.Call) and _makes_keras(facts, callables, v, depth) for v in values)
+    for origin in origins:
+        node = origin.node
+        if not origin.whole:
+            return False
+        if isinstance(node, cst.Call) and _makes_keras(facts, callables, node, depth):
+            continue
+        if isinstance(node, cst.Param) and values.is_self(node):
+            function = values.enclosing_function(node)
+            if function is not None and values.class_of(function) in facts.keras_classes:
+                continue
+        return False
+    return True
 
 
 def _makes_keras(facts: Facts, callables: Callables, call: cst.Call, depth: int) -> bool:

@@ -698,8 +698,15 @@ class Values(Derived):
         return found
 
     def _is_base(self, ref: cst.CSTNode) -> bool:
+        """A use of a class that makes no object of it: a base of another class, or the class
+        named to ``super(Class, self)``."""
         arg = self.program.parent(ref)
-        return isinstance(arg, cst.Arg) and isinstance(self.program.parent(arg), cst.ClassDef)
+        if not isinstance(arg, cst.Arg):
+            return False
+        holder = self.program.parent(arg)
+        if isinstance(holder, cst.ClassDef):
+            return True
+        return isinstance(holder, cst.Call) and isinstance(holder.func, cst.Name) and holder.func.value == "super" and holder.args[0] is arg
 
     def _subclassed(self, cls: cst.ClassDef) -> bool:
         return any(cls in self.bases(other) for other in self.classes if other is not cls)
