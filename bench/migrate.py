@@ -1,6 +1,6 @@
 """Migrate the migration corpus, and prove every migration by training it beside its original.
 
-    python bench/migrate.py [--files DIR] [--json OUT] [--only TEXT] [--replicas N] [--static]
+    python bench/migrate.py [--files DIR] [--json OUT] [--only TEXT] [--part A|B] [--replicas N] [--timeout S] [--static]
 
 For each file of bench/migrate/manifest.json (format: bench/migrate/README.md), runs
 ``autofix migrate`` (the engine, in this process, default options), checks that every
@@ -75,13 +75,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", help="the corpus folder (default: $AUTOFIX_MIGRATE_CORPUS, else bench/migrate/files)")
     parser.add_argument("--json", help="also write every file's outcome here")
     parser.add_argument("--only", action="append", default=[], help="only files whose id contains this (repeatable)")
+    parser.add_argument("--part", action="append", default=[], help="only the files of this part of the corpus (repeatable: A, B)")
     parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds each run may take (default 300: ResNet50 on 2 logical CPUs takes 3 minutes)")
     parser.add_argument("--static", action="store_true", help="migrate and check, but do not train")
     args = parser.parse_args(argv)
     folder = Path(args.files or os.environ.get("AUTOFIX_MIGRATE_CORPUS") or HERE / "migrate" / "files")
     manifest = json.loads(MANIFEST.read_text(encoding="utf-8"))
     if args.only:
         manifest = [r for r in manifest if any(o in r["id"] for o in args.only)]
+    if args.part:
+        manifest = [r for r in manifest if r.get("part", "A") in args.part]
     missing = [r["id"] for r in manifest if not (folder / r["id"]).is_file()]
     if len(missing) == len(manifest):
         print(f"no corpus files in {folder}: see bench/migrate/README.md", file=sys.stderr)
@@ -134,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         if pairs and not args.static:
             from autofix.smoke import ComparePair, compare_many
 
-            reports = compare_many([ComparePair(m, o) for _, m, o in pairs], replicas=args.replicas, offline=True)
+            reports = compare_many([ComparePair(m, o) for _, m, o in pairs], replicas=args.replicas, timeout=args.timeout, offline=True)
             for (ident, _, _), report in zip(pairs, reports):
                 compare = report.compare
                 outcome = outcomes[ident]
@@ -154,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                     outcome["status"] = FAILED
                     outcome["why"] = [f"{status}: {outcome['compare_message']}"]
         if not args.static:
-            _run_unmigrated_originals(outcomes, folder, work, args.replicas)
+            _run_unmigrated_originals(outcomes, folder, work, args.replicas, args.timeout)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     seconds = time.perf_counter() - started
@@ -164,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if any(o["status"] == FAILED for o in outcomes.values()) else 0
 
 
-def _run_unmigrated_originals(outcomes: dict[str, dict], folder: Path, work: Path, replicas: int) -> None:
+def _run_unmigrated_originals(outcomes: dict[str, dict], folder: Path, work: Path, replicas: int, timeout: float) -> None:
     """Runs, up to its first update, the original of every file expected to migrate that was
     not, and notes when it does not run here either (a package or an API this Python lacks)."""
     from autofix.smoke.compare import reference_failure
@@ -180,7 +184,7 @@ def _run_unmigrated_originals(outcomes: dict[str, dict], folder: Path, work: Pat
         jobs.append(SmokeJob(str(place / outcome["id"]), replicas=1, first_update=FirstUpdate(str(place / "first-update.npz"))))
     if not jobs:
         return
-    for outcome, report in zip(waiting, run_many(jobs, replicas=replicas, steps=1, offline=True)):
+    for outcome, report in zip(waiting, run_many(jobs, replicas=replicas, steps=1, timeout=timeout, offline=True)):
         failure = report.harness_error or reference_failure(report)
         if failure:
             outcome["original_fails"] = failure
