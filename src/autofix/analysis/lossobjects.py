@@ -85,17 +85,22 @@ def _flows_to(facts: Facts, node: cst.CSTNode, parent: cst.CSTNode | None) -> li
 
 
 def _method_called(values, func: cst.Attribute) -> cst.FunctionDef | None:
-    """The method of this file that ``obj.method`` runs, when ``obj`` is made by a class here."""
+    """The method of this file that ``obj.method`` runs, when every value ``obj`` may have is
+    made by a class here and they all run the same one."""
+    found: set[cst.FunctionDef] = set()
     for origin in values.origins(func.value):
         node = origin.node
-        if origin.whole and isinstance(node, cst.Call):
-            cls = values.local_definition(node.func)
-            if isinstance(cls, cst.ClassDef):
-                for c in [cls, *values.bases(cls)]:
-                    for statement in c.body.body:
-                        if isinstance(statement, cst.FunctionDef) and statement.name.value == func.attr.value:
-                            return statement
-    return None
+        cls = values.local_definition(node.func) if origin.whole and isinstance(node, cst.Call) else None
+        if not isinstance(cls, cst.ClassDef):
+            return None
+        method = next(
+            (s for c in [cls, *values.bases(cls)] for s in c.body.body if isinstance(s, cst.FunctionDef) and s.name.value == func.attr.value),
+            None,
+        )
+        if method is None:
+            return None
+        found.add(method)
+    return found.pop() if len(found) == 1 else None
 
 
 def _param_of(values, function: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
