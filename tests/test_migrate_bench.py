@@ -1,0 +1,50 @@
+"""The migration corpus benchmark: its manifest stays consistent, and its summary counts a file
+whose original does not run here apart from the runnable ones (the corpus files themselves are
+not in the repository; see bench/migrate/README.md)."""
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+spec = importlib.util.spec_from_file_location("migrate_bench", BENCH / "migrate.py")
+migrate_bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(migrate_bench)
+
+MANIFEST = json.loads((BENCH / "migrate" / "manifest.json").read_text(encoding="utf-8"))
+FIELDS = {"id", "repo", "path", "commit", "sha256", "kind", "part", "origin", "training", "data", "expect", "why", "notes"}
+
+
+def test_manifest_records_are_complete_unique_and_in_a_part():
+    ids = [r["id"] for r in MANIFEST]
+    assert len(ids) == len(set(ids))
+    assert len({(r["repo"], r["path"]) for r in MANIFEST}) == len(MANIFEST)
+    for record in MANIFEST:
+        assert set(record) == FIELDS, record["id"]
+        assert record["id"] == record["repo"].replace("/", "__") + "__" + record["path"].replace("/", "__").replace(" ", "_")
+        assert re.fullmatch(r"[0-9a-f]{40}", record["commit"]) and re.fullmatch(r"[0-9a-f]{64}", record["sha256"])
+        assert record["kind"] == ("notebook" if record["path"].endswith(".ipynb") else "script")
+        assert record["part"] in ("A", "B") and record["expect"] in ("migrate", "refuse")
+    parts = {part: [r for r in MANIFEST if r["part"] == part] for part in ("A", "B")}
+    assert len(parts["A"]) == 38 and len(parts["B"]) == 17
+    # Part B is code from repositories part A did not hold, mostly.
+    new = {r["repo"] for r in parts["B"]} - {r["repo"] for r in parts["A"]}
+    assert len(new) >= 5
+
+
+def test_the_summary_leaves_files_whose_original_does_not_run_out_of_the_runnable(capsys):
+    outcomes = {
+        "a.py": {"id": "a.py", "expect": "migrate", "training": "fit", "status": migrate_bench.PROVEN},
+        "b.py": {"id": "b.py", "expect": "migrate", "training": "fit", "status": migrate_bench.NOT_MIGRATED, "why": ["a reason"]},
+        "c.py": {"id": "c.py", "expect": "migrate", "training": "fit", "status": migrate_bench.NOT_MIGRATED, "why": ["another"],
+                 "original_fails": "the script crashed at c.py:3: ModuleNotFoundError: No module named 'pandas'"},
+        "d.py": {"id": "d.py", "expect": "migrate", "training": "gan", "status": migrate_bench.ORIGINAL_FAILS, "why": ["pydot"]},
+        "e.py": {"id": "e.py", "expect": "refuse", "training": "other", "status": migrate_bench.NOT_MIGRATED, "why": ["by hand"]},
+    }
+    migrate_bench._print(outcomes, 1.0, static=False)
+    out = capsys.readouterr().out
+    assert "    the original does not run here either: the script crashed at c.py:3" in out
+    assert "not migrated    3 (the original does not run here either: 1)" in out
+    assert "expected to migrate: 4; migrated and proven: 1 (25%); of those whose original runs here: 1 of 2 (50%)" in out
+    assert "expected to be refused: 1; not migrated: 1" in out
