@@ -198,6 +198,8 @@ def test_crash_never_trains_and_died(keras3):
 
 @needs_tf
 def test_one_process_per_batch_and_a_new_one_after_a_death(keras3):
+    # Each process reports its TensorFlow start-up once, to the microsecond: the scripts of one
+    # process share it, and a new process's differs (to the millisecond, two once matched).
     reports = keras3[0]
     before = {reports[name].startup_seconds for name in KERAS3[: KERAS3.index("dies") + 1]}
     after = {reports[name].startup_seconds for name in KERAS3[KERAS3.index("dies") + 1 :]}
