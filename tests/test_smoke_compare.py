@@ -292,6 +292,17 @@ def test_judge_compares_updates_within_the_tolerance_and_names_a_difference(tmp_
     assert unscaled.status == "different" and unscaled.message.startswith("the migrated script trains on a global batch of 8 on 2 replicas")
 
 
+def test_the_largest_difference_shown_leaves_out_values_the_same_only_by_the_absolute_floor(tmp_path):
+    """Adam's second moment of a rounding-level gradient is near 0: its relative difference is
+    huge and says nothing (it passes by the absolute floor); "within" shows the others'."""
+    start = [[1.0, 2.0]]
+    original = _snapshot(tmp_path / "o.npz", [[0.9, 2.1]], start, optimizer=[[0.01, -0.01], [1e-12, 0.0]])
+    close = _snapshot(tmp_path / "c.npz", [[0.9 + 1e-6, 2.1]], start, optimizer=[[0.01, -0.01], [3e-12, 1e-12]])
+    verdict = compare.judge("o.py", _smoke(original, 8), _smoke(original, 16), _smoke(close, 16, replicas=2), _smoke(original, 8), 2)
+    assert verdict.status == "equivalent"
+    assert 0 < verdict.pairs[0].max_relative < 1e-4 and "within 7e-06" in verdict.pairs[0].message
+
+
 def test_an_update_apart_in_direction_only_with_every_gradient_the_originals_is_inconclusive(tmp_path):
     """Adam's first update is about lr for any gradient well above eps: the rounding of equal
     gradients can turn an element's update around (here one of 1000). That proves nothing
@@ -336,6 +347,97 @@ def test_a_gradient_apart_in_direction_only_through_synchronized_batch_normaliza
     assert compare.judge("o.py", o1, on, _smoke(migrated, 16, replicas=2), _smoke(original, 8), 2).status == "different"
     doubled = _snapshot(tmp_path / "d.npz", [start[0] - 2 * grads], start, gradients=[2 * grads])
     assert compare.judge("o.py", o1, on, _smoke({**doubled, "held": ["BatchNormalization"]}, 16, replicas=2), _smoke(original, 8), 2).status == "different"
+
+
+@tf_test
+def test_a_float64_comparison_runs_in_float64_and_leaves_the_next_script_in_float32(tmp_path):
+    """The runs of a float64 comparison make their variables, data, draws and filled tensors in
+    float64 (a GAN's `concat([generated, real])` and `labels + noise` run), prove a correct
+    migration far inside the tolerance and still show a loss averaged per replica; a script run
+    after them is float32 again (Keras keeps the policy it made at first use)."""
+    np = pytest.importorskip("numpy")
+    gan = compare._jobs(ComparePair(str(PAIRS / "gan_fit.migrated.py"), str(PAIRS / "gan_fit.py")), 2, str(tmp_path / "gan"), "float64")
+    wrong = compare._jobs(ComparePair(str(PAIRS / "loop.wrong_mean.py"), str(PAIRS / "loop.py")), 2, str(tmp_path / "wrong"), "float64")
+    after = compare._jobs(ComparePair(str(PAIRS / "loop.migrated.py"), str(PAIRS / "loop.py")), 2, str(tmp_path / "after"))[:1]
+    reports = run_many([*gan, *wrong, *after], replicas=2, steps=1, offline=True)
+    proven = compare.judge("gan_fit.py", *reports[0:4], 2)
+    assert proven.status == "equivalent" and all(p.max_relative < 1e-9 for p in proven.pairs), proven.message
+    for held in ("compare: keras's float type set to float64", "compare: float32 data given as float64", "compare: tf.ones made as float64"):
+        assert held in reports[2].notes
+    differs = compare.judge("loop.py", *reports[4:8], 2)
+    assert differs.status == "different" and math.isclose(differs.pairs[0].first_difference["ratio"], 2.0, rel_tol=1e-6)
+    for job, report in zip([*gan, *wrong, *after], reports):
+        with np.load(job.first_update.snapshot) as data:
+            assert data["i0"].dtype == (np.float64 if job.first_update.floatx else np.float32), job.first_update.snapshot
+    assert not any("float type" in note for note in reports[8].notes)
+
+
+def _rounding_runs(tmp_path, float64_outcome):
+    """A fake ``run_many`` for ``compare_many``: in float32, the migrated update turned around
+    in one element of 1000 with every gradient the original's (Adam's rounding); in float64,
+    ``float64_outcome``: ``same``, ``turned`` (the same again) or ``crashed``."""
+    np = pytest.importorskip("numpy")
+    start = [np.ones(1000)]
+    grads = [np.full(1000, 0.1)]
+    step = np.full(1000, -0.01)
+    turned_step = step.copy()
+    turned_step[0] = 0.01
+    original = _snapshot(tmp_path / "o.npz", [start[0] + step], start, gradients=grads)
+    turned = _snapshot(tmp_path / "t.npz", [start[0] + turned_step], start, gradients=grads)
+    calls = []
+
+    def run_many(jobs, **settings):
+        floatx = jobs[0].first_update.floatx
+        calls.append((floatx, len(jobs)))
+        reports = []
+        for job in jobs:
+            migrated_n = job.replicas == 2
+            if floatx == "float64" and float64_outcome == "crashed":
+                failed = Check("finished", False, "the script crashed at t.py:3: TypeError: float64 and float32")
+                reports.append(_smoke(None, 8, replicas=job.replicas or 1, status="crashed", ok=False, checks=(failed,)))
+                continue
+            use_turned = migrated_n and (floatx is None or float64_outcome == "turned")
+            batch = 16 if (migrated_n or job.first_update.batch_scale == 2) else 8
+            reports.append(_smoke(turned if use_turned else original, batch, replicas=job.replicas or 1))
+        return reports
+
+    return run_many, calls
+
+
+@pytest.mark.parametrize(
+    ("float64_outcome", "status", "floatx"),
+    [("same", "equivalent", "float64"), ("turned", "inconclusive", "float32"), ("crashed", "inconclusive", "float32")],
+)
+def test_rounding_that_leaves_a_comparison_inconclusive_is_compared_again_in_float64(monkeypatch, tmp_path, float64_outcome, status, floatx):
+    """Only a comparison left inconclusive by float32's rounding is run again, in float64: a proof
+    there is the verdict; anything else there leaves the float32 verdict, with what float64 said."""
+    fake, calls = _rounding_runs(tmp_path, float64_outcome)
+    monkeypatch.setattr(compare, "run_many", fake)
+    report = compare_many([ComparePair("m.py", "o.py")], replicas=2, steps=1, offline=True)[0]
+    assert calls == [(None, 4), ("float64", 4)]
+    assert (report.compare.status, report.compare.floatx) == (status, floatx)
+    if status == "equivalent":
+        assert report.compare.message.startswith("in float64 (in float32: ") and "on 2 replicas: the same first update" in report.compare.message
+        assert not report.compare.rounding
+    else:
+        assert "every gradient is the original's" in report.compare.message
+        assert f"; in float64: {'inconclusive' if float64_outcome == 'turned' else 'original-fails'}: " in report.compare.message
+
+
+def test_a_comparison_that_differs_or_is_proven_in_float32_is_not_run_again(monkeypatch, tmp_path):
+    np = pytest.importorskip("numpy")
+    start = [np.ones(4)]
+    original = _snapshot(tmp_path / "o.npz", [start[0] - 0.1], start, gradients=[np.full(4, 0.1)])
+    doubled = _snapshot(tmp_path / "d.npz", [start[0] - 0.2], start, gradients=[np.full(4, 0.2)])
+    calls = []
+
+    def run_many(jobs, **settings):
+        calls.append(jobs[0].first_update.floatx)
+        return [_smoke(doubled if (job.replicas == 2 and "wrong" in job.script) else original, 16 if (job.replicas == 2 or job.first_update.batch_scale == 2) else 8, replicas=job.replicas or 1) for job in jobs]
+
+    monkeypatch.setattr(compare, "run_many", run_many)
+    reports = compare_many([ComparePair("right.py", "o.py"), ComparePair("wrong.py", "o.py")], replicas=2, steps=1, offline=True)
+    assert [r.compare.status for r in reports] == ["equivalent", "different"] and calls == [None]
 
 
 def test_judge_tells_an_original_that_fails_from_a_migration_that_fails(tmp_path):

@@ -22,6 +22,14 @@ original's initial weights (set where seeds did not already give them). The migr
 replicas is also smoke-tested as usual (every replica trained, every variable mirrored), and
 its global batch must be N x the original's.
 
+Where the runs differ only as float32's rounding magnified can make them differ (through
+BatchNormalization's statistics, or Adam's first update, ``lr * g / (|g| + eps)``, which turns
+the rounding of a gradient near 0 into an update of about ``lr``), the four runs are made
+again in float64 (Keras's float type, the data, a step's draws: see
+:mod:`autofix.smoke.controls`), where that rounding is a billion times smaller: equal there,
+within the same tolerance, the migration is proven (``floatx`` says so); otherwise the float32
+verdict stands, with what float64 said.
+
 The result, :class:`CompareReport` (``report.compare``, ``"compare"`` in the JSON), has a
 ``status`` a caller can act on:
 
@@ -94,31 +102,58 @@ def compare_many(
     migrated script's on ``replicas`` replicas, with ``compare`` set."""
     folder = tempfile.mkdtemp(prefix="autofix-smoke-compare-")
     try:
-        jobs: list[SmokeJob] = []
-        for number, pair in enumerate(pairs):
-            jobs.extend(_jobs(pair, replicas, os.path.join(folder, str(number))))
-        reports = run_many(jobs, replicas=replicas, steps=steps, timeout=timeout, offline=offline, legacy_keras=legacy_keras, python=python)
-        per_pair = len(reports) // max(len(pairs), 1)
-        results = []
-        for number, pair in enumerate(pairs):
-            mine = reports[number * per_pair : (number + 1) * per_pair]
-            o1, on, mn, m1 = mine if replicas > 1 else (mine[0], mine[0], mine[1], mine[1])
-            results.append(replace(mn, compare=judge(pair.original, o1, on, mn, m1, replicas)))
+        settings = dict(replicas=replicas, steps=steps, timeout=timeout, offline=offline, legacy_keras=legacy_keras, python=python)
+        results = _compared(pairs, replicas, folder, None, settings)
+        # float32's rounding, magnified by BatchNormalization's statistics or Adam's first
+        # update: the same runs again in float64, where it is a billion times smaller. Only a
+        # proof is taken from them: a script that mixes in float32 of its own may not run so.
+        again = [n for n, r in enumerate(results) if r.compare is not None and r.compare.rounding]
+        if again:
+            wide = _compared([pairs[n] for n in again], replicas, folder, "float64", settings)
+            for n, report in zip(again, wide):
+                results[n] = _widened(results[n], report)
         return results
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _jobs(pair: ComparePair, replicas: int, prefix: str) -> list[SmokeJob]:
+def _compared(pairs: Sequence[ComparePair], replicas: int, folder: str, floatx: str | None, settings: dict) -> list[SmokeReport]:
+    jobs: list[SmokeJob] = []
+    for number, pair in enumerate(pairs):
+        jobs.extend(_jobs(pair, replicas, os.path.join(folder, f"{number}-{floatx or 'float32'}"), floatx))
+    reports = run_many(jobs, **settings)
+    per_pair = len(reports) // max(len(pairs), 1)
+    results = []
+    for number, pair in enumerate(pairs):
+        mine = reports[number * per_pair : (number + 1) * per_pair]
+        o1, on, mn, m1 = mine if replicas > 1 else (mine[0], mine[0], mine[1], mine[1])
+        verdict = judge(pair.original, o1, on, mn, m1, replicas)
+        results.append(replace(mn, compare=replace(verdict, floatx=floatx or "float32")))
+    return results
+
+
+def _widened(narrow: SmokeReport, wide: SmokeReport) -> SmokeReport:
+    """The float32 runs' report, with the float64 runs' proof when they make one."""
+    assert narrow.compare is not None and wide.compare is not None
+    if wide.compare.status == "equivalent":
+        message = (
+            f"in float64 (in float32: {narrow.compare.message.split(': ')[-1]}): "
+            f"{wide.compare.message}"
+        )
+        return replace(narrow, compare=replace(wide.compare, message=message, rounding=False))
+    return replace(narrow, compare=replace(narrow.compare, message=f"{narrow.compare.message}; in float64: {wide.compare.status}: {wide.compare.message}"))
+
+
+def _jobs(pair: ComparePair, replicas: int, prefix: str, floatx: str | None = None) -> list[SmokeJob]:
     """The original at its batch and at ``replicas`` x it, the migrated script on ``replicas``
     replicas and on 1, in that order (the migrated runs read the originals' initial weights)."""
     original_args = pair.args if pair.original_args is None else pair.original_args
-    o1 = SmokeJob(pair.original, original_args, replicas=1, first_update=FirstUpdate(f"{prefix}-o1.npz"))
-    m1 = SmokeJob(pair.migrated, pair.args, replicas=1, first_update=FirstUpdate(f"{prefix}-m1.npz", initial=f"{prefix}-o1.npz"))
+    o1 = SmokeJob(pair.original, original_args, replicas=1, first_update=FirstUpdate(f"{prefix}-o1.npz", floatx=floatx))
+    m1 = SmokeJob(pair.migrated, pair.args, replicas=1, first_update=FirstUpdate(f"{prefix}-m1.npz", initial=f"{prefix}-o1.npz", floatx=floatx))
     if replicas == 1:
         return [o1, m1]
-    on = SmokeJob(pair.original, original_args, replicas=1, first_update=FirstUpdate(f"{prefix}-oN.npz", batch_scale=replicas))
-    mn = SmokeJob(pair.migrated, pair.args, replicas=replicas, first_update=FirstUpdate(f"{prefix}-mN.npz", initial=f"{prefix}-oN.npz"))
+    on = SmokeJob(pair.original, original_args, replicas=1, first_update=FirstUpdate(f"{prefix}-oN.npz", batch_scale=replicas, floatx=floatx))
+    mn = SmokeJob(pair.migrated, pair.args, replicas=replicas, first_update=FirstUpdate(f"{prefix}-mN.npz", initial=f"{prefix}-oN.npz", floatx=floatx))
     return [o1, on, mn, m1]
 
 
@@ -131,8 +166,8 @@ def judge(original: str, o1: SmokeReport, on: SmokeReport, mn: SmokeReport, m1: 
         *((_run("migrated", m1, 1),) if replicas > 1 else ()),
     )
 
-    def made(status: str, message: str, pairs: Sequence[Pair] = ()) -> CompareReport:
-        return CompareReport(original, status, message, tuple(pairs), runs, *_tolerances())
+    def made(status: str, message: str, pairs: Sequence[Pair] = (), rounding: bool = False) -> CompareReport:
+        return CompareReport(original, status, message, tuple(pairs), runs, *_tolerances(), rounding=rounding)
 
     if any(r.harness_error for r in (o1, on, mn, m1)):
         broken = next(r for r in (o1, on, mn, m1) if r.harness_error)
@@ -159,14 +194,14 @@ def judge(original: str, o1: SmokeReport, on: SmokeReport, mn: SmokeReport, m1: 
             f"(synchronized=True), still differs by more than the tolerance from one device's (sums in another order); "
             f"it cannot be proven this way"
         )
-        return made("inconclusive", message, pairs)
+        return made("inconclusive", message, pairs, rounding=True)
     if different and _amplified_only(different[0]):
         message = (
             f"{different[0].message}: every gradient is the original's, and the optimizer's first update amplifies "
             f"their rounding (Adam's is lr * g / (|g| + eps): about lr for any g well above eps, whatever its size); "
             f"it cannot be proven this way"
         )
-        return made("inconclusive", message, pairs)
+        return made("inconclusive", message, pairs, rounding=True)
     if different:
         return made("different", different[0].message, pairs)
     skipped = [p for p in pairs if p.status != "same"]

@@ -24,7 +24,13 @@ For a job that records its first update, before the script starts and for as lon
   gets k times the rows, as the script written for that batch would draw;
 - ``BatchNormalization`` on N replicas normalizes over the global batch
   (``synchronized=True``), as one device does; MirroredStrategy otherwise normalizes each
-  replica's share on its own.
+  replica's share on its own;
+- with ``floatx`` (``float64``), Keras makes its variables and computes in that type
+  (``keras.config.set_floatx``), set back to float32 after the script; float32 data (arrays
+  given to ``fit``, the batches of the script's datasets), a step's random draws and its
+  ``tf.ones`` / ``tf.zeros`` of no given type are given in that type too, so that the script's own arithmetic on data and outputs runs. float32's
+  rounding, which BatchNormalization's statistics and Adam's first update magnify, then no
+  longer hides what the comparison looks for.
 
 Only the script's own calls are changed (not those made inside Keras' ``fit``). What was done
 is noted in the report.
@@ -49,6 +55,7 @@ NOISE_LAYERS = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropo
 
 _active = False
 _scale = 1
+_floatx: str | None = None
 _seen: dict[str, int] = {}
 # The batch sizes the script asked for, before scaling (for draws as long as a batch).
 _asked: set[int] = set()
@@ -56,6 +63,8 @@ _asked: set[int] = set()
 # layers otherwise, which the noise layers above cover).
 RANDOM = ("normal", "uniform", "truncated_normal")
 STATELESS = {"normal": "stateless_normal", "uniform": "stateless_uniform", "truncated_normal": "stateless_truncated_normal"}
+# Tensors made in a step with float32 as their default type (``labels = tf.ones((n, 1))``).
+FILLED = ("ones", "zeros")
 # Random draws made so far in each graph being traced (or eagerly), per replica.
 _occurrences: dict[tuple[int, int | None], int] = {}
 _replica = threading.local()
@@ -68,6 +77,8 @@ def install() -> None:
     _wrap(dataset, "shuffle", _shuffle)
     for name in RANDOM:
         _wrap_function(tf.random, name, "tf.random")
+    for name in FILLED:
+        _wrap_filled(tf, name)
 
 
 def install_keras(module: Any) -> None:
@@ -84,12 +95,18 @@ def install_keras(module: Any) -> None:
             _wrap_function(random_module, name, f"{module.__name__}.random")
     if _active:
         _seed_keras(module)
+        if _floatx:
+            _set_floatx(module, _floatx)
 
 
-def start(active: bool, scale: int = 1) -> None:
-    """Before each script: hold things equal (``active``), the batch scaled by ``scale``."""
-    global _active, _scale
-    _active, _scale = active, max(1, int(scale))
+def start(active: bool, scale: int = 1, floatx: str | None = None) -> None:
+    """Before each script: hold things equal (``active``), the batch scaled by ``scale``,
+    Keras's float type ``floatx`` (after the script, ``start(False)``: float32 again)."""
+    global _active, _scale, _floatx
+    if _floatx:
+        for module in _kerases():
+            _set_floatx(module, "float32")
+    _active, _scale, _floatx = active, max(1, int(scale)), (floatx if active else None)
     _seen.clear()
     _occurrences.clear()
     _asked.clear()
@@ -98,10 +115,28 @@ def start(active: bool, scale: int = 1) -> None:
     random.seed(SEED)
     np.random.seed(SEED)
     tf.random.set_seed(SEED)
-    for name in ("keras", "tf_keras"):
-        module = sys.modules.get(name)
-        if module is not None:
-            _seed_keras(module)
+    for module in _kerases():
+        _seed_keras(module)
+        if _floatx:
+            _set_floatx(module, _floatx)
+
+
+def _kerases() -> list[Any]:
+    return [sys.modules[name] for name in ("keras", "tf_keras") if name in sys.modules]
+
+
+def _set_floatx(module: Any, floatx: str) -> None:
+    setter = getattr(getattr(module, "config", None), "set_floatx", None) or getattr(getattr(module, "backend", None), "set_floatx", None)
+    if setter is None:
+        recorder.note(f"could not set {module.__name__}'s float type to {floatx}")
+        return
+    setter(floatx)
+    # Keras 3 keeps the policy made from floatx at its first use: made again from this one.
+    policy = getattr(getattr(module, "config", None), "set_dtype_policy", None) or getattr(getattr(module, "mixed_precision", None), "set_global_policy", None)
+    if policy is not None:
+        policy(floatx)
+    if floatx != "float32":
+        _saw(f"{module.__name__}'s float type", f"set to {floatx}")
 
 
 def active() -> bool:
@@ -124,6 +159,33 @@ def fit_arguments(given: dict[str, Any], array_input: bool) -> None:
     if array_input and _scale > 1 and given.get("batch_size"):
         given["batch_size"] = int(given["batch_size"]) * _scale
         _saw("fit(batch_size=...)")
+    if _floatx and array_input:
+        for name in ("x", "y", "validation_data"):
+            if given.get(name) is not None:
+                given[name] = _widened(given[name])
+
+
+def _widened(value: Any) -> Any:
+    """NumPy float32 arrays (in lists, tuples, dicts) as ``_floatx``: what a step gets from a
+    float64 run's data is float64, as its model's outputs are, so that the script's own
+    arithmetic on both (``generated - real``) runs."""
+    if isinstance(value, np.ndarray) and value.dtype == np.float32:
+        _saw("float32 data", f"given as {_floatx}")
+        return value.astype(_floatx)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_widened(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _widened(v) for k, v in value.items()}
+    return value
+
+
+def _widened_element(*element: Any) -> Any:
+    def widen(value: Any) -> Any:
+        if isinstance(value, tf.Tensor) and value.dtype == tf.float32:
+            return tf.cast(value, _floatx)
+        return value
+
+    return tf.nest.map_structure(widen, element if len(element) != 1 else element[0])
 
 
 def _seed_keras(module: Any) -> None:
@@ -156,6 +218,9 @@ def _batch(original):
                 if _scale > 1:
                     batch_size = int(asked) * _scale
                     _saw(f"Dataset.{original.__name__}")
+            if _floatx and any(spec.dtype == tf.float32 for spec in tf.nest.flatten(self.element_spec) if hasattr(spec, "dtype")):
+                _saw("float32 data", f"given as {_floatx}")
+                return original(self, batch_size, *args, **kwargs).map(_widened_element)
         return original(self, batch_size, *args, **kwargs)
 
     return batch
@@ -217,6 +282,23 @@ def _wrap_function(module: Any, name: str, shown: str) -> None:
     setattr(module, name, wrapped)
 
 
+def _wrap_filled(module: Any, name: str) -> None:
+    """``tf.ones`` / ``tf.zeros`` in a step of a float64 run: float64 when no type is given."""
+    original = getattr(module, name, None)
+    if original is None or getattr(original, "_autofix_smoke_control", False):
+        return
+
+    def filled(shape, dtype=None, *args, **kwargs):
+        if dtype is None and _floatx and _active and _in_step():
+            _saw(f"tf.{name}", f"made as {_floatx}")
+            dtype = _floatx
+        return original(shape, tf.float32 if dtype is None else dtype, *args, **kwargs)
+
+    wrapped = functools.wraps(original)(filled)
+    wrapped._autofix_smoke_control = True
+    setattr(module, name, wrapped)
+
+
 def _in_step() -> bool:
     """In a training step of the script (its step function, fit's, a replica's)."""
     return bool(recorder.function_stack) or recorder.current_fit is not None or getattr(_replica, "info", None) is not None
@@ -250,7 +332,7 @@ def _stateless(name: str, shape, seeds, *args, **kwargs):
     params = dict(zip(("minval", "maxval", "dtype") if name == "uniform" else ("mean", "stddev", "dtype"), args))
     params.update((k, v) for k, v in kwargs.items() if k in ("minval", "maxval", "mean", "stddev", "dtype"))
     if params.get("dtype") is None:
-        params["dtype"] = tf.float32
+        params["dtype"] = _floatx or tf.float32
     stateless = getattr(tf.random, STATELESS[name])
     shape = tf.convert_to_tensor(shape, dtype=tf.int32)
     info = getattr(_replica, "info", None)

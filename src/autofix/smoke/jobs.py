@@ -17,11 +17,13 @@ class FirstUpdate:
     """Record the script's first update into ``snapshot`` (an ``.npz`` path), holding seeds,
     data order and noise layers equal (see :mod:`autofix.smoke.controls`), with the batch the
     script asks for multiplied by ``batch_scale``, and the weights set to the initial ones of
-    the ``initial`` snapshot where they can be."""
+    the ``initial`` snapshot where they can be; ``floatx``: Keras's float type for the run
+    (``float64``: float32's rounding out of the comparison)."""
 
     snapshot: str
     batch_scale: int = 1
     initial: str | None = None
+    floatx: str | None = None
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ def script_spec(job: SmokeJob) -> dict[str, Any]:
             "snapshot": job.first_update.snapshot,
             "batch_scale": job.first_update.batch_scale,
             "initial": job.first_update.initial,
+            "floatx": job.first_update.floatx,
         }
     if notebook.is_notebook(job.script):
         program = notebook.program(job.script)

@@ -240,6 +240,11 @@ class CompareReport:
     runs: tuple[CompareRun, ...] = ()
     relative: float = 0.0
     absolute: float = 0.0
+    # Keras's float type in the runs compared (float64 when float32's rounding, magnified,
+    # left the runs in float32 inconclusive).
+    floatx: str = "float32"
+    # Inconclusive only through float32 rounding that the model or the optimizer magnifies.
+    rounding: bool = False
 
     @property
     def ok(self) -> bool:

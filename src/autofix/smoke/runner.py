@@ -213,7 +213,7 @@ def _run_one(job: dict[str, Any], replicas: int) -> dict[str, Any]:
         os.chdir(job.get("cwd") or script_dir)
         sys.argv = [path, *job.get("args", [])]
         sys.path[0] = script_dir
-        controls.start(bool(compare), compare.get("batch_scale", 1))
+        controls.start(bool(compare), compare.get("batch_scale", 1), compare.get("floatx"))
         snapshot.start(compare.get("snapshot"), compare.get("initial"))
         if "program" in job:
             _run_program(path, job["program"], job.get("cells"))

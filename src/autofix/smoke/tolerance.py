@@ -109,7 +109,7 @@ def compare(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], pairs: lis
         m_after, o_after = m[mv["key"]], o[ov["key"]]
         update = o_after.astype(np.float64) - o_before.astype(np.float64)
         same, relative = _within(m_after, o_after, _norm(update), ABSOLUTE * max(_rms(o_after), 1e-3))
-        worst = max(worst, relative)
+        worst = _worse(worst, relative, same)
         if not same:
             ours = m_after.astype(np.float64) - o_before.astype(np.float64)
             update_differs = Outcome(False, compared, worst, _difference(name, "weight", relative, ours, update))
@@ -134,8 +134,15 @@ def _optimizer_variables(mine, theirs, m, o, compared: int, worst: float, skippe
         compared += 1
         if not same:
             return Outcome(False, compared, relative, _difference(o_vars[j]["name"], "optimizer", relative, mine_value, theirs_value, gradients_same=every_gradient))
-        worst = max(worst, relative)
+        worst = _worse(worst, relative, same)
     return Outcome(True, compared, worst, skipped=skipped)
+
+
+def _worse(worst: float, relative: float, same: bool) -> float:
+    """The largest relative difference so far, of those within :data:`RELATIVE`: a value the same
+    only by the absolute floor (Adam's second moment of a rounding-level gradient, near 0) has a
+    relative difference that says nothing."""
+    return max(worst, relative) if not same or relative <= RELATIVE else worst
 
 
 def _difference(name: str, what: str, relative: float, ours: np.ndarray, theirs: np.ndarray, gradients_same: bool = False) -> dict[str, Any]:
