@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import libcst as cst
 import pytest
+from fixturecases import FIXTURES
 
 from autofix.analysis.keras1 import first_keras
 from autofix.analysis.program import Program
@@ -166,8 +167,11 @@ FIT = LOADED + (
         ("model.fit(x, y, batch_size=128, validation_split=0.1)", True),  # 6000
         ("model.fit(x, y, validation_data=(x[:512], y[:512]))", True),  # 512 >= 32 x 16
         ("val = (x[:1000], y[:1000])\nmodel.fit(x, y, batch_size=32, validation_data=val)", True),
-        ("model.fit(x, y, batch_size=64, validation_data=(x[:1000], y[:1000]))", False),  # 16 replicas
-        ("model.fit(x, y, batch_size=512, validation_data=(x[:1000], y[:1000]))", False),
+        # One uneven batch on some replica count: written in the call, the set gets a batch of
+        # its own that splits evenly on every count; given by a name, it is reported.
+        ("model.fit(x, y, batch_size=64, validation_data=(x[:1000], y[:1000]))", True),  # 16 replicas
+        ("model.fit(x, y, batch_size=512, validation_data=(x[:1000], y[:1000]))", True),
+        ("val = (x[:1000], y[:1000])\nmodel.fit(x, y, batch_size=512, validation_data=val)", False),
         ("model.fit(x, y, batch_size=64, validation_split=0.001)", False),  # 60 examples
         # The validation set has a batch of its own, which the fix does not change.
         ("model.fit(x, y, batch_size=512, validation_data=(x[:1000], y[:1000]), validation_batch_size=8)", True),
@@ -184,13 +188,32 @@ def test_a_validation_set_is_scaled_only_when_it_splits_on_every_replica_count(c
 
 
 def test_an_uneven_validation_set_is_named_with_the_replica_counts_it_fails_on():
-    analysis = analyse(FIT + "model.fit(x, y, batch_size=512, validation_data=(x[:1000], y[:1000]))\n", TFD002)
+    analysis = analyse(FIT + "val = (x[:1000], y[:1000])\nmodel.fit(x, y, batch_size=512, validation_data=val)\n", TFD002)
     (finding,) = analysis.findings
     assert "the validation set (validation_data=) holds 1000 examples" in finding.reason
     assert "on 3 or more replicas" in finding.reason
     assert "as 1000 does not over 3, 6, 7, 9, 11, 12, 13, 14, 15 or 16 replicas" in finding.reason
     unknown = analyse(FIT + "model.fit(np.load('a.npy'), y, batch_size=64, validation_split=0.2)\n", TFD002).findings[0]
     assert "with validation_split=, a validation set smaller than the scaled global batch" in unknown.reason
+
+
+@pytest.mark.tf
+def test_a_validation_set_with_a_batch_of_its_own_runs_on_three_replicas(tmp_path):
+    """Measured, not assumed: the migrated Reuters shape validates 1000 examples on 3 replicas
+    (batches of 999 and 1); without its validation batch, Keras 3 fails on the first."""
+    pytest.importorskip("tensorflow")
+    from autofix.smoke import run_many
+    from autofix.smoke.jobs import SmokeJob
+
+    fixed = FIXTURES / "tfd010" / "fit_validation_uneven.fixed.py"
+    text = fixed.read_text()
+    added = text[text.index(", validation_batch_size=") : text.index("\n", text.index(", validation_batch_size=")) - 1]
+    unbatched = tmp_path / "unbatched.py"
+    unbatched.write_text(text.replace(added, ""))
+    assert "validation_batch_size" not in unbatched.read_text()
+    runs = run_many([SmokeJob(str(fixed)), SmokeJob(str(unbatched))], replicas=3, steps=2, offline=True)
+    assert runs[0].ok, runs[0].failures
+    assert not runs[1].ok and "Inputs to operation AddN of type AddN must have the same size and shape" in runs[1].failures[0]
 
 
 # --- a batch size fixed inside a helper ---------------------------------------------------------

@@ -135,16 +135,43 @@ def test_collision_free_names(constant, taken, expected):
     assert f"{taken} = 'taken'" in new
 
 
-@pytest.mark.parametrize("keyword", ["validation_split=0.1", "validation_data=(x, x)", "validation_data=[x, x]"])
+@pytest.mark.parametrize(
+    "keyword",
+    [
+        "validation_split=0.1",
+        # validation inputs that cannot be read again as one array: a name for the pair, a
+        # call, several inputs
+        "validation_data=pair",
+        "validation_data=(np.load('v.npy'), x)",
+        "validation_data=([x, x], x)",
+    ],
+)
 def test_array_validation_is_reported_not_scaled(keyword):
     """A validation set of unknown size may be a single, uneven batch once the batch is
     scaled (Keras 3 then fails): report with the reason, change nothing."""
-    source = HEADER + MODEL + f"model.fit(x, x, batch_size=32, {keyword})\n"
+    source = HEADER + "pair = (x, x)\n" + MODEL + f"model.fit(x, x, batch_size=32, {keyword})\n"
     analysis = analyse(source, TFD002)
     (finding,) = analysis.findings
     assert not finding.fixable and analysis.new_text is None
     assert "does not split evenly over the replicas" in finding.reason
     assert keyword.split("=")[0] + "=" in finding.reason
+
+
+@pytest.mark.parametrize("keyword", ["validation_data=(x, x)", "validation_data=[x[:40], x[:40]]"])
+def test_array_validation_written_in_the_call_gets_a_batch_that_splits_evenly(keyword):
+    """A validation array named in the call is batched by min(the global batch, its length
+    rounded down to a multiple of the replica count): an even first batch on every count."""
+    source = HEADER + MODEL + f"model.fit(x, x, batch_size=32, {keyword})\n"
+    analysis = analyse(source, TFD002)
+    (finding,) = analysis.findings
+    assert finding.fixable
+    inputs = keyword.split("=")[1][1:].split(",")[0]
+    assert (
+        f"model.fit(x, x, batch_size=32 * strategy.num_replicas_in_sync, {keyword}, validation_batch_size=min(32 * strategy.num_replicas_in_sync, "
+        f"len({inputs}) // strategy.num_replicas_in_sync * strategy.num_replicas_in_sync))\n"
+    ) in analysis.new_text
+    again = analyse(analysis.new_text, TFD002)
+    assert again.new_text is None and again.findings == []
 
 
 def test_validation_evaluation_and_prediction_batches_are_not_training_batches():

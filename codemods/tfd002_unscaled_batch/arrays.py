@@ -44,6 +44,15 @@ class Data:
                 return True
             if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("astype", "reshape", "numpy"):
                 return self.is_array(expr.func.value, depth + 1)
+            local = self.facts.local_definition(expr.func)
+            if isinstance(local, cst.FunctionDef):
+                # A helper of the file's own: what every return gives (``vectorize(seqs)``
+                # returning ``np.zeros(...)`` filled in place).
+                origins = self.facts.values.returned(local, expr)
+                return bool(origins) and all(
+                    o.whole and isinstance(o.node, cst.BaseExpression) and o.node is not expr and self.is_array(o.node, depth + 1)
+                    for o in origins
+                )
             return False
         if isinstance(expr, cst.BinaryOperation):
             return self.is_array(expr.left, depth + 1) or self.is_array(expr.right, depth + 1)

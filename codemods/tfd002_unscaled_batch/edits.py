@@ -8,7 +8,8 @@ import libcst as cst
 
 from autofix.analysis.contexts import Context
 from autofix.analysis.facts import Facts
-from autofix.codegen import BlockEdits, add_keyword, fresh_name, scaled
+from autofix.analysis.syntax import argument_value
+from autofix.codegen import BlockEdits, add_argument, add_keyword, fresh_name, scaled
 
 from .helpers import with_parameter
 from .uses import DEFINITION, Webs
@@ -48,6 +49,21 @@ class FixWriter:
                 self._replaced.add(id(lifted.literal))
                 self.edits.replace(lifted.literal, lambda n, name=lifted.name: cst.Name(name, lpar=n.lpar, rpar=n.rpar))
                 self._parameters.setdefault(id(lifted.function), (lifted.function, []))[1].append(lifted)
+
+    def validation_batch(self, call: cst.Call, inputs: cst.BaseExpression, context: Context) -> None:
+        """``fit``'s validation set batched by ``min(<its global batch>, len(inputs) // N * N)``:
+        a first batch that splits evenly over N replicas (see :mod:`.first_batches`)."""
+        replicas = f"{context.strategy.name}.num_replicas_in_sync"
+        shown = cst.Module([]).code_for_node(inputs)
+
+        def edit(node: cst.Call) -> cst.Call:
+            batch = argument_value(node, "batch_size", 2)
+            if batch is None:
+                return node
+            code = cst.Module([]).code_for_node(batch)
+            return add_argument(node, "validation_batch_size", cst.parse_expression(f"min({code}, len({shown}) // {replicas} * {replicas})"))
+
+        self.edits.replace(call, edit)
 
     def _redefine(self, redefinition: Redefinition) -> None:
         web, context = redefinition.web, redefinition.context

@@ -15,9 +15,18 @@ must be a multiple of N. The validation set of arrays (``validation_split=``,
 The replica counts it is held to: 1 to ``MAX_REPLICAS``, the GPUs of one machine, which is
 what a MirroredStrategy spans (16 on the largest, DGX-2 and HGX-2 class machines).
 
-Not shown safe, so the batch is reported and not scaled: a validation set of arrays whose size
-the file does not show, a batch whose value it does not show, a validation set that is one
-uneven batch on some replica count up to ``MAX_REPLICAS``. Not looked at: the training arrays
+A validation set given as ``validation_data=(x_val, y_val)``, ``x_val`` an array named in the
+call, whose size the file does not show or that is one uneven batch on some replica count up
+to ``MAX_REPLICAS``, gets a validation batch of its own that splits evenly on every count:
+``validation_batch_size=min(<the global batch>, len(x_val) // N * N)`` (N the replica count):
+the global batch when the set holds one, else the set rounded down to a multiple of N (the
+rest, fewer than N examples, is an uneven last batch, which runs). What validation computes
+does not change: Keras weighs each batch by its examples (measured: the same loss and metric
+on 3 and on 16 replicas as on one device).
+
+Not shown safe, so the batch is reported and not scaled: any other validation set of arrays
+(``validation_split=``, ``validation_data=`` a name or made by a call) whose size the file does
+not show or that is one uneven batch on some replica count up to ``MAX_REPLICAS``. Not looked at: the training arrays
 (smaller than B x N they would be one batch too, but a training set is rarely that small, and
 its size is seldom known), and validation or evaluation data batched by itself (a dataset, or
 ``validation_batch_size=``), which the fix does not change.
@@ -32,7 +41,9 @@ import libcst as cst
 from autofix.analysis.facts import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.sizes import Sizes
-from autofix.analysis.syntax import argument_value
+from autofix.analysis.syntax import argument_value, nodes_in
+
+from .arrays import Data
 
 MAX_REPLICAS = 16
 
@@ -52,6 +63,8 @@ class FirstBatches:
         self.sizes = Sizes.of(program)
         # Every reason given: each says all there is to say (no note is added to it).
         self.reasons: set[str] = set()
+        # fit calls (by id) -> the validation inputs to size their own validation batch by.
+        self.validation_batches: dict[int, cst.BaseExpression] = {}
 
     def why(self, call: cst.Call, arg: cst.Arg | None, default: int | None) -> str | None:
         """None when scaling the batch of ``fit`` (``arg``, or Keras's ``default``) leaves its
@@ -65,10 +78,12 @@ class FirstBatches:
         if keyword is not None and _given(argument_value(call, "validation_batch_size")):
             keyword = None  # validated with a batch of its own, which the fix does not change
         if keyword is not None and (validation is None or batch is None):
-            return self._unknown(keyword)
+            return None if self._sized_by_hand(call, keyword) else self._unknown(keyword)
         if batch is None:
             return None
         counts = uneven(validation, batch) if keyword is not None and validation is not None else []
+        if counts and self._sized_by_hand(call, keyword):
+            return None
         if counts:
             return self._said(
                 f"the validation set ({keyword}=) holds {validation} examples, fewer than the global batch "
@@ -98,6 +113,23 @@ class FirstBatches:
             return "validation_split", None
         # As Keras splits them (keras.src.trainers.data_adapters.array_slicing).
         return "validation_split", examples - int(math.floor(examples * (1.0 - fraction)))
+
+    def _sized_by_hand(self, call: cst.Call, keyword: str) -> bool:
+        """Whether the fix can give the validation set a batch of its own that splits evenly
+        on every replica count: its inputs are one array, written in the call's
+        ``validation_data=(x_val, ...)`` as an expression that reads it again unchanged."""
+        data = argument_value(call, "validation_data", 7)
+        if keyword != "validation_data" or not isinstance(data, (cst.Tuple, cst.List)) or not data.elements:
+            return False
+        inputs = data.elements[0].value
+        if isinstance(data.elements[0], cst.StarredElement) or not isinstance(inputs, (cst.Name, cst.Attribute, cst.Subscript)):
+            return False
+        if nodes_in(inputs, (cst.Call, cst.NamedExpr, cst.Yield, cst.Await, cst.Lambda)):
+            return False
+        if not Data(self.program).is_array(inputs):
+            return False
+        self.validation_batches[id(call)] = inputs
+        return True
 
     def _arrays(self, data: cst.BaseExpression) -> list[cst.BaseExpression] | None:
         """The arrays of ``validation_data=(x, y)`` (or of a name bound only to such a tuple);

@@ -267,7 +267,11 @@ def scaled(node: cst.BaseExpression, strategy: str) -> cst.BinaryOperation:
 
 
 def add_keyword(call: cst.Call, keyword: str, default: int, strategy: str) -> cst.Call:
-    value = scaled(cst.Integer(str(default)), strategy)
+    return add_argument(call, keyword, scaled(cst.Integer(str(default)), strategy))
+
+
+def add_argument(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
+    """``call`` with ``keyword=value`` last, laid out as its other arguments are."""
     new = cst.Arg(
         value=value,
         keyword=cst.Name(keyword),
