@@ -197,6 +197,36 @@ def test_an_uneven_validation_set_is_named_with_the_replica_counts_it_fails_on()
     assert "with validation_split=, a validation set smaller than the scaled global batch" in unknown.reason
 
 
+@pytest.mark.parametrize(
+    "made, refused",
+    [
+        ("np.zeros((100, 4), dtype=bool)", True),
+        ("np.zeros((100, 4), dtype='bool')", True),
+        ("np.zeros((100, 4), dtype=np.bool_)", True),
+        ("(np.random.rand(100, 4) > 0.5).astype(bool)", True),
+        ("helper()", True),  # def helper(): return np.ones((100, 4), dtype=bool)
+        ("np.zeros((100, 4), dtype=bool).astype('float32')", False),
+        ("np.zeros((100, 4), dtype='float32')", False),
+    ],
+)
+def test_fit_on_boolean_arrays_is_not_migrated(made, refused):
+    """Keras 3 fails on boolean inputs under MirroredStrategy: followed through names, slices
+    and a helper's return to where the array is made."""
+    source = (
+        "import numpy as np\nimport keras\n\n\ndef helper():\n    return np.ones((100, 4), dtype=bool)\n\n\n"
+        f"x = {made}\nx_train = x[:80]\n"
+        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])\n"
+        "model.compile(optimizer='adam', loss='mse')\n"
+        "model.fit(x_train, x_train[:, :1], batch_size=16)\n"
+    )
+    analysis = analyse(source, MIGRATE)
+    assert (analysis.new_text is None) is refused
+    if refused:
+        (finding,) = analysis.findings
+        assert "fit (line 13) is given a boolean array (x_train, made on line" in finding.reason
+        assert "Keras 3 fails on boolean inputs under MirroredStrategy" in finding.reason
+
+
 @pytest.mark.tf
 def test_a_validation_set_with_a_batch_of_its_own_runs_on_three_replicas(tmp_path):
     """Measured, not assumed: the migrated Reuters shape validates 1000 examples on 3 replicas

@@ -20,6 +20,7 @@ from functools import cached_property
 import libcst as cst
 
 from autofix.analysis import Derived
+from autofix.analysis.booleans import boolean_input
 from autofix.analysis.facts import Facts
 from autofix.analysis.inline_steps import InlineStep, InlineSteps
 from autofix.analysis.keras1 import first_keras
@@ -458,6 +459,17 @@ class SingleDevice(Derived):
                     "autofix cannot show to be the global batch"
                 )))
         found.extend(self._updates_by_hand())
+        for site in self.training.sites:
+            call = site.call
+            boolean = boolean_input(self.facts, call) if isinstance(call.func, cst.Attribute) and call.func.attr.value == "fit" else None
+            if boolean is not None:
+                given, made = boolean
+                found.append(Refusal(call, (
+                    f"fit (line {self.program.line(call)}) is given a boolean array ({_short(self.program, given)}, made on "
+                    f"line {self.program.line(made)}: {_short(self.program, made)}): Keras 3 fails on boolean inputs under "
+                    "MirroredStrategy (its first batch is added up with AddN, which has no kernel for bool); give fit float "
+                    "or integer arrays (.astype('float32')), then migrate"
+                )))
         for call, _owner in self.facts.calls:
             names = self.facts.names_of(call.func)
             if names & IN_BATCH_OBJECTIVES:
