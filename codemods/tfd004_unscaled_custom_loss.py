@@ -67,7 +67,7 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.analysis.callees import Callables
-from autofix.analysis.lossobjects import loss_objects, object_uses
+from autofix.analysis.lossobjects import keras_loss_class, loss_objects, object_uses
 from autofix.analysis.losses import Term, loss_terms_of
 from autofix.analysis.masking import mask_source
 from autofix.analysis.steps import Steps
@@ -380,9 +380,12 @@ class UnscaledCustomLoss(Rule):
                         f"{program.module.code_for_node(call.func)} is also used outside the training step (line "
                         f"{program.line(use)}); changing its reduction would change that use too"
                     )
-                    if finding.kind != "default" or not self._twin_possible(call, constructions):
+                    if finding.kind == "default" and self._twin_possible(call, constructions):
+                        finding.twin = True
+                    elif finding.kind == "default" and _per_example_possible(self.facts, call, constructions):
+                        finding.per_example = True
+                    else:
                         return why
-                    finding.twin = True
             source = mask_source(self.facts, call)
             if source is not None:
                 return (
@@ -445,6 +448,8 @@ class UnscaledCustomLoss(Rule):
         if finding.twin:
             twin = self._make_twin(call, edits)
             edits.replace(call.func, lambda _n: cst.Name(twin))
+        elif finding.per_example:
+            edits.replace(call.func, lambda n: cst.Attribute(value=n, attr=cst.Name("call")))
         else:
             self._make_none(call, edits)
         if node is not call:  # ``tf.reduce_mean(loss(...))``: only the division may be missing
@@ -552,6 +557,16 @@ class UnscaledCustomLoss(Rule):
         return f"{self.tf}.distribute.get_replica_context().num_replicas_in_sync"
 
 
+def _per_example_possible(facts, call: cst.Call, constructions: list[cst.Call]) -> bool:
+    """Whether the step can take the shared loss object's losses per example from its ``call``
+    method (Keras's ``Loss.call``: what ``__call__`` reduces, with no reduction, replica scaling,
+    sample weights or mask): every object is one of Keras's own loss classes, called with
+    ``y_true`` and ``y_pred`` alone."""
+    if len(call.args) != 2 or any(a.keyword is not None or a.star for a in call.args):
+        return False
+    return all(any(keras_loss_class(n) for n in facts.names_of(c.func)) for c in constructions)
+
+
 class _Finding:
     """One place where a loss term is made, with every path from it to a gradient."""
 
@@ -567,6 +582,10 @@ class _Finding:
         # A default-reduction loss object also used outside the steps: the steps get one of
         # their own (``reduction="none"``), the other uses keep it.
         self.twin = False
+        # A default-reduction loss object also used outside the steps, held where no twin can
+        # be bound (``self.loss_fn`` set by ``compile``): the steps call its ``call`` (one loss
+        # per example, Keras's reduction skipped), the other uses keep ``__call__``.
+        self.per_example = False
         # A default-reduction loss whose value is also shown (a metric, a log).
         self.logged = False
         # ``why`` is about the loss object itself (shared, masked, made elsewhere), which scaling

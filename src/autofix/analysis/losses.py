@@ -12,7 +12,8 @@ docs/losses.md):
   by the replica count on the way (``scaling``). Also a Keras ``Loss`` subclass whose own
   ``__call__`` returns one (Keras's reduction and replica scaling are skipped), and one whose
   ``call`` returns a scalar mean (Keras passes a scalar through unscaled).
-- ``loss``: a Keras loss object's call (``reduction`` in ``detail``); with the default
+- ``loss``: a Keras loss object's call (``reduction`` in ``detail``; its ``call`` method, one
+  loss per example, as ``none``); with the default
   reduction Keras >= 3.8 divides by the replica count itself, Keras 2 raises, Keras < 3.8
   does neither. ``tf.reduce_mean`` of such a call is the same term.
 - ``regularization``: ``model.losses`` summed (``tf.add_n``, ``sum``): every replica adds all
@@ -228,6 +229,12 @@ class LossWalk:
         if isinstance(func, cst.Attribute) and func.attr.value in PASS_METHODS and positional:
             self.value(positional[0], state)
             return
+        if isinstance(func, cst.Attribute) and func.attr.value == "call":
+            owners = loss_objects(facts, func.value)
+            if owners and all(any(keras_loss_class(n) for n in facts.names_of(o.func)) for o in owners):
+                # ``loss_fn.call(y, p)``: Keras's own loss class, one loss per example.
+                self.loss_call(call, state, "none")
+                return
         constructions = loss_objects(facts, func)
         if constructions:
             self.loss_call(call, state, common_reduction(constructions))
