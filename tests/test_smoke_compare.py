@@ -46,6 +46,7 @@ CASES = {
     "loop_seeded": ("loop_seeded.py", "loop.py"),
     "gan": ("gan.migrated.py", "gan.py"),
     "train_step": ("train_step.migrated.py", "train_step.py"),
+    "shared_loss": ("shared_loss.migrated.py", "shared_loss.py"),
     "loop_wrong_mean": ("loop.wrong_mean.py", "loop.py"),
     "loop_wrong_batch": ("loop.wrong_batch.py", "loop.py"),
     "train_step_wrong_mean": ("train_step.wrong_mean.py", "train_step.py"),
@@ -60,7 +61,7 @@ def compared():
 
 
 @tf_test
-@pytest.mark.parametrize("name", ["fit", "loop", "loop_seeded", "gan", "train_step"])
+@pytest.mark.parametrize("name", ["fit", "loop", "loop_seeded", "gan", "train_step", "shared_loss"])
 def test_a_correct_migration_makes_the_same_first_update(compared, name):
     report = compared[name]
     result = report.compare

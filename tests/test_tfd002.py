@@ -174,6 +174,20 @@ def test_array_validation_written_in_the_call_gets_a_batch_that_splits_evenly(ke
     assert again.new_text is None and again.findings == []
 
 
+@pytest.mark.parametrize(
+    "made, array",
+    [
+        ("rng = np.random.default_rng(0)\nv = rng.normal(size=(40, 4))\n", True),
+        ("rng = np.random.RandomState(0)\nv = rng.rand(40, 4)\n", True),
+        ("v = sampler.normal(size=(40, 4))\n", False),  # not known to be NumPy's
+    ],
+)
+def test_draws_of_a_numpy_random_generator_are_arrays(made, array):
+    source = HEADER + made + MODEL + "model.fit(x, x, batch_size=32, validation_data=(v, v))\n"
+    (finding,) = analyse(source, TFD002).findings
+    assert finding.fixable is array
+
+
 def test_validation_evaluation_and_prediction_batches_are_not_training_batches():
     source = (
         HEADER

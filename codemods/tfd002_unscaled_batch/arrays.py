@@ -28,6 +28,11 @@ _ARRAY_MAKERS = (
     "keras.utils.to_categorical",
 )
 
+# NumPy random generators, and their methods that draw arrays.
+_GENERATORS = frozenset({"numpy.random.default_rng", "numpy.random.RandomState", "numpy.random.Generator"})
+_DRAWS = frozenset({"normal", "uniform", "random", "integers", "randint", "rand", "randn", "standard_normal", "choice", "permutation", "binomial", "poisson"})
+
+
 class Data:
     """Questions about the values handed to ``fit`` and to dataset methods."""
 
@@ -44,6 +49,8 @@ class Data:
                 return True
             if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("astype", "reshape", "numpy"):
                 return self.is_array(expr.func.value, depth + 1)
+            if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _DRAWS and self._numpy_generator(expr.func.value):
+                return True  # ``rng.normal(size=...)`` of ``rng = np.random.default_rng()``
             local = self.facts.local_definition(expr.func)
             if isinstance(local, cst.FunctionDef):
                 # A helper of the file's own: what every return gives (``vectorize(seqs)``
@@ -64,6 +71,14 @@ class Data:
                 return False
             return all(self._binding_is_array(b, depth + 1) for b in bindings)
         return False
+
+    def _numpy_generator(self, expr: cst.BaseExpression) -> bool:
+        """Whether ``expr`` is only ever a NumPy random generator (``np.random.default_rng()``,
+        ``np.random.RandomState()``)."""
+        origins = self.facts.values.origins(expr)
+        return bool(origins) and all(
+            o.whole and isinstance(o.node, cst.Call) and self.facts.names_of(o.node.func) & _GENERATORS for o in origins
+        )
 
     def unbound_source(self, expr: cst.BaseExpression) -> bool:
         """Whether a dataset method chain starts at a name that nothing binds."""
