@@ -66,8 +66,9 @@ Not fixed (reported with the reason, each line number the line of what it names)
 - ``fit`` on arrays validated with ``validation_split=`` or ``validation_data=(x, y)``: a
   validation set smaller than the scaled batch is one batch, which Keras 3 fails on when it
   does not split evenly over the replicas; fixed only where the set's size is known and it
-  holds a global batch, or splits evenly, on every replica count up to 16
-  (:mod:`.first_batches`).
+  holds a global batch, or splits evenly, on every replica count up to 16, or where the
+  validation array is written in the call (``validation_data=(x_val, y_val)``), which then gets
+  a batch of its own, ``min(<global batch>, len(x_val) // N * N)`` (:mod:`.first_batches`).
 """
 
 from __future__ import annotations
