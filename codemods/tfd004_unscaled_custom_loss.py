@@ -564,7 +564,11 @@ def _per_example_possible(facts, call: cst.Call, constructions: list[cst.Call]) 
     ``y_true`` and ``y_pred`` alone."""
     if len(call.args) != 2 or any(a.keyword is not None or a.star for a in call.args):
         return False
-    return all(any(keras_loss_class(n) for n in facts.names_of(c.func)) for c in constructions)
+    # (``ignore_class=``: ``call`` masks the ignored entries, which only ``__call__`` leaves out.)
+    return all(
+        any(keras_loss_class(n) for n in facts.names_of(c.func)) and not any(a.keyword is not None and a.keyword.value == "ignore_class" for a in c.args)
+        for c in constructions
+    )
 
 
 class _Finding:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from autofix.engine import Options
-from fixturecases import assert_fixed_is_clean, assert_fixes_to_expected, assert_left_alone, params
+from autofix.engine import Options, analyse
+from fixturecases import FIXTURES, assert_fixed_is_clean, assert_fixes_to_expected, assert_left_alone, params, read
 
 OPTIONS = Options(select=("TFD004",))
 
@@ -240,3 +240,14 @@ def test_regularization_is_scaled_with_the_data_term_or_neither_is_fixed():
     assert "tf.reduce_mean(tf.square(y - m(x))) / strategy.num_replicas_in_sync + tf.nn.scale_regularization_loss(tf.add_n(m.losses))" in both.new_text
     neither = _step("tf.reduce_mean(tf.square(y - m(x))) + tf.add_n(m.losses)\n        tf.print(loss)")
     assert len(neither.findings) == 2 and neither.new_text is None
+
+
+def test_a_loss_object_ignoring_a_class_and_shared_with_test_step_is_reported():
+    """``call`` masks the entries of an ignored class, which only ``__call__`` leaves out: the
+    step cannot take its losses from ``call``."""
+    source = read(FIXTURES / "tfd004" / "loss_object_in_self_shared_with_test_step.py").replace(
+        "keras.losses.MeanSquaredError()", "keras.losses.SparseCategoricalCrossentropy(ignore_class=0)"
+    )
+    analysis = analyse(source, Options(select=("TFD004",)))
+    (finding,) = analysis.findings
+    assert not finding.fixable and "also used outside the training step" in finding.reason
