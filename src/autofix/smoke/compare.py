@@ -136,10 +136,11 @@ def _widened(narrow: SmokeReport, wide: SmokeReport) -> SmokeReport:
     """The float32 runs' report, with the float64 runs' proof when they make one."""
     assert narrow.compare is not None and wide.compare is not None
     if wide.compare.status == "equivalent":
-        message = (
-            f"in float64 (in float32: {narrow.compare.message.split(': ')[-1]}): "
-            f"{wide.compare.message}"
-        )
+        apart = next((p for p in narrow.compare.pairs if p.status == "different"), None)
+        difference = (apart.first_difference or {}) if apart is not None else {}
+        what = f"{difference.get('name', 'a variable')} {100 * difference.get('relative', 0.0):.2g}% apart"
+        cause = "BatchNormalization's statistics" if "BatchNormalization" in narrow.compare.message else "the optimizer's first update"
+        message = f"in float64 (in float32, {what}: float32's rounding, magnified by {cause}): {wide.compare.message}"
         return replace(narrow, compare=replace(wide.compare, message=message, rounding=False))
     return replace(narrow, compare=replace(narrow.compare, message=f"{narrow.compare.message}; in float64: {wide.compare.status}: {wide.compare.message}"))
 

@@ -26,11 +26,12 @@ For a job that records its first update, before the script starts and for as lon
   (``synchronized=True``), as one device does; MirroredStrategy otherwise normalizes each
   replica's share on its own;
 - with ``floatx`` (``float64``), Keras makes its variables and computes in that type
-  (``keras.config.set_floatx``), set back to float32 after the script; float32 data (arrays
-  given to ``fit``, the batches of the script's datasets), a step's random draws and its
-  ``tf.ones`` / ``tf.zeros`` of no given type are given in that type too, so that the script's own arithmetic on data and outputs runs. float32's
-  rounding, which BatchNormalization's statistics and Adam's first update magnify, then no
-  longer hides what the comparison looks for.
+  (``keras.config.set_floatx`` and the dtype policy), set back to float32 after the script;
+  float32 data (arrays given to ``fit``, the batches of the script's datasets), a step's random
+  draws and its ``tf.ones`` / ``tf.zeros`` of no given type are given in that type too, so that
+  the script's own arithmetic on data and outputs runs. float32's rounding, which
+  BatchNormalization's statistics and Adam's first update magnify, then no longer hides what
+  the comparison looks for.
 
 Only the script's own calls are changed (not those made inside Keras' ``fit``). What was done
 is noted in the report.
