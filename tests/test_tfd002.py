@@ -144,6 +144,7 @@ def test_collision_free_names(constant, taken, expected):
         "validation_data=pair",
         "validation_data=(np.load('v.npy'), x)",
         "validation_data=([x, x], x)",
+        "validation_data=(x, x), **options",  # may give a validation_batch_size of its own
     ],
 )
 def test_array_validation_is_reported_not_scaled(keyword):

@@ -121,6 +121,8 @@ class FirstBatches:
         data = argument_value(call, "validation_data", 7)
         if keyword != "validation_data" or not isinstance(data, (cst.Tuple, cst.List)) or not data.elements:
             return False
+        if any(a.star for a in call.args):
+            return False  # ``**options`` may hold a validation_batch_size of its own
         inputs = data.elements[0].value
         if isinstance(data.elements[0], cst.StarredElement) or not isinstance(inputs, (cst.Name, cst.Attribute, cst.Subscript)):
             return False
