@@ -70,6 +70,7 @@ from autofix.analysis.callees import Callables
 from autofix.analysis.lossobjects import keras_loss_class, loss_objects, object_uses
 from autofix.analysis.losses import Term, loss_terms_of
 from autofix.analysis.masking import mask_source
+from autofix.analysis.multiworker import MultiWorker
 from autofix.analysis.steps import Steps
 from autofix.analysis.syntax import attribute_path
 from autofix.analysis.valueflow import summed, unaccounted_use
@@ -382,7 +383,7 @@ class UnscaledCustomLoss(Rule):
                     )
                     if finding.kind == "default" and self._twin_possible(call, constructions):
                         finding.twin = True
-                    elif finding.kind == "default" and _per_example_possible(self.facts, call, constructions):
+                    elif finding.kind == "default" and self._keras3 and _per_example_possible(self.facts, call, constructions):
                         finding.per_example = True
                     else:
                         return why
@@ -414,6 +415,13 @@ class UnscaledCustomLoss(Rule):
             f"its value is also used on line {program.line(use.node)} ({_short(program, use.node)}), "
             "which would see it divided by the replica count too"
         )
+
+    @property
+    def _keras3(self) -> bool:
+        """Whether every Keras the file names is Keras 3: Keras 2 rejects a default-reduction
+        loss object under a strategy wherever it is called (evaluation too), so keeping it for
+        the other uses keeps nothing there."""
+        return MultiWorker.of(self.program).keras.keras3
 
     def _outside_steps(self, node: cst.CSTNode) -> str | None:
         """Why the code holding ``node`` also runs outside custom steps, if it does."""

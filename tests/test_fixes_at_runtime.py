@@ -39,6 +39,13 @@ NOT_RUNNABLE = {
     "tfd002/loader_default": "reads an image folder that does not exist",
     "tfd002/other_model_keeps_batch": "trains a baseline on one device on purpose, which the smoke test counts as a failure",
 }
+# Fixed for Keras 3 files only: on Keras 2 what the fix leaves alone fails as it did.
+KERAS3_ONLY = {
+    "tfd004/loss_object_in_self_shared_with_test_step": (
+        "test_step keeps the default-reduction loss object, which Keras 2 rejects under a strategy",
+        "loss_object_in_self_shared_with_test_step.fixed.py:37: ValueError",
+    ),
+}
 REPLICAS = 2
 
 
@@ -220,6 +227,10 @@ def test_tfd004_regularization_is_scaled_with_the_data_term():
 def test_tfd004_fixed_step_also_runs_on_keras2(case):
     reports = _loop_reports(True)
     fixed = reports[str(case.after)]
+    if case.id in KERAS3_ONLY:
+        # The step trained; evaluation, which the fix leaves as it was, is what Keras 2 rejects.
+        assert not fixed.ok and KERAS3_ONLY[case.id][1] in fixed.failures[0], fixed.failures
+        return
     assert fixed.ok, fixed.failures
     assert all(math.isfinite(loss) for r in fixed.runs for loss in r.losses)
 

@@ -251,3 +251,12 @@ def test_a_loss_object_ignoring_a_class_and_shared_with_test_step_is_reported():
     analysis = analyse(source, Options(select=("TFD004",)))
     (finding,) = analysis.findings
     assert not finding.fixable and "also used outside the training step" in finding.reason
+
+
+def test_a_keras2_loss_object_shared_with_test_step_is_reported():
+    """Keras 2 rejects a default-reduction loss object under a strategy wherever it is called,
+    test_step included: reading it through call() in the step would keep nothing there."""
+    source = read(FIXTURES / "tfd004" / "loss_object_in_self_shared_with_test_step.py").replace("import keras\n", "import tf_keras as keras\n")
+    analysis = analyse(source, Options(select=("TFD004",)))
+    (finding,) = analysis.findings
+    assert not finding.fixable and "also used outside the training step" in finding.reason
