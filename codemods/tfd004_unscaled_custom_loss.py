@@ -67,7 +67,7 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.analysis.callees import Callables
-from autofix.analysis.lossobjects import keras_loss_class, loss_objects, object_uses
+from autofix.analysis.lossobjects import keras_own, loss_objects, object_uses
 from autofix.analysis.losses import Term, loss_terms_of
 from autofix.analysis.masking import mask_source
 from autofix.analysis.multiworker import MultiWorker
@@ -573,10 +573,8 @@ def _per_example_possible(facts, call: cst.Call, constructions: list[cst.Call]) 
     if len(call.args) != 2 or any(a.keyword is not None or a.star for a in call.args):
         return False
     # (``ignore_class=``: ``call`` masks the ignored entries, which only ``__call__`` leaves out.)
-    return all(
-        any(keras_loss_class(n) for n in facts.names_of(c.func)) and not any(a.keyword is not None and a.keyword.value == "ignore_class" for a in c.args)
-        for c in constructions
-    )
+    ignoring = any(a.keyword is not None and a.keyword.value == "ignore_class" for c in constructions for a in c.args)
+    return keras_own(facts, constructions) and not ignoring
 
 
 class _Finding:

@@ -61,6 +61,7 @@ class FirstBatches:
         self.program = program
         self.facts = Facts.of(program)
         self.sizes = Sizes.of(program)
+        self.data = Data(program)
         # Every reason given: each says all there is to say (no note is added to it).
         self.reasons: set[str] = set()
         # fit calls (by id) -> the validation inputs to size their own validation batch by.
@@ -128,7 +129,7 @@ class FirstBatches:
             return False
         if nodes_in(inputs, (cst.Call, cst.NamedExpr, cst.Yield, cst.Await, cst.Lambda)):
             return False
-        if not Data(self.program).is_array(inputs):
+        if not self.data.is_array(inputs):
             return False
         self.validation_batches[id(call)] = inputs
         return True

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from autofix.analysis.callees import Callables, Callee, tf_names
-from autofix.analysis.lossobjects import common_reduction, construction_reduction, keras_loss_class, keras_loss_function, loss_objects
+from autofix.analysis.lossobjects import common_reduction, construction_reduction, keras_loss_class, keras_loss_function, keras_own, loss_objects
 from autofix.analysis.steps import Steps, counts_replicas, inverse_count
 from autofix.analysis.syntax import argument_value, nodes_in
 from autofix.tf.index import Binding
@@ -230,8 +230,7 @@ class LossWalk:
             self.value(positional[0], state)
             return
         if isinstance(func, cst.Attribute) and func.attr.value == "call":
-            owners = loss_objects(facts, func.value)
-            if owners and all(any(keras_loss_class(n) for n in facts.names_of(o.func)) for o in owners):
+            if keras_own(facts, loss_objects(facts, func.value)):
                 # ``loss_fn.call(y, p)``: Keras's own loss class, one loss per example.
                 self.loss_call(call, state, "none")
                 return

@@ -158,5 +158,11 @@ def keras_loss_class(name: str) -> bool:
     return head == "keras.losses" and last[:1].isupper() and last != "Reduction" or name == "keras.Loss"
 
 
+def keras_own(facts: Facts, constructions: list[cst.Call]) -> bool:
+    """Whether every construction makes one of Keras's own loss classes (whose ``call``
+    returns one loss per example, unreduced)."""
+    return bool(constructions) and all(any(keras_loss_class(n) for n in facts.names_of(c.func)) for c in constructions)
+
+
 def keras_loss_function(names: frozenset[str]) -> bool:
     return any(n.startswith("keras.losses.") and n.rpartition(".")[2][:1].islower() and n.rpartition(".")[2] != "get" for n in names)
