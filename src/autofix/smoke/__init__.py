@@ -46,7 +46,7 @@ from autofix.smoke.harness import (
     run_smoke,
 )
 from autofix.smoke.compare import ComparePair, compare_many, run_compare
-from autofix.smoke.jobs import FirstUpdate
+from autofix.smoke.jobs import Recording
 from autofix.smoke.process import Interrupted
 from autofix.smoke.report import (
     Check,
@@ -68,7 +68,7 @@ __all__ = [
     "Check",
     "ComparePair",
     "CompareReport",
-    "FirstUpdate",
+    "Recording",
     "FitRecord",
     "LoopRecord",
     "Interrupted",

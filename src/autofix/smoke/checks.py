@@ -91,6 +91,8 @@ def finished(raw: dict[str, Any], timeout: float) -> Check:
         return Check("finished", False, f"the script crashed{where}: {error}")
     if status == "step-limit":
         return Check("finished", True, "stopped cleanly at the step cap")
+    if status in ("unsplittable", "diverged"):
+        return Check("finished", True, f"stopped: its steps cannot be run as replicas ({error})")
     return Check("finished", True, "the script ran to its end")
 
 

@@ -32,8 +32,8 @@ from autofix.smoke.process import Interrupted
 from autofix.smoke.render import report_view, summary
 from autofix.smoke.report import SmokeReport
 
-# --compare needs the first step only; the migrated run's checks see it train.
-COMPARE_STEPS = 1
+# --compare compares this many steps (weights, optimizer state, what the script reports).
+COMPARE_STEPS = 3
 # Lines of the script's output shown when it crashed, died or the harness failed.
 OUTPUT_LINES = 15
 PIPED_WIDTH = 160
@@ -55,7 +55,7 @@ PIPED_WIDTH = 160
     "original",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
-    help="SCRIPT is a migration of ORIGINAL (a single-device script): prove they make the same first update, on N replicas at N x the original's batch and on 1 replica.",
+    help="SCRIPT is a migration of ORIGINAL (a single-device script): prove it trains as the original does, data-parallel: on N replicas, the same steps as the original on each replica's share of the global batch (gradients averaged); on 1 replica, the same as the original.",
 )
 def smoke(script, args, replicas, workers, steps, timeout, json_file, offline, legacy_keras, show_output, original) -> None:
     """Train SCRIPT (a .py script or a .ipynb notebook) for a few steps on N replicas and check
@@ -125,7 +125,7 @@ def _print_output(err: Console, report: SmokeReport, everything: bool) -> None:
             # The first failed run of each script says it; the others mostly repeat it.
             if run.output and (everything or (not run.ok and run.role not in shown)):
                 shown.add(run.role)
-                err.print(Text(f"--- {run.role} on {run.replicas} replica{'s' if run.replicas != 1 else ''}, batch x{run.batch_scale} ({run.status}) ---", style="bold"))
+                err.print(Text(f"--- {run.role} on {run.replicas} replica{'s' if run.replicas != 1 else ''}, batch x{run.batch_scale}, {run.mode} ({run.status}) ---", style="bold"))
                 err.print(Text(run.output if everything else _last_lines(run.output), style="dim"))
         return
     if report.workers is None:

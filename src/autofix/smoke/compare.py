@@ -1,45 +1,52 @@
 """``autofix smoke MIGRATED --compare ORIGINAL``: is the migrated script the same training as the
 original, on N replicas and on one? (parent side)
 
-Four runs, in one process (TensorFlow starts once), each recording its first update (see
-:mod:`autofix.smoke.snapshot`) with seeds, data order and noise layers held equal (see
-:mod:`autofix.smoke.controls`):
+*The same training* is defined by data parallelism: on N replicas with the original's batch B
+on each, the migration must make, at every step, the update that averaging the original's
+gradients over the N replicas' shards of the global batch makes (each replica runs the
+original's step on its own B examples) — whatever the original divides its loss by, and with
+BatchNormalization's statistics per replica, as MirroredStrategy computes them. Four runs, in
+one process (TensorFlow starts once), each recording its first K steps (see
+:mod:`autofix.smoke.snapshot`) with seeds, data order and randomness held equal (see
+:mod:`autofix.smoke.controls`, :mod:`autofix.smoke.noise`):
 
-====================  ==========  =================================================
-run                   replicas    batch
-====================  ==========  =================================================
-original              1 device    as written (B)
-original, scaled      1 device    N x B: what the script asks ``Dataset.batch`` / ``fit`` for
-migrated              N           as written (its global batch, N x B)
-migrated, 1 replica   1           as written (B)
-====================  ==========  =================================================
+==============================  ==========  ================================================
+run                             replicas    batch
+==============================  ==========  ================================================
+original                        1 device    as written (B)
+original, the reference         N virtual   N x B, each step run as N replicas of B on one
+                                            device, eagerly (:mod:`autofix.smoke.replicas`)
+migrated                        N           as written: its global batch
+migrated, 1 replica             1           as written
+==============================  ==========  ================================================
 
-The migrated script on N replicas must make the same first update as the original at N x B on
-one device, and on 1 replica the same as the original at B: the same gradients (summed over
-the replicas), trainable variables and optimizer variables (Adam's moments...) after the first
-step, within the tolerances of :mod:`autofix.smoke.tolerance`. The migrated runs start from the
-original's initial weights (set where seeds did not already give them). The migrated run on N
-replicas is also smoke-tested as usual (every replica trained, every variable mirrored), and
-its global batch must be N x the original's.
+The migrated run on N replicas must make the reference's steps, and on 1 replica the
+original's; :mod:`autofix.smoke.verdict` judges each pair: what each replica was fed (a
+partition of the global batch, the original's examples), the initial weights, the
+optimizers, every step's gradients, weights and optimizer variables, the noise layers, and
+what the script reports. An original whose step cannot be split (written inline in its loop,
+drawing its batch itself) is run again as micro-steps instead (:mod:`autofix.smoke.accumulate`).
+The migrated run on N replicas is also smoke-tested as usual (every replica trained, every
+variable mirrored).
 
-Where the runs differ only as float32's rounding magnified can make them differ (through
-BatchNormalization's statistics, or Adam's first update, ``lr * g / (|g| + eps)``, which turns
-the rounding of a gradient near 0 into an update of about ``lr``), the four runs are made
-again in float64 (Keras's float type, the data, a step's draws: see
-:mod:`autofix.smoke.controls`), where that rounding is a billion times smaller: equal there,
-within the same tolerance, the migration is proven (``floatx`` says so); otherwise the float32
-verdict stands, with what float64 said.
+Where the runs differ only as float32's rounding magnified can make them differ (Adam's
+first update, ``lr * g / (|g| + eps)``, turns the rounding of a gradient near 0 into an update
+of about ``lr``), the runs are made again in float64 (Keras's float type, the data, a step's
+draws: see :mod:`autofix.smoke.controls`), where that rounding is a billion times smaller:
+equal there, within the same tolerance, the migration is proven (``floatx`` says so).
 
 The result, :class:`CompareReport` (``report.compare``, ``"compare"`` in the JSON), has a
 ``status`` a caller can act on:
 
-- ``equivalent``: proven (exit status 0);
+- ``equivalent``: proven (exit status 0); its message also says what was set to be equal
+  (initial weights drawn by the same initializers) and what was not seen;
 - ``different``: the migration changes what is computed, named (exit 1);
 - ``migrated-fails``: the migrated script fails where the original runs (exit 1);
 - ``original-fails``: the original does not run either (removed APIs such as
   ``metric.reset_states``, ``SGD(lr=...)``...): not a failure of the migration (exit 2);
-- ``inconclusive``: the runs could not be held equal (different initial weights that could not
-  be set, no first update seen, a batch that could not be scaled...) (exit 2);
+- ``inconclusive``: the runs could not be held equal (randomness the harness cannot hold, data
+  that differs between the original's own runs, initial weights that differ and may not be
+  set, a reference that cannot be computed exactly...) (exit 2);
 - ``harness-error`` (exit 2).
 """
 
@@ -53,10 +60,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from autofix.smoke.harness import DEFAULT_REPLICAS, DEFAULT_TIMEOUT, run_many
-from autofix.smoke.jobs import FirstUpdate, SmokeJob
+from autofix.smoke.jobs import Recording, SmokeJob
 from autofix.smoke.report import CompareReport, CompareRun, Pair, SmokeReport
 
-DEFAULT_STEPS = 1
+DEFAULT_STEPS = 3
 
 
 def run_compare(
@@ -103,13 +110,13 @@ def compare_many(
     folder = tempfile.mkdtemp(prefix="autofix-smoke-compare-")
     try:
         settings = dict(replicas=replicas, steps=steps, timeout=timeout, offline=offline, legacy_keras=legacy_keras, python=python)
-        results = _compared(pairs, replicas, folder, None, settings)
-        # float32's rounding, magnified by BatchNormalization's statistics or Adam's first
-        # update: the same runs again in float64, where it is a billion times smaller. Only a
-        # proof is taken from them: a script that mixes in float32 of its own may not run so.
+        results = _compared(pairs, replicas, steps, folder, None, settings)
+        # float32's rounding, magnified by Adam's first update: the same runs again in float64,
+        # where it is a billion times smaller. Only a proof is taken from them: a script that
+        # mixes in float32 of its own may not run in float64.
         again = [n for n, r in enumerate(results) if r.compare is not None and r.compare.rounding]
         if again:
-            wide = _compared([pairs[n] for n in again], replicas, folder, "float64", settings)
+            wide = _compared([pairs[n] for n in again], replicas, steps, folder, "float64", settings)
             for n, report in zip(again, wide):
                 results[n] = _widened(results[n], report)
         return results
@@ -117,16 +124,23 @@ def compare_many(
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _compared(pairs: Sequence[ComparePair], replicas: int, folder: str, floatx: str | None, settings: dict) -> list[SmokeReport]:
+def _compared(pairs: Sequence[ComparePair], replicas: int, steps: int, folder: str, floatx: str | None, settings: dict) -> list[SmokeReport]:
     jobs: list[SmokeJob] = []
-    for number, pair in enumerate(pairs):
-        jobs.extend(_jobs(pair, replicas, os.path.join(folder, f"{number}-{floatx or 'float32'}"), floatx))
+    prefixes = [os.path.join(folder, f"{number}-{floatx or 'float32'}") for number in range(len(pairs))]
+    for pair, prefix in zip(pairs, prefixes):
+        jobs.extend(_jobs(pair, replicas, steps, prefix, floatx))
     reports = run_many(jobs, **settings)
     per_pair = len(reports) // max(len(pairs), 1)
+    grouped = [list(reports[n * per_pair : (n + 1) * per_pair]) for n in range(len(pairs))]
+    # An original whose steps cannot be split into replicas: its reference again, as micro-steps.
+    split_failed = [n for n, runs in enumerate(grouped) if replicas > 1 and runs[1].status == "unsplittable"]
+    if split_failed:
+        again = [_accumulated(pairs[n], replicas, steps, prefixes[n], floatx) for n in split_failed]
+        for n, report in zip(split_failed, run_many(again, **settings)):
+            grouped[n][1] = replace(report, notes=(*report.notes, f"compare: the original's steps could not be split into replicas ({grouped[n][1].error}): run as micro-steps"))
     results = []
-    for number, pair in enumerate(pairs):
-        mine = reports[number * per_pair : (number + 1) * per_pair]
-        o1, on, mn, m1 = mine if replicas > 1 else (mine[0], mine[0], mine[1], mine[1])
+    for pair, runs in zip(pairs, grouped):
+        o1, on, mn, m1 = runs if replicas > 1 else (runs[0], runs[0], runs[1], runs[1])
         verdict = judge(pair.original, o1, on, mn, m1, replicas)
         results.append(replace(mn, compare=replace(verdict, floatx=floatx or "float32")))
     return results
@@ -139,41 +153,58 @@ def _widened(narrow: SmokeReport, wide: SmokeReport) -> SmokeReport:
         apart = next((p for p in narrow.compare.pairs if p.status == "different"), None)
         difference = (apart.first_difference or {}) if apart is not None else {}
         what = f"{difference.get('name', 'a variable')} {100 * difference.get('relative', 0.0):.2g}% apart"
-        cause = "BatchNormalization's statistics" if "BatchNormalization" in narrow.compare.message else "the optimizer's first update"
-        message = f"in float64 (in float32, {what}: float32's rounding, magnified by {cause}): {wide.compare.message}"
+        message = f"in float64 (in float32, {what}: float32's rounding, magnified by the optimizer's first update): {wide.compare.message}"
         return replace(narrow, compare=replace(wide.compare, message=message, rounding=False))
     return replace(narrow, compare=replace(narrow.compare, message=f"{narrow.compare.message}; in float64: {wide.compare.status}: {wide.compare.message}"))
 
 
-def _jobs(pair: ComparePair, replicas: int, prefix: str, floatx: str | None = None) -> list[SmokeJob]:
-    """The original at its batch and at ``replicas`` x it, the migrated script on ``replicas``
-    replicas and on 1, in that order (the migrated runs read the originals' initial weights)."""
+def _jobs(pair: ComparePair, replicas: int, steps: int, prefix: str, floatx: str | None = None) -> list[SmokeJob]:
+    """The original as written, its reference on ``replicas`` virtual replicas, the migrated
+    script on ``replicas`` replicas and on 1, in that order (the migrated runs start from the
+    original's initial weights where they may)."""
     original_args = pair.args if pair.original_args is None else pair.original_args
-    o1 = SmokeJob(pair.original, original_args, replicas=1, first_update=FirstUpdate(f"{prefix}-o1.npz", floatx=floatx))
-    m1 = SmokeJob(pair.migrated, pair.args, replicas=1, first_update=FirstUpdate(f"{prefix}-m1.npz", initial=f"{prefix}-o1.npz", floatx=floatx))
+    o1 = SmokeJob(pair.original, original_args, replicas=1, recording=Recording(f"{prefix}-o1.npz", floatx=floatx, steps=steps))
+    m1 = SmokeJob(pair.migrated, pair.args, replicas=1, recording=Recording(f"{prefix}-m1.npz", initial=f"{prefix}-o1.npz", floatx=floatx, steps=steps))
     if replicas == 1:
         return [o1, m1]
-    on = SmokeJob(pair.original, original_args, replicas=1, first_update=FirstUpdate(f"{prefix}-oN.npz", batch_scale=replicas, floatx=floatx))
-    mn = SmokeJob(pair.migrated, pair.args, replicas=replicas, first_update=FirstUpdate(f"{prefix}-mN.npz", initial=f"{prefix}-oN.npz", floatx=floatx))
+    on = SmokeJob(
+        pair.original, original_args, replicas=1,
+        recording=Recording(f"{prefix}-oN.npz", batch_scale=replicas, floatx=floatx, steps=steps, virtual=replicas),
+    )
+    mn = SmokeJob(pair.migrated, pair.args, replicas=replicas, recording=Recording(f"{prefix}-mN.npz", initial=f"{prefix}-o1.npz", floatx=floatx, steps=steps))
     return [o1, on, mn, m1]
 
 
-def judge(original: str, o1: SmokeReport, on: SmokeReport, mn: SmokeReport, m1: SmokeReport, replicas: int) -> CompareReport:
-    """The verdict from the four reports (their snapshots still on disk)."""
-    runs = (
-        _run("original", o1, 1),
-        *((_run("original", on, replicas),) if replicas > 1 else ()),
-        _run("migrated", mn, 1),
-        *((_run("migrated", m1, 1),) if replicas > 1 else ()),
+def _accumulated(pair: ComparePair, replicas: int, steps: int, prefix: str, floatx: str | None) -> SmokeJob:
+    original_args = pair.args if pair.original_args is None else pair.original_args
+    return SmokeJob(
+        pair.original, original_args, replicas=1,
+        recording=Recording(f"{prefix}-oA.npz", floatx=floatx, steps=steps, accumulate=replicas),
     )
 
-    def made(status: str, message: str, pairs: Sequence[Pair] = (), rounding: bool = False) -> CompareReport:
-        return CompareReport(original, status, message, tuple(pairs), runs, *_tolerances(), rounding=rounding)
 
-    if any(r.harness_error for r in (o1, on, mn, m1)):
-        broken = next(r for r in (o1, on, mn, m1) if r.harness_error)
+def judge(original: str, o1: SmokeReport, on: SmokeReport, mn: SmokeReport, m1: SmokeReport, replicas: int) -> CompareReport:
+    """The verdict from the four reports (their records still on disk): ``o1`` the original
+    as written, ``on`` its reference on ``replicas`` replicas, ``mn`` / ``m1`` the migrated
+    script on ``replicas`` and on 1."""
+    from autofix.smoke import verdict
+
+    runs = (
+        _run("original", o1, 1, "as written"),
+        *((_run("original", on, replicas, _mode(on, replicas)),) if replicas > 1 else ()),
+        _run("migrated", mn, 1, "as written"),
+        *((_run("migrated", m1, 1, "as written"),) if replicas > 1 else ()),
+    )
+    steps = max([int((r.trace or {}).get("steps", 0)) for r in (mn, m1)] or [0])
+
+    def made(status: str, message: str, pairs: Sequence[Pair] = (), rounding: bool = False, said: Sequence[str] = ()) -> CompareReport:
+        return CompareReport(original, status, message, tuple(pairs), runs, *_tolerances(), rounding=rounding, steps=steps, said=tuple(said))
+
+    everything = (o1, on, mn, m1)
+    if any(r.harness_error for r in everything):
+        broken = next(r for r in everything if r.harness_error)
         return made("harness-error", f"the harness failed: {broken.harness_error}")
-    original_failure = reference_failure(o1)
+    original_failure = reference_failure(o1) or (reference_failure(on) if replicas > 1 and on.status not in ("diverged",) else None)
     if original_failure is not None:
         migrated_failure = (mn.failures or m1.failures or (None,))[0]
         if migrated_failure is not None:
@@ -182,58 +213,46 @@ def judge(original: str, o1: SmokeReport, on: SmokeReport, mn: SmokeReport, m1: 
     for report, where in ((mn, f"on {_plural(replicas, 'replica')}"), (m1, "on 1 replica")):
         if report.failures and (report is mn or replicas > 1):
             return made("migrated-fails", f"the migrated script fails {where} where the original runs: {report.failures[0]}")
+    if replicas > 1 and on.status == "diverged":
+        return made("inconclusive", f"the original's data-parallel step could not be computed: {on.error}")
     batch = _batch_check(o1, mn, replicas)
     if batch is not None:
         return made("different", batch)
-    pairs = [compare_updates(mn, on, replicas, replicas)]
+    judged = [verdict.judge_pair(mn, on, replicas, o1)]
     if replicas > 1:
-        pairs.append(compare_updates(m1, o1, 1, 1))
+        judged.append(verdict.judge_pair(m1, o1, 1))
+    pairs = [j.pair(r) for j, r in zip(judged, (replicas, 1))]
+    said = [text for j in judged for text in j.said]
+    said = list(dict.fromkeys(said))
     different = [p for p in pairs if p.status == "different"]
-    if different and _normalization_only(different[0], mn):
-        message = (
-            f"{different[0].message}: BatchNormalization, normalized over the global batch for the comparison "
-            f"(synchronized=True), still differs by more than the tolerance from one device's (sums in another order); "
-            f"it cannot be proven this way"
-        )
-        return made("inconclusive", message, pairs, rounding=True)
     if different and _amplified_only(different[0]):
         message = (
             f"{different[0].message}: every gradient is the original's, and the optimizer's first update amplifies "
             f"their rounding (Adam's is lr * g / (|g| + eps): about lr for any g well above eps, whatever its size); "
             f"it cannot be proven this way"
         )
-        return made("inconclusive", message, pairs, rounding=True)
+        return made("inconclusive", message, pairs, rounding=True, said=said)
     if different:
-        return made("different", different[0].message, pairs)
+        return made("different", different[0].message, pairs, said=said)
     skipped = [p for p in pairs if p.status != "same"]
     if skipped:
-        return made("inconclusive", skipped[0].message, pairs)
-    return made("equivalent", "; ".join(p.message for p in pairs), pairs)
+        return made("inconclusive", skipped[0].message, pairs, said=said)
+    message = "; ".join(p.message for p in pairs)
+    if said:
+        message += "; " + "; ".join(said)
+    return made("equivalent", message + "; " + _unseen(mn, on), pairs, said=said)
 
 
-# Measured on a conv net with BatchNormalization (synchronized) on 2 logical CPUs: gradients
-# within 0.3% of one device's; a wrong migration is 2 x, or 6% off with per-replica statistics.
-# Through the 53 synchronized BatchNormalization layers of ResNet50 (sums and sums of squares
-# added over the replicas, a formula less exact than one device's) the first convolution's
-# gradient ends 6.5% apart in direction, its norm the same (measured): with BatchNormalization
-# held, a difference of direction alone, under DIRECTION_SLACK, with norms within
-# NORMALIZATION_SLACK, proves nothing either way. What a wrong migration changes is the norm:
-# N x or 1/N x (a loss averaged per replica, each replica on the whole batch).
-NORMALIZATION_SLACK = 0.02
-DIRECTION_SLACK = 0.1
+def _mode(report: SmokeReport, replicas: int) -> str:
+    return f"{replicas} micro-steps a step" if any("run as micro-steps" in n for n in report.notes) else f"{replicas} virtual replicas"
 
 
-def _normalization_only(pair: Pair, migrated: SmokeReport) -> bool:
-    """A small difference where BatchNormalization was synchronized for the comparison."""
-    held = (migrated.first_update or {}).get("held") or ()
-    difference = pair.first_difference or {}
-    ratio, relative = difference.get("ratio"), difference.get("relative")
+def _unseen(migrated: SmokeReport, reference: SmokeReport) -> str:
+    """What a proof does not cover, said with it: after its steps, nothing is compared."""
+    steps = int((migrated.trace or {}).get("steps", 0))
     return (
-        "BatchNormalization" in held
-        and relative is not None
-        and relative <= DIRECTION_SLACK
-        and ratio is not None
-        and abs(ratio - 1) <= NORMALIZATION_SLACK
+        f"not compared: what the scripts do after {_plural(steps, 'step')} (evaluation, predictions, checkpoints, "
+        f"learning-rate changes the script makes itself between epochs)"
     )
 
 
@@ -270,12 +289,14 @@ def reference_failure(report: SmokeReport) -> str | None:
     return None
 
 
-def _run(role: str, report: SmokeReport, scale: int) -> CompareRun:
-    transplanted = (report.first_update or {}).get("transplanted")
+def _run(role: str, report: SmokeReport, scale: int, mode: str) -> CompareRun:
+    transplanted = (report.trace or {}).get("transplanted") or {}
+    done = [name for name, what in transplanted.items() if what.startswith("set to")]
+    said = f"{len(done)} set to the original's" if done else ("not needed" if not transplanted else "none set")
     failures = report.failures if role == "migrated" else tuple(m for m in (reference_failure(report),) if m)
     return CompareRun(
-        role, report.script, report.replicas, scale, report.status, not failures, global_batch(report), failures, report.seconds, transplanted,
-        report.output,
+        role, report.script, report.replicas, scale, report.status, not failures, global_batch(report), failures, report.seconds, said,
+        report.output, mode,
     )
 
 
@@ -301,68 +322,6 @@ def _batch_check(original: SmokeReport, migrated: SmokeReport, replicas: int) ->
         f"the migrated script trains on a global batch of {ours} on {_plural(replicas, 'replica')}, the original on {theirs}: "
         f"the global batch must be {replicas} x {theirs} = {replicas * theirs} (the original's batch per replica)"
     )
-
-
-def compare_updates(migrated: SmokeReport, original: SmokeReport, replicas: int, scale: int) -> Pair:
-    """The migrated run's first update against the original's (their snapshots)."""
-    import numpy as np
-
-    from autofix.smoke import tolerance
-    from autofix.smoke.snapshot import match
-
-    where = f"on {_plural(replicas, 'replica')}"
-    against = f"the original at {'its batch' if scale == 1 else f'{scale} x its batch'} on one device"
-    mine, theirs = migrated.first_update, original.first_update
-    if not mine or not theirs:
-        missing = "the migrated run" if not mine else "the original"
-        return Pair(replicas, scale, "not-compared", f"{where}: no first update was seen in {missing} (no training step that applies gradients)")
-    try:
-        with np.load(mine["file"]) as m_data, np.load(theirs["file"]) as o_data:
-            m_arrays = {k: m_data[k] for k in m_data.files}
-            o_arrays = {k: o_data[k] for k in o_data.files}
-    except (OSError, ValueError) as exc:
-        return Pair(replicas, scale, "not-compared", f"{where}: the first updates could not be read ({exc})")
-    m_vars = [v for v in mine["variables"] if v["kind"] == "weight"]
-    o_vars = [v for v in theirs["variables"] if v["kind"] == "weight"]
-    pairs = match([v["name"] for v in m_vars], [v["name"] for v in o_vars], [tuple(v["shape"]) for v in m_vars], [tuple(v["shape"]) for v in o_vars])
-    if pairs is None:
-        return Pair(
-            replicas, scale, "not-compared",
-            f"{where}: the trainable variables updated differ from the original's ({len(m_vars)} against {len(o_vars)}, or other shapes): they cannot be compared",
-        )
-    outcome = tolerance.compare(mine["variables"], theirs["variables"], pairs, m_arrays, o_arrays)
-    if outcome.not_compared is not None:
-        reason = outcome.not_compared
-        if reason.startswith("the runs start from different weights"):
-            reason += f" and they could not be set to the original's: {mine.get('transplanted') or 'no step function or fit to set them in'}"
-        return Pair(replicas, scale, "not-compared", f"{where}: {reason}")
-    if not outcome.same:
-        difference = outcome.difference or {}
-        what = {"gradient": "the gradient of ", "weight": "", "optimizer": "the optimizer's "}[difference.get("kind", "weight")]
-        noun = "the update" if difference.get("kind") == "weight" else "it"
-        return Pair(
-            replicas, scale, "different",
-            f"after one step {where}, {what}{difference.get('name')} differs from {against}: "
-            f"{_ratio_text(difference.get('ratio'), replicas, noun)} (relative difference {difference.get('relative', math.inf):.3g})",
-            outcome.compared, outcome.worst, difference,
-        )
-    skipped = f", {outcome.skipped} with a rounding-level gradient compared by it only" if outcome.skipped else ""
-    return Pair(
-        replicas, scale, "same",
-        f"{where}: the same first update as {against} ({outcome.compared} variables{skipped}, within {outcome.worst:.1g})",
-        outcome.compared, outcome.worst,
-    )
-
-
-def _ratio_text(ratio: float | None, replicas: int, noun: str = "the update") -> str:
-    if ratio is None or not math.isfinite(ratio):
-        return f"{noun} differs"
-    text = f"{noun} is {ratio:.2f} x the original's"
-    if replicas > 1 and abs(ratio - replicas) < 0.05 * replicas:
-        text += f" ({replicas} x: is the loss averaged per replica, not over the global batch?)"
-    elif replicas > 1 and abs(ratio - 1 / replicas) < 0.05 / replicas:
-        text += f" (1/{replicas}: is the loss divided by the replicas twice?)"
-    return text
 
 
 def _plural(n: int, word: str) -> str:

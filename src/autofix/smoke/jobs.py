@@ -3,6 +3,7 @@ runner process, and one script's report from what its runner recorded."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,30 +14,35 @@ from autofix.smoke.report import SmokeReport
 
 
 @dataclass(frozen=True)
-class FirstUpdate:
-    """Record the script's first update into ``snapshot`` (an ``.npz`` path), holding seeds,
-    data order and noise layers equal (see :mod:`autofix.smoke.controls`), with the batch the
-    script asks for multiplied by ``batch_scale``, and the weights set to the initial ones of
-    the ``initial`` snapshot where they can be; ``floatx``: Keras's float type for the run
-    (``float64``: float32's rounding out of the comparison)."""
+class Recording:
+    """Record the script's first ``steps`` steps into ``snapshot`` (an ``.npz`` path), holding
+    seeds, data order and randomness equal (see :mod:`autofix.smoke.controls`), with the batch
+    the script asks for multiplied by ``batch_scale``, and the weights set to the initial ones
+    of the ``initial`` snapshot where they may be; ``floatx``: Keras's float type for the run
+    (``float64``: float32's rounding out of the comparison). The reference run of an original
+    runs its steps as ``virtual`` replicas (see :mod:`autofix.smoke.replicas`), or, when they
+    cannot be split, as ``accumulate`` micro-steps (see :mod:`autofix.smoke.accumulate`)."""
 
     snapshot: str
     batch_scale: int = 1
     initial: str | None = None
     floatx: str | None = None
+    steps: int = 1
+    virtual: int = 0
+    accumulate: int = 0
 
 
 @dataclass(frozen=True)
 class SmokeJob:
     """One script (or notebook) to run: its path, arguments and working directory (default:
-    its folder); ``replicas``: for this job, fewer than the run provides; ``first_update``: for
+    its folder); ``replicas``: for this job, fewer than the run provides; ``recording``: for
     ``--compare``."""
 
     script: str
     args: tuple[str, ...] = ()
     cwd: str | None = None
     replicas: int | None = None
-    first_update: FirstUpdate | None = None
+    recording: Recording | None = None
 
 
 def script_spec(job: SmokeJob) -> dict[str, Any]:
@@ -45,13 +51,8 @@ def script_spec(job: SmokeJob) -> dict[str, Any]:
     spec: dict[str, Any] = {"path": os.path.abspath(job.script), "args": list(job.args), "cwd": job.cwd}
     if job.replicas is not None:
         spec["replicas"] = job.replicas
-    if job.first_update is not None:
-        spec["compare"] = {
-            "snapshot": job.first_update.snapshot,
-            "batch_scale": job.first_update.batch_scale,
-            "initial": job.first_update.initial,
-            "floatx": job.first_update.floatx,
-        }
+    if job.recording is not None:
+        spec["compare"] = dataclasses.asdict(job.recording)
     if notebook.is_notebook(job.script):
         program = notebook.program(job.script)
         spec.update(program=program.text, cells=list(program.cells), notes=list(program.notes))
@@ -120,6 +121,6 @@ def build_report(settings: Settings, job: SmokeJob, raw: dict[str, Any], ready: 
         output=raw.get("output", ""),
         writes=checks.write_records(raw),
         refused=raw.get("refused"),
-        first_update=raw.get("first_update"),
+        trace=raw.get("trace"),
         batches=tuple(raw.get("batches", ())),
     )

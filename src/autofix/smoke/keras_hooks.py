@@ -11,13 +11,14 @@ The hooks are installed on whichever of ``keras`` and ``tf_keras`` the script im
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 from typing import Any
 
 import tensorflow as tf
 
-from autofix.smoke import controls, multiworker, snapshot, updates
+from autofix.smoke import accumulate, controls, feeds, multiworker, noise, replicas, reported, snapshot, updates
 from autofix.smoke.state import (
     FitRec,
     StepLimitReached,
@@ -91,17 +92,20 @@ def _callback_class(module: Any) -> type:
                 snapshot.transplant(list(model.trainable_weights))
 
         def on_train_batch_end(self, batch, logs=None):
-            if self.record.steps == 0:
-                snapshot.take()
             self.record.steps += 1
             loss = scalar((logs or {}).get("loss"))
             if loss is not None:
                 self.record.losses.append(loss)
+            micro = accumulate.count()
+            if snapshot.active() and (not micro or self.record.steps % micro == 0):
+                reported.logged(snapshot.step(), logs)
+                if not micro:
+                    snapshot.end_step(ran=True)
             recorder.publish()
             if snapshot.recorded():
-                # A comparing run ends at its first update: the script's own callbacks at the
-                # epoch's end (images saved with Pillow, checkpoints) play no part in it.
-                raise StepLimitReached("the first update is recorded")
+                # A comparing run ends once its steps are recorded: the script's own callbacks
+                # at the epoch's end (images saved with Pillow, checkpoints) play no part in it.
+                raise StepLimitReached("the steps compared are recorded")
 
     return Record
 
@@ -131,6 +135,8 @@ def _fit(original, callback: type, version: str, package: str):
         steps = recorder.steps
         if user["steps_per_epoch"]:
             steps = min(steps, int(user["steps_per_epoch"]))
+        # The reference run's micro-steps: N of the original's batches a step.
+        steps *= max(1, accumulate.count())
         if user["batch_size"] is None and _array_like(given.get("x")):
             # Keras batches arrays by 32 when not told; given steps_per_epoch alone it would
             # instead split the arrays into that many batches, so capping would change the batch.
@@ -146,7 +152,7 @@ def _fit(original, callback: type, version: str, package: str):
         given["callbacks"] = _with_callback(given.get("callbacks"), callback(record))
         recorder.current_fit = record
         try:
-            with _Keras():
+            with _Keras(), _stepping(self):
                 result = original(*bound.args, **bound.kwargs)
         except StepLimitReached:
             raise
@@ -163,13 +169,71 @@ def _fit(original, callback: type, version: str, package: str):
                 _finish(record, self)
             recorder.publish()
         if snapshot.recorded():
-            # A comparing run needs the first update only: what the script does after the fit
-            # that made it (plots, 900 predict calls) plays no part, and may take long on N
+            # A comparing run needs its steps only: what the script does after the fit that
+            # made them (plots, 900 predict calls) plays no part, and may take long on N
             # replicas.
-            raise StepLimitReached("the first update is recorded")
+            raise StepLimitReached("the steps compared are recorded")
         return result
 
     return fit
+
+
+@contextlib.contextmanager
+def _stepping(model: Any):
+    """While ``fit`` (or ``train_on_batch``) runs in a comparing run: the model's
+    ``train_step`` run as virtual replicas (the reference), as micro-steps (the reference of
+    an original that cannot be split), or recording what one device is fed."""
+    if not snapshot.active():
+        yield
+        return
+    own = model.__dict__.get("train_step")
+    step = model.train_step
+    count = replicas.count()
+
+    def train_step(data):
+        number = snapshot.step()
+        if count:
+
+            def fed(shards):
+                for index, (a, _) in enumerate(shards):
+                    feeds.record(number, index, a, call="virtual-fit")
+
+            return replicas.run(step, (data,), {}, count, on_shards=fed)
+        if accumulate.deferring():
+            accumulate.micro_started(data, _rows(data))
+            with noise.stepping():
+                return step(data)
+        if tf.inside_function():
+            feeds.record_in_graph(tf.constant(0), data)
+        else:
+            feeds.record(number, 0, data, call="fit")
+        with noise.stepping():
+            return step(data)
+
+    strategy = getattr(model, "distribute_strategy", None)
+    plain = strategy is None or type(strategy).__name__.startswith("_Default")
+    if not (count or accumulate.count() or plain):
+        yield
+        return
+    object.__setattr__(model, "train_step", train_step)
+    try:
+        yield
+    finally:
+        if own is None:
+            try:
+                object.__delattr__(model, "train_step")
+            except AttributeError:
+                pass
+        else:
+            object.__setattr__(model, "train_step", own)
+
+
+def _rows(structure: Any) -> int | None:
+    for value in tf.nest.flatten(structure):
+        shape = getattr(value, "shape", None)
+        if shape is not None and len(shape) and shape[0] is not None:
+            return int(shape[0])
+    return None
 
 
 def _with_callback(callbacks, extra):
@@ -196,10 +260,14 @@ def _train_on_batch(original, version: str):
             record = FitRec("train_on_batch", user_site(), {}, {"calls": recorder.steps}, keras=version)
             records[id(self)] = record
             recorder.fits.append(record)
-        if record.steps >= recorder.steps:
+        if record.steps >= recorder.steps * max(1, accumulate.count()):
+            snapshot.finish()
             raise StepLimitReached(f"train_on_batch called {record.steps} times")
+        if replicas.count() and snapshot.active():
+            # The script slices its batches itself: they cannot be scaled, only accumulated.
+            raise replicas.NotSplittable(f"train_on_batch at {user_site()} is given batches the script cuts itself")
         try:
-            with _Keras():
+            with _Keras(), _stepping(self):
                 result = original(self, *args, **kwargs)
         except StepLimitReached:
             raise
@@ -213,6 +281,9 @@ def _train_on_batch(original, version: str):
         loss = scalar(result)
         if loss is not None:
             record.losses.append(loss)
+        if snapshot.active() and not accumulate.count():
+            reported.returned(snapshot.step(), result)
+            snapshot.end_step(ran=True)
         _finish(record, self)
         recorder.publish()
         return result

@@ -22,7 +22,7 @@ import tensorflow as tf
 from tensorflow.python.distribute import distribute_lib, mirrored_run
 from tensorflow.python.eager.polymorphic_function import polymorphic_function
 
-from autofix.smoke import controls, multiworker, snapshot, updates
+from autofix.smoke import accumulate, controls, feeds, multiworker, replicas, reported, snapshot, updates
 from autofix.smoke.state import (
     RunRec,
     StepFunction,
@@ -78,8 +78,6 @@ def _run(original):
         elif eager_step and record.steps >= recorder.steps:
             snapshot.finish()
             raise StepLimitReached(f"strategy.run called {record.steps} times at {site}")
-        elif eager_step:
-            snapshot.before_step(record)
         record.calls += 1
         if record.global_batch is None:
             record.global_batch = recorder.last_user_batch
@@ -100,6 +98,8 @@ def _run(original):
             record.steps += 1
             recorder.last_eager_run = record
             _digest(record)
+            if record.applies_gradients:
+                snapshot.end_step()
             recorder.publish()
         return result
 
@@ -142,6 +142,8 @@ def _for_each_replica(original):
                     replica = tf.get_static_value(context.replica_id_in_sync_group)
                 record.saw_replica(None if replica is None else int(replica))
             with controls.replica(context, (a, k)):
+                if snapshot.active() and context is not None:
+                    _feed(context.replica_id_in_sync_group, (a, k))
                 return fn(*a, **k)
 
         return original(distribution, per_replica, args, kwargs)
@@ -149,19 +151,29 @@ def _for_each_replica(original):
     return call_for_each_replica
 
 
+def _feed(replica: Any, structure: Any) -> None:
+    if tf.inside_function():
+        feeds.record_in_graph(replica, structure)
+    else:
+        value = tf.get_static_value(replica)
+        feeds.record(snapshot.step(), 0 if value is None else int(value), structure, call="eager-run")
+
+
 def _function_call(original):
     def __call__(self, *args, **kwds):
         if not _mine() or tf.inside_function():
             return original(self, *args, **kwds)
         step = recorder.step_functions.get(id(self))
-        if step is not None and step.calls >= recorder.steps:
+        cap = recorder.steps * max(1, accumulate.count())
+        if step is not None and step.calls >= cap:
             snapshot.finish()
             raise StepLimitReached(f"{getattr(self, '__name__', 'the step function')} called {step.calls} times")
-        if step is not None and step.calls >= 1:
-            snapshot.take()
+        if accumulate.deferring():
+            accumulate.called((args, kwds), _leading_dimension((args, kwds)))
         recorder.function_stack.append(self)
+        number = snapshot.step()
         try:
-            result = original(self, *args, **kwds)
+            result = _called(original, self, args, kwds)
         finally:
             recorder.function_stack.pop()
         step = recorder.step_functions.get(id(self))
@@ -174,10 +186,48 @@ def _function_call(original):
                     record.losses.append(loss)
                 _digest(record)
             updates.step_done(step, result, args, kwds)
+            if snapshot.active():
+                if not replicas.count() and not accumulate.count() and not step.runs:
+                    feeds.record(number, 0, (args, kwds), call=id(self))
+                reported.returned(number, result)
+                if not accumulate.count():
+                    snapshot.end_step(ran=bool(step.loops) or any(r.applies_gradients for r in step.runs))
             recorder.publish()
         return result
 
     return __call__
+
+
+def _called(original, function: Any, args: tuple, kwds: dict) -> Any:
+    """A call of the script's outermost ``tf.function``; in the reference run, as virtual
+    replicas when it is given a batch (see :mod:`autofix.smoke.replicas`)."""
+    count = replicas.count()
+    if not count or not snapshot.active():
+        return original(function, *args, **kwds)
+    try:
+        parts = replicas.split(args, kwds, count)
+    except replicas.NotSplittable:
+        parts = None
+    if parts is None:
+        return original(function, *args, **kwds)
+    number = snapshot.step()
+
+    def shards_fed(shards):
+        for index, (a, k) in enumerate(shards):
+            feeds.record(number, index, (a, k), call=("virtual", id(function)))
+
+    return replicas.run(lambda *a, **k: original(function, *a, **k), args, kwds, count, on_shards=shards_fed)
+
+
+def _leading_dimension(structure: Any) -> int | None:
+    try:
+        for value in tf.nest.flatten(structure, expand_composites=True):
+            shape = getattr(value, "shape", None)
+            if shape is not None and len(shape) and shape[0] is not None:
+                return int(shape[0])
+    except Exception:
+        return None
+    return None
 
 
 def _digest(record: RunRec) -> None:

@@ -128,8 +128,9 @@ COMPARE_STYLES = {"equivalent": "bold green", "different": "bold red", "migrated
 
 
 def _compare_table(compare) -> Group:
-    table = Table(title=f"compared with {compare.original}", title_justify="left", expand=False)
-    for column in ("run", "replicas", "batch", "status", "first update"):
+    title = f"compared with {compare.original}" + (f", {compare.steps} step{'s' if compare.steps != 1 else ''}" if compare.steps else "")
+    table = Table(title=title, title_justify="left", expand=False)
+    for column in ("run", "replicas", "batch", "how", "status", "steps"):
         table.add_column(column)
     pairs = {p.replicas: p for p in compare.pairs}
     for run in compare.runs:
@@ -139,7 +140,10 @@ def _compare_table(compare) -> Group:
         if pair is not None and pair.max_relative is not None and pair.status == "same":
             update += f" (within {pair.max_relative:.1g})"
         status = run.status + ("" if run.ok else ", failed")
-        table.add_row(run.role, str(run.replicas), ("-" if run.global_batch is None else str(run.global_batch)) + scaled, status, update)
+        how = run.mode
+        if run.role == "migrated" and run.transplanted and run.transplanted.endswith("set to the original's"):
+            how += f"; initial values: {run.transplanted}"
+        table.add_row(run.role, str(run.replicas), ("-" if run.global_batch is None else str(run.global_batch)) + scaled, how, status, update)
     verdict = Text.assemble(("compare: ", "bold"), (compare.status.upper(), COMPARE_STYLES.get(compare.status, "bold yellow")), "  ", compare.message)
     return Group(table, verdict)
 

@@ -32,8 +32,9 @@
 - ``loops``: one :class:`LoopRecord` per custom loop that applies gradients without
   ``strategy.run`` (a step function, or an eager call site and optimizer).
 - ``refused``: why a notebook cannot be run as one program (``status`` ``refused``).
-- ``first_update`` (``--compare``): the index of the run's first-update snapshot (variables,
-  shapes, whether their initial value and gradient were seen, ``transplanted``, ``held``);
+- ``trace`` (``--compare``): the index of the steps the run recorded (see
+  :mod:`autofix.smoke.snapshot`: variables, their origins, optimizers, what each replica was
+  fed, what the script reported, noise layers, draws not held, ``transplanted``, ``held``);
   ``batches``: the batch sizes the script asked ``Dataset.batch`` for (scaled).
 - ``compare``: ``None``, or with ``--compare`` a :class:`CompareReport` (see
   :mod:`autofix.smoke.compare`): ``status``, ``message``, ``pairs`` (one :class:`Pair` per
@@ -215,6 +216,8 @@ class CompareRun:
     seconds: float = 0.0
     transplanted: str | None = None
     output: str = ""
+    # as written; N virtual replicas (the reference); N micro-steps a step
+    mode: str = "as written"
 
 
 @dataclass(frozen=True)
@@ -243,8 +246,12 @@ class CompareReport:
     # Keras's float type in the runs compared (float64 when float32's rounding, magnified,
     # left the runs in float32 inconclusive).
     floatx: str = "float32"
-    # Inconclusive only through float32 rounding that the model or the optimizer magnifies.
+    # Inconclusive only through float32 rounding that the optimizer magnifies.
     rounding: bool = False
+    # Steps compared.
+    steps: int = 0
+    # What was done to hold the runs equal that a reader must know (initial values set).
+    said: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -263,6 +270,7 @@ class CompareReport:
         values = {k: v for k, v in data.items() if k in known}
         values["pairs"] = tuple(Pair(**p) for p in data.get("pairs", ()))
         values["runs"] = tuple(CompareRun(**dict(r, failures=tuple(r.get("failures", ())))) for r in data.get("runs", ()))
+        values["said"] = tuple(data.get("said", ()))
         return cls(**values)
 
 
@@ -296,7 +304,7 @@ class SmokeReport:
     workers: WorkersReport | None = None
     loops: tuple[LoopRecord, ...] = ()
     refused: str | None = None
-    first_update: dict[str, Any] | None = None
+    trace: dict[str, Any] | None = None
     batches: tuple[int, ...] = ()
     compare: CompareReport | None = None
 

@@ -118,13 +118,14 @@ def _bootstrap(spec: dict[str, Any]):
     recorder.worker, recorder.workers = int(worker.get("index", 0)), int(worker.get("count", 1))
     import tensorflow  # noqa: F401  (starts nothing: the runtime starts on first use)
 
-    from autofix.smoke import controls, devices, loops, multiworker, standins, writes
+    from autofix.smoke import controls, devices, loops, multiworker, origins, standins, writes
 
     provision = devices.Provision(recorder.replicas)
     devices.install(provision)
     multiworker.install(provision)
     loops.install()
     controls.install()
+    origins.install()
     standins.install(recorder.note)
     writes.install(os.path.dirname(os.path.abspath(spec["events"])))
     offline = bool(spec.get("offline"))
@@ -143,12 +144,14 @@ def _bootstrap(spec: dict[str, Any]):
 
 def _keras_action(offline: bool) -> Callable[[Any], None]:
     def action(module: Any) -> None:
-        from autofix.smoke import controls, datasets, keras_hooks, writes
+        from autofix.smoke import controls, datasets, keras_hooks, origins, reported, writes
 
         try:
             keras_hooks.install(module)
             writes.install_keras(module)
             controls.install_keras(module)
+            origins.install_keras(module)
+            reported.install_keras(module)
             if offline:
                 datasets.install(module.__name__)
         except Exception as exc:  # reported as a harness failure, not as the script's
@@ -193,7 +196,7 @@ class _Loader(importlib.abc.Loader):
 
 
 def _run_one(job: dict[str, Any], replicas: int) -> dict[str, Any]:
-    from autofix.smoke import controls, snapshot
+    from autofix.smoke import accumulate, controls, replicas, snapshot
 
     path = os.path.abspath(job["path"])
     script_dir = os.path.dirname(path)
@@ -213,8 +216,9 @@ def _run_one(job: dict[str, Any], replicas: int) -> dict[str, Any]:
         os.chdir(job.get("cwd") or script_dir)
         sys.argv = [path, *job.get("args", [])]
         sys.path[0] = script_dir
-        controls.start(bool(compare), compare.get("batch_scale", 1), compare.get("floatx"))
-        snapshot.start(compare.get("snapshot"), compare.get("initial"))
+        controls.start(bool(compare), compare.get("batch_scale", 1), compare.get("floatx"), int(compare.get("virtual") or 0))
+        accumulate.start(int(compare.get("accumulate") or 0))
+        snapshot.start(compare.get("snapshot"), compare.get("initial"), int(compare.get("steps") or recorder.steps))
         if "program" in job:
             _run_program(path, job["program"], job.get("cells"))
         else:
@@ -222,6 +226,9 @@ def _run_one(job: dict[str, Any], replicas: int) -> dict[str, Any]:
     except StepLimitReached as exc:
         result["status"] = "step-limit"
         recorder.note(f"stopped after {recorder.steps} steps ({exc})")
+    except (replicas.NotSplittable, replicas.Diverged) as exc:
+        # The reference run cannot run this original's steps as replicas: said, not a crash.
+        result.update(status="unsplittable" if isinstance(exc, replicas.NotSplittable) else "diverged", error=str(exc))
     except SystemExit as exc:
         if exc.code not in (None, 0):
             result.update(status="exited", exit_code=exc.code if isinstance(exc.code, int) else 1)
@@ -236,6 +243,7 @@ def _run_one(job: dict[str, Any], replicas: int) -> dict[str, Any]:
         except Exception as exc:  # the script's result stands
             recorder.note(f"could not save the first update ({describe_exception(exc)})")
         controls.start(False)
+        accumulate.start(0)
         # Wall-clock end, to tell which worker of a multi-worker run failed first.
         result["ended_at"] = time.time()
         sys.argv = saved_argv

@@ -1,78 +1,102 @@
-"""The first update, for ``--compare`` (child side): the trainable variables an optimizer
-updates, before training and after the first step, and the optimizers' own variables after it.
+"""The steps a comparing run records, for ``--compare`` (child side).
 
-*After the first step* is the state just before anything trains a second step: before the
-second call of a step function, the second eager update of one call site, the second eager
-``strategy.run``; after the first batch of ``fit``; or at the end of the run. So a GAN step
-that updates two models counts as one step, and two step functions called in turn (one per
-model) both make their first step before the state is taken.
+For each of the first K training steps (``--steps``), taken when the step ends: the trainable
+variables the optimizers update (their value before training, and after each step), the
+gradient each update applied in the step (summed over the replicas, as the optimizer sums
+them; in the reference run, the mean the virtual replicas' update applied), the optimizers'
+own variables (slots, moments, the iteration count) and their learning rate; what the step
+was fed, per replica (:mod:`autofix.smoke.feeds`); what the script sees of it (the loss its
+step returns, ``fit``'s logs, every metric's result: :mod:`autofix.smoke.reported`); and the
+noise layers it called and the draws that could not be held equal
+(:mod:`autofix.smoke.noise`).
+
+*A step ends* at the end of a ``fit`` batch, when a call of the script's step function
+returns (its ``tf.function`` that calls ``strategy.run`` or applies gradients), or, in an
+eager loop, before the next update of the call site that updated first (or at the end of the
+run): a GAN step that updates two models is one step.
 
 *Before training* is read where nothing has updated the variables yet: while a step function
 (the script's, or ``fit``'s) is traced, outside the graph (a variable the trace itself makes
 has no value yet: it is read by the step when it runs, before its update); before an eager
-update; at the start of ``fit``'s first batch. With ``initial`` (the original's snapshot),
-variables that do not already hold the original's initial values are set to them where the
-step has not read them yet (while it is traced, at the start of ``fit``): matched by name, else
-in the order they are first updated, with the same shape. An eager loop has already run its
-forward pass when it applies, so there only the seeds make the start equal.
+update; at the start of ``fit``'s first batch. Where the original's initial weights are given
+(``initial``), variables made from the same Keras initializer that still hold other values
+are set to the original's (:mod:`autofix.smoke.origins` says which may be: never weights the
+script loads); the transplant is recorded and said.
 
-The gradients of the first step are kept too, summed over the replicas as the optimizer sums
-them: a per-replica loss that is not averaged over the global batch shows there directly.
-
-The arrays go to an ``.npz`` file (``w<k>``: variable k after, ``i<k>``: before, ``g<k>``: its
-gradient, ``n<k>``: its name, ``o<k>``: optimizer variable k after); the index (names, shapes)
-goes into the records.
+The arrays go to an ``.npz`` file, rewritten at every step (``i<k>``: variable k before,
+``w<k>_<s>``: after step s, ``g<k>_<s>``: its gradient in step s, ``n<k>``: its name,
+``o<j>_<s>``: optimizer variable j after step s); the index goes into the records
+(``recorder.trace``).
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
 
-from autofix.smoke import controls
+from autofix.smoke import controls, feeds, noise, origins, reported
 from autofix.smoke.state import recorder
 
 _path: str | None = None
 _initial_from: str | None = None
+_steps = 1
+_step = 0  # steps ended so far
+_open = False  # an update was seen since the last step ended
 _variables: list[Any] = []
 _initial: dict[int, np.ndarray] = {}
 _optimizers: list[Any] = []
-_taken = False
-_transplanted: set[str] = set()
+_transplanted: dict[str, str] = {}
 _matched: set[int] = set()
 _pending: set[tuple[int, Any]] = set()
-_gradients: dict[tuple[int, int], np.ndarray] = {}
-_loaded: list[tuple[str, np.ndarray]] | None = None
+_gradients: dict[tuple[int, int, int], np.ndarray] = {}
+_arrays: dict[str, np.ndarray] = {}
+_learning_rates: dict[int, list[float | None]] = {}
+_schedules: dict[int, Any] = {}
+_clock: Any = None
+_loaded: list[tuple[str, np.ndarray, dict]] | None = None
 
 
-def start(path: str | None, initial_from: str | None = None) -> None:
-    """Before each script: record its first update into ``path`` (None: record nothing)."""
-    global _path, _initial_from, _taken, _loaded
-    _path, _initial_from, _taken, _loaded = path, initial_from, False, None
-    _variables.clear()
-    _initial.clear()
-    _optimizers.clear()
-    _transplanted.clear()
+def start(path: str | None, initial_from: str | None = None, steps: int = 1) -> None:
+    """Before each script: record its first ``steps`` steps into ``path`` (None: nothing)."""
+    global _path, _initial_from, _steps, _step, _open, _clock, _loaded
+    _path, _initial_from, _steps, _step, _open, _clock, _loaded = path, initial_from, max(1, steps), 0, False, None, None
+    for kept in (_variables, _optimizers):
+        del kept[:]
+    for kept in (_initial, _transplanted, _gradients, _arrays, _learning_rates, _schedules):
+        kept.clear()
     _matched.clear()
     _pending.clear()
-    _gradients.clear()
+    feeds.start(path is not None)
+    reported.start(path is not None)
+    origins.start(path is not None)
 
 
 def active() -> bool:
-    return _path is not None and not _taken
+    """Still recording: a comparing run whose steps are not all recorded yet."""
+    return _path is not None and _step < _steps
 
 
 def recorded() -> bool:
-    """Whether this script's first update has been recorded (comparing runs only)."""
-    return _path is not None and _taken
+    """Every step this comparing run compares has been recorded."""
+    return _path is not None and _step >= _steps
+
+
+def step() -> int:
+    """The step running now, from 0."""
+    return _step
 
 
 def applied(optimizer: Any, variables: list[Any] | None = None) -> None:
-    """An optimizer updates ``variables`` in the first step."""
+    """An optimizer updates ``variables`` in this step."""
+    global _open
     if not active():
         return
+    _open = True
     if optimizer is not None and not any(optimizer is o for o in _optimizers):
         _optimizers.append(optimizer)
+        _learning_rates[len(_optimizers) - 1] = [None] * _step + [_learning_rate(optimizer)]
+        _schedules[len(_optimizers) - 1] = _schedule_probe(optimizer)
     for variable in variables or ():
         if not any(variable is v for v in _variables):
             _variables.append(variable)
@@ -86,13 +110,17 @@ def initial(variables: list[Any]) -> None:
     for variable in variables:
         if not any(variable is v for v in _variables):
             _variables.append(variable)
-        index = next(i for i, v in enumerate(_variables) if v is variable)
+        index = _index(variable)
         if index not in _initial:
             value = _value(variable)
             if value is not None and (value.size or not _shape(variable) or 0 in _shape(variable)):
                 _initial[index] = value
             else:
                 _read_when_run(index, variable)
+
+
+def _index(variable: Any) -> int:
+    return next(i for i, v in enumerate(_variables) if v is variable)
 
 
 def _read_when_run(index: int, variable: Any) -> None:
@@ -119,164 +147,267 @@ def _read_when_run(index: int, variable: Any) -> None:
 
 
 def gradients(pairs: list[tuple[Any, Any]], replica: int) -> None:
-    """The gradients the first step applies, per replica (an optimizer sums them over the
-    replicas): read when the step runs, or now when it runs eagerly."""
+    """The gradients an update applies in this step, per replica (an optimizer sums them over
+    the replicas): read when the step runs, or now when it runs eagerly."""
     import tensorflow as tf
 
     if not active():
         return
     graph = id(tf.compat.v1.get_default_graph()) if tf.inside_function() else None
     for gradient, variable in pairs:
-        if gradient is None or isinstance(gradient, tf.IndexedSlices) or not any(variable is v for v in _variables):
+        if gradient is None or not any(variable is v for v in _variables):
             continue
-        index = next(i for i, v in enumerate(_variables) if v is variable)
-        key = (replica, index)
+        if isinstance(gradient, tf.IndexedSlices):
+            gradient = tf.convert_to_tensor(gradient)
+        index = _index(variable)
         if graph is None:
+            key = (_step, replica, index)
             if key not in _gradients:
                 _gradients[key] = np.array(gradient, copy=True)
             continue
-        if (graph, key) in _pending:
+        if (graph, replica, index) in _pending:
             continue
 
-        def keep(value, key=key):
+        def keep(value, replica=replica, index=index):
+            key = (_step, replica, index)
             if key not in _gradients:
                 _gradients[key] = np.array(value, copy=True)
             return np.int64(0)
 
         try:
             tf.numpy_function(keep, [gradient], tf.int64, stateful=True)
-            _pending.add((graph, key))
+            _pending.add((graph, replica, index))
         except Exception:  # compared without its gradient
             pass
 
 
 def transplant(variables: list[Any]) -> None:
     """Set ``variables`` (not yet updated by anything) to the original's initial values where
-    seeds did not already give them: each matched by name (else by the order the variables are
-    first updated in), with the same shape. Called where the script's step has not read them yet:
-    while its step function is traced, at the start of ``fit``."""
+    seeds did not already give them and :mod:`autofix.smoke.origins` allows it (made by the same
+    Keras initializer in both runs, loaded in neither): matched by name (else by the order the
+    variables are first updated in), with the same shape. Called where the script's step has
+    not read them yet: while its step function is traced, at the start of ``fit``."""
     if not active():
         return
     originals = _originals() if _initial_from is not None else None
-    if originals is None:
-        initial(variables)
-        return
-    names = [name for name, _ in originals]
-    unique = len(set(names)) == len(names)
     initial(variables)
+    if originals is None:
+        return
+    names = [name for name, _, _ in originals]
+    unique = len(set(names)) == len(names)
     for variable in variables:
-        k = next(i for i, v in enumerate(_variables) if v is variable)
+        k = _index(variable)
         if k in _matched:
             continue
         _matched.add(k)
         name = _name(variable)
         j = names.index(name) if unique and name in names else (k if k < len(originals) else None)
         if j is None or tuple(originals[j][1].shape) != _shape(variable):
-            _transplanted.add(f"no: {name} has no variable of its shape in the original")
             continue
         if k in _initial and np.array_equal(_initial[k], originals[j][1]):
-            _transplanted.add("not needed: the same initial weights")
+            continue
+        if k not in _initial:
+            continue
+        refusal = origins.may_transplant(variable, originals[j][2])
+        if refusal is not None:
+            _transplanted[name] = f"not set: {refusal}"
             continue
         try:
             _assign(variable, originals[j][1])
         except Exception as exc:  # the script's variables are the script's: compared as they are
-            _transplanted.add(f"no: {type(exc).__name__} setting {name}")
+            _transplanted[name] = f"not set: {type(exc).__name__} setting it"
             continue
-        _initial[k] = _value(variable)
-        _transplanted.add("yes: set to the original's initial weights")
+        _initial[k] = np.array(originals[j][1], copy=True)
+        _transplanted[name] = "set to the original's initial value (both drawn by the same initializer, in another order)"
 
 
-def _originals() -> list[tuple[str, np.ndarray]] | None:
+def _originals() -> list[tuple[str, np.ndarray, dict]] | None:
     global _loaded
     if _loaded is None:
+        import json
+
         try:
             with np.load(_initial_from) as data:
-                _loaded = [(str(data[f"n{k}"]), data[f"i{k}"]) for k in range(len(data.files)) if f"i{k}" in data and f"n{k}" in data]
+                meta = json.loads(str(data["meta"])) if "meta" in data.files else {}
+                _loaded = [
+                    (str(data[f"n{k}"]), data[f"i{k}"], meta.get(str(k), {}))
+                    for k in range(len(data.files))
+                    if f"i{k}" in data.files and f"n{k}" in data.files
+                ]
         except (OSError, ValueError, KeyError):
             _loaded = []
     return _loaded or None
 
 
-def match(names: list[str], other_names: list[str], shapes: list[tuple], other_shapes: list[tuple]) -> list[tuple[int, int]] | None:
-    """Pairs (index, other index) of the same variables: by name when the names are unique and
-    the same on both sides, else in order; None when the counts or the shapes differ."""
-    if len(names) != len(other_names):
-        return None
-    if len(set(names)) == len(names) and set(names) == set(other_names):
-        where = {name: j for j, name in enumerate(other_names)}
-        pairs = [(k, where[name]) for k, name in enumerate(names)]
-    else:
-        pairs = list(zip(range(len(names)), range(len(other_names))))
-    if any(tuple(shapes[k]) != tuple(other_shapes[j]) for k, j in pairs):
-        return None
-    return pairs
+def before_update(record: Any) -> None:
+    """Before an eager update of ``record`` (a call site): the next update of the site that
+    updated first means the step before it has ended."""
+    global _clock
+    if not active():
+        return
+    if _clock is None:
+        _clock = record
+    elif record is _clock and _open:
+        end_step()
 
 
-def before_step(record: Any) -> None:
-    """Before a step of ``record``: its second one means the first step is over."""
-    if active() and getattr(record, "steps", 0) >= 1:
-        take()
+def end_step(ran: bool = False) -> None:
+    """The step that ran has ended: record it (``ran``: a training step certainly ran, as a
+    traced step function's call or a ``fit`` batch, whose updates were seen only when traced)."""
+    global _step, _open
+    if not active() or not (_open or ran):
+        return
+    _step += 1
+    _open = False
+    _take(_step)
+    noise.set_step(_step)
 
 
 def finish() -> None:
     """At the end of the script (or of its last recorded step)."""
-    if active() and _variables:
-        take()
+    if active() and _open:
+        end_step()
 
 
-def take() -> None:
-    global _taken
-    if not active():
-        return
-    _taken = True
-    arrays: dict[str, np.ndarray] = {}
-    index: list[dict[str, Any]] = []
+def _take(step: int) -> None:
     for k, variable in enumerate(_variables):
         value = _value(variable)
         if value is None:
             continue
-        arrays[f"w{k}"] = value
-        arrays[f"n{k}"] = np.array(_name(variable))
+        _arrays[f"w{k}_{step}"] = value
+        _arrays[f"n{k}"] = np.array(_name(variable))
         if k in _initial:
-            arrays[f"i{k}"] = _initial[k]
-        parts = [g for (replica, i), g in sorted(_gradients.items(), key=lambda item: item[0]) if i == k]
+            _arrays[f"i{k}"] = _initial[k]
+        parts = [g for (s, _, i), g in sorted(_gradients.items(), key=lambda item: item[0]) if i == k and s == step - 1]
         if parts and all(p.shape == value.shape for p in parts):
-            arrays[f"g{k}"] = np.sum(np.stack([p.astype(np.float64) for p in parts]), axis=0)
-        entry = {"key": f"w{k}", "kind": "weight", "name": _name(variable), "shape": list(value.shape), "initial": k in _initial}
-        index.append(dict(entry, gradient=f"g{k}" in arrays, replicas=len(parts)))
+            _arrays[f"g{k}_{step}"] = np.sum(np.stack([p.astype(np.float64) for p in parts]), axis=0)
+    seen: list[Any] = []
+    for o, optimizer in enumerate(_optimizers):
+        _learning_rates[o].append(_learning_rate(optimizer))
+        for variable in _optimizer_variables(optimizer):
+            if any(variable is v for v in seen):
+                continue
+            seen.append(variable)
+            value = _value(variable)
+            if value is not None:
+                _arrays[f"o{len(seen) - 1}_{step}"] = value
+    reported.step_ended(step)
+    _save(step)
+
+
+def _save(step: int) -> None:
+    import json
+
+    meta = {str(k): origins.of(v) for k, v in enumerate(_variables)}
+    arrays = dict(_arrays, meta=np.array(json.dumps(meta)))
+    try:
+        np.savez(_path, **arrays)
+    except OSError as exc:
+        recorder.note(f"could not save the steps ({exc})")
+        return
+    index: list[dict[str, Any]] = []
+    for k, variable in enumerate(_variables):
+        entry = {"key": k, "kind": "weight", "name": _name(variable), "shape": list(_shape(variable)), "initial": k in _initial}
+        entry["origin"] = meta[str(k)]
+        entry["gradients"] = [s for s in range(1, step + 1) if f"g{k}_{s}" in _arrays]
+        index.append(entry)
     seen: list[Any] = []
     for optimizer in _optimizers:
         for variable in _optimizer_variables(optimizer):
             if any(variable is v for v in seen):
                 continue
             seen.append(variable)
-            value = _value(variable)
-            if value is None:
-                continue
-            key = f"o{len(seen) - 1}"
-            arrays[key] = value
-            index.append({"key": key, "kind": "optimizer", "name": f"{type(optimizer).__name__}/{_name(variable)}", "shape": list(value.shape)})
-    try:
-        np.savez(_path, **arrays)
-    except OSError as exc:
-        recorder.note(f"could not save the first update ({exc})")
-        return
-    recorder.first_update = {
+            index.append({"key": len(seen) - 1, "kind": "optimizer", "name": f"{type(optimizer).__name__}/{_name(variable)}", "shape": list(_shape(variable))})
+    recorder.trace = {
         "file": _path,
+        "steps": step,
         "variables": index,
-        "optimizers": [type(o).__name__ for o in _optimizers],
-        "transplanted": _transplant_summary(),
+        "optimizers": [
+            {"name": type(o).__name__, "config": _optimizer_config(o), "learning_rates": _learning_rates[n], "schedule": _schedules[n]}
+            for n, o in enumerate(_optimizers)
+        ],
+        "transplanted": dict(_transplanted),
         "held": controls.held(),
+        "feeds": feeds.recorded(),
+        "reported": reported.recorded(),
+        "noise_layers": noise.layers_seen(),
+        "unheld": noise.unheld(),
+        "loaded": origins.loads(),
     }
+    recorder.publish()
 
 
-def _transplant_summary() -> str | None:
-    """The worst of what happened to the variables: not done, done, not needed."""
-    for start in ("no:", "yes:", "not needed:"):
-        found = sorted(t for t in _transplanted if t.startswith(start))
-        if found:
-            return found[0]
+# Where a learning-rate schedule is read, in steps of the run that reads it (the reference run
+# reads its original's at N times these: one of its steps holds N of the original's batches).
+PROBE = (0, 1, 2, 3, 5, 8, 10, 16, 20, 32, 50, 64, 100, 128, 200, 256, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 1000000)
+
+
+def _schedule_probe(optimizer: Any) -> list[list[float]] | None:
+    """The optimizer's learning-rate schedule read at the :data:`PROBE` steps (scaled by the
+    virtual replicas of a reference run), when it has one."""
+    schedule = _schedule_of(optimizer)
+    if schedule is None:
+        return None
+    import tensorflow as tf
+
+    from autofix.smoke import accumulate, replicas
+
+    scale = max(1, replicas.count(), accumulate.count())
+    inner = getattr(schedule, "_autofix_smoke_per_example", schedule)
+    values = []
+    with tf.init_scope():
+        for step_number in PROBE:
+            try:
+                values.append([step_number, float(np.asarray(inner(step_number * scale)))])
+            except Exception:
+                return None
+    return values
+
+
+def _schedule_of(optimizer: Any) -> Any:
+    for name in ("_learning_rate", "learning_rate"):
+        value = getattr(optimizer, name, None)
+        if value is not None and callable(value) and not hasattr(value, "numpy") and hasattr(value, "get_config"):
+            return value
+    hyper = getattr(optimizer, "_hyper", None)
+    if isinstance(hyper, dict):
+        value = hyper.get("learning_rate")
+        if callable(value) and hasattr(value, "get_config"):
+            return value
     return None
+
+
+def _learning_rate(optimizer: Any) -> float | None:
+    """The rate of the optimizer's next update."""
+    import tensorflow as tf
+
+    try:
+        with tf.init_scope():
+            getter = getattr(optimizer, "_get_current_learning_rate", None)
+            if getter is not None:
+                return float(np.asarray(getter()))
+            value = getattr(optimizer, "learning_rate", None)
+            if callable(value) and not hasattr(value, "numpy"):
+                value = value(optimizer.iterations)
+            return float(np.asarray(value))
+    except Exception:
+        return None
+
+
+def _optimizer_config(optimizer: Any) -> dict[str, Any]:
+    try:
+        config = optimizer.get_config()
+    except Exception:
+        return {}
+    kept = {}
+    for key, value in config.items():
+        if key in ("name",):
+            continue
+        if isinstance(value, (int, float, str, bool)) or value is None:
+            kept[key] = value
+        elif isinstance(value, dict):
+            kept[key] = {"class_name": value.get("class_name"), "config": {k: v for k, v in (value.get("config") or {}).items() if isinstance(v, (int, float, str, bool, list))}}
+    return kept
 
 
 def _tf_variables(variable: Any) -> list[Any]:
@@ -326,3 +457,18 @@ def _optimizer_variables(optimizer: Any) -> list[Any]:
         return list(variables() if callable(variables) else variables)
     except Exception:
         return []
+
+
+def match(names: list[str], other_names: list[str], shapes: list[tuple], other_shapes: list[tuple]) -> list[tuple[int, int]] | None:
+    """Pairs (index, other index) of the same variables: by name when the names are unique and
+    the same on both sides, else in order; None when the counts or the shapes differ."""
+    if len(names) != len(other_names):
+        return None
+    if len(set(names)) == len(names) and set(names) == set(other_names):
+        where = {name: j for j, name in enumerate(other_names)}
+        pairs = [(k, where[name]) for k, name in enumerate(names)]
+    else:
+        pairs = list(zip(range(len(names)), range(len(other_names))))
+    if any(tuple(shapes[k]) != tuple(other_shapes[j]) for k, j in pairs):
+        return None
+    return pairs

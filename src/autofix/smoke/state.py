@@ -180,8 +180,8 @@ class Recorder:
     # program line (None for the lines between cells).
     notebook: str | None = None
     cells: list[Any] | None = None
-    # With --compare: where the first update was saved, and what it holds (see snapshot.py).
-    first_update: dict[str, Any] | None = None
+    # With --compare: where the steps were saved, and what they hold (see snapshot.py).
+    trace: dict[str, Any] | None = None
     # The batch sizes the script asked Dataset.batch for, and by how much they were scaled.
     batches: list[int] = field(default_factory=list)
     # Receives ``to_dict()`` after every step; set by the runner.
@@ -223,7 +223,7 @@ class Recorder:
             "notes": list(self.notes),
             "failure": self.failure,
             "writes": [w.to_dict() for w in self.writes],
-            "first_update": self.first_update,
+            "trace": self.trace,
             "batches": list(self.batches),
         }
 

@@ -1,6 +1,7 @@
-"""Is the migrated run's first update the original's? (parent side; NumPy, no TensorFlow)
+"""Is a step of the migrated run the reference's? (parent side; NumPy, no TensorFlow)
 
-Each variable is compared by norms, not element by element: float32 sums made in another
+Each step is compared as the first was before it, from the values the runs recorded after the
+step before (the initial values for the first). Each variable is compared by norms, not element by element: float32 sums made in another
 order (N replicas, then ReductionToOneDevice) move a few elements by more than the rest, and
 Adam's first update, ``lr * g / (|g| + eps)``, turns a rounding-level gradient into an update
 of any size up to ``lr``. So, per trainable variable, in this order:
@@ -70,12 +71,24 @@ def _within(mine: np.ndarray, theirs: np.ndarray, reference: float, floor: float
     return difference <= RELATIVE * reference + floor * math.sqrt(mine.size), relative
 
 
-def compare(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], pairs: list[tuple[int, int]], m: dict[str, np.ndarray], o: dict[str, np.ndarray]) -> Outcome:
-    """Compare the trainable variables ``pairs`` (indexes into the entries of kind ``weight`` of
-    ``mine`` / ``theirs``, the snapshots' indexes), then the optimizer variables."""
+def compare(
+    mine: list[dict[str, Any]],
+    theirs: list[dict[str, Any]],
+    pairs: list[tuple[int, int]],
+    m: dict[str, np.ndarray],
+    o: dict[str, np.ndarray],
+    step: int = 1,
+) -> Outcome:
+    """Compare step ``step`` (from 1): the trainable variables ``pairs`` (indexes into the
+    entries of kind ``weight`` of ``mine`` / ``theirs``, the runs' indexes), then the optimizer
+    variables. The first step also compares where the runs start."""
     everything = (mine, theirs)
     mine, theirs = ([v for v in entries if v["kind"] == "weight"] for entries in everything)
-    gradients = [o.get("g" + theirs[j]["key"][1:]) for _, j in pairs]
+
+    def before(arrays: dict[str, np.ndarray], key: Any) -> np.ndarray | None:
+        return arrays.get(f"i{key}") if step == 1 else arrays.get(f"w{key}_{step - 1}")
+
+    gradients = [o.get(f"g{theirs[j]['key']}_{step}") for _, j in pairs]
     largest = max((_rms(g) for g in gradients if g is not None), default=0.0)
     compared = skipped = 0
     worst = 0.0
@@ -86,12 +99,12 @@ def compare(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], pairs: lis
     for (k, j), gradient in zip(pairs, gradients):
         mv, ov = mine[k], theirs[j]
         name = ov["name"]
-        m_before, o_before = m.get("i" + mv["key"][1:]), o.get("i" + ov["key"][1:])
+        m_before, o_before = before(m, mv["key"]), before(o, ov["key"])
         if o_before is None:
-            return Outcome(False, not_compared=f"the original's weights before its first update were not seen ({name})")
-        if m_before is not None and not _within(m_before, o_before, 0.0, ABSOLUTE * max(_rms(o_before), 1e-3))[0]:
-            return Outcome(False, not_compared=f"the runs start from different weights ({name})")
-        m_gradient = m.get("g" + mv["key"][1:])
+            return Outcome(False, not_compared=f"the original's weights before step {step} were not seen ({name})")
+        if step == 1 and m_before is not None and not _within(m_before, o_before, 0.0, ABSOLUTE * max(_rms(o_before), 1e-3))[0]:
+            return Outcome(False, not_compared=f"the runs start from different weights ({name})", difference={"name": name, "kind": "initial"})
+        m_gradient = m.get(f"g{mv['key']}_{step}")
         every_gradient = every_gradient and gradient is not None and m_gradient is not None
         informative = True
         if gradient is not None and m_gradient is not None:
@@ -106,7 +119,9 @@ def compare(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], pairs: lis
         if not informative:
             skipped += 1
             continue
-        m_after, o_after = m[mv["key"]], o[ov["key"]]
+        m_after, o_after = m.get(f"w{mv['key']}_{step}"), o.get(f"w{ov['key']}_{step}")
+        if m_after is None or o_after is None:
+            return Outcome(False, not_compared=f"{name} after step {step} was not seen in {'the migrated run' if m_after is None else 'the original'}")
         update = o_after.astype(np.float64) - o_before.astype(np.float64)
         same, relative = _within(m_after, o_after, _norm(update), ABSOLUTE * max(_rms(o_after), 1e-3))
         worst = _worse(worst, relative, same)
@@ -116,10 +131,10 @@ def compare(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], pairs: lis
     if update_differs is not None:
         update_differs.difference["gradients_same"] = every_gradient  # type: ignore[index]
         return update_differs
-    return _optimizer_variables(*everything, m, o, compared, worst, skipped, every_gradient)
+    return _optimizer_variables(*everything, m, o, compared, worst, skipped, every_gradient, step)
 
 
-def _optimizer_variables(mine, theirs, m, o, compared: int, worst: float, skipped: int, every_gradient: bool = False) -> Outcome:
+def _optimizer_variables(mine, theirs, m, o, compared: int, worst: float, skipped: int, every_gradient: bool = False, step: int = 1) -> Outcome:
     from autofix.smoke.snapshot import match
 
     m_vars = [v for v in mine if v["kind"] == "optimizer"]
@@ -127,9 +142,12 @@ def _optimizer_variables(mine, theirs, m, o, compared: int, worst: float, skippe
     pairs = match([v["name"] for v in m_vars], [v["name"] for v in o_vars], [tuple(v["shape"]) for v in m_vars], [tuple(v["shape"]) for v in o_vars])
     if pairs is None:
         return Outcome(False, not_compared=f"the optimizer variables differ from the original's ({len(m_vars)} against {len(o_vars)}, or other shapes)")
-    largest = max((_rms(o[v["key"]]) for v in o_vars if o[v["key"]].dtype.kind in "fc"), default=0.0)
+    present = [o.get(f"o{v['key']}_{step}") for v in o_vars]
+    largest = max((_rms(a) for a in present if a is not None and a.dtype.kind in "fc"), default=0.0)
     for k, j in pairs:
-        mine_value, theirs_value = m[m_vars[k]["key"]], o[o_vars[j]["key"]]
+        mine_value, theirs_value = m.get(f"o{m_vars[k]['key']}_{step}"), o.get(f"o{o_vars[j]['key']}_{step}")
+        if mine_value is None or theirs_value is None:
+            continue
         same, relative = _within(mine_value, theirs_value, _norm(theirs_value), ABSOLUTE * largest)
         compared += 1
         if not same:

@@ -24,7 +24,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from autofix.smoke import controls, multiworker, snapshot
+from autofix.smoke import accumulate, controls, multiworker, replicas, snapshot
 from autofix.smoke.state import LoopRec, StepFunction, StepLimitReached, place, recorder, scalar, user_site
 
 
@@ -35,6 +35,7 @@ def install_tape() -> None:
     def gradient(self, target, *args, **kwargs):
         if _script_thread() and not tf.inside_function():
             recorder.gradient_loss = scalar(target)
+        accumulate.gradient(self)
         return original(self, target, *args, **kwargs)
 
     tf.GradientTape.gradient = gradient
@@ -56,48 +57,79 @@ def _script_thread() -> bool:
 
 def _apply(original, method: str):
     def apply(self, *args, **kwargs):
-        run = recorder.current_run
-        if run is not None:
-            run.applies_gradients = True
-            if recorder.multi_worker or snapshot.active():
-                args, kwargs, pairs = _keep_variables(run, args, kwargs)
-                _first_update(self, pairs)
-            return original(self, *args, **kwargs)
         if recorder.applying:
             return original(self, *args, **kwargs)
-        if not _script_thread():
-            if snapshot.active() and recorder.current_fit is not None:
-                # fit's own update (its train_step), traced: what --compare reads and sets.
-                args, kwargs, pairs = _updated(args, kwargs)
-                _first_update(self, pairs)
-            return original(self, *args, **kwargs)
-        record, eager = _loop_record(self, method)
-        if record is None:
-            return original(self, *args, **kwargs)
-        if eager:
-            if record.steps >= recorder.steps:
-                raise StepLimitReached(f"{record.name} called {record.steps} times at {record.site}")
-            snapshot.before_step(record)
-        args, kwargs, pairs = _keep_variables(record, args, kwargs)
-        _first_update(self, pairs)
-        recorder.applying += 1
-        try:
-            result = original(self, *args, **kwargs)
-        finally:
-            recorder.applying -= 1
-        if eager:
-            record.steps += 1
-            if recorder.gradient_loss is not None:
-                record.losses.append(recorder.gradient_loss)
-                recorder.gradient_loss = None
-            record.weights = multiworker.digest(recorder.run_variables.get(id(record)))
-            recorder.publish()
-        return result
+        if replicas.active():
+            # A virtual replica of the reference run: the update is made once, for all of them,
+            # with the mean of their gradients (by the same method, from the script's thread).
+            args, kwargs, pairs = _updated(args, kwargs)
+
+            def together(mean_pairs):
+                given, more = _with_pairs(method, args, kwargs, mean_pairs)
+                with replicas.combining():
+                    return getattr(self, method)(*given, **more)
+
+            return replicas.update(self, together, pairs)
+        if accumulate.deferring():
+            # A micro-step of the reference run: held back, or the mean of the step's updates.
+            args, kwargs, pairs = _updated(args, kwargs)
+            mean = accumulate.update(self, pairs)
+            if mean is None:
+                return None
+            args, kwargs = _with_pairs(method, args, kwargs, mean)
+            try:
+                return _update(self, original, method, args, kwargs)
+            finally:
+                accumulate.applied()
+        if replicas.count() and not replicas.is_combining() and snapshot.active():
+            raise replicas.NotSplittable(f"its update at {user_site(2)} is not made in a step function given its batch")
+        return _update(self, original, method, args, kwargs)
 
     return apply
 
 
-def _first_update(optimizer: Any, pairs: list[tuple[Any, Any]]) -> None:
+def _update(optimizer: Any, original, method: str, args: tuple, kwargs: dict) -> Any:
+    """An update seen by the smoke test: recorded for its run, loop or fit, then made."""
+    run = recorder.current_run
+    if run is not None:
+        run.applies_gradients = True
+        if recorder.multi_worker or snapshot.active():
+            args, kwargs, pairs = _keep_variables(run, args, kwargs)
+            _recorded_update(optimizer, pairs)
+        return original(optimizer, *args, **kwargs)
+    if not _script_thread():
+        if snapshot.active() and recorder.current_fit is not None:
+            # fit's own update (its train_step), traced: what --compare reads and sets.
+            args, kwargs, pairs = _updated(args, kwargs)
+            _recorded_update(optimizer, pairs)
+        return original(optimizer, *args, **kwargs)
+    record, eager = _loop_record(optimizer, method)
+    if record is None:
+        return original(optimizer, *args, **kwargs)
+    if eager:
+        if record.steps >= recorder.steps:
+            snapshot.finish()
+            raise StepLimitReached(f"{record.name} called {record.steps} times at {record.site}")
+        if not accumulate.count():
+            snapshot.before_update(record)
+    args, kwargs, pairs = _keep_variables(record, args, kwargs)
+    _recorded_update(optimizer, pairs)
+    recorder.applying += 1
+    try:
+        result = original(optimizer, *args, **kwargs)
+    finally:
+        recorder.applying -= 1
+    if eager:
+        record.steps += 1
+        if recorder.gradient_loss is not None:
+            record.losses.append(recorder.gradient_loss)
+            recorder.gradient_loss = None
+        record.weights = multiworker.digest(recorder.run_variables.get(id(record)))
+        recorder.publish()
+    return result
+
+
+def _recorded_update(optimizer: Any, pairs: list[tuple[Any, Any]]) -> None:
     """With --compare: the variables this update changes, read before it, and the gradients it
     applies. While a step function is traced nothing has run yet, so the variables can also be
     set to the original's initial values; an eager update comes after its forward pass, too
@@ -224,6 +256,19 @@ def _updated(args: tuple, kwargs: dict) -> tuple[tuple, dict, list[tuple[Any, An
     if args:
         return (pairs, *args[1:]), kwargs, found
     return args, dict(kwargs, grads_and_vars=pairs), found
+
+
+def _with_pairs(method: str, args: tuple, kwargs: dict, pairs: list[tuple[Any, Any]]) -> tuple[tuple, dict]:
+    """The arguments of an update of ``method`` with these (gradient, variable) pairs."""
+    if method == "apply":
+        grads, variables = [g for g, _ in pairs], [v for _, v in pairs]
+        rest = dict(kwargs)
+        rest.pop("grads", None)
+        rest.pop("trainable_variables", None)
+        return (grads, variables), rest
+    rest = dict(kwargs)
+    rest.pop("grads_and_vars", None)
+    return (list(pairs), *args[1:]), rest
 
 
 def _extend(kept: list[Any], variables: list[Any]) -> None:

@@ -1,0 +1,106 @@
+"""What each replica was fed in each step, for ``--compare`` (child side).
+
+Every call of a replica's step function (MirroredStrategy's replicas in the migrated run, the
+virtual replicas of the reference run, the one device of a single-device run) records its
+inputs as one digest per example: the bytes of row ``j`` of every input whose first axis is
+the replica's batch. A step may feed several calls (a GAN's two ``strategy.run``); each is
+kept in order.
+
+The comparison checks from them that the migration distributes its data (the replicas'
+examples, together, are the global batch: none twice, none left out, as many on each) and
+that it is the original's data, in the same order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from typing import Any
+
+import numpy as np
+
+_active = False
+# step -> list of calls, each {replica: [row digests]}
+_calls: dict[int, list[dict[int, list[str]]]] = {}
+# A call's replicas record in turn: the open call of each step, by the (graph or eager) call it is.
+_open: dict[tuple, dict[int, list[str]]] = {}
+_lock = threading.Lock()
+MAX_ROWS = 4096
+
+
+def start(active: bool) -> None:
+    global _active
+    _active = active
+    _calls.clear()
+    _open.clear()
+
+
+def rows(structure: Any) -> list[str]:
+    """One digest per example of ``structure`` (arrays or eager tensors)."""
+    import tensorflow as tf
+
+    flat = [np.asarray(v) for v in tf.nest.flatten(structure) if _is_array(v)]
+    batched = [a for a in flat if a.ndim >= 1]
+    if not batched:
+        return []
+    lead = batched[0].shape[0]
+    columns = [np.ascontiguousarray(a) for a in batched if a.shape[0] == lead]
+    digests = []
+    for j in range(min(lead, MAX_ROWS)):
+        h = hashlib.blake2b(digest_size=8)
+        for column in columns:
+            h.update(column[j].tobytes())
+        digests.append(h.hexdigest())
+    return digests
+
+
+def _is_array(value: Any) -> bool:
+    import tensorflow as tf
+
+    return isinstance(value, (np.ndarray, tf.Tensor)) and getattr(value, "dtype", None) is not None
+
+
+def record(step: int, replica: int, structure: Any, call: Any = None) -> None:
+    """The inputs of ``replica``'s step function, as it runs ``step`` (eagerly)."""
+    if not _active:
+        return
+    _add(step, replica, rows(structure), call)
+
+
+def _add(step: int, replica: int, digests: list[str], call: Any) -> None:
+    with _lock:
+        calls = _calls.setdefault(step, [])
+        key = (step, call)
+        current = _open.get(key)
+        if current is None or replica in current:
+            current = _open[key] = {}
+            calls.append(current)
+        current[replica] = digests
+
+
+def record_in_graph(replica: Any, structure: Any) -> None:
+    """The inputs of a replica's step function that is being traced: digested when it runs."""
+    import tensorflow as tf
+
+    from autofix.smoke import snapshot
+
+    if not _active:
+        return
+    flat = [v for v in tf.nest.flatten(structure, expand_composites=True) if isinstance(v, tf.Tensor)]
+    if not flat:
+        return
+    graph = id(tf.compat.v1.get_default_graph())
+
+    def keep(replica_id, *values):
+        _add(snapshot.step(), int(replica_id), rows(list(values)), graph)
+        return np.int64(0)
+
+    try:
+        tf.numpy_function(keep, [tf.cast(replica, tf.int64), *flat], tf.int64, stateful=True)
+    except Exception:  # compared without what this replica was fed
+        pass
+
+
+def recorded() -> dict[str, list[dict[str, list[str]]]]:
+    with _lock:
+        return {str(step): [{str(r): list(d) for r, d in sorted(call.items())} for call in calls] for step, calls in sorted(_calls.items())}

@@ -1,0 +1,399 @@
+"""Randomness held equal in the runs of a comparison (child side).
+
+In a training step (``fit``'s, the script's step function, a replica's), every random draw
+that Keras or TensorFlow makes is made statelessly, as one device would make it for the
+global batch, the same in every run:
+
+- the draws: ``tf.random.normal`` / ``uniform`` / ``truncated_normal``, and Keras's own
+  ``normal``, ``uniform``, ``truncated_normal`` and ``dropout`` (Keras 3's backend, tf-keras's
+  ``RandomGenerator``), so ``Dropout``, ``SpatialDropout*``, ``GaussianNoise``,
+  ``GaussianDropout``, ``AlphaDropout``, RNN cells' dropout, augmentation layers that draw a
+  value per example, and a custom layer drawing with ``keras.random`` and its own
+  ``SeedGenerator`` are all active, with masks that do not depend on the device count;
+- the seed of a draw is ``(SEED + k, step)``: its order ``k`` among the draws of the step (of
+  the replica), and the step's number (:func:`set_step`), so every step draws anew;
+- a draw whose first axis is the replica's batch, or a whole number of batches (the labels of
+  ``concat([generated, real])``), takes on replica ``r`` of ``N`` its rows of the draw one
+  device makes for the global batch: every example gets the mask one device gives it, on any
+  number of replicas. Other draws are the same on every replica, as on one device.
+
+Recorded for the comparison: every call of a noise layer in a step (its class, rate or
+stddev, and the ``training`` it ran with: a step that runs Dropout as in inference, or with
+another rate, is seen even where its masks would not show it), and each draw in a step that
+is *not* held (``tf.random.shuffle``, ``categorical``, a ``tf.random.Generator``, Keras's
+``shuffle``, ``randint``, ``categorical``, ``gamma``, ``binomial``, ``beta``, NumPy's global
+generator): named, such a pair cannot be proven.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from autofix.smoke.state import recorder
+
+SEED = 1234
+RANDOM = ("normal", "uniform", "truncated_normal")
+STATELESS = {"normal": "stateless_normal", "uniform": "stateless_uniform", "truncated_normal": "stateless_truncated_normal"}
+NOISE_LAYERS = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianDropout", "GaussianNoise", "AlphaDropout")
+# Draws in a step that cannot be held equal.
+UNHELD_TF = ("shuffle", "categorical", "poisson", "gamma")
+UNHELD_KERAS = ("shuffle", "categorical", "randint", "gamma", "binomial", "beta")
+UNHELD_NUMPY = ("rand", "randn", "random", "normal", "uniform", "randint", "choice", "shuffle", "permutation", "binomial")
+
+_active = False
+_floatx: str | None = None
+_step = 0
+_step_variable: Any = None
+# Draws made so far in each graph being traced (or, eagerly, in each step), per replica.
+_occurrences: dict[tuple, int] = {}
+# The noise layers' calls in steps, (class, config, training) (replica 0's), and the draws not held.
+_layers: list[list[Any]] = []
+_unheld: list[str] = []
+_replica = threading.local()
+
+
+def install() -> None:
+    for name in RANDOM:
+        _wrap_module(tf.random, name, _held(name, f"tf.random.{name}"))
+    for name in UNHELD_TF:
+        _wrap_module(tf.random, name, _not_held(f"tf.random.{name}"))
+    generator = tf.random.Generator
+    for name in ("normal", "uniform", "truncated_normal", "binomial", "uniform_full_int"):
+        if hasattr(generator, name):
+            _wrap_module(generator, name, _not_held(f"tf.random.Generator.{name}"))
+    for name in UNHELD_NUMPY:
+        _wrap_module(np.random, name, _not_held(f"np.random.{name}"))
+
+
+def install_keras(module: Any) -> None:
+    if module.__name__ == "keras":
+        try:
+            from keras.src import backend
+        except ImportError:
+            backend = None
+        random_module = getattr(backend, "random", None)
+        if random_module is not None:
+            for name in RANDOM:
+                _wrap_module(random_module, name, _held(name, f"keras.random.{name}"))
+            _wrap_module(random_module, "dropout", _keras_dropout)
+            for name in UNHELD_KERAS:
+                _wrap_module(random_module, name, _not_held(f"keras.random.{name}"))
+    else:
+        generator = _tf_keras_generator(module)
+        if generator is not None:
+            _wrap_method(generator, "random_normal", _generator_draw("normal"))
+            _wrap_method(generator, "random_uniform", _generator_draw("uniform"))
+            _wrap_method(generator, "truncated_normal", _generator_draw("truncated_normal"))
+            _wrap_method(generator, "dropout", _generator_dropout)
+    layers = getattr(module, "layers", None)
+    for name in NOISE_LAYERS:
+        cls = getattr(layers, name, None)
+        if cls is not None and "call" in cls.__dict__:
+            _wrap_method(cls, "call", _recorded_layer)
+
+
+def _tf_keras_generator(module: Any) -> Any:
+    try:
+        from tf_keras.src import backend
+    except ImportError:
+        return None
+    return getattr(backend, "RandomGenerator", None)
+
+
+def start(active: bool, floatx: str | None = None) -> None:
+    """Before each script: hold draws equal (``active``), in ``floatx``."""
+    global _active, _floatx, _step, _step_variable
+    _active, _floatx, _step = active, (floatx if active else None), 0
+    _occurrences.clear()
+    del _layers[:]
+    del _unheld[:]
+    _step_variable = None
+    if active:
+        with tf.init_scope():
+            _step_variable = tf.Variable(0, dtype=tf.int64, trainable=False, name="autofix_smoke_step")
+
+
+def set_step(step: int) -> None:
+    """The number of the step about to run (0 for the first)."""
+    global _step
+    _step = step
+    if _step_variable is not None:
+        with tf.init_scope():
+            _step_variable.assign(step)
+
+
+def layers_seen() -> list[list[Any]]:
+    """Each distinct call of a noise layer in a step: [class, config, training]."""
+    return [list(call) for call in _layers]
+
+
+def unheld() -> list[str]:
+    return list(_unheld)
+
+
+def _wrap_module(owner: Any, name: str, make) -> None:
+    original = getattr(owner, name, None)
+    if original is None or getattr(original, "_autofix_smoke_noise", False):
+        return
+    wrapped = functools.wraps(original)(make(original))
+    wrapped._autofix_smoke_noise = True
+    setattr(owner, name, wrapped)
+
+
+def _wrap_method(cls: type, name: str, make) -> None:
+    original = cls.__dict__.get(name)
+    if original is None or getattr(original, "_autofix_smoke_noise", False):
+        return
+    wrapped = functools.wraps(original)(make(original))
+    wrapped._autofix_smoke_noise = True
+    setattr(cls, name, wrapped)
+
+
+def in_step() -> bool:
+    """In a training step of the script (its step function, fit's, a replica's)."""
+    from autofix.smoke import replicas
+
+    return (
+        bool(recorder.function_stack)
+        or recorder.current_fit is not None
+        or getattr(_replica, "info", None) is not None
+        or replicas.active()
+    )
+
+
+def holding() -> bool:
+    return _active and in_step()
+
+
+_stepping = threading.local()
+
+
+def in_training_step() -> bool:
+    """Running a training step itself: a replica's (real or virtual), the script's step
+    function, or ``fit``'s ``train_step`` on one device; not Keras building the model."""
+    from autofix.smoke import replicas
+
+    return (
+        getattr(_replica, "info", None) is not None
+        or replicas.active()
+        or bool(recorder.function_stack)
+        or getattr(_stepping, "depth", 0) > 0
+    )
+
+
+class stepping:
+    """While ``fit``'s ``train_step`` runs on one device (see :func:`in_training_step`)."""
+
+    def __enter__(self):
+        _stepping.depth = getattr(_stepping, "depth", 0) + 1
+
+    def __exit__(self, *exc):
+        _stepping.depth -= 1
+
+
+def replica_info() -> tuple[Any, Any, int] | None:
+    """(replica id, its batch, replica count) of the replica running now, if any."""
+    return getattr(_replica, "info", None)
+
+
+def enter_replica(replica_id: Any, batch: Any, count: int) -> Any:
+    previous = getattr(_replica, "info", None)
+    _replica.info = (replica_id, batch, count)
+    return previous
+
+
+def leave_replica(previous: Any) -> None:
+    _replica.info = previous
+
+
+def _key() -> tuple:
+    info = replica_info()
+    replica = None if info is None else tf.get_static_value(tf.convert_to_tensor(info[0]))
+    replica = None if replica is None else int(replica)
+    if tf.inside_function():
+        return (id(tf.compat.v1.get_default_graph()), replica, None)
+    return (None, replica, _step)
+
+
+def _seed() -> Any:
+    """The next draw's stateless seed: (SEED + its order in the step, the step's number)."""
+    key = _key()
+    number = _occurrences[key] = _occurrences.get(key, 0) + 1
+    if tf.inside_function() and _step_variable is not None:
+        step = tf.cast(_step_variable.read_value(), tf.int64)
+    else:
+        step = tf.constant(_step, tf.int64)
+    return tf.stack([tf.constant(SEED + number, tf.int64), step])
+
+
+def _held(name: str, shown: str):
+    def make(original):
+        def draw(shape, *args, **kwargs):
+            if not holding():
+                return original(shape, *args, **kwargs)
+            params = _params(name, args, kwargs)
+            _noted(f"{shown} in a step", "drawn as one device draws it for the global batch")
+            return aligned(name, shape, params)
+
+        return draw
+
+    return make
+
+
+def _params(name: str, args: tuple, kwargs: dict) -> dict[str, Any]:
+    names = ("minval", "maxval", "dtype") if name == "uniform" else ("mean", "stddev", "dtype")
+    params = dict(zip(names, args))
+    params.update((k, v) for k, v in kwargs.items() if k in ("minval", "maxval", "mean", "stddev", "dtype"))
+    if params.get("dtype") is None:
+        params["dtype"] = _floatx or tf.float32
+    return params
+
+
+def aligned(name: str, shape: Any, params: dict[str, Any]) -> Any:
+    """A stateless draw of ``shape``: on a replica of several, whose draw's first axis is its
+    batch (or k times it), its examples' rows of the draw one device makes for the global
+    batch (of each of the k blocks)."""
+    stateless = getattr(tf.random, STATELESS[name])
+    seed = _seed()
+    shape = tf.convert_to_tensor(shape, dtype=tf.int32)
+    info = replica_info()
+    if info is None or info[1] is None or info[2] == 1 or shape.shape.rank != 1 or shape.shape[0] == 0:
+        return stateless(shape, seed=seed, **params)
+    replica_id, batch, count = info
+    lead = shape[0]
+    batch = tf.cast(batch, tf.int32)
+
+    def rows():
+        blocks = lead // batch
+        whole = stateless(tf.concat([[lead * count], shape[1:]], 0), seed=seed, **params)
+        whole = tf.reshape(whole, tf.concat([[blocks, count, batch], shape[1:]], 0))
+        return tf.gather(whole, tf.cast(replica_id, tf.int32), axis=1)
+
+    fits = tf.logical_and(tf.greater(batch, 0), tf.logical_and(tf.greater_equal(lead, batch), tf.equal(lead % tf.maximum(batch, 1), 0)))
+    return tf.reshape(tf.cond(fits, rows, lambda: stateless(shape, seed=seed, **params)), shape)
+
+
+def held_dropout(inputs: Any, rate: Any, noise_shape: Any = None) -> Any:
+    """Dropout with a mask drawn by :func:`aligned` (kept where a uniform draw is at least
+    ``rate``, scaled by ``1 / (1 - rate)``, as Keras and TensorFlow do)."""
+    x = tf.convert_to_tensor(inputs)
+    rate_value = tf.get_static_value(tf.convert_to_tensor(rate))
+    if rate_value is not None and float(rate_value) == 0.0:
+        return x
+    if rate_value is not None and float(rate_value) >= 1.0:
+        return tf.zeros_like(x)
+    dynamic = tf.shape(x)
+    if noise_shape is None:
+        shape = dynamic
+    else:
+        shape = tf.stack([dynamic[i] if d is None else tf.cast(d, tf.int32) for i, d in enumerate(noise_shape)])
+    uniform = aligned("uniform", shape, {"dtype": x.dtype if x.dtype.is_floating else tf.float32})
+    keep = uniform >= tf.cast(rate, uniform.dtype)
+    scale = tf.cast(1.0, x.dtype) / (tf.cast(1.0, x.dtype) - tf.cast(rate, x.dtype))
+    return tf.where(keep, x * scale, tf.zeros_like(x))
+
+
+def _keras_dropout(original):
+    def dropout(inputs, rate, noise_shape=None, seed=None):
+        if not holding():
+            return original(inputs, rate, noise_shape=noise_shape, seed=seed)
+        _noted("Keras dropout in a step", "masks drawn as one device draws them for the global batch")
+        return held_dropout(inputs, rate, noise_shape)
+
+    return dropout
+
+
+def _generator_draw(name: str):
+    def make(original):
+        def draw(self, shape, *args, **kwargs):
+            if not holding():
+                return original(self, shape, *args, **kwargs)
+            kwargs.pop("nonce", None)
+            params = _params(name, args[:3], kwargs)
+            _noted(f"tf_keras {name} draw in a step", "drawn as one device draws it for the global batch")
+            return aligned(name, shape, params)
+
+        return draw
+
+    return make
+
+
+def _generator_dropout(original):
+    def dropout(self, inputs, rate, noise_shape=None):
+        if not holding():
+            return original(self, inputs, rate, noise_shape=noise_shape)
+        _noted("tf_keras dropout in a step", "masks drawn as one device draws them for the global batch")
+        return held_dropout(inputs, rate, noise_shape)
+
+    return dropout
+
+
+def _not_held(shown: str):
+    def make(original):
+        def draw(*args, **kwargs):
+            if holding() and shown not in _unheld:
+                _unheld.append(shown)
+            return original(*args, **kwargs)
+
+        return draw
+
+    return make
+
+
+def _recorded_layer(original):
+    def call(self, inputs, *args, **kwargs):
+        # A model built symbolically (Keras traces it to know its outputs) runs no step.
+        if _active and in_training_step() and "KerasTensor" not in type(inputs).__name__:
+            _record_layer(self, args, kwargs)
+        return original(self, inputs, *args, **kwargs)
+
+    return call
+
+
+def _record_layer(layer: Any, args: tuple, kwargs: dict) -> None:
+    info = replica_info()
+    replica = None if info is None else tf.get_static_value(tf.convert_to_tensor(info[0]))
+    if replica not in (None, 0):
+        return
+    training = kwargs.get("training", args[0] if args else None)
+    if isinstance(training, (tf.Tensor, tf.Variable)):
+        value = tf.get_static_value(training)
+        training = "dynamic" if value is None else bool(value)
+    elif training is not None:
+        training = bool(training)
+    config = {k: _plain(getattr(layer, k)) for k in ("rate", "stddev", "noise_shape") if getattr(layer, k, None) is not None}
+    # A traced step records its calls once, an eager one at every step: what is compared is
+    # which calls were made, not how often.
+    record = [type(layer).__name__, config, training]
+    if record not in _layers:
+        _layers.append(record)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+_seen: dict[str, int] = {}
+
+
+def _noted(what: str, how: str) -> None:
+    if what in _seen:
+        return
+    _seen[what] = 1
+    recorder.note(f"compare: {what} {how}")
+
+
+def forget_notes() -> None:
+    _seen.clear()

@@ -1,0 +1,172 @@
+"""What the script sees of each step, for ``--compare`` (child side): the value its step
+function returns (the loss it prints or logs), ``fit``'s logs, and the result of every Keras
+metric it updated. A migration that trains right but reports the replica's share of the loss
+(a metric fed ``loss / N``, ``ReduceOp.MEAN`` of shares) shows here.
+
+Values are kept small: a scalar as it is, an array of up to :data:`SMALL` numbers as a list,
+a larger one by its shape, mean and norm (a GAN step's generated images).
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from typing import Any
+
+import numpy as np
+
+from autofix.smoke.state import recorder
+
+SMALL = 64
+
+_active = False
+# step -> what each call of the step function returned in it (several: the micro-steps of an
+# accumulated reference, averaged)
+_returns: dict[int, list[Any]] = {}
+_logs: dict[int, dict[str, float]] = {}
+_metrics: dict[int, list[dict[str, Any]]] = {}
+# Keras metrics in the order they were first updated (weak: a script may make many).
+_updated: list[weakref.ref] = []
+
+
+def start(active: bool) -> None:
+    global _active
+    _active = active
+    _returns.clear()
+    _logs.clear()
+    _metrics.clear()
+    del _updated[:]
+
+
+def install_keras(module: Any) -> None:
+    metric = getattr(getattr(module, "metrics", None), "Metric", None)
+    if metric is None:
+        return
+    # Subclasses override update_state: the base class's and ``__call__`` are wrapped here, a
+    # subclass's own when one of its metrics is made.
+    for name in ("__call__", "update_state"):
+        method = getattr(metric, name, None)
+        if method is None or getattr(method, "_autofix_smoke_reported", False):
+            continue
+        setattr(metric, name, _noting(method))
+    _wrap_subclasses_on_init(metric)
+
+
+def _wrap_subclasses_on_init(metric: type) -> None:
+    """A metric class of the script's that overrides ``update_state``: wrapped when made."""
+    init = metric.__init__
+    if getattr(init, "_autofix_smoke_reported", False):
+        return
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        cls = type(self)
+        own = cls.__dict__.get("update_state")
+        if own is not None and not getattr(own, "_autofix_smoke_reported", False):
+            setattr(cls, "update_state", _noting(own))
+
+    __init__._autofix_smoke_reported = True
+    metric.__init__ = __init__
+
+
+def _noting(method):
+    @functools.wraps(method)
+    def noted(self, *args, **kwargs):
+        if _active and not any(ref() is self for ref in _updated):
+            _updated.append(weakref.ref(self))
+        return method(self, *args, **kwargs)
+
+    noted._autofix_smoke_reported = True
+    return noted
+
+
+def returned(step: int, value: Any) -> None:
+    """What the script's step function returned in ``step`` (from 0)."""
+    if _active:
+        _returns.setdefault(step, []).append(_plain(value))
+
+
+def logged(step: int, logs: dict[str, Any] | None) -> None:
+    """``fit``'s logs at the end of batch ``step`` (from 0)."""
+    if not _active or not logs:
+        return
+    kept = {}
+    for key, value in logs.items():
+        plain = _plain(value)
+        if plain is not None:
+            kept[str(key)] = plain
+    _logs[step] = kept
+
+
+def step_ended(step: int) -> None:
+    """After step ``step`` (from 1): every metric's result."""
+    if not _active:
+        return
+    import tensorflow as tf
+
+    results = []
+    for ref in _updated:
+        metric = ref()
+        if metric is None:
+            continue
+        try:
+            with tf.init_scope():
+                value = _plain(metric.result())
+        except Exception:
+            value = None
+        results.append({"name": str(getattr(metric, "name", "?")), "class": type(metric).__name__, "value": value})
+    _metrics[step] = results
+
+
+def recorded() -> dict[str, Any]:
+    return {
+        "returns": {str(k): _averaged(v) for k, v in sorted(_returns.items())},
+        "logs": {str(k): v for k, v in sorted(_logs.items())},
+        "metrics": {str(k): v for k, v in sorted(_metrics.items())},
+    }
+
+
+def _averaged(values: list[Any]) -> Any:
+    """One value per step: the calls' values averaged where they are numbers of one shape."""
+    if len(values) == 1:
+        return values[0]
+    first = values[0]
+    if isinstance(first, float) and all(isinstance(v, float) for v in values):
+        return sum(values) / len(values)
+    if isinstance(first, list) and all(isinstance(v, list) and len(v) == len(first) for v in values):
+        return [_averaged([v[i] for v in values]) for i in range(len(first))]
+    if isinstance(first, dict) and all(isinstance(v, dict) and v.keys() == first.keys() for v in values):
+        return {k: _averaged([v[k] for v in values]) for k in first}
+    return first
+
+
+def _plain(value: Any) -> Any:
+    """Numbers as JSON: a scalar, a small list, or ``{"shape", "mean", "norm"}``; structures
+    as lists and dicts; anything else None."""
+    import tensorflow as tf
+
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, tf.distribute.DistributedValues):
+        return [_plain(v) for v in value.values]
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+    except Exception:
+        return None
+    if array.dtype.kind not in "fiu":
+        return None
+    array = array.astype(np.float64)
+    if array.ndim == 0:
+        return float(array)
+    if array.size <= SMALL:
+        return array.tolist()
+    return {"shape": list(array.shape), "mean": float(array.mean()), "norm": float(np.linalg.norm(array.ravel()))}
+
+
+def note_unread(what: str) -> None:
+    recorder.note(f"compare: {what}")

@@ -1,0 +1,432 @@
+"""The verdict of ``--compare`` from the runs' records (parent side; NumPy, no TensorFlow).
+
+A pair is the migrated run on ``n`` replicas against its reference: the original as N virtual
+replicas (or micro-steps) for ``n`` > 1, the original as written for ``n`` = 1. Each pair is
+judged on, in this order (the first that differs decides):
+
+1. **what each replica was fed** (:func:`feeds`): the replicas' examples together are the
+   global batch, none twice, as many on each; and they are the reference's, in its order;
+2. **the initial state**: the weights each run starts from; a variable set to the reference's
+   value is said (only ones drawn by the same Keras initializer in both runs are ever set);
+3. **the optimizers**: their class and hyper-parameters, their learning rate at every step,
+   and their learning-rate schedule read at the same number of examples seen;
+4. **every step compared** (:mod:`autofix.smoke.tolerance`): the gradients applied, the
+   weights after it, the optimizers' variables (moments, momentum, the step count);
+5. **the noise layers**: which ones each step ran, with which rate and ``training`` flag;
+6. **what the script sees** (:func:`reported`): what its step returns, ``fit``'s logs, every
+   metric's result after each step.
+
+What cannot be held equal makes a pair inconclusive, never different and never proven: draws
+the harness does not hold (:mod:`autofix.smoke.noise`), data that differs between the
+original's own runs, a reference that cannot be computed exactly (a step that updates one
+model after another, written inline).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from autofix.smoke.report import Pair, SmokeReport
+
+# Reported values and learning rates: float32 sums made in another order, over N replicas.
+REPORTED_RELATIVE = 1e-3
+RATE_RELATIVE = 1e-6
+HYPER_PARAMETERS = (
+    "learning_rate",
+    "momentum",
+    "nesterov",
+    "beta_1",
+    "beta_2",
+    "epsilon",
+    "amsgrad",
+    "rho",
+    "centered",
+    "weight_decay",
+    "clipnorm",
+    "global_clipnorm",
+    "clipvalue",
+    "use_ema",
+    "ema_momentum",
+    "initial_accumulator_value",
+    "gradient_accumulation_steps",
+    "loss_scale_factor",
+)
+
+
+@dataclass
+class Judged:
+    """One pair's outcome: ``status`` same / different / not-compared (inconclusive)."""
+
+    status: str
+    message: str
+    steps: int = 0
+    variables: int = 0
+    worst: float | None = None
+    difference: dict[str, Any] | None = None
+    said: list[str] = field(default_factory=list)
+
+    def pair(self, replicas: int) -> Pair:
+        return Pair(replicas, replicas, self.status, self.message, self.variables, self.worst, self.difference)
+
+
+def trace(report: SmokeReport) -> dict[str, Any]:
+    return report.trace or {}
+
+
+def judge_pair(migrated: SmokeReport, reference: SmokeReport, replicas: int, original_one: SmokeReport | None = None) -> Judged:
+    """The migrated run on ``replicas`` against ``reference``; ``original_one``: the original
+    as written (to tell data the original itself does not reproduce)."""
+    import numpy as np
+
+    from autofix.smoke import tolerance
+    from autofix.smoke.snapshot import match
+
+    where = f"on {_plural(replicas, 'replica')}"
+    against = "the original's data-parallel step (its step on each replica's shard, gradients averaged)" if replicas > 1 else "the original"
+    mine, theirs = trace(migrated), trace(reference)
+    if not mine or not theirs:
+        missing = "the migrated run" if not mine else "the original"
+        return Judged("not-compared", f"{where}: no training step was seen in {missing} (no update of its weights)")
+    steps = min(int(mine.get("steps", 0)), int(theirs.get("steps", 0)))
+    wanted = max(int(mine.get("steps", 0)), int(theirs.get("steps", 0)))
+    if steps == 0:
+        return Judged("not-compared", f"{where}: no training step was recorded")
+    unsure: list[str] = []
+    for side, recorded in (("the migrated run", mine), ("the original", theirs)):
+        for draw in recorded.get("unheld") or ():
+            unsure.append(f"{draw} in {side}'s step is random in a way the comparison cannot hold equal")
+    inexact = theirs.get("inexact") or []
+    if inexact:
+        unsure.append(f"the original's step cannot be computed as replicas: {inexact[0]}")
+
+    fed = feeds(mine.get("feeds") or {}, theirs.get("feeds") or {}, replicas, steps, trace(original_one) if original_one else None)
+    if fed.status == "different":
+        return Judged("different", f"{where}: {fed.message}", steps)
+    if fed.status == "not-compared":
+        unsure.append(fed.message)
+
+    try:
+        with np.load(mine["file"]) as m_data, np.load(theirs["file"]) as o_data:
+            m_arrays = {k: m_data[k] for k in m_data.files}
+            o_arrays = {k: o_data[k] for k in o_data.files}
+    except (OSError, ValueError, KeyError) as exc:
+        return Judged("not-compared", f"{where}: the runs' steps could not be read ({exc})")
+    m_vars = [v for v in mine.get("variables", ()) if v["kind"] == "weight"]
+    o_vars = [v for v in theirs.get("variables", ()) if v["kind"] == "weight"]
+    pairs = match([v["name"] for v in m_vars], [v["name"] for v in o_vars], [tuple(v["shape"]) for v in m_vars], [tuple(v["shape"]) for v in o_vars])
+    if pairs is None:
+        return Judged(
+            "not-compared",
+            f"{where}: the trainable variables updated differ from the original's ({len(m_vars)} against {len(o_vars)}, or other shapes): they cannot be compared",
+            steps,
+        )
+    said = _transplants(mine)
+
+    optimizers = _optimizers(mine.get("optimizers") or [], theirs.get("optimizers") or [], steps, replicas)
+    if optimizers is not None:
+        return _unless_unsure(Judged("different", f"{where}: {optimizers}", steps), unsure)
+
+    noisy = _noise_layers(mine.get("noise_layers") or [], theirs.get("noise_layers") or [])
+    if noisy is not None:
+        return _unless_unsure(Judged("different", f"{where}: {noisy}", steps), unsure)
+
+    worst = 0.0
+    variables = 0
+    for step in range(1, steps + 1):
+        outcome = tolerance.compare(mine["variables"], theirs["variables"], pairs, m_arrays, o_arrays, step)
+        if outcome.not_compared is not None:
+            if (outcome.difference or {}).get("kind") == "initial":
+                return _unless_unsure(_initial(outcome, m_vars, o_vars, mine, where), unsure)
+            return Judged("not-compared", f"{where}: {outcome.not_compared}", steps)
+        if not outcome.same:
+            difference = dict(outcome.difference or {}, step=step)
+            what = {"gradient": "the gradient of ", "weight": "", "optimizer": "the optimizer's "}[difference.get("kind", "weight")]
+            noun = "the update" if difference.get("kind") == "weight" else "it"
+            message = (
+                f"{where}, in step {step}, {what}{difference.get('name')} differs from {against}: "
+                f"{_ratio_text(difference.get('ratio'), replicas, noun)} (relative difference {difference.get('relative', math.inf):.3g})"
+            )
+            return _unless_unsure(Judged("different", message, steps, outcome.compared, outcome.worst, difference, said), unsure)
+        worst = max(worst, outcome.worst)
+        variables = outcome.compared
+
+    shown = reported(mine.get("reported") or {}, theirs.get("reported") or {}, steps, replicas)
+    if shown is not None:
+        return _unless_unsure(Judged("different", f"{where}: {shown}", steps, variables, worst, {"kind": "reported"}), unsure)
+
+    if unsure:
+        return Judged("not-compared", f"{where}: the same {_plural(steps, 'step')}, but {unsure[0]}", steps, variables, worst)
+    short = f" (of {wanted} asked: the script trained no more)" if wanted > steps else ""
+    message = f"{where}: the same {_plural(steps, 'step')}{short} as {against} ({variables} variables, within {worst:.1g})"
+    return Judged("same", message, steps, variables, worst, None, said)
+
+
+def _unless_unsure(judged: Judged, unsure: list[str]) -> Judged:
+    """A difference seen where something could not be held equal proves nothing either way."""
+    if not unsure or judged.status != "different":
+        return judged
+    return Judged("not-compared", f"{judged.message}; but {unsure[0]}, which may explain it", judged.steps, judged.variables, judged.worst, judged.difference)
+
+
+def feeds(mine: dict[str, Any], theirs: dict[str, Any], replicas: int, steps: int, original: dict[str, Any] | None) -> Judged:
+    """What the replicas were fed: a partition of the global batch (else different), the
+    reference's examples in its order (else not-compared: the data was not held equal)."""
+    unseen = None
+    for step in range(steps):
+        calls = mine.get(str(step)) or []
+        if not calls:
+            continue
+        first = calls[0]
+        got = [first.get(str(r)) for r in range(replicas)]
+        if replicas > 1 and any(rows is None for rows in got):
+            missing = next(r for r, rows in enumerate(got) if rows is None)
+            return Judged("different", f"in step {step + 1}, replica {missing} was fed nothing: the step did not run on every replica")
+        if replicas > 1:
+            sizes = [len(rows) for rows in got]
+            if len(set(sizes)) > 1:
+                return Judged("different", f"in step {step + 1}, the replicas were fed {', '.join(map(str, sizes))} examples: each must get an equal share of the global batch")
+            seen: Counter = Counter()
+            for rows in got:
+                seen.update(set(rows))
+            twice = sum(1 for count in seen.values() if count > 1)
+            if twice and all(rows == got[0] for rows in got):
+                return Judged(
+                    "different",
+                    f"in step {step + 1}, every replica was fed the same {sizes[0]} examples: the step is given the whole batch on each "
+                    f"replica (is its dataset distributed with strategy.experimental_distribute_dataset?)",
+                )
+            if twice:
+                return Judged("different", f"in step {step + 1}, {twice} examples were fed to more than one replica")
+        reference = (theirs.get(str(step)) or [None])[0]
+        if not reference:
+            unseen = unseen or "what the original was fed could not be seen (its batches are not given to a step function)"
+            continue
+        wanted = [row for r in range(replicas) for row in reference.get(str(r), [])]
+        fed = [row for rows in got for row in rows]
+        if len(fed) != len(wanted):
+            return Judged(
+                "different",
+                f"in step {step + 1}, the replicas were fed {len(fed)} examples in all, the original's step {len(wanted)}: "
+                f"the global batch must be {replicas} x the original's batch",
+            )
+        if fed != wanted:
+            if Counter(fed) == Counter(wanted):
+                return Judged("not-compared", f"in step {step + 1} the replicas were fed the original's examples in another order")
+            if original and not _reproducible(original, reference, replicas):
+                return Judged("not-compared", "the original's own runs were fed different examples (randomness in its input pipeline that seeds do not hold?)")
+            return Judged("not-compared", f"in step {step + 1} the replicas were fed other examples than the original (the data was not held equal)")
+    # Unseen only where the original's step is written inline and runs as written (the pair
+    # on one replica): its updates are still compared.
+    return Judged("same", unseen or "")
+
+
+def _reproducible(original: dict[str, Any], reference: dict[str, Any], replicas: int) -> bool:
+    """Whether the original as written was fed, in its first step, the first replica's shard
+    of the reference's first step (else its data differs from run to run)."""
+    calls = (original.get("feeds") or {}).get("0") or []
+    if not calls:
+        return True
+    alone = calls[0].get("0") or []
+    first = reference.get("0") or []
+    return not alone or alone == first[: len(alone)]
+
+
+def _initial(outcome: Any, m_vars: list, o_vars: list, mine: dict[str, Any], where: str) -> Judged:
+    """The runs start from other weights: why, where the origins say it (a load, another
+    initializer: different), else not-compared."""
+    name = (outcome.difference or {}).get("name")
+    refusal = (mine.get("transplanted") or {}).get(name, "")
+    m_origin = next((v.get("origin") for v in m_vars if v["name"] == name), None) or {}
+    o_origin = next((v.get("origin") for v in o_vars if v["name"] == name), None) or {}
+    loads = [f"the {side} {origin['what']}" for side, origin in (("original", o_origin), ("migration", m_origin)) if origin.get("kind") == "loaded"]
+    if loads:
+        if m_origin.get("kind") != "loaded":
+            why = f"the original loads them ({o_origin.get('what')}), the migration does not"
+        elif o_origin.get("kind") != "loaded":
+            why = f"the migration loads them ({m_origin.get('what')}), the original does not"
+        else:
+            why = f"both load them ({o_origin.get('what')}; {m_origin.get('what')}), and the values differ"
+        return Judged("different", f"{where}: the migrated run starts from other weights than the original ({name}): {why}")
+    if m_origin.get("kind") == "initializer" and o_origin.get("kind") == "initializer" and refusal.startswith("not set: initialized by"):
+        return Judged("different", f"{where}: the migrated run starts from other weights than the original ({name}): {refusal.removeprefix('not set: ')}")
+    reason = refusal.removeprefix("not set: ") or "no step function or fit to set them in (an eager loop has read them before it updates)"
+    return Judged("not-compared", f"{where}: the runs start from different weights ({name}) and they could not be set to the original's: {reason}")
+
+
+def _transplants(mine: dict[str, Any]) -> list[str]:
+    done = [name for name, what in (mine.get("transplanted") or {}).items() if what.startswith("set to")]
+    if not done:
+        return []
+    return [
+        f"the initial values of {_plural(len(done), 'variable')} ({', '.join(done[:3])}{', ...' if len(done) > 3 else ''}) were set to the original's "
+        f"(both runs draw them from the same Keras initializers, in another order)"
+    ]
+
+
+def _optimizers(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], steps: int, replicas: int) -> str | None:
+    if len(mine) != len(theirs):
+        return f"the migrated step updates with {len(mine)} optimizer(s), the original's with {len(theirs)}"
+    for m, o in zip(mine, theirs):
+        if m.get("name") != o.get("name"):
+            return f"the migration's optimizer is {m.get('name')}, the original's {o.get('name')}"
+        m_config, o_config = m.get("config") or {}, o.get("config") or {}
+        for key in HYPER_PARAMETERS:
+            a, b = m_config.get(key), o_config.get(key)
+            if key == "learning_rate" and (isinstance(a, dict) or isinstance(b, dict)):
+                continue  # a schedule: compared by its rates below
+            if not _same_setting(a, b):
+                return f"{o.get('name')}'s {key} is {a} in the migration, {b} in the original"
+        m_rates, o_rates = m.get("learning_rates") or [], o.get("learning_rates") or []
+        for step, (a, b) in enumerate(zip(m_rates[: steps + 1], o_rates[: steps + 1]), start=1):
+            if a is not None and b is not None and not _close(a, b, RATE_RELATIVE):
+                return (
+                    f"{o.get('name')}'s learning rate at step {step} is {a:.6g} in the migration, {b:.6g} in the original at the same "
+                    f"number of examples{_per_example(replicas)}"
+                )
+        m_schedule, o_schedule = m.get("schedule"), o.get("schedule")
+        if m_schedule and o_schedule:
+            for (t, a), (_, b) in zip(m_schedule, o_schedule):
+                if not _close(a, b, RATE_RELATIVE):
+                    return (
+                        f"{o.get('name')}'s learning-rate schedule gives {a:.6g} at step {t} of the migration and {b:.6g} at the same "
+                        f"number of examples in the original{_per_example(replicas, t)}"
+                    )
+        elif bool(m_schedule) != bool(o_schedule):
+            return f"{o.get('name')}'s learning rate follows a schedule in the {'migration' if m_schedule else 'original'} only"
+    return None
+
+
+def _per_example(replicas: int, step: int | None = None) -> str:
+    if replicas == 1:
+        return ""
+    at = f" (its step {step * replicas})" if step is not None else ""
+    return (
+        f"{at}: on {replicas} replicas a step takes {replicas} x the original's examples, so a schedule counted in steps "
+        f"acts {replicas} x later in the data (divide its step counts by strategy.num_replicas_in_sync)"
+    )
+
+
+def _same_setting(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) and not isinstance(b, bool):
+        return _close(float(a), float(b), RATE_RELATIVE)
+    return a == b
+
+
+def _close(a: float, b: float, relative: float) -> bool:
+    return abs(a - b) <= relative * max(abs(a), abs(b)) + 1e-12
+
+
+def _noise_layers(mine: list[list[Any]], theirs: list[list[Any]]) -> str | None:
+    def shown(call: list[Any]) -> str:
+        details = ", ".join(f"{k}={v}" for k, v in sorted(call[1].items()))
+        return f"{call[0]}({details}) with training={call[2]}"
+
+    m_set = {shown(c) for c in mine}
+    o_set = {shown(c) for c in theirs}
+    if m_set == o_set:
+        return None
+    extra = sorted(m_set - o_set)
+    missing = sorted(o_set - m_set)
+    parts = []
+    if missing:
+        parts.append(f"the original's step runs {', '.join(missing)}")
+    if extra:
+        parts.append(f"the migrated step runs {', '.join(extra)}")
+    return "its noise layers run otherwise: " + "; ".join(parts)
+
+
+def reported(mine: dict[str, Any], theirs: dict[str, Any], steps: int, replicas: int) -> str | None:
+    """What the script reports in each step (its step's return, fit's logs, metrics)."""
+    for step in range(steps):
+        for kind, label in (("returns", "what its step returns"), ("logs", "what fit logs")):
+            a, b = (mine.get(kind) or {}).get(str(step)), (theirs.get(kind) or {}).get(str(step))
+            if a is None or b is None:
+                continue
+            different = _first_different(a, b)
+            if different is not None:
+                where, x, y = different
+                return f"{label} differs in step {step + 1}{where}: {_value(x)} in the migration, {_value(y)} in the original{_reported_ratio(x, y, replicas)}"
+    last = max(
+        (int(k) for k in set((mine.get("metrics") or {}).keys()) & set((theirs.get("metrics") or {}).keys())),
+        default=None,
+    )
+    if last is None:
+        return None
+    for step in range(1, last + 1):
+        m_list, o_list = (mine.get("metrics") or {}).get(str(step)) or [], (theirs.get("metrics") or {}).get(str(step)) or []
+        for o_metric in o_list:
+            m_metric = next((m for m in m_list if m["name"] == o_metric["name"] and m["class"] == o_metric["class"]), None)
+            if m_metric is None or m_metric.get("value") is None or o_metric.get("value") is None:
+                continue
+            different = _first_different(m_metric["value"], o_metric["value"])
+            if different is not None:
+                _, x, y = different
+                return (
+                    f"the metric {o_metric['name']} ({o_metric['class']}) reads {_value(x)} after step {step} in the migration, "
+                    f"{_value(y)} in the original{_reported_ratio(x, y, replicas)}"
+                )
+    return None
+
+
+def _first_different(a: Any, b: Any, where: str = "") -> tuple[str, Any, Any] | None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        if "shape" in a and "shape" in b and "norm" in b:
+            if a.get("shape") != b.get("shape"):
+                return (where, a, b)
+            if not _close(a["norm"], b["norm"], REPORTED_RELATIVE * 10) or not _close(a["mean"], b["mean"], REPORTED_RELATIVE * 10):
+                return (where, a["norm"], b["norm"])
+            return None
+        for key in b:
+            if key in a:
+                found = _first_different(a[key], b[key], f"{where} ({key})" if not where else f"{where}[{key}]")
+                if found is not None:
+                    return found
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return None
+        for k, (x, y) in enumerate(zip(a, b)):
+            found = _first_different(x, y, where)
+            if found is not None:
+                return found
+        return None
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        if math.isnan(a) and math.isnan(b):
+            return None
+        return None if _close(float(a), float(b), REPORTED_RELATIVE) or abs(a - b) <= 1e-6 else (where, a, b)
+    return None
+
+
+def _value(x: Any) -> str:
+    if isinstance(x, dict):
+        return f"an array of shape {x.get('shape')}"
+    return f"{x:.6g}" if isinstance(x, float) else str(x)
+
+
+def _reported_ratio(x: Any, y: Any, replicas: int) -> str:
+    if not isinstance(x, (int, float)) or not isinstance(y, (int, float)) or not y:
+        return ""
+    ratio = x / y
+    if replicas > 1 and abs(ratio - 1 / replicas) < 0.05 / replicas:
+        return f" (1/{replicas}: each replica's share of the loss, not the loss?)"
+    if replicas > 1 and abs(ratio - replicas) < 0.05 * replicas:
+        return f" ({replicas} x: the replicas' values summed where they should be averaged?)"
+    return f" ({ratio:.3g} x)"
+
+
+def _ratio_text(ratio: float | None, replicas: int, noun: str = "the update") -> str:
+    if ratio is None or not math.isfinite(ratio):
+        return f"{noun} differs"
+    text = f"{noun} is {ratio:.2f} x the original's"
+    if replicas > 1 and abs(ratio - replicas) < 0.05 * replicas:
+        text += f" ({replicas} x: is the loss averaged per replica, or divided by the per-replica batch, not the global one?)"
+    elif replicas > 1 and abs(ratio - 1 / replicas) < 0.05 / replicas:
+        text += f" (1/{replicas}: is the loss divided by the replicas twice?)"
+    return text
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
