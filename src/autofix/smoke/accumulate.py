@@ -40,8 +40,6 @@ def start(count: int) -> None:
     """Before each script: ``count`` micro-steps a step (0: off)."""
     global _count, _micro, _fetched
     _count, _micro, _fetched = count, -1, False
-    if count:
-        install()
     _held.clear()
     _optimizers.clear()
     _applied_in_micro.clear()
@@ -58,39 +56,10 @@ def deferring() -> bool:
     return bool(_count) and snapshot.active()
 
 
-def install() -> None:
-    """A batch drawn from a ``tf.data`` iterator by the script starts a micro-step."""
-    import functools
-
-    from tensorflow.python.data.ops import iterator_ops
-
-    iterator = iterator_ops.OwnedIterator
-    original = iterator.__next__
-    if getattr(original, "_autofix_smoke_accumulate", False):
-        return
-
-    @functools.wraps(original)
-    def __next__(self):
-        element = original(self)
-        if deferring() and _scripts():
-            _drawn(element)
-        return element
-
-    __next__._autofix_smoke_accumulate = True
-    iterator.__next__ = __next__
-
-
-def _scripts() -> bool:
-    import threading
-
-    from autofix.smoke.state import recorder
-
-    return recorder.keras_depth == 0 and threading.current_thread() is threading.main_thread() and not tf.inside_function()
-
-
-def _drawn(element: Any) -> None:
+def drawn(element: Any, rows: int | None) -> None:
+    """The script drew ``element`` from a ``tf.data`` iterator: a micro-step starts."""
     global _fetched
-    micro_started(element, _rows(element))
+    micro_started(element, rows)
     _fetched = True
 
 

@@ -256,6 +256,14 @@ def _unseen(migrated: SmokeReport, reference: SmokeReport) -> str:
     )
 
 
+# A first update a little apart in direction (under DIRECTION_SLACK), its norm the original's
+# (within NORMALIZATION_SLACK), where every gradient is the original's: Adam's first step turns
+# the rounding of equal gradients around (a GAN whose discriminator steps before its
+# generator: 0.3%). What a wrong migration changes is the gradient, or the update's size.
+NORMALIZATION_SLACK = 0.02
+DIRECTION_SLACK = 0.1
+
+
 def _amplified_only(pair: Pair) -> bool:
     """An update (or optimizer variable) a little apart in direction, its norm the original's,
     where every gradient is the original's: rounding made large by the optimizer (a wrong

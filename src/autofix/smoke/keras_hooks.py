@@ -319,6 +319,10 @@ def _known_failure(package: str, model: Any, exc: BaseException) -> str | None:
 
 def _compile(original):
     def compile(self, *args, **kwargs):
+        if snapshot.active() and (kwargs.get("steps_per_execution") or 1) != 1:
+            # Several steps a call group steps without changing them: compared one at a time.
+            kwargs["steps_per_execution"] = 1
+            recorder.note("compare: compile(steps_per_execution=...) run one step at a time")
         object.__setattr__(self, "_autofix_smoke_compiled_in_scope", tf.distribute.has_strategy())
         recorder.in_compile += 1
         try:

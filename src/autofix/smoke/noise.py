@@ -113,6 +113,7 @@ def start(active: bool, floatx: str | None = None) -> None:
     del _layers[:]
     del _unheld[:]
     _step_variable = None
+    _replica.info = None  # a loop drawing batches eagerly left it set in this thread
     if active:
         with tf.init_scope():
             _step_variable = tf.Variable(0, dtype=tf.int64, trainable=False, name="autofix_smoke_step")
@@ -336,7 +337,8 @@ def _generator_dropout(original):
 def _not_held(shown: str):
     def make(original):
         def draw(*args, **kwargs):
-            if holding() and shown not in _unheld:
+            # In the step itself: the data pipeline's own draws show in what the replicas are fed.
+            if _active and in_training_step() and shown not in _unheld:
                 _unheld.append(shown)
             return original(*args, **kwargs)
 

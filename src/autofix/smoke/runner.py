@@ -118,7 +118,7 @@ def _bootstrap(spec: dict[str, Any]):
     recorder.worker, recorder.workers = int(worker.get("index", 0)), int(worker.get("count", 1))
     import tensorflow  # noqa: F401  (starts nothing: the runtime starts on first use)
 
-    from autofix.smoke import controls, devices, loops, multiworker, origins, standins, writes
+    from autofix.smoke import batches, controls, devices, loops, multiworker, origins, standins, writes
 
     provision = devices.Provision(recorder.replicas)
     devices.install(provision)
@@ -126,6 +126,7 @@ def _bootstrap(spec: dict[str, Any]):
     loops.install()
     controls.install()
     origins.install()
+    batches.install()
     standins.install(recorder.note)
     writes.install(os.path.dirname(os.path.abspath(spec["events"])))
     offline = bool(spec.get("offline"))

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from autofix.smoke import controls, feeds, noise, origins, reported
+from autofix.smoke import accumulate, controls, feeds, noise, origins, reported
 from autofix.smoke.state import recorder
 
 _path: str | None = None
@@ -321,6 +321,7 @@ def _save(step: int) -> None:
     recorder.trace = {
         "file": _path,
         "steps": step,
+        "asked": _steps,
         "variables": index,
         "optimizers": [
             {"name": type(o).__name__, "config": _optimizer_config(o), "learning_rates": _learning_rates[n], "schedule": _schedules[n]}
@@ -333,6 +334,7 @@ def _save(step: int) -> None:
         "noise_layers": noise.layers_seen(),
         "unheld": noise.unheld(),
         "loaded": origins.loads(),
+        "inexact": accumulate.inexact(),
     }
     recorder.publish()
 
@@ -350,7 +352,7 @@ def _schedule_probe(optimizer: Any) -> list[list[float]] | None:
         return None
     import tensorflow as tf
 
-    from autofix.smoke import accumulate, replicas
+    from autofix.smoke import replicas
 
     scale = max(1, replicas.count(), accumulate.count())
     inner = getattr(schedule, "_autofix_smoke_per_example", schedule)

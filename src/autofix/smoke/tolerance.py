@@ -108,10 +108,13 @@ def compare(
         every_gradient = every_gradient and gradient is not None and m_gradient is not None
         informative = True
         if gradient is not None and m_gradient is not None:
-            same, relative = _within(m_gradient, gradient, _norm(gradient), ABSOLUTE * largest)
+            informative = _rms(gradient) > NOISE * largest
+            # A gradient at rounding level (a bias just before BatchNormalization, whose exact
+            # gradient is 0) says nothing but its size: the migration's must be as small.
+            floor = ABSOLUTE * largest if informative else NOISE * largest
+            same, relative = _within(m_gradient, gradient, _norm(gradient) if informative else 0.0, floor)
             if not same:
                 return Outcome(False, compared, max(worst, relative), _difference(name, "gradient", relative, m_gradient, gradient))
-            informative = _rms(gradient) > NOISE * largest
             worst = max(worst, relative if informative else 0.0)
         compared += 1
         if update_differs is not None:
@@ -148,7 +151,10 @@ def _optimizer_variables(mine, theirs, m, o, compared: int, worst: float, skippe
         mine_value, theirs_value = m.get(f"o{m_vars[k]['key']}_{step}"), o.get(f"o{o_vars[j]['key']}_{step}")
         if mine_value is None or theirs_value is None:
             continue
-        same, relative = _within(mine_value, theirs_value, _norm(theirs_value), ABSOLUTE * largest)
+        # A slot of a variable whose gradient is rounding noise (Adam's moments of a bias before
+        # BatchNormalization) is that noise too: compared by its size, as the gradient is.
+        quiet = _rms(theirs_value) <= NOISE * largest
+        same, relative = _within(mine_value, theirs_value, 0.0 if quiet else _norm(theirs_value), (NOISE if quiet else ABSOLUTE) * largest)
         compared += 1
         if not same:
             return Outcome(False, compared, relative, _difference(o_vars[j]["name"], "optimizer", relative, mine_value, theirs_value, gradients_same=every_gradient))

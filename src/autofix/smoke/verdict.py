@@ -91,9 +91,14 @@ def judge_pair(migrated: SmokeReport, reference: SmokeReport, replicas: int, ori
         missing = "the migrated run" if not mine else "the original"
         return Judged("not-compared", f"{where}: no training step was seen in {missing} (no update of its weights)")
     steps = min(int(mine.get("steps", 0)), int(theirs.get("steps", 0)))
-    wanted = max(int(mine.get("steps", 0)), int(theirs.get("steps", 0)))
     if steps == 0:
         return Judged("not-compared", f"{where}: no training step was recorded")
+    if int(mine.get("steps", 0)) != int(theirs.get("steps", 0)):
+        return Judged(
+            "different",
+            f"{where}: the migrated script trained {_plural(int(mine.get('steps', 0)), 'step')} where the original's data-parallel run "
+            f"trained {int(theirs.get('steps', 0))} (of the {_plural(int(mine.get('asked', steps) or steps), 'step')} compared)",
+        )
     unsure: list[str] = []
     for side, recorded in (("the migrated run", mine), ("the original", theirs)):
         for draw in recorded.get("unheld") or ():
@@ -135,6 +140,7 @@ def judge_pair(migrated: SmokeReport, reference: SmokeReport, replicas: int, ori
 
     worst = 0.0
     variables = 0
+    quiet = 0
     for step in range(1, steps + 1):
         outcome = tolerance.compare(mine["variables"], theirs["variables"], pairs, m_arrays, o_arrays, step)
         if outcome.not_compared is not None:
@@ -152,6 +158,7 @@ def judge_pair(migrated: SmokeReport, reference: SmokeReport, replicas: int, ori
             return _unless_unsure(Judged("different", message, steps, outcome.compared, outcome.worst, difference, said), unsure)
         worst = max(worst, outcome.worst)
         variables = outcome.compared
+        quiet = max(quiet, outcome.skipped)
 
     shown = reported(mine.get("reported") or {}, theirs.get("reported") or {}, steps, replicas)
     if shown is not None:
@@ -159,8 +166,15 @@ def judge_pair(migrated: SmokeReport, reference: SmokeReport, replicas: int, ori
 
     if unsure:
         return Judged("not-compared", f"{where}: the same {_plural(steps, 'step')}, but {unsure[0]}", steps, variables, worst)
-    short = f" (of {wanted} asked: the script trained no more)" if wanted > steps else ""
-    message = f"{where}: the same {_plural(steps, 'step')}{short} as {against} ({variables} variables, within {worst:.1g})"
+    asked = int(mine.get("asked") or steps)
+    short = f" (of {asked} asked: the scripts trained no more)" if asked > steps else ""
+    noise = (
+        f"; {quiet} of them with a gradient at rounding level (below {tolerance.NOISE:g} of the largest: a bias before "
+        f"BatchNormalization) compared by its size only"
+        if quiet
+        else ""
+    )
+    message = f"{where}: the same {_plural(steps, 'step')}{short} as {against} ({variables} variables, within {worst:.1g}{noise})"
     return Judged("same", message, steps, variables, worst, None, said)
 
 
