@@ -93,12 +93,13 @@ def changed_files(before: dict[str, bytes], tree: Path, only: set[str] | None = 
 # --- Running the CLI -----------------------------------------------------------------------
 
 def autofix(python: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """``autofix ARGS`` in ``cwd`` (``python -m autofix``), default options: no cache, no
-    configuration file but its own (the tree has none)."""
+    """``autofix ARGS .`` in ``cwd`` (``python -m autofix``) with the default options: no cache,
+    no ``[tool.autofix]`` table (``--isolated``)."""
     env = dict(os.environ)
     env.pop("AUTOFIX_CACHE_DIR", None)
     env["AUTOFIX_NO_CACHE"] = "1"
-    return subprocess.run([python, "-m", "autofix", *args], cwd=cwd, capture_output=True, text=True, env=env)
+    command, *rest = args
+    return subprocess.run([python, "-m", "autofix", command, "--isolated", *rest], cwd=cwd, capture_output=True, text=True, env=env)
 
 
 def _path(path: str) -> str:
