@@ -30,7 +30,6 @@ _held: dict[int, list[list[tuple[Any, Any]]]] = {}
 _optimizers: dict[int, Any] = {}
 _micro = -1  # the micro-step running, in this global step (-1: none started yet)
 _applied_in_micro: set[int] = set()  # variables whose update this micro-step held back
-_inexact: list[str] = []
 # A batch was drawn from a tf.data iterator since the last micro-step started: a step function
 # then given it belongs to that micro-step.
 _fetched = False
@@ -40,10 +39,14 @@ def start(count: int) -> None:
     """Before each script: ``count`` micro-steps a step (0: off)."""
     global _count, _micro, _fetched
     _count, _micro, _fetched = count, -1, False
+    tf.config.run_functions_eagerly(bool(count) or tf.config.functions_run_eagerly())
+    if count:
+        from autofix.smoke.state import recorder
+
+        recorder.note(f"compare: the original's steps run as {count} micro-steps a step, eagerly (the reference; its step cannot be split)")
     _held.clear()
     _optimizers.clear()
     _applied_in_micro.clear()
-    del _inexact[:]
 
 
 def count() -> int:
@@ -86,14 +89,14 @@ def called(arguments: Any, rows: int | None) -> None:
 
 def micro_started(batch: Any, rows: int | None) -> None:
     """The script fed a batch: the next micro-step starts (replica ``_micro``)."""
-    from autofix.smoke import feeds, noise, snapshot
+    from autofix.smoke import context, feeds, snapshot
 
     global _micro
     if not deferring():
         return
     _micro = (_micro + 1) % _count
     _applied_in_micro.clear()
-    noise.enter_replica(_micro, rows, _count)
+    context.enter_replica(_micro, rows, _count)
     feeds.record(snapshot.step(), _micro, batch, call="accumulated")
 
 
@@ -151,11 +154,9 @@ def gradient(tape: Any) -> None:
     for variable in watched:
         if id(variable) in _applied_in_micro:
             name = getattr(variable, "path", None) or getattr(variable, "name", "?")
-            reason = f"a gradient is taken after the update of {name} in the same step (one model updated after another)"
-            if reason not in _inexact:
-                _inexact.append(reason)
+            from autofix.smoke import context
+
+            context.not_exact(f"a gradient is taken after the update of {name} in the same step (one model updated after another)")
             return
 
 
-def inexact() -> list[str]:
-    return list(_inexact)

@@ -55,7 +55,7 @@ def _scripts() -> bool:
 
 
 def _drawn(element: Any) -> None:
-    from autofix.smoke import accumulate, feeds, noise, snapshot
+    from autofix.smoke import accumulate, context, feeds, snapshot
 
     rows = _rows(element)
     if accumulate.deferring():
@@ -64,7 +64,7 @@ def _drawn(element: Any) -> None:
     if recorder.function_stack:
         return  # a step function drawing its own batch: the call is the step
     snapshot.end_step()
-    noise.enter_replica(0, rows, 1)
+    context.enter_replica(0, rows, 1)
     feeds.record(snapshot.step(), 0, element, call="drawn")
 
 

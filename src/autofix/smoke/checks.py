@@ -204,6 +204,16 @@ def _run_checks(index: int, run: RunRecord, replicas: int, crashed: bool, worker
         checks.append(Check(f"{name}.loss", False, f"the loss of {run.name} is not finite ({bad[0]})"))
     if run.steps:
         checks.extend(_sharding(name, run.name, run.auto_shard, run.sharded))
+    fed = [tuple(v) for v in (run.fed or {}).values()]
+    if run.applies_gradients and len(fed) > 1 and len(set(fed)) == 1 and fed[0][0] > 1:
+        checks.append(
+            Check(
+                f"{name}.data",
+                False,
+                f"strategy.run gives every replica the same {fed[0][0]} examples at {run.site}: the batch is not split over the "
+                f"replicas (is the dataset distributed with strategy.experimental_distribute_dataset?)",
+            )
+        )
     return checks
 
 

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from autofix.smoke import noise, replicas
+from autofix.smoke import context, noise
 from autofix.smoke.noise import SEED
 from autofix.smoke.state import recorder
 
@@ -67,10 +67,9 @@ def install_keras(module: Any) -> None:
             _set_floatx(module, _floatx)
 
 
-def start(active: bool, scale: int = 1, floatx: str | None = None, virtual: int = 0) -> None:
+def start(active: bool, scale: int = 1, floatx: str | None = None) -> None:
     """Before each script: hold things equal (``active``), the batch scaled by ``scale``,
-    Keras's float type ``floatx``, its steps run as ``virtual`` replicas (0: as written); after
-    the script, ``start(False)``: float32 again, graphs again."""
+    Keras's float type ``floatx``; after the script, ``start(False)``: float32 again."""
     global _active, _scale, _floatx
     if _floatx:
         for module in _kerases():
@@ -79,12 +78,8 @@ def start(active: bool, scale: int = 1, floatx: str | None = None, virtual: int 
     _seen.clear()
     noise.forget_notes()
     noise.start(active, _floatx)
-    replicas.start(virtual if active else 0)
-    tf.config.run_functions_eagerly(bool(active and virtual))
     if not active:
         return
-    if virtual:
-        _saw(f"the original's steps", f"run as {virtual} replicas on one device, eagerly (the reference)")
     random.seed(SEED)
     np.random.seed(SEED)
     tf.random.set_seed(SEED)
@@ -207,40 +202,29 @@ def _shuffle(original):
 
 
 @contextlib.contextmanager
-def replica(context: Any, inputs: Any):
+def replica(strategy_context: Any, inputs: Any):
     """While a replica of a strategy runs a step: which one, of how many, on how large a batch
     (the leading dimension of its first input)."""
-    if not _active or context is None:
+    if not _active or strategy_context is None:
         yield
         return
-    count = context.num_replicas_in_sync
+    count = strategy_context.num_replicas_in_sync
     batch = None
     for value in tf.nest.flatten(inputs, expand_composites=True):
         if isinstance(value, tf.Tensor) and value.shape.rank:
             batch = tf.shape(value)[0]
             break
-    previous = noise.enter_replica(context.replica_id_in_sync_group, batch, count)
+    previous = context.enter_replica(strategy_context.replica_id_in_sync_group, batch, count)
     try:
         yield
     finally:
-        noise.leave_replica(previous)
-
-
-@contextlib.contextmanager
-def virtual_replica(index: int, batch: int, count: int):
-    """While virtual replica ``index`` of ``count`` runs the original's step on ``batch``
-    examples (see :mod:`autofix.smoke.replicas`)."""
-    previous = noise.enter_replica(index, batch, count)
-    try:
-        yield
-    finally:
-        noise.leave_replica(previous)
+        context.leave_replica(previous)
 
 
 def replica_id() -> int:
     """The replica running now (0 outside a strategy's replicas)."""
-    info = noise.replica_info()
-    value = None if info is None else tf.get_static_value(tf.convert_to_tensor(info[0]))
+    info = context.replica_info()
+    value = None if info is None or info[0] is None else tf.get_static_value(tf.convert_to_tensor(info[0]))
     return 0 if value is None else int(value)
 
 
@@ -251,7 +235,7 @@ def _wrap_filled(module: Any, name: str) -> None:
         return
 
     def filled(shape, dtype=None, *args, **kwargs):
-        if dtype is None and _floatx and _active and noise.in_step():
+        if dtype is None and _floatx and _active and context.in_step():
             _saw(f"tf.{name}", f"made as {_floatx}")
             dtype = _floatx
         return original(shape, tf.float32 if dtype is None else dtype, *args, **kwargs)

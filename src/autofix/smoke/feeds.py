@@ -54,6 +54,11 @@ def rows(structure: Any) -> list[str]:
     return digests
 
 
+def digest(rows: list[str]) -> str:
+    """One digest of a replica's examples."""
+    return hashlib.blake2b("".join(rows).encode(), digest_size=8).hexdigest()
+
+
 def _is_array(value: Any) -> bool:
     import tensorflow as tf
 
@@ -82,7 +87,7 @@ def record_in_graph(replica: Any, structure: Any) -> None:
     """The inputs of a replica's step function that is being traced: digested when it runs."""
     import tensorflow as tf
 
-    from autofix.smoke import snapshot
+    from autofix.smoke import context
 
     if not _active:
         return
@@ -92,7 +97,7 @@ def record_in_graph(replica: Any, structure: Any) -> None:
     graph = id(tf.compat.v1.get_default_graph())
 
     def keep(replica_id, *values):
-        _add(snapshot.step(), int(replica_id), rows(list(values)), graph)
+        _add(context.step(), int(replica_id), rows(list(values)), graph)
         return np.int64(0)
 
     try:

@@ -18,7 +18,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from autofix.smoke import accumulate, controls, feeds, multiworker, noise, replicas, reported, snapshot, updates
+from autofix.smoke import accumulate, context, controls, feeds, multiworker, replicas, reported, snapshot, updates
 from autofix.smoke.state import (
     FitRec,
     StepLimitReached,
@@ -201,13 +201,13 @@ def _stepping(model: Any):
             return replicas.run(step, (data,), {}, count, on_shards=fed)
         if accumulate.deferring():
             accumulate.micro_started(data, _rows(data))
-            with noise.stepping():
+            with context.stepping():
                 return step(data)
         if tf.inside_function():
             feeds.record_in_graph(tf.constant(0), data)
         else:
             feeds.record(number, 0, data, call="fit")
-        with noise.stepping():
+        with context.stepping():
             return step(data)
 
     strategy = getattr(model, "distribute_strategy", None)

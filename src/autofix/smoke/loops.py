@@ -18,6 +18,7 @@ import sys
 import threading
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.python.distribute import distribute_lib, mirrored_run
 from tensorflow.python.eager.polymorphic_function import polymorphic_function
@@ -144,11 +145,36 @@ def _for_each_replica(original):
             with controls.replica(context, (a, k)):
                 if snapshot.active() and context is not None:
                     _feed(context.replica_id_in_sync_group, (a, k))
+                elif record is not None and context is not None and not record.fed:
+                    _given(record, context.replica_id_in_sync_group, (a, k))
                 return fn(*a, **k)
 
         return original(distribution, per_replica, args, kwargs)
 
     return call_for_each_replica
+
+
+def _given(record: RunRec, replica: Any, structure: Any) -> None:
+    """What a replica is given in the first call of a strategy.run step (its examples, one
+    digest): replicas all given the same examples are not data-parallel."""
+
+    def keep(replica_id, *values):
+        rows = feeds.rows(list(values))
+        key = str(int(replica_id))
+        if rows and key not in record.fed:
+            record.fed[key] = [len(rows), feeds.digest(rows)]
+        return np.int64(0)
+
+    flat = [v for v in tf.nest.flatten(structure, expand_composites=True) if isinstance(v, tf.Tensor)]
+    if not flat:
+        return
+    try:
+        if tf.inside_function():
+            tf.numpy_function(keep, [tf.cast(replica, tf.int64), *flat], tf.int64, stateful=True)
+        else:
+            keep(tf.get_static_value(replica) or 0, *flat)
+    except Exception:  # the check is then not made
+        pass
 
 
 def _feed(replica: Any, structure: Any) -> None:

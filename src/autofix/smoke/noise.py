@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from autofix.smoke import context
 from autofix.smoke.state import recorder
 
 SEED = 1234
@@ -54,7 +55,6 @@ _occurrences: dict[tuple, int] = {}
 # The noise layers' calls in steps, (class, config, training) (replica 0's), and the draws not held.
 _layers: list[list[Any]] = []
 _unheld: list[str] = []
-_replica = threading.local()
 
 
 def install() -> None:
@@ -113,7 +113,6 @@ def start(active: bool, floatx: str | None = None) -> None:
     del _layers[:]
     del _unheld[:]
     _step_variable = None
-    _replica.info = None  # a loop drawing batches eagerly left it set in this thread
     if active:
         with tf.init_scope():
             _step_variable = tf.Variable(0, dtype=tf.int64, trainable=False, name="autofix_smoke_step")
@@ -156,60 +155,15 @@ def _wrap_method(cls: type, name: str, make) -> None:
 
 
 def in_step() -> bool:
-    """In a training step of the script (its step function, fit's, a replica's)."""
-    from autofix.smoke import replicas
-
-    return (
-        bool(recorder.function_stack)
-        or recorder.current_fit is not None
-        or getattr(_replica, "info", None) is not None
-        or replicas.active()
-    )
+    return context.in_step()
 
 
 def holding() -> bool:
-    return _active and in_step()
-
-
-_stepping = threading.local()
-
-
-def in_training_step() -> bool:
-    """Running a training step itself: a replica's (real or virtual), the script's step
-    function, or ``fit``'s ``train_step`` on one device; not Keras building the model."""
-    from autofix.smoke import replicas
-
-    return (
-        getattr(_replica, "info", None) is not None
-        or replicas.active()
-        or bool(recorder.function_stack)
-        or getattr(_stepping, "depth", 0) > 0
-    )
-
-
-class stepping:
-    """While ``fit``'s ``train_step`` runs on one device (see :func:`in_training_step`)."""
-
-    def __enter__(self):
-        _stepping.depth = getattr(_stepping, "depth", 0) + 1
-
-    def __exit__(self, *exc):
-        _stepping.depth -= 1
+    return _active and context.in_step()
 
 
 def replica_info() -> tuple[Any, Any, int] | None:
-    """(replica id, its batch, replica count) of the replica running now, if any."""
-    return getattr(_replica, "info", None)
-
-
-def enter_replica(replica_id: Any, batch: Any, count: int) -> Any:
-    previous = getattr(_replica, "info", None)
-    _replica.info = (replica_id, batch, count)
-    return previous
-
-
-def leave_replica(previous: Any) -> None:
-    _replica.info = previous
+    return context.replica_info()
 
 
 def _key() -> tuple:
@@ -338,7 +292,7 @@ def _not_held(shown: str):
     def make(original):
         def draw(*args, **kwargs):
             # In the step itself: the data pipeline's own draws show in what the replicas are fed.
-            if _active and in_training_step() and shown not in _unheld:
+            if _active and context.in_training_step() and shown not in _unheld:
                 _unheld.append(shown)
             return original(*args, **kwargs)
 
@@ -350,7 +304,7 @@ def _not_held(shown: str):
 def _recorded_layer(original):
     def call(self, inputs, *args, **kwargs):
         # A model built symbolically (Keras traces it to know its outputs) runs no step.
-        if _active and in_training_step() and "KerasTensor" not in type(inputs).__name__:
+        if _active and context.in_training_step() and "KerasTensor" not in type(inputs).__name__:
             _record_layer(self, args, kwargs)
         return original(self, inputs, *args, **kwargs)
 

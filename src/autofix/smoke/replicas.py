@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from autofix.smoke import context
+
 _local = threading.local()
 # The Keras thread-local settings a replica thread inherits (a float64 run's dtype policy...),
 # not the scopes that are entered and left around calls.
@@ -95,21 +97,22 @@ class _Replica:
         self.thread = threading.Thread(target=self._main, name=f"autofix-replica-{index}", daemon=True)
 
     def _main(self) -> None:
-        from autofix.smoke import controls
-
         self._turn.acquire()
         _local.replica = self
+        context.enter_virtual(self)
+        context.enter_replica(self.index, self.batch, self.count)
         _inherit(self.inherited)
         try:
             if isinstance(self.reply, BaseException):
                 raise self.reply
-            with controls.virtual_replica(self.index, self.batch, self.count):
-                self.result = self.fn(*self.args, **self.kwargs)
+            self.result = self.fn(*self.args, **self.kwargs)
         except BaseException as exc:  # handed to the scheduler, which raises it in the script's thread
             self.error = exc
         finally:
             self.done = True
             _local.replica = None
+            context.enter_virtual(None)
+            context.leave_replica(None)
             self._yielded.release()
 
     def pause(self, request: tuple) -> Any:
@@ -419,8 +422,12 @@ def start(count: int) -> None:
     global _count
     _count = count
     _Copies.reset()
+    tf.config.run_functions_eagerly(bool(count))
     if count:
         _install()
+        from autofix.smoke.state import recorder
+
+        recorder.note(f"compare: the original's steps run as {count} replicas on one device, eagerly (the reference)")
 
 
 def count() -> int:

@@ -133,6 +133,8 @@ class RunRecord:
     weights: str | None = None
     auto_shard: str | None = None
     sharded: bool | None = None
+    # {replica: [examples, digest]} of the step's first call (see autofix.smoke.state.RunRec).
+    fed: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -197,7 +197,8 @@ class _Loader(importlib.abc.Loader):
 
 
 def _run_one(job: dict[str, Any], replicas: int) -> dict[str, Any]:
-    from autofix.smoke import accumulate, controls, replicas, snapshot
+    from autofix.smoke import accumulate, context, controls, snapshot
+    from autofix.smoke import replicas as virtual
 
     path = os.path.abspath(job["path"])
     script_dir = os.path.dirname(path)
@@ -217,8 +218,11 @@ def _run_one(job: dict[str, Any], replicas: int) -> dict[str, Any]:
         os.chdir(job.get("cwd") or script_dir)
         sys.argv = [path, *job.get("args", [])]
         sys.path[0] = script_dir
-        controls.start(bool(compare), compare.get("batch_scale", 1), compare.get("floatx"), int(compare.get("virtual") or 0))
-        accumulate.start(int(compare.get("accumulate") or 0))
+        virtual_count, micro = int(compare.get("virtual") or 0), int(compare.get("accumulate") or 0)
+        context.start(max(virtual_count, micro, 1))
+        controls.start(bool(compare), compare.get("batch_scale", 1), compare.get("floatx"))
+        virtual.start(virtual_count)
+        accumulate.start(micro)
         snapshot.start(compare.get("snapshot"), compare.get("initial"), int(compare.get("steps") or recorder.steps))
         if "program" in job:
             _run_program(path, job["program"], job.get("cells"))
@@ -227,9 +231,9 @@ def _run_one(job: dict[str, Any], replicas: int) -> dict[str, Any]:
     except StepLimitReached as exc:
         result["status"] = "step-limit"
         recorder.note(f"stopped after {recorder.steps} steps ({exc})")
-    except (replicas.NotSplittable, replicas.Diverged) as exc:
+    except (virtual.NotSplittable, virtual.Diverged) as exc:
         # The reference run cannot run this original's steps as replicas: said, not a crash.
-        result.update(status="unsplittable" if isinstance(exc, replicas.NotSplittable) else "diverged", error=str(exc))
+        result.update(status="unsplittable" if isinstance(exc, virtual.NotSplittable) else "diverged", error=str(exc))
     except SystemExit as exc:
         if exc.code not in (None, 0):
             result.update(status="exited", exit_code=exc.code if isinstance(exc.code, int) else 1)
@@ -244,7 +248,9 @@ def _run_one(job: dict[str, Any], replicas: int) -> dict[str, Any]:
         except Exception as exc:  # the script's result stands
             recorder.note(f"could not save the first update ({describe_exception(exc)})")
         controls.start(False)
+        virtual.start(0)
         accumulate.start(0)
+        context.start()
         # Wall-clock end, to tell which worker of a multi-worker run failed first.
         result["ended_at"] = time.time()
         sys.argv = saved_argv

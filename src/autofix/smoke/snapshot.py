@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from autofix.smoke import accumulate, controls, feeds, noise, origins, reported
+from autofix.smoke import context, controls, feeds, noise, origins, reported
 from autofix.smoke.state import recorder
 
 _path: str | None = None
@@ -84,7 +84,7 @@ def recorded() -> bool:
 
 def step() -> int:
     """The step running now, from 0."""
-    return _step
+    return context.step()
 
 
 def applied(optimizer: Any, variables: list[Any] | None = None) -> None:
@@ -259,6 +259,7 @@ def end_step(ran: bool = False) -> None:
         return
     _step += 1
     _open = False
+    context.set_step(_step)
     _take(_step)
     noise.set_step(_step)
 
@@ -334,7 +335,7 @@ def _save(step: int) -> None:
         "noise_layers": noise.layers_seen(),
         "unheld": noise.unheld(),
         "loaded": origins.loads(),
-        "inexact": accumulate.inexact(),
+        "inexact": context.inexact(),
     }
     recorder.publish()
 
@@ -352,9 +353,7 @@ def _schedule_probe(optimizer: Any) -> list[list[float]] | None:
         return None
     import tensorflow as tf
 
-    from autofix.smoke import replicas
-
-    scale = max(1, replicas.count(), accumulate.count())
+    scale = context.scale()
     inner = getattr(schedule, "_autofix_smoke_per_example", schedule)
     values = []
     with tf.init_scope():

@@ -78,6 +78,9 @@ class RunRec:
     weights: str | None = None
     auto_shard: str | None = None
     sharded: bool | None = None
+    # What each replica was given in the step's first call: {replica: [examples, digest]} (one
+    # digest of all its examples): replicas given the same examples are not data-parallel.
+    fed: dict[str, list[Any]] = field(default_factory=dict)
 
     def saw_replica(self, replica: int | None) -> None:
         self.replicas_observed = True

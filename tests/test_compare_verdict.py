@@ -1,0 +1,196 @@
+"""The verdict of `autofix smoke --compare` on canned records, without TensorFlow: each kind of
+difference between a migration and its original's data-parallel reference is named, what the
+runs cannot be held equal in makes a pair inconclusive (never different, never proven), and
+what a proof did to hold the runs equal is said.
+
+The records are what the child writes (see autofix.smoke.snapshot): an index (``trace``) and
+an .npz file of each variable's values before training and after each step, its gradient in
+each step, and the optimizer's variables after each step.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+np = pytest.importorskip("numpy")
+
+from compare_records import _report, _trace  # noqa: E402
+
+from autofix.smoke import compare, verdict  # noqa: E402
+from autofix.smoke.report import Check  # noqa: E402
+
+
+START = [[1.0, 2.0], [0.5]]
+STEPS = [[[-0.1, 0.1], [0.05]], [[-0.09, 0.08], [0.04]], [[-0.08, 0.07], [0.03]]]
+
+
+def _judge(tmp_path, migrated_trace, reference_trace=None, replicas=2):
+    reference_trace = reference_trace or _trace(tmp_path / "ref.npz", START, STEPS)
+    one = _trace(tmp_path / "one.npz", START, STEPS)
+    o1, on = _report(one, 1, 8), _report(reference_trace, 1, 16)
+    mn, m1 = _report(migrated_trace, replicas, 16), _report(_trace(tmp_path / "m1.npz", START, STEPS), 1, 8)
+    return compare.judge("o.py", o1, on, mn, m1, replicas)
+
+
+def test_three_equal_steps_are_proven_and_the_proof_says_what_it_did_not_compare(tmp_path):
+    result = _judge(tmp_path, _trace(tmp_path / "m.npz", START, STEPS))
+    assert result.status == "equivalent" and result.exit_code == 0, result.message
+    assert result.steps == 3 and [p.status for p in result.pairs] == ["same", "same"]
+    assert result.message.startswith("on 2 replicas: the same 3 steps as the original's data-parallel step")
+    assert "not compared: what the scripts do after 3 steps" in result.message
+
+
+def test_a_difference_from_the_second_step_on_is_found_and_named_by_its_step(tmp_path):
+    """A momentum or a schedule that differs changes nothing in the first update: the later
+    steps show it."""
+    later = [STEPS[0], [[-0.18, 0.16], [0.08]], STEPS[2]]
+    result = _judge(tmp_path, _trace(tmp_path / "m.npz", START, later))
+    assert result.status == "different" and result.exit_code == 1
+    assert result.pairs[0].first_difference["step"] == 2
+    assert "in step 2, the gradient of dense/w0 differs" in result.message
+    assert "it is 2.00 x the original's (2 x: is the loss averaged per replica, or divided by the per-replica batch" in result.message
+
+
+def test_the_optimizers_hyper_parameters_rates_and_schedules_are_compared(tmp_path):
+    def optimizer(**config):
+        return [{"name": "SGD", "config": {"learning_rate": 1.0, "momentum": 0.9, **config}, "learning_rates": [1.0] * 4, "schedule": None}]
+
+    reference = _trace(tmp_path / "r.npz", START, STEPS, optimizers=optimizer())
+    momentum = _judge(tmp_path, _trace(tmp_path / "m.npz", START, STEPS, optimizers=optimizer(momentum=0.5)), reference)
+    assert momentum.status == "different" and "SGD's momentum is 0.5 in the migration, 0.9 in the original" in momentum.message
+    other = [{"name": "Adam", "config": {}, "learning_rates": [1.0] * 4, "schedule": None}]
+    assert "the migration's optimizer is Adam, the original's SGD" in _judge(tmp_path, _trace(tmp_path / "a.npz", START, STEPS, optimizers=other), reference).message
+    rates = optimizer()
+    rates[0]["learning_rates"] = [1.0, 0.5, 0.25, 0.125]
+    decayed = _judge(tmp_path, _trace(tmp_path / "d.npz", START, STEPS, optimizers=rates), reference)
+    assert decayed.status == "different" and "SGD's learning rate at step 2 is 0.5 in the migration, 1 in the original" in decayed.message
+    # A schedule counted in steps: on 2 replicas, read at the same number of examples seen.
+    probe = [[0, 0.1], [8, 0.1], [16, 0.05]]
+    halved = [[0, 0.1], [8, 0.05], [16, 0.025]]
+    sched_ref = _trace(tmp_path / "s1.npz", START, STEPS, optimizers=[dict(optimizer()[0], schedule=halved)])
+    late = _judge(tmp_path, _trace(tmp_path / "s2.npz", START, STEPS, optimizers=[dict(optimizer()[0], schedule=probe)]), sched_ref)
+    assert late.status == "different"
+    assert "schedule gives 0.1 at step 8 of the migration and 0.05 at the same number of examples in the original (its step 16)" in late.message
+    assert "acts 2 x later in the data" in late.message
+
+
+def _feeds(*steps):
+    return {str(s): [{str(r): rows for r, rows in enumerate(call)}] for s, call in enumerate(steps)}
+
+
+def test_what_each_replica_is_fed_must_partition_the_global_batch_and_be_the_originals(tmp_path):
+    rows = [f"r{k}" for k in range(8)]
+    reference = _trace(tmp_path / "r.npz", START, STEPS[:1], feeds=_feeds([rows[:4], rows[4:]]))
+
+    def judged(*calls):
+        return _judge(tmp_path, _trace(tmp_path / "m.npz", START, STEPS[:1], feeds=_feeds(list(calls))), reference)
+
+    assert judged(rows[:4], rows[4:]).status == "equivalent"
+    whole = judged(rows, rows)
+    assert whole.status == "different" and "every replica was fed the same 8 examples: the step is given the whole batch on each replica" in whole.message
+    assert "were fed 4, 2 examples" in judged(rows[:4], rows[4:6]).message
+    assert "2 examples were fed to more than one replica" in judged(rows[:4], rows[2:6]).message
+    smaller = judged(rows[:2], rows[2:4])
+    assert smaller.status == "different" and "fed 4 examples in all, the original's step 8" in smaller.message
+    swapped = judged(rows[4:], rows[:4])
+    assert swapped.status == "inconclusive" and "the original's examples in another order" in swapped.message
+    other = judged([f"x{k}" for k in range(4)], [f"y{k}" for k in range(4)])
+    assert other.status == "inconclusive" and "fed other examples than the original (the data was not held equal)" in other.message
+
+
+def test_data_the_original_itself_does_not_reproduce_is_inconclusive_not_different(tmp_path):
+    reference = _trace(tmp_path / "r.npz", START, STEPS[:1], feeds=_feeds([["a", "b"], ["c", "d"]]))
+    one = _trace(tmp_path / "one.npz", START, STEPS[:1], feeds=_feeds([["z", "b"]]))
+    migrated = _trace(tmp_path / "m.npz", START, STEPS[:1], feeds=_feeds([["p", "q"], ["r", "s"]]))
+    judged = verdict.judge_pair(_report(migrated, 2), _report(reference), 2, _report(one))
+    assert judged.status == "not-compared" and "the original's own runs were fed different examples" in judged.message
+
+
+def test_initial_weights_that_differ_are_different_when_loaded_or_initialized_otherwise(tmp_path):
+    moved = [[1.5, 2.0], [0.5]]
+    loaded = {"dense/w0": {"kind": "loaded", "what": "load_weights at o.py:12"}}
+    reference = _trace(tmp_path / "r.npz", START, STEPS, origins=loaded)
+    no_load = _judge(tmp_path, _trace(tmp_path / "m.npz", moved, STEPS), reference)
+    assert no_load.status == "different"
+    assert "starts from other weights than the original (dense/w0): the original loads them (load_weights at o.py:12), the migration does not" in no_load.message
+    other_init = _trace(
+        tmp_path / "i.npz", moved, STEPS,
+        origins={"dense/w0": {"kind": "initializer", "what": "Zeros", "config": {}}},
+        transplanted={"dense/w0": "not set: initialized by Zeros() in the migration, by GlorotUniform() in the original"},
+    )
+    assert "initialized by Zeros() in the migration, by GlorotUniform() in the original" in _judge(tmp_path, other_init).message
+    unknown = _trace(tmp_path / "u.npz", moved, STEPS, origins={"dense/w0": {"kind": "value"}})
+    result = _judge(tmp_path, unknown)
+    assert result.status == "inconclusive" and "they could not be set to the original's" in result.message
+
+
+def test_initial_values_set_to_the_originals_are_said_in_the_verdict(tmp_path):
+    copied = _trace(tmp_path / "m.npz", START, STEPS, transplanted={"dense/w0": "set to the original's initial value (both drawn by the same initializer, in another order)"})
+    result = _judge(tmp_path, copied)
+    assert result.status == "equivalent"
+    assert "the initial values of 1 variable (dense/w0) were set to the original's (both runs draw them from the same Keras initializers" in result.message
+    assert result.said and result.runs[2].transplanted == "1 set to the original's"
+
+
+def test_noise_layers_run_otherwise_are_different(tmp_path):
+    reference = _trace(tmp_path / "r.npz", START, STEPS, noise_layers=[["Dropout", {"rate": 0.2}, True]])
+    inference = _judge(tmp_path, _trace(tmp_path / "m.npz", START, STEPS, noise_layers=[["Dropout", {"rate": 0.2}, False]]), reference)
+    assert inference.status == "different"
+    assert "the original's step runs Dropout(rate=0.2) with training=True; the migrated step runs Dropout(rate=0.2) with training=False" in inference.message
+
+
+def test_what_the_script_reports_is_compared_step_by_step(tmp_path):
+    reference = _trace(tmp_path / "r.npz", START, STEPS, reported={"metrics": {"1": [{"name": "train_loss", "class": "Mean", "value": 1.2}]}, "returns": {"0": 1.2}})
+    share = _trace(tmp_path / "m.npz", START, STEPS, reported={"metrics": {"1": [{"name": "train_loss", "class": "Mean", "value": 0.6}]}, "returns": {"0": 1.2}})
+    result = _judge(tmp_path, share, reference)
+    assert result.status == "different"
+    assert "the metric train_loss (Mean) reads 0.6 after step 1 in the migration, 1.2 in the original (1/2: each replica's share of the loss, not the loss?)" in result.message
+    returned = _trace(tmp_path / "n.npz", START, STEPS, reported={"returns": {"0": 2.4}})
+    assert "what its step returns differs in step 1: 2.4 in the migration, 1.2 in the original (2 x" in _judge(tmp_path, returned, reference).message
+    logs = _trace(tmp_path / "l.npz", START, STEPS, reported={"logs": {"0": {"loss": 0.5, "accuracy": 0.25}}})
+    logs_ref = _trace(tmp_path / "lr.npz", START, STEPS, reported={"logs": {"0": {"loss": 0.5, "accuracy": 0.5}}})
+    assert "what fit logs differs in step 1 (accuracy): 0.25 in the migration, 0.5 in the original" in _judge(tmp_path, logs, logs_ref).message
+
+
+def test_randomness_that_cannot_be_held_equal_is_inconclusive_never_different_nor_proven(tmp_path):
+    drawn = _trace(tmp_path / "m.npz", START, [[[-0.2, 0.1], [0.05]], *STEPS[1:]], unheld=["np.random.normal"])
+    result = _judge(tmp_path, drawn)
+    assert result.status == "inconclusive" and result.exit_code == 2
+    assert "np.random.normal in the migrated run's step is random in a way the comparison cannot hold equal, which may explain it" in result.message
+    equal = _judge(tmp_path, _trace(tmp_path / "e.npz", START, STEPS, unheld=["tf.random.shuffle"]))
+    assert equal.status == "inconclusive" and "but tf.random.shuffle in the migrated run's step" in equal.message
+
+
+def test_a_reference_that_cannot_be_computed_exactly_is_inconclusive(tmp_path):
+    reference = _trace(tmp_path / "r.npz", START, STEPS, inexact=["a gradient is taken after the update of d/kernel in the same step (one model updated after another)"])
+    result = _judge(tmp_path, _trace(tmp_path / "m.npz", START, STEPS), reference)
+    assert result.status == "inconclusive" and "the original's step cannot be computed as replicas: a gradient is taken after the update" in result.message
+
+
+def test_a_migration_that_trains_other_steps_than_the_original_is_different(tmp_path):
+    fewer = _judge(tmp_path, _trace(tmp_path / "m.npz", START, STEPS[:1], asked=3))
+    assert fewer.status == "different" and "the migrated script trained 1 step where the original's data-parallel run trained 3" in fewer.message
+
+
+def test_a_gradient_at_rounding_level_is_compared_by_its_size_and_said(tmp_path):
+    """A bias just before BatchNormalization has an exact gradient of 0: what float32 leaves of
+    it is noise, apart in every run; it is compared by its size only, and said."""
+    start = [np.ones(100), [0.5]]
+    noise = [np.full(100, 0.1), [1e-9]]
+    other_noise = [np.full(100, 0.1), [-2e-9]]
+    reference = _trace(tmp_path / "r.npz", start, [[-noise[0], -np.asarray(noise[1])]], gradients=[noise])
+    migrated = _trace(tmp_path / "m.npz", start, [[-noise[0], -np.asarray(other_noise[1])]], gradients=[other_noise])
+    result = verdict.judge_pair(_report(migrated, 2), _report(reference), 2)
+    assert result.status == "same" and "1 of them with a gradient at rounding level" in result.message
+    real = _trace(tmp_path / "x.npz", start, [[-noise[0], [-0.5]]], gradients=[[noise[0], [0.5]]])
+    assert verdict.judge_pair(_report(real, 2), _report(reference), 2).status == "different"
+
+
+def test_the_original_failing_and_the_reference_diverging_are_not_failures_of_the_migration(tmp_path):
+    crashed = _report(None, status="crashed", checks=(Check("finished", False, "the script crashed at o.py:3: AttributeError: x"),))
+    result = compare.judge("o.py", crashed, crashed, _report(_trace(tmp_path / "m.npz", START, STEPS), 2), crashed, 2)
+    assert result.status == "original-fails" and result.exit_code == 2
+    fine = _report(_trace(tmp_path / "o.npz", START, STEPS))
+    diverged = _report(None, status="diverged", error="replica 1 ended its step while replica 0 waits to update its weights")
+    inconclusive = compare.judge("o.py", fine, diverged, _report(_trace(tmp_path / "m.npz", START, STEPS), 2, 16), fine, 2)
+    assert inconclusive.status == "inconclusive" and "could not be computed: replica 1 ended its step" in inconclusive.message
