@@ -1,6 +1,6 @@
 """Migrate the migration corpus, and prove every migration by training it beside its original.
 
-    python bench/migrate.py [--files DIR] [--json OUT] [--only TEXT] [--part A|B] [--replicas N] [--timeout S] [--static]
+    python bench/migrate.py [--files DIR] [--json OUT] [--only TEXT] [--part A|B|C] [--replicas N] [--timeout S] [--static]
 
 For each file of bench/migrate/manifest.json (format: bench/migrate/README.md), runs
 ``autofix migrate`` (the engine, in this process, default options), checks that every
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", help="the corpus folder (default: $AUTOFIX_MIGRATE_CORPUS, else bench/migrate/files)")
     parser.add_argument("--json", help="also write every file's outcome here")
     parser.add_argument("--only", action="append", default=[], help="only files whose id contains this (repeatable)")
-    parser.add_argument("--part", action="append", default=[], help="only the files of this part of the corpus (repeatable: A, B)")
+    parser.add_argument("--part", action="append", default=[], help="only the files of this part of the corpus (repeatable: A, B, C)")
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds each run may take (default 300: ResNet50 on 2 logical CPUs takes 3 minutes)")
     parser.add_argument("--static", action="store_true", help="migrate and check, but do not train")
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for number, record in enumerate(manifest):
             ident = record["id"]
-            outcome = outcomes[ident] = {"id": ident, "expect": record["expect"], "training": record["training"]}
+            outcome = outcomes[ident] = {"id": ident, "part": record.get("part", "A"), "expect": record["expect"], "training": record["training"]}
             path = folder / ident
             if not path.is_file():
                 outcome.update(status=NOT_MIGRATED, why=["the file is missing"])
@@ -206,23 +206,33 @@ def _print(outcomes: dict[str, dict], seconds: float, static: bool) -> None:
             print(f"    the original does not run here either: {outcome['original_fails']}")
         for note in outcome.get("notes", ()):
             print(f"    note: {note}")
-    counts = Counter(o["status"] for o in outcomes.values())
-    expected = [o for o in outcomes.values() if o["expect"] == "migrate"]
-    runnable = [o for o in expected if o["status"] != ORIGINAL_FAILS and not o.get("original_fails")]
-    proven = sum(1 for o in expected if o["status"] == PROVEN)
-    refused_right = sum(1 for o in outcomes.values() if o["expect"] == "refuse" and o["status"] in (NOT_MIGRATED, SKIPPED))
     print()
     print(f"{len(outcomes)} files in {seconds:.0f} s" + (" (static: not trained)" if static else ""))
+    _summary(list(outcomes.values()))
+    parts = sorted({o.get("part", "A") for o in outcomes.values()})
+    if len(parts) > 1:
+        # A part gathered later is code the tool was not tuned on: each is summed up apart as well.
+        for part in parts:
+            print(f"\npart {part}:")
+            _summary([o for o in outcomes.values() if o.get("part", "A") == part], indent="  ")
+
+
+def _summary(outcomes: list[dict], indent: str = "") -> None:
+    counts = Counter(o["status"] for o in outcomes)
+    expected = [o for o in outcomes if o["expect"] == "migrate"]
+    runnable = [o for o in expected if o["status"] != ORIGINAL_FAILS and not o.get("original_fails")]
+    proven = sum(1 for o in expected if o["status"] == PROVEN)
+    refused_right = sum(1 for o in outcomes if o["expect"] == "refuse" and o["status"] in (NOT_MIGRATED, SKIPPED))
     for status in (PROVEN, INCONCLUSIVE, "migrated", FAILED, NOT_MIGRATED, ORIGINAL_FAILS, SKIPPED):
         if counts[status]:
-            unrunnable = sum(1 for o in outcomes.values() if o["status"] == status and o.get("original_fails"))
-            print(f"  {status:15} {counts[status]}" + (f" (the original does not run here either: {unrunnable})" if unrunnable else ""))
+            unrunnable = sum(1 for o in outcomes if o["status"] == status and o.get("original_fails"))
+            print(f"{indent}  {status:15} {counts[status]}" + (f" (the original does not run here either: {unrunnable})" if unrunnable else ""))
     print(
-        f"expected to migrate: {len(expected)}; migrated and proven: {proven} ({_pct(proven, len(expected))}); "
+        f"{indent}expected to migrate: {len(expected)}; migrated and proven: {proven} ({_pct(proven, len(expected))}); "
         f"of those whose original runs here: {proven} of {len(runnable)} ({_pct(proven, len(runnable))})"
     )
-    refuse = sum(1 for o in outcomes.values() if o["expect"] == "refuse")
-    print(f"expected to be refused: {refuse}; not migrated: {refused_right}")
+    refuse = sum(1 for o in outcomes if o["expect"] == "refuse")
+    print(f"{indent}expected to be refused: {refuse}; not migrated: {refused_right}")
 
 
 def _pct(part: int, whole: int) -> str:
