@@ -173,7 +173,7 @@ def _run_unmigrated_originals(outcomes: dict[str, dict], folder: Path, work: Pat
     not, and notes when it does not run here either (a package or an API this Python lacks)."""
     from autofix.smoke.compare import reference_failure
     from autofix.smoke.harness import run_many
-    from autofix.smoke.jobs import FirstUpdate, SmokeJob
+    from autofix.smoke.jobs import Recording, SmokeJob
 
     waiting = [o for o in outcomes.values() if o["status"] == NOT_MIGRATED and o["expect"] == "migrate" and (folder / o["id"]).is_file()]
     jobs = []
@@ -181,7 +181,7 @@ def _run_unmigrated_originals(outcomes: dict[str, dict], folder: Path, work: Pat
         place = work / f"unmigrated-{number}"
         place.mkdir(parents=True)
         shutil.copyfile(folder / outcome["id"], place / outcome["id"])
-        jobs.append(SmokeJob(str(place / outcome["id"]), replicas=1, first_update=FirstUpdate(str(place / "first-update.npz"))))
+        jobs.append(SmokeJob(str(place / outcome["id"]), replicas=1, recording=Recording(str(place / "steps.npz"))))
     if not jobs:
         return
     for outcome, report in zip(waiting, run_many(jobs, replicas=replicas, steps=1, timeout=timeout, offline=True)):
