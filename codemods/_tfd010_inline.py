@@ -1,5 +1,5 @@
 """TFD010's first move for a training step written inline in a loop body (see
-:mod:`autofix.analysis.inline_steps`): its statements moved into a function of their own,
+:mod:`autofix.analysis.migration.inline_steps`): its statements moved into a function of their own,
 defined before the loops, which the loop calls with the batch and whose result (the loss) it
 assigns to the names it read; a ``print`` that only shows values runs after the call. The code
 then trains as before, on one device, and the next pass of the migration runs that function
@@ -12,7 +12,7 @@ from typing import Protocol
 
 import libcst as cst
 
-from autofix.analysis.inline_steps import InlineStep
+from autofix.analysis.migration.inline_steps import InlineStep
 from autofix.analysis.program import Program
 from autofix.codegen import BlockEdits, fresh_name
 

@@ -21,9 +21,9 @@ value that was used is the per-replica loss reduced with ``strategy.reduce(SUM, 
 
 A step that applies gradients, run by ``strategy.run`` on batches of a plain ``tf.data``
 dataset, on NumPy arrays or on one replica's shard (``batch.values[0]``), trains every replica
-on the whole batch (:mod:`autofix.analysis.inputs`: followed through names, loops, iterators,
+on the whole batch (:mod:`autofix.analysis.training.inputs`: followed through names, loops, iterators,
 parameters and returns). Fixed by distributing the dataset once, before the outermost loop, and
-iterating that (:mod:`autofix.analysis.distribution` says when that is safe): as the loop's
+iterating that (:mod:`autofix.analysis.training.distribution` says when that is safe): as the loop's
 header has it (``enumerate(ds.take(n), 1)``), and a read of the batch in the loop that is not fed
 to the step (a display) reads the global batch, ``strategy.gather(batch, axis=0)``.
 
@@ -37,7 +37,7 @@ gradients, is not itself a ``tf.function``, and the call is not inside one, dire
 its callers) runs every step op by op. That is correct, only slow: it is a suggestion (shown,
 not failing ``check``), and its fix runs only with ``--unsafe-fixes``, since tracing changes when
 the step's Python code runs: when the step is safe to trace (no Python side effect,
-:mod:`autofix.analysis.tracing`), the call is wrapped in a ``@tf.function`` defined before the
+:mod:`autofix.analysis.steps.tracing`), the call is wrapped in a ``@tf.function`` defined before the
 outermost loop.
 
 Not fixed (reported with the reason):
@@ -62,15 +62,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from autofix.analysis.dataflow import PASSTHROUGH
-from autofix.analysis.facts import Facts
-from autofix.analysis.distribution import NotDistributable, distribution
-from autofix.analysis.inputs import Feed, Inputs
+from autofix.analysis.facts.dataflow import PASSTHROUGH
+from autofix.analysis.facts.facts import Facts
+from autofix.analysis.training.distribution import NotDistributable, distribution
+from autofix.analysis.training.inputs import Feed, Inputs
 from autofix.analysis.program import Program
-from autofix.analysis.steps import Steps, words
+from autofix.analysis.steps.steps import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, names_in, root_name
-from autofix.analysis.tracing import python_effect
-from autofix.analysis.training import TrainingModel, batch_size_of, compile_of, fit_datasets
+from autofix.analysis.steps.tracing import python_effect
+from autofix.analysis.training.training import TrainingModel, batch_size_of, compile_of, fit_datasets
 from autofix.codegen import (
     BlockEdits,
     NotFound,

@@ -10,7 +10,7 @@ per example), and regularization divided by it too (``tf.nn.scale_regularization
 Only the loss counts: what a step (or anything it calls in this file: helpers, methods,
 lambdas, a loss object's own ``__call__``) differentiates with ``tape.gradient``,
 ``tf.gradients`` or ``optimizer.minimize``, followed backwards term by term
-(:mod:`autofix.analysis.losses`). A ``reduce_mean`` that only feeds a metric or a log is not a
+(:mod:`autofix.analysis.steps.losses`). A ``reduce_mean`` that only feeds a metric or a log is not a
 finding. Found, with what it does (measured on TF 2.21, Keras 3.15 and tf_keras 2.21):
 
 - ``tf.reduce_mean`` of a replica's values, not divided by the replica count on its way to the
@@ -32,7 +32,7 @@ that runs the step is in view, else ``tf.distribute.get_replica_context()``'s.
 
 A loss is fixed whole or not at all: every unscaled term of it, or none, so that the balance
 between its terms never changes; and only when every use of a value the fix changes is
-accounted for (:mod:`autofix.analysis.valueflow`: the gradient, ``strategy.reduce(SUM, ...)``
+accounted for (:mod:`autofix.analysis.steps.valueflow`: the gradient, ``strategy.reduce(SUM, ...)``
 of what the step returns). When another use is not (a metric, a log, what ``train_step``
 returns to Keras, a helper also used for evaluation, ``ReduceOp.MEAN``) and every term is a
 per-replica mean (or the summed ``model.losses``), the loss is left as it is and the tape
@@ -66,14 +66,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from autofix.analysis.callees import Callables
-from autofix.analysis.lossobjects import keras_own, loss_objects, object_uses
-from autofix.analysis.losses import Term, loss_terms_of
-from autofix.analysis.masking import mask_source
-from autofix.analysis.multiworker import MultiWorker
-from autofix.analysis.steps import Steps
+from autofix.analysis.facts.callees import Callables
+from autofix.analysis.steps.lossobjects import keras_own, loss_objects, object_uses
+from autofix.analysis.steps.losses import Term, loss_terms_of
+from autofix.analysis.steps.masking import mask_source
+from autofix.analysis.training.multiworker import MultiWorker
+from autofix.analysis.steps.steps import Steps
 from autofix.analysis.syntax import attribute_path
-from autofix.analysis.valueflow import summed, unaccounted_use
+from autofix.analysis.steps.valueflow import summed, unaccounted_use
 from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias, visible_at, with_reduction_none
 from autofix.rule import Example, Rule
 from autofix.tf.symbols import Kind

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from autofix.analysis.dataflow import PASSTHROUGH
-from autofix.analysis.multiworker import MULTI_WORKER, MultiWorker
+from autofix.analysis.facts.dataflow import PASSTHROUGH
+from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker
 from autofix.analysis.syntax import argument_value, attribute_path, calls_in
 from autofix.codegen import NotFound
 from autofix.rule import Example, Rule

@@ -13,7 +13,7 @@ returns (its loss with ``strategy.reduce(SUM, ...)``, what its metrics show with
 or has no Python side effect that tracing would run once (the step itself is not: a
 tf.function inside ``strategy.run`` cannot aggregate gradients). A step written inline in a loop
 body is first moved into a function of its own that the loop calls with the batch (see
-:mod:`autofix.analysis.inline_steps`; ``_tfd010_inline.py`` writes it), and the next pass
+:mod:`autofix.analysis.migration.inline_steps`; ``_tfd010_inline.py`` writes it), and the next pass
 migrates that function as any custom step. A method of a Keras model of
 this file that the loop calls on the one object it makes (``model.train(x)``) is such a step
 too: the wrapper runs ``strategy.run(model.train, ...)``, and the object's construction (with
@@ -29,7 +29,7 @@ each problem is named.
 
 Not fixed (not migrated; reported with the reason):
 - a step written inline in the loop body that cannot be split safely (the reasons are those of
-  :mod:`autofix.analysis.inline_steps`);
+  :mod:`autofix.analysis.migration.inline_steps`);
 - a method step called on an object that is not one name bound once to a Keras model or layer
   of this file, also called by the class itself, keeping Python state on its object
   (``self.steps += 1``: N times per step), or applying an optimizer that cannot be followed to
@@ -53,14 +53,14 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.codemods._tfd010_inline import extract
-from autofix.analysis.migration import KINDS, ROWS, CustomStep, Refusal, SingleDevice
-from autofix.analysis.migration_models import ModelPrep
-from autofix.analysis.step_logs import LOGS
-from autofix.analysis.placement import Placement
-from autofix.analysis.steps import Steps
+from autofix.analysis.migration.migration import KINDS, ROWS, CustomStep, Refusal, SingleDevice
+from autofix.analysis.migration.migration_models import ModelPrep
+from autofix.analysis.migration.step_logs import LOGS
+from autofix.analysis.migration.placement import Placement
+from autofix.analysis.steps.steps import Steps
 from autofix.analysis.syntax import is_wall
-from autofix.analysis.tracing import python_effect
-from autofix.analysis.multiworker import MultiWorker
+from autofix.analysis.steps.tracing import python_effect
+from autofix.analysis.training.multiworker import MultiWorker
 from autofix.codegen import BlockEdits, NotFound, ScopeSpan, fresh_name, module_alias, visible_at, wrap_spans
 from autofix.rule import Example, Rule
 

@@ -18,10 +18,10 @@ import libcst as cst
 import pytest
 from fixturecases import FIXTURES
 
-from autofix.analysis.keras1 import first_keras
+from autofix.analysis.facts.keras1 import first_keras
 from autofix.analysis.program import Program
-from autofix.analysis.sizes import Sizes
-from autofix.analysis.values import Values
+from autofix.analysis.facts.sizes import Sizes
+from autofix.analysis.core.values import Values
 from autofix.engine import Options, _parsed, analyse
 from codemods.tfd002_unscaled_batch.first_batches import MAX_REPLICAS, uneven
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from autofix.analysis.facts import Facts
-from autofix.analysis.lossobjects import loss_objects, object_uses
+from autofix.analysis.facts.facts import Facts
+from autofix.analysis.steps.lossobjects import loss_objects, object_uses
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import nodes_in
 from autofix.engine import _parsed

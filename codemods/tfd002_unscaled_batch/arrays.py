@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from autofix.analysis.dataflow import LOADERS, PASSTHROUGH
-from autofix.analysis.facts import Facts
+from autofix.analysis.facts.dataflow import LOADERS, PASSTHROUGH
+from autofix.analysis.facts.facts import Facts
 from autofix.analysis.program import Program
-from autofix.analysis.sizes import Sizes
+from autofix.analysis.facts.sizes import Sizes
 from autofix.analysis.syntax import nodes_in
 
 _ARRAY_MAKERS = (

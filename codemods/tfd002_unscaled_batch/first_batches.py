@@ -9,7 +9,7 @@ examples is min(V, B x N): the global batch, which splits, when V >= B x N, else
 must be a multiple of N. The validation set of arrays (``validation_split=``,
 ``validation_data=(x, y)``) is batched with fit's ``batch_size`` unless
 ``validation_batch_size=`` is given, and is often small. Its size comes from
-:mod:`autofix.analysis.sizes` (``validation_split=`` as Keras splits: the last ``V - floor(V *
+:mod:`autofix.analysis.facts.sizes` (``validation_split=`` as Keras splits: the last ``V - floor(V *
 (1 - split))`` examples validate).
 
 The replica counts it is held to: 1 to ``MAX_REPLICAS``, the GPUs of one machine, which is
@@ -38,9 +38,9 @@ import math
 
 import libcst as cst
 
-from autofix.analysis.facts import Facts
+from autofix.analysis.facts.facts import Facts
 from autofix.analysis.program import Program
-from autofix.analysis.sizes import Sizes
+from autofix.analysis.facts.sizes import Sizes
 from autofix.analysis.syntax import argument_value, nodes_in
 
 from .arrays import Data

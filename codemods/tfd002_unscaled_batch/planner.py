@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from autofix.analysis import ordering
-from autofix.analysis.contexts import Context, Contexts
-from autofix.analysis.dataflow import DataFlow, Flow
-from autofix.analysis.facts import UNKNOWN_STRATEGY, Facts
+from autofix.analysis.facts import ordering
+from autofix.analysis.facts.contexts import Context, Contexts
+from autofix.analysis.facts.dataflow import DataFlow, Flow
+from autofix.analysis.facts.facts import UNKNOWN_STRATEGY, Facts
 from autofix.analysis.syntax import parameter_argument
-from autofix.analysis.training import TrainingModel
+from autofix.analysis.training.training import TrainingModel
 from autofix.rule import SUPPRESSED, Rule
 
 from .edits import FixWriter

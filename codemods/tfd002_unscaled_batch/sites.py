@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from autofix.analysis.dataflow import LOADER_DEFAULT_BATCH, LOADERS, DataFlow, Flow
-from autofix.analysis.facts import Facts
+from autofix.analysis.facts.dataflow import LOADER_DEFAULT_BATCH, LOADERS, DataFlow, Flow
+from autofix.analysis.facts.facts import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument
 

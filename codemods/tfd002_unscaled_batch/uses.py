@@ -21,10 +21,10 @@ from typing import Callable
 
 import libcst as cst
 
-from autofix.analysis.dataflow import EVALUATE_SINKS, PREDICT_SINKS, TRAIN_SINKS
-from autofix.analysis.facts import Facts
+from autofix.analysis.facts.dataflow import EVALUATE_SINKS, PREDICT_SINKS, TRAIN_SINKS
+from autofix.analysis.facts.facts import Facts
 from autofix.analysis.program import Program
-from autofix.analysis.steps import Steps
+from autofix.analysis.steps.steps import Steps
 
 # Part of the web's own definition: ``B *= 2``, ``B = B * 2``.
 DEFINITION = "definition"

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from autofix.analysis.contexts import Context, index_of
+from autofix.analysis.facts.contexts import Context, index_of
 
 from .uses import CHECKED, DERIVED, DISPLAY, EVALUATION, KEPT, PER_REPLICA, REPLICA, TRAINING, Web
 

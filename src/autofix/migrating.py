@@ -15,8 +15,8 @@ import difflib
 import re
 from dataclasses import replace
 
-from autofix.analysis.migrated import unscaled_batches
-from autofix.analysis.migration import SingleDevice
+from autofix.analysis.migration.migrated import unscaled_batches
+from autofix.analysis.migration.migration import SingleDevice
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import CELL_MARKER
 from autofix.prefilter import NOT_TRAINING  # noqa: F401  (the engine names it through this module)
@@ -45,7 +45,7 @@ def unscaled(program: Program) -> list[tuple[int, str]]:
 
 def unfinished(program: Program, outcome) -> list[tuple[int, str]]:
     """Where migrated code still trains on one device, with why: a first pass moved a step
-    written in a loop into a function (see :mod:`autofix.analysis.inline_steps`), and the
+    written in a loop into a function (see :mod:`autofix.analysis.migration.inline_steps`), and the
     migration rule could not then migrate the file (its findings on that code say why)."""
     single = SingleDevice.of(program)
     if single.uses_strategy or not single.trains:

@@ -20,19 +20,19 @@ from functools import cached_property
 import libcst as cst
 
 from autofix.analysis import Derived
-from autofix.analysis.booleans import boolean_input
-from autofix.analysis.facts import Facts
-from autofix.analysis.inline_steps import InlineStep, InlineSteps
-from autofix.analysis.keras1 import first_keras
-from autofix.analysis.method_steps import MethodSteps
+from autofix.analysis.facts.booleans import boolean_input
+from autofix.analysis.facts.facts import Facts
+from autofix.analysis.migration.inline_steps import InlineStep, InlineSteps
+from autofix.analysis.facts.keras1 import first_keras
+from autofix.analysis.steps.method_steps import MethodSteps
 from autofix.analysis.program import Program
-from autofix.analysis.raw_variables import RawVariables, raw_variables
-from autofix.analysis.step_logs import LOGS, shown
-from autofix.analysis.step_losses import unknown_term
-from autofix.analysis.steps import Steps, words
+from autofix.analysis.steps.raw_variables import RawVariables, raw_variables
+from autofix.analysis.migration.step_logs import LOGS, shown
+from autofix.analysis.steps.step_losses import unknown_term
+from autofix.analysis.steps.steps import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
-from autofix.analysis.tracing import host_random
-from autofix.analysis.training import FIT_METHODS, Site, TrainingModel
+from autofix.analysis.steps.tracing import host_random
+from autofix.analysis.training.training import FIT_METHODS, Site, TrainingModel
 from autofix.tf.symbols import IN_BATCH_OBJECTIVES, Kind
 
 # What a step returns that is one row per example of its batch (a model's output): the
@@ -402,7 +402,7 @@ class SingleDevice(Derived):
         return bool(bindings) and all(id(b) in self._loss_bindings(step) for b in bindings)
 
     def _loss_bindings(self, step: cst.FunctionDef) -> set[int]:
-        from autofix.analysis.losses import loss_terms_of
+        from autofix.analysis.steps.losses import loss_terms_of
 
         found: set[int] = set()
         for call in self.steps_analysis.calls(step):

@@ -8,11 +8,11 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.analysis import Derived
-from autofix.analysis.facts import Facts
-from autofix.analysis.migration import Refusal, SingleDevice
+from autofix.analysis.facts.facts import Facts
+from autofix.analysis.migration.migration import Refusal, SingleDevice
 from autofix.analysis.program import Block, Program
 from autofix.analysis.syntax import nodes_in
-from autofix.analysis.training import TrainingModel
+from autofix.analysis.training.training import TrainingModel
 
 # Calls whose effect the strategy must not precede (what seeds the random generators): the
 # strategy is made after them, as a script's reader expects.
@@ -103,7 +103,7 @@ class Placement(Derived):
         """The index in ``block`` where the strategy is made: after the imports, device setup,
         mixed-precision policy and seeding that come before the first statement of the
         training, and before that statement."""
-        from autofix.analysis.ordering import effects_of
+        from autofix.analysis.facts.ordering import effects_of
 
         body = list(block.body)
         anchors = self.anchors()

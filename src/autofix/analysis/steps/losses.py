@@ -36,9 +36,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from autofix.analysis.callees import Callables, Callee, tf_names
-from autofix.analysis.lossobjects import common_reduction, construction_reduction, keras_loss_class, keras_loss_function, keras_own, loss_objects
-from autofix.analysis.steps import Steps, counts_replicas, inverse_count
+from autofix.analysis.facts.callees import Callables, Callee, tf_names
+from autofix.analysis.steps.lossobjects import common_reduction, construction_reduction, keras_loss_class, keras_loss_function, keras_own, loss_objects
+from autofix.analysis.steps.steps import Steps, counts_replicas, inverse_count
 from autofix.analysis.syntax import argument_value, nodes_in
 from autofix.tf.index import Binding
 from autofix.tf.losses import (

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from autofix.analysis.callees import Callables
-from autofix.analysis.facts import Facts
+from autofix.analysis.facts.callees import Callables
+from autofix.analysis.facts.facts import Facts
 from autofix.analysis.syntax import attribute_path
 from autofix.tf.symbols import Kind
 

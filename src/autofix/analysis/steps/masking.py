@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from autofix.analysis.callees import Callables, Callee
-from autofix.analysis.facts import Facts
+from autofix.analysis.facts.callees import Callables, Callee
+from autofix.analysis.facts.facts import Facts
 from autofix.analysis.syntax import argument_value, nodes_in
 from autofix.tf.symbols import Kind
 

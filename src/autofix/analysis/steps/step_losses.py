@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from autofix.analysis.losses import loss_terms_of
+from autofix.analysis.steps.losses import loss_terms_of
 from autofix.analysis.program import Program
-from autofix.analysis.steps import Steps
+from autofix.analysis.steps.steps import Steps
 from autofix.analysis.syntax import argument_value, nodes_in
 
 

@@ -15,8 +15,8 @@ from typing import Callable, Iterator
 import libcst as cst
 
 from autofix.analysis import Derived
-from autofix.analysis.callees import RUN_METHODS, Callables, tf_names, words
-from autofix.analysis.facts import Facts
+from autofix.analysis.facts.callees import RUN_METHODS, Callables, tf_names, words
+from autofix.analysis.facts.facts import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
 from autofix.tf.symbols import SINGLE_REPLICA

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from autofix.analysis.callees import Callables, tf_names
-from autofix.analysis.steps import Steps
+from autofix.analysis.facts.callees import Callables, tf_names
+from autofix.analysis.steps.steps import Steps
 from autofix.analysis.syntax import argument_value
 from autofix.tf.losses import PASS_METHODS
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from autofix.analysis.callees import words
-from autofix.analysis.inputs import Feed, Inputs, is_self_attribute
-from autofix.analysis.losses import loss_terms_of
+from autofix.analysis.facts.callees import words
+from autofix.analysis.training.inputs import Feed, Inputs, is_self_attribute
+from autofix.analysis.steps.losses import loss_terms_of
 from autofix.analysis.syntax import argument_value, nodes_in
-from autofix.analysis.training import batch_size_of
+from autofix.analysis.training.training import batch_size_of
 
 
 @dataclass(frozen=True)

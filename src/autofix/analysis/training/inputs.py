@@ -26,9 +26,9 @@ from functools import cached_property
 import libcst as cst
 
 from autofix.analysis import Derived
-from autofix.analysis.callees import Callables
-from autofix.analysis.dataflow import LOADERS, PASSTHROUGH
-from autofix.analysis.steps import Steps, words
+from autofix.analysis.facts.callees import Callables
+from autofix.analysis.facts.dataflow import LOADERS, PASSTHROUGH
+from autofix.analysis.steps.steps import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path
 from autofix.tf.symbols import Kind
 
