@@ -63,14 +63,14 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.analysis.facts.dataflow import PASSTHROUGH
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.training.distribution import NotDistributable, distribution
 from autofix.analysis.training.inputs import Feed, Inputs
 from autofix.analysis.program import Program
-from autofix.analysis.steps.steps import Steps, words
+from autofix.analysis.steps.custom import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, names_in, root_name
 from autofix.analysis.steps.tracing import python_effect
-from autofix.analysis.training.training import TrainingModel, batch_size_of, compile_of, fit_datasets
+from autofix.analysis.training.sites import TrainingModel, batch_size_of, compile_of, fit_datasets
 from autofix.codegen import (
     BlockEdits,
     NotFound,

@@ -32,7 +32,7 @@ that runs the step is in view, else ``tf.distribute.get_replica_context()``'s.
 
 A loss is fixed whole or not at all: every unscaled term of it, or none, so that the balance
 between its terms never changes; and only when every use of a value the fix changes is
-accounted for (:mod:`autofix.analysis.steps.valueflow`: the gradient, ``strategy.reduce(SUM, ...)``
+accounted for (:mod:`autofix.analysis.steps.changed_values`: the gradient, ``strategy.reduce(SUM, ...)``
 of what the step returns). When another use is not (a metric, a log, what ``train_step``
 returns to Keras, a helper also used for evaluation, ``ReduceOp.MEAN``) and every term is a
 per-replica mean (or the summed ``model.losses``), the loss is left as it is and the tape
@@ -71,9 +71,9 @@ from autofix.analysis.steps.lossobjects import keras_own, loss_objects, object_u
 from autofix.analysis.steps.losses import Term, loss_terms_of
 from autofix.analysis.steps.masking import mask_source
 from autofix.analysis.training.multiworker import MultiWorker
-from autofix.analysis.steps.steps import Steps
+from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import attribute_path
-from autofix.analysis.steps.valueflow import summed, unaccounted_use
+from autofix.analysis.steps.changed_values import summed, unaccounted_use
 from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias, visible_at, with_reduction_none
 from autofix.rule import Example, Rule
 from autofix.tf.symbols import Kind

@@ -33,9 +33,9 @@ import re
 import libcst as cst
 
 from autofix.analysis.facts.contexts import Contexts
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
-from autofix.analysis.steps.steps import REPLICA_WORDS, named_for, words
+from autofix.analysis.steps.custom import REPLICA_WORDS, named_for, words
 from autofix.codegen import scaled
 from autofix.rule import Example, Rule
 from autofix.tf.symbols import SINGLE_REPLICA, Kind

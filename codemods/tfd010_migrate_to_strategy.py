@@ -53,11 +53,11 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.codemods._tfd010_inline import extract
-from autofix.analysis.migration.migration import KINDS, ROWS, CustomStep, Refusal, SingleDevice
-from autofix.analysis.migration.migration_models import ModelPrep
+from autofix.analysis.migration.single_device import KINDS, ROWS, CustomStep, Refusal, SingleDevice
+from autofix.analysis.migration.model_prep import ModelPrep
 from autofix.analysis.migration.step_logs import LOGS
 from autofix.analysis.migration.placement import Placement
-from autofix.analysis.steps.steps import Steps
+from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import is_wall
 from autofix.analysis.steps.tracing import python_effect
 from autofix.analysis.training.multiworker import MultiWorker

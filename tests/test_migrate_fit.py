@@ -21,7 +21,7 @@ from fixturecases import FIXTURES
 from autofix.analysis.facts.keras1 import first_keras
 from autofix.analysis.program import Program
 from autofix.analysis.facts.sizes import Sizes
-from autofix.analysis.core.values import Values
+from autofix.analysis.core.value_flow import Values
 from autofix.engine import Options, _parsed, analyse
 from codemods.tfd002_unscaled_batch.first_batches import MAX_REPLICAS, uneven
 

@@ -11,11 +11,11 @@ import importlib.util
 import libcst as cst
 import pytest
 
-from autofix.analysis.migration.migration import SingleDevice
+from autofix.analysis.migration.single_device import SingleDevice
 from autofix.analysis.program import Program
-from autofix.analysis.steps.steps import Steps
+from autofix.analysis.steps.custom import Steps
 from autofix.analysis.steps.tracing import python_effect
-from autofix.analysis.core.values import Values
+from autofix.analysis.core.value_flow import Values
 from autofix.engine import Options, _parsed, analyse
 
 MIGRATE = Options(migrate="mirrored")

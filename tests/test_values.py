@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.steps.lossobjects import loss_objects, object_uses
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import nodes_in

@@ -40,10 +40,10 @@ import libcst as cst
 
 from autofix.analysis.facts import ordering
 from autofix.analysis.facts.contexts import Context, Contexts, index_of
-from autofix.analysis.facts.facts import COMPILE, TRAIN, Strategy
+from autofix.analysis.facts.script import COMPILE, TRAIN, Strategy
 from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker
 from autofix.analysis.syntax import calls_in, is_wall, names_in, root_name
-from autofix.analysis.training.training import Site, TrainingModel
+from autofix.analysis.training.sites import Site, TrainingModel
 from autofix.codegen import BlockEdits, ScopeSpan, reordered, wrap_spans
 from autofix.rule import SUPPRESSED, Example, Rule
 from autofix.tf.symbols import Kind

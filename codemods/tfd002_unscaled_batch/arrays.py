@@ -7,7 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.analysis.facts.dataflow import LOADERS, PASSTHROUGH
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.facts.sizes import Sizes
 from autofix.analysis.syntax import nodes_in

@@ -7,7 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.analysis.facts.contexts import Context
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.syntax import argument_value
 from autofix.codegen import BlockEdits, add_argument, add_keyword, fresh_name, scaled
 

@@ -28,9 +28,9 @@ from functools import cached_property
 
 import libcst as cst
 
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
-from autofix.analysis.steps.steps import Steps
+from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import argument_value, parameter_argument
 from autofix.tf.symbols import IN_BATCH_OBJECTIVES
 

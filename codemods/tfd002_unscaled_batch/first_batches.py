@@ -38,7 +38,7 @@ import math
 
 import libcst as cst
 
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.facts.sizes import Sizes
 from autofix.analysis.syntax import argument_value, nodes_in

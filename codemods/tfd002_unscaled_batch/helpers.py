@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from autofix.analysis.facts.dataflow import DataFlow, Flow
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.codegen import fresh_name
 
 

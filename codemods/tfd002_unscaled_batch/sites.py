@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from autofix.analysis.facts.dataflow import LOADER_DEFAULT_BATCH, LOADERS, DataFlow, Flow
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument
 

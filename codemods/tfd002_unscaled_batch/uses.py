@@ -22,9 +22,9 @@ from typing import Callable
 import libcst as cst
 
 from autofix.analysis.facts.dataflow import EVALUATE_SINKS, PREDICT_SINKS, TRAIN_SINKS
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
-from autofix.analysis.steps.steps import Steps
+from autofix.analysis.steps.custom import Steps
 
 # Part of the web's own definition: ``B *= 2``, ``B = B * 2``.
 DEFINITION = "definition"

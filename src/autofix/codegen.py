@@ -19,7 +19,7 @@ from typing import Collection, Callable, Mapping, Sequence
 
 import libcst as cst
 
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import names_in
 from autofix.tf.symbols import Kind

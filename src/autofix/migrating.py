@@ -16,7 +16,7 @@ import re
 from dataclasses import replace
 
 from autofix.analysis.migration.migrated import unscaled_batches
-from autofix.analysis.migration.migration import SingleDevice
+from autofix.analysis.migration.single_device import SingleDevice
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import CELL_MARKER
 from autofix.prefilter import NOT_TRAINING  # noqa: F401  (the engine names it through this module)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 # The strategies ``autofix migrate --strategy`` moves a script to (described in
-# :mod:`autofix.analysis.migration.migration`); the first is the default.
+# :mod:`autofix.analysis.migration.single_device`); the first is the default.
 STRATEGIES = ("mirrored", "multiworker")
 
 

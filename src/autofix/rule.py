@@ -25,7 +25,7 @@ from typing import Any, Callable, ClassVar, Mapping
 
 import libcst as cst
 
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
 from autofix.codegen import BlockEdits, NotFound
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.syntax import argument_value
 
 _BOOL = frozenset({"bool", "numpy.bool_", "numpy.bool", "tensorflow.bool"})

@@ -16,7 +16,7 @@ from typing import Iterator
 import libcst as cst
 
 from autofix.analysis import Derived
-from autofix.analysis.facts.facts import COMPILE, Facts, Strategy
+from autofix.analysis.facts.script import COMPILE, Facts, Strategy
 from autofix.analysis.program import Block, Program
 from autofix.tf.symbols import Kind
 

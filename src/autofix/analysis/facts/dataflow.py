@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from autofix.analysis import Derived
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import parameter_for
 

@@ -144,7 +144,7 @@ class _Collect(cst.CSTVisitor):
         """What a local function the statement calls does: its device setup is a barrier,
         its ``sys.exit()`` an exit, the module-level names it reads and writes are read and
         written by the call."""
-        from autofix.analysis.facts.facts import Facts
+        from autofix.analysis.facts.script import Facts
 
         function = Facts.of(self.program).local_definition(call.func)
         if not isinstance(function, cst.FunctionDef) or function in self.seen:

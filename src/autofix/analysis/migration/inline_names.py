@@ -13,11 +13,11 @@ from typing import Protocol
 
 import libcst as cst
 
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.core.inline_flow import Flow, Unsplittable, position_of
 from autofix.analysis.steps.losses import loss_terms_of
 from autofix.analysis.program import Program
-from autofix.analysis.steps.steps import Steps
+from autofix.analysis.steps.custom import Steps
 from autofix.tf.index import Scope
 
 

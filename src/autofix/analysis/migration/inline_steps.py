@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from autofix.analysis import Derived
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.core.inline_flow import Flow, NotSplit, Unsplittable, position_of
 from autofix.analysis.migration.inline_names import loop_targets, split_names
 from autofix.analysis.program import Program
-from autofix.analysis.steps.steps import Steps
+from autofix.analysis.steps.custom import Steps
 from autofix.analysis.steps.tracing import statement_effect
 from autofix.tf.symbols import Kind
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.analysis.facts.dataflow import PASSTHROUGH
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.training.inputs import Inputs
-from autofix.analysis.migration.migration import Refusal
+from autofix.analysis.migration.single_device import Refusal
 from autofix.analysis.program import Program
-from autofix.analysis.steps.steps import Steps
+from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import argument_value, nodes_in
-from autofix.analysis.training.training import TrainingModel, batch_size_of
+from autofix.analysis.training.sites import TrainingModel, batch_size_of
 
 
 def unscaled_batches(program: Program) -> list[Refusal]:

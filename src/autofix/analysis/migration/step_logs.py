@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
-from autofix.analysis.training.training import TrainingModel
+from autofix.analysis.training.sites import TrainingModel
 from autofix.tf.symbols import Kind
 
 METRIC, LOGS = "metric", "logs"

@@ -38,7 +38,7 @@ import libcst as cst
 
 from autofix.analysis.facts.callees import Callables, Callee, tf_names
 from autofix.analysis.steps.lossobjects import common_reduction, construction_reduction, keras_loss_class, keras_loss_function, keras_own, loss_objects
-from autofix.analysis.steps.steps import Steps, counts_replicas, inverse_count
+from autofix.analysis.steps.custom import Steps, counts_replicas, inverse_count
 from autofix.analysis.syntax import argument_value, nodes_in
 from autofix.tf.index import Binding
 from autofix.tf.losses import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.analysis.facts.callees import Callables
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.syntax import attribute_path
 from autofix.tf.symbols import Kind
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.analysis.facts.callees import Callables, Callee
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.syntax import argument_value, nodes_in
 from autofix.tf.symbols import Kind
 

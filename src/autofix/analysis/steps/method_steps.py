@@ -16,7 +16,7 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.analysis.facts.callees import Callables
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import attribute_path, nodes_in
 from autofix.tf.symbols import Kind
@@ -24,7 +24,7 @@ from autofix.tf.symbols import Kind
 
 class MethodSteps:
     """Follows a method that applies gradients to the method the loop calls (built per
-    :class:`~autofix.analysis.migration.migration.SingleDevice`)."""
+    :class:`~autofix.analysis.migration.single_device.SingleDevice`)."""
 
     def __init__(self, program: Program) -> None:
         self.program = program

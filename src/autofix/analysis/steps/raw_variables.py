@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
-from autofix.analysis.steps.steps import Steps
+from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import nodes_in
 
 VARIABLE = "tensorflow.Variable"

@@ -18,7 +18,7 @@ import libcst as cst
 
 from autofix.analysis.steps.losses import loss_terms_of
 from autofix.analysis.program import Program
-from autofix.analysis.steps.steps import Steps
+from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import argument_value, nodes_in
 
 

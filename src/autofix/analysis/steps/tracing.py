@@ -24,9 +24,9 @@ from typing import Callable
 
 import libcst as cst
 
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
-from autofix.analysis.steps.steps import Steps
+from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import attribute_path, root_name
 from autofix.tf.index import Binding
 from autofix.tf.symbols import TRAIN_METHODS, Kind

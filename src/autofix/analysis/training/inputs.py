@@ -28,7 +28,7 @@ import libcst as cst
 from autofix.analysis import Derived
 from autofix.analysis.facts.callees import Callables
 from autofix.analysis.facts.dataflow import LOADERS, PASSTHROUGH
-from autofix.analysis.steps.steps import Steps, words
+from autofix.analysis.steps.custom import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path
 from autofix.tf.symbols import Kind
 

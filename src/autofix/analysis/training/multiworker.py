@@ -20,10 +20,10 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.facts.contexts import Contexts
-from autofix.analysis.facts.facts import Facts, Strategy
+from autofix.analysis.facts.script import Facts, Strategy
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import attribute_path, names_in
-from autofix.analysis.training.training import TrainingModel
+from autofix.analysis.training.sites import TrainingModel
 
 MULTI_WORKER = frozenset({"MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy"})
 LEGACY_KERAS = "TF_USE_LEGACY_KERAS"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from autofix.analysis.facts.callees import Callables, tf_names
-from autofix.analysis.steps.steps import Steps
+from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import argument_value
 from autofix.tf.losses import PASS_METHODS
 

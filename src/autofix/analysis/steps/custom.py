@@ -16,7 +16,7 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.facts.callees import RUN_METHODS, Callables, tf_names, words
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
 from autofix.tf.symbols import SINGLE_REPLICA

@@ -11,8 +11,8 @@ import libcst as cst
 from autofix.analysis import Derived
 from autofix.analysis.facts.contexts import Contexts
 from autofix.analysis.facts.dataflow import PASSTHROUGH
-from autofix.analysis.facts.facts import COMPILE, TRAIN, UNKNOWN_STRATEGY, Facts
-from autofix.analysis.steps.steps import Steps
+from autofix.analysis.facts.script import COMPILE, TRAIN, UNKNOWN_STRATEGY, Facts
+from autofix.analysis.steps.custom import Steps
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value, attribute_path, parameter_argument
 from autofix.tf import symbols

@@ -9,11 +9,11 @@ from functools import cached_property
 import libcst as cst
 
 from autofix.analysis import Derived
-from autofix.analysis.facts.facts import Facts
-from autofix.analysis.migration.migration import Refusal
+from autofix.analysis.facts.script import Facts
+from autofix.analysis.migration.single_device import Refusal
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value, nodes_in
-from autofix.analysis.training.training import Site, TrainingModel
+from autofix.analysis.training.sites import Site, TrainingModel
 from autofix.tf.symbols import Kind
 
 

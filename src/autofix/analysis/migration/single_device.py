@@ -21,7 +21,7 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.facts.booleans import boolean_input
-from autofix.analysis.facts.facts import Facts
+from autofix.analysis.facts.script import Facts
 from autofix.analysis.migration.inline_steps import InlineStep, InlineSteps
 from autofix.analysis.facts.keras1 import first_keras
 from autofix.analysis.steps.method_steps import MethodSteps
@@ -29,10 +29,10 @@ from autofix.analysis.program import Program
 from autofix.analysis.steps.raw_variables import RawVariables, raw_variables
 from autofix.analysis.migration.step_logs import LOGS, shown
 from autofix.analysis.steps.step_losses import unknown_term
-from autofix.analysis.steps.steps import Steps, words
+from autofix.analysis.steps.custom import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
 from autofix.analysis.steps.tracing import host_random
-from autofix.analysis.training.training import FIT_METHODS, Site, TrainingModel
+from autofix.analysis.training.sites import FIT_METHODS, Site, TrainingModel
 from autofix.tf.symbols import IN_BATCH_OBJECTIVES, Kind
 
 # What a step returns that is one row per example of its batch (a model's output): the

@@ -18,7 +18,7 @@ import libcst as cst
 from autofix.analysis import Derived, environment
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value, attribute_path
-from autofix.analysis.core.values import Values
+from autofix.analysis.core.value_flow import Values
 from autofix.tf import symbols
 from autofix.tf.symbols import Kind
 
