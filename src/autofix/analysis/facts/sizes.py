@@ -30,7 +30,8 @@ import libcst as cst
 from autofix.analysis import Derived
 from autofix.analysis.facts import loaders
 from autofix.analysis.syntax import argument, argument_value
-from autofix.analysis.core.value_flow import ANY, Origin, Values
+from autofix.analysis.core.origins import ANY, Origin
+from autofix.analysis.core.value_flow import Values
 
 # Calls whose result has their first argument's examples.
 _SAME_ROWS = frozenset(

@@ -1,0 +1,267 @@
+"""Names, bindings and definitions: which bindings of a name reach a read, what a binding
+assigns, what a name defines, where a bound value is read. Part of
+:class:`~autofix.analysis.core.value_flow.Values`."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from autofix.analysis.program import Program
+
+
+class Bindings:
+    """The names section of :class:`~autofix.analysis.core.value_flow.Values`."""
+
+    # --- names, bindings and definitions ----------------------------------------------------------
+
+    def assigned_value(self, binding: cst.CSTNode) -> cst.BaseExpression | None:
+        """The value bound by a simple assignment ``name = value`` (None for anything else)."""
+        parent = self.program.parent(binding)
+        if isinstance(parent, cst.AssignTarget):
+            assign = self.program.parent(parent)
+            if isinstance(assign, cst.Assign):
+                return assign.value
+        elif isinstance(parent, cst.AnnAssign) and parent.target is binding:
+            return parent.value
+        elif isinstance(parent, cst.NamedExpr) and parent.target is binding:
+            return parent.value
+        return None
+
+    def bindings(self, name: cst.Name) -> list[cst.CSTNode] | None:
+        """The nodes that bind a name where it is used (for a name being assigned: every
+        binding of that name in its scope), or None if any of them is an import, a builtin or
+        unknown. In source order."""
+        access = self.program.access(name)
+        if access is not None:
+            referents = access.referents
+        else:
+            # A name being bound: every binding of it in the scope that owns it (a ``global``
+            # name assigned in a function belongs to the module).
+            binding = self.program.assignment(name)
+            scope = binding.scope if binding is not None else self.program.scope(name)
+            referents = scope.assignments(name.value) if scope is not None else []
+        if not referents:
+            return None
+        pairs = []
+        for referent in referents:
+            if referent.kind in ("import", "builtin"):
+                return None
+            pairs.append((referent.index, referent.node))
+        pairs.sort(key=lambda pair: pair[0])
+        return [node for _, node in pairs]
+
+    def reaching_bindings(self, name: cst.Name) -> list[cst.CSTNode] | None:
+        """:meth:`bindings` of a name that is read, without those that a later binding
+        certainly replaces first: one made by a statement of a block that the read is in (or
+        in a ``with`` body there), before the read (``model = a(); model = b(); model.fit()``
+        reaches ``b()`` only)."""
+        nodes = self.bindings(name)
+        access = self.program.access(name)
+        if not nodes or len(nodes) == 1 or access is None:
+            return nodes
+        memo = self._reaching
+        if name in memo:
+            return memo[name]
+        memo[name] = nodes
+        closure = self._closure_reaching(name, nodes)
+        if closure is not None:
+            memo[name] = closure
+            return closure
+        path = {id(a): a for a in self.program.ancestors(name)}
+        bindings = self.program.index.bindings
+        for position in range(len(nodes) - 1, -1, -1):
+            binding = bindings.get(nodes[position])
+            # Bindings and reads are numbered in source order by the index.
+            if binding is None or binding.index > access.index:
+                continue
+            loop = _loop_of_target(self.program, nodes[position])
+            if loop is not None and _inside(self.program, name, loop.body):
+                # A loop's target is bound again before each pass of its body.
+                memo[name] = nodes[position:]
+                return memo[name]
+            statement = self.program.statement_of(nodes[position])
+            while statement is not None:
+                block = self.program.block_of(statement)
+                if block is None:
+                    break
+                if id(block) in path:
+                    # A ``for`` loop binds its target before each run of its body.
+                    if not _inside(self.program, name, statement) or _loop_body_read(self.program, statement, nodes[position], name):
+                        memo[name] = nodes[position:]
+                        return memo[name]
+                    break
+                # The body of a ``with`` runs whenever the ``with`` does.
+                holder = self.program.parent(block)
+                statement = holder if isinstance(holder, cst.With) else None
+        return nodes
+
+    def _closure_reaching(self, name: cst.Name, nodes: list[cst.CSTNode]) -> list[cst.CSTNode] | None:
+        """For a read in a function nested in the one that binds the name (a step defined in
+        ``main``), the bindings that can precede a run of it: made before one of the places
+        ``main`` uses the nested function (calls it, or hands it to ``strategy.run`` or
+        ``tf.function``), or in a loop around one. A model rebuilt for evaluation after
+        training is not the one the step trained. None when that cannot be told (the nested
+        function is also used elsewhere, or the name is bound in other scopes)."""
+        bindings = [self.program.index.bindings.get(n) for n in nodes]
+        if any(b is None for b in bindings) or len({id(b.scope) for b in bindings}) != 1:  # type: ignore[union-attr]
+            return None
+        owner = bindings[0].scope.node  # type: ignore[union-attr]
+        if isinstance(owner, cst.Module):
+            return self._global_reaching(name, nodes, bindings)
+        if not isinstance(owner, cst.FunctionDef):
+            return None
+        # The function nested directly in ``owner`` that the read is in.
+        nested = None
+        for ancestor in self.program.ancestors(name):
+            if ancestor is owner:
+                break
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                nested = ancestor
+        if not isinstance(nested, cst.FunctionDef):
+            return None
+        uses = self.references(nested)
+        if not uses or any(self.enclosing_function(u) is not owner for u in uses):
+            return None
+        reaching = []
+        for node, binding in zip(nodes, bindings):
+            for use in uses:
+                access = self.program.access(use)
+                if access is not None and (binding.index < access.index or self._loop_around(node, use, owner)):  # type: ignore[union-attr]
+                    reaching.append(node)
+                    break
+        return reaching or None
+
+    def _global_reaching(self, name: cst.Name, nodes: list[cst.CSTNode], bindings: list) -> list[cst.CSTNode] | None:
+        """For a read, in a function defined at module level, of a name the module binds more
+        than once (a notebook rebinding ``loss_fn`` cell after cell): the bindings that reach
+        the module-level statements that call the function (or hand it to ``strategy.run``),
+        as they would reach a read there. Every binding when the function is also used
+        otherwise (passed on, called from another function): it may run after any of them.
+        None when the read is not in such a function, or a binding is a ``global`` write."""
+        function = None
+        for ancestor in self.program.ancestors(name):
+            if isinstance(ancestor, (cst.Lambda, cst.ClassDef)):
+                return None
+            if isinstance(ancestor, cst.FunctionDef):
+                function = ancestor
+        if function is None or self.program.scope(function) is not self.program.scope(nodes[0]):
+            return None
+        if any(self.enclosing_function(node) is not None for node in nodes):
+            return None  # a ``global`` write: made when its function runs, not where it is written
+        module = self.program.module
+        calls = []
+        for use in self.references(function):
+            if function not in (self.reaching_bindings(use) or ()):  # another ``def`` of the name
+                continue
+            parent = self.program.parent(use)
+            called = isinstance(parent, cst.Call) and parent.func is use or self._run_of(parent) is not None
+            if not called or self.enclosing_function(use) is not None:
+                return nodes
+            calls.append(use)
+        if not calls:
+            return None
+        reaching: dict[int, cst.CSTNode] = {}
+        for use in calls:
+            access = self.program.access(use)
+            if access is None:
+                return None
+            for node, binding in sorted(zip(nodes, bindings), key=lambda pair: pair[1].index, reverse=True):
+                if binding.index > access.index:
+                    if self._loop_around(node, use, module):
+                        reaching[id(node)] = node
+                    continue
+                reaching[id(node)] = node
+                statement = self.program.statement_of(node)
+                if statement is not None and self.program.block_of(statement) is module and not isinstance(statement, (cst.For, cst.While)):
+                    break  # a module-level statement before the call: what it binds is what the call sees
+        return [n for n in nodes if id(n) in reaching] or None
+
+    def _loop_around(self, a: cst.CSTNode, b: cst.CSTNode, stop: cst.CSTNode) -> bool:
+        """Whether a loop inside ``stop`` contains both ``a`` and ``b``."""
+        loops_a = set()
+        for ancestor in self.program.ancestors(a):
+            if ancestor is stop:
+                break
+            if isinstance(ancestor, (cst.For, cst.While)):
+                loops_a.add(id(ancestor))
+        for ancestor in self.program.ancestors(b):
+            if ancestor is stop:
+                break
+            if id(ancestor) in loops_a:
+                return True
+        return False
+
+    def local_definition(self, expr: cst.BaseExpression) -> cst.FunctionDef | cst.ClassDef | None:
+        """The function or class of this module that ``expr`` (a name) refers to."""
+        if not isinstance(expr, cst.Name):
+            return None
+        nodes = self.bindings(expr)
+        if not nodes or len(nodes) != 1:
+            return None
+        node = nodes[0]
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            return node
+        return None
+
+    def is_module_reference(self, expr: cst.BaseExpression) -> bool:
+        """Whether ``expr`` is an imported name or an attribute path starting at one."""
+        while isinstance(expr, cst.Attribute):
+            expr = expr.value
+        return isinstance(expr, cst.Name) and self.program.is_import(expr)
+
+    def references(self, definition: cst.FunctionDef | cst.ClassDef) -> list[cst.CSTNode]:
+        """Every use of a function's or class's name in this module."""
+        assignment = self.program.assignment(definition)
+        return [access.node for access in assignment.references] if assignment is not None else []
+
+    def assigned_name(self, value: cst.BaseExpression) -> cst.Name | None:
+        """``name`` in ``name = value`` (or ``name: T = value``)."""
+        parent = self.program.parent(value)
+        target = None
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+            target = parent.targets[0].target
+        elif isinstance(parent, cst.AnnAssign):
+            target = parent.target
+        return target if isinstance(target, cst.Name) else None
+
+    def uses(self, name: cst.Name | cst.Param) -> list[cst.CSTNode]:
+        """The later reads of the value bound at ``name`` (an assignment target, or a
+        parameter or its name)."""
+        assignment = self.program.assignment(name)
+        if assignment is None:
+            parent = self.program.parent(name)
+            if isinstance(parent, cst.Param) and parent.name is name:
+                assignment = self.program.assignment(parent)
+        if assignment is None:
+            return []
+        node = assignment.node
+        # Not the reads that a later binding certainly replaces first (see reaching_bindings).
+        return [
+            access.node
+            for access in assignment.references
+            if not isinstance(access.node, cst.Name) or node in (self.reaching_bindings(access.node) or (node,))
+        ]
+
+    def names_of(self, expr: cst.BaseExpression) -> frozenset[str]:
+        return self.program.qualified_names(expr)
+
+
+def _loop_of_target(program: Program, node: cst.CSTNode) -> cst.For | None:
+    """The ``for`` loop whose target binds ``node`` (a name, or one unpacked from it)."""
+    child, parent = node, program.parent(node)
+    while isinstance(parent, (cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
+        child, parent = parent, program.parent(parent)
+    return parent if isinstance(parent, cst.For) and parent.target is child else None
+
+
+def _inside(program: Program, node: cst.CSTNode, statement: cst.CSTNode) -> bool:
+    return any(a is statement for a in program.ancestors(node))
+
+
+def _loop_body_read(program: Program, statement: cst.CSTNode, binding: cst.CSTNode, read: cst.CSTNode) -> bool:
+    """Whether ``binding`` is (in) the target of the ``for`` loop ``statement`` and ``read``
+    is in its body."""
+    if not isinstance(statement, cst.For):
+        return False
+    target = statement.target
+    return (binding is target or _inside(program, binding, target)) and _inside(program, read, statement.body)
