@@ -44,7 +44,7 @@ import sys
 
 import libcst as cst
 
-from autofix.analysis.facts.script import COMPILE
+from autofix.analysis.facts.keras_objects import COMPILE
 from autofix.analysis.training.multiworker import KERAS3, LEGACY_KERAS, MULTI_WORKER, TF_KERAS, MultiWorker
 from autofix.analysis.syntax import argument_value
 from autofix.analysis.training.sites import TrainingModel

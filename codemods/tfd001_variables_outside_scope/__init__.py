@@ -40,7 +40,8 @@ import libcst as cst
 
 from autofix.analysis.facts import ordering
 from autofix.analysis.facts.contexts import Context, Contexts, index_of
-from autofix.analysis.facts.script import COMPILE, TRAIN, Strategy
+from autofix.analysis.facts.keras_objects import COMPILE, TRAIN
+from autofix.analysis.facts.strategies import Strategy
 from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker
 from autofix.analysis.syntax import calls_in, is_wall, names_in, root_name
 from autofix.analysis.training.sites import Site, TrainingModel

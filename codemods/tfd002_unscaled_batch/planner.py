@@ -17,7 +17,8 @@ import libcst as cst
 from autofix.analysis.facts import ordering
 from autofix.analysis.facts.contexts import Context, Contexts
 from autofix.analysis.facts.dataflow import DataFlow, Flow
-from autofix.analysis.facts.script import UNKNOWN_STRATEGY, Facts
+from autofix.analysis.facts.script import Facts
+from autofix.analysis.facts.strategies import UNKNOWN_STRATEGY
 from autofix.analysis.syntax import parameter_argument
 from autofix.analysis.training.sites import TrainingModel
 from autofix.rule import SUPPRESSED, Rule

@@ -16,7 +16,9 @@ from typing import Iterator
 import libcst as cst
 
 from autofix.analysis import Derived
-from autofix.analysis.facts.script import COMPILE, Facts, Strategy
+from autofix.analysis.facts.keras_objects import COMPILE
+from autofix.analysis.facts.script import Facts
+from autofix.analysis.facts.strategies import Strategy
 from autofix.analysis.program import Block, Program
 from autofix.tf.symbols import Kind
 

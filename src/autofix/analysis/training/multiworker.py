@@ -20,7 +20,8 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.facts.contexts import Contexts
-from autofix.analysis.facts.script import Facts, Strategy
+from autofix.analysis.facts.script import Facts
+from autofix.analysis.facts.strategies import Strategy
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import attribute_path, names_in
 from autofix.analysis.training.sites import TrainingModel

@@ -11,7 +11,9 @@ import libcst as cst
 from autofix.analysis import Derived
 from autofix.analysis.facts.contexts import Contexts
 from autofix.analysis.facts.dataflow import PASSTHROUGH
-from autofix.analysis.facts.script import COMPILE, TRAIN, UNKNOWN_STRATEGY, Facts
+from autofix.analysis.facts.keras_objects import COMPILE, TRAIN
+from autofix.analysis.facts.script import Facts
+from autofix.analysis.facts.strategies import UNKNOWN_STRATEGY
 from autofix.analysis.steps.custom import Steps
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value, attribute_path, parameter_argument

@@ -1,0 +1,260 @@
+"""Keras objects: what a call makes or does (a Keras kind, ``COMPILE``, ``TRAIN``, a local
+function it calls), the file's Keras subclasses, the calls a statement makes, and which Keras
+the file can run on. Part of :class:`~autofix.analysis.facts.script.Facts`."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import libcst as cst
+
+from autofix.analysis import environment
+from autofix.tf import symbols
+from autofix.tf.symbols import Kind
+
+# What a call does, beyond the Keras kinds: compile a model, train it, call a local function.
+COMPILE = "compile"
+TRAIN = "train"
+
+
+class KerasObjects:
+    """The Keras sections of :class:`~autofix.analysis.facts.script.Facts`."""
+
+    # --- Keras objects -----------------------------------------------------------------------
+
+    @cached_property
+    def keras_classes(self) -> dict[cst.ClassDef, Kind]:
+        """Classes of this module that subclass a Keras model or layer."""
+        result: dict[cst.ClassDef, Kind] = {}
+        changed = True
+        while changed:
+            changed = False
+            for cls in self.classes:
+                if cls in result:
+                    continue
+                kind = self._base_kind(cls, result)
+                if kind is not None:
+                    result[cls] = kind
+                    changed = True
+        return result
+
+    def _base_kind(self, cls: cst.ClassDef, known: dict[cst.ClassDef, Kind]) -> Kind | None:
+        kind = None
+        for base in cls.bases:
+            names = self.names_of(base.value)
+            if any(symbols.is_model_base(n) for n in names):
+                return Kind.MODEL
+            if any(symbols.is_layer_base(n) for n in names):
+                kind = Kind.LAYER
+            local = self.local_definition(base.value)
+            if isinstance(local, cst.ClassDef) and local in known:
+                if known[local] is Kind.MODEL:
+                    return Kind.MODEL
+                kind = known[local]
+        return kind
+
+    def call_kind(self, call: cst.Call) -> Kind | str | cst.FunctionDef | None:
+        """What a call does: a Keras :class:`Kind`, ``COMPILE``, ``TRAIN``, a local function
+        it calls (a :class:`cst.FunctionDef`), or None."""
+        memo = self._call_kinds
+        if call not in memo:
+            memo[call] = self._call_kind(call)
+        return memo[call]
+
+    def _call_kind(self, call: cst.Call) -> Kind | str | cst.FunctionDef | None:
+        func = call.func
+        names = self.names_of(func)
+        for name in names:
+            kind = symbols.keras_kind(name)
+            if kind is not None:
+                return kind
+        if names and all(n.split(".", 1)[0] in symbols.NO_KERAS_OBJECTS for n in names):
+            # ``np.zeros(...)``, ``tf.constant(...)``, ``os.path.join(...)``: libraries whose
+            # calls make no Keras object, whatever is done with the result.
+            return None
+        local = self.local_definition(func)
+        if isinstance(local, cst.ClassDef):
+            kind = self.keras_classes.get(local)
+            if kind is None and self._result_is_compiled(call):
+                # A subclass of a model class from elsewhere (``tfrs.models.Model``): it is
+                # compiled, so it is a Keras model.
+                return Kind.MODEL
+            return kind
+        if isinstance(local, cst.FunctionDef):
+            return local
+        if self._result_is_compiled(call):
+            # ``model = build_cnn()`` (imported) then ``model.compile(...)``: whatever built
+            # it made a Keras model, with its variables.
+            return Kind.MODEL
+        if self.is_module_reference(func) and self._compiled_with(call):
+            # ``model.compile(optimizer=get_optimizer("adam"))`` (imported): it made the
+            # optimizer.
+            return Kind.OPTIMIZER
+        if isinstance(func, cst.Call):
+            # ``layers.Dense(8)(x)``: calling a freshly made layer builds it.
+            inner = self.call_kind(func)
+            return Kind.LAYER if inner is Kind.LAYER else None
+        if isinstance(func, cst.Name):
+            return Kind.LAYER if self.is_layer_name(func) else None
+        if not isinstance(func, cst.Attribute):
+            return None
+        attr = func.attr.value
+        receiver = func.value
+        if self.is_module_reference(receiver):
+            return None
+        if attr in symbols.COMPILE_METHODS and self._compiles_a_model(call):
+            return COMPILE
+        if attr in symbols.LOAD_METHODS:
+            return Kind.LOAD
+        if attr == "restore" and self._is_checkpoint(receiver):
+            return Kind.LOAD
+        if attr in symbols.TRAIN_METHODS or attr == "apply_gradients":
+            return TRAIN
+        if attr in ("run", "experimental_run_v2") and self.is_strategy_expr(receiver):
+            return TRAIN
+        return None
+
+    def _result_is_compiled(self, call: cst.Call) -> bool:
+        """Whether what ``call`` returns is compiled (or loaded into) as a Keras model is:
+        the evidence that a call made elsewhere built a model. Not for a builtin's result
+        (``str(args["model"])``), and not for a ``compile`` given models (a trainer's
+        ``compile(gen_model=..., dis_model=...)``: Keras's compile never takes one)."""
+        target = self.assigned_name(call)
+        if target is None or any(n.startswith("builtins.") for n in self.names_of(call.func)):
+            return False
+        for use in self.uses(target):
+            attribute = self.program.parent(use)
+            if not (isinstance(attribute, cst.Attribute) and attribute.value is use):
+                continue
+            method = self.program.parent(attribute)
+            if not (isinstance(method, cst.Call) and method.func is attribute):
+                continue
+            if attribute.attr.value in symbols.COMPILE_METHODS and method.args:
+                if any(a.keyword is not None and "model" in _words(a.keyword.value) for a in method.args):
+                    continue
+                return True
+            if attribute.attr.value in symbols.LOAD_METHODS:
+                return True
+        return False
+
+    def _compiled_with(self, call: cst.Call) -> bool:
+        """Whether what ``call`` returns is the ``optimizer`` a model is compiled with (given
+        to ``compile`` directly, or through a name)."""
+        target = self.assigned_name(call)
+        places = [call] if target is None else [u for u in self.uses(target) if isinstance(u, cst.Name)]
+        for place in places:
+            arg = self.program.parent(place)
+            holder = self.program.parent(arg) if isinstance(arg, cst.Arg) else None
+            if not (isinstance(holder, cst.Call) and isinstance(holder.func, cst.Attribute) and holder.func.attr.value in symbols.COMPILE_METHODS):
+                continue
+            positional = [a for a in holder.args if a.keyword is None and not a.star]
+            if (arg.keyword is not None and arg.keyword.value == "optimizer") or (arg.keyword is None and positional[:1] == [arg]):  # type: ignore[union-attr]
+                return True
+        return False
+
+    def _compiles_a_model(self, call: cst.Call) -> bool:
+        keywords = {arg.keyword.value for arg in call.args if arg.keyword is not None}
+        if keywords & {"optimizer", "loss", "metrics", "loss_weights", "weighted_metrics",
+                       "run_eagerly", "steps_per_execution", "jit_compile"}:
+            return True
+        receiver = call.func.value  # type: ignore[union-attr]
+        return isinstance(receiver, cst.Name) and self.is_model_name(receiver)
+
+    def _is_checkpoint(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.Call):
+            return symbols.CHECKPOINT in self.names_of(expr.func)
+        if isinstance(expr, cst.Name):
+            nodes = self.bindings(expr)
+            values = [self.assigned_value(n) for n in nodes or ()]
+            return bool(values) and all(v is not None and self._is_checkpoint(v) for v in values)
+        return False
+
+    def _value_kinds(self, name: cst.Name) -> set:
+        nodes = self.bindings(name)
+        kinds = set()
+        for node in nodes or ():
+            value = self.assigned_value(node)
+            if isinstance(value, cst.Call):
+                kinds.add(self.call_kind(value))
+        return kinds
+
+    def is_layer_name(self, name: cst.Name) -> bool:
+        kinds = self._value_kinds(name)
+        return bool(kinds) and kinds <= {Kind.LAYER}
+
+    def is_model_name(self, name: cst.Name) -> bool:
+        kinds = self._value_kinds(name)
+        return any(k in (Kind.MODEL, Kind.LOAD) or isinstance(k, cst.FunctionDef) for k in kinds)
+
+    def calls_in(self, statement: cst.CSTNode) -> list[cst.Call]:
+        """The calls made by running ``statement`` (not those inside functions, classes or
+        lambdas it defines), in source order."""
+        return self._calls_by_statement.get(statement, [])
+
+    @cached_property
+    def _calls_by_statement(self) -> dict[cst.CSTNode, list[cst.Call]]:
+        found: dict[cst.CSTNode, list[cst.Call]] = {}
+        parents = self.program.index.parents
+        for call, owner in self.calls:
+            node = parents.get(call)
+            while node is not None and node is not owner:
+                kind = type(node)
+                # (Concrete types: isinstance on libcst's abstract bases is slow in this loop.)
+                if kind in _STATEMENT_TYPES:
+                    found.setdefault(node, []).append(call)
+                if kind in _SCOPE_TYPES:
+                    break
+                node = parents.get(node)
+        return found
+
+    def names(self) -> set[str]:
+        """Every name bound or read in the module."""
+        index = self.program.index
+        return {b.name for b in index.bindings.values()} | {a.name for a in index.accesses.values()}
+
+    # --- which Keras the file can run on ------------------------------------------------------
+
+    # Methods that TensorFlow 2.16+ (Keras 3) no longer has (measured on TF 2.21 / Keras 3.15).
+    _REMOVED_METHODS = frozenset({"experimental_run_v2", "fit_generator", "evaluate_generator", "predict_generator"})
+
+    @cached_property
+    def needs_keras2(self) -> str | None:
+        """What makes the file unable to run on Keras 3 (TensorFlow 2.16 and later), if
+        anything: a method Keras 3 or TensorFlow no longer has (``strategy.experimental_run_v2``,
+        ``model.fit_generator``), an optimizer given ``lr=`` (Keras 3 rejects the argument), or
+        TensorFlow Addons (which needs Keras 2), or a notebook that installs a TensorFlow
+        older than 2.16 (:mod:`.environment`). Where a file can only run on Keras 2, what fails
+        only on Keras 3 is not a bug of it."""
+        pinned = environment.current().keras2
+        if pinned is not None:
+            return pinned
+        for call, _owner in self.calls:
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in self._REMOVED_METHODS:
+                return f"it calls {func.attr.value}() (line {self.program.line(call)}), which TensorFlow 2.16+ no longer has"
+            if any(a.keyword is not None and a.keyword.value == "lr" for a in call.args) and self.call_kind(call) is Kind.OPTIMIZER:
+                return f"its optimizer takes lr= (line {self.program.line(call)}), which Keras 3 rejects"
+        for binding in self.program.index.bindings.values():
+            if binding.kind == "import" and binding.path is not None and binding.path.split(".")[0] == "tensorflow_addons":
+                return "it imports tensorflow_addons, which needs Keras 2"
+        return None
+
+
+def _words(identifier: str) -> set[str]:
+    """``gen_model`` -> {"gen", "model"}."""
+    return {w for w in identifier.lower().split("_") if w}
+
+
+def _subclasses(base: type) -> frozenset[type]:
+    found: set[type] = set()
+    pending = [base]
+    while pending:
+        for sub in pending.pop().__subclasses__():
+            if sub not in found:
+                found.add(sub)
+                pending.append(sub)
+    return frozenset(found)
+
+
+_STATEMENT_TYPES = _subclasses(cst.BaseStatement) | _subclasses(cst.BaseSmallStatement)
+_SCOPE_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})

@@ -1,0 +1,247 @@
+"""Scopes: what a ``with`` block enters, which functions ``strategy.run`` runs, and whether
+code runs inside a strategy's scope (lexically, or because every caller of its function
+does). Part of :class:`~autofix.analysis.facts.script.Facts`."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import libcst as cst
+
+from autofix.analysis.facts.strategies import UNKNOWN_STRATEGY, Strategy
+from autofix.analysis.syntax import attribute_path
+
+
+def _run_receivers(call: cst.Call) -> bool:
+    func = call.func
+    return isinstance(func, cst.Attribute) and func.attr.value in ("run", "experimental_run_v2")
+
+class Scopes:
+    """The scopes section of :class:`~autofix.analysis.facts.script.Facts`."""
+
+    # --- what a with block enters, what strategy.run runs -------------------------------------
+
+    @property
+    def _with_items(self) -> list[cst.WithItem]:
+        return self.program.index.with_items
+
+    def entered(self, block: cst.With, node: cst.CSTNode | None = None) -> list[cst.BaseExpression]:
+        """The context managers ``block`` enters for the code at ``node`` in its body (for all
+        of it when None): its items, both sides of ``s.scope() if distributed else
+        nullcontext()`` (the scope is entered whenever it matters), and what
+        ``stack.enter_context(...)`` enters on an ``ExitStack`` it opens, from that statement on."""
+        found: list[cst.BaseExpression] = []
+        for item in block.items:
+            pending = [item.item]
+            while pending:
+                expr = pending.pop()
+                if isinstance(expr, cst.IfExp):
+                    pending.extend((expr.body, expr.orelse))
+                else:
+                    found.append(expr)
+            stack = item.asname.name if item.asname is not None else None
+            if (
+                isinstance(stack, cst.Name)
+                and isinstance(item.item, cst.Call)
+                and self.names_of(item.item.func) & {"contextlib.ExitStack", "contextlib.AsyncExitStack"}
+                and isinstance(block.body, cst.IndentedBlock)
+            ):
+                top = self.program.top_statement_in(node, block.body) if node is not None else None
+                for statement in block.body.body:
+                    if statement is top:
+                        break
+                    for call in self.calls_in(statement):
+                        func = call.func
+                        if (
+                            isinstance(func, cst.Attribute)
+                            and func.attr.value == "enter_context"
+                            and isinstance(func.value, cst.Name)
+                            and func.value.value == stack.value
+                            and call.args
+                        ):
+                            found.append(call.args[0].value)
+        return found
+
+    def scope_strategy(self, expr: cst.BaseExpression) -> bool:
+        """Whether ``expr`` enters a strategy scope: ``s.scope()``, or a name bound to one."""
+        if isinstance(expr, cst.IfExp):
+            return self.scope_strategy(expr.body) or self.scope_strategy(expr.orelse)
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            if expr.func.attr.value == "scope" and self.is_strategy_expr(expr.func.value):
+                return True
+            return False
+        if isinstance(expr, cst.Name):
+            nodes = self.bindings(expr)
+            if nodes and all(self.scope_strategy_value(n) for n in nodes):
+                return True
+        return False
+
+    def entered_classes(self, block: cst.With) -> set[str]:
+        """The strategy classes whose ``s.scope()`` the items of ``block`` enter (empty when
+        none, or when the classes are not known)."""
+        classes: set[str] = set()
+        for value in self.entered(block):
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "scope":
+                classes |= self.strategy_classes(value.func.value) or set()
+        return classes
+
+    def scope_strategy_value(self, binding: cst.CSTNode) -> bool:
+        value = self.assigned_value(binding)
+        return value is not None and not isinstance(value, cst.Name) and self.scope_strategy(value)
+
+    def scope_with_strategy_name(self, statement: cst.CSTNode) -> str | None:
+        """For ``with <name>.scope():`` (one item, indented body), the strategy name
+        (``self.strategy`` for one held in an attribute)."""
+        if not isinstance(statement, cst.With) or len(statement.items) != 1:
+            return None
+        if not isinstance(statement.body, cst.IndentedBlock) or statement.asynchronous:
+            return None
+        item = statement.items[0].item
+        if (
+            isinstance(item, cst.Call)
+            and not item.args
+            and isinstance(item.func, cst.Attribute)
+            and item.func.attr.value == "scope"
+            and attribute_path(item.func.value) is not None
+            and len(attribute_path(item.func.value) or ()) <= 2
+            and self.is_strategy_expr(item.func.value)
+        ):
+            return ".".join(attribute_path(item.func.value) or ())
+        return None
+
+    def enters_same_strategy(self, statement: cst.With, strategy: Strategy) -> bool:
+        """Whether ``with <s>.scope():`` enters ``strategy`` itself: ``s`` is its name, or
+        holds the same object (``self.strategy`` set from the parameter ``strategy``)."""
+        receiver = statement.items[0].item.func.value  # type: ignore[attr-defined]
+        if ".".join(attribute_path(receiver) or ()) == strategy.name:
+            return True
+        theirs = {id(o.node) for o in self.values.origins(receiver) if o.whole}
+        ours = {id(o.node) for b in strategy.creations for o in self.values.binding_origins(b) if o.whole}
+        return bool(theirs) and theirs == ours
+
+    def is_replica_function(self, function: cst.FunctionDef) -> bool:
+        """Whether ``function`` is passed to ``strategy.run`` (it runs in replica context)."""
+        return function in self.replica_functions
+
+    @cached_property
+    def replica_functions(self) -> set[cst.FunctionDef]:
+        found = set()
+        for call, _owner in self.calls:
+            if not _run_receivers(call) or not call.args:
+                continue
+            receiver = call.func.value  # type: ignore[union-attr]
+            if not self.is_strategy_expr(receiver) and not self._is_extended(receiver):
+                continue
+            definition = self.local_definition(call.args[0].value)
+            if isinstance(definition, cst.FunctionDef):
+                found.add(definition)
+        return found
+
+    def _is_extended(self, expr: cst.BaseExpression) -> bool:
+        return (
+            isinstance(expr, cst.Attribute)
+            and expr.attr.value == "extended"
+            and self.is_strategy_expr(expr.value)
+        )
+
+    def strategy_run_calls(self) -> list[cst.Call]:
+        return [
+            call
+            for call, _owner in self.calls
+            if _run_receivers(call) and self.is_strategy_expr(call.func.value)  # type: ignore[union-attr]
+        ]
+
+    # --- scopes ------------------------------------------------------------------------------
+
+    def under_scope(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` always runs inside a strategy scope (lexically, or because every
+        caller of its function is inside one, or because it runs in replica context). A call
+        of a function from another module given the strategy (``get_model(strategy, ...)``)
+        is taken to make what it makes in that strategy's scope: what it does is not known
+        here, and it was given the strategy to use it."""
+        if isinstance(node, cst.Call) and self.is_module_reference(node.func) and self._given_strategy(node):
+            return True
+        previous = node
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, cst.With) and previous is ancestor.body:
+                if any(self.scope_strategy(expr) for expr in self.entered(ancestor, node)):
+                    return True
+            elif isinstance(ancestor, cst.FunctionDef):
+                return self.always_called_under_scope(ancestor)
+            elif isinstance(ancestor, (cst.ClassDef, cst.Lambda)):
+                return False
+            previous = ancestor
+        return False
+
+    def scope_classes_at(self, node: cst.CSTNode) -> set[str]:
+        """The classes of the strategy whose scope is entered where ``node`` runs (the innermost
+        ``with s.scope():``, or the scopes every caller of its function runs in); outside every
+        scope, the default strategy (``get_strategy``, one replica)."""
+        previous = node
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, cst.With) and previous is ancestor.body:
+                classes = self.entered_classes(ancestor)
+                if classes:
+                    return classes
+            elif isinstance(ancestor, cst.FunctionDef):
+                return self._called_scope_classes(ancestor)
+            elif isinstance(ancestor, (cst.ClassDef, cst.Lambda)):
+                break
+            previous = ancestor
+        return {"get_strategy"}
+
+    def _called_scope_classes(self, function: cst.FunctionDef) -> set[str]:
+        key = ("scope classes", function)
+        if key in self._in_progress:
+            return set()
+        self._in_progress.add(key)
+        try:
+            if self.is_replica_function(function):
+                classes: set[str] = set()
+                for call in self.strategy_run_calls():
+                    classes |= self.strategy_classes(call.func.value) or set()  # type: ignore[union-attr]
+                return classes or {UNKNOWN_STRATEGY}
+            references = self.references(function)
+            if not references:
+                return {"get_strategy"}
+            classes = set()
+            for ref in references:
+                classes |= self.scope_classes_at(ref)
+            return classes
+        finally:
+            self._in_progress.discard(key)
+
+    def _given_strategy(self, call: cst.Call) -> bool:
+        return any(
+            isinstance(arg.value, (cst.Name, cst.Attribute)) and self.is_strategy_expr(arg.value)
+            for arg in call.args
+            if not arg.star
+        )
+
+    def always_called_under_scope(self, function: cst.FunctionDef) -> bool:
+        key = ("under", function)
+        memo = self._scope_memo
+        if function in memo:
+            return memo[function]
+        if key in self._in_progress:
+            return False
+        self._in_progress.add(key)
+        try:
+            references = self.references(function)
+            if self.is_replica_function(function):
+                result = True
+            elif self.functions[function].is_method:
+                # ``Trainer(...)`` made in the scope runs ``__init__`` there; a method runs
+                # where ``self.method()`` / ``obj.method()`` is called.
+                calls, passed_on = self.values.calls_of(function)
+                result = bool(calls) and not passed_on and all(self.under_scope(call) for call, _offset in calls)
+            else:
+                result = bool(references) and all(self.under_scope(ref) for ref in references)
+        finally:
+            self._in_progress.discard(key)
+        memo[function] = result
+        return result
+
+    @cached_property
+    def _scope_memo(self) -> dict[cst.FunctionDef, bool]:
+        return {}
