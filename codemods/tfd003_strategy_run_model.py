@@ -70,7 +70,8 @@ from autofix.analysis.program import Program
 from autofix.analysis.steps.custom import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, names_in, root_name
 from autofix.analysis.steps.tracing import python_effect
-from autofix.analysis.training.sites import TrainingModel, batch_size_of, compile_of, fit_datasets
+from autofix.analysis.training.compiled import batch_size_of, compile_of, fit_datasets
+from autofix.analysis.training.model import TrainingModel
 from autofix.codegen import (
     BlockEdits,
     NotFound,

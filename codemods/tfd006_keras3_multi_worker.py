@@ -47,7 +47,7 @@ import libcst as cst
 from autofix.analysis.facts.keras_objects import COMPILE
 from autofix.analysis.training.multiworker import KERAS3, LEGACY_KERAS, MULTI_WORKER, TF_KERAS, MultiWorker
 from autofix.analysis.syntax import argument_value
-from autofix.analysis.training.sites import TrainingModel
+from autofix.analysis.training.model import TrainingModel
 from autofix.codegen import BlockEdits, NotFound
 from autofix.rule import Example, Rule
 from autofix.tf.keras3_only import keras3_only

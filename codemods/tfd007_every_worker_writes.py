@@ -40,7 +40,7 @@ import libcst as cst
 
 from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker
 from autofix.analysis.syntax import argument, argument_value
-from autofix.analysis.training.sites import TrainingModel
+from autofix.analysis.training.model import TrainingModel
 from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias
 from autofix.rule import Example, Rule
 

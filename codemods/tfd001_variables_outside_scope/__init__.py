@@ -44,7 +44,8 @@ from autofix.analysis.facts.keras_objects import COMPILE, TRAIN
 from autofix.analysis.facts.strategies import Strategy
 from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker
 from autofix.analysis.syntax import calls_in, is_wall, names_in, root_name
-from autofix.analysis.training.sites import Site, TrainingModel
+from autofix.analysis.training.model import TrainingModel
+from autofix.analysis.training.sites import Site
 from autofix.codegen import BlockEdits, ScopeSpan, reordered, wrap_spans
 from autofix.rule import SUPPRESSED, Example, Rule
 from autofix.tf.symbols import Kind

@@ -20,7 +20,7 @@ from autofix.analysis.facts.dataflow import DataFlow, Flow
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.facts.strategies import UNKNOWN_STRATEGY
 from autofix.analysis.syntax import parameter_argument
-from autofix.analysis.training.sites import TrainingModel
+from autofix.analysis.training.model import TrainingModel
 from autofix.rule import SUPPRESSED, Rule
 
 from .edits import FixWriter

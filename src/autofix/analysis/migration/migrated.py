@@ -14,7 +14,8 @@ from autofix.analysis.migration.single_device import Refusal
 from autofix.analysis.program import Program
 from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import argument_value, nodes_in
-from autofix.analysis.training.sites import TrainingModel, batch_size_of
+from autofix.analysis.training.compiled import batch_size_of
+from autofix.analysis.training.model import TrainingModel
 
 
 def unscaled_batches(program: Program) -> list[Refusal]:

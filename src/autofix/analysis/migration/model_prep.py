@@ -13,7 +13,8 @@ from autofix.analysis.facts.script import Facts
 from autofix.analysis.migration.single_device import Refusal
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value, nodes_in
-from autofix.analysis.training.sites import Site, TrainingModel
+from autofix.analysis.training.model import TrainingModel
+from autofix.analysis.training.sites import Site
 from autofix.tf.symbols import Kind
 
 

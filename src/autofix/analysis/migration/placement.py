@@ -12,7 +12,7 @@ from autofix.analysis.facts.script import Facts
 from autofix.analysis.migration.single_device import Refusal, SingleDevice
 from autofix.analysis.program import Block, Program
 from autofix.analysis.syntax import nodes_in
-from autofix.analysis.training.sites import TrainingModel
+from autofix.analysis.training.model import TrainingModel
 
 # Calls whose effect the strategy must not precede (what seeds the random generators): the
 # strategy is made after them, as a script's reader expects.

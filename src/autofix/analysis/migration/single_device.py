@@ -32,7 +32,8 @@ from autofix.analysis.steps.step_losses import unknown_term
 from autofix.analysis.steps.custom import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
 from autofix.analysis.steps.tracing import host_random
-from autofix.analysis.training.sites import FIT_METHODS, Site, TrainingModel
+from autofix.analysis.training.model import TrainingModel
+from autofix.analysis.training.sites import FIT_METHODS, Site
 from autofix.tf.symbols import IN_BATCH_OBJECTIVES, Kind
 
 # What a step returns that is one row per example of its batch (a model's output): the

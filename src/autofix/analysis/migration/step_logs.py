@@ -17,7 +17,7 @@ import libcst as cst
 
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
-from autofix.analysis.training.sites import TrainingModel
+from autofix.analysis.training.model import TrainingModel
 from autofix.tf.symbols import Kind
 
 METRIC, LOGS = "metric", "logs"

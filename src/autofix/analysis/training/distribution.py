@@ -24,7 +24,7 @@ from autofix.analysis.facts.callees import words
 from autofix.analysis.training.inputs import Feed, Inputs, is_self_attribute
 from autofix.analysis.steps.losses import loss_terms_of
 from autofix.analysis.syntax import argument_value, nodes_in
-from autofix.analysis.training.sites import batch_size_of
+from autofix.analysis.training.compiled import batch_size_of
 
 
 @dataclass(frozen=True)

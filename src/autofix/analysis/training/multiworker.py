@@ -24,7 +24,7 @@ from autofix.analysis.facts.script import Facts
 from autofix.analysis.facts.strategies import Strategy
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import attribute_path, names_in
-from autofix.analysis.training.sites import TrainingModel
+from autofix.analysis.training.model import TrainingModel
 
 MULTI_WORKER = frozenset({"MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy"})
 LEGACY_KERAS = "TF_USE_LEGACY_KERAS"
