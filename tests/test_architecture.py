@@ -97,6 +97,61 @@ def test_lower_layers_do_not_import_the_rules_or_the_engine():
             assert not {m for m in imported if not m.startswith(("autofix.tf", "autofix.analysis", "autofix.suppressions"))}, name
 
 
+# The layers of autofix.analysis, bottom first ("" is the package's own modules: program,
+# syntax, positions, environment, Derived). A module imports only from its own layer or lower
+# ones. A project/ layer (modules seen through the repository's imports) will go between core
+# and facts, or beside core, as its imports say.
+ANALYSIS_LAYERS = ("", "core", "facts", "steps", "training", "migration")
+
+
+def _analysis_layer(name: str) -> int | None:
+    """The index in ANALYSIS_LAYERS of an autofix.analysis module's layer (None outside it)."""
+    parts = name.split(".")
+    if parts[:2] != ["autofix", "analysis"]:
+        return None
+    sub = parts[2] if len(parts) > 2 and parts[2] in ANALYSIS_LAYERS else ""
+    return ANALYSIS_LAYERS.index(sub)
+
+
+def _upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    found = []
+    for name, imported in sorted(graph.items()):
+        layer = _analysis_layer(name)
+        if layer is None:
+            continue
+        for other in sorted(imported):
+            other_layer = _analysis_layer(other)
+            if other_layer is not None and other_layer > layer:
+                found.append((name, other))
+    return found
+
+
+def test_every_analysis_sub_package_has_its_layer():
+    base = ROOT / "src" / "autofix" / "analysis"
+    packages = {path.parent.name for path in base.glob("*/__init__.py")}
+    assert packages == set(ANALYSIS_LAYERS) - {""}
+
+
+def test_analysis_layers_import_only_their_own_or_lower_ones():
+    modules = _modules()
+    graph = {name: _imports(name, path, package, modules) for name, (path, package) in modules.items()}
+    assert _upward_imports(graph) == []
+
+
+def test_the_layer_check_finds_an_import_up_a_layer():
+    graph = {
+        "autofix.analysis.program": {"autofix.tf.index"},
+        "autofix.analysis.core.origins": {"autofix.analysis.program"},
+        "autofix.analysis.facts.script": {"autofix.analysis.core.value_flow", "autofix.analysis.facts.scopes"},
+        "autofix.analysis.steps.custom": {"autofix.analysis.training.model"},
+        "autofix.analysis.syntax": {"autofix.analysis.core"},
+    }
+    assert _upward_imports(graph) == [
+        ("autofix.analysis.steps.custom", "autofix.analysis.training.model"),
+        ("autofix.analysis.syntax", "autofix.analysis.core"),
+    ]
+
+
 def test_the_rule_in_docs_architecture_is_added_by_one_module(tmp_path, monkeypatch):
     """docs/architecture.md's "How to add a rule" holds: its example, saved as one module next
     to the rules, is found, selected and run, with nothing else changed."""
