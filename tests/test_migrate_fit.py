@@ -4,7 +4,7 @@ report_validation_uneven, report_keras1, and fixtures/tfd002's helper_*, assert_
 validation_* and fit_concatenated_arrays; test_migrate.py and test_tfd002.py run them, and
 prove every migration by training it):
 
-- how many examples an array holds (analysis/sizes.py), and the validation sets it shows
+- how many examples an array holds (analysis/facts/sizes.py), and the validation sets it shows
   safe or not (TFD002's first_batches.py);
 - a batch size fixed inside a helper, made its parameter (TFD002's helpers.py);
 - an assert that reads a batch keeps the per-replica value;

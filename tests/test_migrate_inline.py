@@ -1,5 +1,5 @@
 """`autofix migrate` on custom loops whose update is written inline in the loop body: the step
-moved into a function of its own (analysis/inline_steps.py, inline_names.py), then migrated as
+moved into a function of its own (analysis/migration/inline_steps.py, inline_names.py), then migrated as
 any custom step; or, when the body cannot be split safely, refused with the reason, at the
 original's line. The fixtures tfd010/inline_loop*.py are migrated and proven by training in
 tests/test_migrate.py; these tests cover each rule of the split.

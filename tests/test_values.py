@@ -1,4 +1,4 @@
-"""The value flow (analysis/values.py) on the shapes that real files take: a module-level name
+"""The value flow (analysis/core/value_flow.py) on the shapes that real files take: a module-level name
 bound again and again (a notebook, cell after cell) read in a function, and a value handed to a
 custom ``compile()`` and read back from ``self`` in the step."""
 

@@ -1,21 +1,16 @@
 """The analysis of one parsed file that every rule reads.
 
-Layers, each importing only those below it: :mod:`autofix.tf` (what TensorFlow and Keras
-names mean, and the one-pass index of names and scopes), then :mod:`.program` (a parsed file:
-names, tree, positions, suppressions), :mod:`.environment` (what a notebook's shell lines
-install), :mod:`.values` (where a value comes from: names, parameters and their callers,
-returns, attributes, containers; the one resolution the others share), :mod:`.facts`
-(strategies, what calls make or do),
-:mod:`.contexts` (where a strategy exists), :mod:`.dataflow` (where data goes),
-:mod:`.ordering` (what may move past what), :mod:`.training` (the training program:
-which objects and data take part in distributed training, and where), and the custom steps:
-:mod:`.steps` (what ``strategy.run`` runs, what its tapes differentiate, what runs in a
-``tf.function``), :mod:`.callees` (what a call runs), :mod:`.losses` (a step's loss, term by
-term), :mod:`.valueflow` (where a changed value goes), :mod:`.inputs` and :mod:`.distribution`
-(what ``strategy.run`` is fed), :mod:`.tracing` (Python side effects), :mod:`.sizes` (how many
-examples an array holds); and for ``autofix migrate``, :mod:`.migration` (what a
-single-device file trains; :mod:`.keras1`, Keras 1 scripts), :mod:`.migration_models`,
-:mod:`.placement` (where the strategy goes) and :mod:`.migrated` (what migrated code must show).
+Layers, each importing only those below it (``ANALYSIS_LAYERS`` in tests/test_architecture.py):
+:mod:`autofix.tf` (what TensorFlow and Keras names mean, and the one-pass index of names and
+scopes); this package's own modules, :mod:`.program` (a parsed file: names, tree, positions,
+suppressions), :mod:`.syntax` (shapes of code), :mod:`.positions` and :mod:`.environment`
+(what a notebook's shell lines install); then one sub-package per question: :mod:`.core`
+(where a value comes from: names, parameters and their callers, returns, attributes,
+containers; the one resolution the others share), :mod:`.facts` (what the script does with
+tf.distribute and Keras: strategies, scopes, what calls make or do, where data goes, what may
+move past what), :mod:`.steps` (custom training steps and their losses), :mod:`.training`
+(the training program: where training happens, what feeds it, several workers) and
+:mod:`.migration` (what ``autofix migrate`` needs). docs/architecture.md maps their modules.
 
 Each analysis is built at most once per program and shared: ``Facts.of(program)``.
 """

@@ -1,6 +1,7 @@
 """What a run of statements of one scope reads before it sets it, and sets: the walk that
-:mod:`.inline_names` works out a step's parameters and results from, and what makes a loop
-body impossible to split (a ``break`` of the loop, a ``return``, a ``try``, a ``def``...).
+:mod:`autofix.analysis.migration.inline_names` works out a step's parameters and results
+from, and what makes a loop body impossible to split (a ``break`` of the loop, a ``return``,
+a ``try``, a ``def``...).
 
 Moved into a function, every name the statements set becomes the function's own: a read of one
 before the statements set it would fail (or see something else). What a name holds is followed

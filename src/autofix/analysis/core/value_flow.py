@@ -14,7 +14,8 @@ something made elsewhere (``tf.distribute.MirroredStrategy()``, ``keras.Sequenti
 that nothing in this module calls (an entry point: its value comes from outside).
 
 What an origin *means* (a strategy of some class, a Keras object) is for the callers to say
-(:mod:`.facts`, :mod:`.training`): this module knows only how values flow.
+(:mod:`autofix.analysis.facts`, :mod:`autofix.analysis.training`): this module knows only
+how values flow.
 
 Limits, on purpose: a value that is changed in place or flows through a loop variable, a
 container built at run time (``append``), ``*args`` / ``**kwargs``, or another module, ends

@@ -6,7 +6,7 @@ Followed: a local ``def`` (``helper(...)``), ``self.<method>`` of the enclosing 
 factory returns (``loss_fn = make_loss()`` with ``def make_loss(): ... return loss``), or to an
 instance of a local class (its ``__call__``); ``obj.method`` on such an instance; and a
 parameter that every caller (or every ``strategy.run(f, args=...)``) passes a local function
-for, a method's too as the value flow (:mod:`.values`) follows them
+for, a method's too as the value flow (:mod:`autofix.analysis.core.value_flow`) follows them
 (``model.compile(d_loss_fn=critic_loss)`` stored in ``self.d_loss_fn``). A few steps deep, through names, ``self`` attributes assigned in the class, and returns.
 Anything else (an import, a function passed in from another file) is not known, and says so.
 """

@@ -223,8 +223,8 @@ class KerasObjects:
         anything: a method Keras 3 or TensorFlow no longer has (``strategy.experimental_run_v2``,
         ``model.fit_generator``), an optimizer given ``lr=`` (Keras 3 rejects the argument), or
         TensorFlow Addons (which needs Keras 2), or a notebook that installs a TensorFlow
-        older than 2.16 (:mod:`.environment`). Where a file can only run on Keras 2, what fails
-        only on Keras 3 is not a bug of it."""
+        older than 2.16 (:mod:`autofix.analysis.environment`). Where a file can only run on
+        Keras 2, what fails only on Keras 3 is not a bug of it."""
         pinned = environment.current().keras2
         if pinned is not None:
             return pinned

@@ -3,8 +3,8 @@
 Sizes start where they are documented or written: the ``keras.datasets`` loaders
 (:mod:`.loaders`: fixed sizes, a ``test_split=`` applied as Keras applies it; none once
 ``maxlen=`` filters), the arrays NumPy and TensorFlow make from a shape (``np.zeros((1000, 8))``, ``rng.random(...)``),
-``len(x)`` and ``x.shape[0]``. They are followed, through the value flow of :mod:`.values`
-(names, tuple unpacking, what local functions return with their arguments bound), along what
+``len(x)`` and ``x.shape[0]``. They are followed, through the value flow of
+:mod:`autofix.analysis.core.value_flow` (names, tuple unpacking, what local functions return with their arguments bound), along what
 keeps the first dimension: ``astype``, ``reshape`` with a known first dimension, arithmetic
 with a number (``x / 255.0``), in-place arithmetic on a NumPy array (``x -= mean``),
 ``np.expand_dims`` past the first axis, ``x[..., None]``, ``to_categorical``, ``one_hot``,

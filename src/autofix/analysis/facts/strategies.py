@@ -47,8 +47,8 @@ class Strategies:
     def strategy_classes(self, expr: cst.BaseExpression | None) -> set[str] | None:
         """The strategy classes ``expr`` may evaluate to, or None if it is not a strategy.
 
-        Followed through the module's value flow (:mod:`.values`): names, parameters (what the
-        calls pass), helpers' returns, attributes of this module's classes (``self.strategy``),
+        Followed through the module's value flow (:mod:`autofix.analysis.core.value_flow`):
+        names, parameters (what the calls pass), helpers' returns, attributes of this module's classes (``self.strategy``),
         tuple and dict items. A value made elsewhere (an imported helper's result, a parameter of
         a function nothing here calls, an attribute of an object made elsewhere) is a strategy
         of unknown class when the code uses it as one (``.scope()``, ``.run(step, ...)``,

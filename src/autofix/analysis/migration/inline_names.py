@@ -1,6 +1,6 @@
 """What the function a training step written inline in a loop body moves into (see
 :mod:`.inline_steps`) takes and hands back, from what its statements read before they set it
-and set (:mod:`.inline_flow`).
+and set (:mod:`autofix.analysis.core.inline_flow`).
 
 A read after the step of a name it sets must get it from the function. A name read from outside
 keeps its value when it comes in as a parameter, or is read where it is when it does not change

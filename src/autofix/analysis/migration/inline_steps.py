@@ -4,10 +4,11 @@ the body are the step, what they take and hand back, and why a body cannot be sp
 The step is the run of statements of the loop body from reading the batch to the update (the
 forward pass under the tape, the gradients, ``apply_gradients``), with the metric updates right
 after it that read what it computed. Moved into a function that the loop calls with the batch,
-it is a custom step like any other (:mod:`.migration`): run per replica by ``strategy.run``, fed
+it is a custom step like any other (:mod:`.single_device`): run per replica by ``strategy.run``, fed
 a distributed dataset, its loss averaged over the global batch.
 
-Every name the step reads or sets is accounted for (:mod:`.inline_flow`, :mod:`.inline_names`). What it reads from
+Every name the step reads or sets is accounted for (:mod:`autofix.analysis.core.inline_flow`,
+:mod:`.inline_names`). What it reads from
 outside comes in as a parameter (the batch: the loop's targets, values the body makes before
 the step outside TensorFlow, such as a sampler's arrays; values set by the loops around it, once
 per epoch) or is read where it is (the model, the optimizer, settings made before the loops).

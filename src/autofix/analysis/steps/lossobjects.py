@@ -13,8 +13,8 @@ from autofix.tf.symbols import Kind
 
 def loss_objects(facts: Facts, func: cst.BaseExpression) -> list[cst.Call]:
     """The Keras loss constructions a call of ``func`` may run, followed by the file's value
-    flow (:mod:`.values`): made right there, bound to a name (each binding that may reach the
-    call), stored in ``self.<name>``, passed to a parameter (``model.compile(loss_fn=...)``
+    flow (:mod:`autofix.analysis.core.value_flow`): made right there, bound to a name (each
+    binding that may reach the call), stored in ``self.<name>``, passed to a parameter (``model.compile(loss_fn=...)``
     stored by the method). Empty when any value ``func`` may have is something else or is
     not known."""
     if isinstance(func, cst.Call):
