@@ -25,7 +25,7 @@ from fixturecases import FIXTURES, ROOT, read
 SOURCES = (
     sorted(FIXTURES.rglob("*.py"))
     + sorted((ROOT / "src" / "autofix" / "tf").glob("*.py"))
-    + sorted((ROOT / "src" / "autofix" / "analysis").glob("*.py"))
+    + sorted((ROOT / "src" / "autofix" / "analysis").rglob("*.py"))
     + [ROOT / "src" / "autofix" / "output" / "suggestions.py", ROOT / "src" / "autofix" / "smoke" / "harness.py"]
 )
 
