@@ -1,5 +1,6 @@
 """Functions: whether calling one of the file's functions makes Keras objects outside a scope
-of its own, or trains; whether an object is only looked at. Part of :class:`~autofix.analysis.facts.script.Facts`."""
+of its own, or trains; whether an object is only looked at.
+Part of :class:`~autofix.analysis.facts.script.Facts`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """What makes a value: the Keras constructions, loads and factory calls that make the object an
-expression evaluates to, and what a model is built from. Part of :class:`~autofix.analysis.training.model.TrainingModel`."""
+expression evaluates to, and what a model is built from.
+Part of :class:`~autofix.analysis.training.model.TrainingModel`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Members: every call that makes, loads, compiles or restores what a training site trains
 (its model and the layers it is built from, compile and what it is given, a custom step's
-optimizer and metrics, checkpoints restored into it). Part of :class:`~autofix.analysis.training.model.TrainingModel`."""
+optimizer and metrics, checkpoints restored into it).
+Part of :class:`~autofix.analysis.training.model.TrainingModel`."""
 
 from __future__ import annotations
 

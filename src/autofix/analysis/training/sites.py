@@ -1,6 +1,7 @@
 """Training sites: where training happens (``fit``, ``train_on_batch``, a step run by
 ``strategy.run`` that applies gradients), under which strategies, also for a model kept in an
-attribute of a class, and which of them train under more than one replica. Part of :class:`~autofix.analysis.training.model.TrainingModel`."""
+attribute of a class, and which of them train under more than one replica.
+Part of :class:`~autofix.analysis.training.model.TrainingModel`."""
 
 from __future__ import annotations
 
