@@ -4,7 +4,7 @@
 Runs only under ``autofix migrate`` (``--strategy mirrored``, the default, or
 ``multiworker``), on a file that makes no strategy and trains. It does the one thing no other
 rule does: it creates the strategy, once, in the function that trains (the module for a
-script), after the imports, device setup, mixed-precision policy and seeding that come before
+script, the body of ``if __name__ == "__main__":`` for one that trains only when it is run), after the imports, device setup, mixed-precision policy and seeding that come before
 the training, and before the first object the training makes. A custom training step (a
 function that applies gradients, called by the loop) is run per replica: its calls go to a
 generated ``distributed_<step>`` that runs it with ``strategy.run`` and combines what it
@@ -430,6 +430,8 @@ def _runs_in(program, node: cst.CSTNode, block) -> bool:
     function = program.enclosing_function(node)
     if isinstance(block, cst.Module):
         return True
+    if _inside(program, node, block):
+        return True  # (in the block itself: the body of ``if __name__ == "__main__":``)
     while function is not None:
         if function.body is block:
             return True

@@ -1,0 +1,172 @@
+"""Migrations checked at run time against the definition of a right migration, computed
+directly: on N replicas with per-replica batch B, each replica runs the original's step on its
+own B examples and the N gradients are averaged. Each test trains a migrated fixture on 2
+logical CPUs (``ReductionToOneDevice``), then, in the same process, builds the original's model
+with the same initial weights, computes the original's gradients on each replica's shard of
+each global batch, averages them, applies the original's optimizer, and compares the weights.
+Nothing here goes through ``autofix smoke``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import announce
+from fixturecases import FIXTURES, read
+
+pytestmark = [
+    pytest.mark.tf,
+    pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed"),
+]
+
+REPLICAS = 2
+# What runs the migrated script, then the definition's code (``DEFINITION``) with its globals.
+HARNESS = r'''
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+cpus = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * REPLICAS)
+devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+made = tf.distribute.MirroredStrategy
+tf.distribute.MirroredStrategy = lambda *args, **kwargs: made(devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
+if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
+    import tf_keras as keras
+else:
+    import keras
+if ONE_FIT_STEP:
+    # fit trains one global batch, the first, in order: its update is the definition's first.
+    trained = keras.Model.fit
+
+    def fit(self, *args, **kwargs):
+        kwargs.update(epochs=1, steps_per_epoch=1, shuffle=False, verbose=0)
+        kwargs.pop("validation_data", None), kwargs.pop("validation_split", None), kwargs.pop("callbacks", None)
+        fit.batch_size = kwargs.get("batch_size")
+        return trained(self, *args, **kwargs)
+
+    keras.Model.fit = fit
+keras.utils.set_random_seed(7)
+ns = {"__name__": "__main__", "__file__": SCRIPT}
+exec(compile(open(SCRIPT).read(), SCRIPT, "exec"), ns)
+
+
+def definition(build, loss, optimizer, batches, regularized=False):
+    """The weights after the definition's updates: for each global batch, the original's
+    gradient on each replica's shard (at batch B), averaged, applied by ``optimizer``."""
+    keras.utils.set_random_seed(7)
+    model = build()
+    for x, y in batches:
+        grads = []
+        for shard in range(REPLICAS):
+            rows = slice(shard * len(x) // REPLICAS, (shard + 1) * len(x) // REPLICAS)
+            with tf.GradientTape() as tape:
+                value = loss(tf.constant(y[rows]), model(tf.constant(x[rows]), training=True))
+                if regularized:
+                    value = value + tf.add_n(model.losses)
+            grads.append(tape.gradient(value, model.trainable_variables))
+        averaged = [tf.add_n(list(g)) / REPLICAS for g in zip(*grads)]
+        optimizer.apply_gradients(zip(averaged, model.trainable_variables))
+    return model.get_weights()
+
+
+def global_batches(x, y, size, epochs=1):
+    return [(x[i:i + size], y[i:i + size]) for _ in range(epochs) for i in range(0, len(x), size)]
+
+
+def apart(got, want):
+    got = np.concatenate([np.ravel(g) for g in got])
+    want = np.concatenate([np.ravel(w) for w in want])
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+exec(compile(DEFINITION, "definition", "exec"))
+'''
+
+
+def trained(tmp_path, script: str, definition: str, one_fit_step: bool = False, keras: int = 3) -> dict[str, str]:
+    """Runs the migrated ``script`` on 2 logical CPUs, then ``definition`` (which sees the
+    script's globals as ``ns`` and prints ``key<TAB>value`` lines); returns what it printed."""
+    path = tmp_path / "migrated.py"
+    path.write_text(script)
+    prelude = f"REPLICAS = {REPLICAS}\nSCRIPT = {str(path)!r}\nONE_FIT_STEP = {one_fit_step}\nDEFINITION = {textwrap.dedent(definition)!r}\n"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    if keras == 2:
+        env["TF_USE_LEGACY_KERAS"] = "1"
+    done = subprocess.run([sys.executable, "-c", prelude + HARNESS], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(line.split("\t", 1) for line in done.stdout.splitlines() if "\t" in line)
+
+
+def fixed(name: str) -> str:
+    return read(FIXTURES / "tfd010" / f"{name}.fixed.py")
+
+
+# --- training under if __name__ == "__main__": -------------------------------------------------
+
+
+def test_a_migrated_main_block_trains_as_the_definition(tmp_path):
+    announce("training main_guard.fixed.py on 2 replicas")
+    printed = trained(tmp_path, fixed("main_guard"), """
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        want = definition(ns["build"], loss, keras.optimizers.SGD(0.1), global_batches(ns["x"], ns["y"], 32, epochs=2))
+        print("replicas", ns["strategy"].num_replicas_in_sync, sep="\\t")
+        print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
+    """)
+    assert printed["replicas"] == "2"
+    assert float(printed["apart"]) < 1e-5
+
+
+def test_a_step_defined_at_the_top_runs_per_replica_from_the_main_block(tmp_path):
+    printed = trained(tmp_path, fixed("main_guard_step_at_top"), """
+        loss = lambda y, p: tf.reduce_mean(tf.square(y - p))
+        labels = ns["x"].sum(axis=1, keepdims=True)
+        want = definition(ns["make_model"], loss, keras.optimizers.SGD(0.1), global_batches(ns["x"], labels, 16))
+        print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
+    """)
+    assert float(printed["apart"]) < 1e-5
+
+
+def test_fit_in_a_main_block_makes_the_definitions_first_update(tmp_path):
+    printed = trained(tmp_path, fixed("main_guard_fit"), """
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        print("batch", keras.Model.fit.batch_size, sep="\\t")
+        want = definition(lambda: ns["build"](), loss, keras.optimizers.SGD(), global_batches(ns["x"], ns["y"], 32)[:1])
+        print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
+    """, one_fit_step=True)
+    assert printed["batch"] == "32"
+    assert float(printed["apart"]) < 1e-5
+
+
+IMPORTER = r'''
+import sys
+sys.path.insert(0, sys.argv[1])
+import tensorflow as tf
+from train import build
+
+assert not tf.distribute.has_strategy()
+cpus = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+print(build().count_params())
+'''
+
+
+@pytest.mark.parametrize("name", ["main_guard", "main_guard_fit"])
+def test_importing_a_migrated_main_block_script_makes_no_strategy_and_leaves_devices_alone(tmp_path, name):
+    """Another script imports the migrated module for its model builder, then sets up its
+    devices: that must work as it did before the migration (a strategy made at import time
+    would have started the runtime: "Virtual devices cannot be modified after being
+    initialized")."""
+    (tmp_path / "train.py").write_text(fixed(name))
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    done = subprocess.run([sys.executable, "-c", IMPORTER, str(tmp_path)], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-1] == "195"
