@@ -170,3 +170,32 @@ def test_importing_a_migrated_main_block_script_makes_no_strategy_and_leaves_dev
     done = subprocess.run([sys.executable, "-c", IMPORTER, str(tmp_path)], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split()[-1] == "195"
+
+
+# --- a loss divided by the batch constant ---------------------------------------------------------
+
+
+def test_compute_average_loss_of_the_batch_constant_is_divided_by_the_global_batch(tmp_path):
+    """``compute_average_loss(..., global_batch_size=BATCH)`` on one device: on 2 replicas each
+    divides its share by the global batch (by BATCH it would be 2 x the update)."""
+    printed = trained(tmp_path, fixed("custom_loop_global_batch_size"), """
+        per_example = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+        loss = lambda y, p: tf.nn.compute_average_loss(per_example(y, p), global_batch_size=16)
+        want = definition(lambda: keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)]),
+                          loss, keras.optimizers.SGD(0.1), global_batches(ns["x"], ns["y"], 32, epochs=2))
+        print("global", ns["GLOBAL_BATCH"], sep="\\t")
+        print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
+    """)
+    assert printed["global"] == "32"
+    assert float(printed["apart"]) < 1e-5
+
+
+def test_a_sum_divided_by_the_batch_constant_is_divided_by_the_global_batch(tmp_path):
+    printed = trained(tmp_path, fixed("custom_loop_sum_over_batch_constant"), """
+        def loss(y, p):
+            return tf.reduce_sum(keras.losses.sparse_categorical_crossentropy(y, p, from_logits=True)) / 16
+        want = definition(lambda: keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)]),
+                          loss, keras.optimizers.SGD(0.1), global_batches(ns["x"], ns["y"], 32, epochs=2))
+        print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
+    """)
+    assert float(printed["apart"]) < 1e-5
