@@ -60,10 +60,12 @@ exec(compile(open(SCRIPT).read(), SCRIPT, "exec"), ns)
 
 
 def definition(build, loss, optimizer, batches, regularized=False):
-    """The weights after the definition's updates: for each global batch, the original's
-    gradient on each replica's shard (at batch B), averaged, applied by ``optimizer``."""
+    """The weights before and after the definition's updates: for each global batch, the
+    original's gradient on each replica's shard (at batch B), averaged, applied by
+    ``optimizer``."""
     keras.utils.set_random_seed(7)
     model = build()
+    initial = [np.array(w) for w in model.get_weights()]
     for x, y in batches:
         grads = []
         for shard in range(REPLICAS):
@@ -75,7 +77,7 @@ def definition(build, loss, optimizer, batches, regularized=False):
             grads.append(tape.gradient(value, model.trainable_variables))
         averaged = [tf.add_n(list(g)) / REPLICAS for g in zip(*grads)]
         optimizer.apply_gradients(zip(averaged, model.trainable_variables))
-    return model.get_weights()
+    return initial, model.get_weights()
 
 
 def global_batches(x, y, size, epochs=1):
@@ -83,9 +85,11 @@ def global_batches(x, y, size, epochs=1):
 
 
 def apart(got, want):
+    """How far the weights ``got`` are from the definition's (``want``: its weights before and
+    after), relative to the definition's change of the weights."""
+    initial, final = (np.concatenate([np.ravel(w) for w in ws]) for ws in want)
     got = np.concatenate([np.ravel(g) for g in got])
-    want = np.concatenate([np.ravel(w) for w in want])
-    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+    return float(np.linalg.norm(got - final) / np.linalg.norm(final - initial))
 
 
 exec(compile(DEFINITION, "definition", "exec"))
@@ -122,7 +126,7 @@ def test_a_migrated_main_block_trains_as_the_definition(tmp_path):
         print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
     """)
     assert printed["replicas"] == "2"
-    assert float(printed["apart"]) < 1e-5
+    assert float(printed["apart"]) < 1e-4
 
 
 def test_a_step_defined_at_the_top_runs_per_replica_from_the_main_block(tmp_path):
@@ -132,7 +136,7 @@ def test_a_step_defined_at_the_top_runs_per_replica_from_the_main_block(tmp_path
         want = definition(ns["make_model"], loss, keras.optimizers.SGD(0.1), global_batches(ns["x"], labels, 16))
         print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
     """)
-    assert float(printed["apart"]) < 1e-5
+    assert float(printed["apart"]) < 1e-4
 
 
 def test_fit_in_a_main_block_makes_the_definitions_first_update(tmp_path):
@@ -143,7 +147,7 @@ def test_fit_in_a_main_block_makes_the_definitions_first_update(tmp_path):
         print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
     """, one_fit_step=True)
     assert printed["batch"] == "32"
-    assert float(printed["apart"]) < 1e-5
+    assert float(printed["apart"]) < 1e-4
 
 
 IMPORTER = r'''
@@ -187,7 +191,7 @@ def test_compute_average_loss_of_the_batch_constant_is_divided_by_the_global_bat
         print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
     """)
     assert printed["global"] == "32"
-    assert float(printed["apart"]) < 1e-5
+    assert float(printed["apart"]) < 1e-4
 
 
 def test_a_sum_divided_by_the_batch_constant_is_divided_by_the_global_batch(tmp_path):
@@ -198,4 +202,51 @@ def test_a_sum_divided_by_the_batch_constant_is_divided_by_the_global_batch(tmp_
                           loss, keras.optimizers.SGD(0.1), global_batches(ns["x"], ns["y"], 32, epochs=2))
         print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
     """)
-    assert float(printed["apart"]) < 1e-5
+    assert float(printed["apart"]) < 1e-4
+
+
+# --- a loss summed over the batch ---------------------------------------------------------------
+
+
+def test_a_loss_summed_over_the_batch_is_averaged_over_the_replicas(tmp_path):
+    """The summed cross-entropy of tf.Variable objects: each replica's sum is divided by the
+    replica count (its share of the average of the original's gradients; unscaled it would
+    be 2 x). Unshuffled, so that the definition sees the batches in the script's order."""
+    script = fixed("raw_variables_summed_loss").replace(".shuffle(512)", "")
+    printed = trained(tmp_path, script, """
+        class Perceptron:
+            # The original's variables, made as the script makes them (the same seed and order).
+            def __init__(self):
+                self.weights = {"h1": tf.Variable(tf.random.normal([16, 8])), "out": tf.Variable(tf.random.normal([8, 4]))}
+                self.biases = {"b1": tf.Variable(tf.random.normal([8])), "out": tf.Variable(tf.random.normal([4]))}
+                self.trainable_variables = [*self.weights.values(), *self.biases.values()]
+
+            def __call__(self, x, training=False):
+                hidden = tf.nn.sigmoid(tf.add(tf.matmul(x, self.weights["h1"]), self.biases["b1"]))
+                return tf.nn.softmax(tf.matmul(hidden, self.weights["out"]) + self.biases["out"])
+
+            def get_weights(self):
+                return [v.numpy() for v in self.trainable_variables]
+
+        def build():
+            np.random.rand(512, 16), np.random.randint(0, 4, size=(512,))  # (the script's draws before)
+            return Perceptron()
+
+        def loss(y, p):
+            return tf.reduce_mean(-tf.reduce_sum(tf.one_hot(y, depth=4) * tf.math.log(tf.clip_by_value(p, 1e-9, 1.0))))
+
+        want = definition(build, loss, tf.optimizers.SGD(0.001), global_batches(ns["x_train"], ns["y_train"], 64, epochs=3))
+        got = [v.numpy() for v in [*ns["weights"].values(), *ns["biases"].values()]]
+        print("apart", apart(got, want), sep="\\t")
+    """)
+    assert float(printed["apart"]) < 1e-4
+
+
+def test_a_loss_object_summing_over_the_batch_is_averaged_over_the_replicas(tmp_path):
+    printed = trained(tmp_path, fixed("custom_loop_summed_loss"), """
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum")
+        want = definition(lambda: keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)]),
+                          loss, keras.optimizers.SGD(0.01), global_batches(ns["x"], ns["y"], 32, epochs=2))
+        print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
+    """)
+    assert float(printed["apart"]) < 1e-4

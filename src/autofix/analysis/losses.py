@@ -20,7 +20,11 @@ docs/losses.md):
   of it, so it counts N times unless scaled (``tf.nn.scale_regularization_loss``).
 - ``global``: already a replica's share of a global value: ``compute_average_loss``,
   ``scale_regularization_loss``, a ``reduce_sum`` (sums add up over replicas), values not
-  reduced at all (the gradient of a tensor is that of its sum).
+  reduced at all (the gradient of a tensor is that of its sum). A sum over the batch (a
+  ``reduce_sum``, per-example values, a loss object's ``"none"`` or ``"sum"`` reduction) has
+  ``detail`` "sum" (or the reduction): code written for N replicas means that sum, but a
+  migration from one device must divide it by the replica count (the replicas' gradients
+  are summed, and a right migration averages them).
 - ``constant``: a number (no gradient; as a factor, a weight).
 - ``unknown``: anything else: a model's output, a call into another module, a mean over
   given axes, a product of two loss values. A sum divided by something that is not the
@@ -223,14 +227,17 @@ class LossWalk:
         if names & MEANS:
             self.mean(call, state)
             return
-        if names & GLOBAL or names & PER_EXAMPLE or keras_loss_function(names):
+        if names & GLOBAL:
             self.end(call, state, "global")
+            return
+        if names & PER_EXAMPLE or keras_loss_function(names):
+            self.end(call, state, "global", "sum")
             return
         if names & SUMS:
             if state.divided:
                 self.end(call, state, "unknown", "normalized")
             else:
-                self.end(call, state, "global")
+                self.end(call, state, "global", "sum")
             return
         if names & CONSTANTS:
             self.end(call, state, "constant")
@@ -504,3 +511,8 @@ def _augmented(operator: cst.BaseAugOp) -> object:
         cst.MultiplyAssign: cst.Multiply(),
         cst.DivideAssign: cst.Divide(),
     }.get(type(operator), operator)
+
+
+def is_batch_sum(term: Term) -> bool:
+    """Whether ``term`` is a sum over the batch (see ``global`` in the module docstring)."""
+    return term.kind == "global" and term.detail in ("sum", "none")
