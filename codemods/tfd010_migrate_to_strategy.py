@@ -179,6 +179,8 @@ class MigrateToStrategy(Rule):
             self._mark_built(construction, inserts)
         for call in prep.default_batches:
             edits.replace(call, _with_default_batch)
+        for clip in single.clips[0]:
+            edits.replace(clip.call, lambda node, clip=clip: _clipped_globally(node, clip.gradients.value, tf))
         inserts.add(block, position, after_strategy)
         inserts.plan(edits)
 
@@ -306,6 +308,25 @@ def _with_default_batch(call: cst.Call) -> cst.Call:
         # A trailing comma: the new argument goes after it, as the others are laid out.
         arg = arg.with_changes(comma=args[-1].comma)
         args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return call.with_changes(args=[*args, arg])
+
+
+def _clipped_globally(call: cst.Call, gradients: str, tf: str) -> cst.Call:
+    """``tf.clip_by_global_norm(grads, C)`` -> the same, clipping by the norm of the
+    all-reduced gradient (see :mod:`autofix.analysis.clipping`)."""
+    norm = cst.parse_expression(
+        f"{tf}.linalg.global_norm({tf}.distribute.get_replica_context().all_reduce({tf}.distribute.ReduceOp.SUM, {gradients}))"
+    )
+    arg = cst.Arg(keyword=cst.Name("use_norm"), value=norm, equal=cst.AssignEqual(
+        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+    ))
+    args = list(call.args)
+    last = args[-1]
+    if last.comma is cst.MaybeSentinel.DEFAULT:
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    else:
+        arg = arg.with_changes(comma=last.comma)
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
     return call.with_changes(args=[*args, arg])
 
 

@@ -59,10 +59,10 @@ ns = {"__name__": "__main__", "__file__": SCRIPT}
 exec(compile(open(SCRIPT).read(), SCRIPT, "exec"), ns)
 
 
-def definition(build, loss, optimizer, batches, regularized=False):
+def definition(build, loss, optimizer, batches, regularized=False, clip=None):
     """The weights before and after the definition's updates: for each global batch, the
     original's gradient on each replica's shard (at batch B), averaged, applied by
-    ``optimizer``."""
+    ``optimizer`` (after ``clip``, when the original's step clips the gradient)."""
     keras.utils.set_random_seed(7)
     model = build()
     initial = [np.array(w) for w in model.get_weights()]
@@ -76,6 +76,8 @@ def definition(build, loss, optimizer, batches, regularized=False):
                     value = value + tf.add_n(model.losses)
             grads.append(tape.gradient(value, model.trainable_variables))
         averaged = [tf.add_n(list(g)) / REPLICAS for g in zip(*grads)]
+        if clip is not None:
+            averaged = clip(averaged)
         optimizer.apply_gradients(zip(averaged, model.trainable_variables))
     return initial, model.get_weights()
 
@@ -249,4 +251,48 @@ def test_a_loss_object_summing_over_the_batch_is_averaged_over_the_replicas(tmp_
                           loss, keras.optimizers.SGD(0.01), global_batches(ns["x"], ns["y"], 32, epochs=2))
         print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
     """)
+    assert float(printed["apart"]) < 1e-4
+
+
+# --- gradient clipping ----------------------------------------------------------------------------
+
+MLP = "lambda: keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation='relu'), keras.layers.Dense(3)])"
+
+
+def test_a_global_norm_clip_in_a_custom_step_clips_the_averaged_gradient(tmp_path):
+    """The clip (0.05) is active from the first step: clipping each replica's share instead
+    made 1.141 x the update (docs/migrate.md)."""
+    printed = trained(tmp_path, fixed("custom_loop_clip_global_norm"), f"""
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        clip = lambda grads: tf.clip_by_global_norm(grads, 0.05)[0]
+        want = definition({MLP}, loss, keras.optimizers.SGD(0.1), global_batches(ns["x"], ns["y"], 32, epochs=2), clip=clip)
+        print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
+    """)
+    assert float(printed["apart"]) < 1e-4
+
+
+def test_a_global_norm_clip_in_a_models_train_step_clips_the_averaged_gradient(tmp_path):
+    printed = trained(tmp_path, fixed("train_step_clip_global_norm"), f"""
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        clip = lambda grads: tf.clip_by_global_norm(grads, 0.05)[0]
+        print("batch", keras.Model.fit.batch_size, sep="\\t")
+
+        def build():
+            # (As the script builds it: the outer Dense is made first.)
+            inputs = keras.Input((8,))
+            return keras.Model(inputs, keras.layers.Dense(3)(keras.layers.Dense(16, activation="relu")(inputs)))
+
+        want = definition(build, loss, keras.optimizers.SGD(0.1), global_batches(ns["x"], ns["y"], 32)[:1], clip=clip)
+        print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
+    """, one_fit_step=True)
+    assert printed["batch"] == "32"
+    assert float(printed["apart"]) < 1e-4
+
+
+def test_an_optimizers_own_clip_is_left_to_tf_keras_which_clips_the_sum(tmp_path):
+    printed = trained(tmp_path, fixed("fit_clipnorm_tf_keras"), f"""
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        want = definition({MLP}, loss, keras.optimizers.SGD(0.1, global_clipnorm=0.05), global_batches(ns["x"], ns["y"], 32)[:1])
+        print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
+    """, one_fit_step=True, keras=2)
     assert float(printed["apart"]) < 1e-4

@@ -59,3 +59,67 @@ def test_check_leaves_a_sum_in_code_written_for_replicas_alone():
     migrated = analyse(STEP, MIGRATE).new_text.replace(" / strategy.num_replicas_in_sync\n", "\n")
     assert [f for f in analyse(migrated, CHECK).findings if f.code == "TFD004"] == []
 
+
+
+# --- gradient clipping ---------------------------------------------------------------------------
+
+
+CLIPPED = STEP.replace(
+    "        loss = tf.reduce_sum(per_example)\n", "        loss = tf.reduce_mean(per_example)\n"
+).replace(
+    "    optimizer.apply_gradients(zip(grads, model.trainable_variables))\n",
+    "    grads, norm = tf.clip_by_global_norm(grads, 1.0)\n    optimizer.apply_gradients(zip(grads, model.trainable_variables))\n",
+)
+
+
+def test_a_global_norm_clip_is_by_the_norm_of_the_all_reduced_gradient():
+    migrated = analyse(CLIPPED, MIGRATE).new_text
+    assert (
+        "    grads, norm = tf.clip_by_global_norm(grads, 1.0, use_norm=tf.linalg.global_norm("
+        "tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)))\n"
+    ) in migrated
+    # The loss is still each replica's share: the all-reduce only gives the clip its norm.
+    assert "        loss = tf.reduce_mean(per_example) / strategy.num_replicas_in_sync\n" in migrated
+
+
+def test_an_all_reduce_that_only_gives_the_clip_its_norm_does_not_aggregate_the_gradients():
+    """Check mode still finds a per-replica mean in a step whose clip is by the all-reduced
+    norm: the optimizer sums the gradients all the same."""
+    migrated = analyse(CLIPPED, MIGRATE).new_text.replace(" / strategy.num_replicas_in_sync\n", "\n")
+    assert [f.code for f in analyse(migrated, CHECK).findings] == ["TFD004"]
+
+
+def test_a_clip_of_each_gradient_tensor_is_refused_at_its_line():
+    source = read(FIXTURES / "tfd010" / "report_clip_by_norm.py")
+    analysis = analyse(source, MIGRATE)
+    assert analysis.new_text is None
+    (finding,) = analysis.findings
+    assert finding.line == _line(source, "tf.clip_by_norm(g, 1.0)")
+    assert finding.reason.startswith(
+        f"no automatic fix: the step clips its gradients with tf.clip_by_norm (line {finding.line}): on N replicas each "
+        "replica would clip its own share of the gradient"
+    )
+
+
+def test_a_clip_of_something_else_than_gradients_is_not_one():
+    """``tf.clip_by_value`` of predictions in a loss helper clips no gradient."""
+    source = CLIPPED.replace("tf.clip_by_global_norm(grads, 1.0)", "grads, tf.constant(0.0)").replace(
+        "model(xb, training=True)", "tf.clip_by_value(model(xb, training=True), -5.0, 5.0)"
+    )
+    assert analyse(source, MIGRATE).new_text is not None
+
+
+def test_an_optimizers_own_clip_is_refused_on_keras_3_in_fit_and_in_a_custom_step():
+    fit = read(FIXTURES / "tfd010" / "report_optimizer_clipnorm.py")
+    (finding,) = analyse(fit, MIGRATE).findings
+    assert finding.line == _line(fit, "global_clipnorm=0.05")
+    assert "(global_clipnorm=, line 11): under a strategy Keras 3 clips each replica's share of the gradient" in finding.reason
+    assert "measured with the clip active: 1.141 x the update of clipping the averaged gradient" in finding.reason
+    step = STEP.replace("keras.optimizers.SGD(0.01)", "keras.optimizers.SGD(0.01, clipnorm=1.0)")
+    (finding,) = analyse(step, MIGRATE).findings
+    assert "(clipnorm=, line 9)" in finding.reason and "1.016 x" in finding.reason
+
+
+def test_an_optimizers_own_clip_is_left_on_tf_keras():
+    """tf_keras adds the replicas' gradients up, then clips (measured)."""
+    assert analyse(read(FIXTURES / "tfd010" / "fit_clipnorm_tf_keras.py"), MIGRATE).new_text is not None
