@@ -18,8 +18,10 @@ migrates that function as any custom step. A method of a Keras model of
 this file that the loop calls on the one object it makes (``model.train(x)``) is such a step
 too: the wrapper runs ``strategy.run(model.train, ...)``, and the object's construction (with
 what its ``__init__`` makes) goes into the scope. ``tf.Variable`` objects a step trains, made by
-hand in the training block, are made in the scope where they are (they become mirrored). The
-other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
+hand in the training block, are made in the scope where they are (they become mirrored).
+A step (or a model's ``train_step``) that clips its gradients with ``tf.clip_by_global_norm``
+clips by the norm of the all-reduced gradient (``use_norm=``): each replica has only its share
+(:mod:`autofix.analysis.clipping`). The other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
 ``strategy.scope()`` (TFD001), the single-device batch kept as the per-replica batch and
 training fed the global batch (TFD002), the dataset distributed (TFD003), the loss averaged over
 the global batch (TFD004). The migration is written only when the result parses, a second pass
@@ -44,6 +46,9 @@ Not fixed (not migrated; reported with the reason):
   places its work on devices itself (``tf.device`` towers: distributed by hand already), or
   draws random numbers in Python (NumPy's noise: a constant once traced);
 - a model built for a fixed batch (``stateful=True``, ``batch_size=``), an in-batch objective;
+- gradients clipped per tensor or per entry in a step (``tf.clip_by_norm``, ``tf.clip_by_value``),
+  and, where the file may run on Keras 3, an optimizer given ``clipnorm=``, ``global_clipnorm=``
+  or ``clipvalue=`` (Keras 3 clips each replica's share before adding them up: measured);
 - ``fit`` on Keras 3 under ``--strategy multiworker`` (it fails with several workers);
 - anything the other rules cannot fix in the migrated code.
 """
