@@ -21,7 +21,10 @@ what its ``__init__`` makes) goes into the scope. ``tf.Variable`` objects a step
 hand in the training block, are made in the scope where they are (they become mirrored).
 A step (or a model's ``train_step``) that clips its gradients with ``tf.clip_by_global_norm``
 clips by the norm of the all-reduced gradient (``use_norm=``): each replica has only its share
-(:mod:`autofix.analysis.clipping`). The other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
+(:mod:`autofix.analysis.clipping`). A loss function handed to ``compile`` that averages
+over the whole batch returns one loss per example instead, and a loss object summing over it is
+weighed by ``1 / num_replicas_in_sync``, where that is shown to be the same
+(:mod:`autofix.analysis.compiled_losses`: Keras 3 divides neither by the replicas). The other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
 ``strategy.scope()`` (TFD001), the single-device batch kept as the per-replica batch and
 training fed the global batch (TFD002), the dataset distributed (TFD003), the loss averaged over
 the global batch (TFD004). The migration is written only when the result parses, a second pass
@@ -46,6 +49,9 @@ Not fixed (not migrated; reported with the reason):
   places its work on devices itself (``tf.device`` towers: distributed by hand already), or
   draws random numbers in Python (NumPy's noise: a constant once traced);
 - a model built for a fixed batch (``stateful=True``, ``batch_size=``), an in-batch objective;
+- a loss compiled for ``fit`` that reduces over the batch itself where the rewrite cannot be
+  shown the same (the function is used elsewhere, examples are weighed, its mean is not of
+  entries of ``y_true`` and ``y_pred``; a sum among other losses or weighed already);
 - gradients clipped per tensor or per entry in a step (``tf.clip_by_norm``, ``tf.clip_by_value``),
   and, where the file may run on Keras 3, an optimizer given ``clipnorm=``, ``global_clipnorm=``
   or ``clipvalue=`` (Keras 3 clips each replica's share before adding them up: measured);
@@ -58,6 +64,7 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.codemods._tfd010_inline import extract
+from autofix.analysis.compiled_losses import Weighed
 from autofix.analysis.migration import KINDS, ROWS, CustomStep, Refusal, SingleDevice
 from autofix.analysis.migration_models import ModelPrep
 from autofix.analysis.step_logs import LOGS
@@ -186,6 +193,12 @@ class MigrateToStrategy(Rule):
             edits.replace(call, _with_default_batch)
         for clip in single.clips[0]:
             edits.replace(clip.call, lambda node, clip=clip: _clipped_globally(node, clip.gradients.value, tf))
+        for loss in single.compiled_losses[0]:
+            if isinstance(loss, Weighed):
+                replicas = f"{strategy}.num_replicas_in_sync" if _runs_in(program, loss.compile, block) else f"{tf}.distribute.get_strategy().num_replicas_in_sync"
+                edits.replace(loss.compile, lambda node, replicas=replicas: _with_keyword(node, "loss_weights", f"1 / {replicas}"))
+            else:
+                edits.replace(loss.mean, lambda node, loss=loss: _per_example(program, node, loss, tf))
         inserts.add(block, position, after_strategy)
         inserts.plan(edits)
 
@@ -319,10 +332,13 @@ def _with_default_batch(call: cst.Call) -> cst.Call:
 def _clipped_globally(call: cst.Call, gradients: str, tf: str) -> cst.Call:
     """``tf.clip_by_global_norm(grads, C)`` -> the same, clipping by the norm of the
     all-reduced gradient (see :mod:`autofix.analysis.clipping`)."""
-    norm = cst.parse_expression(
-        f"{tf}.linalg.global_norm({tf}.distribute.get_replica_context().all_reduce({tf}.distribute.ReduceOp.SUM, {gradients}))"
-    )
-    arg = cst.Arg(keyword=cst.Name("use_norm"), value=norm, equal=cst.AssignEqual(
+    norm = f"{tf}.linalg.global_norm({tf}.distribute.get_replica_context().all_reduce({tf}.distribute.ReduceOp.SUM, {gradients}))"
+    return _with_keyword(call, "use_norm", norm)
+
+
+def _with_keyword(call: cst.Call, keyword: str, code: str) -> cst.Call:
+    """``call`` with ``keyword=<code>`` added after its arguments."""
+    arg = cst.Arg(keyword=cst.Name(keyword), value=cst.parse_expression(code), equal=cst.AssignEqual(
         whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
     ))
     args = list(call.args)
@@ -333,6 +349,20 @@ def _clipped_globally(call: cst.Call, gradients: str, tf: str) -> cst.Call:
         arg = arg.with_changes(comma=last.comma)
         args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
     return call.with_changes(args=[*args, arg])
+
+
+def _per_example(program, mean: cst.Call, loss, tf: str) -> cst.Call:
+    """``tf.reduce_mean(E)`` -> ``tf.reduce_mean(tf.reshape(E, [tf.shape(y_pred)[0], -1]),
+    axis=1)``: the mean of each example's entries, whose mean is the mean it was (see
+    :mod:`autofix.analysis.compiled_losses`)."""
+    averaged = program.module.code_for_node(loss.averaged)
+    rows = cst.parse_expression(f"{tf}.reshape({averaged}, [{tf}.shape({loss.predictions})[0], -1])")
+    return mean.with_changes(args=[
+        cst.Arg(rows, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+        cst.Arg(cst.Integer("1"), keyword=cst.Name("axis"), equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+        )),
+    ])
 
 
 def _imported_before(program, alias: str, index: int) -> bool:

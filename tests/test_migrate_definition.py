@@ -94,13 +94,17 @@ def apart(got, want):
     return float(np.linalg.norm(got - final) / np.linalg.norm(final - initial))
 
 
+def show(key, value):
+    print(key, value, sep="\t")
+
+
 exec(compile(DEFINITION, "definition", "exec"))
 '''
 
 
 def trained(tmp_path, script: str, definition: str, one_fit_step: bool = False, keras: int = 3) -> dict[str, str]:
     """Runs the migrated ``script`` on 2 logical CPUs, then ``definition`` (which sees the
-    script's globals as ``ns`` and prints ``key<TAB>value`` lines); returns what it printed."""
+    script's globals as ``ns`` and shows values with ``show(key, value)``); returns what it showed."""
     path = tmp_path / "migrated.py"
     path.write_text(script)
     prelude = f"REPLICAS = {REPLICAS}\nSCRIPT = {str(path)!r}\nONE_FIT_STEP = {one_fit_step}\nDEFINITION = {textwrap.dedent(definition)!r}\n"
@@ -124,8 +128,8 @@ def test_a_migrated_main_block_trains_as_the_definition(tmp_path):
     printed = trained(tmp_path, fixed("main_guard"), """
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         want = definition(ns["build"], loss, keras.optimizers.SGD(0.1), global_batches(ns["x"], ns["y"], 32, epochs=2))
-        print("replicas", ns["strategy"].num_replicas_in_sync, sep="\\t")
-        print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
+        show("replicas", ns["strategy"].num_replicas_in_sync)
+        show("apart", apart(ns["model"].get_weights(), want))
     """)
     assert printed["replicas"] == "2"
     assert float(printed["apart"]) < 1e-4
@@ -136,7 +140,7 @@ def test_a_step_defined_at_the_top_runs_per_replica_from_the_main_block(tmp_path
         loss = lambda y, p: tf.reduce_mean(tf.square(y - p))
         labels = ns["x"].sum(axis=1, keepdims=True)
         want = definition(ns["make_model"], loss, keras.optimizers.SGD(0.1), global_batches(ns["x"], labels, 16))
-        print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
+        show("apart", apart(ns["model"].get_weights(), want))
     """)
     assert float(printed["apart"]) < 1e-4
 
@@ -144,9 +148,9 @@ def test_a_step_defined_at_the_top_runs_per_replica_from_the_main_block(tmp_path
 def test_fit_in_a_main_block_makes_the_definitions_first_update(tmp_path):
     printed = trained(tmp_path, fixed("main_guard_fit"), """
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        print("batch", keras.Model.fit.batch_size, sep="\\t")
+        show("batch", keras.Model.fit.batch_size)
         want = definition(lambda: ns["build"](), loss, keras.optimizers.SGD(), global_batches(ns["x"], ns["y"], 32)[:1])
-        print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
+        show("apart", apart(ns["model"].get_weights(), want))
     """, one_fit_step=True)
     assert printed["batch"] == "32"
     assert float(printed["apart"]) < 1e-4
@@ -189,8 +193,8 @@ def test_compute_average_loss_of_the_batch_constant_is_divided_by_the_global_bat
         loss = lambda y, p: tf.nn.compute_average_loss(per_example(y, p), global_batch_size=16)
         want = definition(lambda: keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)]),
                           loss, keras.optimizers.SGD(0.1), global_batches(ns["x"], ns["y"], 32, epochs=2))
-        print("global", ns["GLOBAL_BATCH"], sep="\\t")
-        print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
+        show("global", ns["GLOBAL_BATCH"])
+        show("apart", apart(ns["model"].get_weights(), want))
     """)
     assert printed["global"] == "32"
     assert float(printed["apart"]) < 1e-4
@@ -202,7 +206,7 @@ def test_a_sum_divided_by_the_batch_constant_is_divided_by_the_global_batch(tmp_
             return tf.reduce_sum(keras.losses.sparse_categorical_crossentropy(y, p, from_logits=True)) / 16
         want = definition(lambda: keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)]),
                           loss, keras.optimizers.SGD(0.1), global_batches(ns["x"], ns["y"], 32, epochs=2))
-        print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
+        show("apart", apart(ns["model"].get_weights(), want))
     """)
     assert float(printed["apart"]) < 1e-4
 
@@ -239,7 +243,7 @@ def test_a_loss_summed_over_the_batch_is_averaged_over_the_replicas(tmp_path):
 
         want = definition(build, loss, tf.optimizers.SGD(0.001), global_batches(ns["x_train"], ns["y_train"], 64, epochs=3))
         got = [v.numpy() for v in [*ns["weights"].values(), *ns["biases"].values()]]
-        print("apart", apart(got, want), sep="\\t")
+        show("apart", apart(got, want))
     """)
     assert float(printed["apart"]) < 1e-4
 
@@ -249,7 +253,7 @@ def test_a_loss_object_summing_over_the_batch_is_averaged_over_the_replicas(tmp_
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum")
         want = definition(lambda: keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)]),
                           loss, keras.optimizers.SGD(0.01), global_batches(ns["x"], ns["y"], 32, epochs=2))
-        print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
+        show("apart", apart(ns["model"].get_weights(), want))
     """)
     assert float(printed["apart"]) < 1e-4
 
@@ -266,7 +270,7 @@ def test_a_global_norm_clip_in_a_custom_step_clips_the_averaged_gradient(tmp_pat
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         clip = lambda grads: tf.clip_by_global_norm(grads, 0.05)[0]
         want = definition({MLP}, loss, keras.optimizers.SGD(0.1), global_batches(ns["x"], ns["y"], 32, epochs=2), clip=clip)
-        print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
+        show("apart", apart(ns["model"].get_weights(), want))
     """)
     assert float(printed["apart"]) < 1e-4
 
@@ -275,7 +279,7 @@ def test_a_global_norm_clip_in_a_models_train_step_clips_the_averaged_gradient(t
     printed = trained(tmp_path, fixed("train_step_clip_global_norm"), f"""
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         clip = lambda grads: tf.clip_by_global_norm(grads, 0.05)[0]
-        print("batch", keras.Model.fit.batch_size, sep="\\t")
+        show("batch", keras.Model.fit.batch_size)
 
         def build():
             # (As the script builds it: the outer Dense is made first.)
@@ -283,7 +287,7 @@ def test_a_global_norm_clip_in_a_models_train_step_clips_the_averaged_gradient(t
             return keras.Model(inputs, keras.layers.Dense(3)(keras.layers.Dense(16, activation="relu")(inputs)))
 
         want = definition(build, loss, keras.optimizers.SGD(0.1), global_batches(ns["x"], ns["y"], 32)[:1], clip=clip)
-        print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
+        show("apart", apart(ns["model"].get_weights(), want))
     """, one_fit_step=True)
     assert printed["batch"] == "32"
     assert float(printed["apart"]) < 1e-4
@@ -293,6 +297,31 @@ def test_an_optimizers_own_clip_is_left_to_tf_keras_which_clips_the_sum(tmp_path
     printed = trained(tmp_path, fixed("fit_clipnorm_tf_keras"), f"""
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         want = definition({MLP}, loss, keras.optimizers.SGD(0.1, global_clipnorm=0.05), global_batches(ns["x"], ns["y"], 32)[:1])
-        print("apart", apart(ns["model"].get_weights(), want), sep="\\t")
+        show("apart", apart(ns["model"].get_weights(), want))
     """, one_fit_step=True, keras=2)
+    assert float(printed["apart"]) < 1e-4
+
+
+# --- losses compile is given that reduce over the batch themselves --------------------------------
+
+
+def test_a_compiled_loss_function_averaging_over_the_batch_is_made_per_example(tmp_path):
+    """Returned as it was (a scalar), Keras 3 would train at 2 x the update (docs/migrate.md)."""
+    printed = trained(tmp_path, fixed("fit_loss_function_mean"), """
+        loss = lambda y, p: tf.reduce_mean(tf.square(y - p))
+        build = lambda: keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(2)])
+        show("batch", keras.Model.fit.batch_size)
+        want = definition(build, loss, keras.optimizers.SGD(0.1), global_batches(ns["x"], ns["y"], 32)[:1])
+        show("apart", apart(ns["model"].get_weights(), want))
+    """, one_fit_step=True)
+    assert printed["batch"] == "32"
+    assert float(printed["apart"]) < 1e-4
+
+
+def test_a_compiled_loss_summing_over_the_batch_is_weighed_by_the_replicas(tmp_path):
+    printed = trained(tmp_path, fixed("fit_loss_reduction_sum"), f"""
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum")
+        want = definition({MLP}, loss, keras.optimizers.SGD(0.01), global_batches(ns["x"], ns["y"], 32)[:1])
+        show("apart", apart(ns["model"].get_weights(), want))
+    """, one_fit_step=True)
     assert float(printed["apart"]) < 1e-4

@@ -62,8 +62,10 @@ FORMS = {
     "fit: a loss function averaging over the last axis": (RIGHT, RIGHT),
     "fit: a loss function returning reduce_mean": ("2.000 apart", RIGHT),
     "fit: a loss function returning reduce_sum": ("2.000 apart", RIGHT),
+    "fit: a loss function averaging each row of its reshape": (RIGHT, RIGHT),
     'fit: reduction="sum"': ("2.000 apart", "2.000 apart"),
     "fit: add_loss (a kernel regularizer)": (RIGHT, RIGHT),
+    'fit: reduction="sum", loss_weights=1 / N': (RIGHT, RIGHT),
 }
 
 

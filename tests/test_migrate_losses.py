@@ -123,3 +123,68 @@ def test_an_optimizers_own_clip_is_refused_on_keras_3_in_fit_and_in_a_custom_ste
 def test_an_optimizers_own_clip_is_left_on_tf_keras():
     """tf_keras adds the replicas' gradients up, then clips (measured)."""
     assert analyse(read(FIXTURES / "tfd010" / "fit_clipnorm_tf_keras.py"), MIGRATE).new_text is not None
+
+
+# --- losses compile is given that reduce over the batch themselves -----------------------------
+
+
+FIT = (
+    "import numpy as np\n"
+    "import keras\n"
+    "import tensorflow as tf\n"
+    "\n"
+    "\n"
+    "def squared_error(y_true, y_pred):\n"
+    "    return tf.reduce_mean(tf.square(y_true - y_pred))\n"
+    "\n"
+    "\n"
+    "x = np.random.rand(256, 8).astype('float32')\n"
+    "y = np.random.rand(256, 2).astype('float32')\n"
+    "model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)])\n"
+    "model.compile(optimizer='sgd', loss=squared_error)\n"
+    "model.fit(x, y, batch_size=16, epochs=2)\n"
+)
+PER_EXAMPLE = "    return tf.reduce_mean(tf.reshape(tf.square(y_true - y_pred), [tf.shape(y_pred)[0], -1]), axis=1)\n"
+
+
+def test_a_compiled_loss_function_averaging_over_the_batch_returns_one_loss_per_example():
+    assert PER_EXAMPLE in analyse(FIT, MIGRATE).new_text
+
+
+def test_a_compiled_loss_function_is_left_as_it_is_on_tf_keras():
+    """tf_keras divides a scalar loss by the replicas itself (measured)."""
+    source = FIT.replace("import keras\n", "import tf_keras as keras\n")
+    migrated = analyse(source, MIGRATE).new_text
+    assert "    return tf.reduce_mean(tf.square(y_true - y_pred))\n" in migrated
+
+
+def _reason(source: str) -> tuple[int, str]:
+    analysis = analyse(source, MIGRATE)
+    assert analysis.new_text is None
+    (finding,) = analysis.findings
+    return finding.line, finding.reason
+
+
+def test_a_compiled_loss_function_not_shown_entry_by_entry_is_refused_at_its_mean():
+    source = FIT.replace("tf.square(y_true - y_pred)", "tf.square(y_true - tf.reduce_max(y_pred))")
+    line, reason = _reason(source)
+    assert line == 7
+    assert "the loss function squared_error (line 7) returns a mean over the whole batch: Keras 3 does not divide a scalar loss" in reason
+    assert "(measured: 2.000 x on 2); what it averages is not shown to be made entry by entry from y_true and y_pred" in reason
+
+
+def test_a_compiled_loss_function_with_weighed_examples_is_refused():
+    line, reason = _reason(FIT.replace("epochs=2)", "epochs=2, sample_weight=np.ones(256))"))
+    assert line == 7 and "fit is given sample_weight= (line 14)" in reason
+
+
+def test_a_compiled_loss_function_summing_over_the_batch_is_refused():
+    line, reason = _reason(FIT.replace("tf.reduce_mean(tf.square", "tf.reduce_sum(tf.square"))
+    assert line == 7 and "returns a sum over the whole batch: Keras 3 does not divide a scalar loss by the replicas" in reason
+
+
+def test_a_compiled_sum_is_weighed_by_the_replicas_where_compile_weighs_nothing():
+    source = FIT.replace("loss=squared_error", "loss=keras.losses.MeanSquaredError(reduction='sum')")
+    assert "loss_weights=1 / strategy.num_replicas_in_sync)" in analyse(source, MIGRATE).new_text
+    line, reason = _reason(source.replace("reduction='sum')", "reduction='sum'), loss_weights=2.0"))
+    assert line == 13 and "it is not the one loss compile is given unweighed" in reason

@@ -266,6 +266,12 @@ def sum_over_everything(y_true, y_pred):
     return tf.reduce_sum(tf.square(tf.one_hot(tf.cast(tf.reshape(y_true, [-1]), "int32"), 3) - y_pred))
 
 
+def mean_of_each_row(y_true, y_pred):
+    """``mean_over_everything`` as the migration rewrites it: one loss per example."""
+    squared = tf.square(tf.one_hot(tf.cast(tf.reshape(y_true, [-1]), "int32"), 3) - y_pred)
+    return tf.reduce_mean(tf.reshape(squared, [tf.shape(y_pred)[0], -1]), axis=1)
+
+
 def crossentropy(reduction):
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
 
@@ -285,6 +291,7 @@ FIT = {
     "fit: a loss function averaging over the last axis": (lambda: mean_over_last_axis, sgd, lambda y, p: tf.reduce_mean(mean_over_last_axis(y, p)), sgd, False),
     "fit: a loss function returning reduce_mean": (lambda: mean_over_everything, sgd, mean_over_everything, sgd, False),
     "fit: a loss function returning reduce_sum": (lambda: sum_over_everything, sgd, sum_over_everything, sgd, False),
+    "fit: a loss function averaging each row of its reshape": (lambda: mean_of_each_row, sgd, mean_over_everything, sgd, False),
     'fit: reduction="sum"': (lambda: crossentropy("sum"), sgd, summed, sgd, False),
     "fit: add_loss (a kernel regularizer)": (lambda: crossentropy(DEFAULT), sgd, mean, sgd, True),
 }
@@ -294,3 +301,15 @@ for form, (loss, optimizer, original, original_optimizer, regularized) in FIT.it
         print(f"{form}\t{compared(fitted(loss(), optimizer, regularized), definition(original, original_optimizer(), regularized))}")
     except Exception as exc:  # noqa: BLE001
         print(f"{form}\tfails: {type(exc).__name__}")
+
+# A summed loss weighed by 1 / N in compile: each replica's sum divided by N.
+try:
+    with strategy.scope():
+        weighed = build()
+        weighed.set_weights(INITIAL)
+        weighed.compile(optimizer=sgd(), loss=crossentropy("sum"), loss_weights=1 / N)
+    weighed.fit(X, Y, batch_size=N * B, epochs=1, shuffle=False, verbose=0)
+    update = [w - w0 for w, w0 in zip(weighed.get_weights(), INITIAL)]
+    print(f'fit: reduction="sum", loss_weights=1 / N\t{compared(update, definition(summed, sgd()))}')
+except Exception as exc:  # noqa: BLE001
+    print(f'fit: reduction="sum", loss_weights=1 / N\tfails: {type(exc).__name__}')

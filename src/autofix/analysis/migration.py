@@ -22,6 +22,7 @@ import libcst as cst
 from autofix.analysis import Derived
 from autofix.analysis.booleans import boolean_input
 from autofix.analysis.clipping import Clipping, GlobalClip, optimizer_clip_reason
+from autofix.analysis.compiled_losses import CompiledLosses, PerExample, Weighed
 from autofix.analysis.facts import Facts
 from autofix.analysis.inline_steps import InlineStep, InlineSteps
 from autofix.analysis.keras1 import first_keras
@@ -247,7 +248,15 @@ class SingleDevice(Derived):
         found = list(self.analysed[1])
         found.extend(self._file_refusals())
         found.extend(Refusal(*refused) for refused in self.clips[1])
+        found.extend(Refusal(*refused) for refused in self.compiled_losses[1])
         return found
+
+    @cached_property
+    def compiled_losses(self) -> tuple[list[PerExample | Weighed], list[tuple[cst.CSTNode, str]]]:
+        """The loss functions handed to ``compile`` that the migration makes return one loss
+        per example, the compiles of a loss summed over the batch it weighs by ``1 / N``, and
+        why other compiled losses cannot be migrated (:mod:`.compiled_losses`)."""
+        return CompiledLosses.of(self.program).judged(self.fits)
 
     @cached_property
     def clips(self) -> tuple[list[GlobalClip], list[tuple[cst.CSTNode, str]]]:
