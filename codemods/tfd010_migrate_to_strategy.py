@@ -24,7 +24,10 @@ clips by the norm of the all-reduced gradient (``use_norm=``): each replica has 
 (:mod:`autofix.analysis.clipping`). A loss function handed to ``compile`` that averages
 over the whole batch returns one loss per example instead, and a loss object summing over it is
 weighed by ``1 / num_replicas_in_sync``, where that is shown to be the same
-(:mod:`autofix.analysis.compiled_losses`: Keras 3 divides neither by the replicas). The other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
+(:mod:`autofix.analysis.compiled_losses`: Keras 3 divides neither by the replicas). Counts of
+optimizer steps written as numbers (a schedule's boundaries, decay and warm-up steps,
+``save_freq=<int>``) are left as they are, each with a finding that says they now mean N x the
+examples (:mod:`autofix.analysis.step_counts`). The other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
 ``strategy.scope()`` (TFD001), the single-device batch kept as the per-replica batch and
 training fed the global batch (TFD002), the dataset distributed (TFD003), the loss averaged over
 the global batch (TFD004). The migration is written only when the result parses, a second pass
@@ -69,6 +72,7 @@ from autofix.analysis.migration import KINDS, ROWS, CustomStep, Refusal, SingleD
 from autofix.analysis.migration_models import ModelPrep
 from autofix.analysis.step_logs import LOGS
 from autofix.analysis.placement import Placement
+from autofix.analysis.step_counts import NOTE_MESSAGE as COUNT_MESSAGE, StepCounts, note as step_count_note
 from autofix.analysis.steps import Steps
 from autofix.analysis.syntax import is_wall
 from autofix.analysis.tracing import python_effect
@@ -143,7 +147,10 @@ class MigrateToStrategy(Rule):
             for refusal in refusals:
                 self.report(refusal.node, "trains on one device: not migrated", refusal.reason)
             return
-        self.fix(anchor, message, lambda edits: self._plan(single, kind.cls, edits))
+        if self.fix(anchor, message, lambda edits: self._plan(single, kind.cls, edits)):
+            # What the migration leaves as it is but changes the meaning of: counts of steps.
+            for count in StepCounts.of(self.program).found:
+                self.report(count.node, COUNT_MESSAGE, step_count_note(self.program, count))
 
     def _plan(self, single: SingleDevice, cls: str, edits: BlockEdits) -> None:
         program = self.program

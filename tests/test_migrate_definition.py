@@ -325,3 +325,30 @@ def test_a_compiled_loss_summing_over_the_batch_is_weighed_by_the_replicas(tmp_p
         show("apart", apart(ns["model"].get_weights(), want))
     """, one_fit_step=True)
     assert float(printed["apart"]) < 1e-4
+
+
+# --- counts of steps ------------------------------------------------------------------------------
+
+
+def test_a_schedule_computed_from_the_data_size_follows_the_global_batch(tmp_path):
+    """Per example, the rate after 3 epochs is the original's (0.1 halved every epoch): on 2
+    replicas an epoch is 8 steps, and so is the decay."""
+    printed = trained(tmp_path, fixed("fit_schedule_from_data_size"), """
+        optimizer = ns["model"].optimizer
+        show("steps", int(optimizer.iterations.numpy()))
+        show("rate", float(np.array(optimizer.learning_rate)))
+    """)
+    assert printed["steps"] == "24"
+    assert abs(float(printed["rate"]) - 0.1 * 0.5**3) < 1e-7
+
+
+def test_a_schedule_counted_in_steps_acts_later_in_the_data_as_the_note_says(tmp_path):
+    """What the TFD010 note at the boundaries says: after 3 epochs (48 steps on one device, the
+    rate 0.025 there), 2 replicas have taken 24 steps and the rate is 0.05."""
+    printed = trained(tmp_path, fixed("fit_step_counts"), """
+        optimizer = ns["model"].optimizer
+        show("steps", int(optimizer.iterations.numpy()))
+        show("rate", float(np.array(optimizer.learning_rate)))
+    """)
+    assert printed["steps"] == "24"
+    assert abs(float(printed["rate"]) - 0.05) < 1e-7
