@@ -352,3 +352,25 @@ def test_a_schedule_counted_in_steps_acts_later_in_the_data_as_the_note_says(tmp
     """)
     assert printed["steps"] == "24"
     assert abs(float(printed["rate"]) - 0.05) < 1e-7
+
+
+# --- what TFD004 writes in a migration ----------------------------------------------------------
+
+
+def test_a_migrated_steps_regularization_is_each_replicas_share(tmp_path):
+    """The mean loss made each replica's share, and model.losses scaled by
+    tf.nn.scale_regularization_loss: the average of the original's updates."""
+    printed = trained(tmp_path, fixed("custom_loop_regularization"), """
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+        def build():
+            return keras.Sequential([
+                keras.Input((8,)),
+                keras.layers.Dense(16, activation="relu", kernel_regularizer=keras.regularizers.l2(0.1)),
+                keras.layers.Dense(3),
+            ])
+
+        want = definition(build, loss, keras.optimizers.SGD(0.1), global_batches(ns["x"], ns["y"], 32, epochs=2), regularized=True)
+        show("apart", apart(ns["model"].get_weights(), want))
+    """)
+    assert float(printed["apart"]) < 1e-4
