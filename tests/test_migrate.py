@@ -284,6 +284,7 @@ needs_tf = [
 # tests/test_migrate_definition.py.
 JUDGED_ELSEWHERE = {
     "custom_loop_global_batch_size": "the original at N x B still divides its loss by B (global_batch_size=BATCH)",
+    "custom_loop_global_batch_size_named_global": "the original at N x B still divides its loss by B (global_batch_size=GLOBAL_BATCH_SIZE)",
     "custom_loop_sum_over_batch_constant": "the original at N x B still divides its summed loss by B",
     "custom_loop_summed_loss": "the original at N x B sums its loss over N x B examples: N x the average of its updates",
     "fit_loss_reduction_sum": "the original at N x B sums its loss over N x B examples: N x the average of its updates",

@@ -185,17 +185,18 @@ def test_importing_a_migrated_main_block_script_makes_no_strategy_and_leaves_dev
 # --- a loss divided by the batch constant ---------------------------------------------------------
 
 
-def test_compute_average_loss_of_the_batch_constant_is_divided_by_the_global_batch(tmp_path):
+@pytest.mark.parametrize("name, constant", [("custom_loop_global_batch_size", "GLOBAL_BATCH"), ("custom_loop_global_batch_size_named_global", "GLOBAL_BATCH_SIZE_ALL_REPLICAS")])
+def test_compute_average_loss_of_the_batch_constant_is_divided_by_the_global_batch(tmp_path, name, constant):
     """``compute_average_loss(..., global_batch_size=BATCH)`` on one device: on 2 replicas each
     divides its share by the global batch (by BATCH it would be 2 x the update)."""
-    printed = trained(tmp_path, fixed("custom_loop_global_batch_size"), """
+    printed = trained(tmp_path, fixed(name), """
         per_example = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
         loss = lambda y, p: tf.nn.compute_average_loss(per_example(y, p), global_batch_size=16)
         want = definition(lambda: keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)]),
                           loss, keras.optimizers.SGD(0.1), global_batches(ns["x"], ns["y"], 32, epochs=2))
-        show("global", ns["GLOBAL_BATCH"])
+        show("global", ns[CONSTANT])
         show("apart", apart(ns["model"].get_weights(), want))
-    """)
+    """.replace("CONSTANT", repr(constant)))
     assert printed["global"] == "32"
     assert float(printed["apart"]) < 1e-4
 
