@@ -9,7 +9,10 @@ it only when another term of the same loss is a finding. A migration must not re
 a step whose loss has a term of unknown reduction is not migrated, since the gradients it
 would make on N replicas cannot be shown to be the original's. That holds for a model's own
 ``train_step`` that ``fit`` runs too (a loss function handed to a custom ``compile``), except
-for the loss Keras computes itself there (``self.compute_loss``).
+for the loss Keras computes itself there (``self.compute_loss``). A sum divided by the batch
+(``tf.reduce_sum(l) / BATCH``) is not one of those: migrated, it is divided by the global batch,
+and :func:`normalizers` names what divides a loss over the batch, which the migrated code must
+show to be the global batch (:mod:`.migrated`).
 """
 
 from __future__ import annotations
