@@ -148,7 +148,8 @@ class CompiledLosses(Derived):
         else:
             info = self.facts.functions.get(function)
             returned = [r.value for r in info.returns if r.value is not None] if info is not None else []
-        reduced = [(v, kind) for v in returned for kind in [self._over_everything(v)] if kind is not None]
+        kinds = [self._over_everything(v) for v in returned]
+        reduced = [(v, k) for v, k in zip(returned, kinds) if k is not None]
         if not reduced:
             return None
         node, kind = reduced[0]
