@@ -15,7 +15,8 @@ from mutants.core import WRONG, Edit, callee, dotted, expr, keyword, number, ope
 from mutants.facts import differentiated, inside_any, is_replicas, scaled_operand, walk
 
 FAMILY = "loss"
-SEES = "the first update (the gradient's scale)"
+SEES = "the first update"
+SCALE = "the first update (N x a gradient)"
 # Their first positional parameter is from_logits.
 CROSSENTROPY = {"CategoricalCrossentropy", "BinaryCrossentropy", "SparseCategoricalCrossentropy"}
 
@@ -36,7 +37,7 @@ def _regularized(p) -> bool:
     return any(word in p.text for word in ("regularizer", "add_loss(", "activity_regularizer"))
 
 
-@operator("mean-per-replica", WRONG, FAMILY, "the loss averaged per replica (compute_average_loss -> reduce_mean; the / num_replicas_in_sync removed)", SEES)
+@operator("mean-per-replica", WRONG, FAMILY, "the loss averaged per replica (compute_average_loss -> reduce_mean; the / num_replicas_in_sync removed)", SCALE)
 def mean_per_replica(p):
     for step, node in loss_nodes(p):
         if isinstance(node, cst.Call) and callee(node) == "compute_average_loss" and node.args:
@@ -48,7 +49,7 @@ def mean_per_replica(p):
             yield Edit(p.replace_one(node, node.left.deep_clone()), f"{p.code(node)[:70]}: / {p.code(node.right)} removed", p.line(node))
 
 
-@operator("divisor-per-replica", WRONG, FAMILY, "the loss divided by the per-replica batch (global_batch_size=B, / B)", SEES)
+@operator("divisor-per-replica", WRONG, FAMILY, "the loss divided by the per-replica batch (global_batch_size=B, / B)", SCALE)
 def divisor_per_replica(p):
     for step, node in loss_nodes(p):
         target = None
@@ -105,7 +106,7 @@ def loss_term_dropped(p):
                     yield Edit(p.replace_one(node, kept.deep_clone()), f"+ {p.code(dropped)[:60]} dropped", p.line(node))
 
 
-@operator("regularization-unscaled", WRONG, FAMILY, "scale_regularization_loss removed: the regularization added once per replica", SEES)
+@operator("regularization-unscaled", WRONG, FAMILY, "scale_regularization_loss removed: the regularization added once per replica", SCALE)
 def regularization_unscaled(p):
     if not _regularized(p):
         return
@@ -179,7 +180,7 @@ def loss_weight_changed(p):
                 break
 
 
-@operator("reduction-changed", WRONG, FAMILY, "a loss object's reduction set to 'sum' (B x the mean)", SEES)
+@operator("reduction-changed", WRONG, FAMILY, "a loss object's reduction set to 'sum' (B x the mean)", "the first update (B x the gradient)")
 def reduction_changed(p):
     for call in p.facts.used_losses():
         current = keyword(call, "reduction")

@@ -14,7 +14,7 @@ from mutants.core import WRONG, Edit, argument, callee, expr, keyword, number, o
 from mutants.facts import ACTIVATION_LAYERS, KERNEL_LAYERS, LAYER_WIDTH, RANDOM_LAYERS, WEIGHTED_LAYERS
 
 FAMILY = "model"
-SEES = "the initial weights (not transplanted over) and the first update"
+SEES = "the initial weights (a transplant of the original's would hide them)"
 
 # Initializers whose draws from the same seed differ from the other's.
 OTHER_INITIALIZER = {"glorot_uniform": "he_uniform", "he_uniform": "glorot_uniform", "glorot_normal": "he_normal", "he_normal": "glorot_normal"}
@@ -51,7 +51,7 @@ def width_changed(p):
         yield Edit(p.replace_one(call, changed), f"{callee(call)} {name} {p.code(arg.value)} -> {p.code(new)}", p.line(call))
 
 
-@operator("activation-changed", WRONG, FAMILY, "a trained layer's activation (relu <-> tanh; none -> tanh)", SEES)
+@operator("activation-changed", WRONG, FAMILY, "a trained layer's activation (relu <-> tanh; none -> tanh)", "the first update (another function of the same weights)")
 def activation_changed(p):
     for call in p.facts.layers(ACTIVATION_LAYERS):
         arg = argument(call, "activation", 1) if callee(call) == "Dense" else keyword(call, "activation")
