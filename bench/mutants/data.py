@@ -14,8 +14,9 @@ import math
 
 import libcst as cst
 
+from mutants import uses
 from mutants.core import WRONG, Edit, callee, expr, keyword, number, operator, positional, true, with_keyword, without_arg
-from mutants.facts import walk
+from mutants.vocabulary import walk
 
 FAMILY = "data"
 DATASET_METHODS = {"batch", "padded_batch", "shuffle", "prefetch", "map", "repeat", "cache", "take", "skip", "filter", "from_tensor_slices", "from_tensors", "zip", "unbatch", "rebatch", "apply"}
@@ -48,7 +49,7 @@ def examples(p, node) -> int | None:
     calls = chain(p, node)
     if not calls or callee(calls[-1]) != "from_tensor_slices" or not calls[-1].args:
         return None
-    n = p.facts.size_of(calls[-1].args[0].value)
+    n = uses.size_of(p, calls[-1].args[0].value)
     for call in reversed(calls[:-1]):
         name = callee(call)
         if name in ("repeat", "filter", "rebatch", "unbatch", "apply", "padded_batch"):
@@ -69,7 +70,7 @@ def global_batch(p, call: cst.Call) -> int | None:
         return None
     value = call.args[0].value
     value = p.facts.resolve(value) if isinstance(value, cst.Name) else value
-    from mutants.facts import scaled_operand
+    from mutants.vocabulary import scaled_operand
 
     operand = scaled_operand(value)
     if operand is None:
@@ -147,8 +148,8 @@ def undistributed_dataset(p):
 
 
 def _scaled_batches(p):
-    for product, operand in p.facts.global_batches():
-        if p.facts.batch_uses(product):
+    for product, operand in uses.global_batches(p):
+        if uses.batch_uses(p, product):
             yield product, operand
 
 

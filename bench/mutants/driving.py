@@ -13,9 +13,11 @@ import math
 
 import libcst as cst
 
+from mutants import uses
 from mutants.core import WRONG, Edit, argument, callee, expr, keyword, number, operator, positional, string, true, with_keyword
 from mutants.data import _batches_in, _trained_fit, is_dataset
-from mutants.facts import RANDOM_LAYERS, TRAINING_LAYERS, LOSSES, attribute_model, model_layers, names_in, walk
+from mutants.uses import attribute_model, model_layers
+from mutants.vocabulary import RANDOM_LAYERS, TRAINING_LAYERS, LOSSES, names_in, walk
 
 FAMILY = "driving"
 
@@ -162,14 +164,14 @@ def _epoch_batches(p, call: cst.Call) -> int | None:
         return None
     if is_dataset(p, args[0].value):
         return _batches_in(p, args[0].value)
-    n = p.facts.size_of(args[0].value)
+    n = uses.size_of(p, args[0].value)
     batch = keyword(call, "batch_size")
     if n is None or keyword(call, "validation_split") is not None:
         return None
     if batch is None:
         size = 32  # Keras's default, when the migration did not write it
     else:
-        from mutants.facts import scaled_operand
+        from mutants.vocabulary import scaled_operand
 
         value = p.facts.resolve(batch.value) if isinstance(batch.value, cst.Name) else batch.value
         operand = scaled_operand(value)

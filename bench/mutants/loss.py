@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import libcst as cst
 
+from mutants import uses
 from mutants.core import WRONG, Edit, callee, dotted, expr, keyword, number, operator, string, with_keyword
-from mutants.facts import differentiated, inside_any, is_replicas, scaled_operand, walk
+from mutants.uses import differentiated, inside_any
+from mutants.vocabulary import is_replicas, scaled_operand, walk
 
 FAMILY = "loss"
 SEES = "the first update"
@@ -117,7 +119,7 @@ def regularization_unscaled(p):
 
 @operator("label-smoothing-added", WRONG, FAMILY, "label_smoothing=0.2 on a crossentropy the step uses (or another value)", SEES)
 def label_smoothing_added(p):
-    for call in p.facts.used_losses():
+    for call in uses.used_losses(p):
         if callee(call) not in ("CategoricalCrossentropy", "BinaryCrossentropy"):
             continue
         current = keyword(call, "label_smoothing")
@@ -130,7 +132,7 @@ def label_smoothing_added(p):
 
 @operator("from-logits-flipped", WRONG, FAMILY, "from_logits flipped on a crossentropy the step uses", SEES)
 def from_logits_flipped(p):
-    for call in p.facts.used_losses():
+    for call in uses.used_losses(p):
         if callee(call) not in CROSSENTROPY:
             continue
         current = keyword(call, "from_logits")
@@ -182,7 +184,7 @@ def loss_weight_changed(p):
 
 @operator("reduction-changed", WRONG, FAMILY, "a loss object's reduction set to 'sum' (B x the mean)", "the first update (B x the gradient)")
 def reduction_changed(p):
-    for call in p.facts.used_losses():
+    for call in uses.used_losses(p):
         current = keyword(call, "reduction")
         old = string(current.value) if current is not None else "sum_over_batch_size"
         if current is not None and old is None:

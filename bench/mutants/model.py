@@ -11,7 +11,7 @@ from __future__ import annotations
 import libcst as cst
 
 from mutants.core import WRONG, Edit, argument, callee, expr, keyword, number, operator, string, with_keyword
-from mutants.facts import ACTIVATION_LAYERS, KERNEL_LAYERS, LAYER_WIDTH, RANDOM_LAYERS, WEIGHTED_LAYERS
+from mutants.vocabulary import ACTIVATION_LAYERS, KERNEL_LAYERS, LAYER_WIDTH, RANDOM_LAYERS, WEIGHTED_LAYERS
 
 FAMILY = "model"
 SEES = "the initial weights (a transplant of the original's would hide them)"

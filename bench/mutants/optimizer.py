@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from mutants import uses
 from mutants.core import WRONG, Edit, argument, callee, expr, keyword, literal, number, operator, string, with_keyword, without_arg
-from mutants.facts import SCHEDULES, scaled_operand, walk
+from mutants.vocabulary import SCHEDULES, scaled_operand, walk
 
 FAMILY = "optimizer"
 SEES_LATER = "updates after the first (optimizer state, the step counter)"
@@ -46,7 +47,7 @@ OTHER_STRING = {"adam": "sgd", "sgd": "adam", "rmsprop": "adam", "adagrad": "ada
 
 
 def optimizers(p):
-    for call in p.facts.used_optimizers():
+    for call in uses.used_optimizers(p):
         name = callee(call)
         if name in PARAMETERS and not any(a.star for a in call.args):
             yield call, name

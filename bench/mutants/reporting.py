@@ -16,7 +16,7 @@ import libcst as cst
 
 from mutants.core import WRONG, Edit, callee, dotted, expr, operator, positional, stmt
 from mutants.data import _batches_in
-from mutants.facts import METRICS, is_replicas, walk
+from mutants.vocabulary import METRICS, is_replicas, walk
 
 FAMILY = "reporting"
 SEES = "the values the step reports (its return, its metrics)"

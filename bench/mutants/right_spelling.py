@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from mutants import uses
 from mutants.core import RIGHT, Edit, callee, expr, keyword, operator, string, with_keyword
-from mutants.facts import KERNEL_LAYERS
+from mutants.vocabulary import KERNEL_LAYERS
 from mutants.optimizer import DEFAULTS, PARAMETERS, _param, compile_strings, optimizers
 
 FAMILY = "right"
@@ -43,7 +44,7 @@ def default_spelled_out(p):
         for q in missing:
             new = with_keyword(new, q, expr(repr(DEFAULTS[name][q])))
         yield Edit(p.replace_one(call, new), f"{name}(...) with {', '.join(f'{q}={DEFAULTS[name][q]!r}' for q in missing)}", p.line(call))
-    for call in p.facts.used_losses():
+    for call in uses.used_losses(p):
         parameter = LOSS_PARAMETERS.get(callee(call) or "")
         if parameter and keyword(call, parameter) is None and not (call.args and call.args[0].keyword is None):
             yield Edit(p.replace_one(call, with_keyword(call, parameter, expr("False"))), f"{callee(call)}(..., {parameter}=False)", p.line(call))

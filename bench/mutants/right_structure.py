@@ -17,7 +17,7 @@ import libcst as cst
 
 from mutants.core import RIGHT, Edit, callee, dotted, expr, keyword, operator, true
 from mutants.data import batch_call, chain, examples, global_batch
-from mutants.facts import names_in, walk
+from mutants.vocabulary import names_in, walk
 
 FAMILY = "right"
 PURE_CALLS = {"len", "int", "float", "min", "max", "str", "abs", "round"}

@@ -10,7 +10,7 @@ import libcst as cst
 
 from mutants.core import RIGHT, Edit, callee, expr, operator, stmt, with_keyword
 from mutants.data import trained_datasets
-from mutants.facts import LAYER_WIDTH, is_replicas, walk
+from mutants.vocabulary import LAYER_WIDTH, is_replicas, walk
 from mutants.optimizer import PARAMETERS, optimizers
 
 FAMILY = "right"

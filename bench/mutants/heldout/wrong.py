@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import libcst as cst
 
+from mutants import uses
 from mutants.core import WRONG, Edit, callee, expr, keyword, number, operator, positional, stmt, string, with_keyword
 from mutants.data import _trained_fit
-from mutants.facts import KERNEL_LAYERS, LOSSES, differentiated, walk
+from mutants.uses import differentiated
+from mutants.vocabulary import KERNEL_LAYERS, LOSSES, walk
 
 PER_EXAMPLE_FUNCTIONS = {"square", "abs", "sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy", "mean_squared_error", "sigmoid_cross_entropy_with_logits", "softmax_cross_entropy_with_logits", "sparse_softmax_cross_entropy_with_logits"}
 
@@ -31,7 +33,7 @@ def use_bias_dropped(p):
 
 @operator("loss-function-changed", WRONG, "loss", "another loss function (mse <-> mae, crossentropy -> hinge)", "the first update")
 def loss_function_changed(p):
-    for call in p.facts.used_losses():
+    for call in uses.used_losses(p):
         other = OTHER_LOSS_CLASS.get(callee(call) or "")
         if other and isinstance(call.func, cst.Attribute):
             new = call.with_changes(func=call.func.with_changes(attr=cst.Name(other)))
