@@ -340,6 +340,44 @@ def test_the_heldout_operators_are_kept_out_of_the_default_run():
             ast.parse(m.text)
 
 
+HELDOUT = [
+    ("fit", "use-bias-dropped", 2, 'keras.layers.Dense(3, use_bias=False),'),
+    ("train_step", "loss-function-changed", 1, 'self.loss_fn = keras.losses.MeanAbsoluteError(reduction="none")'),
+    ("fit", "epochs-changed", 1, "epochs=EPOCHS + 1"),
+    ("loop", "variable-frozen", 1, "optimizer.apply_gradients(zip(gradients[:-1], model.trainable_variables[:-1]))"),
+    ("loop", "strategy-replaced", 1, "strategy = tf.distribute.get_strategy()"),
+    ("gan", "loss-summed", 3, "g_loss = tf.reduce_sum(cross_entropy(tf.ones_like(fake_logits), fake_logits)) / strategy.num_replicas_in_sync"),
+    ("gan", "noise-scaled", 1, "noise = tf.random.normal([batch, LATENT_DIM], stddev=2.0)"),
+    ("loop", "gradients-scaled", 1, "gradients = [g * 0.5 for g in gradients]"),
+    ("loop", "tape-persistent", 1, "with tf.GradientTape(persistent=True) as tape:"),
+    ("loop", "prefetch-added", 1, "dist_dataset = strategy.experimental_distribute_dataset(dataset.prefetch(2))"),
+    ("loop", "zip-listed", 1, "optimizer.apply_gradients(list(zip(gradients, model.trainable_variables)))"),
+    ("loop", "keyword-arguments", 2, "keras.layers.Dense(units=4),"),
+    ("schedule", "keyword-arguments", 3, "model.compile(optimizer=keras.optimizers.SGD(learning_rate=schedule), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))"),
+    ("fit", "replicas-named", 1, "NUM_REPLICAS = strategy.num_replicas_in_sync"),
+]
+
+
+@pytest.mark.parametrize("name, kind, count, line", HELDOUT, ids=[f"{k}-{n}" for n, k, _, _ in HELDOUT])
+def test_each_heldout_kind_makes_its_mutants(name, kind, count, line):
+    text = migrated(name)
+    found = of(text, kind, heldout=True)
+    assert len(found) == count, [m.what for m in found]
+    assert {m.label for m in found} == {{k.name: k.label for k in mutants.kinds(heldout=True)}[kind]}
+    assert any(line in added for m in found for added in changed_lines(text, m.text)[1])
+    assert of(text, kind) == []  # not in the default run
+
+
+def test_every_heldout_kind_is_tested():
+    assert {k for _, k, _, _ in HELDOUT} == {k.name for k in mutants.kinds(heldout=True)}
+
+
+def test_the_replica_count_named_is_read_from_the_name_everywhere_after():
+    (mutant,) = of(migrated("fit"), "replicas-named", heldout=True)
+    assert "strategy.num_replicas_in_sync" not in mutant.text.split("NUM_REPLICAS = strategy.num_replicas_in_sync", 1)[1]
+    assert _dump(mutant.text.replace("NUM_REPLICAS = strategy.num_replicas_in_sync\n", "").replace("NUM_REPLICAS", "strategy.num_replicas_in_sync")) == _dump(migrated("fit"))
+
+
 # --- the README's table is the registry ----------------------------------------------------------
 def test_the_readme_table_lists_every_kind_with_its_label():
     readme = (BENCH / "mutants" / "README.md").read_text(encoding="utf-8")

@@ -66,5 +66,5 @@ def replicas_named(p):
             continue
         changes: dict = {n: cst.Name("NUM_REPLICAS") for n in uses}
         changes[statement] = cst.FlattenSentinel([statement, stmt(f"NUM_REPLICAS = {strategy}.num_replicas_in_sync\n")])
-        yield Edit(p.replace(changes), f"NUM_REPLICAS = {strategy}.num_replicas_in_sync, read {len(uses)} times", p.line(statement))
+        yield Edit(p.replace(changes), f"NUM_REPLICAS = {strategy}.num_replicas_in_sync, read in its {len(uses)} place(s)", p.line(statement))
 
