@@ -2,7 +2,8 @@
 
     python bench/mutants.py [--fixtures] [--files DIR] [--only TEXT] [--part A|B] [--kind KIND]
                             [--heldout] [--json OUT] [--timeout S] [--replicas N] [--steps K]
-                            [--max-per-kind N] [--batch N] [--dry] [--verbose]
+                            [--max-per-kind N] [--batch N] [--dry] [--verbose] [--markdown]
+    python bench/mutants.py --report OUT.json [--markdown]
 
 Takes migrations the proof proves (the migration corpus, bench/migrate/manifest.json,
 migrated as bench/migrate.py migrates it; or, with ``--fixtures``, the small pairs of
@@ -119,6 +120,17 @@ def exit_status(summary: Summary) -> int:
     if summary.wrong + summary.right == 0:
         return 2
     return 0 if summary.rejected == summary.wrong and summary.proven == summary.right else 1
+
+
+def markdown(summary: Summary) -> str:
+    """The per-kind results as a Markdown table (for bench/mutants/README.md)."""
+    lines = ["| kind | label | mutants | rejected / proven | score / false alarms |", "| --- | --- | ---: | ---: | ---: |"]
+    for kind, row in sorted(summary.kinds.items(), key=lambda kv: (kv[1]["label"] == mutants.RIGHT, kv[1]["family"], kv[0])):
+        tail = _pct(row["held"], row["total"]) if row["label"] == mutants.WRONG else str(row["total"] - row["held"])
+        lines.append(f"| `{kind}` | {row['label']} | {row['total']} | {row['held']} | {tail} |")
+    lines.append(f"| **all** | wrong | {summary.wrong} | {summary.rejected} | **{_pct(summary.rejected, summary.wrong)}** |")
+    lines.append(f"| **all** | right | {summary.right} | {summary.proven} | **{summary.false_alarm_count}** |")
+    return "\n".join(lines)
 
 
 def _pct(part: int, whole: int) -> str:
@@ -248,7 +260,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=40, help="pairs proven in one TensorFlow process (default 40)")
     parser.add_argument("--dry", action="store_true", help="make the mutants and check that they parse; no TensorFlow")
     parser.add_argument("--verbose", action="store_true", help="list every mutant")
+    parser.add_argument("--report", metavar="JSON", help="print the results a --json run wrote, without running anything")
+    parser.add_argument("--markdown", action="store_true", help="also print the results per kind as a Markdown table")
     args = parser.parse_args(argv)
+    if args.report:
+        record = json.loads(Path(args.report).read_text(encoding="utf-8"))
+        fields = {f for f in Outcome.__dataclass_fields__}
+        summary = summarize([Outcome(**{k: v for k, v in m.items() if k in fields}) for m in record["mutants"]])
+        print(render(summary))
+        if args.markdown:
+            print("\n" + markdown(summary))
+        return exit_status(summary)
 
     started = time.perf_counter()
     if args.fixtures:
@@ -301,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(outcomes)
     print()
     print(render(summary))
+    if args.markdown:
+        print("\n" + markdown(summary))
     print(f"\n{len(outcomes)} mutants of {len(subjects)} files in {time.perf_counter() - started:.0f} s")
     if args.json:
         record = {"heldout": args.heldout, "replicas": args.replicas, "steps": args.steps, "files": [s.name for s in subjects], "mutants": [asdict(o) | {"verdict": o.verdict} for o in outcomes]}

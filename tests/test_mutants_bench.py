@@ -474,3 +474,15 @@ def test_the_driver_proves_each_mutant_against_its_original(monkeypatch, capsys)
     assert "false alarms: 0 of 2 right variants not proven" in out
     assert "loop.py line 36: divisor-per-replica: divided by BATCH_SIZE (per replica), not GLOBAL_BATCH_SIZE\n      equivalent: same" in out
     assert code == 1
+
+
+def test_a_runs_json_is_read_back_by_report(tmp_path, capsys):
+    outcomes = [outcome("mean-per-replica", "wrong", "different"), outcome("momentum-changed", "wrong", "equivalent"), outcome("renamed-consistently", "right", "equivalent")]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"mutants": [driver.asdict(o) | {"verdict": o.verdict} for o in outcomes]}))
+    assert driver.main(["--report", str(path), "--markdown"]) == 1
+    out = capsys.readouterr().out
+    assert "mutation score: 1 of 2 wrong mutants rejected (50%)" in out
+    assert "| `momentum-changed` | wrong | 1 | 0 | 0% |" in out
+    assert "| `renamed-consistently` | right | 1 | 1 | 0 |" in out
+    assert "| **all** | wrong | 2 | 1 | **50%** |" in out
