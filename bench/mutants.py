@@ -227,7 +227,12 @@ def prove(pairs: list[tuple[str, str]], args) -> list[tuple[str, str]]:
     for start in range(0, len(pairs), args.batch):
         batch = pairs[start : start + args.batch]
         begun = time.perf_counter()
-        reports = compare_many([ComparePair(m, o) for m, o in batch], replicas=args.replicas, steps=args.steps, timeout=args.timeout, offline=True)
+        try:
+            reports = compare_many([ComparePair(m, o) for m, o in batch], replicas=args.replicas, steps=args.steps, timeout=args.timeout, offline=True)
+        except Exception as exc:  # the harness itself failed: every pair of the batch says so
+            results += [("harness-error", f"{type(exc).__name__}: {exc}")] * len(batch)
+            print(f"  batch from {start + 1} failed in the harness: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            continue
         for report in reports:
             if report.compare is None:
                 results.append(("harness-error", report.harness_error or "no comparison"))
@@ -283,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
         subjects, left = corpus_subjects(folder, args.only, args.part)
     for line in left:
         print(f"left out: {line}")
+    for subject in subjects:
+        if subject.note:
+            print(f"note: {subject.name}: {subject.note}")
     if not subjects:
         print("no migrated pair to mutate", file=sys.stderr)
         return 2

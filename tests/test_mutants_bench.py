@@ -486,3 +486,14 @@ def test_a_runs_json_is_read_back_by_report(tmp_path, capsys):
     assert "| `momentum-changed` | wrong | 1 | 0 | 0% |" in out
     assert "| `renamed-consistently` | right | 1 | 1 | 0 |" in out
     assert "| **all** | wrong | 2 | 1 | **50%** |" in out
+
+
+def test_a_batch_the_harness_fails_on_is_harness_errors(monkeypatch):
+    import autofix.smoke
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no TensorFlow here")
+
+    monkeypatch.setattr(autofix.smoke, "compare_many", broken)
+    args = driver.argparse.Namespace(batch=2, replicas=2, steps=3, timeout=10)
+    assert driver.prove([("a", "b"), ("c", "d"), ("e", "f")], args) == [("harness-error", "RuntimeError: no TensorFlow here")] * 3
