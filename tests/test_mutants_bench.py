@@ -6,6 +6,7 @@ the driver scores and exits as documented. No TensorFlow."""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import json
 import re
@@ -35,6 +36,16 @@ def migrated(name: str) -> str:
 
 def of(text: str, kind: str, **options) -> list[mutants.Mutant]:
     return mutants.mutants_of(text, "script.py", only=[kind], **options)
+
+
+@functools.lru_cache(maxsize=None)
+def every(name: str, heldout: bool = False) -> tuple[mutants.Mutant, ...]:
+    """All the mutants of a fixture's migration (made once)."""
+    return tuple(mutants.mutants_of(migrated(name), "script.py", heldout=heldout))
+
+
+def of_fixture(name: str, kind: str, heldout: bool = False) -> list[mutants.Mutant]:
+    return [m for m in every(name, heldout) if m.kind == kind]
 
 
 def changed_lines(before: str, after: str) -> tuple[list[str], list[str]]:
@@ -108,7 +119,7 @@ EXPECTED = [
 @pytest.mark.parametrize("name, kind, count, line", EXPECTED, ids=[f"{k}-{n}" for n, k, _, _ in EXPECTED])
 def test_each_kind_makes_its_mutants_on_the_fixtures(name, kind, count, line):
     text = migrated(name)
-    found = of(text, kind)
+    found = of_fixture(name, kind)
     assert len(found) == count, [m.what for m in found]
     registered = {k.name: k for k in mutants.kinds()}[kind]
     for mutant in found:
@@ -121,7 +132,7 @@ def test_each_kind_makes_its_mutants_on_the_fixtures(name, kind, count, line):
 
 def test_every_main_kind_is_tested_above_and_made_by_the_fixtures_but_clipnorm_removed():
     tested = {kind for _, kind, _, _ in EXPECTED}
-    made = {m.kind for name in NAMES for m in mutants.mutants_of(migrated(name), f"{name}.py")}
+    made = {m.kind for name in NAMES for m in every(name)}
     kinds = {k.name for k in mutants.kinds()}
     # A clipping that certainly acts is clipped per replica by Keras's optimizers: no right
     # migration holds one, so no fixture can (the operator is for files that clip by hand).
@@ -162,7 +173,7 @@ def test_clipnorm_removed_only_where_the_clip_certainly_acts():
     ],
 )
 def test_no_mutant_where_the_pattern_is_absent(name, kind):
-    assert of(migrated(name), kind) == []
+    assert of_fixture(name, kind) == []
 
 
 UNTRAINED = '''
@@ -272,7 +283,7 @@ def _dump(text: str) -> str:
 @pytest.mark.parametrize("name", NAMES)
 def test_renames_are_consistent(name):
     text = migrated(name)
-    for mutant in of(text, "renamed-consistently"):
+    for mutant in of_fixture(name, "renamed-consistently"):
         new = re.search(r"-> (\w+)_renamed", mutant.what).group(1)
         assert f"{new}_renamed" in mutant.text
         # Renamed back, the program is the original's, node for node.
@@ -282,7 +293,7 @@ def test_renames_are_consistent(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_comments_and_formatting_keep_the_syntax_tree(name):
     text = migrated(name)
-    (mutant,) = of(text, "comments-formatting")
+    (mutant,) = of_fixture(name, "comments-formatting")
     assert _dump(mutant.text) == _dump(text)
     assert mutant.text.count("\n#") + mutant.text.count("\n    #") > text.count("\n#") + text.count("\n    #")
 
@@ -293,7 +304,7 @@ def test_reorders_keep_the_statements(name):
     def simple_statements(source):
         return sorted(ast.dump(n) for n in ast.walk(ast.parse(source)) if isinstance(n, ast.stmt) and not hasattr(n, "body"))
 
-    for mutant in of(text, "independent-reordered"):
+    for mutant in of_fixture(name, "independent-reordered"):
         assert simple_statements(mutant.text) == simple_statements(text)
         assert _dump(mutant.text) != _dump(text)
 
@@ -334,8 +345,8 @@ def test_the_heldout_operators_are_kept_out_of_the_default_run():
     assert all(k.heldout for k in mutants.kinds(heldout=True)) and not any(k.heldout for k in mutants.kinds())
     assert {k.label for k in mutants.kinds(heldout=True)} == {mutants.WRONG, mutants.RIGHT}
     for name in NAMES:
-        assert {m.kind for m in mutants.mutants_of(migrated(name), f"{name}.py")} <= main
-        for m in mutants.mutants_of(migrated(name), f"{name}.py", heldout=True):
+        assert {m.kind for m in every(name)} <= main
+        for m in every(name, True):
             assert m.kind in heldout
             ast.parse(m.text)
 
@@ -361,11 +372,11 @@ HELDOUT = [
 @pytest.mark.parametrize("name, kind, count, line", HELDOUT, ids=[f"{k}-{n}" for n, k, _, _ in HELDOUT])
 def test_each_heldout_kind_makes_its_mutants(name, kind, count, line):
     text = migrated(name)
-    found = of(text, kind, heldout=True)
+    found = of_fixture(name, kind, heldout=True)
     assert len(found) == count, [m.what for m in found]
     assert {m.label for m in found} == {{k.name: k.label for k in mutants.kinds(heldout=True)}[kind]}
     assert any(line in added for m in found for added in changed_lines(text, m.text)[1])
-    assert of(text, kind) == []  # not in the default run
+    assert of_fixture(name, kind) == []  # not in the default run
 
 
 def test_every_heldout_kind_is_tested():
