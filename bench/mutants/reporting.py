@@ -6,8 +6,8 @@ their means summed; one replica's value returned; a metric reset at every step, 
 epoch's result is its last step's). Training itself is left as it was.
 
 Not here: a metric made outside the strategy's scope. Under Keras 3 its variables are plain
-ones that the replicas update one after the other, which reports what the original reports;
-whether that holds is Keras's to say, so no label is certain.
+ones that the replicas update one after the other, which reports what the original reports
+(measured on the metric fixture); tf_keras raises instead. No label is certain.
 """
 
 from __future__ import annotations
