@@ -68,7 +68,7 @@ import libcst as cst
 
 from autofix.analysis.facts.callees import Callables
 from autofix.analysis.steps.lossobjects import keras_own, loss_objects, object_uses
-from autofix.analysis.steps.losses import Term, loss_terms_of
+from autofix.analysis.steps.losses import Term, is_batch_sum, loss_terms_of
 from autofix.analysis.steps.masking import mask_source
 from autofix.analysis.training.multiworker import MultiWorker
 from autofix.analysis.steps.custom import Steps
@@ -98,6 +98,11 @@ DEFAULT_MESSAGE = (
 TWICE_MESSAGE = (
     "loss divided by num_replicas_in_sync on top of a default-reduction loss: Keras >= 3.8 "
     "already divides by the replica count, so this divides twice"
+)
+SUM_MESSAGE = (
+    "loss summed over the batch, migrated from one device: on N replicas the replicas' "
+    "gradients are summed, N times the average of the original's gradients; divide it by "
+    "the number of replicas"
 )
 BYPASSED_REASON = (
     "the division by the replica count on line {line} is inside tf.grad_pass_through: it "
@@ -246,6 +251,16 @@ class UnscaledCustomLoss(Rule):
                 finding.why = "the regularization losses are not summed where they are added; sum them and scale the sum"
             finding.kind = kind
             return message
+        if self._migrating and is_batch_sum(paths[0]):
+            # A migration makes each replica's update the average of the original's: its sum
+            # over the batch is divided by the replica count (code written for N replicas
+            # that sums means the global sum, and is left alone).
+            if len(scaled) == len(paths):
+                return None
+            finding.kind = "sum"
+            if scaled:
+                finding.why = _mixed(self.program, scaled[0])
+            return SUM_MESSAGE
         if kind == "loss" and detail == "default":
             finding.kind = "twice" if scaled else "default"
             if scaled and len(scaled) != len(paths):
@@ -261,7 +276,9 @@ class UnscaledCustomLoss(Rule):
                 finding.why = self._unsafe(finding)
         blocked: dict[cst.Call, str] = {}
         for gradient, (_roots, terms) in losses.items():
-            unknown = next((t for t in terms if t.kind == "unknown"), None)
+            # (Migrating, a sum divided by the batch is divided by the global batch once the
+            # migration has made it global: its own share, checked in the migrated code.)
+            unknown = next((t for t in terms if t.kind == "unknown" and not (self._migrating and t.detail == "normalized")), None)
             if unknown is not None:
                 blocked[gradient] = (
                     f"the loss also adds {_short(self.program, unknown.node)} (line "
@@ -307,7 +324,7 @@ class UnscaledCustomLoss(Rule):
                 continue
             if any(f.why is not None and f.final for f in mine):
                 continue  # what stands against the change is not a use of the loss's value
-            if not all(_per_replica(t) for t in terms) or not any(t.kind != "constant" for t in terms):
+            if not all(_per_replica(t, self._migrating) for t in terms) or not any(t.kind != "constant" for t in terms):
                 continue
             if any(self.suppressed(f.node) or summed(self.steps, f.node) for f in mine):
                 continue
@@ -417,6 +434,11 @@ class UnscaledCustomLoss(Rule):
         )
 
     @property
+    def _migrating(self) -> bool:
+        """Whether this is ``autofix migrate`` on a file written for one device."""
+        return self.program.migration is not None
+
+    @property
     def _keras3(self) -> bool:
         """Whether every Keras the file names is Keras 3: Keras 2 rejects a default-reduction
         loss object under a strategy wherever it is called (evaluation too), so keeping it for
@@ -448,7 +470,7 @@ class UnscaledCustomLoss(Rule):
             code = program.module.code_for_node(node)
             edits.replace(node, lambda _n: _parsed(f"{self.tf}.nn.scale_regularization_loss({code})", False))
             return
-        if finding.kind == "mean":
+        if finding.kind in ("mean", "sum"):
             code = program.module.code_for_node(node)
             edits.replace(node, lambda _n: _parsed(f"{code} / {replicas}", _needs_parens(program, node)))
             return
@@ -601,7 +623,7 @@ class _Finding:
         # ``why`` is about the loss object itself (shared, masked, made elsewhere), which scaling
         # the loss at the tape would change all the same.
         self.final = False
-        # "mean", "regularization", "default" or "twice".
+        # "mean", "regularization", "default", "twice" or (migrating) "sum".
         self.kind: str | None = None
 
 
@@ -610,12 +632,15 @@ def _statements(node) -> list:
     return list(node.nodes) if isinstance(node, cst.FlattenSentinel) else [node]
 
 
-def _per_replica(term: Term) -> bool:
+def _per_replica(term: Term, migrating: bool = False) -> bool:
     """A term that is each replica's own (unscaled) mean: a per-replica mean of everything
     (or a default-reduction loss object's, once it is made ``reduction="none"`` and averaged),
-    the summed regularization, or a constant weight."""
+    the summed regularization, or a constant weight; migrating, a sum over the batch too
+    (each replica's share of the original's update is its sum divided by the replica count)."""
     if term.scaling or term.bypassed:
         return False
+    if migrating and is_batch_sum(term):
+        return True
     if term.kind == "mean":
         return term.detail is None
     if term.kind == "loss":

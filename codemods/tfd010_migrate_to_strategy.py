@@ -4,7 +4,7 @@
 Runs only under ``autofix migrate`` (``--strategy mirrored``, the default, or
 ``multiworker``), on a file that makes no strategy and trains. It does the one thing no other
 rule does: it creates the strategy, once, in the function that trains (the module for a
-script), after the imports, device setup, mixed-precision policy and seeding that come before
+script, the body of ``if __name__ == "__main__":`` for one that trains only when it is run), after the imports, device setup, mixed-precision policy and seeding that come before
 the training, and before the first object the training makes. A custom training step (a
 function that applies gradients, called by the loop) is run per replica: its calls go to a
 generated ``distributed_<step>`` that runs it with ``strategy.run`` and combines what it
@@ -18,8 +18,16 @@ migrates that function as any custom step. A method of a Keras model of
 this file that the loop calls on the one object it makes (``model.train(x)``) is such a step
 too: the wrapper runs ``strategy.run(model.train, ...)``, and the object's construction (with
 what its ``__init__`` makes) goes into the scope. ``tf.Variable`` objects a step trains, made by
-hand in the training block, are made in the scope where they are (they become mirrored). The
-other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
+hand in the training block, are made in the scope where they are (they become mirrored).
+A step (or a model's ``train_step``) that clips its gradients with ``tf.clip_by_global_norm``
+clips by the norm of the all-reduced gradient (``use_norm=``): each replica has only its share
+(:mod:`autofix.analysis.migration.clipping`). A loss function handed to ``compile`` that averages
+over the whole batch returns one loss per example instead, and a loss object summing over it is
+weighed by ``1 / num_replicas_in_sync``, where that is shown to be the same
+(:mod:`autofix.analysis.migration.compiled_losses`: Keras 3 divides neither by the replicas). Counts of
+optimizer steps written as numbers (a schedule's boundaries, decay and warm-up steps,
+``save_freq=<int>``) are left as they are, each with a finding that says they now mean N x the
+examples (:mod:`autofix.analysis.migration.step_counts`). The other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
 ``strategy.scope()`` (TFD001), the single-device batch kept as the per-replica batch and
 training fed the global batch (TFD002), the dataset distributed (TFD003), the loss averaged over
 the global batch (TFD004). The migration is written only when the result parses, a second pass
@@ -44,6 +52,12 @@ Not fixed (not migrated; reported with the reason):
   places its work on devices itself (``tf.device`` towers: distributed by hand already), or
   draws random numbers in Python (NumPy's noise: a constant once traced);
 - a model built for a fixed batch (``stateful=True``, ``batch_size=``), an in-batch objective;
+- a loss compiled for ``fit`` that reduces over the batch itself where the rewrite cannot be
+  shown the same (the function is used elsewhere, examples are weighed, its mean is not of
+  entries of ``y_true`` and ``y_pred``; a sum among other losses or weighed already);
+- gradients clipped per tensor or per entry in a step (``tf.clip_by_norm``, ``tf.clip_by_value``),
+  and, where the file may run on Keras 3, an optimizer given ``clipnorm=``, ``global_clipnorm=``
+  or ``clipvalue=`` (Keras 3 clips each replica's share before adding them up: measured);
 - ``fit`` on Keras 3 under ``--strategy multiworker`` (it fails with several workers);
 - anything the other rules cannot fix in the migrated code.
 """
@@ -53,10 +67,12 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.codemods._tfd010_inline import extract
+from autofix.analysis.migration.compiled_losses import Weighed
 from autofix.analysis.migration.single_device import KINDS, ROWS, CustomStep, Refusal, SingleDevice
 from autofix.analysis.migration.model_prep import ModelPrep
 from autofix.analysis.migration.step_logs import LOGS
 from autofix.analysis.migration.placement import Placement
+from autofix.analysis.migration.step_counts import NOTE_MESSAGE as COUNT_MESSAGE, StepCounts, note as step_count_note
 from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import is_wall
 from autofix.analysis.steps.tracing import python_effect
@@ -131,7 +147,10 @@ class MigrateToStrategy(Rule):
             for refusal in refusals:
                 self.report(refusal.node, "trains on one device: not migrated", refusal.reason)
             return
-        self.fix(anchor, message, lambda edits: self._plan(single, kind.cls, edits))
+        if self.fix(anchor, message, lambda edits: self._plan(single, kind.cls, edits)):
+            # What the migration leaves as it is but changes the meaning of: counts of steps.
+            for count in StepCounts.of(self.program).found:
+                self.report(count.node, COUNT_MESSAGE, step_count_note(self.program, count))
 
     def _plan(self, single: SingleDevice, cls: str, edits: BlockEdits) -> None:
         program = self.program
@@ -179,6 +198,14 @@ class MigrateToStrategy(Rule):
             self._mark_built(construction, inserts)
         for call in prep.default_batches:
             edits.replace(call, _with_default_batch)
+        for clip in single.clips[0]:
+            edits.replace(clip.call, lambda node, clip=clip: _clipped_globally(node, clip.gradients.value, tf))
+        for loss in single.compiled_losses[0]:
+            if isinstance(loss, Weighed):
+                replicas = f"{strategy}.num_replicas_in_sync" if _runs_in(program, loss.compile, block) else f"{tf}.distribute.get_strategy().num_replicas_in_sync"
+                edits.replace(loss.compile, lambda node, replicas=replicas: _with_keyword(node, "loss_weights", f"1 / {replicas}"))
+            else:
+                edits.replace(loss.mean, lambda node, loss=loss: _per_example(program, node, loss, tf))
         inserts.add(block, position, after_strategy)
         inserts.plan(edits)
 
@@ -309,6 +336,42 @@ def _with_default_batch(call: cst.Call) -> cst.Call:
     return call.with_changes(args=[*args, arg])
 
 
+def _clipped_globally(call: cst.Call, gradients: str, tf: str) -> cst.Call:
+    """``tf.clip_by_global_norm(grads, C)`` -> the same, clipping by the norm of the
+    all-reduced gradient (see :mod:`autofix.analysis.migration.clipping`)."""
+    norm = f"{tf}.linalg.global_norm({tf}.distribute.get_replica_context().all_reduce({tf}.distribute.ReduceOp.SUM, {gradients}))"
+    return _with_keyword(call, "use_norm", norm)
+
+
+def _with_keyword(call: cst.Call, keyword: str, code: str) -> cst.Call:
+    """``call`` with ``keyword=<code>`` added after its arguments."""
+    arg = cst.Arg(keyword=cst.Name(keyword), value=cst.parse_expression(code), equal=cst.AssignEqual(
+        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+    ))
+    args = list(call.args)
+    last = args[-1]
+    if last.comma is cst.MaybeSentinel.DEFAULT:
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    else:
+        arg = arg.with_changes(comma=last.comma)
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return call.with_changes(args=[*args, arg])
+
+
+def _per_example(program, mean: cst.Call, loss, tf: str) -> cst.Call:
+    """``tf.reduce_mean(E)`` -> ``tf.reduce_mean(tf.reshape(E, [tf.shape(y_pred)[0], -1]),
+    axis=1)``: the mean of each example's entries, whose mean is the mean it was (see
+    :mod:`autofix.analysis.migration.compiled_losses`)."""
+    averaged = program.module.code_for_node(loss.averaged)
+    rows = cst.parse_expression(f"{tf}.reshape({averaged}, [{tf}.shape({loss.predictions})[0], -1])")
+    return mean.with_changes(args=[
+        cst.Arg(rows, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+        cst.Arg(cst.Integer("1"), keyword=cst.Name("axis"), equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+        )),
+    ])
+
+
 def _imported_before(program, alias: str, index: int) -> bool:
     """Whether ``import tensorflow as <alias>`` is a statement of the module before ``index``."""
     for statement in program.module.body[:index]:
@@ -430,6 +493,8 @@ def _runs_in(program, node: cst.CSTNode, block) -> bool:
     function = program.enclosing_function(node)
     if isinstance(block, cst.Module):
         return True
+    if _inside(program, node, block):
+        return True  # (in the block itself: the body of ``if __name__ == "__main__":``)
     while function is not None:
         if function.body is block:
             return True

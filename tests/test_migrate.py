@@ -121,6 +121,34 @@ def test_what_is_left_in_the_migrated_code_is_named_at_the_original_line():
     assert summary and not any(f.fixable for f in analysis.findings)
 
 
+def test_a_loss_divided_by_a_number_not_shown_to_be_the_batch_is_named_at_that_number():
+    """The refusal names a line of the original that shows what could not be shown: the loss
+    divides by 16, which the migration cannot show to be the global batch."""
+    source = read(FIXTURES / "tfd010" / "report_loss_divided_by_a_number.py")
+    line = source.splitlines().index("        loss = tf.nn.compute_average_loss(loss_fn(yb, logits), global_batch_size=16)") + 1
+    analysis = _migrate(source)
+    assert analysis.new_text is None
+    (named,) = [f for f in analysis.findings if "divided over the batch" in (f.reason or "")]
+    assert named.line == line
+    assert f"is divided over the batch by 16 (line {line}), which could not be shown to be the global batch" in named.reason
+    assert f"the loss differentiated on line {line + 1}" in named.reason
+
+
+def test_the_batch_constant_a_loss_is_divided_by_becomes_the_global_batch():
+    migrated = _migrate(read(FIXTURES / "tfd010" / "custom_loop_global_batch_size.py")).new_text
+    assert "GLOBAL_BATCH = BATCH * strategy.num_replicas_in_sync\n" in migrated
+    assert ".batch(GLOBAL_BATCH)" in migrated and "global_batch_size=GLOBAL_BATCH)" in migrated
+
+
+def test_changed_lines_map_back_line_by_line():
+    from autofix.migrating import LineMap
+
+    lines = LineMap("a\nb\nc\nd\n", "a\nB\nC\nnew\nd\n")
+    assert [lines.original(n) for n in range(1, 6)] == [1, 2, 3, 3, 4]
+    inserted = LineMap("a\nb\n", "a\nnew\nb\n")
+    assert inserted.original(2) == 2
+
+
 def test_a_file_that_trains_nothing_is_skipped():
     from autofix.engine import process_text
 
@@ -250,11 +278,25 @@ needs_tf = [
 ]
 
 
+# Pairs whose original at N x B on one device is not the definition of a right migration (the
+# original's gradients on each replica's shard, averaged), so that the comparison cannot judge
+# them: they are checked against the definition computed directly in
+# tests/test_migrate_definition.py.
+JUDGED_ELSEWHERE = {
+    "custom_loop_global_batch_size": "the original at N x B still divides its loss by B (global_batch_size=BATCH)",
+    "custom_loop_global_batch_size_named_global": "the original at N x B still divides its loss by B (global_batch_size=GLOBAL_BATCH_SIZE)",
+    "custom_loop_sum_over_batch_constant": "the original at N x B still divides its summed loss by B",
+    "custom_loop_summed_loss": "the original at N x B sums its loss over N x B examples: N x the average of its updates",
+    "fit_loss_reduction_sum": "the original at N x B sums its loss over N x B examples: N x the average of its updates",
+    "raw_variables_summed_loss": "the original at N x B sums its loss over N x B examples: N x the average of its updates",
+}
+
+
 @pytest.fixture(scope="module")
 def proven():
     from autofix.smoke.compare import ComparePair, compare_many
 
-    pairs = [c for c in cases("tfd010") if c.after is not None]
+    pairs = [c for c in cases("tfd010") if c.after is not None and c.name not in JUDGED_ELSEWHERE]
     reports = compare_many([ComparePair(str(c.after), str(c.before)) for c in pairs], replicas=2, steps=1, offline=True)
     return {c.name: r for c, r in zip(pairs, reports)}
 
@@ -263,6 +305,8 @@ def proven():
 @pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
 @pytest.mark.parametrize("case", [c.name for c in cases("tfd010") if c.after is not None])
 def test_each_migration_makes_the_same_first_update_as_its_original(proven, case):
+    if case in JUDGED_ELSEWHERE:
+        pytest.skip(f"{JUDGED_ELSEWHERE[case]}: checked against the definition in test_migrate_definition.py")
     report = proven[case]
     assert report.compare.status == "equivalent", report.compare.message
 

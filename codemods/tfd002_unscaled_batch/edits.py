@@ -77,7 +77,7 @@ class FixWriter:
                     self._replace_name(node, new)
                 line = f"{web.label} = {new} * {strategy}.num_replicas_in_sync\n"
             else:
-                new = self._fresh(f"GLOBAL_{web.label}" if web.label.isupper() else f"global_{web.label}")
+                new = self._fresh(_global_name(web.label))
                 line = f"{new} = {web.label} * {strategy}.num_replicas_in_sync\n"
             self._defined[id(web)] = new
             _, lines = self._inserts.setdefault(id(context.block), (context, []))
@@ -133,3 +133,12 @@ def _move_and_insert(creation: int | None, dest: int | None, lines: list[tuple[i
         return new
 
     return edit
+
+
+def _global_name(label: str) -> str:
+    """The name of the global batch made from ``label``: ``GLOBAL_BATCH``, or, for a name that
+    says global already (a file migrated from one device, where its batch was both),
+    ``GLOBAL_BATCH_SIZE_ALL_REPLICAS``."""
+    if label.lower().startswith("global"):
+        return f"{label}_ALL_REPLICAS" if label.isupper() else f"{label}_all_replicas"
+    return f"GLOBAL_{label}" if label.isupper() else f"global_{label}"

@@ -182,7 +182,10 @@ class Evidence:
         """The value bound where ``name`` is read is divided by the replica count, given as a
         ``global_batch_size``, or divides a loss in code that runs on every replica (``loss =
         tf.reduce_sum(per_example) / BATCH``: each replica's share of the global mean),
-        somewhere in the file."""
+        somewhere in the file. Not for a file migrated from one device, where its one batch
+        is both (a migration makes those uses follow the global batch)."""
+        if self.program.migration is not None:
+            return False
         for binding in self.facts.bindings(name) or ():
             if not isinstance(binding, cst.Name):
                 continue

@@ -160,6 +160,13 @@ class BatchPlanner:
                 # Which strategy's replicas divide the batch is not known. (One strategy, chosen
                 # among kinds or made twice, is scaled by its own num_replicas_in_sync.)
                 located = []
+        if located and self.program.migration is not None and located[0] not in self.contexts.created:
+            # Migrating, a step's wrapper sees the strategy made where the batch is: the global
+            # batch is defined there, where the step and the loop can read it too.
+            here = self._located(site.call)
+            if here is not None and here in self.contexts.created and here.strategy is located[0].strategy:
+                located = [here]
+                context = here
         if not located:
             # Only the file's own global batch can be put in without naming a strategy.
             return Finding(site, None, per_replica=True) if per_replica else None

@@ -24,6 +24,7 @@ import libcst as cst
 from autofix.analysis.facts.dataflow import EVALUATE_SINKS, PREDICT_SINKS, TRAIN_SINKS
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
+from autofix.analysis.steps.step_losses import normalizers
 from autofix.analysis.steps.custom import Steps
 
 # Part of the web's own definition: ``B *= 2``, ``B = B * 2``.
@@ -82,6 +83,7 @@ class Webs:
         self.counts_replicas = counts_replicas
         self._names: dict[tuple, Web | None] = {}
         self._paths: dict[tuple, Web | None] = {}
+        self._normalizers: set[int] | None = None
 
     # --- webs ----------------------------------------------------------------------------------
 
@@ -270,11 +272,21 @@ class Webs:
                 return EVALUATION
         if self.on_replicas(read) is not None:
             # Migrating, code on the replicas (a GAN's noise) means the per-replica batch, as
-            # on the one device it was written for.
-            return KEPT if self.program.migration is not None else REPLICA
+            # on the one device it was written for; what divides the loss over the batch
+            # (``global_batch_size=BATCH``, ``tf.reduce_sum(l) / BATCH``) means the global
+            # one: each replica's loss is then its share of the global mean.
+            if self.program.migration is None:
+                return REPLICA
+            return DERIVED if self.normalizes_loss(read) else KEPT
         if self.asserted(read):
             return CHECKED
         return DERIVED
+
+    def normalizes_loss(self, read: cst.CSTNode) -> bool:
+        """Whether ``read`` is (part of) what divides a step's loss over the batch."""
+        if self._normalizers is None:
+            self._normalizers = {id(n.node) for n in normalizers(self.program)}
+        return any(id(a) in self._normalizers for a in (read, *self.program.ancestors(read)))
 
     def asserted(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` is read by an ``assert`` (its test, or the message that describes

@@ -106,7 +106,8 @@ def refused(findings: list[Finding], why: str) -> list[Finding]:
 
 class LineMap:
     """Lines of migrated code mapped back to the original's: an unchanged line to itself, a
-    changed or added one to the first original line of its change."""
+    changed one to the original line it replaces (line by line; lines added by the change
+    to its last original line), an added one to the original line that follows it."""
 
     def __init__(self, original: str, migrated: str) -> None:
         old = original.splitlines()
@@ -116,7 +117,12 @@ class LineMap:
         self.map: dict[int, int] = {}
         for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
             for j in range(j1, j2):
-                self.map[j + 1] = (i1 + (j - j1) + 1) if tag == "equal" else min(i1 + 1, self.count)
+                if tag == "equal":
+                    self.map[j + 1] = i1 + (j - j1) + 1
+                elif tag == "replace":
+                    self.map[j + 1] = i1 + min(j - j1, i2 - i1 - 1) + 1
+                else:
+                    self.map[j + 1] = min(i1 + 1, self.count)
 
     def mapped(self, text: str) -> str:
         """``text`` with every "line N" of the migrated code made the original's."""

@@ -128,8 +128,9 @@ def update(optimizer: Any, pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]
         if any(p is None for p in parts) or len(parts) != _count:
             mean.append((None, variable))
             continue
-        dense = [tf.convert_to_tensor(p) for p in parts]
-        mean.append((tf.add_n(dense) / tf.cast(len(dense), dense[0].dtype), variable))
+        from autofix.smoke import replicas as virtual
+
+        mean.append((virtual.mean_gradient(parts), variable))
     del _held[key]
     return mean
 

@@ -95,6 +95,20 @@ def in_training_step() -> bool:
     return replica_info() is not None or virtual() is not None or bool(recorder.function_stack) or getattr(_stepping, "depth", 0) > 0
 
 
+class initializing:
+    """While a variable is made (its initializer draws its value: not a step's randomness)."""
+
+    def __enter__(self):
+        _local.initializing = getattr(_local, "initializing", 0) + 1
+
+    def __exit__(self, *exc):
+        _local.initializing -= 1
+
+
+def is_initializing() -> bool:
+    return getattr(_local, "initializing", 0) > 0
+
+
 def not_exact(reason: str) -> None:
     if reason not in _inexact:
         _inexact.append(reason)

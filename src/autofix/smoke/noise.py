@@ -28,7 +28,7 @@ generator): named, such a pair cannot be proven.
 from __future__ import annotations
 
 import functools
-import threading
+import sys
 from typing import Any
 
 import numpy as np
@@ -159,7 +159,22 @@ def in_step() -> bool:
 
 
 def holding() -> bool:
-    return _active and context.in_step()
+    return _active and context.in_step() and not context.is_initializing() and not _from_initializer()
+
+
+def _from_initializer() -> bool:
+    """The draw is a Keras initializer's (a variable's value, made or read before it is): not
+    a step's randomness. Keras 3 makes a variable of a layer built symbolically (its output
+    shapes) later, drawing its value then, possibly inside a step."""
+    frame = sys._getframe(2)
+    for _ in range(6):
+        if frame is None:
+            return False
+        name = frame.f_code.co_filename
+        if "/initializers/" in name or name.endswith("/variables.py"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def replica_info() -> tuple[Any, Any, int] | None:

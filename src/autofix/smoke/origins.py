@@ -20,6 +20,7 @@ import functools
 import weakref
 from typing import Any
 
+from autofix.smoke import context
 from autofix.smoke.state import recorder, user_site
 
 _active = False
@@ -121,7 +122,8 @@ def _initializer(initializer: Any) -> dict[str, Any] | None:
 
 def _keras3_variable(original):
     def __init__(self, initializer=None, *args, **kwargs):
-        original(self, initializer, *args, **kwargs)
+        with context.initializing():
+            original(self, initializer, *args, **kwargs)
         if _active:
             origin = _initializer(initializer) if callable(initializer) else None
             _set(self, origin or {"kind": "value"})
@@ -131,7 +133,8 @@ def _keras3_variable(original):
 
 def _tf_keras_weight(original):
     def add_weight(self, *args, **kwargs):
-        variable = original(self, *args, **kwargs)
+        with context.initializing():
+            variable = original(self, *args, **kwargs)
         if _active and variable is not None:
             initializer = kwargs.get("initializer", args[3] if len(args) > 3 else None)
             try:

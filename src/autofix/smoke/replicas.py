@@ -252,7 +252,7 @@ def _answer(requests: list[tuple]) -> list[Any]:
     for request in requests[1:]:
         if len(request[3]) != len(variables) or any(v is not w for (_, v), w in zip(request[3], variables)):
             raise Diverged(f"the replicas updated different variables with {type(first[1]).__name__}")
-    mean = [_mean([r[3][k][0] for r in requests]) for k in range(len(variables))]
+    mean = [mean_gradient([r[3][k][0] for r in requests]) for k in range(len(variables))]
     per_example(first[1], len(requests))
     result = first[2](list(zip(mean, variables)))
     return [result] * len(requests)
@@ -289,12 +289,21 @@ def per_example(optimizer: Any, count: int) -> None:
     optimizer._learning_rate = PerExample()
 
 
-def _mean(gradients: list[Any]) -> Any:
+def mean_gradient(gradients: list[Any]) -> Any:
     present = [g for g in gradients if g is not None]
     if not present:
         return None
     if len(present) != len(gradients):
         raise Diverged("some replicas had no gradient for a variable the others had one for")
+    if all(isinstance(g, tf.IndexedSlices) for g in present):
+        # An embedding's gradient: rows, as MirroredStrategy gathers them (the optimizer's
+        # update of rows, which is not that of the dense sum where rows repeat).
+        count = tf.cast(len(present), present[0].values.dtype)
+        return tf.IndexedSlices(
+            tf.concat([g.values / count for g in present], axis=0),
+            tf.concat([g.indices for g in present], axis=0),
+            present[0].dense_shape,
+        )
     dense = [tf.convert_to_tensor(g) for g in present]
     return tf.add_n(dense) / tf.cast(len(dense), dense[0].dtype)
 

@@ -1,6 +1,7 @@
 """What migrated code must show before a migration is kept: every batch training is fed is
-the global batch (made from ``num_replicas_in_sync``), and every step runs on distributed
-batches. A rule's blind spot (a batch made in a helper it does not follow, arrays whose batch
+the global batch (made from ``num_replicas_in_sync``), every step runs on distributed
+batches, and what divides a step's loss over the batch (``global_batch_size=``, ``sum /
+BATCH``) is the global batch too. A rule's blind spot (a batch made in a helper it does not follow, arrays whose batch
 Keras picks) is caught here, and the file is not migrated, rather than trained wrong."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from autofix.analysis.facts.script import Facts
 from autofix.analysis.training.inputs import Inputs
 from autofix.analysis.migration.single_device import Refusal
 from autofix.analysis.program import Program
+from autofix.analysis.steps.step_losses import normalizers
 from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import argument_value, nodes_in
 from autofix.analysis.training.compiled import batch_size_of
@@ -35,28 +37,69 @@ def unscaled_batches(program: Program) -> list[Refusal]:
         if not batches and given is not None:
             batches = [given]
         if not batches or not all(_counts_replicas(facts, b) for b in batches):
-            found.append(Refusal(call, (
-                f"the batch fit trains on (line {program.line(call)}) could not be shown to be the global batch "
-                f"(N x the original's)"
-            )))
+            found.append(_unshown(program, facts, batches, call, f"the batch fit trains on (line {program.line(call)})"))
     inputs = Inputs.of(program)
     for run in Steps.of(program).runs:
         kinds = {o.kind for argument in _run_arguments(run) for o in inputs.origins(argument)}
         if "distributed" not in kinds or kinds & {"dataset", "array", "shard"}:
-            found.append(Refusal(run, (
-                f"the step run on line {program.line(run)} is not shown to be fed distributed batches (each "
+            # Named where the loop calls the step (a line of the original), not in the wrapper
+            # the migration wrote.
+            site = _caller(program, facts, run)
+            found.append(Refusal(site, (
+                f"the step called on line {program.line(site)} is not shown to be fed distributed batches (each "
                 "replica its share of the global batch)"
             )))
     for call, _owner in facts.calls:
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value == "experimental_distribute_dataset" and call.args:
-            batches = _batches_of(program, call.args[0].value)
+            dataset = call.args[0].value
+            batches = _batches_of(program, dataset)
             if not batches or not all(_counts_replicas(facts, b) for b in batches):
-                found.append(Refusal(call, (
-                    f"the batch of the dataset distributed on line {program.line(call)} could not be shown to be the "
-                    "global batch (N x the original's)"
-                )))
+                made = _made_at(facts, dataset)
+                found.append(_unshown(program, facts, batches, made, f"the batch of the dataset made on line {program.line(made)}"))
+    for normalizer in normalizers(program):
+        node = normalizer.node
+        if not _counts_replicas(facts, node):
+            found.append(Refusal(node, (
+                f"the loss differentiated on line {program.line(normalizer.gradient)} is divided over the batch by "
+                f"{_short(program, node)} (line {program.line(node)}), which could not be shown to be the global batch "
+                "(N x the original's): each replica's loss would be N x its share of the global mean"
+            )))
     return found
+
+
+def _unshown(program: Program, facts: Facts, batches: list[cst.BaseExpression], fallback: cst.CSTNode, what: str) -> Refusal:
+    """A batch not shown to be global, named where it is written when that is known (a line
+    of the original: the migration writes no batch of its own)."""
+    unscaled = [b for b in batches if not _counts_replicas(facts, b)]
+    if unscaled:
+        batch = unscaled[0]
+        return Refusal(batch, (
+            f"{what} is {_short(program, batch)} (line {program.line(batch)}), which could not be shown to be the "
+            "global batch (N x the original's)"
+        ))
+    return Refusal(fallback, f"{what} could not be followed to where it is set: it is not shown to be the global batch (N x the original's)")
+
+
+def _made_at(facts: Facts, dataset: cst.BaseExpression) -> cst.CSTNode:
+    """Where the dataset ``dataset`` evaluates to is made, when that is one place."""
+    origins = [o.node for o in facts.values.origins(dataset) if o.whole]
+    return origins[0] if len(origins) == 1 and isinstance(origins[0], cst.BaseExpression) else dataset
+
+
+def _caller(program: Program, facts: Facts, run: cst.Call) -> cst.CSTNode:
+    """The one call of the function ``run`` is in (the step's wrapper), else ``run``."""
+    function = program.enclosing_function(run)
+    if function is None:
+        return run
+    calls = [program.parent(r) for r in facts.references(function)]
+    calls = [c for c in calls if isinstance(c, cst.Call)]
+    return calls[0] if len(calls) == 1 else run
+
+
+def _short(program: Program, node: cst.CSTNode) -> str:
+    code = " ".join(program.module.code_for_node(node).split())
+    return code if len(code) <= 50 else code[:47] + "..."
 
 
 def _run_arguments(run: cst.Call) -> list[cst.BaseExpression]:

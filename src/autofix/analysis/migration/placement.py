@@ -1,7 +1,8 @@
 """Where ``autofix migrate`` makes the strategy: in the innermost block every part of the
-training runs in (the module for a script, ``main()``'s body for a script that trains there),
-after the imports, device setup, mixed-precision policy and seeding that come before the
-training, and before the first object it must cover."""
+training runs in (the module for a script, ``main()``'s body for a script that trains there,
+the body of ``if __name__ == "__main__":`` for a script that trains only when it is run: not
+when it is imported), after the imports, device setup, mixed-precision policy and seeding that
+come before the training, and before the first object it must cover."""
 
 from __future__ import annotations
 
@@ -58,13 +59,17 @@ class Placement(Derived):
 
     def chain(self, node: cst.CSTNode) -> list[Block]:
         """The blocks ``node`` runs in, innermost first: the body of its function, then the
-        block of the one place that function is called from, up to the module. Stops where a
-        function is a method, or is called from several blocks (or none)."""
+        block of the one place that function is called from, up to the module (through the
+        body of ``if __name__ == "__main__":`` when it is there). Stops where a function is a
+        method, or is called from several blocks (or none)."""
         found: list[Block] = []
         current = node
         for _ in range(20):
             function = self.program.enclosing_function(current)
             if function is None:
+                guard = main_guard(self.program, current)
+                if guard is not None:
+                    found.append(guard)
                 found.append(self.program.module)
                 return found
             if not isinstance(function.body, cst.IndentedBlock) or self.facts.functions[function].is_method:
@@ -81,7 +86,7 @@ class Placement(Derived):
     def _block_of_code(self, node: cst.CSTNode) -> Block | None:
         function = self.program.enclosing_function(node)
         if function is None:
-            return self.program.module
+            return main_guard(self.program, node) or self.program.module
         return function.body if isinstance(function.body, cst.IndentedBlock) else None
 
     def training_block(self) -> Block | Refusal:
@@ -131,6 +136,28 @@ class Placement(Derived):
 
     def _seeds(self, statement: cst.CSTNode) -> bool:
         return any(self.facts.names_of(call.func) & SEEDS for call in nodes_in(statement, cst.Call))
+
+
+def main_guard(program: Program, node: cst.CSTNode) -> cst.IndentedBlock | None:
+    """The body of the module-level ``if __name__ == "__main__":`` that holds ``node``: code
+    that runs when the script is run, not when it is imported."""
+    for ancestor in program.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return None
+        if isinstance(ancestor, cst.If) and program.parent(ancestor) is program.module and _tests_main(ancestor.test):
+            body = ancestor.body
+            return body if isinstance(body, cst.IndentedBlock) and any(a is body for a in program.ancestors(node)) else None
+    return None
+
+
+def _tests_main(test: cst.BaseExpression) -> bool:
+    """``__name__ == "__main__"`` (either way round)."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):
+        return False
+    sides = (test.left, test.comparisons[0].comparator)
+    names = [s for s in sides if isinstance(s, cst.Name) and s.value == "__name__"]
+    strings = [s for s in sides if isinstance(s, cst.SimpleString) and s.evaluated_value == "__main__"]
+    return len(names) == 1 and len(strings) == 1
 
 
 def _is_import(statement: cst.CSTNode) -> bool:

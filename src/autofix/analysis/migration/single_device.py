@@ -21,6 +21,8 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.facts.booleans import boolean_input
+from autofix.analysis.migration.clipping import Clipping, GlobalClip, optimizer_clip_reason
+from autofix.analysis.migration.compiled_losses import CompiledLosses, PerExample, Weighed
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.migration.inline_steps import InlineStep, InlineSteps
 from autofix.analysis.facts.keras1 import first_keras
@@ -246,7 +248,26 @@ class SingleDevice(Derived):
         """Why the file cannot be migrated (empty when it can)."""
         found = list(self.analysed[1])
         found.extend(self._file_refusals())
+        found.extend(Refusal(*refused) for refused in self.clips[1])
+        found.extend(Refusal(*refused) for refused in self.compiled_losses[1])
         return found
+
+    @cached_property
+    def compiled_losses(self) -> tuple[list[PerExample | Weighed], list[tuple[cst.CSTNode, str]]]:
+        """The loss functions handed to ``compile`` that the migration makes return one loss
+        per example, the compiles of a loss summed over the batch it weighs by ``1 / N``, and
+        why other compiled losses cannot be migrated (:mod:`.compiled_losses`)."""
+        return CompiledLosses.of(self.program).judged(self.fits)
+
+    @cached_property
+    def clips(self) -> tuple[list[GlobalClip], list[tuple[cst.CSTNode, str]]]:
+        """The gradient clips of the steps that will run per replica (custom steps and the
+        ``train_step`` fit runs) that the migration makes global, and why the others cannot
+        be (:mod:`.clipping`), an optimizer's own clip on Keras 3 among them."""
+        clipping = Clipping.of(self.program)
+        clips, refused = clipping.scan([s.function for s in self.custom_steps] + self.train_steps)
+        refused = refused + [(call, optimizer_clip_reason(self.program, call, keyword)) for call, keyword in clipping.optimizer_clips]
+        return clips, refused
 
     @property
     def trains(self) -> bool:

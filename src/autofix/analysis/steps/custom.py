@@ -25,6 +25,7 @@ __all__ = ["RUN_METHODS", "REPLICA_WORDS", "Steps", "counts_replicas", "inverse_
 
 TF_FUNCTION = "tensorflow.function"
 GRADIENT_TAPE = "tensorflow.GradientTape"
+CLIP_BY_GLOBAL_NORM = "tensorflow.clip_by_global_norm"
 # Words in a name that say it counts replicas (``num_replicas_in_sync``, ``NUM_GPUS``...).
 REPLICA_WORDS = frozenset({"replica", "replicas", "gpu", "gpus", "ngpu", "ngpus", "worker", "workers", "device", "devices", "cores"})
 
@@ -153,18 +154,30 @@ class Steps(Derived):
     def aggregates_itself(self, function: cst.FunctionDef) -> bool:
         """Whether the step combines gradients across replicas itself (``all_reduce`` in the
         replica context, ``apply_gradients(..., experimental_aggregate_gradients=False)`` /
-        ``skip_gradients_aggregation=True``): then the optimizer does not sum them."""
+        ``skip_gradients_aggregation=True``): then the optimizer does not sum them. An
+        ``all_reduce`` that only gives ``tf.clip_by_global_norm`` the norm to clip by
+        (``use_norm=``) aggregates nothing: the optimizer still sums the gradients."""
         for call in self.calls(function):
             func = call.func
             if not isinstance(func, cst.Attribute):
                 continue
-            if func.attr.value in ("all_reduce", "batch_reduce_to", "reduce_to"):
+            if func.attr.value in ("all_reduce", "batch_reduce_to", "reduce_to") and not self._only_a_norm(call):
                 return True
             if func.attr.value == "apply_gradients":
                 for keyword, off in (("experimental_aggregate_gradients", "False"), ("skip_gradients_aggregation", "True")):
                     value = argument_value(call, keyword)
                     if isinstance(value, cst.Name) and value.value == off:
                         return True
+        return False
+
+    def _only_a_norm(self, call: cst.Call) -> bool:
+        """Whether ``call`` is inside the ``use_norm=`` of a ``tf.clip_by_global_norm``."""
+        for ancestor in self.program.ancestors(call):
+            if isinstance(ancestor, cst.Arg) and ancestor.keyword is not None and ancestor.keyword.value == "use_norm":
+                owner = self.program.parent(ancestor)
+                return isinstance(owner, cst.Call) and CLIP_BY_GLOBAL_NORM in tf_names(self.facts, owner.func)
+            if isinstance(ancestor, (cst.BaseStatement, cst.BaseSmallStatement)):
+                return False
         return False
 
     def trains(self, function: cst.FunctionDef) -> bool:

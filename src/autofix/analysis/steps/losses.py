@@ -20,10 +20,17 @@ docs/losses.md):
   of it, so it counts N times unless scaled (``tf.nn.scale_regularization_loss``).
 - ``global``: already a replica's share of a global value: ``compute_average_loss``,
   ``scale_regularization_loss``, a ``reduce_sum`` (sums add up over replicas), values not
-  reduced at all (the gradient of a tensor is that of its sum).
+  reduced at all (the gradient of a tensor is that of its sum). A sum over the batch (a
+  ``reduce_sum``, per-example values, a loss object's ``"none"`` or ``"sum"`` reduction) has
+  ``detail`` "sum" (or the reduction): code written for N replicas means that sum, but a
+  migration from one device must divide it by the replica count (the replicas' gradients
+  are summed, and a right migration averages them).
 - ``constant``: a number (no gradient; as a factor, a weight).
 - ``unknown``: anything else: a model's output, a call into another module, a mean over
-  given axes, a product of two loss values.
+  given axes, a product of two loss values. A sum divided by something that is not the
+  replica count (``tf.reduce_sum(per_example) / BATCH``) is one too, with ``detail``
+  "normalized": per replica it is its share of the global mean only when what divides it is
+  the global batch (a migration makes it so: :mod:`.migrated` checks it).
 
 Divisions by the replica count (or products with its inverse) met on the way are recorded as
 ``scaling``; those inside ``tf.grad_pass_through`` (they scale the value, not the gradient) as
@@ -78,6 +85,8 @@ class Term:
     detail: str | None = None
     # ``loss``: the loss object's call (the term itself, or what its ``reduce_mean`` averages).
     loss_call: cst.Call | None = None
+    # What divides it on the way that is not the replica count (``BATCH`` of ``sum / BATCH``).
+    divisors: tuple[cst.BaseExpression, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,8 @@ class _State:
     divided: bool = False
     # In the ``call`` of a Keras Loss subclass: a scalar returned there is not scaled.
     in_loss_call: bool = False
+    # What divided it on the way (not the replica count).
+    divisors: tuple[cst.BaseExpression, ...] = ()
 
     def key(self, node: cst.CSTNode) -> tuple:
         return (id(node), tuple(id(c) for c, _ in self.calls), bool(self.scaling), self.divided, bool(self.bypassed))
@@ -122,7 +133,7 @@ class LossWalk:
 
     def end(self, node: cst.BaseExpression, state: _State, kind: str, detail: str | None = None, loss_call: cst.Call | None = None) -> None:
         calls = tuple(c for c, _ in state.calls)
-        self.terms.append(Term(node, kind, state.scaling, calls, state.bindings, state.bypassed, detail, loss_call))
+        self.terms.append(Term(node, kind, state.scaling, calls, state.bindings, state.bypassed, detail, loss_call, state.divisors))
 
     def value(self, node: cst.BaseExpression, state: _State) -> None:
         key = state.key(node)
@@ -162,7 +173,7 @@ class LossWalk:
             if self.counts_replicas(right):
                 state = state.but(scaling=(*state.scaling, node))
             else:
-                state = state.but(divided=True)
+                state = state.but(divided=True, divisors=(*state.divisors, right))
             self.value(left, state)
         elif isinstance(operator, cst.Multiply):
             for factor, other in ((left, right), (right, left)):
@@ -216,11 +227,17 @@ class LossWalk:
         if names & MEANS:
             self.mean(call, state)
             return
-        if names & GLOBAL or names & PER_EXAMPLE or keras_loss_function(names):
+        if names & GLOBAL:
             self.end(call, state, "global")
             return
+        if names & PER_EXAMPLE or keras_loss_function(names):
+            self.end(call, state, "global", "sum")
+            return
         if names & SUMS:
-            self.end(call, state, "unknown" if state.divided else "global")
+            if state.divided:
+                self.end(call, state, "unknown", "normalized")
+            else:
+                self.end(call, state, "global", "sum")
             return
         if names & CONSTANTS:
             self.end(call, state, "constant")
@@ -494,3 +511,8 @@ def _augmented(operator: cst.BaseAugOp) -> object:
         cst.MultiplyAssign: cst.Multiply(),
         cst.DivideAssign: cst.Divide(),
     }.get(type(operator), operator)
+
+
+def is_batch_sum(term: Term) -> bool:
+    """Whether ``term`` is a sum over the batch (see ``global`` in the module docstring)."""
+    return term.kind == "global" and term.detail in ("sum", "none")
