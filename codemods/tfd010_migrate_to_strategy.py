@@ -72,6 +72,7 @@ from autofix.analysis.migration.single_device import KINDS, ROWS, CustomStep, Re
 from autofix.analysis.migration.model_prep import ModelPrep
 from autofix.analysis.migration.step_logs import LOGS
 from autofix.analysis.migration.placement import Placement
+from autofix.analysis.migration.reported_losses import shares as reported_shares
 from autofix.analysis.migration.step_counts import NOTE_MESSAGE as COUNT_MESSAGE, StepCounts, note as step_count_note
 from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import is_wall
@@ -206,6 +207,12 @@ class MigrateToStrategy(Rule):
                 edits.replace(loss.compile, lambda node, replicas=replicas: _with_keyword(node, "loss_weights", f"1 / {replicas}"))
             else:
                 edits.replace(loss.mean, lambda node, loss=loss: _per_example(program, node, loss, tf))
+        if MultiWorker.of(program).keras.keras3:
+            # Keras 3 hands a train_step each replica's share of a loss it reduces: what the
+            # step reports as the loss is the share times the replica count.
+            replicas = f"{tf}.distribute.get_strategy().num_replicas_in_sync"
+            for name in reported_shares(self.facts, single.train_steps):
+                edits.replace(name, lambda node, replicas=replicas: cst.BinaryOperation(node, cst.Multiply(whitespace_before=cst.SimpleWhitespace(" "), whitespace_after=cst.SimpleWhitespace(" ")), cst.parse_expression(replicas)))
         inserts.add(block, position, after_strategy)
         inserts.plan(edits)
 

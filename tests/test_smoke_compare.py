@@ -286,7 +286,8 @@ def test_a_float64_comparison_runs_in_float64_and_leaves_the_next_script_in_floa
 def _rounding_runs(tmp_path, float64_outcome):
     """A fake ``run_many`` for ``compare_many``: in float32, the migrated update turned around
     in one element of 1000 with every gradient the original's (Adam's rounding); in float64,
-    ``float64_outcome``: ``same``, ``turned`` (the same again) or ``crashed``."""
+    ``float64_outcome``: ``same``, ``turned`` (the same again), ``doubled`` (twice the step: a
+    real difference that float32's rounding hid) or ``crashed``."""
     np = pytest.importorskip("numpy")
     start = [np.ones(1000)]
     grads = [[np.full(1000, 0.1)]]
@@ -295,6 +296,7 @@ def _rounding_runs(tmp_path, float64_outcome):
     turned_step[0] = 0.01
     original = _trace(tmp_path / "o.npz", start, [[step]], grads)
     turned = _trace(tmp_path / "t.npz", start, [[turned_step]], grads)
+    doubled = _trace(tmp_path / "d.npz", start, [[2 * step]], [[2 * grads[0][0]]])
     calls = []
 
     def run_many(jobs, **settings):
@@ -308,8 +310,9 @@ def _rounding_runs(tmp_path, float64_outcome):
                 reports.append(_report(None, job.replicas or 1, 8, status="crashed", ok=False, checks=(failed,)))
                 continue
             use_turned = migrated_n and (floatx is None or float64_outcome == "turned")
+            use_doubled = migrated_n and floatx == "float64" and float64_outcome == "doubled"
             batch = 16 if (migrated_n or job.recording.batch_scale == 2) else 8
-            reports.append(_report(turned if use_turned else original, job.replicas or 1, batch))
+            reports.append(_report(doubled if use_doubled else turned if use_turned else original, job.replicas or 1, batch))
         return reports
 
     return run_many, calls
@@ -317,11 +320,17 @@ def _rounding_runs(tmp_path, float64_outcome):
 
 @pytest.mark.parametrize(
     ("float64_outcome", "status", "floatx"),
-    [("same", "equivalent", "float64"), ("turned", "inconclusive", "float32"), ("crashed", "inconclusive", "float32")],
+    [
+        ("same", "equivalent", "float64"),
+        ("doubled", "different", "float64"),
+        ("turned", "inconclusive", "float32"),
+        ("crashed", "inconclusive", "float32"),
+    ],
 )
 def test_rounding_that_leaves_a_comparison_inconclusive_is_compared_again_in_float64(monkeypatch, tmp_path, float64_outcome, status, floatx):
     """Only a comparison left inconclusive by float32's rounding is run again, in float64: a proof
-    there is the verdict; anything else there leaves the float32 verdict, with what float64 said."""
+    or a difference there is the verdict; anything else there leaves the float32 verdict (not
+    proven), with what float64 said."""
     fake, calls = _rounding_runs(tmp_path, float64_outcome)
     monkeypatch.setattr(compare, "run_many", fake)
     report = compare_many([ComparePair("m.py", "o.py")], replicas=2, steps=1, offline=True)[0]
@@ -329,11 +338,14 @@ def test_rounding_that_leaves_a_comparison_inconclusive_is_compared_again_in_flo
     assert (report.compare.status, report.compare.floatx) == (status, floatx)
     if status == "equivalent":
         assert report.compare.message.startswith(
-            "in float64 (in float32, dense/w0 6.3% apart: float32's rounding, magnified by the optimizer's first update): on 2 replicas: the same 1 step"
+            "in float64 (in float32, dense/w0 6.3% apart: float32's rounding, magnified over the steps): on 2 replicas: the same 1 step"
         ), report.compare.message
         assert not report.compare.rounding
+    elif status == "different":
+        assert report.compare.message.startswith("in float64 (in float32, dense/w0 6.3% apart: not float32's rounding): on 2 replicas, in step 1"), report.compare.message
+        assert "2.00 x" in report.compare.message and not report.compare.rounding
     else:
-        assert "every gradient is the original's" in report.compare.message
+        assert "it cannot be proven or disproven in float32" in report.compare.message and report.compare.rounding
         assert f"; in float64: {'inconclusive' if float64_outcome == 'turned' else 'original-fails'}: " in report.compare.message
 
 

@@ -33,12 +33,16 @@ _applied_in_micro: set[int] = set()  # variables whose update this micro-step he
 # A batch was drawn from a tf.data iterator since the last micro-step started: a step function
 # then given it belongs to that micro-step.
 _fetched = False
+# Every update of the global step is applied: the step ends when the next micro-step starts (or
+# the script ends), so that what the N-th micro-step does after its update (a metric updated,
+# a loss returned) is part of its step, as it is of a replica's.
+_complete = False
 
 
 def start(count: int) -> None:
     """Before each script: ``count`` micro-steps a step (0: off)."""
-    global _count, _micro, _fetched
-    _count, _micro, _fetched = count, -1, False
+    global _count, _micro, _fetched, _complete
+    _count, _micro, _fetched, _complete = count, -1, False, False
     tf.config.run_functions_eagerly(bool(count) or tf.config.functions_run_eagerly())
     if count:
         from autofix.smoke.state import recorder
@@ -91,9 +95,12 @@ def micro_started(batch: Any, rows: int | None) -> None:
     """The script fed a batch: the next micro-step starts (replica ``_micro``)."""
     from autofix.smoke import context, feeds, snapshot
 
-    global _micro
+    global _micro, _complete
     if not deferring():
         return
+    if _complete:
+        _complete = False
+        snapshot.end_step()
     _micro = (_micro + 1) % _count
     _applied_in_micro.clear()
     context.enter_replica(_micro, rows, _count)
@@ -136,11 +143,11 @@ def update(optimizer: Any, pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]
 
 
 def applied() -> None:
-    """After an update was applied: when nothing is held back any more, the step has ended."""
-    from autofix.smoke import snapshot
-
+    """After an update was applied: when nothing is held back any more, the step is complete;
+    it ends when the next micro-step starts, or when the script stops."""
+    global _complete
     if deferring() and not any(_held.values()):
-        snapshot.end_step()
+        _complete = True
 
 
 def gradient(tape: Any) -> None:

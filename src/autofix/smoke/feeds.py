@@ -4,7 +4,10 @@ Every call of a replica's step function (MirroredStrategy's replicas in the migr
 virtual replicas of the reference run, the one device of a single-device run) records its
 inputs as one digest per example: the bytes of row ``j`` of every input whose first axis is
 the replica's batch. A step may feed several calls (a GAN's two ``strategy.run``); each is
-kept in order.
+kept in order. Batches drawn eagerly from a dataset (``call="drawn"``: the steps of a loop
+written inline) are kept apart and stand for a step only where no step function was called in
+it: a script that draws a test batch before its training loop is fed, in its first step, what
+its step function is given.
 
 The comparison checks from them that the migration distributes its data (the replicas'
 examples, together, are the global batch: none twice, none left out, as many on each) and
@@ -24,6 +27,8 @@ _active = False
 _calls: dict[int, list[dict[int, list[str]]]] = {}
 # A call's replicas record in turn: the open call of each step, by the (graph or eager) call it is.
 _open: dict[tuple, dict[int, list[str]]] = {}
+# step -> batches drawn eagerly in it (an inline loop's steps), used where no call was recorded
+_drawn: dict[int, list[dict[int, list[str]]]] = {}
 _lock = threading.Lock()
 MAX_ROWS = 4096
 
@@ -33,6 +38,7 @@ def start(active: bool) -> None:
     _active = active
     _calls.clear()
     _open.clear()
+    _drawn.clear()
 
 
 def rows(structure: Any) -> list[str]:
@@ -74,7 +80,7 @@ def record(step: int, replica: int, structure: Any, call: Any = None) -> None:
 
 def _add(step: int, replica: int, digests: list[str], call: Any) -> None:
     with _lock:
-        calls = _calls.setdefault(step, [])
+        calls = (_drawn if call == "drawn" else _calls).setdefault(step, [])
         key = (step, call)
         current = _open.get(key)
         if current is None or replica in current:
@@ -108,4 +114,6 @@ def record_in_graph(replica: Any, structure: Any) -> None:
 
 def recorded() -> dict[str, list[dict[str, list[str]]]]:
     with _lock:
-        return {str(step): [{str(r): list(d) for r, d in sorted(call.items())} for call in calls] for step, calls in sorted(_calls.items())}
+        steps = {step: calls for step, calls in _drawn.items() if calls}
+        steps.update({step: calls for step, calls in _calls.items() if calls})
+        return {str(step): [{str(r): list(d) for r, d in sorted(call.items())} for call in calls] for step, calls in sorted(steps.items())}
