@@ -278,6 +278,15 @@ needs_tf = [
 ]
 
 
+# Migrations that leave something the proof must not call the same training, said at its line
+# by the migration: (status, what the verdict names).
+NOT_THE_SAME = {
+    # counts of optimizer steps written as numbers (a schedule's boundaries) are left with a
+    # note: on N replicas they act N x later in the data, which the proof says
+    "fit_step_counts": ("different", "a schedule counted in steps acts 2 x later in the data"),
+}
+
+
 @pytest.fixture(scope="module")
 def proven():
     from autofix.smoke.compare import ComparePair, compare_many
@@ -290,9 +299,11 @@ def proven():
 @pytest.mark.tf
 @pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
 @pytest.mark.parametrize("case", [c.name for c in cases("tfd010") if c.after is not None])
-def test_each_migration_makes_the_same_first_update_as_its_original(proven, case):
+def test_each_migration_is_proven_to_train_as_its_original(proven, case):
     report = proven[case]
-    assert report.compare.status == "equivalent", report.compare.message
+    status, says = NOT_THE_SAME.get(case, ("equivalent", ""))
+    assert report.compare.status == status, report.compare.message
+    assert says in report.compare.message
 
 
 def test_migrate_interactively_asks_once_per_file(repo):

@@ -49,6 +49,7 @@ def start(count: int) -> None:
 
         recorder.note(f"compare: the original's steps run as {count} micro-steps a step, eagerly (the reference; its step cannot be split)")
     _held.clear()
+    _taken.clear()
     _optimizers.clear()
     _applied_in_micro.clear()
 
@@ -148,6 +149,21 @@ def applied() -> None:
     global _complete
     if deferring() and not any(_held.values()):
         _complete = True
+
+
+_taken: set[int] = set()
+
+
+def gradients_taken(result: Any) -> None:
+    """What a micro-step's tape returned, so that a clip of it is known as one."""
+    _taken.update(id(g) for g in tf.nest.flatten(result) if g is not None)
+
+
+def of_gradients(values: Any) -> bool:
+    if not deferring():
+        return False
+    flat = [v for v in (values if isinstance(values, (list, tuple)) else [values]) if v is not None]
+    return bool(flat) and all(id(v) in _taken for v in flat)
 
 
 def gradient(tape: Any) -> None:

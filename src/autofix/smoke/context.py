@@ -22,6 +22,9 @@ _local = threading.local()
 _scale = 1
 _step = 0
 _inexact: list[str] = []
+# What the reference did that a difference may come from: "clipped" (gradients clipped by their
+# global norm, as one device clips the global batch's).
+_done: set[str] = set()
 
 
 def start(scale: int = 1) -> None:
@@ -29,6 +32,7 @@ def start(scale: int = 1) -> None:
     global _scale, _step
     _scale, _step = max(1, int(scale)), 0
     del _inexact[:]
+    _done.clear()
     _local.info = None  # a loop drawing batches eagerly left it set in this thread
 
 
@@ -116,3 +120,11 @@ def not_exact(reason: str) -> None:
 
 def inexact() -> list[str]:
     return list(_inexact)
+
+
+def did(what: str) -> None:
+    _done.add(what)
+
+
+def done() -> list[str]:
+    return sorted(_done)

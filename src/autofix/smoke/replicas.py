@@ -20,6 +20,12 @@ batch) as N *virtual replicas* on this one device (:func:`run`):
   variable's value is swapped in and out as replicas take turns (:class:`_Copies`), and between
   steps it holds what the script reads from a strategy: replica 0's copy, the mean of the
   copies of a variable averaged across replicas, their sum for one summed on read (a metric's);
+- gradients clipped by their global norm in the step (``tf.clip_by_global_norm`` of what the
+  replica's tape gave) are clipped as one device clips the global batch's gradient: each
+  replica waits there too (:func:`clip`), and each is scaled by the factor that clips the mean
+  of the replicas' gradients (the migration's ``use_norm=`` of the all-reduced norm), so that
+  the mean update is the clipped mean. A gradient clipped element by element or tensor by
+  tensor (``clip_by_value``, ``clip_by_norm``) cannot be clipped so: said (inexact);
 - what the step returns is what ``fit`` logs or ``strategy.gather`` gives: the mean over the
   replicas of a value per replica, the replicas' rows, in order, of a value per example.
 
@@ -92,6 +98,8 @@ class _Replica:
         self.error: BaseException | None = None
         self.request: tuple | None = None
         self.reply: Any = None
+        # ids of the tensors the replica's tapes returned as gradients
+        self.gradients: set[int] = set()
         self._turn = threading.Semaphore(0)
         self._yielded = threading.Semaphore(0)
         self.thread = threading.Thread(target=self._main, name=f"autofix-replica-{index}", daemon=True)
@@ -242,10 +250,54 @@ def update(optimizer: Any, apply: Callable[[list[tuple[Any, Any]]], Any], pairs:
     return replica.pause(("update", optimizer, apply, pairs))
 
 
+def gradients_taken(result: Any) -> None:
+    """In a replica's thread: what its tape returned, so that a clip of it is known as one."""
+    replica = getattr(_local, "replica", None)
+    if replica is not None:
+        replica.gradients.update(id(g) for g in tf.nest.flatten(result, expand_composites=False) if g is not None)
+
+
+def of_gradients(values: Any) -> bool:
+    """In a replica's thread: whether ``values`` are gradients its tapes returned."""
+    replica = getattr(_local, "replica", None)
+    if replica is None:
+        return False
+    flat = [v for v in (values if isinstance(values, (list, tuple)) else [values]) if v is not None]
+    return bool(flat) and all(id(v) in replica.gradients for v in flat)
+
+
+def clip(values: list[Any], clip_norm: Any, original: Callable[..., Any]) -> Any:
+    """In a replica's thread: ``tf.clip_by_global_norm(values, clip_norm)`` as one device clips
+    the global batch's gradient; returns once every replica has reached it."""
+    return _local.replica.pause(("clip", list(values), clip_norm, original))
+
+
+def _clipped(requests: list[tuple]) -> list[Any]:
+    """Every replica clips its gradients by their global norm: each is scaled by what clips the
+    mean of them (its norm, the norm of the mean), so that their mean is the mean, clipped."""
+    lengths = {len(r[1]) for r in requests}
+    if len(lengths) != 1:
+        raise Diverged("the replicas clipped different numbers of gradients")
+    means = []
+    for k in range(lengths.pop()):
+        parts = [r[1][k] for r in requests]
+        if any(p is None for p in parts):
+            means.append(None)
+            continue
+        dense = [tf.convert_to_tensor(p) for p in parts]
+        means.append(tf.add_n(dense) / len(dense))
+    norm = tf.linalg.global_norm([m for m in means if m is not None])
+    context.did("clipped")
+    return [r[3](r[1], r[2], use_norm=norm) for r in requests]
+
+
 def _answer(requests: list[tuple]) -> list[Any]:
-    """Every replica waits at an update: make it once, with the mean of their gradients."""
+    """Every replica waits at an update (make it once, with the mean of their gradients) or at
+    a clip of its gradients by their global norm."""
     kinds = {r[0] for r in requests}
     first = requests[0]
+    if kinds == {"clip"}:
+        return _clipped(requests)
     if kinds != {"update"} or any(r[1] is not first[1] for r in requests):
         raise Diverged("the replicas updated different optimizers at the same point of the step")
     variables = [v for _, v in first[3]]

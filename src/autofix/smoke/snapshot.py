@@ -336,6 +336,7 @@ def _save(step: int) -> None:
         "unheld": noise.unheld(),
         "loaded": origins.loads(),
         "inexact": context.inexact(),
+        "done": context.done(),
     }
     recorder.publish()
 

@@ -36,9 +36,50 @@ def install_tape() -> None:
         if _script_thread() and not tf.inside_function():
             recorder.gradient_loss = scalar(target)
         accumulate.gradient(self)
-        return original(self, target, *args, **kwargs)
+        result = original(self, target, *args, **kwargs)
+        if replicas.active():
+            replicas.gradients_taken(result)
+        elif accumulate.deferring():
+            accumulate.gradients_taken(result)
+        return result
 
     tf.GradientTape.gradient = gradient
+    _install_clips()
+
+
+def _install_clips() -> None:
+    """Clipping a step's gradients: by their global norm, clipped as one device clips the global
+    batch's (virtual replicas); element by element or tensor by tensor, said inexact (the
+    reference clips each replica's, a right migration the mean)."""
+    by_global_norm = tf.clip_by_global_norm
+    if getattr(by_global_norm, "_autofix_smoke_clip", False):
+        return
+
+    @functools.wraps(by_global_norm)
+    def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
+        if use_norm is None and not tf.inside_function():
+            if replicas.active() and replicas.of_gradients(t_list):
+                return replicas.clip(t_list, clip_norm, by_global_norm)
+            if accumulate.of_gradients(t_list):
+                from autofix.smoke import context
+
+                context.not_exact("gradients are clipped by their global norm in each micro-step (a right migration clips their mean)")
+        return by_global_norm(t_list, clip_norm, use_norm=use_norm, name=name)
+
+    clip_by_global_norm._autofix_smoke_clip = True
+    tf.clip_by_global_norm = clip_by_global_norm
+    for name in ("clip_by_norm", "clip_by_value"):
+        tf_clip = getattr(tf, name)
+
+        def each(*args, _clip=tf_clip, _name=name, **kwargs):
+            if args and not tf.inside_function() and (replicas.of_gradients(args[0]) or accumulate.of_gradients(args[0])):
+                from autofix.smoke import context
+
+                context.not_exact(f"a gradient is clipped by tf.{_name} on each replica's shard (a right migration clips the mean gradient)")
+            return _clip(*args, **kwargs)
+
+        functools.update_wrapper(each, tf_clip)
+        setattr(tf, name, each)
 
 
 def install_optimizer(cls: type) -> None:

@@ -151,9 +151,10 @@ def judge_pair(migrated: SmokeReport, reference: SmokeReport, replicas: int, ori
             difference = dict(outcome.difference or {}, step=step)
             what = {"gradient": "the gradient of ", "weight": "", "optimizer": "the optimizer's "}[difference.get("kind", "weight")]
             noun = "the update" if difference.get("kind") == "weight" else "it"
+            clipped = "clipped" in (theirs.get("done") or ())
             message = (
                 f"{where}, in step {step}, {what}{difference.get('name')} differs from {against}: "
-                f"{_ratio_text(difference.get('ratio'), replicas, noun)} (relative difference {difference.get('relative', math.inf):.3g})"
+                f"{_ratio_text(difference.get('ratio'), replicas, noun, clipped)} (relative difference {difference.get('relative', math.inf):.3g})"
             )
             return _unless_unsure(Judged("different", message, steps, outcome.compared, outcome.worst, difference, said), unsure)
         worst = max(worst, outcome.worst)
@@ -431,12 +432,13 @@ def _reported_ratio(x: Any, y: Any, replicas: int) -> str:
     return f" ({ratio:.3g} x)"
 
 
-def _ratio_text(ratio: float | None, replicas: int, noun: str = "the update") -> str:
+def _ratio_text(ratio: float | None, replicas: int, noun: str = "the update", clipped: bool = False) -> str:
     if ratio is None or not math.isfinite(ratio):
         return f"{noun} differs"
     text = f"{noun} is {ratio:.2f} x the original's"
     if replicas > 1 and abs(ratio - replicas) < 0.05 * replicas:
-        text += f" ({replicas} x: is the loss averaged per replica, or divided by the per-replica batch, not the global one?)"
+        also = ", or are the gradients clipped by each replica's norm, not the all-reduced one (use_norm=)?" if clipped else "?"
+        text += f" ({replicas} x: is the loss averaged per replica, or divided by the per-replica batch, not the global one{also})"
     elif replicas > 1 and abs(ratio - 1 / replicas) < 0.05 / replicas:
         text += f" (1/{replicas}: is the loss divided by the replicas twice?)"
     return text
