@@ -104,6 +104,7 @@ def micro_started(batch: Any, rows: int | None) -> None:
         snapshot.end_step()
     _micro = (_micro + 1) % _count
     _applied_in_micro.clear()
+    _taken.clear()
     context.enter_replica(_micro, rows, _count)
     feeds.record(snapshot.step(), _micro, batch, call="accumulated")
 
@@ -151,12 +152,13 @@ def applied() -> None:
         _complete = True
 
 
-_taken: set[int] = set()
+# What this micro-step's tapes returned, by id (held, so that no other tensor takes an id).
+_taken: dict[int, Any] = {}
 
 
 def gradients_taken(result: Any) -> None:
     """What a micro-step's tape returned, so that a clip of it is known as one."""
-    _taken.update(id(g) for g in tf.nest.flatten(result) if g is not None)
+    _taken.update((id(g), g) for g in tf.nest.flatten(result) if g is not None)
 
 
 def of_gradients(values: Any) -> bool:

@@ -98,8 +98,8 @@ class _Replica:
         self.error: BaseException | None = None
         self.request: tuple | None = None
         self.reply: Any = None
-        # ids of the tensors the replica's tapes returned as gradients
-        self.gradients: set[int] = set()
+        # the tensors the replica's tapes returned as gradients, by id (held: no other takes an id)
+        self.gradients: dict[int, Any] = {}
         self._turn = threading.Semaphore(0)
         self._yielded = threading.Semaphore(0)
         self.thread = threading.Thread(target=self._main, name=f"autofix-replica-{index}", daemon=True)
@@ -254,7 +254,7 @@ def gradients_taken(result: Any) -> None:
     """In a replica's thread: what its tape returned, so that a clip of it is known as one."""
     replica = getattr(_local, "replica", None)
     if replica is not None:
-        replica.gradients.update(id(g) for g in tf.nest.flatten(result, expand_composites=False) if g is not None)
+        replica.gradients.update((id(g), g) for g in tf.nest.flatten(result, expand_composites=False) if g is not None)
 
 
 def of_gradients(values: Any) -> bool:
