@@ -50,7 +50,7 @@ def analyse(text: str, options: Options, path: str | None = None) -> Analysis:
     if suppressions.ignore_file:
         return Analysis([], skipped="it has an autofix: ignore-file comment")
     migrate = options.migrate is not None
-    if not rules or not might_need_analysis(text, migrate):
+    if not rules or not might_need_analysis(text, migrate, path is not None):
         return Analysis(_unused(suppressions, [], rules, options))
     try:
         program = Program(*_parsed(text), migration=options.migrate, path=path)
@@ -335,7 +335,7 @@ def process_text(text: str, path: str, options: Options, project: bool = False) 
         return FileResult(path, error=_internal(exc))
     skipped = analysis.skipped
     migrate = options.migrate is not None
-    if skipped is None and not analysis.findings and not might_need_analysis(text, migrate):
+    if skipped is None and not analysis.findings and not might_need_analysis(text, migrate, project):
         skipped = skip_reason(migrate)
     return FileResult(path, in_order(analysis.findings), text, analysis.new_text, refused=analysis.refused, skipped=skipped)
 
@@ -349,7 +349,7 @@ def in_order(findings) -> tuple[Finding, ...]:
 def process_notebook(text: str, path: str, options: Options, project: bool = False) -> FileResult:
     """Analyse a notebook's code cells as one program; findings name their cell."""
     migrate = options.migrate is not None
-    if not might_need_analysis(text, migrate):
+    if not might_need_analysis(text, migrate, project):
         return FileResult(path, notebook=True, skipped=skip_reason(migrate))
     try:
         notebook = notebooks.load(text)
