@@ -1,7 +1,8 @@
 """The project: a file seen with the modules of its repository that it imports.
 
 :mod:`.layout` finds a file's project (its root: the nearest folder with ``pyproject.toml``,
-``setup.py``, ``setup.cfg`` or ``.git``, else the file's own folder) and the files its imports
+``setup.py``, ``setup.cfg`` or ``.git``, else the folder autofix runs in when the file is under
+it, else the file's own folder) and the files its imports
 of the project's own modules name (the script's folder on ``sys.path``, the root, a ``src/``
 layout, relative imports, packages). :mod:`.summary` says what a module defines at its top
 level, each definition summarised once per content (a function that returns a Keras model and

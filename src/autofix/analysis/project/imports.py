@@ -75,13 +75,16 @@ class Resolved:
     reason: str | None = None
 
     def where(self, importer: str | None = None) -> str:
-        """``models.py:12`` (relative to the importing file's folder where it can be)."""
+        """``models.py:12``: relative to the importing file's folder when it is there or
+        below, else to the project's root (``tcn/tcn.py:398``)."""
         if self.path is None:
             return self.module
         shown = self.path
         if importer is not None:
+            here = os.path.dirname(os.path.abspath(importer))
+            base = here if layout.inside(self.path, here) else layout.project_root(importer)
             try:
-                shown = os.path.relpath(self.path, os.path.dirname(os.path.abspath(importer)))
+                shown = os.path.relpath(self.path, base)
             except ValueError:
                 pass
         line = f":{self.definition.line}" if self.definition is not None else ""

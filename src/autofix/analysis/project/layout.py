@@ -1,8 +1,8 @@
 """Where a file's project is, and which of its files an import names.
 
 The root is the nearest folder, from the file's own up, holding ``pyproject.toml``,
-``setup.py``, ``setup.cfg`` or ``.git``; a file in no such folder is a project of its own
-folder. Modules are looked for as Python would find them when the file is run: in the file's
+``setup.py``, ``setup.cfg`` or ``.git``; for a file in no such folder, the folder autofix runs
+in when the file is under it (the folder given: ``autofix migrate .``), else the file's own. Modules are looked for as Python would find them when the file is run: in the file's
 own folder (``sys.path[0]`` of a script), then at the root and in ``src/`` under it (a package
 installed from the repository, or run with ``python -m``), and only inside the root: what
 resolves elsewhere (an installed library) is not the project's.
@@ -17,18 +17,25 @@ from functools import lru_cache
 MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 
 
-@lru_cache(maxsize=256)
 def project_root(path: str) -> str:
-    """The root of the project ``path`` (a file) belongs to."""
-    folder = os.path.dirname(os.path.abspath(path))
+    """The root of the project ``path`` (a file) belongs to: the nearest folder holding a
+    marker; else the folder autofix runs in (``autofix migrate .`` in a checkout without
+    one), when the file is under it; else the file's own folder."""
+    return _root(os.path.abspath(path), os.getcwd())
+
+
+@lru_cache(maxsize=256)
+def _root(path: str, cwd: str) -> str:
+    folder = os.path.dirname(path)
     current = folder
     while True:
         if any(os.path.exists(os.path.join(current, marker)) for marker in MARKERS):
             return current
         parent = os.path.dirname(current)
         if parent == current:
-            return folder
+            break
         current = parent
+    return cwd if inside(folder, cwd) else folder
 
 
 def search_paths(path: str) -> tuple[str, ...]:

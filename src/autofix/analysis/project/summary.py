@@ -329,10 +329,25 @@ class _Summariser:
                 "judges only in the file it migrates"
             )))
         optimizer = argument_value(call, "optimizer", 0)
-        problem = self._optimizer_problem(self._value(optimizer, scope), line) if optimizer is not None else None
-        if problem is not None:
-            found.append((line, problem))
+        for value in self._made(self._value(optimizer, scope), scope) if optimizer is not None else ():
+            problem = self._optimizer_problem(value, line)
+            if problem is not None:
+                found.append((line, problem))
+                break
         return found
+
+    def _made(self, expr: cst.BaseExpression, scope: cst.CSTNode | None) -> list[cst.BaseExpression]:
+        """What ``expr`` is: itself, or what a function defined in ``scope`` (or at the top of
+        the module) that it calls returns (``get_opt()`` -> ``optimizers.Adam(lr)``)."""
+        if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name)):
+            return [expr]
+        name = expr.func.value
+        inner = [f for f in nodes_in(scope, cst.FunctionDef) if f.name.value == name] if scope is not None else []
+        function = inner[0] if len(inner) == 1 else self.functions.get(name)
+        if function is None:
+            return [expr]
+        returns = [r.value for r in nodes_in(function.body, cst.Return, stop=(cst.FunctionDef, cst.Lambda, cst.ClassDef)) if r.value is not None]
+        return returns or [expr]
 
     def _value(self, expr: cst.BaseExpression, scope: cst.CSTNode | None) -> cst.BaseExpression:
         """A name bound once in ``scope`` (the function) to a value: that value."""
@@ -368,10 +383,10 @@ class _Summariser:
         if isinstance(expr, cst.Call) and any(keras_kind(n) is Kind.OPTIMIZER for n in self.program.qualified_names(expr.func)):
             for keyword in CLIPS:
                 if argument_value(expr, keyword) is not None:
-                    return f"its optimizer clips gradients ({keyword}=, line {line}), which Keras 3 does per replica"
+                    return f"its optimizer clips gradients ({keyword}=, compiled on line {line}), which Keras 3 does per replica rather than on their sum"
             rate = argument_value(expr, "learning_rate", 0)
             if rate is not None and not isinstance(rate, (cst.Float, cst.Integer, cst.Name, cst.UnaryOperation, cst.BinaryOperation)):
-                return f"its learning rate (line {line}) may be a schedule counted in optimizer steps, which a migration changes"
+                return f"its learning rate (compiled on line {line}) may be a schedule counted in optimizer steps, which a migration changes"
             return None
         code = " ".join(self.program.module.code_for_node(expr).split())
         return f"it compiles with the optimizer {code} (line {line}), which autofix does not follow"
