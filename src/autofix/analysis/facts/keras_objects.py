@@ -62,6 +62,22 @@ class KerasObjects:
             memo[call] = self._call_kind(call)
         return memo[call]
 
+    def _run_here(self, call: cst.Call) -> bool:
+        """Whether ``call`` is code this file runs: at its top level, or in functions it calls
+        (not one another module may call, under a strategy scope the file cannot see: a
+        ``train_setup(strategy)`` that the entry script calls in ``strategy.scope()``)."""
+        function = self.program.enclosing_function(call)
+        while function is not None:
+            outer = self.program.enclosing_function(function)
+            if outer is None:
+                break
+            function = outer
+        if function is None:
+            return not any(isinstance(a, cst.ClassDef) for a in self.program.ancestors(call))
+        if self.functions.get(function) is None or self.functions[function].is_method:
+            return False
+        return bool(self.references(function))
+
     def _project_model(self, call: cst.Call) -> bool:
         """Whether ``call`` calls an imported function of the project that returns a Keras
         model, or a Keras model class of the project (:mod:`autofix.analysis.project`)."""
@@ -92,7 +108,7 @@ class KerasObjects:
             return kind
         if isinstance(local, cst.FunctionDef):
             return local
-        if local is None and self._project_model(call):
+        if local is None and self._project_model(call) and (self.program.migration is not None or self._run_here(call)):
             # ``model = build()`` with ``build`` a function of another module of the project
             # that returns a Keras model, or a Keras model class of one.
             return Kind.MODEL
