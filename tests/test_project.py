@@ -468,3 +468,39 @@ def test_under_migrate_a_file_of_a_project_that_imports_is_not_passed_over_unrea
     assert might_need_analysis(text, migrating=True, project=True)
     assert not might_need_analysis(text, migrating=True)
     assert not might_need_analysis(text, project=True)
+
+
+def test_check_leaves_a_setup_function_another_module_may_call_in_the_scope(tmp_path):
+    """``train_setup(strategy)`` is called by the entry script in ``strategy.scope()``: in its
+    own module nothing calls it, so a model it gets from another module is not reported as
+    built outside the scope there (a local construction is judged as before)."""
+    root = write(tmp_path, {
+        "models.py": "import keras\ndef build():\n    return keras.Sequential([keras.layers.Dense(1)])\n",
+        "setup.py": "",
+        "lib/train.py": """\
+            import tensorflow as tf
+            from models import build
+
+            class Trainer:
+                def __init__(self, model, strategy):
+                    self.model = model
+                    self.optimizer = tf.keras.optimizers.Adam()
+                    self.strategy = strategy
+
+                def step(self, x):
+                    with tf.GradientTape() as tape:
+                        loss = tf.reduce_sum(self.model(x)) / 64
+                    grads = tape.gradient(loss, self.model.trainable_variables)
+                    self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+                    return loss
+
+                def distributed_step(self, x):
+                    return self.strategy.run(self.step, args=(x,))
+
+            def train_setup(strategy):
+                model = build()
+                return Trainer(model, strategy)
+            """,
+    })
+    result = process_path(str(root / "lib" / "train.py"), Options())
+    assert not [f for f in result.findings if f.code == "TFD001" and f.line == 21], reasons(result)
