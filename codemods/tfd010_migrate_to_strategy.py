@@ -58,6 +58,13 @@ Not fixed (not migrated; reported with the reason):
 - gradients clipped per tensor or per entry in a step (``tf.clip_by_norm``, ``tf.clip_by_value``),
   and, where the file may run on Keras 3, an optimizer given ``clipnorm=``, ``global_clipnorm=``
   or ``clipvalue=`` (Keras 3 clips each replica's share before adding them up: measured);
+- training that goes through another module of the project where the migration cannot be
+  shown safe (:mod:`autofix.analysis.migration.imported`): a model made by a function there that
+  does more than build it (trains, makes a strategy, compiles with a loss or optimizer it cannot
+  judge there, calls yet another module), a model class there with its own ``train_step``, a
+  function or class there that trains, a model made by a module it cannot find; reported at the
+  line, naming the other file and line. (A model made by another module's function that only
+  builds it is migrated: the call goes into the scope, as a construction of the file does.)
 - ``fit`` on Keras 3 under ``--strategy multiworker`` (it fails with several workers);
 - anything the other rules cannot fix in the migrated code.
 """
@@ -136,7 +143,6 @@ class MigrateToStrategy(Rule):
         if not single.trains:
             return
         kind = KINDS[self.program.migration]  # type: ignore[index]
-        anchor = _anchor(single)
         message = MESSAGE.format(cls=kind.cls)
         refusals = single.refusals + ModelPrep.of(self.program).unbuilt[1]
         if kind.keras3_fit_fails and single.fits and MultiWorker.of(self.program).keras.keras3:
@@ -148,6 +154,7 @@ class MigrateToStrategy(Rule):
             for refusal in refusals:
                 self.report(refusal.node, "trains on one device: not migrated", refusal.reason)
             return
+        anchor = _anchor(single)
         if self.fix(anchor, message, lambda edits: self._plan(single, kind.cls, edits)):
             # What the migration leaves as it is but changes the meaning of: counts of steps.
             for count in StepCounts.of(self.program).found:

@@ -99,9 +99,9 @@ def test_lower_layers_do_not_import_the_rules_or_the_engine():
 
 # The layers of autofix.analysis, bottom first ("" is the package's own modules: program,
 # syntax, positions, environment, Derived). A module imports only from its own layer or lower
-# ones. A project/ layer (modules seen through the repository's imports) will go between core
-# and facts, or beside core, as its imports say.
-ANALYSIS_LAYERS = ("", "core", "facts", "steps", "training", "migration")
+# ones. project/ (the modules of the repository a file imports) goes between core and facts:
+# facts ask it what an imported name is.
+ANALYSIS_LAYERS = ("", "core", "project", "facts", "steps", "training", "migration")
 
 
 def _analysis_layer(name: str) -> int | None:

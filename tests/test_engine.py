@@ -120,8 +120,8 @@ def test_file_changed_on_disk_is_not_overwritten(tmp_path, monkeypatch):
     path = write(tmp_path, "a.py", BROKEN.encode())
     original = engine.process_text
 
-    def edit_meanwhile(text, name, options):
-        result = original(text, name, options)
+    def edit_meanwhile(text, name, options, *rest):
+        result = original(text, name, options, *rest)
         with open(path, "a") as fh:
             fh.write("# edited by someone else\n")
         return result

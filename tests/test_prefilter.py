@@ -19,7 +19,7 @@ OPTIONS = Options(unsafe_fixes=True, build_fixes=False)
 
 def findings_without_prefilter(text: str, monkeypatch) -> list:
     with monkeypatch.context() as patch:
-        patch.setattr(engine, "might_need_analysis", lambda text, migrating=False: True)
+        patch.setattr(engine, "might_need_analysis", lambda text, migrating=False, project=False: True)
         return analyse(text, OPTIONS).findings
 
 
@@ -87,7 +87,7 @@ def test_prefilter_never_hides_a_finding_in_generated_scripts(strategy, keras, n
 
 def _findings_unfiltered(text: str) -> list:
     original = engine.might_need_analysis
-    engine.might_need_analysis = lambda text, migrating=False: True
+    engine.might_need_analysis = lambda text, migrating=False, project=False: True
     try:
         return analyse(text, OPTIONS).findings
     finally:
@@ -112,7 +112,7 @@ def test_the_migrate_prefilter_never_hides_training(path, monkeypatch):
     text = read(path)
     migrate = engine.Options(migrate="mirrored")
     with monkeypatch.context() as patch:
-        patch.setattr(engine, "might_need_analysis", lambda text, migrating=False: True)
+        patch.setattr(engine, "might_need_analysis", lambda text, migrating=False, project=False: True)
         full = analyse(text, migrate).findings
     assert analyse(text, migrate).findings == full
     if full:

@@ -21,10 +21,12 @@ One entry per file and question, named by a hash of everything the answer depend
 - the tool itself: its version, a hash of every source file of the package and of its rules
   (so an edit of a checkout invalidates), and the versions of Python, libcst and IPython.
 
-A rule's result depends on nothing else: no rule reads another file (an imported helper is
-judged at its call site), which tests/test_cache.py checks by running every fixture with file
-reads forbidden. A rule that some day reads other files sets ``Rule.CROSS_FILE``; files are
-then not cached while it runs (``ResultCache.usable``).
+A rule reads no other file itself (tests/test_cache.py checks it by running every fixture with
+file reads forbidden; a rule that some day does sets ``Rule.CROSS_FILE``, and files are then
+not cached while it runs: ``ResultCache.usable``). The analysis of a file read from disk does
+read the modules of its project that it imports (:mod:`autofix.analysis.project`): the entry
+records each of them with the digest of its bytes (or as absent), and is used only while
+every one is still so (``ResultCache.get``): editing ``model.py`` re-checks ``train.py``.
 
 Every file is cached, those the prefilter passes over too, and the folder records what the
 rules are (``rules.json``, per version of the tool): a warm run imports neither the rules nor
@@ -321,6 +323,9 @@ class ResultCache:
             if entry.get("key") != key:
                 return None
             stored = entry["result"]
+            read = tuple((str(p), str(d)) for p, d in stored.get("read", ()))
+            if not _still(read):
+                return None
             findings = tuple(Finding(**f) for f in stored["findings"])
             new_text = stored["new_text"]
             return FileResult(
@@ -332,6 +337,7 @@ class ResultCache:
                 refused=stored["refused"],
                 notebook=stored["notebook"],
                 skipped=stored["skipped"],
+                read=read,
             )
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
@@ -347,12 +353,33 @@ class ResultCache:
                 "refused": result.refused,
                 "notebook": result.notebook,
                 "skipped": result.skipped,
+                "read": [list(item) for item in result.read],
             },
         }
         try:
             _write_atomic(self.directory, self._path(key), json.dumps(entry).encode("utf-8"))
         except (OSError, ValueError):
             pass
+
+
+def _still(read: tuple[tuple[str, str], ...]) -> bool:
+    """Whether every project module an analysis read still has the bytes it had ("" : is
+    still absent)."""
+    if not read:
+        return True
+    from autofix.analysis.project.layout import digest
+
+    for path, wanted in read:
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            if wanted:
+                return False
+            continue
+        if not wanted or digest(data) != wanted:
+            return False
+    return True
 
 
 def _write_atomic(directory: str, target: str, data: bytes) -> None:

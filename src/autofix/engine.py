@@ -16,6 +16,7 @@ import libcst as cst
 from autofix import indentation, migrating, newlines, noqa, notebooks, unused_suppressions
 from autofix.analysis import environment
 from autofix.analysis.program import Program
+from autofix.analysis.project.imports import reading
 from autofix.cache import ResultCache
 from autofix.options import Options, _rules  # noqa: F401  (re-exported: the engine's options)
 from autofix.prefilter import NOT_USED, PREFILTER, PREFILTER_USES, might_need_analysis, skip_reason  # noqa: F401
@@ -40,17 +41,19 @@ class Analysis:
     unsuppressed: list[tuple[int, noqa.Wanted]] = field(default_factory=list)
 
 
-def analyse(text: str, options: Options) -> Analysis:
-    """Findings for ``text`` and, when the rules fix something, the fixed text."""
+def analyse(text: str, options: Options, path: str | None = None) -> Analysis:
+    """Findings for ``text`` and, when the rules fix something, the fixed text. ``path``, the
+    file the text was read from, lets the analysis follow the imports of its project's own
+    modules (see :mod:`autofix.analysis.project`); without it the text is analysed alone."""
     rules = options.rules()
     suppressions = parse_suppressions(text)
     if suppressions.ignore_file:
         return Analysis([], skipped="it has an autofix: ignore-file comment")
     migrate = options.migrate is not None
-    if not rules or not might_need_analysis(text, migrate):
+    if not rules or not might_need_analysis(text, migrate, path is not None):
         return Analysis(_unused(suppressions, [], rules, options))
     try:
-        program = Program(*_parsed(text), migration=options.migrate)
+        program = Program(*_parsed(text), migration=options.migrate, path=path)
         if program.migration is not None and migrating.uses_strategy(program):
             program.migration = None  # a file that distributes already is left to the rules
         findings: list[Finding] = []
@@ -77,7 +80,7 @@ def analyse(text: str, options: Options) -> Analysis:
     if new_text == text:
         return Analysis(findings)
     if program.migration is not None:
-        return _migrated(text, new_text, fixed, settled, findings, fixers, options)
+        return _migrated(text, new_text, fixed, settled, findings, fixers, options, path)
     try:
         # The second pass starts from what the first one learned about the fixed text: its
         # parse, and the rules that already ran on it (after the last one that changed it).
@@ -97,6 +100,7 @@ def _migrated(
     findings: list[Finding],
     fixers: list[type[Rule]],
     options: Options,
+    path: str | None = None,
 ) -> Analysis:
     """A migration (see :mod:`autofix.migrating`): the rules run again on what they wrote until
     nothing changes, and the result is kept only when ``check`` finds nothing left in it."""
@@ -118,7 +122,7 @@ def _migrated(
         found = migrating.refused(findings, why) + migrating.unscaled_refusals(rule.CODE, rule.NAME, text, new_text, unfinished)
         return Analysis(found, None, why)
     try:
-        check = analyse(new_text, replace(options, migrate=None, build_fixes=False, unused_suppressions=False))
+        check = analyse(new_text, replace(options, migrate=None, build_fixes=False, unused_suppressions=False), path)
     except AnalysisError as exc:
         return Analysis(migrating.refused(findings, f"the migrated code could not be checked ({exc})"), None, "it could not be checked")
     left = migrating.left_over(check.findings, options.unsafe_fixes)
@@ -151,12 +155,13 @@ def _apply(
     outcomes: dict[type[Rule], Outcome] = {}
     # (A migration's signal holds for every text of its pass: see Program.migration.)
     migration = program.migration if program is not None else None
+    path = program.path if program is not None else None
     for rule in rules:
         if current is text and rule in known:
             outcome = known[rule]
         else:
             if program is None:
-                program = Program(*_parsed(current), migration=migration)
+                program = Program(*_parsed(current), migration=migration, path=path)
             outcome = rule().run(program, unsafe_fixes)
         if outcome.module is not None:
             code = outcome.module.code
@@ -167,7 +172,7 @@ def _apply(
                 continue
         outcomes[rule] = outcome
     if program is None:
-        program = Program(*_parsed(current), migration=migration)
+        program = Program(*_parsed(current), migration=migration, path=path)
     return current, program, outcomes
 
 
@@ -239,7 +244,7 @@ def _unsuppressed(outcomes: dict[type[Rule], Outcome], program: Program, finding
 NO_PLACE = "no line of its statement can end with an `# autofix: ignore` comment (a string or a backslash continues it)"
 
 
-def with_ignore_comments(text: str, options: Options) -> Analysis:
+def with_ignore_comments(text: str, options: Options, path: str | None = None) -> Analysis:
     """``check --add-noqa``: ``text`` with an ``# autofix: ignore[CODE]`` comment for each
     finding (see :mod:`autofix.noqa`). The findings returned are those it acted on: suppressed
     by the comment now written, or not, with why. Runs again on its own result (a suppressed
@@ -247,7 +252,7 @@ def with_ignore_comments(text: str, options: Options) -> Analysis:
     current = text
     acted: dict[tuple[str, int, int], Finding] = {}
     for _ in range(3):
-        analysis = analyse_as_written(current, options)
+        analysis = analyse_as_written(current, options, path)
         places = [(i, want) for i, want in analysis.unsuppressed if _place(analysis.findings[i]) not in acted]
         if not places:
             break
@@ -269,16 +274,16 @@ def _place(finding: Finding) -> tuple[str, int, int]:
     return finding.code, finding.line, finding.column
 
 
-def _analysed(text: str, options: Options) -> Analysis:
+def _analysed(text: str, options: Options, path: str | None = None) -> Analysis:
     if newlines.has_lone_cr(text):
         # Lines that end with a lone \r: the analysis reads a copy with \n newlines (the same
         # lines and columns), and the fix comes back in the file's own newlines.
         copy = newlines.translate(text)
-        analysis = _analysed(copy.text, options)
+        analysis = _analysed(copy.text, options, path)
         if analysis.new_text is None:
             return analysis
         return replace(analysis, new_text=copy.restore(analysis.new_text))
-    return with_ignore_comments(text, options) if options.add_noqa else analyse_as_written(text, options)
+    return with_ignore_comments(text, options, path) if options.add_noqa else analyse_as_written(text, options, path)
 
 
 def _suppression_line(program: Program, node: cst.CSTNode, code: str) -> int | None:
@@ -296,17 +301,17 @@ def _unused(suppressions: Suppressions, findings: list[Finding], rules, options:
     return unused_suppressions.unused(suppressions, findings, (rule.CODE for rule in rules))
 
 
-def analyse_as_written(text: str, options: Options) -> Analysis:
+def analyse_as_written(text: str, options: Options, path: str | None = None) -> Analysis:
     """:func:`analyse`, also for code that libcst cannot take as it is written (form feeds,
     some mixes of tabs and spaces): then a copy with plain indentation is analysed and its fix
     brought back (see :mod:`autofix.indentation`)."""
     if not indentation.has_form_feed(text):
         try:
-            return analyse(text, options)
+            return analyse(text, options, path)
         except MixedIndentation:
             pass
     copy = indentation.normalise(text)
-    analysis = analyse(copy.text, options)
+    analysis = analyse(copy.text, options, path)
     findings = [
         replace(f, column=copy.column(f.line, f.column), end_column=copy.column(f.end_line, f.end_column))
         for f in analysis.findings
@@ -319,17 +324,18 @@ def analyse_as_written(text: str, options: Options) -> Analysis:
         return _refuse(findings, str(exc))
 
 
-def process_text(text: str, path: str, options: Options) -> FileResult:
-    """Analyse text that is not read from a file (standard input)."""
+def process_text(text: str, path: str, options: Options, project: bool = False) -> FileResult:
+    """Analyse text that is not read from a file (standard input); with ``project``, text read
+    from the file ``path``, whose project's modules its imports name are followed."""
     try:
-        analysis = _analysed(text, options)
+        analysis = _analysed(text, options, path if project else None)
     except AnalysisError as exc:
         return FileResult(path, error=str(exc))
     except Exception as exc:  # a bug in a rule must not stop the run
         return FileResult(path, error=_internal(exc))
     skipped = analysis.skipped
     migrate = options.migrate is not None
-    if skipped is None and not analysis.findings and not might_need_analysis(text, migrate):
+    if skipped is None and not analysis.findings and not might_need_analysis(text, migrate, project):
         skipped = skip_reason(migrate)
     return FileResult(path, in_order(analysis.findings), text, analysis.new_text, refused=analysis.refused, skipped=skipped)
 
@@ -340,10 +346,10 @@ def in_order(findings) -> tuple[Finding, ...]:
     return tuple(sorted(findings, key=lambda f: (f.cell if f.cell is not None else -1, f.line, f.column, f.code)))
 
 
-def process_notebook(text: str, path: str, options: Options) -> FileResult:
+def process_notebook(text: str, path: str, options: Options, project: bool = False) -> FileResult:
     """Analyse a notebook's code cells as one program; findings name their cell."""
     migrate = options.migrate is not None
-    if not might_need_analysis(text, migrate):
+    if not might_need_analysis(text, migrate, project):
         return FileResult(path, notebook=True, skipped=skip_reason(migrate))
     try:
         notebook = notebooks.load(text)
@@ -355,7 +361,7 @@ def process_notebook(text: str, path: str, options: Options) -> FileResult:
         return FileResult(path, skipped="not a Python notebook", notebook=True)
     try:
         with environment.installed(environment.from_shell_lines(notebooks.shell_lines(notebook))):
-            analysis = _analysed(notebook.program, options)
+            analysis = _analysed(notebook.program, options, path if project else None)
     except AnalysisError as exc:
         where = notebook.cell_of(exc.line) if exc.line else None
         prefix = f"cell {where[0] + 1}, line {where[1]}: " if where else ""
@@ -404,7 +410,10 @@ def process_path(path: str, options: Options, write: bool = False, cache: Result
     options = options.for_path(path)
     key, result = cache.find(source, path, options, write) if cache is not None else (None, None)
     if result is None:
-        result = process_notebook(source.text, path, options) if notebook else process_text(source.text, path, options)
+        with reading() as read:
+            result = process_notebook(source.text, path, options, True) if notebook else process_text(source.text, path, options, True)
+        # The project modules its analysis read: its answer holds while they are unchanged.
+        result = replace(result, read=tuple(sorted(read.items())))
         if key is not None and not (result.error or "").startswith(INTERNAL):
             cache.put(key, result)
     result = result.settled(source.encoding, source.bom, source.digest)

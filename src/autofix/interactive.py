@@ -19,6 +19,8 @@ the user accepts is verified again as a whole file before it is written.
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -77,7 +79,8 @@ class Review:
         if known is None:
             text = self.text_with(key)
             process = process_notebook if self.result.notebook else process_text
-            again = process(text, self.result.path, self.options)
+            # (Read from a file: its project's modules are followed, as they were for the fix.)
+            again = process(text, self.result.path, self.options, os.path.isfile(self.result.path))
             known = self._verdicts[key] = again.error is None and (again.new_text or text) == self.new
         return known
 

@@ -24,8 +24,14 @@ PREFILTER_USES = (".scope()", "num_replicas_in_sync", "experimental_run_v2")
 MIGRATE_USES = ("fit", "train_on_batch", "minimize", "apply")
 
 
-def might_need_analysis(text: str, migrating: bool = False) -> bool:
+def might_need_analysis(text: str, migrating: bool = False, project: bool = False) -> bool:
+    """Whether ``text`` may have a finding. ``project``: it is read from a file whose
+    project's modules are followed; under ``autofix migrate`` a file that imports may then
+    train through them (``Trainer(model).train(ds)``, with ``fit`` in ``trainer.py``), which
+    must be said, not passed over."""
     if migrating and any(use in text for use in MIGRATE_USES):
+        return True
+    if migrating and project and "import" in text:
         return True
     return PREFILTER in text or any(use in text for use in PREFILTER_USES)
 

@@ -69,6 +69,9 @@ class FileResult:
     # Digest of the bytes read (set when the file changes): a later write checks that the file
     # on disk is still those bytes.
     digest: str | None = None
+    # The project modules the analysis read (path, digest; "" for one looked for and absent):
+    # the result holds only while they are unchanged (see :mod:`autofix.cache`).
+    read: tuple[tuple[str, str], ...] = ()
 
     def describe_error(self, shown_path: str | None = None) -> str:
         return f"{shown_path or self.path}: {self.error}"

@@ -6,7 +6,9 @@ scopes); this package's own modules, :mod:`.program` (a parsed file: names, tree
 suppressions), :mod:`.syntax` (shapes of code), :mod:`.positions` and :mod:`.environment`
 (what a notebook's shell lines install); then one sub-package per question: :mod:`.core`
 (where a value comes from: names, parameters and their callers, returns, attributes,
-containers; the one resolution the others share), :mod:`.facts` (what the script does with
+containers; the one resolution the others share), :mod:`.project` (the modules of the repository a file read from disk
+imports: which file and definition an imported name is, each module summarised once per
+content), :mod:`.facts` (what the script does with
 tf.distribute and Keras: strategies, scopes, what calls make or do, where data goes, what may
 move past what), :mod:`.steps` (custom training steps and their losses), :mod:`.training`
 (the training program: where training happens, what feeds it, several workers) and

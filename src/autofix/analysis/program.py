@@ -29,9 +29,18 @@ class Program:
     use_provider = False
 
     def __init__(
-        self, module: cst.Module, source: str | None = None, syntax_tree: ast.Module | None = None, migration: str | None = None
+        self,
+        module: cst.Module,
+        source: str | None = None,
+        syntax_tree: ast.Module | None = None,
+        migration: str | None = None,
+        path: str | None = None,
     ) -> None:
         self.module = module
+        # The file the text was read from, when it was read from one: its project's modules
+        # are then known through its imports (:mod:`autofix.analysis.project`). None for
+        # standard input and text analysed alone.
+        self.path = path
         # The strategy this file is being moved to by ``autofix migrate`` (``"mirrored"``...),
         # when it had none: its batches are the single-device (per-replica) batches whatever
         # they are called. None for every other run, and for a file that already distributes.

@@ -42,6 +42,10 @@ class Bindings:
             referents = scope.assignments(name.value) if scope is not None else []
         if not referents:
             return None
+        if access is not None and any(r.kind == "import" for r in referents) and self._import_replaced(name, access, referents):
+            # ``from model import model`` then ``model = model()`` at the top of the module:
+            # a read further down reads the model, not the import.
+            referents = [r for r in referents if r.kind != "import"]
         pairs = []
         for referent in referents:
             if referent.kind in ("import", "builtin"):
@@ -49,6 +53,53 @@ class Bindings:
             pairs.append((referent.index, referent.node))
         pairs.sort(key=lambda pair: pair[0])
         return [node for _, node in pairs]
+
+    def _import_replaced(self, name: cst.Name, access, referents) -> bool:
+        """Whether every import of the name read at ``name`` (module code) is made by a
+        statement of the module's body, and a later statement binds the name again before the
+        read, in a block the read is in (or in a ``with`` body there): the read never sees
+        the import (``from model import model`` then ``model = model()``)."""
+        program = self.program
+        module = program.module
+        if access.scope is None or access.scope.kind != "module" or any(r.kind == "builtin" for r in referents):
+            return False
+        top = {id(s): i for i, s in enumerate(module.body)}
+
+        def top_index(node: cst.CSTNode) -> int | None:
+            for ancestor in [node, *program.ancestors(node)]:
+                if id(ancestor) in top:
+                    return top[id(ancestor)]
+            return None
+
+        imports = []
+        for referent in referents:
+            if referent.kind == "import":
+                statement = program.statement_of(referent.node)
+                if statement is None or id(statement) not in top:
+                    return False
+                imports.append(top[id(statement)])
+        for referent in referents:
+            if referent.kind == "import":
+                continue
+            statement = program.statement_of(referent.node)
+            # Out of ``with`` bodies: they run whenever the ``with`` does.
+            while statement is not None:
+                block = program.block_of(statement)
+                owner = program.parent(block) if block is not None else None
+                if isinstance(block, cst.IndentedBlock) and isinstance(owner, cst.With):
+                    statement = owner
+                    continue
+                break
+            block = program.block_of(statement) if statement is not None else None
+            at = top_index(statement) if statement is not None else None
+            if block is None or at is None or at <= max(imports):
+                continue
+            ids = {id(s): i for i, s in enumerate(block.body)}
+            mine = ids[id(statement)]
+            read = next((ids[id(a)] for a in program.ancestors(name) if id(a) in ids), None)
+            if read is not None and read > mine:
+                return True
+        return False
 
     def reaching_bindings(self, name: cst.Name) -> list[cst.CSTNode] | None:
         """:meth:`bindings` of a name that is read, without those that a later binding
@@ -207,7 +258,11 @@ class Bindings:
         """Whether ``expr`` is an imported name or an attribute path starting at one."""
         while isinstance(expr, cst.Attribute):
             expr = expr.value
-        return isinstance(expr, cst.Name) and self.program.is_import(expr)
+        if not (isinstance(expr, cst.Name) and self.program.is_import(expr)):
+            return False
+        access = self.program.access(expr)
+        # (Not an import that the module's code binds again before the read: see bindings.)
+        return access is None or not self._import_replaced(expr, access, access.referents)
 
     def references(self, definition: cst.FunctionDef | cst.ClassDef) -> list[cst.CSTNode]:
         """Every use of a function's or class's name in this module."""

@@ -9,6 +9,7 @@ from functools import cached_property
 import libcst as cst
 
 from autofix.analysis import environment
+from autofix.analysis.project.imports import ProjectImports
 from autofix.tf import symbols
 from autofix.tf.symbols import Kind
 
@@ -61,6 +62,31 @@ class KerasObjects:
             memo[call] = self._call_kind(call)
         return memo[call]
 
+    def _run_here(self, call: cst.Call) -> bool:
+        """Whether ``call`` is code this file runs: at its top level, or in functions it calls
+        (not one another module may call, under a strategy scope the file cannot see: a
+        ``train_setup(strategy)`` that the entry script calls in ``strategy.scope()``)."""
+        function = self.program.enclosing_function(call)
+        while function is not None:
+            outer = self.program.enclosing_function(function)
+            if outer is None:
+                break
+            function = outer
+        if function is None:
+            return not any(isinstance(a, cst.ClassDef) for a in self.program.ancestors(call))
+        if self.functions.get(function) is None or self.functions[function].is_method:
+            return False
+        return bool(self.references(function))
+
+    def _project_model(self, call: cst.Call) -> bool:
+        """Whether ``call`` calls an imported function of the project that returns a Keras
+        model, or a Keras model class of the project (:mod:`autofix.analysis.project`)."""
+        resolved = ProjectImports.of(self.program).resolve(call.func)
+        definition = resolved.definition if resolved is not None else None
+        if definition is None:
+            return False
+        return definition.kind == "function" and definition.returns_model is not None or definition.kind == "class" and definition.keras_model
+
     def _call_kind(self, call: cst.Call) -> Kind | str | cst.FunctionDef | None:
         func = call.func
         names = self.names_of(func)
@@ -82,6 +108,10 @@ class KerasObjects:
             return kind
         if isinstance(local, cst.FunctionDef):
             return local
+        if local is None and self._project_model(call) and (self.program.migration is not None or self._run_here(call)):
+            # ``model = build()`` with ``build`` a function of another module of the project
+            # that returns a Keras model, or a Keras model class of one.
+            return Kind.MODEL
         if self._result_is_compiled(call):
             # ``model = build_cnn()`` (imported) then ``model.compile(...)``: whatever built
             # it made a Keras model, with its variables.

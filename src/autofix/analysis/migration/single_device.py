@@ -24,6 +24,7 @@ from autofix.analysis.facts.booleans import boolean_input
 from autofix.analysis.migration.clipping import Clipping, GlobalClip, optimizer_clip_reason
 from autofix.analysis.migration.compiled_losses import CompiledLosses, PerExample, Weighed
 from autofix.analysis.facts.script import Facts
+from autofix.analysis.migration.imported import ImportedTraining
 from autofix.analysis.migration.inline_steps import InlineStep, InlineSteps
 from autofix.analysis.facts.keras1 import first_keras
 from autofix.analysis.steps.method_steps import MethodSteps
@@ -250,6 +251,7 @@ class SingleDevice(Derived):
         found.extend(self._file_refusals())
         found.extend(Refusal(*refused) for refused in self.clips[1])
         found.extend(Refusal(*refused) for refused in self.compiled_losses[1])
+        found.extend(Refusal(*refused) for refused in self.imported.refusals)
         return found
 
     @cached_property
@@ -271,7 +273,13 @@ class SingleDevice(Derived):
 
     @property
     def trains(self) -> bool:
-        return bool(self.fits or self.updates)
+        """Whether the file trains: here, or through another module of its project that it
+        calls (then it is refused with why, never passed over as not training)."""
+        return bool(self.fits or self.updates or self.imported.refusals)
+
+    @cached_property
+    def imported(self) -> ImportedTraining:
+        return ImportedTraining.of(self.program)
 
     def _outermost(self, function: cst.FunctionDef) -> cst.FunctionDef | Refusal:
         """The step: ``function``, or the local function that calls it (once per step, not in a
@@ -469,6 +477,7 @@ class SingleDevice(Derived):
                 isinstance(func, cst.Attribute)
                 and func.attr.value in FIT_METHODS
                 and id(call) not in sites
+                and id(call) not in self.imported.handled
                 and not self.facts.is_module_reference(func.value)
             ):
                 found.append(Refusal(call, (

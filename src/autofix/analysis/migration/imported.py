@@ -1,0 +1,178 @@
+"""Training that uses what other modules of the project make, for ``autofix migrate``.
+
+A model made in the migrated file by a call of another module's function, or of its model
+class, is migrated as a model made in the file is (the call goes into ``strategy.scope()``,
+where whatever the function builds and compiles is made), but only when that function is shown
+to *only build* it (:attr:`~autofix.analysis.project.summary.Definition.only_builds`: no
+strategy, no training, no loss or optimizer whose behaviour over replicas autofix judges only
+where it can see it) and a class has no training of its own. Otherwise, and wherever the file
+trains through another module autofix does not follow (a model it cannot see made, a
+function or class of the project that trains), the migration is refused at the line, naming
+the other file and line: never "it does not train", never a migration made blind.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+
+import libcst as cst
+
+from autofix.analysis import Derived
+from autofix.analysis.facts.script import Facts
+from autofix.analysis.program import Program
+from autofix.analysis.project.imports import ProjectImports, Resolved
+from autofix.analysis.training.model import TrainingModel
+from autofix.analysis.training.sites import FIT_METHODS
+
+
+class ImportedTraining(Derived):
+    """Refusals for training that goes through modules of the project autofix does not
+    follow: (node, reason) for each, at the line of the file being migrated."""
+
+    def __init__(self, program: Program) -> None:
+        super().__init__(program)
+        self.facts = Facts.of(program)
+        self.training = TrainingModel.of(program)
+        self.imports = ProjectImports.of(program)
+
+    @cached_property
+    def refusals(self) -> list[tuple[cst.CSTNode, str]]:
+        if not self.imports.active:
+            return []
+        return self.factories + self.unfollowed + self.trainers
+
+    @cached_property
+    def handled(self) -> set[int]:
+        """The ``fit`` calls whose refusal this module words (by id)."""
+        return {id(node) for node, _ in self.unfollowed}
+
+    @cached_property
+    def factories(self) -> list[tuple[cst.CSTNode, str]]:
+        """Models of ``fit`` sites made by the project's functions or classes that cannot be
+        shown to only build them."""
+        found: list[tuple[cst.CSTNode, str]] = []
+        seen: set[int] = set()
+        for site in self.training.sites:
+            if site.kind != "fit":
+                continue
+            for member in site.members:
+                if id(member) in seen:
+                    continue
+                seen.add(id(member))
+                resolved = self.imports.resolve(member.func)
+                if resolved is None or resolved.definition is None:
+                    continue
+                why = self._not_only_building(resolved)
+                if why is not None:
+                    found.append((member, self._made_by(member, resolved) + f", which autofix does not follow: {why}"))
+        return found
+
+    def _not_only_building(self, resolved: Resolved) -> str | None:
+        definition = resolved.definition
+        assert definition is not None
+        if definition.kind == "class":
+            if definition.train_step is not None:
+                return (
+                    f"the class has its own training (line {definition.train_step}), which the migration checks only "
+                    "in the file it migrates; move the class there, or migrate it by hand"
+                )
+        elif not definition.only_builds:
+            if definition.problems:
+                return "; ".join(reason for _line, reason in definition.problems[:3])
+            return "it returns no Keras model autofix can see made"
+        if definition.kind == "class" and definition.problems:
+            return "; ".join(reason for _line, reason in definition.problems[:3])
+        for qualified, line in definition.calls_out:
+            inner = self._resolve_from(resolved.path, qualified)
+            if inner is not None and inner.path is not None:
+                return (
+                    f"it calls {qualified} (line {line}) from {os.path.basename(inner.path)}, "
+                    "another module of the project, which autofix does not follow in turn"
+                )
+        return None
+
+    def _resolve_from(self, path: str | None, qualified: str) -> Resolved | None:
+        if path is None:
+            return None
+        from autofix.analysis.project.imports import resolve_from
+
+        return resolve_from(path, qualified)
+
+    def _made_by(self, call: cst.Call, resolved: Resolved) -> str:
+        name = self.program.module.code_for_node(call.func)
+        return f"the model is made by {name} in {resolved.where(self.imports.path)}"
+
+    @cached_property
+    def unfollowed(self) -> list[tuple[cst.CSTNode, str]]:
+        """``fit`` on a model that is not a training site, made by a call of an imported
+        name: what that name is, or why it is not followed."""
+        sites = {id(site.call) for site in self.training.sites}
+        found = []
+        for call, _owner in self.facts.calls:
+            func = call.func
+            if not isinstance(func, cst.Attribute) or func.attr.value not in FIT_METHODS or id(call) in sites:
+                continue
+            if self.facts.is_module_reference(func.value):
+                continue
+            for origin in self.facts.values.origins(func.value, enter=False):
+                made = origin.node
+                if not isinstance(made, cst.Call):
+                    continue
+                resolved = self.imports.resolve(made.func)
+                if resolved is None:
+                    continue
+                name = self.program.module.code_for_node(made.func)
+                line = self.program.line(made)
+                if resolved.path is None or resolved.definition is None:
+                    found.append((call, (
+                        f"the model {func.attr.value}() trains on line {self.program.line(call)} is made by {name} "
+                        f"(line {line}), which autofix cannot follow: {resolved.reason or 'it is not found'}"
+                    )))
+                else:
+                    definition = resolved.definition
+                    found.append((call, (
+                        f"the model {func.attr.value}() trains on line {self.program.line(call)} is made by {name} "
+                        f"(line {line}) in {resolved.where(self.imports.path)}, which autofix does not follow: "
+                        f"it is {definition.describe()}"
+                    )))
+                break
+        return found
+
+    @cached_property
+    def trainers(self) -> list[tuple[cst.CSTNode, str]]:
+        """Calls of the project's functions that train, and of methods of objects made from
+        its classes that train: training autofix does not follow into the other module."""
+        found = []
+        objects: set[int] = set()
+        for call, _owner in self.facts.calls:
+            func = call.func
+            resolved = self.imports.resolve(func)
+            made_from = None
+            if resolved is None and isinstance(func, cst.Attribute) and not self.facts.is_module_reference(func.value):
+                for origin in self.facts.values.origins(func.value, enter=False):
+                    if isinstance(origin.node, cst.Call):
+                        resolved = self.imports.resolve(origin.node.func)
+                        if resolved is not None and resolved.definition is not None and resolved.definition.kind != "class":
+                            resolved = None  # what a function returns: its own training is judged where it is called
+                        if resolved is not None:
+                            made_from = origin.node
+                            break
+            if resolved is None or resolved.definition is None or resolved.definition.trains is None:
+                continue
+            definition = resolved.definition
+            if definition.kind == "class" and (made_from is None or definition.keras_model):
+                # The object is made here: its methods train when called (a Keras model's
+                # training, through fit, is judged where it is made).
+                continue
+            if made_from is not None:
+                if id(made_from) in objects:
+                    continue  # one finding per object
+                objects.add(id(made_from))
+            name = self.program.module.code_for_node(func)
+            found.append((call, (
+                f"{name}() trains in {resolved.where(self.imports.path)} ({definition.name}: {definition.trains}), "
+                "another module of the project, which the migration does not follow; move the training into the "
+                "file autofix migrates, or migrate it by hand"
+            )))
+        return found

@@ -1,0 +1,429 @@
+"""What a module of the project defines at its top level, summarised once per content.
+
+A :class:`ModuleSummary` is made from a module's text alone (its names resolved through its own
+imports) and kept in memory by the digest of that text: every file that imports the module
+reads the same summary, and the module is parsed once per process. For each top-level name it
+holds a :class:`Definition`:
+
+- a function: whether it returns a Keras model, and made by what (``keras.Sequential``,
+  ``keras.Model`` — a functional model —, a model class of the module, ``load_model``);
+  whether it compiles it; whether it trains (``fit``, an optimizer update) and what else
+  keeps it from being a function that *only builds* a model — one a migration may call in
+  ``strategy.scope()`` unseen (a strategy or device placement of its own, ``add_loss``, a
+  layer built for a fixed batch, a compiled loss or optimizer whose behaviour over replicas
+  autofix judges only where it can see it); and the imported names it calls, which the
+  importer's side resolves;
+- a class: whether it is a Keras model (a subclass of ``keras.Model``, directly or through
+  classes of the module) and the line of its own ``train_step``, if any;
+- an assignment: its value when it is an integer constant (``BATCH_SIZE = 64``);
+- an import: where the name comes from (a package's ``__init__.py`` re-exporting
+  ``from .model import build``).
+
+Judgements are conservative: what is not recognised is named as a problem, not assumed away.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import libcst as cst
+
+from autofix.analysis.program import Program
+from autofix.analysis.project.layout import digest
+from autofix.analysis.syntax import argument_value, nodes_in
+from autofix.tf.symbols import NO_KERAS_OBJECTS, Kind, keras_kind
+
+# Calls that train what they are called on.
+TRAINING_METHODS = frozenset({"fit", "fit_generator", "train_on_batch", "apply_gradients", "minimize"})
+# Keyword arguments of a layer or model that fix the batch it takes.
+FIXED_BATCH = ("batch_size", "batch_input_shape")
+# Keyword arguments of an optimizer that clip each replica's share on Keras 3.
+CLIPS = ("clipnorm", "clipvalue", "global_clipnorm")
+# Methods of a model class that change what fit does with a batch or a loss.
+TRAINING_OVERRIDES = ("train_step", "compute_loss", "test_step")
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A top-level name of a module, summarised."""
+
+    name: str
+    # "function", "class", "assignment" or "import".
+    kind: str
+    line: int
+    # A function: what makes the Keras model it returns (None: it returns none autofix sees).
+    returns_model: str | None = None
+    compiles: bool = False
+    # Why it trains, when it does (``calls fit (line 12)``).
+    trains: str | None = None
+    # Why it does more than build a model: (line, reason), trains included.
+    problems: tuple[tuple[int, str], ...] = ()
+    # Imported names it calls that may be the project's own code: (qualified name, line).
+    calls_out: tuple[tuple[str, int], ...] = ()
+    # A class: a Keras model class, and the line of its own train_step (or compute_loss...).
+    keras_model: bool = False
+    train_step: int | None = None
+    # An assignment: its integer value.
+    constant: int | None = None
+    # An import: (module, level, name) it re-exports (name None: the module itself).
+    source: tuple[str, int, str | None] | None = None
+
+    @property
+    def only_builds(self) -> bool:
+        return self.kind == "function" and self.returns_model is not None and not self.problems
+
+    def describe(self) -> str:
+        """What it is, in a few words."""
+        if self.kind == "function":
+            if self.returns_model is None:
+                what = "a function that returns no Keras model autofix can see"
+            else:
+                what = f"a function returning a Keras model built from {self.returns_model}"
+                if self.compiles:
+                    what += ", which it compiles"
+            if self.trains:
+                what += f"; it trains ({self.trains})"
+            return what
+        if self.kind == "class":
+            if not self.keras_model:
+                return "a class"
+            if self.train_step is not None:
+                return f"a keras.Model subclass with its own training (line {self.train_step})"
+            return "a keras.Model subclass"
+        if self.kind == "assignment":
+            return f"the constant {self.constant}" if self.constant is not None else "a variable"
+        return "an import"
+
+
+@dataclass(eq=False)
+class ModuleSummary:
+    """The top-level definitions of one module's text."""
+
+    text: str
+    definitions: dict[str, Definition] = field(default_factory=dict)
+    # ``from x import *``: (module, level) of each.
+    star_imports: list[tuple[str, int]] = field(default_factory=list)
+    # ``__all__`` when it is a literal list of strings.
+    exported: tuple[str, ...] | None = None
+    # Why the module could not be read (it does not parse).
+    error: str | None = None
+
+    @cached_property
+    def public(self) -> list[str]:
+        """The names ``from module import *`` binds."""
+        if self.exported is not None:
+            return list(self.exported)
+        return [name for name in self.definitions if not name.startswith("_")]
+
+
+_SUMMARIES: dict[str, ModuleSummary] = {}
+
+
+def summary_of(data: bytes) -> ModuleSummary:
+    """The summary of a module whose bytes are ``data`` (made once per content)."""
+    key = digest(data)
+    found = _SUMMARIES.get(key)
+    if found is None:
+        found = _SUMMARIES[key] = _summarise(data.decode("utf-8", errors="replace"))
+    return found
+
+
+def _summarise(text: str) -> ModuleSummary:
+    summary = ModuleSummary(text)
+    try:
+        module = cst.parse_module(text)
+    except Exception as exc:  # a module that does not parse tells nothing
+        summary.error = f"it does not parse ({type(exc).__name__})"
+        return summary
+    program = Program(module, text)
+    _Summariser(program, summary).run()
+    return summary
+
+
+class _Summariser:
+    def __init__(self, program: Program, summary: ModuleSummary) -> None:
+        self.program = program
+        self.summary = summary
+        body = program.module.body
+        self.functions = {s.name.value: s for s in body if isinstance(s, cst.FunctionDef)}
+        self.classes = {s.name.value: s for s in body if isinstance(s, cst.ClassDef)}
+        self._model_classes: dict[str, bool] = {}
+        self._scanned: dict[str, tuple[list, list, list, bool]] = {}
+
+    def run(self) -> None:
+        program, summary = self.program, self.summary
+        for statement in program.module.body:
+            line = program.line(statement)
+            if isinstance(statement, cst.FunctionDef):
+                summary.definitions[statement.name.value] = self._function(statement)
+            elif isinstance(statement, cst.ClassDef):
+                name = statement.name.value
+                keras = self._is_model_class(name)
+                problems, calls_out, trains, compiles = self._scan(name)
+                summary.definitions[name] = Definition(
+                    name,
+                    "class",
+                    line,
+                    compiles=compiles,
+                    trains=trains[0] if trains else None,
+                    problems=tuple(dict.fromkeys(problems)),
+                    calls_out=tuple(dict.fromkeys(calls_out)),
+                    keras_model=keras,
+                    train_step=self._override(statement) if keras else None,
+                )
+            elif isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    self._simple(small, line)
+
+    def _simple(self, small: cst.BaseSmallStatement, line: int) -> None:
+        summary = self.summary
+        if isinstance(small, (cst.Assign, cst.AnnAssign)):
+            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+            value = small.value
+            for target in targets:
+                if not isinstance(target, cst.Name):
+                    continue
+                if target.value == "__all__" and isinstance(value, (cst.List, cst.Tuple)):
+                    items = [e.value for e in value.elements]
+                    if all(isinstance(i, cst.SimpleString) for i in items):
+                        summary.exported = tuple(i.evaluated_value for i in items)  # type: ignore[union-attr]
+                    continue
+                constant = None
+                if isinstance(value, cst.Integer):
+                    constant = int(value.evaluated_value)
+                summary.definitions[target.value] = Definition(target.value, "assignment", line, constant=constant)
+        elif isinstance(small, cst.ImportFrom):
+            module = self.program.module.code_for_node(small.module) if small.module is not None else ""
+            level = len(small.relative)
+            if isinstance(small.names, cst.ImportStar):
+                summary.star_imports.append((module, level))
+                return
+            for alias in small.names:
+                name = self.program.module.code_for_node(alias.name)
+                bound = alias.asname.name.value if alias.asname is not None else name  # type: ignore[union-attr]
+                summary.definitions[bound] = Definition(bound, "import", line, source=(module, level, name))
+        elif isinstance(small, cst.Import):
+            for alias in small.names:
+                name = self.program.module.code_for_node(alias.name)
+                if alias.asname is not None:
+                    bound = alias.asname.name.value  # type: ignore[union-attr]
+                    summary.definitions[bound] = Definition(bound, "import", line, source=(name, 0, None))
+
+    # --- classes -----------------------------------------------------------------------------------
+
+    def _is_model_class(self, name: str) -> bool:
+        if name in self._model_classes:
+            return self._model_classes[name]
+        self._model_classes[name] = False
+        cls = self.classes[name]
+        found = False
+        for base in cls.bases:
+            names = self.program.qualified_names(base.value)
+            if any(keras_kind(n) is Kind.MODEL for n in names):
+                found = True
+            elif isinstance(base.value, cst.Name) and base.value.value in self.classes and self._is_model_class(base.value.value):
+                found = True
+        self._model_classes[name] = found
+        return found
+
+    def _override(self, cls: cst.ClassDef) -> int | None:
+        """The line of the class's own ``train_step`` (or ``compute_loss``, ``test_step``), or
+        of one inherited from a class of the module."""
+        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+        for statement in body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value in TRAINING_OVERRIDES:
+                return self.program.line(statement)
+        for base in cls.bases:
+            if isinstance(base.value, cst.Name) and base.value.value in self.classes and base.value.value != cls.name.value:
+                found = self._override(self.classes[base.value.value])
+                if found is not None:
+                    return found
+        return None
+
+    # --- functions ---------------------------------------------------------------------------------
+
+    def _function(self, function: cst.FunctionDef) -> Definition:
+        problems, calls_out, trains, compiles = self._scan(function.name.value)
+        made = self._returned_model(function, set())
+        return Definition(
+            function.name.value,
+            "function",
+            self.program.line(function),
+            returns_model=made,
+            compiles=compiles,
+            trains=trains[0] if trains else None,
+            problems=tuple(dict.fromkeys(problems)),
+            calls_out=tuple(dict.fromkeys(calls_out)),
+        )
+
+    def _scan(self, name: str) -> tuple[list, list, list, bool]:
+        """What the function (or class) ``name`` of the module does, with what the module's
+        own functions and classes it calls do: (problems, calls out, why it trains,
+        compiles)."""
+        if name in self._scanned:
+            return self._scanned[name]
+        problems: list[tuple[int, str]] = []
+        calls_out: list[tuple[str, int]] = []
+        trains: list[str] = []
+        compiles = False
+        self._scanned[name] = (problems, calls_out, trains, False)  # (recursion)
+        node = self.functions.get(name) or self.classes.get(name)
+        if isinstance(node, cst.ClassDef) and self._is_model_class(name):
+            line = self._override(node)
+            if line is not None:
+                problems.append((line, f"the model class {name} has its own training (line {line})"))
+        for call in nodes_in(node, cst.Call) if node is not None else ():
+            line = self.program.line(call)
+            func = call.func
+            names = self.program.qualified_names(func)
+            attr = func.attr.value if isinstance(func, cst.Attribute) else None
+            if any(n.startswith("tensorflow.distribute") for n in names):
+                problems.append((line, f"it uses tf.distribute itself (line {line})"))
+                continue
+            if "tensorflow.device" in names:
+                problems.append((line, f"it places work on devices itself (tf.device, line {line})"))
+                continue
+            kind = next((k for k in (keras_kind(n) for n in names) if k is not None), None)
+            if kind in (Kind.LAYER, Kind.MODEL):
+                for keyword in FIXED_BATCH:
+                    if argument_value(call, keyword) is not None:
+                        problems.append((line, f"a layer is built for a fixed batch ({keyword}=, line {line})"))
+                stateful = argument_value(call, "stateful")
+                if isinstance(stateful, cst.Name) and stateful.value == "True":
+                    problems.append((line, f"a layer is stateful (line {line}): it carries its state from batch to batch"))
+                continue
+            if kind is not None:
+                continue
+            if names:
+                if isinstance(func, cst.Name) and func.value in (self.functions.keys() | self.classes.keys()):
+                    pass
+                elif not any(n.split(".", 1)[0] in NO_KERAS_OBJECTS or n.startswith("keras") or n.startswith("builtins") for n in names):
+                    calls_out.extend((n, line) for n in sorted(names))
+            if isinstance(func, cst.Name) and (func.value in self.functions or func.value in self.classes) and func.value != name:
+                inner = self._scan(func.value)
+                problems.extend(inner[0])
+                calls_out.extend(inner[1])
+                trains.extend(inner[2])
+                compiles = compiles or inner[3]
+                continue
+            if attr in TRAINING_METHODS and not names:
+                trains.append(f"calls {attr}, line {line}")
+                problems.append((line, f"it trains ({attr}, line {line})"))
+            elif attr == "add_loss" and not names:
+                problems.append((line, f"it adds a loss with add_loss (line {line}), which autofix does not judge in another module"))
+            elif attr == "compile" and not names:
+                compiles = True
+                problems.extend(self._compile_problems(call, node))
+        self._scanned[name] = (problems, calls_out, trains, compiles)
+        return self._scanned[name]
+
+    def _compile_problems(self, call: cst.Call, scope: cst.CSTNode | None) -> list[tuple[int, str]]:
+        line = self.program.line(call)
+        found = []
+        loss = argument_value(call, "loss", 1)
+        if loss is not None and not self._keras_loss(self._value(loss, scope)):
+            code = " ".join(self.program.module.code_for_node(loss).split())
+            found.append((line, (
+                f"it compiles with the loss {code} (line {line}), whose reduction over the batch autofix "
+                "judges only in the file it migrates"
+            )))
+        optimizer = argument_value(call, "optimizer", 0)
+        for value in self._made(self._value(optimizer, scope), scope) if optimizer is not None else ():
+            problem = self._optimizer_problem(value, line)
+            if problem is not None:
+                found.append((line, problem))
+                break
+        return found
+
+    def _made(self, expr: cst.BaseExpression, scope: cst.CSTNode | None) -> list[cst.BaseExpression]:
+        """What ``expr`` is: itself, or what a function defined in ``scope`` (or at the top of
+        the module) that it calls returns (``get_opt()`` -> ``optimizers.Adam(lr)``)."""
+        if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name)):
+            return [expr]
+        name = expr.func.value
+        inner = [f for f in nodes_in(scope, cst.FunctionDef) if f.name.value == name] if scope is not None else []
+        function = inner[0] if len(inner) == 1 else self.functions.get(name)
+        if function is None:
+            return [expr]
+        returns = [r.value for r in nodes_in(function.body, cst.Return, stop=(cst.FunctionDef, cst.Lambda, cst.ClassDef)) if r.value is not None]
+        return returns or [expr]
+
+    def _value(self, expr: cst.BaseExpression, scope: cst.CSTNode | None) -> cst.BaseExpression:
+        """A name bound once in ``scope`` (the function) to a value: that value."""
+        if not isinstance(expr, cst.Name) or scope is None:
+            return expr
+        values = [
+            a.value
+            for a in nodes_in(scope, cst.Assign)
+            if any(isinstance(t.target, cst.Name) and t.target.value == expr.value for t in a.targets)
+        ]
+        return values[0] if len(values) == 1 else expr
+
+    def _keras_loss(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
+            return True
+        if isinstance(expr, (cst.List, cst.Tuple)):
+            return all(self._keras_loss(e.value) for e in expr.elements)
+        if isinstance(expr, cst.Dict):
+            return all(isinstance(e, cst.DictElement) and self._keras_loss(e.value) for e in expr.elements)
+        target = expr.func if isinstance(expr, cst.Call) else expr
+        names = self.program.qualified_names(target)
+        if not names or not all(n.startswith("keras.losses.") for n in names):
+            return False
+        if isinstance(expr, cst.Call):
+            # A loss object reduced by Keras: not one summed over the batch.
+            reduction = argument_value(expr, "reduction")
+            return reduction is None
+        return True
+
+    def _optimizer_problem(self, expr: cst.BaseExpression, line: int) -> str | None:
+        if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
+            return None
+        if isinstance(expr, cst.Call) and any(keras_kind(n) is Kind.OPTIMIZER for n in self.program.qualified_names(expr.func)):
+            for keyword in CLIPS:
+                if argument_value(expr, keyword) is not None:
+                    return f"its optimizer clips gradients ({keyword}=, compiled on line {line}), which Keras 3 does per replica rather than on their sum"
+            rate = argument_value(expr, "learning_rate", 0)
+            if rate is not None and not isinstance(rate, (cst.Float, cst.Integer, cst.Name, cst.UnaryOperation, cst.BinaryOperation)):
+                return f"its learning rate (compiled on line {line}) may be a schedule counted in optimizer steps, which a migration changes"
+            return None
+        code = " ".join(self.program.module.code_for_node(expr).split())
+        return f"it compiles with the optimizer {code} (line {line}), which autofix does not follow"
+
+    def _returned_model(self, function: cst.FunctionDef, seen: set[str]) -> str | None:
+        """What makes the Keras model ``function`` returns (followed through names bound in
+        it and the module's own functions and classes it calls)."""
+        seen.add(function.name.value)
+        returns = [r for r in nodes_in(function.body, cst.Return, stop=(cst.FunctionDef, cst.Lambda, cst.ClassDef))]
+        for ret in returns:
+            if ret.value is None:
+                continue
+            made = self._made_by(ret.value, function, seen, 0)
+            if made is not None:
+                return made
+        return None
+
+    def _made_by(self, expr: cst.BaseExpression, function: cst.FunctionDef, seen: set[str], depth: int) -> str | None:
+        if depth > 8:
+            return None
+        if isinstance(expr, cst.Name):
+            for assign in nodes_in(function.body, (cst.Assign, cst.AnnAssign), stop=(cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+                if assign.value is not None and any(isinstance(t, cst.Name) and t.value == expr.value for t in targets):
+                    made = self._made_by(assign.value, function, seen, depth + 1)
+                    if made is not None:
+                        return made
+            return None
+        if not isinstance(expr, cst.Call):
+            return None
+        for name in sorted(self.program.qualified_names(expr.func)):
+            if keras_kind(name) in (Kind.MODEL, Kind.LOAD):
+                return name
+        if isinstance(expr.func, cst.Name):
+            local = expr.func.value
+            if local in self.classes and self._is_model_class(local):
+                return f"{local} (a keras.Model subclass)"
+            if local in self.functions and local not in seen:
+                return self._returned_model(self.functions[local], seen)
+        return None

@@ -1,0 +1,506 @@
+"""The project layer (autofix.analysis.project) and what `autofix migrate` does with it: training
+in one file that uses a model made by another module of the project is migrated when the other
+module's function only builds the model, and refused at the line, naming the other file and
+line, when it cannot be shown so; never "it does not train", never "no findings".
+
+The projects are fixtures/projects/<name>/ (its README says what each shows), copied into a
+temporary folder for each test. No TensorFlow runs here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from click.testing import CliRunner
+
+from autofix.analysis.program import Program
+from autofix.analysis.project import layout
+from autofix.analysis.project.imports import ProjectImports, reading
+from autofix.analysis.project.summary import summary_of
+from autofix.cli import main
+from autofix.engine import Options, process_path, process_text
+from fixturecases import FIXTURES
+
+PROJECTS = FIXTURES / "projects"
+MIGRATE = Options(migrate="mirrored")
+
+
+def project(tmp_path: Path, name: str) -> Path:
+    target = tmp_path / name
+    shutil.copytree(PROJECTS / name, target)
+    return target
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+def migrate(path: Path):
+    return process_path(str(path), MIGRATE)
+
+
+def reasons(result) -> list[str]:
+    return [f"{f.line}: {f.reason}" for f in result.findings]
+
+
+# --- layout -----------------------------------------------------------------------------------
+
+
+def test_the_root_is_the_nearest_folder_with_a_marker_else_the_files_own(tmp_path):
+    write(tmp_path, {"repo/pyproject.toml": "", "repo/scripts/train.py": "", "alone/train.py": ""})
+    assert layout.project_root(str(tmp_path / "repo" / "scripts" / "train.py")) == str(tmp_path / "repo")
+    assert layout.project_root(str(tmp_path / "alone" / "train.py")) == str(tmp_path / "alone")
+
+
+def test_modules_are_found_as_python_finds_them_and_only_in_the_project(tmp_path):
+    repo = write(tmp_path / "repo", {
+        "setup.py": "",
+        "train.py": "",
+        "model.py": "",
+        "pkg/__init__.py": "",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/layers.py": "",
+        "pkg/nets.py": "",
+        "src/lib/core.py": "",
+    })
+    (tmp_path / "outside.py").write_text("")
+    train = str(repo / "train.py")
+    assert layout.resolve_module(train, "model") == str(repo / "model.py")
+    assert layout.resolve_module(train, "pkg") == str(repo / "pkg" / "__init__.py")
+    assert layout.resolve_module(train, "pkg.sub.layers") == str(repo / "pkg" / "sub" / "layers.py")
+    assert layout.resolve_module(train, "lib.core") == str(repo / "src" / "lib" / "core.py")
+    nets = str(repo / "pkg" / "nets.py")
+    assert layout.resolve_module(nets, "sub.layers", 1) == str(repo / "pkg" / "sub" / "layers.py")
+    assert layout.resolve_module(nets, "model", 2) == str(repo / "model.py")
+    assert layout.resolve_module(train, "numpy") is None
+    assert layout.resolve_module(train, "outside", 2) is None  # above the root
+
+
+# --- summaries --------------------------------------------------------------------------------
+
+
+MODULE = '''\
+import keras
+import tensorflow as tf
+from .layers import block
+
+BATCH_SIZE = 64
+RATE = 0.1
+
+
+def build(classes=10):
+    inputs = keras.Input((28, 28))
+    x = keras.layers.Flatten()(inputs)
+    outputs = keras.layers.Dense(classes)(x)
+    model = keras.Model(inputs, outputs)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy")
+    return model
+
+
+def build_and_fit(x, y):
+    model = build()
+    model.fit(x, y)
+    return model
+
+
+def sequential():
+    return keras.Sequential([keras.layers.Dense(1, batch_size=8)])
+
+
+class GAN(keras.Model):
+    def train_step(self, data):
+        return {}
+
+
+class Plain(keras.Model):
+    def call(self, x):
+        return x
+
+
+def helper():
+    return 3
+'''
+
+
+def test_a_module_summary_says_what_each_top_level_name_is():
+    summary = summary_of(MODULE.encode())
+    defs = summary.definitions
+    assert defs["BATCH_SIZE"].kind == "assignment" and defs["BATCH_SIZE"].constant == 64
+    assert defs["RATE"].constant is None
+    assert defs["block"].kind == "import" and defs["block"].source == ("layers", 1, "block")
+    build = defs["build"]
+    assert build.returns_model == "keras.Model" and build.compiles and build.only_builds
+    assert build.line == 9
+    assert "Keras model built from keras.Model, which it compiles" in build.describe()
+    fitted = defs["build_and_fit"]
+    assert fitted.returns_model == "keras.Model" and fitted.trains and not fitted.only_builds
+    assert any("fixed batch" in why for _, why in defs["sequential"].problems)
+    assert defs["GAN"].keras_model and defs["GAN"].train_step == 29
+    assert defs["Plain"].keras_model and defs["Plain"].train_step is None
+    assert defs["helper"].returns_model is None
+    assert summary_of(MODULE.encode()) is summary  # once per content
+
+
+def test_a_module_that_does_not_parse_has_an_empty_summary():
+    summary = summary_of(b"def broken(:\n")
+    assert summary.error and not summary.definitions
+
+
+# --- imports ----------------------------------------------------------------------------------
+
+
+def resolve_all(path: Path) -> dict[str, tuple[str | None, str | None]]:
+    text = path.read_text()
+    program = Program(cst.parse_module(text), text, path=str(path))
+    imports = ProjectImports.of(program)
+    found = {}
+    for call, resolved in imports.definitions_called():
+        name = program.module.code_for_node(call.func)
+        found[name] = (resolved.where(str(path)) if resolved.path else None, resolved.reason)
+    return found
+
+
+def test_every_form_of_import_of_a_project_module_resolves_to_its_definition(tmp_path):
+    repo = write(tmp_path / "repo", {
+        ".git/HEAD": "",
+        "app/__init__.py": "",
+        "app/models.py": "import keras\ndef build():\n    return keras.Sequential()\n",
+        "app/losses.py": "def loss(a, b):\n    return a - b\n",
+        "app/api/__init__.py": "from ..models import build as make\n",
+        "app/train.py": """\
+            import app.losses
+            import app.models as m
+            from . import losses
+            from .models import build
+            from app.api import make
+            from app.models import *
+            import numpy as np
+
+            build()
+            m.build()
+            make()
+            losses.loss(1, 2)
+            app.losses.loss(1, 2)
+            np.zeros(3)
+            """,
+    })
+    found = resolve_all(repo / "app" / "train.py")
+    assert found["build"] == ("models.py:2", None)
+    assert found["m.build"] == ("models.py:2", None)
+    assert found["make"] == ("models.py:2", None)
+    assert found["losses.loss"] == ("losses.py:1", None)
+    assert found["app.losses.loss"] == ("losses.py:1", None)
+    assert "np.zeros" not in found
+
+
+def test_a_star_import_and_an_unresolvable_import_are_told_apart(tmp_path):
+    repo = write(tmp_path, {
+        "model.py": "import keras\n__all__ = ['build']\ndef build():\n    return keras.Sequential()\ndef _hidden():\n    pass\n",
+        "train.py": "from model import *\nfrom nowhere_to_be_found import make\nbuild()\nmake()\n_hidden()\n",
+    })
+    found = resolve_all(repo / "train.py")
+    assert found["build"] == ("model.py:3", None)
+    assert found["make"][0] is None and "nowhere_to_be_found" in found["make"][1]
+    assert "_hidden" not in found
+
+
+def test_the_files_read_are_recorded_with_their_digest_or_as_absent(tmp_path):
+    write(tmp_path, {"model.py": "def build():\n    pass\n", "train.py": "from model import build\nfrom gone import thing\nbuild()\nthing()\n"})
+    text = (tmp_path / "train.py").read_text()
+    program = Program(cst.parse_module(text), text, path=str(tmp_path / "train.py"))
+    with reading() as read:
+        ProjectImports.of(program).definitions_called()
+    assert read[str(tmp_path / "model.py")]
+    assert read[str(tmp_path / "gone.py")] == ""
+
+
+def test_a_program_without_a_path_has_no_project():
+    text = "from model import build\nbuild()\n"
+    program = Program(cst.parse_module(text), text)
+    assert not ProjectImports.of(program).active
+    assert ProjectImports.of(program).definitions_called() == []
+
+
+# --- migrate ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, script, made",
+    [
+        ("two_files", "train.py", "    model = model()\n    model.compile("),
+        ("sibling_compiled", "train.py", "    model: keras.Model = build()\n"),
+        ("package_relative", "pkg/train.py", "        model = build()\n        model.compile("),
+        ("star_import", "train.py", "    model = build()\n"),
+        ("src_layout", "scripts/train.py", "    model = build()\n"),
+    ],
+)
+def test_a_model_built_by_another_module_is_made_in_the_scope(tmp_path, name, script, made):
+    root = project(tmp_path, name)
+    result = migrate(root / script)
+    assert result.error is None and result.new_text is not None, reasons(result)
+    assert "strategy = tf.distribute.MirroredStrategy()" in result.new_text
+    assert "with strategy.scope():\n" + made in result.new_text
+    assert "32 * strategy.num_replicas_in_sync" in result.new_text
+    assert [f.code for f in result.findings] == ["TFD010"] and result.findings[0].fixable
+
+
+def test_the_sibling_module_repro_is_migrated_not_skipped(tmp_path):
+    root = project(tmp_path, "sibling_compiled")
+    result = migrate(root / "train.py")
+    assert result.skipped is None
+    assert result.new_text.splitlines()[-3:] == [
+        "with strategy.scope():",
+        "    model: keras.Model = build()",
+        "model.fit(ds, epochs=2)",
+    ]
+
+
+@pytest.mark.parametrize(
+    "name, line, wanted",
+    [
+        ("unresolved", 9, "made by build_model (line 8), which autofix cannot follow: nets.factory is imported as a module of this project, but autofix cannot find it"),
+        ("custom_loss", 8, "the model is made by build in models.py:9, which autofix does not follow: it compiles with the loss mean_error (line 11)"),
+        ("own_train_step", 8, "the model is made by Regressor in models.py:5, which autofix does not follow: the class has its own training (line 13)"),
+        ("trainer_module", 10, "fit_model() trains in trainer.py:1 (fit_model: calls fit, line 3), another module of the project"),
+    ],
+)
+def test_what_cannot_be_followed_is_refused_at_the_line_naming_the_other_file(tmp_path, name, line, wanted):
+    root = project(tmp_path, name)
+    result = migrate(root / "train.py")
+    assert result.skipped is None and result.new_text is None
+    found = [f for f in result.findings if f.code == "TFD010"]
+    assert [f.line for f in found] == [line], reasons(result)
+    assert wanted in found[0].reason
+    assert found[0].message == "trains on one device: not migrated" and not found[0].fixable
+
+
+def test_a_factory_that_trains_or_distributes_is_not_called_in_the_scope_blind(tmp_path):
+    root = write(tmp_path, {
+        "models.py": """\
+            import keras
+            import tensorflow as tf
+
+            def build(x, y):
+                strategy = tf.distribute.MirroredStrategy()
+                model = keras.Sequential([keras.layers.Dense(1)])
+                model.compile(optimizer=keras.optimizers.Adam(1e-3, clipnorm=1.0), loss="mse")
+                model.fit(x, y)
+                return model
+            """,
+        "train.py": """\
+            import numpy as np
+            import tensorflow as tf
+            from models import build
+
+            x = np.zeros((64, 3), "float32")
+            model = build(x, x)
+            model.fit(tf.data.Dataset.from_tensor_slices((x, x)).batch(8))
+            """,
+    })
+    result = migrate(root / "train.py")
+    assert result.new_text is None
+    (finding,) = result.findings
+    assert finding.line == 6
+    assert "models.py:4" in finding.reason
+    assert "it uses tf.distribute itself (line 5)" in finding.reason
+    assert "clipnorm" in finding.reason and "it trains (fit, line 8)" in finding.reason
+
+
+def test_a_factory_that_calls_another_module_of_the_project_is_not_followed_blind(tmp_path):
+    root = write(tmp_path, {
+        "blocks.py": "import keras\ndef head():\n    return keras.layers.Dense(3)\n",
+        "models.py": "import keras\nfrom blocks import head\ndef build():\n    return keras.Sequential([keras.Input((4,)), head()])\n",
+        "train.py": """\
+            import numpy as np
+            import tensorflow as tf
+            from models import build
+
+            x = np.zeros((64, 4), "float32")
+            model = build()
+            model.compile(optimizer="adam", loss="mse")
+            model.fit(tf.data.Dataset.from_tensor_slices((x, x)).batch(8))
+            """,
+    })
+    result = migrate(root / "train.py")
+    assert result.new_text is None
+    (finding,) = result.findings
+    assert finding.line == 6 and "it calls blocks.head (line 4) from blocks.py" in finding.reason
+
+
+def test_a_file_given_alone_or_on_stdin_is_analysed_as_today(tmp_path):
+    """Without its path (standard input), the file's imports are not followed: a model made
+    elsewhere that this file does not compile is not known to be one."""
+    root = project(tmp_path, "sibling_compiled")
+    text = (root / "train.py").read_text()
+    alone = process_text(text, "-", MIGRATE)
+    assert alone.skipped == "it does not train (no fit, train_on_batch or optimizer update)"
+    assert alone.findings == ()
+    assert migrate(root / "train.py").new_text is not None
+
+
+def test_a_script_whose_imports_are_all_libraries_reads_no_project_file(tmp_path):
+    root = write(tmp_path, {"train.py": (FIXTURES / "tfd010" / "custom_loop.py").read_text()})
+    result = migrate(root / "train.py")
+    assert result.read == () or all(digest == "" for _, digest in result.read)
+    assert result.new_text == (FIXTURES / "tfd010" / "custom_loop.fixed.py").read_text()
+
+
+def test_migrate_on_the_command_line_names_the_other_file(tmp_path, monkeypatch):
+    root = project(tmp_path, "custom_loss")
+    monkeypatch.chdir(root)
+    result = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "."], catch_exceptions=False)
+    # (migrate writes its diff to stdout, and what it found to stderr.)
+    assert "no findings" not in result.stdout + result.stderr
+    assert "train.py:8:9: TFD010" in result.stderr and "models.py:9" in result.stderr
+
+
+def test_check_sees_a_model_made_by_another_module_outside_the_scope(tmp_path):
+    root = write(tmp_path, {
+        "models.py": (
+            "import keras\ndef build():\n    model = keras.Sequential([keras.layers.Dense(1)])\n"
+            "    model.compile(optimizer='adam', loss='mse')\n    return model\n"
+        ),
+        "train.py": """\
+            import tensorflow as tf
+            from models import build
+
+            strategy = tf.distribute.MirroredStrategy()
+            model = build()
+            model.fit(tf.data.Dataset.range(8).batch(4))
+            """,
+    })
+    result = process_path(str(root / "train.py"), Options())
+    assert any(f.code == "TFD001" and f.line == 5 for f in result.findings), reasons(result)
+    alone = process_text((root / "train.py").read_text(), "-", Options())
+    assert not any(f.code == "TFD001" and f.line == 5 for f in alone.findings)
+
+
+@pytest.mark.tf
+def test_a_migrated_two_file_project_trains_on_every_replica(tmp_path):  # pragma: no cover - runs TensorFlow
+    """The migrated sibling-module project runs, its fit under the strategy (smoke)."""
+    import subprocess
+    import sys
+
+    root = project(tmp_path, "sibling_compiled")
+    migrated = migrate(root / "train.py").new_text
+    (root / "train.py").write_text(migrated)
+    outcome = subprocess.run(
+        [sys.executable, "-m", "autofix", "smoke", "train.py", "--steps", "1"],
+        cwd=root, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert outcome.returncode == 0, outcome.stdout + outcome.stderr
+
+
+def test_a_trainer_class_of_another_module_is_named_where_its_method_is_called(tmp_path):
+    root = write(tmp_path, {
+        "trainer.py": """\
+            class Trainer:
+                def __init__(self, model):
+                    self.model = model
+
+                def train(self, dataset):
+                    self.model.compile(optimizer="adam", loss="mse")
+                    self.model.fit(dataset, epochs=2)
+
+                def report(self):
+                    print(self.model.summary())
+            """,
+        "train.py": """\
+            import keras
+            import tensorflow as tf
+            from trainer import Trainer
+
+            model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+            trainer = Trainer(model)
+            trainer.train(tf.data.Dataset.range(8).batch(4))
+            trainer.report()
+            """,
+    })
+    result = migrate(root / "train.py")
+    assert result.skipped is None and result.new_text is None
+    (finding,) = result.findings
+    assert finding.line == 7
+    assert "trainer.train() trains in trainer.py:1 (Trainer: calls fit, line 7)" in finding.reason
+
+
+def test_without_a_marker_the_folder_autofix_runs_in_is_the_root(tmp_path, monkeypatch):
+    """A checkout without pyproject.toml, setup.py or .git, migrated as `autofix migrate .`
+    from its top: a package at the top is found from a script two folders down."""
+    root = write(tmp_path / "checkout", {
+        "nets/__init__.py": "from nets.factory import build  # noqa\n",
+        "nets/factory.py": "import keras\ndef build():\n    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])\n",
+        "tasks/toy/main.py": """\
+            import numpy as np
+            from nets import build
+
+            def run():
+                x = np.zeros((64, 4), "float32")
+                model = build()
+                model.compile(optimizer="adam", loss="mse")
+                model.fit(x, x[:, :1], batch_size=16)
+
+            if __name__ == "__main__":
+                run()
+            """,
+    })
+    monkeypatch.chdir(root)
+    result = migrate(Path("tasks/toy/main.py"))
+    assert result.new_text is not None, reasons(result)
+    assert "    with strategy.scope():\n        model = build()" in result.new_text
+    monkeypatch.chdir(tmp_path)
+    elsewhere = migrate(root / "tasks" / "toy" / "main.py")
+    assert elsewhere.new_text is not None  # (tmp_path is under no marker either: it is the root)
+
+
+def test_under_migrate_a_file_of_a_project_that_imports_is_not_passed_over_unread():
+    from autofix.prefilter import might_need_analysis
+
+    text = "from trainer import Trainer\nTrainer().train()\n"
+    assert might_need_analysis(text, migrating=True, project=True)
+    assert not might_need_analysis(text, migrating=True)
+    assert not might_need_analysis(text, project=True)
+
+
+def test_check_leaves_a_setup_function_another_module_may_call_in_the_scope(tmp_path):
+    """``train_setup(strategy)`` is called by the entry script in ``strategy.scope()``: in its
+    own module nothing calls it, so a model it gets from another module is not reported as
+    built outside the scope there (a local construction is judged as before)."""
+    root = write(tmp_path, {
+        "models.py": "import keras\ndef build():\n    return keras.Sequential([keras.layers.Dense(1)])\n",
+        "setup.py": "",
+        "lib/train.py": """\
+            import tensorflow as tf
+            from models import build
+
+            class Trainer:
+                def __init__(self, model, strategy):
+                    self.model = model
+                    self.optimizer = tf.keras.optimizers.Adam()
+                    self.strategy = strategy
+
+                def step(self, x):
+                    with tf.GradientTape() as tape:
+                        loss = tf.reduce_sum(self.model(x)) / 64
+                    grads = tape.gradient(loss, self.model.trainable_variables)
+                    self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+                    return loss
+
+                def distributed_step(self, x):
+                    return self.strategy.run(self.step, args=(x,))
+
+            def train_setup(strategy):
+                model = build()
+                return Trainer(model, strategy)
+            """,
+    })
+    result = process_path(str(root / "lib" / "train.py"), Options())
+    assert not [f for f in result.findings if f.code == "TFD001" and f.line == 21], reasons(result)
