@@ -139,6 +139,30 @@ def test_noise_layers_run_otherwise_are_different(tmp_path):
     assert "the original's step runs Dropout(rate=0.2) with training=True; the migrated step runs Dropout(rate=0.2) with training=False" in inference.message
 
 
+@pytest.mark.parametrize(
+    ("mine", "theirs", "status", "says"),
+    [
+        # holding the data equal turns every shuffle off: where the scripts shuffle still shows
+        ({"shuffled": ["m.py:13"]}, {}, "different", "the migration shuffles a dataset the original does not (Dataset.shuffle at m.py:13)"),
+        ({}, {"shuffled": ["o.py:13"]}, "different", "the original shuffles its data (Dataset.shuffle at o.py:13), the migration does not"),
+        ({"shuffled": ["m.py:14"]}, {"shuffled": ["o.py:13"]}, "equivalent", ""),
+        # a partial last batch dropped comes after the steps compared
+        ({"dropping": ["m.py:13"]}, {}, "different", "the migration drops the partial last batch of an epoch (drop_remainder=True at m.py:13)"),
+        ({"dropping": ["m.py:13"]}, {"dropping": ["o.py:12"]}, "equivalent", ""),
+        # an original that seeds itself chose its start; one that does not leaves it to chance
+        ({"seeds": [["keras.utils.set_random_seed", "8"]]}, {"seeds": [["keras.utils.set_random_seed", "7"]]}, "different",
+         "the migration calls keras.utils.set_random_seed(8), the original keras.utils.set_random_seed(7)"),
+        ({}, {"seeds": [["np.random.seed", "1"]]}, "different", "the migration calls nothing, the original np.random.seed(1)"),
+        ({"seeds": [["keras.utils.set_random_seed", "7"]]}, {}, "equivalent", ""),
+    ],
+)
+def test_what_holding_the_data_equal_hides_is_compared_where_the_scripts_do_it(tmp_path, mine, theirs, status, says):
+    reference = _trace(tmp_path / "r.npz", START, STEPS, pipeline=theirs)
+    result = _judge(tmp_path, _trace(tmp_path / "m.npz", START, STEPS, pipeline=mine), reference)
+    assert result.status == status, result.message
+    assert says in result.message
+
+
 def test_what_the_script_reports_is_compared_step_by_step(tmp_path):
     reference = _trace(tmp_path / "r.npz", START, STEPS, reported={"metrics": {"1": [{"name": "train_loss", "class": "Mean", "value": 1.2}]}, "returns": {"0": 1.2}})
     share = _trace(tmp_path / "m.npz", START, STEPS, reported={"metrics": {"1": [{"name": "train_loss", "class": "Mean", "value": 0.6}]}, "returns": {"0": 1.2}})

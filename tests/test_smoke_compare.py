@@ -65,6 +65,7 @@ CASES = {
     "loop_wrong_mean": ("loop.wrong_mean.py", "loop.py", "different", "it is 2.00 x the original's (2 x: is the loss averaged per replica"),
     "loop_wrong_batch": ("loop.wrong_batch.py", "loop.py", "different", "the migrated script trains on a global batch of 16 on 2 replicas, the original on 16"),
     "loop_wrong_momentum": ("loop.wrong_momentum.py", "loop.py", "different", "SGD's momentum is 0.5 in the migration, 0.9 in the original"),
+    "loop_wrong_unshuffled": ("loop.wrong_unshuffled.py", "loop.py", "different", "the original shuffles its data (Dataset.shuffle at loop.py:"),
     "loop_wrong_undistributed": ("loop.wrong_undistributed.py", "loop.py", "different", "every replica was fed the same 32 examples"),
     "train_step_wrong_mean": ("train_step.wrong_mean.py", "train_step.py", "different", "it is 2.00 x the original's"),
     "train_step_wrong_reported": ("train_step.wrong_reported.py", "train_step.py", "different", "what fit logs differs in step 1 (loss)"),

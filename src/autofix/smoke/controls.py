@@ -39,12 +39,19 @@ import tensorflow as tf
 
 from autofix.smoke import context, noise
 from autofix.smoke.noise import SEED
-from autofix.smoke.state import recorder
+from autofix.smoke.state import recorder, user_site
 
 _active = False
 _scale = 1
 _floatx: str | None = None
 _seen: dict[str, int] = {}
+# What the script's own data pipeline does that holding it equal hides, for the verdict: the
+# places that shuffle (turned off in every run), and the batches that drop a partial last batch.
+_shuffled: list[str] = []
+_dropping: list[str] = []
+# The seeds the script sets itself, in order: ("np.random.seed", "7"), ...
+_seeds: list[tuple[str, str]] = []
+_seeding = False  # the harness is seeding (not the script)
 # Tensors made in a step with float32 as their default type (``labels = tf.ones((n, 1))``).
 FILLED = ("ones", "zeros")
 
@@ -54,6 +61,9 @@ def install() -> None:
     for name in ("batch", "padded_batch"):
         _wrap(dataset, name, _batch)
     _wrap(dataset, "shuffle", _shuffle)
+    _wrap_seed(random, "seed", "random.seed")
+    _wrap_seed(np.random, "seed", "np.random.seed")
+    _wrap_seed(tf.random, "set_seed", "tf.random.set_seed")
     for name in FILLED:
         _wrap_filled(tf, name)
     noise.install()
@@ -61,6 +71,7 @@ def install() -> None:
 
 def install_keras(module: Any) -> None:
     noise.install_keras(module)
+    _wrap_seed(getattr(module, "utils", None), "set_random_seed", f"{module.__name__}.utils.set_random_seed")
     if _active:
         _seed_keras(module)
         if _floatx:
@@ -76,17 +87,23 @@ def start(active: bool, scale: int = 1, floatx: str | None = None) -> None:
             _set_floatx(module, "float32")
     _active, _scale, _floatx = active, max(1, int(scale)), (floatx if active else None)
     _seen.clear()
+    del _shuffled[:], _dropping[:], _seeds[:]
     noise.forget_notes()
     noise.start(active, _floatx)
     if not active:
         return
-    random.seed(SEED)
-    np.random.seed(SEED)
-    tf.random.set_seed(SEED)
-    for module in _kerases():
-        _seed_keras(module)
-        if _floatx:
-            _set_floatx(module, _floatx)
+    global _seeding
+    _seeding = True
+    try:
+        random.seed(SEED)
+        np.random.seed(SEED)
+        tf.random.set_seed(SEED)
+        for module in _kerases():
+            _seed_keras(module)
+            if _floatx:
+                _set_floatx(module, _floatx)
+    finally:
+        _seeding = False
 
 
 def _kerases() -> list[Any]:
@@ -109,6 +126,44 @@ def _set_floatx(module: Any, floatx: str) -> None:
 
 def active() -> bool:
     return _active
+
+
+def seeds() -> list[list[str]]:
+    """The seeds the script set itself (``random.seed``, ``np.random.seed``,
+    ``tf.random.set_seed``, Keras's ``set_random_seed``), in order."""
+    return [list(s) for s in _seeds]
+
+
+def _wrap_seed(owner: Any, name: str, label: str) -> None:
+    original = getattr(owner, name, None)
+    if original is None or getattr(original, "_autofix_smoke_control", False):
+        return
+
+    def seed(*args, **kwargs):
+        global _seeding
+        if _active and not _seeding and threading.current_thread() is threading.main_thread() and user_site(2) != "<unknown>":
+            value = args[0] if args else next(iter(kwargs.values()), None)
+            _seeds.append((label, repr(value)))
+            _seeding = True  # (Keras's set_random_seed seeds the others: said once)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                _seeding = False
+        return original(*args, **kwargs)
+
+    wrapped = functools.wraps(original)(seed)
+    wrapped._autofix_smoke_control = True
+    try:
+        setattr(owner, name, wrapped)
+    except (AttributeError, TypeError):
+        pass
+
+
+def pipeline() -> dict[str, list[str]]:
+    """Where the script's datasets were shuffled (each place once), and where a batch dropped
+    a partial last batch (``drop_remainder=True`` on a dataset whose size is not a multiple of
+    the batch, or of unknown size)."""
+    return {"shuffled": list(_shuffled), "dropping": list(_dropping)}
 
 
 def held() -> list[str]:
@@ -155,6 +210,15 @@ def _widened_element(*element: Any) -> Any:
 
 
 def _seed_keras(module: Any) -> None:
+    global _seeding
+    was, _seeding = _seeding, True
+    try:
+        _seed_keras_now(module)
+    finally:
+        _seeding = was
+
+
+def _seed_keras_now(module: Any) -> None:
     try:
         module.utils.set_random_seed(SEED)
     except Exception as exc:
@@ -183,6 +247,7 @@ def _batch(original):
                 if _scale > 1:
                     batch_size = int(asked) * _scale
                     _saw(f"Dataset.{original.__name__}")
+            _note_drop(self, batch_size, args, kwargs)
             if _floatx and any(spec.dtype == tf.float32 for spec in tf.nest.flatten(self.element_spec) if hasattr(spec, "dtype")):
                 _saw("float32 data", f"given as {_floatx}")
                 return original(self, batch_size, *args, **kwargs).map(_widened_element)
@@ -191,10 +256,26 @@ def _batch(original):
     return batch
 
 
+def _note_drop(dataset: Any, batch_size: Any, args: tuple, kwargs: dict) -> None:
+    drop = kwargs.get("drop_remainder", args[0] if args else False)
+    if not bool(tf.get_static_value(drop)):
+        return
+    size = tf.get_static_value(batch_size)
+    try:
+        count = int(dataset.cardinality())
+    except Exception:
+        count = -2
+    if size is None or count < 0 or count % int(size):
+        _dropping.append(user_site(3))
+
+
 def _shuffle(original):
     def shuffle(self, *args, **kwargs):
         if _script_call():
             _saw("Dataset.shuffle", "turned off")
+            site = user_site(2)
+            if site not in _shuffled:
+                _shuffled.append(site)
             return self
         return original(self, *args, **kwargs)
 

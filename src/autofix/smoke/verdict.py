@@ -107,6 +107,10 @@ def judge_pair(migrated: SmokeReport, reference: SmokeReport, replicas: int, ori
     if inexact:
         unsure.append(f"the original's step cannot be computed as replicas: {inexact[0]}")
 
+    piped = pipeline(mine.get("pipeline"), theirs.get("pipeline"))
+    if piped is not None:
+        return Judged("different", f"{where}: {piped}", steps)
+
     fed = feeds(mine.get("feeds") or {}, theirs.get("feeds") or {}, replicas, steps, trace(original_one) if original_one else None)
     if fed.status == "different":
         return Judged("different", f"{where}: {fed.message}", steps)
@@ -184,6 +188,41 @@ def _unless_unsure(judged: Judged, unsure: list[str]) -> Judged:
     if not unsure or judged.status != "different":
         return judged
     return Judged("not-compared", f"{judged.message}; but {unsure[0]}, which may explain it", judged.steps, judged.variables, judged.worst, judged.difference)
+
+
+def pipeline(mine: dict[str, Any] | None, theirs: dict[str, Any] | None) -> str | None:
+    """What holding the data equal hides: every run's shuffles are turned off (so a shuffle the
+    migration adds or removes would not show in what the replicas are fed), and a partial last
+    batch dropped comes after the steps compared. Compared by how many places do each."""
+    if mine is None or theirs is None:
+        return None
+    m_seeds, o_seeds = [tuple(x) for x in mine.get("seeds") or []], [tuple(x) for x in theirs.get("seeds") or []]
+    # A migration may seed an original that leaves its start to chance (its initial weights are
+    # then set to the original's where both draw them alike); an original that seeds itself
+    # chose its start, and a migration must keep the choice.
+    if o_seeds and m_seeds != o_seeds:
+        said = lambda seeds: ", ".join(f"{name}({value})" for name, value in seeds) or "nothing"  # noqa: E731
+        return (
+            f"the script seeds otherwise: the migration calls {said(m_seeds)}, the original {said(o_seeds)} "
+            "(its random initial state and draws are not the original's)"
+        )
+    m_shuffled, o_shuffled = mine.get("shuffled") or [], theirs.get("shuffled") or []
+    if len(m_shuffled) > len(o_shuffled):
+        return (
+            f"the migration shuffles a dataset the original does not (Dataset.shuffle at {m_shuffled[-1]}): "
+            "its steps are fed other examples than the original's"
+        )
+    if len(m_shuffled) < len(o_shuffled):
+        return f"the original shuffles its data (Dataset.shuffle at {o_shuffled[-1]}), the migration does not"
+    m_drop, o_drop = mine.get("dropping") or [], theirs.get("dropping") or []
+    if len(m_drop) > len(o_drop):
+        return (
+            f"the migration drops the partial last batch of an epoch (drop_remainder=True at {m_drop[-1]}), "
+            "the original trains on it"
+        )
+    if len(m_drop) < len(o_drop):
+        return f"the original drops the partial last batch of an epoch (drop_remainder=True at {o_drop[-1]}), the migration trains on it"
+    return None
 
 
 def feeds(mine: dict[str, Any], theirs: dict[str, Any], replicas: int, steps: int, original: dict[str, Any] | None) -> Judged:
