@@ -102,7 +102,10 @@ def micro_started(batch: Any, rows: int | None) -> None:
     if _complete:
         _complete = False
         snapshot.end_step()
-    _micro = (_micro + 1) % _count
+    # A micro-step that updated nothing was not one (a test batch drawn before the loop, an
+    # evaluation between epochs): the next batch takes its place.
+    if _micro < 0 or _applied_in_micro:
+        _micro = (_micro + 1) % _count
     _applied_in_micro.clear()
     _taken.clear()
     context.enter_replica(_micro, rows, _count)

@@ -83,7 +83,9 @@ def _add(step: int, replica: int, digests: list[str], call: Any) -> None:
         calls = (_drawn if call == "drawn" else _calls).setdefault(step, [])
         key = (step, call)
         current = _open.get(key)
-        if current is None or replica in current:
+        # (A micro-step that updated nothing is taken over by the next batch: its replica's
+        # examples are those of the batch that trains.)
+        if current is None or (replica in current and call != "accumulated"):
             current = _open[key] = {}
             calls.append(current)
         current[replica] = digests

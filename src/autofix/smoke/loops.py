@@ -237,12 +237,14 @@ def _called(original, function: Any, args: tuple, kwds: dict) -> Any:
     if parts is None:
         return original(function, *args, **kwds)
     number = snapshot.step()
-
-    def shards_fed(shards):
-        for index, (a, k) in enumerate(shards):
+    fed: list = []
+    before = replicas.updates_made()
+    result = replicas.run(lambda *a, **k: original(function, *a, **k), args, kwds, count, on_shards=fed.extend)
+    if replicas.updates_made() != before:
+        # What a training step was fed (not a function of the model given a batch to predict).
+        for index, (a, k) in enumerate(fed):
             feeds.record(number, index, (a, k), call=("virtual", id(function)))
-
-    return replicas.run(lambda *a, **k: original(function, *a, **k), args, kwds, count, on_shards=shards_fed)
+    return result
 
 
 def _leading_dimension(structure: Any) -> int | None:

@@ -291,6 +291,14 @@ def _clipped(requests: list[tuple]) -> list[Any]:
     return [r[3](r[1], r[2], use_norm=norm) for r in requests]
 
 
+_updates = 0
+
+
+def updates_made() -> int:
+    """How many updates the replicas have made (each once, for all of them), so far."""
+    return _updates
+
+
 def _answer(requests: list[tuple]) -> list[Any]:
     """Every replica waits at an update (make it once, with the mean of their gradients) or at
     a clip of its gradients by their global norm."""
@@ -304,6 +312,8 @@ def _answer(requests: list[tuple]) -> list[Any]:
     for request in requests[1:]:
         if len(request[3]) != len(variables) or any(v is not w for (_, v), w in zip(request[3], variables)):
             raise Diverged(f"the replicas updated different variables with {type(first[1]).__name__}")
+    global _updates
+    _updates += 1
     mean = [mean_gradient([r[3][k][0] for r in requests]) for k in range(len(variables))]
     per_example(first[1], len(requests))
     result = first[2](list(zip(mean, variables)))
