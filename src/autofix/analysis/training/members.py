@@ -221,6 +221,27 @@ class Members:
             return True
         return func.attr.value == "apply" and any(self.facts.call_kind(m) is Kind.OPTIMIZER for m in self.makers(func.value))
 
+    def _add_train_step_metrics(self, site: Site, models: list[cst.Call]) -> None:
+        """The metrics a model's own ``train_step`` (which ``fit`` runs on every replica)
+        updates that are made outside the model, by the script (``acc_metric =
+        keras.metrics.SparseCategoricalAccuracy()`` at the top of the module, read in the
+        step): they take part in the distributed training as the model does."""
+        steps = Steps.of(self.program)
+        for model in models:
+            if not isinstance(model.func, cst.Name):
+                continue
+            cls = next((s for s in self.program.module.body if isinstance(s, cst.ClassDef) and s.name.value == model.func.value), None)
+            if cls is None or not isinstance(cls.body, cst.IndentedBlock):
+                continue
+            train_step = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "train_step"), None)
+            if train_step is None:
+                continue
+            for call in self._step_calls(steps.reached(train_step)):
+                func = call.func
+                if isinstance(func, cst.Attribute) and func.attr.value in ("update_state", "reset_state", "reset_states") and isinstance(func.value, cst.Name):
+                    made = [m for m in self.makers(func.value) if self.facts.call_kind(m) is Kind.METRIC]
+                    self._add(site, [m for m in made if self.program.enclosing_function(m) is None])
+
     def _add_step_members(self, site: Site, steps: list[cst.FunctionDef]) -> None:
         facts = self.facts
         for call in self._step_calls(steps):

@@ -63,6 +63,7 @@ class Sites:
                 if models:
                     site = Site(call, "fit", self._strategies_at(call) | self.made_under(models))
                     self._add_model_members(site, func.value, models)
+                    self._add_train_step_metrics(site, models)
                     found.append(site)
             elif func.attr.value in ("run", "experimental_run_v2") and call.args:
                 classes = self.facts.strategy_classes(func.value)
