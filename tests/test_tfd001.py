@@ -189,6 +189,11 @@ def test_merging_into_a_scope_leaves_its_lines_as_they_were():
         ("%tensorflow_version 1.x", True),
         ("!pip install tensorflow==2.17.0", False),
         ("!pip install tensorflow", False),
+        ('%pip install -q "keras<3"', True),
+        ("!pip install keras==2.15.0 tensorflow", True),
+        ('!pip install "tensorflow>=2.10,<2.16"', True),
+        ("!pip install tensorflow<2.17", False),
+        ("!pip install -U keras>=3 keras-cv<0.9 tf-keras==2.15", False),
     ],
 )
 def test_a_notebook_that_installs_keras2_is_not_broken_by_an_optimizer_outside(tmp_path, install, keras2):

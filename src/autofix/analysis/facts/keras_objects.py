@@ -10,6 +10,7 @@ import libcst as cst
 
 from autofix.analysis import environment
 from autofix.tf import symbols
+from autofix.tf.keras2_only import keras2_only
 from autofix.tf.symbols import Kind
 
 # What a call does, beyond the Keras kinds: compile a model, train it, call a local function.
@@ -237,7 +238,32 @@ class KerasObjects:
         for binding in self.program.index.bindings.values():
             if binding.kind == "import" and binding.path is not None and binding.path.split(".")[0] == "tensorflow_addons":
                 return "it imports tensorflow_addons, which needs Keras 2"
+        used = self._keras2_only_use()
+        if used is not None:
+            node, name = used
+            return f"it uses {name} (line {self.program.line(node)}), which only TensorFlow 2.15 and older (Keras 2) has"
         return None
+
+    def _keras2_only_use(self) -> tuple[cst.CSTNode, str] | None:
+        """The first use of a Keras name that Keras 3 does not have
+        (``tf.keras.mixed_precision.experimental.set_policy``), with that name."""
+        index = self.program.index
+        for node, access in index.accesses.items():
+            if not any(b.kind == "import" and b.path and b.path.split(".")[0] in _KERAS_ROOTS for b in access.referents):
+                continue
+            top: cst.CSTNode = node
+            while True:
+                parent = index.parents.get(top)
+                if not (isinstance(parent, cst.Attribute) and parent.value is top):
+                    break
+                top = parent
+            for name in self.names_of(top):
+                if name.startswith("keras.") and keras2_only(name):
+                    return top, name
+        return None
+
+
+_KERAS_ROOTS = frozenset({"tensorflow", "keras", "tf_keras"})
 
 
 def _words(identifier: str) -> set[str]:

@@ -53,6 +53,9 @@ class KerasUse:
     nodes: dict[str, list[cst.CSTNode]]
     # The file names TF_USE_LEGACY_KERAS (sets it, or says to): ``tf.keras`` may be Keras 2.
     legacy_env: bool
+    # Why the file can only run on Keras 2 whatever it imports (a pin in a ``pip install``
+    # line, an API only Keras 2 has: ``Facts.needs_keras2``), or None.
+    keras2_only: str | None = None
 
     @property
     def spellings(self) -> frozenset[str]:
@@ -62,6 +65,8 @@ class KerasUse:
     def keras3(self) -> bool:
         """Whether every Keras the file names is Keras 3 on TensorFlow 2.16 and later."""
         spellings = self.spellings
+        if self.keras2_only is not None:
+            return False
         if not spellings or not spellings <= {KERAS3, TF_KERAS}:
             return False
         return not self.legacy_env or spellings == {KERAS3}
@@ -70,6 +75,8 @@ class KerasUse:
     def keras2(self) -> bool:
         """Whether every Keras the file names is Keras 2 (tf_keras)."""
         spellings = self.spellings
+        if self.keras2_only is not None and spellings and spellings <= {KERAS2, TF_KERAS}:
+            return True
         return spellings == {KERAS2} or (self.legacy_env and spellings == {TF_KERAS})
 
 
@@ -178,7 +185,7 @@ class MultiWorker(Derived):
                 kind = _keras_kind(f"{path}.keras")
                 if kind is not None and kind != KERAS3:
                     nodes[kind].append(parent)
-        return KerasUse(nodes, LEGACY_KERAS in self.program.source)
+        return KerasUse(nodes, LEGACY_KERAS in self.program.source, self.facts.needs_keras2)
 
     # --- which worker runs what -------------------------------------------------------------------
 
