@@ -152,7 +152,8 @@ class Callables(Derived):
 
     def _passed(self, param: cst.Param, depth: int) -> list[Callee] | None:
         """The functions every call of the parameter's function passes for ``param``: its
-        direct calls, and the ``strategy.run(function, args=(...))`` calls that run it."""
+        direct calls, the ``strategy.run(function, args=(...))`` calls that run it, and the
+        functions it decorates (``@distributed``: its first parameter is the function)."""
         params = self.program.parent(param)
         function = self.program.parent(params) if params is not None else None
         if not isinstance(function, cst.FunctionDef) or function not in self.facts.functions:
@@ -165,6 +166,14 @@ class Callables(Derived):
         found: list[Callee] = []
         for ref in references:
             parent = self.program.parent(ref)
+            if isinstance(parent, cst.Decorator) and parent.decorator is ref:
+                # ``@distributed`` over ``def train_step(...)``: the decorator's first parameter
+                # is the decorated function.
+                decorated = self.program.parent(parent)
+                if param is not function.params.params[0] or not isinstance(decorated, cst.FunctionDef):
+                    return None
+                found.append(Callee(decorated, bound=decorated in self.facts.functions and self.facts.functions[decorated].is_method))
+                continue
             if isinstance(parent, cst.Call) and parent.func is ref:
                 arg = parameter_argument(function, parent, param)
                 value = arg.value if arg is not None else None
