@@ -86,20 +86,23 @@ class Sites:
         function = self.program.enclosing_function(call)
         if function is None or function not in self.facts.functions or self.facts.functions[function].is_method:
             return models
-        if any(self._inside(c.block, function) for c in self.contexts.created):
-            return models  # the helper makes a strategy itself
+        if not self.contexts.created or any(self._inside(c.block, function) for c in self.contexts.created):
+            return models  # no strategy is made here, or the helper makes one itself
         references = self.facts.references(function)
         calls = [self.program.parent(ref) for ref in references]
         if not references or not all(isinstance(c, cst.Call) and c.func is ref for c, ref in zip(calls, references)):
             return models
         reached: set[int] = set()
         kept: set[int] = set()
+        every: set[int] | None = None
         for caller in calls:
             found = {id(m) for m in self.makers_for_call(receiver, function, caller)}  # type: ignore[arg-type]
             reached |= found
+            every = found if every is None else every & found
             if not self.runs_without_strategy(caller):
                 kept |= found
-        return [m for m in models if id(m) in kept or id(m) not in reached]
+        # A model every call trains alike (made in the helper itself) depends on no caller.
+        return [m for m in models if id(m) in kept or id(m) not in reached or id(m) in (every or set())]
 
     def _inside(self, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
         return node is function.body or any(a is function for a in self.program.ancestors(node))
