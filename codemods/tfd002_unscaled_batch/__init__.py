@@ -57,6 +57,9 @@ Not fixed (reported with the reason, each line number the line of what it names)
 - a value also read where its global batch cannot be named (in another function than the
   one that makes the strategy, before the strategy can exist), unless that read only shows it,
   evaluates with it or trains another model with it;
+- a batch fed to a custom step that divides its loss by a constant global batch
+  (``compute_average_loss(..., global_batch_size=128)``): scaled, the batch would grow with the
+  replicas and the divisor would not;
 - a value also read inside the step run on every replica (where it may mean either batch), or
   used both for the data of a model trained without the strategy and for something computed;
 - a value set where a global batch cannot be defined once after it (a loop target, ``:=``, in
