@@ -98,3 +98,21 @@ def test_keras2_from_a_removed_api_keeps_an_optimizer_outside_the_scope_unreport
         "mixed_precision.set_policy('mixed_float16')\n", ""
     )
     assert [f.code for f in analyse(spelled_for_keras3, tfd001).findings] == ["TFD001"]
+
+
+@pytest.mark.parametrize(
+    "command, keras2",
+    [
+        ('os.system("pip install -q keras==2.15.0")', True),
+        ('subprocess.check_call([sys.executable, "-m", "pip", "install", "tensorflow==2.15.1"])', True),
+        ("get_ipython().system('pip install \"tensorflow<2.16\"')", True),
+        ('get_ipython().run_line_magic("pip", "install keras<3")', True),
+        ('os.system("pip install tensorflow")', False),
+        ('print("pip install keras<3")', False),
+    ],
+)
+def test_a_script_that_installs_keras2_itself(command, keras2):
+    source = read(FIXTURES / "tfd006" / "noop_script_installs_keras2.py").replace(
+        'subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "tensorflow==2.15.1"])', "import os\n" + command
+    )
+    assert bool(analyse(source, TFD006).findings) is not keras2

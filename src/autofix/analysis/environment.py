@@ -59,6 +59,13 @@ def _pins_keras2(arguments: str) -> str | None:
     return None
 
 
+def keras2_pin(command: str) -> str | None:
+    """The requirement of a ``pip install`` command that keeps Keras 2 (``keras<3``,
+    ``tensorflow==2.15.0``), if it is one that does."""
+    match = _PIP.search(command)
+    return _pins_keras2(match.group(1)) if match is not None else None
+
+
 def from_shell_lines(lines: Iterable[str]) -> Environment:
     """The environment a notebook's shell and magic lines set up."""
     for line in lines:
