@@ -39,7 +39,9 @@ other read of the same value (however it is bound: plain, tuple or augmented ass
 
 Not findings (already global, or not a training batch):
 - an expression involving the replica or device count (``num_replicas_in_sync``, a device
-  list's length, ``per_worker * num_workers``), or a name computed from one;
+  list's length, ``per_worker * num_workers``), or a name computed from one (also multiplied in
+  place, ``BATCH *= n_gpus``, or returned by a local function), or an attribute or key set from
+  one before the batch reads it (``CFG["batch"] *= strategy.num_replicas_in_sync``);
 - a name or flag saying so (``GLOBAL_BATCH``, ``total_batch_size``, flag help "global batch"),
   a value divided by the replica count, given as ``global_batch_size=``, or dividing a loss in
   the step run on every replica, a file whose comments say its batch is split across the

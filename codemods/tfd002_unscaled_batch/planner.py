@@ -140,6 +140,8 @@ class BatchPlanner:
             return None
         if site.arg is not None and self.evidence.already_global(site.arg.value, by_name=not per_replica):
             return None
+        if self._path_set_global(site):
+            return None
         if site.flow is not None:
             sinks = [s.call for s in site.flow.sinks if s.kind in ("train", "step")]
         else:
@@ -207,6 +209,20 @@ class BatchPlanner:
                 continue  # (a global batch multiplied again says nothing about this one)
             if any(self.webs.product(r) is not None for r in web.reads):
                 return True
+        return False
+
+    def _path_set_global(self, site: Site) -> bool:
+        """Whether an attribute or key the batch is read from is set, before the read, to a
+        value made from the replica or device count (``CFG["batch"] *= n_gpus``,
+        ``Config.batch = 16 * strategy.num_replicas_in_sync``): it holds the global batch."""
+        for read in self.feeds(site):
+            web = self.webs.of(read)  # type: ignore[arg-type]
+            if web is None or web.is_name:
+                continue
+            line = self.program.line(read)
+            for node, value in zip(web.sets, web.values):
+                if self.program.line(node) < line and self._counts_replicas(value):
+                    return True
         return False
 
     def _counts_replicas(self, expr: cst.BaseExpression) -> bool:
