@@ -31,6 +31,9 @@ A training step that applies gradients with an optimizer made in the scope of a 
 several replicas, but is called directly instead of through ``strategy.run`` (a trainer's
 ``train()`` method called in a loop), computes every batch on one device: reported, since
 making it a per-replica step changes its loss and data too (what ``autofix migrate`` does).
+A step decorated by a local decorator whose ``tf.function`` runs it with
+``strategy.run(fn, args=...)`` is run by ``strategy.run`` (the decorator's first parameter is
+the decorated function).
 
 ``strategy.run(step, ...)`` called eagerly in a training loop (the step takes or applies
 gradients, is not itself a ``tf.function``, and the call is not inside one, directly or through

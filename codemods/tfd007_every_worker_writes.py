@@ -21,7 +21,9 @@ temporary folder beside it (``workertemp_<task id>``), which it deletes right af
 ``save()``.)
 
 Not findings: saves under a test of which worker runs them (``if is_chief:``, ``task_id ==
-0``, an early ``return``), to a path that differs by worker (the tutorial's
+0``, ``strategy.extended.should_checkpoint``, the task part of ``TF_CONFIG`` read with
+``["task"]`` or ``.get("task", {})``, directly or through a helper, a flag or name for the task
+or worker number compared with 0 such as ``args.task == 0``, an early ``return``), to a path that differs by worker (the tutorial's
 ``write_filepath(...)``, a path naming the task id), a strategy with one worker (``TF_CONFIG``
 removed before it is made), Keras callbacks (Keras 2's ``ModelCheckpoint`` and
 ``BackupAndRestore`` already write this way, measured; Keras 3's do not, but Keras 3 ``fit``

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autofix.engine import Options, analyse
-from fixturecases import assert_fixed_is_clean, assert_fixes_to_expected, assert_left_alone, params, read
+from fixturecases import FIXTURES, assert_fixed_is_clean, assert_fixes_to_expected, assert_left_alone, params, read
 from keras2 import to_keras2
 
 TFD001 = Options(select=("TFD001",))
@@ -189,6 +189,11 @@ def test_merging_into_a_scope_leaves_its_lines_as_they_were():
         ("%tensorflow_version 1.x", True),
         ("!pip install tensorflow==2.17.0", False),
         ("!pip install tensorflow", False),
+        ('%pip install -q "keras<3"', True),
+        ("!pip install keras==2.15.0 tensorflow", True),
+        ('!pip install "tensorflow>=2.10,<2.16"', True),
+        ("!pip install tensorflow<2.17", False),
+        ("!pip install -U keras>=3 keras-cv<0.9 tf-keras==2.15", False),
     ],
 )
 def test_a_notebook_that_installs_keras2_is_not_broken_by_an_optimizer_outside(tmp_path, install, keras2):
@@ -214,3 +219,43 @@ def test_a_notebook_that_installs_keras2_is_not_broken_by_an_optimizer_outside(t
     path.write_text(json.dumps(notebook, indent=1))
     findings = [f for f in process_path(str(path), TFD001).findings if f.code == "TFD001"]
     assert (findings == []) is keras2
+
+
+def _baselines_then_distributed(calls_in_scope: bool, baselines: int = 8) -> str:
+    trained = "".join(f"m{i} = build({8 + i})\ncompile_and_fit(m{i})\n" for i in range(baselines))
+    last = (
+        "with strategy.scope():\n    model = build(8)\n    compile_and_fit(model)\n"
+        if calls_in_scope
+        else "with strategy.scope():\n    model = build(8)\ncompile_and_fit(model)\n"
+    )
+    return (
+        "import numpy as np\nimport tensorflow as tf\nfrom tensorflow import keras\n"
+        "x = np.ones((256, 4), 'float32')\n"
+        "def build(units):\n    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(units), keras.layers.Dense(4)])\n"
+        "def compile_and_fit(model):\n"
+        "    model.compile(optimizer=keras.optimizers.Adam(), loss='mse')\n"
+        "    return model.fit(x, x, batch_size=32)\n"
+        f"{trained}strategy = tf.distribute.MirroredStrategy()\n{last}"
+    )
+
+
+def test_models_trained_before_any_strategy_exists_are_not_findings():
+    """Eight baselines trained by a helper before the strategy exists: no finding, however
+    many; the helper's optimizer is made in the scope when it is called there."""
+    assert analyse(_baselines_then_distributed(calls_in_scope=True), TFD001).findings == []
+
+
+def test_the_helper_called_outside_the_scope_is_one_finding():
+    """Called outside the scope for the distributed model, the helper makes its optimizer
+    outside it: one finding, at the optimizer, not one per baseline."""
+    source = _baselines_then_distributed(calls_in_scope=False)
+    findings = analyse(source, TFD001).findings
+    assert [(f.line, f.fixable) for f in findings] == [(8, False)]
+    assert "optimizer" in findings[0].message
+
+
+def test_an_input_made_outside_the_scope_is_not_a_finding_and_stays_put():
+    source = read(FIXTURES / "tfd001" / "functional_model_input_outside.py")
+    analysis = analyse(source, TFD001)
+    assert all("Input" not in source.splitlines()[f.line - 1] for f in analysis.findings)
+    assert "inputs = keras.layers.Input(shape=(4,))\nwith strategy.scope():\n" in analysis.new_text

@@ -391,6 +391,7 @@ REASON_LINES = [
     (re.compile(r"move above (?:tf\.)?(?P<what>[\w.]+)\(\) \(line (?P<line>\d+)\)"), "call"),
     (re.compile(r"(?P<what>[\w.]+)\(\) is called (?:with \*\*kwargs )?on line (?P<line>\d+)"), "call"),
     (re.compile(r"it uses '(?P<what>\w+)', which is only set on line (?P<line>\d+)"), "what"),
+    (re.compile(r"a constant global batch \((?P<what>[^,]+), line (?P<line>\d+)\)"), "what"),
 ]
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from autofix.engine import Options
-from fixturecases import assert_fixed_is_clean, assert_fixes_to_expected, assert_left_alone, cases, params
+from autofix.engine import Options, analyse
+from fixturecases import FIXTURES, assert_fixed_is_clean, assert_fixes_to_expected, assert_left_alone, cases, params, read
 
 # The eager loops' fix (a tf.function around the step) is made only with --unsafe-fixes: the
 # pairs are checked with it; test_an_eager_loop_is_a_suggestion checks the default.
@@ -235,3 +235,30 @@ def test_a_batch_used_after_the_loop_keeps_the_dataset_as_it_is():
     source = FED.replace("{loop}", "for x in ds:\n    step(x)\nprint(x.shape)")
     (finding,) = _check(source).findings
     assert not finding.fixable and "the batch is also used on line 19" in finding.reason
+
+
+def test_a_decorator_that_runs_the_step_with_strategy_run_makes_it_a_replica_step():
+    """``@distributed`` whose tf.function calls ``strategy.run(fn, args=args)``: the decorated
+    step is what strategy.run runs (Steps.roots), so it is no TFD003 finding and TFD004 reads
+    its loss as a per-replica one."""
+    from autofix.analysis.program import Program
+    from autofix.analysis.steps.custom import Steps
+    import libcst as cst
+
+    source = read(FIXTURES / "tfd003" / "noop_decorator_runs_the_step.py")
+    program = Program(cst.parse_module(source), source)
+    assert {f.name.value for f in Steps.of(program).roots} == {"train_step"}
+    assert analyse(source, Options(select=("TFD003",))).findings == []
+    mean = source.replace(
+        "        per_example = tf.reduce_sum(tf.square(model(x) - y), axis=1)\n"
+        "        loss = tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)\n",
+        "        loss = tf.reduce_mean(tf.square(model(x) - y))\n",
+    )
+    assert [f.code for f in analyse(mean, Options(select=("TFD003", "TFD004"))).findings] == ["TFD004"]
+
+
+def test_a_decorator_that_does_not_run_the_step_leaves_it_reported():
+    source = read(FIXTURES / "tfd003" / "report_decorator_calls_the_step_directly.py")
+    findings = analyse(source, Options(select=("TFD003",))).findings
+    assert [(f.code, f.fixable) for f in findings] == [("TFD003", False)]
+    assert "not run by strategy.run" in findings[0].message

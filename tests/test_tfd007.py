@@ -137,3 +137,33 @@ def read_case(name: str) -> str:
     from fixturecases import FIXTURES
 
     return read(FIXTURES / "tfd007" / f"{name}.py")
+
+
+_SAVER = (
+    "import json\nimport os\nimport sys\nimport tensorflow as tf\n"
+    "strategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
+    "with strategy.scope():\n"
+    "    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])\n"
+    "    model.compile(optimizer='sgd', loss='mse')\n"
+)
+
+
+@pytest.mark.parametrize(
+    "guard, reported",
+    [
+        ("if strategy.extended.should_checkpoint:", False),
+        ("if not strategy.extended.should_save_summary:\n    pass\nelse:", False),
+        ("tf_config = json.loads(os.environ['TF_CONFIG'])\nif tf_config.get('task', {}).get('index', 0) == 0:", False),
+        ("cfg = json.loads(os.environ.get('TF_CONFIG', '{}'))\nwho = cfg.get('task', {})\nif who.get('index') == 0:", False),
+        ("task = int(sys.argv[1])\nif task == 0:", False),
+        ("worker = int(sys.argv[1])\nif 0 != worker:\n    pass\nelse:", False),
+        # Not a test of which worker runs it: every worker saves.
+        ("task = sys.argv[1]\nif task == 'regression':", True),
+        ("cfg = json.loads(os.environ.get('TF_CONFIG', '{}'))\nif len(cfg.get('cluster', {})) == 1:", True),
+        ("if len(sys.argv) > 1:", True),
+    ],
+)
+def test_chief_tests_written_other_ways(guard, reported):
+    source = _SAVER + guard + "\n    model.save_weights('weights.weights.h5')\n"
+    findings = [f for f in analyse(source, Options(select=("TFD007",))).findings if f.code == "TFD007"]
+    assert bool(findings) is reported

@@ -144,3 +144,19 @@ def test_the_class_named_to_an_old_style_super_is_not_an_object_handed_on():
     facts = Facts.of(program)
     read = next(a for a in nodes_in(program.module, cst.Attribute) if program.module.code_for_node(a) == "self.discriminator" and program.line(a) == 9)
     assert [program.module.code_for_node(o.node) for o in facts.values.origins(read)] == ["keras.Sequential([keras.layers.Dense(1)])"]
+
+
+def test_a_decorators_first_parameter_is_the_function_it_decorates():
+    """``@distributed`` over ``def step``: the decorator's ``fn`` is ``step``; a class used as a
+    decorator gets it in ``__init__``."""
+    for decorator in (
+        "def distributed(fn, retries=2):\n    return lambda *a: fn(*a)\n",
+        "class distributed:\n    def __init__(self, fn):\n        self.fn = fn\n",
+    ):
+        source = decorator + "@distributed\ndef step(x):\n    return x\n"
+        program = _program(source)
+        values = Facts.of(program).values
+        param = next(p for p in nodes_in(program.module, cst.Param) if p.name.value == "fn")
+        origins = values.binding_origins(param)
+        assert [type(o.node).__name__ for o in origins] == ["FunctionDef"]
+        assert origins[0].node.name.value == "step"

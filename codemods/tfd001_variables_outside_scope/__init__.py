@@ -12,7 +12,8 @@ strategy train as one); statements that only work on the objects being made
 (``base.trainable = False``, a ``compile`` given objects, ``load_weights``) join them.
 
 Not findings (measured, or kept apart on purpose):
-- what is only evaluated, predicted with or inspected; loss objects (they hold no variables);
+- what is only evaluated, predicted with or inspected; loss objects and ``keras.Input`` (they
+  hold no variables: a model built in the scope from an Input made outside it is mirrored);
   ``compile`` given an optimizer object, and weights loaded or a checkpoint restored into a
   model made in the scope (both work outside it);
 - training kept apart from the strategy: nothing of it made or run in a scope of a file that
@@ -48,7 +49,7 @@ from autofix.analysis.training.model import TrainingModel
 from autofix.analysis.training.sites import Site
 from autofix.codegen import BlockEdits, ScopeSpan, reordered, wrap_spans
 from autofix.rule import SUPPRESSED, Example, Rule
-from autofix.tf.symbols import Kind
+from autofix.tf.symbols import NO_VARIABLE_LAYERS, Kind
 
 _WHAT = {
     Kind.MODEL: "model built",
@@ -282,7 +283,7 @@ class _Planner:
                 return False
         elif not self._makes_variables(call, kind):
             return False
-        return not self.facts.under_scope(call) and self.training.takes_part(call)
+        return not self.training.under_scope_where_distributed(call) and self.training.takes_part(call)
 
     def _makes_variables(self, call: cst.Call, kind: object) -> bool:
         """Whether ``call`` (a Keras call of ``kind``) makes variables, so that where it runs
@@ -294,6 +295,8 @@ class _Planner:
             return False
         if kind == COMPILE:
             return self.training.creates_optimizer(call)
+        if kind is Kind.LAYER and self.facts.names_of(call.func) & NO_VARIABLE_LAYERS:
+            return False  # ``keras.Input``: a symbolic tensor, no variables
         if kind is Kind.LOAD:
             return not (isinstance(call.func, cst.Attribute) and call.func.attr.value in _JOINING_LOADS)
         return isinstance(kind, Kind) and kind is not Kind.LOSS
@@ -348,7 +351,7 @@ class _Planner:
                     continue
             elif not (isinstance(kind, Kind) or kind == COMPILE):
                 continue
-            if self.facts.under_scope(call) or not self.training.takes_part(call):
+            if self.training.under_scope_where_distributed(call) or not self.training.takes_part(call):
                 continue
             if not isinstance(kind, cst.FunctionDef) and not self._makes_variables(call, kind):
                 joins = True

@@ -39,7 +39,9 @@ other read of the same value (however it is bound: plain, tuple or augmented ass
 
 Not findings (already global, or not a training batch):
 - an expression involving the replica or device count (``num_replicas_in_sync``, a device
-  list's length, ``per_worker * num_workers``), or a name computed from one;
+  list's length, ``per_worker * num_workers``), or a name computed from one (also multiplied in
+  place, ``BATCH *= n_gpus``, or returned by a local function), or an attribute or key set from
+  one before the batch reads it (``CFG["batch"] *= strategy.num_replicas_in_sync``);
 - a name or flag saying so (``GLOBAL_BATCH``, ``total_batch_size``, flag help "global batch"),
   a value divided by the replica count, given as ``global_batch_size=``, or dividing a loss in
   the step run on every replica, a file whose comments say its batch is split across the
@@ -57,6 +59,9 @@ Not fixed (reported with the reason, each line number the line of what it names)
 - a value also read where its global batch cannot be named (in another function than the
   one that makes the strategy, before the strategy can exist), unless that read only shows it,
   evaluates with it or trains another model with it;
+- a batch fed to a custom step that divides its loss by a constant global batch
+  (``compute_average_loss(..., global_batch_size=128)``): scaled, the batch would grow with the
+  replicas and the divisor would not;
 - a value also read inside the step run on every replica (where it may mean either batch), or
   used both for the data of a model trained without the strategy and for something computed;
 - a value set where a global batch cannot be defined once after it (a loop target, ``:=``, in

@@ -6,9 +6,12 @@ helpers are called with) and off where the value goes:
 
 - it involves the replica or device count: ``num_replicas_in_sync``, a device list's length,
   a multiplication by a count of workers, replicas, GPUs, devices or cores
-  (``per_worker_batch * num_workers``);
+  (``per_worker_batch * num_workers``), also multiplied in place (``BATCH *= n_gpus``) or
+  returned by a local function (``def batch_size(): return 64 * len(gpus)``);
 - a name or flag says so: a name with the word ``global`` or ``total`` in it, or a command-line
   flag whose help text says "global" or "total";
+- it is a helper's parameter and every call whose data is trained on passes a global batch
+  (a validation set the same helper makes with its default batch says nothing);
 - it is not written in the file but chosen when it runs (a command-line flag, a hyperparameter
   search, a configuration, an entry point's parameter): nothing says it is per replica;
 - the script treats it as global: it divides it by the replica count
@@ -28,6 +31,7 @@ from functools import cached_property
 
 import libcst as cst
 
+from autofix.analysis.facts.dataflow import DataFlow
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.steps.custom import Steps
@@ -131,7 +135,30 @@ class Evidence:
                 value = self.facts.assigned_value(binding)
                 if value is not None and self.already_global(value, seen, by_name):
                     return True
+                if self._multiplied_in_place(binding, seen, by_name):
+                    return True
+        for call in finder.calls:
+            if self._returns_global(call, seen, by_name):
+                return True
         return False
+
+    def _multiplied_in_place(self, binding: cst.CSTNode, seen: dict[int, bool | None], by_name: bool) -> bool:
+        """``BATCH_SIZE *= strategy.num_replicas_in_sync`` (or ``*= n_gpus``): the name holds
+        the batch times the device count from there on."""
+        statement = self.program.parent(binding)
+        if not (isinstance(statement, cst.AugAssign) and statement.target is binding):
+            return False
+        if not isinstance(statement.operator, cst.MultiplyAssign):
+            return False
+        return self.counts_replicas(statement.value) or self.already_global(statement.value, seen, by_name)
+
+    def _returns_global(self, call: cst.Call, seen: dict[int, bool | None], by_name: bool) -> bool:
+        """A local function whose every ``return`` gives a global batch
+        (``def batch_size(): return 64 * len(tf.config.list_physical_devices("GPU"))``)."""
+        function = self.facts.local_definition(call.func)
+        info = self.facts.values.functions.get(function) if isinstance(function, cst.FunctionDef) else None
+        returned = [r.value for r in info.returns if r.value is not None] if info is not None else []
+        return bool(returned) and all(self.already_global(value, seen, by_name) for value in returned)
 
     def chosen_at_run_time(self, expr: cst.BaseExpression) -> bool:
         """Whether the batch is not written in this file but chosen when it runs: a
@@ -169,6 +196,11 @@ class Evidence:
             return False
         calls = [self.program.parent(r) for r in self.facts.references(function)]
         calls = [c for c in calls if isinstance(c, cst.Call)]
+        # Only the calls whose data is trained on say what the training batch is: a
+        # validation set made by the same helper with its default batch says nothing.
+        flows = DataFlow.of(self.program)
+        training = [c for c in calls if flows.flow(c).trains]
+        calls = training or calls
         if not calls:
             return param.default is not None and self.already_global(param.default, seen, by_name)
         for call in calls:
@@ -256,6 +288,7 @@ class _Finder(cst.CSTVisitor):
         self.found = False
         self.names: list[cst.Name] = []
         self.attributes: list[cst.Attribute] = []
+        self.calls: list[cst.Call] = []
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         if node.attr.value == "num_replicas_in_sync":
@@ -264,6 +297,7 @@ class _Finder(cst.CSTVisitor):
         return True
 
     def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)
         names = self.evidence.facts.names_of(node.func)
         if names & _DEVICE_COUNTS:
             self.found = True

@@ -19,6 +19,7 @@ from autofix.analysis.facts.contexts import Context, Contexts
 from autofix.analysis.facts.dataflow import DataFlow, Flow
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.facts.strategies import UNKNOWN_STRATEGY
+from autofix.analysis.steps.step_losses import normalizers
 from autofix.analysis.syntax import parameter_argument
 from autofix.analysis.training.model import TrainingModel
 from autofix.rule import SUPPRESSED, Rule
@@ -139,6 +140,8 @@ class BatchPlanner:
             return None
         if site.arg is not None and self.evidence.already_global(site.arg.value, by_name=not per_replica):
             return None
+        if self._path_set_global(site):
+            return None
         if site.flow is not None:
             sinks = [s.call for s in site.flow.sinks if s.kind in ("train", "step")]
         else:
@@ -171,7 +174,31 @@ class BatchPlanner:
             # Only the file's own global batch can be put in without naming a strategy.
             return Finding(site, None, per_replica=True) if per_replica else None
         why = self.first_batches.why(site.call, site.arg, site.default) if site.kind == "fit" else None
+        if why is None and self.program.migration is None and site.flow is not None and any(s.kind == "step" for s in site.flow.sinks):
+            why = self._constant_divisor()
         return Finding(site, context, why, per_replica)
+
+    def _constant_divisor(self) -> str | None:
+        """Why a batch fed to a custom step cannot be scaled when the step divides its loss
+        by a constant global batch (``compute_average_loss(..., global_batch_size=128)``): the
+        batch would grow with the replicas and the divisor would not, so the summed gradient
+        would grow with them."""
+        for normalizer in normalizers(self.program):
+            node = normalizer.node
+            if self.evidence.already_global(node, by_name=False):
+                continue  # made from the replica count: it follows the batch
+            values = [node]
+            if isinstance(node, cst.Name):
+                bindings = self.facts.bindings(node) or []
+                values = [self.facts.assigned_value(b) for b in bindings] if bindings else [None]
+            if values and all(v is not None and _constant(v) for v in values):
+                code = self.program.module.code_for_node(node)
+                return (
+                    f"the step divides its loss by a constant global batch ({code}, line {self.program.line(node)}): "
+                    "scaled with the replicas, the batch would no longer be what the loss is divided by; "
+                    "make both follow one global batch"
+                )
+        return None
 
     def _per_replica_by_code(self, site: Site) -> bool:
         """Whether a value the site's batch comes from is multiplied by the replica count
@@ -182,6 +209,20 @@ class BatchPlanner:
                 continue  # (a global batch multiplied again says nothing about this one)
             if any(self.webs.product(r) is not None for r in web.reads):
                 return True
+        return False
+
+    def _path_set_global(self, site: Site) -> bool:
+        """Whether an attribute or key the batch is read from is set, before the read, to a
+        value made from the replica or device count (``CFG["batch"] *= n_gpus``,
+        ``Config.batch = 16 * strategy.num_replicas_in_sync``): it holds the global batch."""
+        for read in self.feeds(site):
+            web = self.webs.of(read)  # type: ignore[arg-type]
+            if web is None or web.is_name:
+                continue
+            line = self.program.line(read)
+            for node, value in zip(web.sets, web.values):
+                if self.program.line(node) < line and self._counts_replicas(value):
+                    return True
         return False
 
     def _counts_replicas(self, expr: cst.BaseExpression) -> bool:
@@ -385,6 +426,15 @@ def _message(site: Site) -> str:
         f"{what} is not scaled by strategy.num_replicas_in_sync: it is the global batch, split "
         "across the replicas, so each replica gets only a fraction of it"
     )
+
+
+def _constant(expr: cst.BaseExpression) -> bool:
+    """A number written out (``128``, ``64 * 2``)."""
+    if isinstance(expr, cst.Integer):
+        return True
+    if isinstance(expr, cst.BinaryOperation):
+        return _constant(expr.left) and _constant(expr.right)
+    return False
 
 
 def _fixed_batch(call: cst.Call) -> bool:

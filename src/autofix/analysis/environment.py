@@ -1,6 +1,7 @@
 """What a file says about the environment it runs in, outside its Python code: the packages a
 notebook's shell lines install (``!pip install tensorflow==2.9.1``). The notebook reader knows
-them (they are masked out of the program the rules see); the engine sets them for the one
+them (they are masked out of the program the rules see): a TensorFlow older than 2.16 or
+a Keras older than 3 (``keras<3``, ``"tensorflow>=2.10,<2.16"``) means Keras 2; the engine sets them for the one
 file being analysed (:func:`installed`), and the analysis reads them (:func:`current`).
 
 Only what the file itself says counts, so a file's results still depend on its bytes alone.
@@ -23,10 +24,46 @@ class Environment:
 
 _CURRENT: ContextVar[Environment] = ContextVar("autofix_environment", default=Environment())
 
-# ``pip install tensorflow==2.9.1`` (also tensorflow-gpu / -cpu, ``~=``, ``<2.16``...).
-_PIN = re.compile(r"\bpip3?\s+install\b.*?\btensorflow(?:-gpu|-cpu)?\s*(==|~=|<=?)\s*(\d+)\.(\d+)", re.IGNORECASE)
+# A ``pip install`` line (``!pip install``, ``%pip install``, ``pip3 install``).
+_PIP = re.compile(r"\bpip3?\s+install\b(.*)", re.IGNORECASE)
+# A requirement on TensorFlow or Keras and its version specifiers: ``tensorflow==2.9.1``,
+# ``"tensorflow>=2.10,<2.16"``, ``keras<3``, ``tensorflow-gpu~=2.4``.
+_REQUIREMENT = re.compile(
+    r"(?<![\w.-])(tensorflow(?:-gpu|-cpu|-macos|-intel)?|keras)((?:\s*(?:==|~=|<=|<|>=|>|!=)\s*[\w.*]+\s*,?)+)",
+    re.IGNORECASE,
+)
+_SPECIFIER = re.compile(r"(==|~=|<=|<|>=|>|!=)\s*(\d+)(?:\.(\d+))?")
 # ``%tensorflow_version 1.x`` (Colab).
 _TF1 = re.compile(r"%tensorflow_version\s+1(\.|\b)")
+# The first version whose Keras is Keras 3: TensorFlow 2.16, Keras 3.0.
+_KERAS3_FROM = {"tensorflow": (2, 16), "keras": (3, 0)}
+
+
+def _older(operator: str, version: tuple[int, int], first: tuple[int, int]) -> bool:
+    """Whether a specifier allows only versions older than ``first``."""
+    if operator in ("==", "~=", "<="):
+        return version < first
+    if operator == "<":
+        return version <= first
+    return False
+
+
+def _pins_keras2(arguments: str) -> str | None:
+    """The requirement in a ``pip install`` line's arguments that keeps Keras 2, if any."""
+    for match in _REQUIREMENT.finditer(arguments):
+        package = match.group(1).lower()
+        first = _KERAS3_FROM["keras" if package == "keras" else "tensorflow"]
+        for operator, major, minor in _SPECIFIER.findall(match.group(2)):
+            if _older(operator, (int(major), int(minor or 0)), first):
+                return f"{match.group(1)}{match.group(2).strip()}"
+    return None
+
+
+def keras2_pin(command: str) -> str | None:
+    """The requirement of a ``pip install`` command that keeps Keras 2 (``keras<3``,
+    ``tensorflow==2.15.0``), if it is one that does."""
+    match = _PIP.search(command)
+    return _pins_keras2(match.group(1)) if match is not None else None
 
 
 def from_shell_lines(lines: Iterable[str]) -> Environment:
@@ -34,14 +71,16 @@ def from_shell_lines(lines: Iterable[str]) -> Environment:
     for line in lines:
         if _TF1.search(line):
             return Environment(keras2=f"the notebook selects TensorFlow 1 ({line.strip()})")
-        match = _PIN.search(line)
+        match = _PIP.search(line)
         if match is None:
             continue
-        operator, major, minor = match.group(1), int(match.group(2)), int(match.group(3))
+        pinned = _pins_keras2(match.group(1))
+        if pinned is None:
+            continue
+        if pinned.lower().startswith("keras"):
+            return Environment(keras2=f"the notebook installs Keras 2 ({line.strip()})")
         # TensorFlow 2.16 made Keras 3 its Keras; before, tf.keras was Keras 2.
-        old = (major, minor) < (2, 16) if operator in ("==", "~=", "<=") else (major, minor) <= (2, 16)
-        if old:
-            return Environment(keras2=f"the notebook installs an older TensorFlow ({line.strip()}), whose Keras is Keras 2")
+        return Environment(keras2=f"the notebook installs an older TensorFlow ({line.strip()}), whose Keras is Keras 2")
     return Environment()
 
 

@@ -170,6 +170,11 @@ def keras_kind(name: str) -> Kind | None:
     return None
 
 
+# Layers that hold no variables: ``keras.Input`` makes a symbolic tensor (and its InputLayer),
+# so a model built in a scope from an Input made outside it is mirrored all the same.
+NO_VARIABLE_LAYERS = frozenset({"keras.Input", "keras.layers.Input", "keras.layers.InputLayer"})
+
+
 def is_model_base(name: str) -> bool:
     return name in _MODEL_BASES
 

@@ -49,10 +49,41 @@ class Parameters:
                 found.extend(self._follow(arg, path, (), depth))
             elif param.default is not None:
                 found.extend(self._follow(param.default, path, (), depth))
-        if passed_on or not calls:
+        decorated = self.decorated_by(function)
+        if decorated:
+            # ``@distributed`` over ``def step(...)`` (a class too: ``__init__`` takes it): its
+            # first parameter is the decorated function; any other is not given.
+            first = self._first_parameter(function)
+            if param is first:
+                found.extend(Origin(node, path) for node in decorated)
+            elif param.default is not None:
+                found.extend(self._follow(param.default, path, (), depth))
+        if passed_on or not (calls or decorated):
             # Called from elsewhere too (an entry point, a callback): its value comes from outside.
             found.append(Origin(param, path))
         return found
+
+    def decorated_by(self, function: cst.FunctionDef) -> list[cst.CSTNode]:
+        """What ``function`` decorates (``@function``, or ``@Class`` for its ``__init__``):
+        the functions and classes below each such decorator."""
+        owner: cst.CSTNode = function
+        info = self.functions.get(function)
+        if info is not None and info.is_method:
+            cls = self.class_of(function)
+            if cls is None or function.name.value != "__init__":
+                return []
+            owner = cls
+        found: list[cst.CSTNode] = []
+        for ref in self.references(owner):
+            decorator = self.program.parent(ref)
+            if isinstance(decorator, cst.Decorator) and decorator.decorator is ref:
+                found.append(self.program.parent(decorator))
+        return found
+
+    def _first_parameter(self, function: cst.FunctionDef) -> cst.Param | None:
+        info = self.functions.get(function)
+        params = list(function.params.params)[1 if info is not None and info.is_method else 0:]
+        return params[0] if params else None
 
     def _argument(self, function: cst.FunctionDef, call: cst.Call, param: cst.Param, offset: int) -> cst.BaseExpression | None:
         if offset < 0:
@@ -109,9 +140,9 @@ class Parameters:
                     call = self.program.parent(ref)
                     if isinstance(call, cst.Call) and call.func is ref:
                         calls.append((call, 1))
-                    elif not self._is_base(ref):
+                    elif not self._is_base(ref) and not self._decorates(ref):
                         passed_on = True
-                return calls, passed_on or not calls or self._subclassed(cls)
+                return calls, passed_on or not (calls or self.decorated_by(function)) or self._subclassed(cls)
             family = self.family(cls)
             for attribute in self._attributes_named.get(function.name.value, ()):
                 if self._on_family(attribute.value, family):
@@ -130,8 +161,13 @@ class Parameters:
             )
             return calls, passed_on or not calls or external_base
         for ref in self.references(function):
-            passed_on = not self._called(ref, 0, calls) or passed_on
+            passed_on = not (self._called(ref, 0, calls) or self._decorates(ref)) or passed_on
         return calls, passed_on
+
+    def _decorates(self, ref: cst.CSTNode) -> bool:
+        """``@ref`` over a function or class (:meth:`decorated_by` says what it is given)."""
+        decorator = self.program.parent(ref)
+        return isinstance(decorator, cst.Decorator) and decorator.decorator is ref
 
     def _rebuilds(self, family: list[cst.ClassDef]) -> bool:
         """Whether the file may rebuild a model of one of ``family`` from its configuration,

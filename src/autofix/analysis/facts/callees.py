@@ -152,7 +152,8 @@ class Callables(Derived):
 
     def _passed(self, param: cst.Param, depth: int) -> list[Callee] | None:
         """The functions every call of the parameter's function passes for ``param``: its
-        direct calls, and the ``strategy.run(function, args=(...))`` calls that run it."""
+        direct calls, the ``strategy.run(function, args=(...))`` calls that run it, and the
+        functions it decorates (``@distributed``: its first parameter is the function)."""
         params = self.program.parent(param)
         function = self.program.parent(params) if params is not None else None
         if not isinstance(function, cst.FunctionDef) or function not in self.facts.functions:
@@ -165,6 +166,16 @@ class Callables(Derived):
         found: list[Callee] = []
         for ref in references:
             parent = self.program.parent(ref)
+            decorated = self._decorated(ref, parent)
+            if decorated is not None:
+                # ``@distributed`` (or ``@distributed(strategy)``, a factory returning the
+                # decorator) over ``def train_step(...)``: the decorator's first parameter is the
+                # decorated function.
+                if param is not function.params.params[0] or not decorated:
+                    return None
+                for target in decorated:
+                    found.append(Callee(target, bound=target in self.facts.functions and self.facts.functions[target].is_method))
+                continue
             if isinstance(parent, cst.Call) and parent.func is ref:
                 arg = parameter_argument(function, parent, param)
                 value = arg.value if arg is not None else None
@@ -172,6 +183,28 @@ class Callables(Derived):
                 value = self._run_argument(ref, function, param)
             if value is None or not self._expression(value, found, depth + 1):
                 return None
+        return found
+
+    def _decorated(self, ref: cst.CSTNode, parent: cst.CSTNode | None) -> list[cst.FunctionDef] | None:
+        """The functions a use of a function decorates: ``@ref`` over them, or ``return ref``
+        in a factory every use of which is ``@factory(...)`` (an empty list when some use of the
+        factory is something else); None when the use is neither."""
+        if isinstance(parent, cst.Decorator) and parent.decorator is ref:
+            decorated = self.program.parent(parent)
+            return [decorated] if isinstance(decorated, cst.FunctionDef) else []
+        if not (isinstance(parent, cst.Return) and parent.value is ref):
+            return None
+        factory = self.program.enclosing_function(parent)
+        if factory is None or factory not in self.facts.functions:
+            return None
+        found: list[cst.FunctionDef] = []
+        for use in self.facts.references(factory):
+            call = self.program.parent(use)
+            decorator = self.program.parent(call) if isinstance(call, cst.Call) and call.func is use else None
+            decorated = self.program.parent(decorator) if isinstance(decorator, cst.Decorator) and decorator.decorator is call else None
+            if not isinstance(decorated, cst.FunctionDef):
+                return []
+            found.append(decorated)
         return found
 
     def _flowed(self, param: cst.Param, depth: int) -> list[Callee] | None:

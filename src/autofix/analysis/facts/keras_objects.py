@@ -11,6 +11,7 @@ import libcst as cst
 from autofix.analysis import environment
 from autofix.analysis.project.imports import ProjectImports
 from autofix.tf import symbols
+from autofix.tf.keras2_only import keras2_only
 from autofix.tf.symbols import Kind
 
 # What a call does, beyond the Keras kinds: compile a model, train it, call a local function.
@@ -267,7 +268,59 @@ class KerasObjects:
         for binding in self.program.index.bindings.values():
             if binding.kind == "import" and binding.path is not None and binding.path.split(".")[0] == "tensorflow_addons":
                 return "it imports tensorflow_addons, which needs Keras 2"
+        installed = self._installs_keras2()
+        if installed is not None:
+            return installed
+        used = self._keras2_only_use()
+        if used is not None:
+            node, name = used
+            return f"it uses {name} (line {self.program.line(node)}), which only TensorFlow 2.15 and older (Keras 2) has"
         return None
+
+    def _installs_keras2(self) -> str | None:
+        """A ``pip install`` the file runs itself (``os.system``, ``subprocess``, an exported
+        notebook's ``get_ipython().system``) that pins Keras 2 or a TensorFlow older than 2.16."""
+        for call, _owner in self.calls:
+            func = call.func
+            names = self.names_of(func)
+            if not (names & _RUNS_COMMANDS or (isinstance(func, cst.Attribute) and func.attr.value in ("system", "run_line_magic"))):
+                continue
+            words: list[str] = []
+            for arg in call.args:
+                values = arg.value.elements if isinstance(arg.value, (cst.List, cst.Tuple)) else [arg.value]
+                for value in values:
+                    value = value.value if isinstance(value, cst.BaseElement) else value
+                    if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
+                        words.append(value.evaluated_value)
+            pinned = environment.keras2_pin(" ".join(words))
+            if pinned is not None:
+                return f"it installs {pinned} (line {self.program.line(call)}), whose Keras is Keras 2"
+        return None
+
+    def _keras2_only_use(self) -> tuple[cst.CSTNode, str] | None:
+        """The first use of a Keras name that Keras 3 does not have
+        (``tf.keras.mixed_precision.experimental.set_policy``), with that name."""
+        index = self.program.index
+        for node, access in index.accesses.items():
+            if not any(b.kind == "import" and b.path and b.path.split(".")[0] in _KERAS_ROOTS for b in access.referents):
+                continue
+            top: cst.CSTNode = node
+            while True:
+                parent = index.parents.get(top)
+                if not (isinstance(parent, cst.Attribute) and parent.value is top):
+                    break
+                top = parent
+            for name in self.names_of(top):
+                if name.startswith("keras.") and keras2_only(name):
+                    return top, name
+        return None
+
+
+_KERAS_ROOTS = frozenset({"tensorflow", "keras", "tf_keras"})
+# Calls that run a shell command given as a string or a list of words.
+_RUNS_COMMANDS = frozenset(
+    {"os.system", "subprocess.run", "subprocess.call", "subprocess.check_call", "subprocess.check_output", "subprocess.Popen"}
+)
 
 
 def _words(identifier: str) -> set[str]:

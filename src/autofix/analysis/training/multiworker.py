@@ -40,10 +40,15 @@ KERAS3, TF_KERAS, KERAS2, OTHER = "keras", "tf.keras", "tf_keras", "other"
 _WORKER_WORDS = re.compile(
     r"chief|task_?(id|index|idx|type|num|number|no)|worker_?(id|index|idx|rank|num|number|no)|write_?(file)?path|"
     r"workertemp|cluster_resolver|is_primary|is_master|\brank\b|local_rank|node_?rank|process_?(index|id)|"
-    r"SLURM_PROCID|SLURM_NODEID|OMPI_COMM_WORLD_RANK|PMI_RANK",
+    r"SLURM_PROCID|SLURM_NODEID|OMPI_COMM_WORLD_RANK|PMI_RANK|"
+    # ``strategy.extended.should_checkpoint``: true on the chief (or worker 0) alone.
+    r"should_checkpoint|should_save_summary",
     re.IGNORECASE,
 )
-_TASK_ITEM = re.compile(r"""\[\s*['"]task['"]\s*\]""")
+# The task part of TF_CONFIG: ``["task"]`` or ``.get("task", {})``.
+_TASK_ITEM = re.compile(r"""\[\s*['"]task['"]\s*\]|\.get\(\s*['"]task['"]""")
+# Words of a name that numbers the task (``args.task == 0``, ``worker == 0``).
+_TASK_NUMBER_WORDS = frozenset({"task", "worker"})
 
 
 @dataclass
@@ -53,6 +58,9 @@ class KerasUse:
     nodes: dict[str, list[cst.CSTNode]]
     # The file names TF_USE_LEGACY_KERAS (sets it, or says to): ``tf.keras`` may be Keras 2.
     legacy_env: bool
+    # Why the file can only run on Keras 2 whatever it imports (a pin in a ``pip install``
+    # line, an API only Keras 2 has: ``Facts.needs_keras2``), or None.
+    keras2_only: str | None = None
 
     @property
     def spellings(self) -> frozenset[str]:
@@ -62,6 +70,8 @@ class KerasUse:
     def keras3(self) -> bool:
         """Whether every Keras the file names is Keras 3 on TensorFlow 2.16 and later."""
         spellings = self.spellings
+        if self.keras2_only is not None:
+            return False
         if not spellings or not spellings <= {KERAS3, TF_KERAS}:
             return False
         return not self.legacy_env or spellings == {KERAS3}
@@ -70,6 +80,8 @@ class KerasUse:
     def keras2(self) -> bool:
         """Whether every Keras the file names is Keras 2 (tf_keras)."""
         spellings = self.spellings
+        if self.keras2_only is not None and spellings and spellings <= {KERAS2, TF_KERAS}:
+            return True
         return spellings == {KERAS2} or (self.legacy_env and spellings == {TF_KERAS})
 
 
@@ -178,7 +190,7 @@ class MultiWorker(Derived):
                 kind = _keras_kind(f"{path}.keras")
                 if kind is not None and kind != KERAS3:
                     nodes[kind].append(parent)
-        return KerasUse(nodes, LEGACY_KERAS in self.program.source)
+        return KerasUse(nodes, LEGACY_KERAS in self.program.source, self.facts.needs_keras2)
 
     # --- which worker runs what -------------------------------------------------------------------
 
@@ -229,6 +241,38 @@ class MultiWorker(Derived):
                 return True
         return False
 
+    def _reads_tf_config(self, expr: cst.BaseExpression, _depth: int = 0) -> bool:
+        """Whether ``expr`` reads ``TF_CONFIG`` (itself, or through the names it reads)."""
+        if _depth > 4:
+            return False
+        if "TF_CONFIG" in self.program.module.code_for_node(expr):
+            return True
+        for name in names_in(expr):
+            for binding in self.facts.bindings(name) or ():
+                value = self.facts.assigned_value(binding)
+                if value is not None and value is not expr and self._reads_tf_config(value, _depth + 1):
+                    return True
+        return False
+
+    def _compares_task_number(self, expr: cst.BaseExpression) -> bool:
+        """``args.task == 0``, ``worker != 0``: a value named for the task or the worker, compared
+        with 0 (the chief, or worker 0 of a cluster without one)."""
+        comparisons = [expr] if isinstance(expr, cst.Comparison) else []
+        if isinstance(expr, cst.BooleanOperation):
+            comparisons = [side for side in (expr.left, expr.right) if isinstance(side, cst.Comparison)]
+        elif isinstance(expr, cst.UnaryOperation) and isinstance(expr.expression, cst.Comparison):
+            comparisons = [expr.expression]
+        for comparison in comparisons:
+            if len(comparison.comparisons) != 1:
+                continue
+            target = comparison.comparisons[0]
+            if not isinstance(target.operator, (cst.Equal, cst.NotEqual)):
+                continue
+            for side, other in ((comparison.left, target.comparator), (target.comparator, comparison.left)):
+                if _is_zero(other) and _identifier_words(side) & _TASK_NUMBER_WORDS:
+                    return True
+        return False
+
     def mentions_worker(self, expr: cst.BaseExpression | None, _depth: int = 0) -> bool:
         """Whether ``expr`` depends on which worker runs it: it names the chief, a task id or
         type, a worker index, the tutorial's ``write_filepath``... (directly, or through the
@@ -237,6 +281,10 @@ class MultiWorker(Derived):
             return False
         code = self.program.module.code_for_node(expr)
         if _WORKER_WORDS.search(code) or ("TF_CONFIG" in code and _TASK_ITEM.search(code)):
+            return True
+        if _TASK_ITEM.search(code) and self._reads_tf_config(expr):
+            return True  # ``tf_config.get("task", {})`` of ``tf_config = json.loads(os.environ[...])``
+        if self._compares_task_number(expr):
             return True
         for origin in self.facts.values.origins(expr):
             # ``json.loads(os.environ["TF_CONFIG"])["task"]["index"]``: the task part of
@@ -249,13 +297,27 @@ class MultiWorker(Derived):
         for name in names_in(expr):
             for binding in self.facts.bindings(name) or ():
                 if isinstance(binding, cst.FunctionDef):
-                    if _WORKER_WORDS.search(self.program.module.code_for_node(binding)):
+                    body = self.program.module.code_for_node(binding)
+                    if _WORKER_WORDS.search(body) or ("TF_CONFIG" in body and _TASK_ITEM.search(body)):
                         return True
                     continue
                 value = self.facts.assigned_value(binding)
                 if value is not None and value is not expr and self.mentions_worker(value, _depth + 1):
                     return True
         return False
+
+
+def _identifier_words(node: cst.CSTNode) -> set[str]:
+    """``args.task_index`` -> {"task", "index"}; ``worker`` -> {"worker"}."""
+    if isinstance(node, cst.Attribute):
+        node = node.attr
+    if not isinstance(node, cst.Name):
+        return set()
+    return {w for w in re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", node.value).lower().split("_") if w}
+
+
+def _is_zero(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Integer) and expr.evaluated_value == 0
 
 
 def _keras_kind(path: str) -> str | None:

@@ -59,7 +59,7 @@ class Sites:
                 if held is not None:
                     found.append(held)
                     continue
-                models = [m for m in self.makers(func.value) if self.is_model_maker(m)]
+                models = self._trained_where_a_strategy_exists(call, func.value, [m for m in self.makers(func.value) if self.is_model_maker(m)])
                 if models:
                     site = Site(call, "fit", self._strategies_at(call) | self.made_under(models))
                     self._add_model_members(site, func.value, models)
@@ -78,6 +78,58 @@ class Sites:
         for site in found:
             self._add_restores(site)
         return found
+
+    def _trained_where_a_strategy_exists(self, call: cst.Call, receiver: cst.BaseExpression, models: list[cst.Call]) -> list[cst.Call]:
+        """The models ``fit`` may train under a strategy. A helper (``def compile_and_fit(model):
+        ... model.fit()``) called on models before any strategy exists trains those on one
+        device, whatever it trains when called later under a strategy: a model that reaches
+        the helper only through such calls is not trained there under a strategy."""
+        function = self.program.enclosing_function(call)
+        if function is None or function not in self.facts.functions or self.facts.functions[function].is_method:
+            return models
+        if not self.contexts.created or any(self._inside(c.block, function) for c in self.contexts.created):
+            return models  # no strategy is made here, or the helper makes one itself
+        references = self.facts.references(function)
+        calls = [self.program.parent(ref) for ref in references]
+        if not references or not all(isinstance(c, cst.Call) and c.func is ref for c, ref in zip(calls, references)):
+            return models
+        reached: set[int] = set()
+        kept: set[int] = set()
+        every: set[int] | None = None
+        for caller in calls:
+            found = {id(m) for m in self.makers_for_call(receiver, function, caller)}  # type: ignore[arg-type]
+            reached |= found
+            every = found if every is None else every & found
+            if not self.runs_without_strategy(caller):
+                kept |= found
+        # A model every call trains alike (made in the helper itself) depends on no caller.
+        return [m for m in models if id(m) in kept or id(m) not in reached or id(m) in (every or set())]
+
+    def _inside(self, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
+        return node is function.body or any(a is function for a in self.program.ancestors(node))
+
+    def runs_without_strategy(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` runs where no strategy exists yet and in no strategy's scope (code
+        before the strategy is made, or a helper called only from there)."""
+        return not self._strategies_at(node) and not self.facts.under_scope(node)
+
+    def under_scope_where_distributed(self, node: cst.CSTNode) -> bool:
+        """Like ``Facts.under_scope``, but a function's calls that run where no strategy exists
+        do not count: what they make trains on one device whatever scope it is in
+        (``compile_and_fit(model)`` called on baselines first, then in the scope)."""
+        if self.facts.under_scope(node):
+            return True
+        function = self.program.enclosing_function(node)
+        if function is None or function not in self.facts.functions or self.facts.functions[function].is_method:
+            return False
+        if any(self._inside(c.block, function) for c in self.contexts.created):
+            return False
+        references = self.facts.references(function)
+        calls = [self.program.parent(ref) for ref in references]
+        if not references or not all(isinstance(c, cst.Call) and c.func is ref for c, ref in zip(calls, references)):
+            return False
+        distributed = [c for c in calls if not self.runs_without_strategy(c)]
+        return bool(distributed) and len(distributed) < len(calls) and all(self.facts.under_scope(c) for c in distributed)
 
     def creates_optimizer(self, compile_call: cst.Call) -> bool:
         """Whether ``model.compile(...)`` makes its own optimizer (none given: RMSprop, or a

@@ -1,0 +1,118 @@
+"""Which Keras a file runs on, from what it says: a notebook's ``pip install`` pins, and Keras
+names that only a TensorFlow older than 2.16 (Keras 2) has. TFD006 (Keras 3 fit under
+MultiWorkerMirroredStrategy) does not apply to a file that runs on Keras 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from autofix.analysis.environment import from_shell_lines
+from autofix.engine import Options, analyse, process_path
+from autofix.tf.keras2_only import keras2_only
+from fixturecases import FIXTURES, read
+
+TFD006 = Options(select=("TFD006",))
+
+
+@pytest.mark.parametrize(
+    "line, keras2",
+    [
+        ("!pip install tensorflow==2.9.1", True),
+        ('%pip install -q "keras<3"', True),
+        ("!pip install keras~=2.13", True),
+        ("!pip install keras==2.15.0 tensorflow", True),
+        ('!pip install "tensorflow>=2.10,<2.16"', True),
+        ("!pip3 install tensorflow-gpu~=2.4", True),
+        ("!pip install tensorflow<=2.15.1", True),
+        ("!pip install tensorflow>=2.16", False),
+        ("!pip install tensorflow<2.17", False),
+        ("!pip install tensorflow==2.16.1", False),
+        ("!pip install -U keras>=3", False),
+        ("!pip install keras-cv<0.9 keras-nlp==0.5", False),
+        ("!pip install tf-keras==2.15", False),
+        ("!pip install tensorflow_datasets==4.0 tensorflow-addons==0.16", False),
+        ("!echo keras<3", False),
+    ],
+)
+def test_pins_in_pip_install_lines(line, keras2):
+    assert (from_shell_lines([line]).keras2 is not None) is keras2
+
+
+def test_a_pin_names_its_line():
+    why = from_shell_lines(["!nvidia-smi", '%pip install -q "keras<3"']).keras2
+    assert why is not None and "keras<3" in why and "Keras 2" in why
+
+
+@pytest.mark.parametrize(
+    "name, only",
+    [
+        ("keras.mixed_precision.experimental.Policy", True),
+        ("keras.mixed_precision.experimental", True),
+        ("keras.utils.multi_gpu_model", True),
+        ("keras.mixed_precision.Policy", False),
+        ("keras.layers.experimental.preprocessing.Rescaling", False),
+        ("keras.losses.Reduction.NONE", False),
+        ("keras.utils", False),
+    ],
+)
+def test_names_only_an_older_tensorflow_has(name, only):
+    assert keras2_only(name) is only
+
+
+def _tfd006_lines(path):
+    return [f.line for f in process_path(str(path), TFD006).findings if f.code == "TFD006"]
+
+
+def test_a_notebook_that_pins_keras2_is_not_reported():
+    assert _tfd006_lines(FIXTURES / "notebooks" / "multiworker_keras2_pinned.ipynb") == []
+
+
+def test_the_same_notebook_without_the_pin_is_reported():
+    assert _tfd006_lines(FIXTURES / "notebooks" / "multiworker_keras3.ipynb") == [2]
+
+
+def test_a_removed_api_means_keras2_for_tfd006():
+    source = read(FIXTURES / "tfd006" / "noop_tensorflow_removed_api.py")
+    assert analyse(source, TFD006).findings == []
+    without = "\n".join(line for line in source.splitlines() if not line.startswith(("policy", "tf.keras.mixed_precision"))) + "\n"
+    findings = analyse(without, TFD006).findings
+    assert [f.code for f in findings] == ["TFD006"]
+
+
+def test_keras2_from_a_removed_api_keeps_an_optimizer_outside_the_scope_unreported():
+    """Keras 2 trains with an optimizer made outside the scope (TFD001 leaves it)."""
+    source = (
+        "import tensorflow as tf\n"
+        "from tensorflow.keras.mixed_precision import experimental as mixed_precision\n"
+        "mixed_precision.set_policy('mixed_float16')\n"
+        "strategy = tf.distribute.MirroredStrategy()\n"
+        "optimizer = tf.keras.optimizers.Adam(1e-3)\n"
+        "with strategy.scope():\n"
+        "    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
+        "    model.compile(optimizer=optimizer, loss='mse')\n"
+        "model.fit(tf.zeros([64, 4]), tf.zeros([64, 1]), batch_size=8 * strategy.num_replicas_in_sync)\n"
+    )
+    tfd001 = Options(select=("TFD001",))
+    assert analyse(source, tfd001).findings == []
+    spelled_for_keras3 = source.replace("from tensorflow.keras.mixed_precision import experimental as mixed_precision\n", "").replace(
+        "mixed_precision.set_policy('mixed_float16')\n", ""
+    )
+    assert [f.code for f in analyse(spelled_for_keras3, tfd001).findings] == ["TFD001"]
+
+
+@pytest.mark.parametrize(
+    "command, keras2",
+    [
+        ('os.system("pip install -q keras==2.15.0")', True),
+        ('subprocess.check_call([sys.executable, "-m", "pip", "install", "tensorflow==2.15.1"])', True),
+        ("get_ipython().system('pip install \"tensorflow<2.16\"')", True),
+        ('get_ipython().run_line_magic("pip", "install keras<3")', True),
+        ('os.system("pip install tensorflow")', False),
+        ('print("pip install keras<3")', False),
+    ],
+)
+def test_a_script_that_installs_keras2_itself(command, keras2):
+    source = read(FIXTURES / "tfd006" / "noop_script_installs_keras2.py").replace(
+        'subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "tensorflow==2.15.1"])', "import os\n" + command
+    )
+    assert bool(analyse(source, TFD006).findings) is not keras2
