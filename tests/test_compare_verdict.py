@@ -154,6 +154,10 @@ def test_noise_layers_run_otherwise_are_different(tmp_path):
          "the migration calls keras.utils.set_random_seed(8), the original keras.utils.set_random_seed(7)"),
         ({}, {"seeds": [["np.random.seed", "1"]]}, "different", "the migration calls nothing, the original np.random.seed(1)"),
         ({"seeds": [["keras.utils.set_random_seed", "7"]]}, {}, "equivalent", ""),
+        # fit is capped in every run: the epochs it is asked for are compared as written
+        ({"fits": [{"epochs": 3, "initial_epoch": 0}]}, {"fits": [{"epochs": 2, "initial_epoch": 0}]}, "different",
+         "fit is asked for epochs=3 in the migration, epochs=2 in the original"),
+        ({"fits": [{"epochs": 2, "initial_epoch": 0}]}, {"fits": [{"epochs": 2, "initial_epoch": 0}]}, "equivalent", ""),
     ],
 )
 def test_what_holding_the_data_equal_hides_is_compared_where_the_scripts_do_it(tmp_path, mine, theirs, status, says):

@@ -52,6 +52,8 @@ _dropping: list[str] = []
 # The seeds the script sets itself, in order: ("np.random.seed", "7"), ...
 _seeds: list[tuple[str, str]] = []
 _seeding = False  # the harness is seeding (not the script)
+# How long each fit the script calls was asked to train (capped in every run, so compared here).
+_fits: list[dict[str, Any]] = []
 # Tensors made in a step with float32 as their default type (``labels = tf.ones((n, 1))``).
 FILLED = ("ones", "zeros")
 
@@ -87,7 +89,7 @@ def start(active: bool, scale: int = 1, floatx: str | None = None) -> None:
             _set_floatx(module, "float32")
     _active, _scale, _floatx = active, max(1, int(scale)), (floatx if active else None)
     _seen.clear()
-    del _shuffled[:], _dropping[:], _seeds[:]
+    del _shuffled[:], _dropping[:], _seeds[:], _fits[:]
     noise.forget_notes()
     noise.start(active, _floatx)
     if not active:
@@ -159,6 +161,18 @@ def _wrap_seed(owner: Any, name: str, label: str) -> None:
         pass
 
 
+def _plain_number(value: Any) -> Any:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def fits() -> list[dict[str, Any]]:
+    """The epochs each ``fit`` of the script was asked for, in order."""
+    return [dict(f) for f in _fits]
+
+
 def pipeline() -> dict[str, list[str]]:
     """Where the script's datasets were shuffled (each place once), and where a batch dropped
     a partial last batch (``drop_remainder=True`` on a dataset whose size is not a multiple of
@@ -173,9 +187,11 @@ def held() -> list[str]:
 
 
 def fit_arguments(given: dict[str, Any], array_input: bool) -> None:
-    """``fit``'s own shuffling off, and its batch on arrays scaled."""
+    """``fit``'s own shuffling off, and its batch on arrays scaled; how many epochs it was
+    asked for noted (every run is capped to the steps compared)."""
     if not _active:
         return
+    _fits.append({"epochs": _plain_number(given.get("epochs", 1)), "initial_epoch": _plain_number(given.get("initial_epoch", 0))})
     given["shuffle"] = False
     if array_input and _scale > 1 and given.get("batch_size"):
         given["batch_size"] = int(given["batch_size"]) * _scale

@@ -330,7 +330,7 @@ def _save(step: int) -> None:
         ],
         "transplanted": dict(_transplanted),
         "held": controls.held(),
-        "pipeline": dict(controls.pipeline(), seeds=controls.seeds()),
+        "pipeline": dict(controls.pipeline(), seeds=controls.seeds(), fits=controls.fits()),
         "feeds": feeds.recorded(),
         "reported": reported.recorded(),
         "noise_layers": noise.layers_seen(),

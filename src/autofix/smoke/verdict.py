@@ -191,9 +191,10 @@ def _unless_unsure(judged: Judged, unsure: list[str]) -> Judged:
 
 
 def pipeline(mine: dict[str, Any] | None, theirs: dict[str, Any] | None) -> str | None:
-    """What holding the data equal hides: every run's shuffles are turned off (so a shuffle the
-    migration adds or removes would not show in what the replicas are fed), and a partial last
-    batch dropped comes after the steps compared. Compared by how many places do each."""
+    """What holding the runs equal hides: every run's shuffles are turned off (so a shuffle the
+    migration adds or removes would not show in what the replicas are fed), a partial last
+    batch dropped and the epochs fit is asked for come after the steps compared, and the seeds
+    the script sets are overridden. Compared where the scripts do them."""
     if mine is None or theirs is None:
         return None
     m_seeds, o_seeds = [tuple(x) for x in mine.get("seeds") or []], [tuple(x) for x in theirs.get("seeds") or []]
@@ -206,6 +207,12 @@ def pipeline(mine: dict[str, Any] | None, theirs: dict[str, Any] | None) -> str 
             f"the script seeds otherwise: the migration calls {said(m_seeds)}, the original {said(o_seeds)} "
             "(its random initial state and draws are not the original's)"
         )
+    # fit is capped to the steps compared in every run: how long it was asked to train shows
+    # only in its arguments.
+    for m_fit, o_fit in zip(mine.get("fits") or [], theirs.get("fits") or []):
+        for key in ("epochs", "initial_epoch"):
+            if m_fit.get(key) != o_fit.get(key):
+                return f"fit is asked for {key}={m_fit.get(key)} in the migration, {key}={o_fit.get(key)} in the original: it trains for another number of epochs"
     m_shuffled, o_shuffled = mine.get("shuffled") or [], theirs.get("shuffled") or []
     if len(m_shuffled) > len(o_shuffled):
         return (
