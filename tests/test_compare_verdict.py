@@ -98,6 +98,17 @@ def test_what_each_replica_is_fed_must_partition_the_global_batch_and_be_the_ori
     assert other.status == "inconclusive" and "fed other examples than the original (the data was not held equal)" in other.message
 
 
+def test_identical_examples_do_not_show_which_replica_got_which(tmp_path):
+    """A dataset of identical rows (np.ones) cannot show a partition by content: the shards are
+    judged by their number and against the reference, not called undistributed."""
+    same = ["r"] * 4
+    reference = _trace(tmp_path / "r.npz", START, STEPS[:1], feeds=_feeds([same, same]))
+    split = _judge(tmp_path, _trace(tmp_path / "m.npz", START, STEPS[:1], feeds=_feeds([same, same])), reference)
+    assert split.status == "equivalent", split.message
+    whole = _judge(tmp_path, _trace(tmp_path / "w.npz", START, STEPS[:1], feeds=_feeds([same * 2, same * 2])), reference)
+    assert whole.status == "different" and "fed 16 examples in all, the original's step 8" in whole.message
+
+
 def test_data_the_original_itself_does_not_reproduce_is_inconclusive_not_different(tmp_path):
     reference = _trace(tmp_path / "r.npz", START, STEPS[:1], feeds=_feeds([["a", "b"], ["c", "d"]]))
     one = _trace(tmp_path / "one.npz", START, STEPS[:1], feeds=_feeds([["z", "b"]]))

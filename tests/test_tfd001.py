@@ -259,3 +259,18 @@ def test_an_input_made_outside_the_scope_is_not_a_finding_and_stays_put():
     analysis = analyse(source, TFD001)
     assert all("Input" not in source.splitlines()[f.line - 1] for f in analysis.findings)
     assert "inputs = keras.layers.Input(shape=(4,))\nwith strategy.scope():\n" in analysis.new_text
+
+
+def test_a_metric_a_models_train_step_updates_takes_part_in_fit():
+    """A metric made at the top of the module and updated in the model's own ``train_step``
+    (which fit runs on every replica) is made in the scope; nothing else moves."""
+    from pathlib import Path
+
+    source = (Path(__file__).parent / "data" / "tfd001_train_step_global_metric.py").read_text()
+    result = analyse(source, TFD001)
+    (finding,) = result.findings
+    assert finding.code == "TFD001" and "metric" in finding.message
+    assert source.splitlines()[finding.line - 1].startswith("hits = keras.metrics.SparseCategoricalAccuracy")
+    fixed = result.new_text
+    assert "with strategy.scope():\n    hits = keras.metrics.SparseCategoricalAccuracy" in fixed
+    assert analyse(fixed, TFD001).findings == [] and analyse(fixed, TFD001).new_text in (None, fixed)

@@ -162,7 +162,8 @@ def _given(record: RunRec, replica: Any, structure: Any) -> None:
         rows = feeds.rows(list(values))
         key = str(int(replica_id))
         if rows and key not in record.fed:
-            record.fed[key] = [len(rows), feeds.digest(rows)]
+            # (how many distinct examples: a batch of identical rows cannot tell replicas apart)
+            record.fed[key] = [len(rows), feeds.digest(rows), len(set(rows))]
         return np.int64(0)
 
     flat = [v for v in tf.nest.flatten(structure, expand_composites=True) if isinstance(v, tf.Tensor)]

@@ -252,7 +252,10 @@ def feeds(mine: dict[str, Any], theirs: dict[str, Any], replicas: int, steps: in
             seen: Counter = Counter()
             for rows in got:
                 seen.update(set(rows))
-            twice = sum(1 for count in seen.values() if count > 1)
+            # Examples that repeat within a replica's own shard (identical rows) cannot show
+            # which replica got which: the partition is then not judged by content.
+            repeated = any(len(set(rows)) < len(rows) for rows in got)
+            twice = 0 if repeated else sum(1 for count in seen.values() if count > 1)
             if twice and all(rows == got[0] for rows in got):
                 return Judged(
                     "different",
