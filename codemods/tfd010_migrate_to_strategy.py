@@ -218,7 +218,7 @@ class MigrateToStrategy(Rule):
             # Keras 3 hands a train_step each replica's share of a loss it reduces: what the
             # step reports as the loss is the share times the replica count.
             replicas = f"{tf}.distribute.get_strategy().num_replicas_in_sync"
-            for name in reported_shares(self.facts, single.train_steps):
+            for name in reported_shares(single.train_steps):
                 edits.replace(name, lambda node, replicas=replicas: cst.BinaryOperation(node, cst.Multiply(whitespace_before=cst.SimpleWhitespace(" "), whitespace_after=cst.SimpleWhitespace(" ")), cst.parse_expression(replicas)))
         inserts.add(block, position, after_strategy)
         inserts.plan(edits)

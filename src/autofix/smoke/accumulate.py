@@ -161,14 +161,15 @@ _taken: dict[int, Any] = {}
 
 def gradients_taken(result: Any) -> None:
     """What a micro-step's tape returned, so that a clip of it is known as one."""
-    _taken.update((id(g), g) for g in tf.nest.flatten(result) if g is not None)
+    from autofix.smoke import replicas
+
+    replicas.hold(_taken, result)
 
 
 def of_gradients(values: Any) -> bool:
-    if not deferring():
-        return False
-    flat = [v for v in (values if isinstance(values, (list, tuple)) else [values]) if v is not None]
-    return bool(flat) and all(id(v) in _taken for v in flat)
+    from autofix.smoke import replicas
+
+    return deferring() and replicas.held(_taken, values)
 
 
 def gradient(tape: Any) -> None:

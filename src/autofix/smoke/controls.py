@@ -137,10 +137,11 @@ def seeds() -> list[list[str]]:
 
 
 def _wrap_seed(owner: Any, name: str, label: str) -> None:
-    original = getattr(owner, name, None)
-    if original is None or getattr(original, "_autofix_smoke_control", False):
-        return
+    if owner is not None:
+        _wrap(owner, name, lambda original: _seed(original, label))
 
+
+def _seed(original, label: str):
     def seed(*args, **kwargs):
         global _seeding
         if _active and not _seeding and threading.current_thread() is threading.main_thread() and user_site(2) != "<unknown>":
@@ -153,12 +154,7 @@ def _wrap_seed(owner: Any, name: str, label: str) -> None:
                 _seeding = False
         return original(*args, **kwargs)
 
-    wrapped = functools.wraps(original)(seed)
-    wrapped._autofix_smoke_control = True
-    try:
-        setattr(owner, name, wrapped)
-    except (AttributeError, TypeError):
-        pass
+    return seed
 
 
 def _plain_number(value: Any) -> Any:
@@ -245,7 +241,7 @@ def _script_call() -> bool:
     return _active and recorder.keras_depth == 0 and threading.current_thread() is threading.main_thread()
 
 
-def _wrap(cls: type, name: str, make) -> None:
+def _wrap(cls: Any, name: str, make) -> None:
     original = getattr(cls, name, None)
     if original is None or getattr(original, "_autofix_smoke_control", False):
         return

@@ -254,16 +254,24 @@ def gradients_taken(result: Any) -> None:
     """In a replica's thread: what its tape returned, so that a clip of it is known as one."""
     replica = getattr(_local, "replica", None)
     if replica is not None:
-        replica.gradients.update((id(g), g) for g in tf.nest.flatten(result, expand_composites=False) if g is not None)
+        hold(replica.gradients, result)
 
 
 def of_gradients(values: Any) -> bool:
     """In a replica's thread: whether ``values`` are gradients its tapes returned."""
     replica = getattr(_local, "replica", None)
-    if replica is None:
-        return False
+    return replica is not None and held(replica.gradients, values)
+
+
+def hold(taken: dict[int, Any], result: Any) -> None:
+    """Keep the tensors a tape returned in ``taken``, by id (held: no other tensor takes an id)."""
+    taken.update((id(g), g) for g in tf.nest.flatten(result) if g is not None)
+
+
+def held(taken: dict[int, Any], values: Any) -> bool:
+    """Whether ``values`` (a tensor, or a list of them) are tensors kept in ``taken``."""
     flat = [v for v in (values if isinstance(values, (list, tuple)) else [values]) if v is not None]
-    return bool(flat) and all(id(v) in replica.gradients for v in flat)
+    return bool(flat) and all(id(v) in taken for v in flat)
 
 
 def clip(values: list[Any], clip_norm: Any, original: Callable[..., Any]) -> Any:
@@ -278,15 +286,8 @@ def _clipped(requests: list[tuple]) -> list[Any]:
     lengths = {len(r[1]) for r in requests}
     if len(lengths) != 1:
         raise Diverged("the replicas clipped different numbers of gradients")
-    means = []
-    for k in range(lengths.pop()):
-        parts = [r[1][k] for r in requests]
-        if any(p is None for p in parts):
-            means.append(None)
-            continue
-        dense = [tf.convert_to_tensor(p) for p in parts]
-        means.append(tf.add_n(dense) / len(dense))
-    norm = tf.linalg.global_norm([m for m in means if m is not None])
+    means = [mean_gradient([r[1][k] for r in requests]) for k in range(lengths.pop())]
+    norm = tf.linalg.global_norm([tf.convert_to_tensor(m) for m in means if m is not None])
     context.did("clipped")
     return [r[3](r[1], r[2], use_norm=norm) for r in requests]
 

@@ -22,17 +22,16 @@ from __future__ import annotations
 
 import libcst as cst
 
-from autofix.analysis.facts.script import Facts
 from autofix.analysis.syntax import nodes_in
 
 SCALED_METHODS = frozenset({"compute_loss", "_compute_loss", "compiled_loss"})
 
 
-def shares(facts: Facts | None, train_steps: list[cst.FunctionDef]) -> list[cst.Name]:
+def shares(train_steps: list[cst.FunctionDef]) -> list[cst.Name]:
     """The uses of a replica's share of the loss that ``train_steps`` report as the loss."""
     found: list[cst.Name] = []
     for step in train_steps:
-        scaled = _scaled_names(facts, step)
+        scaled = _scaled_names(step)
         if not scaled:
             continue
         for call in nodes_in(step, cst.Call):
@@ -49,7 +48,7 @@ def shares(facts: Facts | None, train_steps: list[cst.FunctionDef]) -> list[cst.
     return found
 
 
-def _scaled_names(facts: Facts | None, step: cst.FunctionDef) -> set[str]:
+def _scaled_names(step: cst.FunctionDef) -> set[str]:
     """Names bound once in ``step`` (and nowhere else in it), to a call that returns a share."""
     bound: dict[str, list[cst.BaseExpression | None]] = {}
     for node in nodes_in(step, cst.CSTNode):
@@ -66,10 +65,10 @@ def _scaled_names(facts: Facts | None, step: cst.FunctionDef) -> set[str]:
         elif isinstance(node, cst.WithItem) and node.asname is not None:
             for name in nodes_in(node.asname.name, cst.Name):
                 bound.setdefault(name.value, []).append(None)
-    return {name for name, values in bound.items() if len(values) == 1 and values[0] is not None and _a_share(facts, values[0])}
+    return {name for name, values in bound.items() if len(values) == 1 and values[0] is not None and _a_share(values[0])}
 
 
-def _a_share(facts: Facts | None, value: cst.BaseExpression) -> bool:
+def _a_share(value: cst.BaseExpression) -> bool:
     if not isinstance(value, cst.Call):
         return False
     func = value.func
