@@ -19,6 +19,16 @@ option), a strategy with one worker (``TF_CONFIG`` removed before it is made), a
 a ``shard()``, a dataset or options object that is passed through code autofix does not follow
 (another module, a container): nothing is claimed about it.
 
+The TF 1 spelling ``options.experimental_distribute.auto_shard = False`` (or ``True``) is no
+longer an option: on TF 2.21 the assignment itself raises ``AttributeError: Cannot set the
+property auto_shard on DistributeOptions.`` (measured), so the script stops there. It is
+reported in a multi-worker file. ``= True`` (auto-sharding on, TF 1's default) is fixed to
+``auto_shard_policy = tf.data.experimental.AutoShardPolicy.AUTO``, the same meaning. ``=
+False`` is fixed to ``AutoShardPolicy.OFF`` only when every dataset given those options is
+``shard()``ed before them (the workers then read their own shards, as intended); otherwise it
+is reported only: its TF 2 spelling, OFF, is exactly the bug above (every worker trains on the
+same examples), and the right change, DATA or a ``shard()`` by worker, is the author's choice.
+
 Not fixed (reported with the reason): an options object also used elsewhere, or set to OFF in
 a way other than ``options.experimental_distribute.auto_shard_policy = ...OFF``; a
 ``distribute_datasets_from_function`` function that does not shard (add
@@ -37,7 +47,7 @@ import libcst as cst
 from autofix.analysis.facts.dataflow import PASSTHROUGH
 from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker
 from autofix.analysis.syntax import argument_value, attribute_path, calls_in
-from autofix.codegen import NotFound
+from autofix.codegen import NotFound, module_alias
 from autofix.rule import Example, Rule
 
 _POLICY = "tensorflow.data.experimental.AutoShardPolicy."
@@ -48,6 +58,15 @@ _FIT = frozenset({"fit", "fit_generator"})
 MESSAGE = (
     "every worker trains on the same examples: the dataset's auto-sharding is OFF and it is "
     "not shard()ed; use AutoShardPolicy.DATA (or shard it by worker)"
+)
+OLD_SPELLING = (
+    "options.experimental_distribute.auto_shard is TF 1's spelling: TF 2 has no such option and "
+    "the assignment raises AttributeError (Cannot set the property auto_shard on DistributeOptions.)"
+)
+OLD_OFF = (
+    "its TF 2 spelling, auto_shard_policy = AutoShardPolicy.OFF, would make every worker train on "
+    "the same examples; set AutoShardPolicy.DATA (TensorFlow splits the examples), or shard() the "
+    "dataset by worker and set OFF"
 )
 FROM_FUNCTION = (
     "every worker trains on the same examples: distribute_datasets_from_function does not "
@@ -131,6 +150,8 @@ class UnshardedInput(Rule):
                 self._dataset(argument_value(call, "dataset", 0), reported)
             elif method in ("distribute_datasets_from_function", "experimental_distribute_datasets_from_function") and self._multi_worker(workers, func.value):
                 self._from_function(call, argument_value(call, "dataset_fn", 0))
+
+        self._old_spellings()
 
     def _multi_worker(self, workers: MultiWorker, expr: cst.BaseExpression) -> bool:
         classes = self.facts.strategy_classes(expr)
@@ -233,6 +254,53 @@ class UnshardedInput(Rule):
                 self._follow(returns[0].value, lineage, depth + 1)
                 return
         lineage.complete = False
+
+    # --- TF 1's auto_shard = True / False ---------------------------------------------------------
+
+    def _old_spellings(self) -> None:
+        for assign in self.facts.assigns:
+            if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+                continue
+            target = assign.targets[0].target
+            path = attribute_path(target)
+            if path is None or len(path) < 3 or path[-2:] != ("experimental_distribute", "auto_shard"):
+                continue
+            options = target.value.value  # type: ignore[attr-defined]
+            value = assign.value
+            if isinstance(value, cst.Name) and value.value == "True":
+                self.fix(target, OLD_SPELLING, lambda edits, t=target, v=value: self._renamed(edits, t, v, "AUTO"))
+            elif isinstance(value, cst.Name) and value.value == "False":
+                self.fix(target, OLD_SPELLING, lambda edits, t=target, v=value, o=options: self._off(edits, t, v, o))
+            else:
+                self.report(target, OLD_SPELLING, "set options.experimental_distribute.auto_shard_policy instead")
+
+    def _off(self, edits, target: cst.Attribute, value: cst.BaseExpression, options: cst.BaseExpression) -> None:
+        """OFF, when every dataset given these options was shard()ed before them."""
+        uses = [u for u in self._option_uses(options) if u is not options]
+        given = 0
+        for use in uses:
+            parent = self.program.parent(use)
+            holder = self.program.parent(parent) if isinstance(parent, cst.Arg) else None
+            if isinstance(holder, cst.Call) and isinstance(holder.func, cst.Attribute) and holder.func.attr.value == "with_options":
+                lineage = Lineage()
+                self._follow(holder, lineage, 0)
+                if not lineage.complete or "shard" not in lineage.methods:
+                    raise NotFound(OLD_OFF)
+                given += 1
+            elif isinstance(parent, cst.Attribute) and parent.attr.value == "experimental_distribute":
+                continue
+            else:
+                raise NotFound(OLD_OFF)
+        if not given:
+            raise NotFound(OLD_OFF)
+        self._renamed(edits, target, value, "OFF")
+
+    def _renamed(self, edits, target: cst.Attribute, value: cst.BaseExpression, policy: str) -> None:
+        tf = module_alias(self.program, "tensorflow")
+        if tf is None:
+            raise NotFound("the file does not import tensorflow as a module: set auto_shard_policy by hand")
+        edits.replace(target, lambda node: node.with_changes(attr=cst.Name("auto_shard_policy")))
+        edits.replace(value, lambda node: cst.parse_expression(f"{tf}.data.experimental.AutoShardPolicy.{policy}"))
 
     # --- distribute_datasets_from_function ------------------------------------------------------------
 
