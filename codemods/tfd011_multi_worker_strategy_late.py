@@ -1,0 +1,238 @@
+"""TFD011 multi-worker-strategy-late: a MultiWorkerMirroredStrategy made too late to join its cluster.
+
+``MultiWorkerMirroredStrategy()`` reads ``TF_CONFIG`` and configures TensorFlow's collective ops
+when it is made, and that must happen before the TensorFlow runtime starts. Measured with two
+worker processes on loopback ports (TF 2.21; docs/multiworker.md, "When the strategy is made"):
+
+- made after the script ran TensorFlow ops (``tf.constant``, a ``tf.Variable``, a ``tf.data``
+  dataset, a Keras model or optimizer, ``tf.config.list_logical_devices()``): every worker
+  fails there, ``RuntimeError: Collective ops must be configured at program startup``;
+- made before the script sets ``os.environ["TF_CONFIG"]``: no error, but each worker is a
+  cluster of one (``num_replicas_in_sync`` 1; an all-reduce of ``index + 1`` gives 1.0 and 2.0
+  instead of 3.0 on both): every worker trains alone, on its own copy of the model.
+
+The fix moves the statement that makes the strategy: up, to just before the first statement of
+its block that runs TensorFlow ops, or down, to just after the statement that sets
+``TF_CONFIG``. It moves only when the move changes nothing else: it crosses no statement that
+may leave the block (``return``, ``raise``, ``sys.exit()``...), no device setup
+(``tf.config.set_visible_devices``...) nor any other change to ``os.environ``, nothing that
+reads or writes a name the statement reads or writes; moved down, it crosses no statement
+that runs ops either (which would make it too late again).
+
+Not findings: a strategy whose ``TF_CONFIG`` the script removes first (one worker, as the
+tutorials' notebooks do), ops or a ``TF_CONFIG`` set in another block than the strategy's (a
+caller, another function), calls that do not start the runtime (measured:
+``tf.config.list_physical_devices``, ``tf.config.set_visible_devices``, ``tf.random.set_seed``,
+``keras.utils.set_random_seed``, ``tf.data.Options()``, a mixed precision policy, an unbuilt
+Keras layer).
+
+Not fixed (reported with the reason): a move that would cross any of the above, a strategy made
+inside a compound statement (``if``, ``with``, ``try``) or by a helper.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from autofix.analysis.facts.ordering import effects_of, why_not_move_down, why_not_move_up
+from autofix.analysis.syntax import is_wall
+from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker, _tf_config_change
+from autofix.codegen import NotFound, reordered
+from autofix.rule import Example, Rule
+
+# Calls that start TensorFlow's runtime (measured on TF 2.21 in a fresh process: after them the
+# eager context exists, and a MultiWorkerMirroredStrategy can no longer configure collectives).
+# Canonical qualified names; the Keras ones under ``keras.`` and ``tensorflow.keras.``.
+_STARTS = frozenset(
+    {
+        "tensorflow.constant", "tensorflow.Variable", "tensorflow.convert_to_tensor",
+        "tensorflow.config.list_logical_devices", "tensorflow.config.experimental.list_logical_devices",
+        "tensorflow.test.is_gpu_available",
+        "tensorflow.distribute.MirroredStrategy", "tensorflow.distribute.OneDeviceStrategy",
+        "tensorflow.data.TFRecordDataset", "tensorflow.data.TextLineDataset", "tensorflow.data.FixedLengthRecordDataset",
+    }
+)
+_STARTS_PREFIXES = ("tensorflow.data.Dataset.",)
+_KERAS_STARTS = frozenset({"Sequential", "Model", "Input", "models.Sequential", "models.Model", "models.load_model", "layers.Input"})
+_KERAS_STARTS_PREFIXES = ("optimizers.", "applications.")
+_KERAS_ROOTS = ("keras.", "tensorflow.keras.", "tf_keras.")
+
+AFTER_OPS = (
+    "MultiWorkerMirroredStrategy made after TensorFlow ran ops ({what}, line {line}): every worker "
+    "fails here with RuntimeError: Collective ops must be configured at program startup; make the "
+    "strategy before the first op"
+)
+BEFORE_CONFIG = (
+    "MultiWorkerMirroredStrategy made before TF_CONFIG is set (line {line}): it reads TF_CONFIG "
+    "when it is made, so each worker runs as a cluster of one and trains alone; make the strategy "
+    "after TF_CONFIG is set"
+)
+
+
+def starts_runtime(names: frozenset[str]) -> bool:
+    for name in names:
+        if name in _STARTS or name.startswith(_STARTS_PREFIXES):
+            return True
+        for root in _KERAS_ROOTS:
+            if name.startswith(root):
+                rest = name[len(root):]
+                if rest in _KERAS_STARTS or rest.startswith(_KERAS_STARTS_PREFIXES):
+                    return True
+    return False
+
+
+class MultiWorkerStrategyLate(Rule):
+    CODE = "TFD011"
+    NAME = "multi-worker-strategy-late"
+    DESCRIPTION = "MultiWorkerMirroredStrategy made after TensorFlow ran ops, or before the script sets TF_CONFIG"
+    EXAMPLES = (
+        Example(
+            before=(
+                "import tensorflow as tf\n"
+                "\n"
+                "dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)\n"
+                "strategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
+                "with strategy.scope():\n"
+                "    model = tf.keras.Sequential([tf.keras.layers.Dense(10)])\n"
+                '    model.compile(optimizer="adam", loss="mse")\n'
+                "model.fit(dataset, epochs=3)\n"
+            ),
+            after=(
+                "import tensorflow as tf\n"
+                "\n"
+                "strategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
+                "dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)\n"
+                "with strategy.scope():\n"
+                "    model = tf.keras.Sequential([tf.keras.layers.Dense(10)])\n"
+                '    model.compile(optimizer="adam", loss="mse")\n'
+                "model.fit(dataset, epochs=3)\n"
+            ),
+        ),
+        Example(
+            before=(
+                "import json, os\n"
+                "import tensorflow as tf\n"
+                "\n"
+                'os.environ["TF_CONFIG"] = json.dumps(config)\n'
+                "strategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
+                "dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)\n"
+            ),
+        ),
+    )
+
+    def applies(self) -> bool:
+        return bool(MultiWorker.of(self.program).strategies)
+
+    def check(self) -> None:
+        seen: set[int] = set()
+        for strategy in MultiWorker.of(self.program).strategies:
+            for call in strategy.constructions:
+                if id(call) in seen or not (self._class_names(call) & MULTI_WORKER):
+                    continue
+                seen.add(id(call))
+                self._construction(call)
+
+    def _class_names(self, call: cst.Call) -> set[str]:
+        return {name.rpartition(".")[2] for name in self.facts.names_of(call.func) if name.startswith("tensorflow.distribute.")}
+
+    def _construction(self, call: cst.Call) -> None:
+        statement = self.program.statement_of(call)
+        block = self.program.block_of(statement) if statement is not None else None
+        if statement is None or block is None:
+            return
+        body = list(block.body)
+        source = next(i for i, s in enumerate(body) if s is statement)
+        first = self._first_op(body[:source])
+        if first is not None:
+            index, op = first
+            what = self.program.module.code_for_node(op.func) + "()"
+            message = AFTER_OPS.format(what=what, line=self.program.line(op))
+            self.fix(call, message, lambda edits: self._move(edits, block, body, source, index, up=True))
+            return
+        for index in range(source + 1, len(body)):
+            if is_wall(body[index]):
+                break
+            if self._sets_tf_config(body[index]):
+                message = BEFORE_CONFIG.format(line=self.program.line(body[index]))
+                self.fix(call, message, lambda edits, i=index: self._move(edits, block, body, source, i, up=False))
+                return
+
+    # --- what runs before ------------------------------------------------------------------------
+
+    def _first_op(self, statements: list[cst.BaseStatement]) -> tuple[int, cst.Call] | None:
+        for index, statement in enumerate(statements):
+            call = self._op_in(statement, 0)
+            if call is not None:
+                return index, call
+        return None
+
+    def _op_in(self, node: cst.CSTNode, depth: int) -> cst.Call | None:
+        """The first call in ``node`` (outside the functions and classes it defines, through
+        the local functions it calls) that starts TensorFlow's runtime."""
+        finder = _Calls()
+        node.visit(finder)
+        for call in finder.calls:
+            if starts_runtime(self.facts.names_of(call.func)):
+                return call
+            if depth < 3:
+                function = self.facts.local_definition(call.func)
+                if isinstance(function, cst.FunctionDef) and self._op_in(function.body, depth + 1) is not None:
+                    return call
+        return None
+
+    def _sets_tf_config(self, statement: cst.BaseStatement) -> bool:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return False
+        return any(_tf_config_change(self.facts, small) is False for small in statement.body)
+
+    # --- the fix ---------------------------------------------------------------------------------
+
+    def _move(self, edits, block, body: list[cst.BaseStatement], source: int, target: int, up: bool) -> None:
+        statement = body[source]
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            raise NotFound("the strategy is not made by a statement of its own")
+        if up:
+            why = why_not_move_up(self.program, body, source, target)
+            if why is not None:
+                raise NotFound(f"the strategy cannot move before line {self.program.line(body[target])}: {why}")
+            order = [*range(target), source, *(i for i in range(target, len(body)) if i != source)]
+            edits.add(block, lambda current: reordered(current, order, up=(source,)))
+            return
+        # Down: to just after the statement that sets TF_CONFIG (at ``target``).
+        why = why_not_move_down(self.program, body, source, target)
+        if why is None:
+            moved = effects_of(self.program, statement)
+            setter = effects_of(self.program, body[target])
+            if setter.exit:
+                why = f"it would move below {setter.exit}"
+            elif moved.writes & (setter.reads | setter.writes) or moved.reads & setter.writes:
+                why = "the statement that sets TF_CONFIG uses what it makes"
+        if why is None:
+            for index in range(source + 1, target + 1):
+                if self._op_in(body[index], 0) is not None:
+                    why = f"line {self.program.line(body[index])} runs TensorFlow ops, after which the strategy fails"
+                    break
+        if why is not None:
+            raise NotFound(f"the strategy cannot move after line {self.program.line(body[target])}: {why}")
+        order = [*(i for i in range(target + 1) if i != source), source, *range(target + 1, len(body))]
+        edits.add(block, lambda current: reordered(current, order, down=(source,)))
+
+
+class _Calls(cst.CSTVisitor):
+    """The calls a statement makes when it runs, in order (not those in the functions, lambdas
+    and classes it defines)."""
+
+    def __init__(self) -> None:
+        self.calls: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False

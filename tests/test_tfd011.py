@@ -1,0 +1,105 @@
+"""TFD011 multi-worker-strategy-late: a MultiWorkerMirroredStrategy made after TensorFlow ran ops
+(moved up before them) or before TF_CONFIG is set (moved down after it)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from autofix.engine import Options, analyse
+from fixturecases import assert_fixed_is_clean, assert_fixes_to_expected, assert_left_alone, params
+
+OPTIONS = Options(select=("TFD011",))
+
+
+@pytest.mark.parametrize("case", params("tfd011", "fixed"))
+def test_fixes_to_expected(case):
+    assert_fixes_to_expected(case, OPTIONS)
+
+
+@pytest.mark.parametrize("case", params("tfd011", "fixed"))
+def test_fixed_code_is_stable(case):
+    assert_fixed_is_clean(case, OPTIONS)
+
+
+@pytest.mark.parametrize("case", params("tfd011", "unchanged"))
+def test_leaves_alone_or_reports(case):
+    assert_left_alone(case, OPTIONS)
+
+
+def _script(before: str, strategy: str = "tf.distribute.MultiWorkerMirroredStrategy()", head: str = "") -> str:
+    return f"import keras\nimport tensorflow as tf\n{head}{before}\nstrategy = {strategy}\nwith strategy.scope():\n    model = keras.Sequential([keras.layers.Dense(1)])\n"
+
+
+def _lines(source: str) -> list[int]:
+    return [f.line for f in analyse(source, OPTIONS).findings]
+
+
+def test_only_a_multi_worker_strategy_of_a_cluster_counts():
+    assert _lines(_script("x = tf.constant(1.0)")) == [4]
+    assert _lines(_script("x = tf.constant(1.0)", "tf.distribute.MirroredStrategy()")) == []
+    # TF_CONFIG removed first: one worker, nothing to join.
+    assert _lines(_script("x = tf.constant(1.0)", head="import os\nos.environ.pop('TF_CONFIG', None)\n")) == []
+
+
+def test_ops_in_a_local_function_count_and_definitions_do_not():
+    helper = "def load():\n    return tf.data.Dataset.range(8).batch(2)\n"
+    assert _lines(_script(helper + "data = load()")) == [6]
+    assert _lines(_script(helper)) == []
+    assert _lines(_script("make = lambda: tf.constant(1.0)")) == []
+
+
+def test_a_strategy_used_before_it_moves_is_not_moved():
+    source = _script("opts = tf.distribute.experimental.CommunicationOptions()\nx = tf.constant(1.0)\nopts = None", "tf.distribute.MultiWorkerMirroredStrategy(communication_options=opts)")
+    analysis = analyse(source, OPTIONS)
+    assert [f.line for f in analysis.findings] == [6]
+    assert analysis.new_text is None
+    assert "it uses 'opts', which is only set on line 5" in analysis.findings[0].reason
+
+
+# Calls the rule treats as starting TensorFlow's runtime, or not, checked against TensorFlow.
+HARMLESS = (
+    "tf.random.set_seed(1)",
+    "keras.utils.set_random_seed(1)",
+    "tf.config.list_physical_devices('CPU')",
+    "tf.data.Options()",
+    "keras.mixed_precision.set_global_policy('float32')",
+    "keras.layers.Dense(1)",
+)
+STARTING = ("tf.data.Dataset.range(8)", "keras.optimizers.Adam()", "tf.config.list_logical_devices('CPU')")
+
+
+def test_the_rule_knows_which_calls_start_the_runtime():
+    for call in HARMLESS:
+        assert _lines(_script(f"_ = {call}")) == [], call
+    for call in STARTING:
+        assert _lines(_script(f"_ = {call}")) == [4], call
+
+
+@pytest.mark.tf
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
+@pytest.mark.parametrize("starting", STARTING[:2])
+def test_tensorflow_agrees_on_which_calls_start_the_runtime(starting):
+    program = textwrap.dedent(
+        f"""
+        import keras
+        import tensorflow as tf
+        from tensorflow.python.eager import context
+
+        def started():
+            return context.context()._context_handle is not None
+
+        for call in {HARMLESS!r}:
+            eval(call)
+            assert not started(), call
+        eval({starting!r})
+        assert started(), {starting!r}
+        print("ok")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300, env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": ""})
+    assert result.stdout.strip().endswith("ok"), result.stderr[-2000:]
