@@ -69,7 +69,7 @@ def test_opt_in_rules_run_only_when_named_exactly():
     for selection in (None, ("ALL",), ("TFD",), ("TFD00",)):
         assert not set(registry.select(selection)) & set(opt_in)
     assert registry.select(("tfd005",)) == tuple(opt_in)
-    assert registry.select(("TFD00", "TFD005")) == tuple(r for r in RULES if not r.MIGRATION)
+    assert registry.select(("TFD0", "TFD005")) == tuple(r for r in RULES if not r.MIGRATION)
 
 
 def test_migration_rules_run_under_migrate_only():
