@@ -103,3 +103,34 @@ def test_tensorflow_agrees_on_which_calls_start_the_runtime(starting):
     )
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300, env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": ""})
     assert result.stdout.strip().endswith("ok"), result.stderr[-2000:]
+
+
+@pytest.mark.tf
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
+@pytest.mark.skipif(importlib.util.find_spec("tf_keras") is None, reason="tf-keras is not installed")
+def test_the_moved_strategy_joins_its_cluster(tmp_path):
+    """after_ops.py on two loopback workers (tf_keras: Keras 3's fit fails there anyway): the
+    original fails at the strategy on every worker, its fix trains on both, in agreement."""
+    import json
+
+    from click.testing import CliRunner
+
+    from autofix.cli import main
+    from fixturecases import FIXTURES, read
+
+    before = read(FIXTURES / "tfd011" / "after_ops.py")
+    after = analyse(before, OPTIONS).new_text
+    assert after is not None
+    for name, text in (("broken.py", before), ("fixed.py", after)):
+        (tmp_path / name).write_text(text)
+        report = tmp_path / f"{name}.json"
+        result = CliRunner().invoke(main, ["smoke", str(tmp_path / name), "--workers", "2", "--legacy-keras", "--steps", "2", "--json", str(report)])
+        data = json.loads(report.read_text())
+        failed = [c["message"] for c in data["checks"] if not c["passed"]]
+        if name == "broken.py":
+            assert result.exit_code == 1
+            assert any("Collective ops must be configured at program startup" in m for m in failed), failed
+        else:
+            assert result.exit_code == 0, failed
+            workers = data["workers"]
+            assert (workers["count"], workers["trained"], workers["agree"]) == (2, 2, True)
