@@ -24,7 +24,8 @@ tutorials' notebooks do), ops or a ``TF_CONFIG`` set in another block than the s
 caller, another function), calls that do not start the runtime (measured:
 ``tf.config.list_physical_devices``, ``tf.config.set_visible_devices``, ``tf.random.set_seed``,
 ``keras.utils.set_random_seed``, ``tf.data.Options()``, a mixed precision policy, an unbuilt
-Keras layer).
+Keras layer, ``tf.test.is_gpu_available()``, ``tf.function(f)`` not called), and calls autofix
+does not know to start it (only those measured, and their kin, count).
 
 Not fixed (reported with the reason): a move that would cross any of the above, a strategy made
 inside a compound statement (``if``, ``with``, ``try``) or by a helper.
@@ -40,20 +41,27 @@ from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker, _tf
 from autofix.codegen import NotFound, reordered
 from autofix.rule import Example, Rule
 
-# Calls that start TensorFlow's runtime (measured on TF 2.21 in a fresh process: after them the
-# eager context exists, and a MultiWorkerMirroredStrategy can no longer configure collectives).
-# Canonical qualified names; the Keras ones under ``keras.`` and ``tensorflow.keras.``.
+# Calls that start TensorFlow's runtime (measured on TF 2.21 in a fresh process, one call each,
+# with fixtures/multiworker/measure/starts_runtime.py: after them the eager context exists, and a
+# MultiWorkerMirroredStrategy can no longer configure collectives). Canonical qualified names;
+# the Keras ones under ``keras.``, ``tensorflow.keras.`` and ``tf_keras.``. The file-reading
+# datasets and the loaders are the ``tf.data.Dataset`` constructors' kin (not measured one by one).
 _STARTS = frozenset(
     {
         "tensorflow.constant", "tensorflow.Variable", "tensorflow.convert_to_tensor",
         "tensorflow.config.list_logical_devices", "tensorflow.config.experimental.list_logical_devices",
-        "tensorflow.test.is_gpu_available",
         "tensorflow.distribute.MirroredStrategy", "tensorflow.distribute.OneDeviceStrategy",
+        "tensorflow.summary.create_file_writer",
         "tensorflow.data.TFRecordDataset", "tensorflow.data.TextLineDataset", "tensorflow.data.FixedLengthRecordDataset",
     }
 )
 _STARTS_PREFIXES = ("tensorflow.data.Dataset.",)
-_KERAS_STARTS = frozenset({"Sequential", "Model", "Input", "models.Sequential", "models.Model", "models.load_model", "layers.Input"})
+_KERAS_STARTS = frozenset({"models.load_model"})
+# A model starts it once it has variables: a Sequential given its input shape (an ``Input``
+# first, or ``input_shape=``), a functional Model (its layers were called on an Input before).
+# ``keras.Input`` alone, an unbuilt Sequential or layer: not (measured).
+_KERAS_MODELS = frozenset({"Sequential", "models.Sequential", "Model", "models.Model"})
+_INPUT_KEYWORDS = frozenset({"input_shape", "input_dim", "batch_input_shape", "batch_shape"})
 _KERAS_STARTS_PREFIXES = ("optimizers.", "applications.")
 _KERAS_ROOTS = ("keras.", "tensorflow.keras.", "tf_keras.")
 
@@ -69,15 +77,43 @@ BEFORE_CONFIG = (
 )
 
 
-def starts_runtime(names: frozenset[str]) -> bool:
+def _keras_name(name: str) -> str | None:
+    """``Sequential`` for ``keras.Sequential`` / ``tensorflow.keras.Sequential``..., else None."""
+    for root in _KERAS_ROOTS:
+        if name.startswith(root):
+            return name[len(root):]
+    return None
+
+
+def starts_runtime(names: frozenset[str], call: cst.Call | None = None, names_of=None) -> bool:
     for name in names:
         if name in _STARTS or name.startswith(_STARTS_PREFIXES):
             return True
-        for root in _KERAS_ROOTS:
-            if name.startswith(root):
-                rest = name[len(root):]
-                if rest in _KERAS_STARTS or rest.startswith(_KERAS_STARTS_PREFIXES):
-                    return True
+        rest = _keras_name(name)
+        if rest is None:
+            continue
+        if rest in _KERAS_STARTS or rest.startswith(_KERAS_STARTS_PREFIXES):
+            return True
+        if rest in _KERAS_MODELS and call is not None and names_of is not None and _built(rest, call, names_of):
+            return True
+    return False
+
+
+def _built(model: str, call: cst.Call, names_of) -> bool:
+    """Whether a Keras model call makes a model with variables."""
+    if model.endswith("Model"):
+        return bool(call.args)
+    layers = call.args[0].value if call.args and call.args[0].keyword is None else None
+    if not isinstance(layers, (cst.List, cst.Tuple)):
+        return False
+    for element in layers.elements:
+        layer = element.value
+        if not isinstance(layer, cst.Call):
+            continue
+        if any((_keras_name(n) or "").rpartition(".")[2] in ("Input", "InputLayer") for n in names_of(layer.func)):
+            return True
+        if any(arg.keyword is not None and arg.keyword.value in _INPUT_KEYWORDS for arg in layer.args):
+            return True
     return False
 
 
@@ -172,7 +208,7 @@ class MultiWorkerStrategyLate(Rule):
         finder = _Calls()
         node.visit(finder)
         for call in finder.calls:
-            if starts_runtime(self.facts.names_of(call.func)):
+            if starts_runtime(self.facts.names_of(call.func), call, self.facts.names_of):
                 return call
             if depth < 3:
                 function = self.facts.local_definition(call.func)

@@ -69,8 +69,17 @@ HARMLESS = (
     "tf.data.Options()",
     "keras.mixed_precision.set_global_policy('float32')",
     "keras.layers.Dense(1)",
+    "keras.Input((2,))",
+    "keras.Sequential([keras.layers.Dense(1)])",
+    "tf.test.is_gpu_available()",
 )
-STARTING = ("tf.data.Dataset.range(8)", "keras.optimizers.Adam()", "tf.config.list_logical_devices('CPU')")
+STARTING = (
+    "tf.data.Dataset.range(8)",
+    "keras.optimizers.Adam()",
+    "keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])",
+    "keras.Sequential([keras.layers.Dense(1, input_shape=(2,))])",
+    "tf.config.list_logical_devices('CPU')",
+)
 
 
 def test_the_rule_knows_which_calls_start_the_runtime():
@@ -82,7 +91,7 @@ def test_the_rule_knows_which_calls_start_the_runtime():
 
 @pytest.mark.tf
 @pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
-@pytest.mark.parametrize("starting", STARTING[:2])
+@pytest.mark.parametrize("starting", STARTING[:4])
 def test_tensorflow_agrees_on_which_calls_start_the_runtime(starting):
     program = textwrap.dedent(
         f"""
