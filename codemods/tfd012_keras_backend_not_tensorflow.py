@@ -12,7 +12,8 @@ scope ends with weights identical, byte for byte, to ``fit`` with no strategy. N
 
 Reported at each ``with strategy.scope():`` that calls Keras, when the file sets
 ``KERAS_BACKEND`` to a literal other than ``"tensorflow"`` at module level before it first
-imports Keras (``import keras``, ``from keras ...``, ``tf.keras``). Only JAX was measured; the
+imports Keras (``import keras``, ``from keras ...``, ``tf.keras``): ``os.environ[...] = ...``,
+or a notebook's ``%env KERAS_BACKEND=jax`` line in a cell before. Only JAX was measured; the
 other backends (``torch``, ``numpy``) are reported on the same ground, that Keras makes no
 TensorFlow variables on them.
 
@@ -21,21 +22,23 @@ The fix (``--unsafe-fixes``: it changes the backend the whole file runs on) sets
 data parallelism (``keras.distribution.set_distribution(keras.distribution.DataParallel())``,
 without the strategy), is the author's to choose.
 
-Not fixed (reported with the reason): a file that imports the backend itself (``jax``,
+Not fixed (reported with the reason): a backend set by a ``%env`` line (autofix leaves IPython
+lines as they are), a file that imports the backend itself (``jax``,
 ``flax``, ``optax``, ``torch``...: its own code would then be handed TensorFlow tensors) or uses
 ``keras.distribution`` (JAX's distribution API).
 
 Not findings: ``KERAS_BACKEND`` set to ``"tensorflow"``, set after Keras was imported (Keras
 has chosen by then), or to a value autofix cannot read; a file that uses tf_keras (Keras 2,
 which runs on TensorFlow only) or names ``TF_USE_LEGACY_KERAS`` with ``tf.keras``; a scope that
-calls no Keras. Not covered: ``%env KERAS_BACKEND=jax`` in a notebook (magics are masked out
-of the code the rules read), a backend set in ``~/.keras/keras.json`` or by the environment.
+calls no Keras. Not covered: a backend set in ``~/.keras/keras.json``, by the environment,
+or by a ``%env`` line inside a block (a cell's ``if``).
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
+from autofix.analysis import environment
 from autofix.analysis.syntax import calls_in, nodes_in
 from autofix.analysis.training.multiworker import KERAS2, KERAS3, TF_KERAS, MultiWorker
 from autofix.codegen import NotFound
@@ -102,7 +105,8 @@ class KerasBackendNotTensorflow(Rule):
     )
 
     def applies(self) -> bool:
-        return BACKEND in self.program.source and bool(self.facts.strategies)
+        named = BACKEND in self.program.source or any(name == BACKEND for _, name, _ in environment.current().env)
+        return named and bool(self.facts.strategies)
 
     def check(self) -> None:
         setting = self._backend()
@@ -113,7 +117,11 @@ class KerasBackendNotTensorflow(Rule):
         for block in nodes_in(self.program.module, cst.With):
             if not self.facts.entered_classes(block):
                 continue
-            if any(self._keras(call) for call in calls_in(block.body)):
+            if not any(self._keras(call) for call in calls_in(block.body)):
+                continue
+            if value is None:
+                self.report(block, message, f"the backend is set by a %env line: set it to tensorflow there, or choose: {FIX}")
+            else:
                 self.fix(block, message, lambda edits: self._plan(edits, value))
 
     def _plan(self, edits, value: cst.SimpleString) -> None:
@@ -136,8 +144,8 @@ class KerasBackendNotTensorflow(Rule):
     def _keras(self, call: cst.Call) -> bool:
         return any(name.startswith(("keras.", "tensorflow.keras.")) for name in self.facts.names_of(call.func))
 
-    def _backend(self) -> tuple[int, str, cst.SimpleString] | None:
-        """(line, backend, the string that names it) of the module-level statement that sets KERAS_BACKEND to another
+    def _backend(self) -> tuple[int, str, cst.SimpleString | None] | None:
+        """(line, backend, the string that names it: None for a notebook's ``%env`` line) of the module-level statement that sets KERAS_BACKEND to another
         backend than TensorFlow before Keras is first imported; None otherwise."""
         keras = MultiWorker.of(self.program).keras
         spellings = keras.spellings
@@ -146,6 +154,7 @@ class KerasBackendNotTensorflow(Rule):
         if keras.legacy_env and TF_KERAS in spellings:
             return None
         first_keras = min(self.program.line(node) for kind in (KERAS3, TF_KERAS) for node in keras.nodes[kind])
+        magics = {mask: value for mask, name, value in environment.current().env if name == BACKEND}
         found = None
         for statement in self.program.module.body:
             if not isinstance(statement, cst.SimpleStatementLine):
@@ -153,11 +162,13 @@ class KerasBackendNotTensorflow(Rule):
             for small in statement.body:
                 if self._sets_backend(small):
                     value = small.value  # type: ignore[attr-defined]
-                    literal = value if isinstance(value, cst.SimpleString) else None
-                    found = (self.program.line(statement), _string(value), literal)
-        if found is None or found[0] > first_keras or found[1] in (None, "tensorflow") or found[2] is None:
+                    found = (self.program.line(statement), _string(value), value if isinstance(value, cst.SimpleString) else None)
+                elif isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString) and small.value.evaluated_value in magics:
+                    # ``%env KERAS_BACKEND=jax`` in a notebook (masked in the program).
+                    found = (self.program.line(statement), magics[small.value.evaluated_value], None)
+        if found is None or found[0] > first_keras or found[1] in (None, "tensorflow"):
             return None
-        return found  # type: ignore[return-value]
+        return found
 
     def _sets_backend(self, small: cst.BaseSmallStatement) -> bool:
         """Whether ``small`` is ``os.environ["KERAS_BACKEND"] = ...`` (not ``setdefault``: the

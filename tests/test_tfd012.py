@@ -98,3 +98,35 @@ def test_keras_on_jax_trains_on_one_device_in_the_scope(tmp_path: Path):
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "distributed False jax False" in result.stdout
+
+
+def _notebook(tmp_path: Path, first: str, late: bool = False) -> list:
+    import nbformat
+
+    from autofix.engine import process_path
+
+    nb = nbformat.v4.new_notebook()
+    cells = [nbformat.v4.new_code_cell(first), nbformat.v4.new_code_cell("import keras\nimport tensorflow as tf")]
+    nb.cells = [
+        *(cells[::-1] if late else cells),
+        nbformat.v4.new_code_cell(
+            "strategy = tf.distribute.MirroredStrategy()\nwith strategy.scope():\n    model = keras.Sequential([keras.layers.Dense(1)])"
+        ),
+    ]
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nb, str(path))
+    before = path.read_bytes()
+    result = process_path(str(path), UNSAFE, write=True)
+    assert path.read_bytes() == before  # an IPython line is never rewritten
+    return list(result.findings)
+
+
+def test_a_notebooks_env_magic_counts_where_its_cell_runs(tmp_path):
+    (finding,) = _notebook(tmp_path, "%env KERAS_BACKEND=jax")
+    assert finding.code == "TFD012" and finding.cell_number == 3
+    assert "%env" in finding.reason
+    assert len(_notebook(tmp_path, "%env KERAS_BACKEND jax")) == 1
+    assert _notebook(tmp_path, "%env KERAS_BACKEND=tensorflow") == []
+    assert _notebook(tmp_path, "%env TF_CPP_MIN_LOG_LEVEL=2") == []
+    # In a cell after Keras is imported: too late to matter.
+    assert _notebook(tmp_path, "%env KERAS_BACKEND=jax", late=True) == []

@@ -360,7 +360,7 @@ def process_notebook(text: str, path: str, options: Options, project: bool = Fal
     if not notebooks.is_python(notebook.data):
         return FileResult(path, skipped="not a Python notebook", notebook=True)
     try:
-        with environment.installed(environment.from_shell_lines(notebooks.shell_lines(notebook))):
+        with environment.installed(environment.from_shell_lines(notebooks.shell_lines(notebook), notebooks.env_magics(notebook))):
             analysis = _analysed(notebook.program, options, path if project else None)
     except AnalysisError as exc:
         where = notebook.cell_of(exc.line) if exc.line else None

@@ -205,6 +205,23 @@ def cell_diffs(old: str, new: str, path: str) -> str:
     return "".join(out)
 
 
+# ``%env NAME=VALUE`` or ``%env NAME VALUE`` (IPython's env magic), the value unquoted.
+_ENV = re.compile(r"^\s*%env\s+([A-Za-z_][A-Za-z0-9_]*)(?:\s*=\s*|\s+)([A-Za-z0-9_.\-]+)\s*$")
+
+
+def env_magics(notebook: Notebook) -> tuple[tuple[bytes, str, str], ...]:
+    """The notebook's one-line ``%env NAME=VALUE`` magics: (the bytes of the literal masking
+    it in the program, NAME, VALUE)."""
+    found = []
+    for magic in notebook.masker.magics:
+        if len(magic.original) != 1 or magic.statement_prefix is not None:
+            continue
+        match = _ENV.match(magic.original[0])
+        if match is not None:
+            found.append((f"{notebook.masker.token}_{magic.number}".encode(), match.group(1), match.group(2)))
+    return tuple(found)
+
+
 def shell_lines(notebook: Notebook) -> list[str]:
     """The IPython lines (shell commands, magics) the program the rules see leaves out."""
     return [line for magic in notebook.masker.magics for line in magic.original]

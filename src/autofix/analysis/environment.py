@@ -20,6 +20,9 @@ from typing import Iterable, Iterator
 class Environment:
     # Why the file can only run on Keras 2, when what it installs says so, or None.
     keras2: str | None = None
+    # A notebook's ``%env NAME=VALUE`` lines: (the bytes of the literal that stands for the line
+    # in the program the rules see, NAME, VALUE), so that a rule can tell where it runs.
+    env: tuple[tuple[bytes, str, str], ...] = ()
 
 
 _CURRENT: ContextVar[Environment] = ContextVar("autofix_environment", default=Environment())
@@ -66,11 +69,17 @@ def keras2_pin(command: str) -> str | None:
     return _pins_keras2(match.group(1)) if match is not None else None
 
 
-def from_shell_lines(lines: Iterable[str]) -> Environment:
-    """The environment a notebook's shell and magic lines set up."""
+def from_shell_lines(lines: Iterable[str], env: tuple[tuple[bytes, str, str], ...] = ()) -> Environment:
+    """The environment a notebook's shell and magic lines set up (``env``: its ``%env`` lines,
+    see :attr:`Environment.env`)."""
+    found = _keras2(lines)
+    return Environment(keras2=found, env=env)
+
+
+def _keras2(lines: Iterable[str]) -> str | None:
     for line in lines:
         if _TF1.search(line):
-            return Environment(keras2=f"the notebook selects TensorFlow 1 ({line.strip()})")
+            return f"the notebook selects TensorFlow 1 ({line.strip()})"
         match = _PIP.search(line)
         if match is None:
             continue
@@ -78,10 +87,10 @@ def from_shell_lines(lines: Iterable[str]) -> Environment:
         if pinned is None:
             continue
         if pinned.lower().startswith("keras"):
-            return Environment(keras2=f"the notebook installs Keras 2 ({line.strip()})")
+            return f"the notebook installs Keras 2 ({line.strip()})"
         # TensorFlow 2.16 made Keras 3 its Keras; before, tf.keras was Keras 2.
-        return Environment(keras2=f"the notebook installs an older TensorFlow ({line.strip()}), whose Keras is Keras 2")
-    return Environment()
+        return f"the notebook installs an older TensorFlow ({line.strip()}), whose Keras is Keras 2"
+    return None
 
 
 def current() -> Environment:
