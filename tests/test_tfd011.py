@@ -143,3 +143,25 @@ def test_the_moved_strategy_joins_its_cluster(tmp_path):
             assert result.exit_code == 0, failed
             workers = data["workers"]
             assert (workers["count"], workers["trained"], workers["agree"]) == (2, 2, True)
+
+
+def test_the_measurement_probe_is_reported_in_exactly_the_modes_that_failed():
+    """fixtures/multiworker/measure/strategy_order.py makes the strategy in one branch per mode;
+    docs/multiworker.md has what each did on two workers. The rule must report the branches
+    that crashed or ran as clusters of one, and no other."""
+    import re
+
+    from fixturecases import FIXTURES, read
+
+    source = read(FIXTURES / "multiworker" / "measure" / "strategy_order.py")
+    modes = {}
+    for number, line in enumerate(source.splitlines(), 1):
+        match = re.match(r'(?:if|elif) mode == "(\w+)":', line)
+        if match:
+            modes[number] = match.group(1)
+    flagged = set()
+    for finding in analyse(source, OPTIONS).findings:
+        flagged.add(modes[max(line for line in modes if line < finding.line)])
+    failed = {"config_after", "op_first", "devices_first", "dataset_first", "variable_first", "keras_model_first"}
+    assert flagged == failed
+    assert set(modes.values()) - failed == {"config_before", "physical_first"}
