@@ -19,16 +19,19 @@ may leave the block (``return``, ``raise``, ``sys.exit()``...), no device setup
 reads or writes a name the statement reads or writes; moved down, it crosses no statement
 that runs ops either (which would make it too late again).
 
+Ops run before the strategy's block (before the ``if __name__ == "__main__":`` it is in, or
+before the module-level call of the one function that makes it) are reported without a fix.
+
 Not findings: a strategy whose ``TF_CONFIG`` the script removes first (one worker, as the
-tutorials' notebooks do), ops or a ``TF_CONFIG`` set in another block than the strategy's (a
-caller, another function), calls that do not start the runtime (measured:
+tutorials' notebooks do), a ``TF_CONFIG`` set in another block than the strategy's, ops in a
+function called from several places or from another function, calls that do not start the runtime (measured:
 ``tf.config.list_physical_devices``, ``tf.config.set_visible_devices``, ``tf.random.set_seed``,
 ``keras.utils.set_random_seed``, ``tf.data.Options()``, a mixed precision policy, an unbuilt
 Keras layer, ``tf.test.is_gpu_available()``, ``tf.function(f)`` not called), and calls autofix
 does not know to start it (only those measured, and their kin, count).
 
-Not fixed (reported with the reason): a move that would cross any of the above, a strategy made
-inside a compound statement (``if``, ``with``, ``try``) or by a helper.
+Not fixed (reported with the reason): a move that would cross any of the above, ops that run
+outside the block that makes the strategy.
 """
 
 from __future__ import annotations
@@ -185,6 +188,12 @@ class MultiWorkerStrategyLate(Rule):
             message = AFTER_OPS.format(what=what, line=self.program.line(op))
             self.fix(call, message, lambda edits: self._move(edits, block, body, source, index, up=True))
             return
+        outer = self._op_before_block(statement)
+        if outer is not None:
+            what = self.program.module.code_for_node(outer.func) + "()"
+            message = AFTER_OPS.format(what=what, line=self.program.line(outer))
+            self.report(call, message, f"the op runs outside the block that makes the strategy (line {self.program.line(outer)}): make the strategy before it by hand")
+            return
         for index in range(source + 1, len(body)):
             if is_wall(body[index]):
                 break
@@ -200,6 +209,43 @@ class MultiWorkerStrategyLate(Rule):
             call = self._op_in(statement, 0)
             if call is not None:
                 return index, call
+        return None
+
+    def _op_before_block(self, statement: cst.BaseStatement) -> cst.Call | None:
+        """The first call that starts the runtime before ``statement``'s block runs: in the
+        blocks around it (before the ``if``, ``with``, ``try`` it is in), and for a function's
+        body, before the one module-level statement that calls the function."""
+        current: cst.CSTNode = statement
+        for _ in range(8):
+            owner = self._owner(current)
+            if owner is None:
+                return None
+            if isinstance(owner, cst.FunctionDef):
+                calls = [r for r in self.facts.references(owner) if isinstance(self.program.parent(r), cst.Call)]
+                if len(calls) != 1 or self.program.enclosing_function(calls[0]) is not None:
+                    return None
+                owner = self.program.statement_of(calls[0])
+                if owner is None:
+                    return None
+                # The calling statement itself may run ops before the call (its arguments).
+            elif isinstance(owner, cst.ClassDef):
+                return None
+            outer = self.program.block_of(owner)
+            if outer is None:
+                return None
+            statements = list(outer.body)
+            index = next(i for i, s in enumerate(statements) if s is owner)
+            first = self._first_op(statements[:index])
+            if first is not None:
+                return first[1]
+            current = owner
+        return None
+
+    def _owner(self, statement: cst.CSTNode) -> cst.BaseStatement | None:
+        """The compound statement (or function) whose block holds ``statement``."""
+        for ancestor in self.program.ancestors(statement):
+            if isinstance(ancestor, cst.BaseCompoundStatement):
+                return ancestor
         return None
 
     def _op_in(self, node: cst.CSTNode, depth: int) -> cst.Call | None:
