@@ -10,7 +10,7 @@ ORDER is the order in which fixes are applied to a file, where it matters:
 - TFD005 after them: it scales the learning rate of optimizers that TFD001 has already placed.
 - TFD006 after TFD001: it judges a model by the strategy scope it is made in, which TFD001
   may have just written.
-The multi-worker rules TFD007-TFD009 need no place in the order.
+The multi-worker rules TFD007-TFD009 and TFD011, and TFD012, need no place in the order.
 """
 
 ORDER = ("TFD010", "TFD001", "TFD002", "TFD003", "TFD004", "TFD005", "TFD006")
