@@ -12,7 +12,8 @@ scope ends with weights identical, byte for byte, to ``fit`` with no strategy. N
 
 Reported at each ``with strategy.scope():`` that calls Keras, when the file sets
 ``KERAS_BACKEND`` to a literal other than ``"tensorflow"`` at module level before it first
-imports Keras (``import keras``, ``from keras ...``, ``tf.keras``): ``os.environ[...] = ...``,
+imports Keras (``import keras``, ``from keras ...``, ``tf.keras``) or TensorFlow (``import
+tensorflow`` imports Keras: set after it, the variable is not read, measured): ``os.environ[...] = ...``,
 or a notebook's ``%env KERAS_BACKEND=jax`` line in a cell before. Only JAX was measured; the
 other backends (``torch``, ``numpy``) are reported on the same ground, that Keras makes no
 TensorFlow variables on them.
@@ -27,8 +28,8 @@ lines as they are), a file that imports the backend itself (``jax``,
 ``flax``, ``optax``, ``torch``...: its own code would then be handed TensorFlow tensors) or uses
 ``keras.distribution`` (JAX's distribution API).
 
-Not findings: ``KERAS_BACKEND`` set to ``"tensorflow"``, set after Keras was imported (Keras
-has chosen by then), or to a value autofix cannot read; a file that uses tf_keras (Keras 2,
+Not findings: ``KERAS_BACKEND`` set to ``"tensorflow"``, set after Keras or TensorFlow was
+imported (Keras has chosen by then), or to a value autofix cannot read; a file that uses tf_keras (Keras 2,
 which runs on TensorFlow only) or names ``TF_USE_LEGACY_KERAS`` with ``tf.keras``; a scope that
 calls no Keras. Not covered: a backend set in ``~/.keras/keras.json``, by the environment,
 or by a ``%env`` line inside a block (a cell's ``if``).
@@ -153,7 +154,9 @@ class KerasBackendNotTensorflow(Rule):
             return None
         if keras.legacy_env and TF_KERAS in spellings:
             return None
-        first_keras = min(self.program.line(node) for kind in (KERAS3, TF_KERAS) for node in keras.nodes[kind])
+        # ``import tensorflow`` imports Keras too (measured: KERAS_BACKEND set after it is not read).
+        imports = [node for node, b in self.program.index.bindings.items() if b.kind == "import" and b.path and b.path.split(".")[0] == "tensorflow"]
+        first_keras = min(self.program.line(node) for node in [*keras.nodes[KERAS3], *keras.nodes[TF_KERAS], *imports])
         magics = {mask: value for mask, name, value in environment.current().env if name == BACKEND}
         found = None
         for statement in self.program.module.body:

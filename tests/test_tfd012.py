@@ -63,6 +63,8 @@ def test_which_settings_count():
     assert _lines(_script('os.environ["KERAS_BACKEND"] = backend_name\n')) == []
     # The last setting before Keras is imported is the one Keras reads.
     assert _lines(_script('os.environ["KERAS_BACKEND"] = "jax"\nos.environ["KERAS_BACKEND"] = name\n')) == []
+    # After import tensorflow, which imports Keras (measured): too late.
+    assert _lines("import os\nimport tensorflow as tf\n" + _script('os.environ["KERAS_BACKEND"] = "jax"\n')) == []
     # setdefault leaves a backend the environment names.
     assert _lines(_script('os.environ.setdefault("KERAS_BACKEND", "jax")\n')) == []
 
