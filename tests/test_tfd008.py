@@ -59,3 +59,42 @@ def test_a_dataset_from_an_unknown_place_is_not_judged():
 def test_shard_after_with_options_counts_as_sharded():
     source = _off("model.fit(dataset.shard(2, strategy.cluster_resolver.task_id))")
     assert analyse(source, OPTIONS).findings == []
+
+
+def _old(value: str, pipeline: str = "tf.data.Dataset.range(8).batch(2)", strategy: str = "tf.distribute.MultiWorkerMirroredStrategy()") -> str:
+    return (
+        "import tensorflow as tf\n"
+        f"strategy = {strategy}\n"
+        "options = tf.data.Options()\n"
+        f"options.experimental_distribute.auto_shard = {value}\n"
+        f"dataset = {pipeline}.with_options(options)\n"
+        "with strategy.scope():\n"
+        "    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
+        "    model.compile(optimizer='sgd', loss='mse')\n"
+        "model.fit(dataset)\n"
+    )
+
+
+def test_tf1_auto_shard_is_reported_at_its_line():
+    for value in ("True", "False", "flags.shard"):
+        (finding,) = analyse(_old(value), OPTIONS).findings
+        assert finding.line == 4 and "AttributeError" in finding.message
+    assert analyse(_old("False", strategy="tf.distribute.MirroredStrategy()"), OPTIONS).findings == []
+
+
+def test_tf1_auto_shard_false_becomes_off_only_where_every_dataset_is_sharded():
+    sharded = analyse(_old("False", "tf.data.Dataset.range(8).shard(2, 0).batch(2)"), OPTIONS)
+    assert "auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF\n" in sharded.new_text
+    # The same options also given to a dataset that is not sharded: every worker would read it whole.
+    both = _old("False", "tf.data.Dataset.range(8).shard(2, 0).batch(2)").replace(
+        "model.fit(dataset)\n", "extra = tf.data.Dataset.range(8).batch(2).with_options(options)\nmodel.fit(dataset)\nmodel.fit(extra)\n"
+    )
+    analysis = analyse(both, OPTIONS)
+    assert analysis.new_text is None
+    assert "every worker train on the same examples" in analysis.findings[0].reason
+
+
+def test_tf1_auto_shard_true_keeps_the_files_tensorflow_name():
+    source = _old("True").replace("import tensorflow as tf\n", "import tensorflow as tflib\n").replace("tf.", "tflib.")
+    fixed = analyse(source, OPTIONS).new_text
+    assert fixed is not None and "auto_shard_policy = tflib.data.experimental.AutoShardPolicy.AUTO\n" in fixed
