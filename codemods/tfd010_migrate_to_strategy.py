@@ -78,6 +78,7 @@ from autofix.analysis.migration.compiled_losses import Weighed
 from autofix.analysis.migration.single_device import KINDS, ROWS, CustomStep, Refusal, SingleDevice
 from autofix.analysis.migration.model_prep import ModelPrep
 from autofix.analysis.migration.step_logs import LOGS
+from autofix.analysis.migration.step_returns import DICT, SUM
 from autofix.analysis.migration.placement import Placement
 from autofix.analysis.migration.reported_losses import shares as reported_shares
 from autofix.analysis.migration.step_counts import NOTE_MESSAGE as COUNT_MESSAGE, StepCounts, note as step_count_note
@@ -268,9 +269,13 @@ class MigrateToStrategy(Rule):
         args = ", ".join(params) + ("," if len(params) == 1 else "")
         run = f"{strategy}.run({step.target}, args=({args}))"
         # Losses are each replica's share of the global loss (summed); what metrics show is
-        # each replica's result (averaged, as fit averages train_step's logs); a model's rows
-        # for the replica's examples are gathered into the global batch's.
-        ops = [f"{tf}.distribute.ReduceOp.{'SUM' if kind == 'loss' else 'MEAN'}" for kind in step.combined]
+        # each replica's result (averaged, as fit averages train_step's logs); a mean over the
+        # batch is averaged, a sum or count over it summed; a model's rows for the replica's
+        # examples are gathered into the global batch's.
+        def op_of(kind: str) -> str:
+            return f"{tf}.distribute.ReduceOp.{'SUM' if kind in ('loss', SUM) else 'MEAN'}"
+
+        ops = [op_of(kind) for kind in step.combined]
 
         def combined(kind: str, op: str, value: str) -> str:
             if kind == ROWS:
@@ -287,6 +292,10 @@ class MigrateToStrategy(Rule):
                 f"    {logs} = {run}\n"
                 f"    return {{{key}: {strategy}.reduce({ops[0]}, {value}, axis=None) for {key}, {value} in {logs}.items()}}\n"
             )
+        elif step.combined == [DICT]:
+            logs = fresh_name(local, _base(step.returned[0], 0, "logs"))
+            items = ", ".join(f"{key}: {combined(kind, op_of(kind), f'{logs}[{key}]')}" for key, kind in step.entries)
+            body = f"    {logs} = {run}\n    return {{{items}}}\n"
         elif step.arity == 1:
             body = f"    return {combined(step.combined[0], ops[0], run)}\n"
         else:
