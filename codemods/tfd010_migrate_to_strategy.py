@@ -9,7 +9,9 @@ the training, and before the first object the training makes. A custom training 
 function that applies gradients, called by the loop) is run per replica: its calls go to a
 generated ``distributed_<step>`` that runs it with ``strategy.run`` and combines what it
 returns (its loss with ``strategy.reduce(SUM, ...)``, what its metrics show with ``MEAN``, as
-``fit`` does with ``train_step``'s logs), a ``tf.function`` when the step was one
+``fit`` does with ``train_step``'s logs, a mean over the batch with ``MEAN``, a sum or a count
+over it with ``SUM``, a model's rows with ``strategy.gather``, each value of a returned dict by
+its own kind: :mod:`autofix.analysis.migration.step_returns`), a ``tf.function`` when the step was one
 or has no Python side effect that tracing would run once (the step itself is not: a
 tf.function inside ``strategy.run`` cannot aggregate gradients). A step written inline in a loop
 body is first moved into a function of its own that the loop calls with the batch (see
@@ -48,7 +50,9 @@ Not fixed (not migrated; reported with the reason):
   them alone (under an ``if``, in a ``with``, bound more than once), put in a container that is
   filled later, or assigned by the step itself (a mirrored variable needs an aggregation then);
 - a step that takes no batch (it reads its data from globals), returns what is neither its
-  loss nor its metrics' results, takes ``*args`` / keyword-only parameters, is used as a value,
+  loss, its metrics' results, a model's rows, nor a mean or a sum over the batch (a maximum, a
+  reduction over given axes, a value per example, a sum divided by something, a loss object's
+  value it does not differentiate), takes ``*args`` / keyword-only parameters, is used as a value,
   places its work on devices itself (``tf.device`` towers: distributed by hand already), or
   draws random numbers in Python (NumPy's noise: a constant once traced);
 - a model built for a fixed batch (``stateful=True``, ``batch_size=``), an in-batch objective;

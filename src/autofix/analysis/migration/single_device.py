@@ -8,7 +8,8 @@ that a loop calls: the unit that ``strategy.run`` runs on every replica once the
 migrated; or a method of a model class of this file that the loop calls on its object
 (:mod:`.method_steps`). Only what can be shown right is accepted; everything else is a
 :class:`Refusal` with the reason (a loop whose update is written inline, a step that takes no
-batch, returns what is neither its loss nor what its metrics show, has a loss term of unknown
+batch, returns what is neither its loss, what its metrics show, nor a mean or a sum over the
+batch (:mod:`.step_returns`), has a loss term of unknown
 reduction, places its work on devices itself...).
 """
 

@@ -79,18 +79,26 @@ class Declined:
 class Combining:
     """How the values a step returns combine over the replicas (see the module docstring).
 
-    ``batch`` are the step's parameters the loop passes (its batch); ``known`` gives the kind the caller already knows for an expression (the differentiated
+    ``batch`` binds the step's batch (its parameters the loop passes); ``known`` gives the kind the caller already knows for an expression (the differentiated
     loss or a term of it, a metric's result, a model's rows), or None."""
 
     def __init__(
-        self, program: Program, step: cst.FunctionDef, batch: list[cst.Param], known: Callable[[cst.BaseExpression], str | None]
+        self,
+        program: Program,
+        step: cst.FunctionDef | None,
+        batch: list[cst.CSTNode],
+        known: Callable[[cst.BaseExpression], str | None],
+        inside: Callable[[cst.CSTNode], bool] | None = None,
     ) -> None:
         self.program = program
         self.facts = Facts.of(program)
         self.step = step
-        # The parameters the loop passes the batch in (a method's without ``self``).
+        # What binds the batch: the parameters the loop passes it in (a method's without
+        # ``self``), or the targets of the loop around a step written inline.
         self.batch = batch
         self.known = known
+        # Whether a binding is the step's own (a step written inline: one of its statements).
+        self.inside = inside or (lambda binding: program.enclosing_function(binding) is step)
 
     def kind(self, value: cst.BaseExpression) -> str | Declined:
         """``MEAN``, ``SUM``, a kind ``known`` gave, or why it is neither."""
@@ -128,7 +136,7 @@ class Combining:
 
     def _made_in_step(self, name: cst.Name) -> cst.BaseExpression | Declined:
         bindings = self.facts.reaching_bindings(name) or []
-        if len(bindings) != 1 or self.program.enclosing_function(bindings[0]) is not self.step:
+        if len(bindings) != 1 or not self.inside(bindings[0]):
             return Declined(name, f"{name.value} is not bound once in the step: what it holds there is not known")
         made = self.facts.assigned_value(bindings[0])
         if made is None:
@@ -223,7 +231,7 @@ class Combining:
                     seen.add(id(binding))
                     if id(binding) in params:
                         return True
-                    if self.program.enclosing_function(binding) is not self.step:
+                    if not self.inside(binding):
                         continue
                     made = self.facts.assigned_value(binding)
                     if made is not None:
