@@ -350,6 +350,8 @@ RETURNS = (
         ("tf.reduce_sum(errors) + tf.cast(tf.size(labels), tf.float32)", "sum"),
         ("tf.math.count_nonzero(errors > 1.0)", "sum"),
         ("tf.reduce_mean(loss)", "loss"),
+        ("tf.reduce_mean(tf.reduce_sum(tf.square(errors), axis=-1))", "mean"),
+        ("tf.reduce_sum(errors[:, 0])", "sum"),
     ],
 )
 def test_a_returned_mean_or_sum_over_the_batch_is_known(returned, kind):
@@ -364,7 +366,11 @@ def test_a_returned_mean_or_sum_over_the_batch_is_known(returned, kind):
         ("tf.reduce_mean(errors, axis=1)", 19, "it is reduced over given axes"),
         ("errors", 18, "it is not a mean, a sum or a count over the batch"),
         ("tf.reduce_sum(errors) / 8", 19, "it is a sum over the batch multiplied or divided"),
-        ("tf.reduce_sum(model.trainable_variables[0])", 19, "it sums what the step does not compute from its batch"),
+        ("tf.reduce_sum(model.trainable_variables[0])", 19, "it reduces what the step does not compute from its batch: every replica would add it once more"),
+        ("tf.reduce_mean(tf.square(errors - tf.reduce_mean(errors)))", 19, "it is computed from a reduction over the batch"),
+        ("tf.reduce_sum(tf.reduce_mean(errors, axis=0))", 19, "it is computed from a reduction over the batch"),
+        ("tf.reduce_mean(errors[:4])", 19, "it is computed from some of the batch's examples, picked"),
+        ("tf.reduce_mean(tf.boolean_mask(errors, errors > 1.0))", 19, "it is computed from some of the batch's examples, picked"),
         ("mse(labels, predictions)", 19, "it is a Keras loss object's value that the step does not differentiate"),
         ("tf.reduce_mean(errors) + tf.reduce_sum(errors)", 19, "it combines values that are not all means, or not all sums"),
     ],

@@ -13,12 +13,16 @@ TensorFlow 2.21, Keras 3.15: docs/migrate.md):
 
 followed through names bound once in the step, ``tf.cast`` and the like, a sign, sums and
 differences of values of one kind, and (a mean only) products with, quotients by, and sums with
-a number. Anything else is refused with the reason at its line: a maximum or a minimum (no
-``ReduceOp`` combines them), a reduction over given axes or a value not reduced over the batch
-(one per example or per feature), a sum divided by something (the batch it means is per replica
-after the migration), a sum of what is not computed from the batch (every replica would add it
-once more), and a Keras loss object's call that the step does not differentiate (inside a
-replica Keras 3 divides it by the replica count, tf_keras refuses it).
+a number. What is reduced must be computed from the batch example by example (reductions over
+an example's own axes, ``x[:, 0]``, a model's output): each replica's share of it is then its
+share of the global batch's. Anything else is refused with the reason at its line: a maximum or
+a minimum (no ``ReduceOp`` combines them), a reduction over given axes or a value not reduced
+over the batch (one per example or per feature), a sum divided by something (the batch it means
+is per replica after the migration), what is not computed from the batch (every replica would
+add a sum of it once more), what is computed across the batch's examples (a reduction over it
+inside, ``x - tf.reduce_mean(x)``; examples picked: ``x[:5]``, ``tf.boolean_mask``: each
+replica has only its share of them), and a Keras loss object's call that the step does not
+differentiate (inside a replica Keras 3 divides it by the replica count, tf_keras refuses it).
 
 An uneven last batch makes a mean differ a little from the original's, as it does for ``fit``'s
 logs.
@@ -65,7 +69,30 @@ _EXTREMES = frozenset(
         "keras.ops.min",
     }
 )
+# Calls that pick some of a tensor's rows.
+_PICKS = frozenset(
+    {
+        "tensorflow.gather",
+        "tensorflow.gather_nd",
+        "tensorflow.boolean_mask",
+        "tensorflow.unique",
+        "tensorflow.slice",
+        "tensorflow.strided_slice",
+        "tensorflow.math.top_k",
+    }
+)
 _DEPTH = 12
+
+
+def _has_zero(axis: cst.BaseExpression) -> bool:
+    """Whether an ``axis=`` argument names the first axis (0), or cannot be read."""
+    items = [e.value for e in axis.elements] if isinstance(axis, (cst.List, cst.Tuple)) else [axis]
+    for item in items:
+        if isinstance(item, cst.UnaryOperation) and isinstance(item.operator, cst.Minus) and isinstance(item.expression, cst.Integer):
+            continue  # counted from the last axis: one of an example's own (what a per-example value is reduced over)
+        if not isinstance(item, cst.Integer) or item.evaluated_value == 0:
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -187,11 +214,16 @@ class Combining:
             inner = self._kind(reduced, depth + 1)
             if isinstance(inner, str) and inner not in (ROWS, _NUMBER) and not names & _COUNTS:
                 return inner  # a scalar already (a mean, a sum, the loss...): its mean or sum is itself
-            if names & MEANS:
-                return MEAN
-            return SUM if self._from_batch(reduced) else Declined(call, "it sums what the step does not compute from its batch: every replica would add it once more")
+            if not self._from_batch(reduced):
+                return Declined(call, (
+                    "it reduces what the step does not compute from its batch"
+                    + (": every replica would add it once more" if not names & MEANS else "")
+                ))
+            return self._mixes_rows(reduced) or (MEAN if names & MEANS else SUM)
         if names & _SIZES and positional:
-            return SUM if self._from_batch(positional[0]) else Declined(call, "it counts what the step does not compute from its batch")
+            if not self._from_batch(positional[0]):
+                return Declined(call, "it counts what the step does not compute from its batch")
+            return self._mixes_rows(positional[0]) or SUM
         if loss_objects(self.facts, call.func):
             return Declined(call, (
                 "it is a Keras loss object's value that the step does not differentiate: inside a replica Keras 3 divides it "
@@ -213,8 +245,42 @@ class Combining:
             and elements[0].slice.value.evaluated_value == 0
             and self._from_batch(value.args[0].value)
         ):
-            return SUM
+            return self._mixes_rows(value.args[0].value) or SUM
         return Declined(subscript, "it is an item of a value, not reduced over the batch")
+
+    def _mixes_rows(self, expr: cst.BaseExpression) -> Declined | None:
+        """Where ``expr`` (followed through names bound in the step) is computed from values
+        across its examples, not example by example: a reduction over everything or over the
+        batch axis (``axis=0``), the batch's rows picked (``x[:5]``, ``tf.gather``,
+        ``tf.boolean_mask``). Each replica has only its share of them: its mean over a masked
+        share, or of values centred on its own mean, is not its share of the global one."""
+        seen: set[int] = set()
+        todo = [expr]
+        while todo:
+            node = todo.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            for call in nodes_in(node, cst.Call):
+                names = tf_names(self.facts, call.func)
+                if names & _PICKS:
+                    return Declined(call, "it is computed from some of the batch's examples, picked (each replica picks from its share)")
+                if names & (MEANS | SUMS | _COUNTS | _EXTREMES):
+                    axis = argument_value(call, "axis", 1)
+                    if axis is None or isinstance(axis, cst.Name) and axis.value == "None" or _has_zero(axis):
+                        return Declined(call, "it is computed from a reduction over the batch (each replica reduces its share only)")
+            for subscript in nodes_in(node, cst.Subscript):
+                first = subscript.slice[0].slice if subscript.slice else None
+                whole = isinstance(first, cst.Slice) and first.lower is None and first.upper is None and first.step is None
+                if not whole and not (isinstance(first, cst.Index) and isinstance(first.value, (cst.Ellipsis, cst.SimpleString))):
+                    return Declined(subscript, "it is computed from some of the batch's examples, picked (each replica picks from its share)")
+            for name in nodes_in(node, cst.Name):
+                for binding in self.facts.reaching_bindings(name) or []:
+                    if self.inside(binding):
+                        made = self.facts.assigned_value(binding)
+                        if made is not None:
+                            todo.append(made)
+        return None
 
     def _from_batch(self, expr: cst.BaseExpression) -> bool:
         """Whether ``expr`` is computed from the step's parameters (the batch), through names
