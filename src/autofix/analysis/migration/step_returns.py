@@ -53,7 +53,7 @@ DICT = "dict"
 _NUMBER = "number"
 
 # Calls whose value is their first argument's, as far as combining it goes.
-_SAME = frozenset({"tensorflow.cast", "tensorflow.identity", "tensorflow.convert_to_tensor", "tensorflow.stop_gradient", "builtins.float"})
+_SAME = frozenset({"tensorflow.cast", "tensorflow.identity", "tensorflow.convert_to_tensor", "tensorflow.stop_gradient"})
 _COUNTS = frozenset({"tensorflow.math.count_nonzero", "tensorflow.count_nonzero"})
 _SIZES = frozenset({"tensorflow.size"})
 _SHAPES = frozenset({"tensorflow.shape"})
@@ -175,14 +175,14 @@ class Combining:
         for side in (left, right):
             if isinstance(side, Declined):
                 return side
+        # A metric's result is averaged over the replicas as a mean over the batch is.
+        left, right = (MEAN if side == METRIC else side for side in (left, right))
         kinds = {left, right}
         if kinds & {ROWS, LOGS}:
             return Declined(node, "it is computed from a value per example or a dict of values")
         if isinstance(node.operator, (cst.Add, cst.Subtract)):
             if len(kinds) == 1:
                 return left
-            if kinds == {MEAN, METRIC}:
-                return MEAN
             if kinds == {MEAN, _NUMBER}:
                 return MEAN
         elif isinstance(node.operator, (cst.Multiply, cst.Divide)):
