@@ -9,7 +9,9 @@ the training, and before the first object the training makes. A custom training 
 function that applies gradients, called by the loop) is run per replica: its calls go to a
 generated ``distributed_<step>`` that runs it with ``strategy.run`` and combines what it
 returns (its loss with ``strategy.reduce(SUM, ...)``, what its metrics show with ``MEAN``, as
-``fit`` does with ``train_step``'s logs), a ``tf.function`` when the step was one
+``fit`` does with ``train_step``'s logs, a mean over the batch with ``MEAN``, a sum or a count
+over it with ``SUM``, a model's rows with ``strategy.gather``, each value of a returned dict by
+its own kind: :mod:`autofix.analysis.migration.step_returns`), a ``tf.function`` when the step was one
 or has no Python side effect that tracing would run once (the step itself is not: a
 tf.function inside ``strategy.run`` cannot aggregate gradients). A step written inline in a loop
 body is first moved into a function of its own that the loop calls with the batch (see
@@ -48,7 +50,9 @@ Not fixed (not migrated; reported with the reason):
   them alone (under an ``if``, in a ``with``, bound more than once), put in a container that is
   filled later, or assigned by the step itself (a mirrored variable needs an aggregation then);
 - a step that takes no batch (it reads its data from globals), returns what is neither its
-  loss nor its metrics' results, takes ``*args`` / keyword-only parameters, is used as a value,
+  loss, its metrics' results, a model's rows, nor a mean or a sum over the batch (a maximum, a
+  reduction over given axes, a value per example, a sum divided by something, a loss object's
+  value it does not differentiate), takes ``*args`` / keyword-only parameters, is used as a value,
   places its work on devices itself (``tf.device`` towers: distributed by hand already), or
   draws random numbers in Python (NumPy's noise: a constant once traced);
 - a model built for a fixed batch (``stateful=True``, ``batch_size=``), an in-batch objective;
@@ -78,6 +82,7 @@ from autofix.analysis.migration.compiled_losses import Weighed
 from autofix.analysis.migration.single_device import KINDS, ROWS, CustomStep, Refusal, SingleDevice
 from autofix.analysis.migration.model_prep import ModelPrep
 from autofix.analysis.migration.step_logs import LOGS
+from autofix.analysis.migration.step_returns import DICT, SUM
 from autofix.analysis.migration.placement import Placement
 from autofix.analysis.migration.reported_losses import shares as reported_shares
 from autofix.analysis.migration.step_counts import NOTE_MESSAGE as COUNT_MESSAGE, StepCounts, note as step_count_note
@@ -268,9 +273,13 @@ class MigrateToStrategy(Rule):
         args = ", ".join(params) + ("," if len(params) == 1 else "")
         run = f"{strategy}.run({step.target}, args=({args}))"
         # Losses are each replica's share of the global loss (summed); what metrics show is
-        # each replica's result (averaged, as fit averages train_step's logs); a model's rows
-        # for the replica's examples are gathered into the global batch's.
-        ops = [f"{tf}.distribute.ReduceOp.{'SUM' if kind == 'loss' else 'MEAN'}" for kind in step.combined]
+        # each replica's result (averaged, as fit averages train_step's logs); a mean over the
+        # batch is averaged, a sum or count over it summed; a model's rows for the replica's
+        # examples are gathered into the global batch's.
+        def op_of(kind: str) -> str:
+            return f"{tf}.distribute.ReduceOp.{'SUM' if kind in ('loss', SUM) else 'MEAN'}"
+
+        ops = [op_of(kind) for kind in step.combined]
 
         def combined(kind: str, op: str, value: str) -> str:
             if kind == ROWS:
@@ -287,6 +296,10 @@ class MigrateToStrategy(Rule):
                 f"    {logs} = {run}\n"
                 f"    return {{{key}: {strategy}.reduce({ops[0]}, {value}, axis=None) for {key}, {value} in {logs}.items()}}\n"
             )
+        elif step.combined == [DICT]:
+            logs = fresh_name(local, _base(step.returned[0], 0, "logs"))
+            items = ", ".join(f"{key}: {combined(kind, op_of(kind), f'{logs}[{key}]')}" for key, kind in step.entries)
+            body = f"    {logs} = {run}\n    return {{{items}}}\n"
         elif step.arity == 1:
             body = f"    return {combined(step.combined[0], ops[0], run)}\n"
         else:

@@ -294,3 +294,28 @@ def test_a_print_between_the_statements_of_the_step_runs_after_it():
     text = migrated(source)
     assert "def train_step(features, labels):\n    features = features * 2.0\n    with tf.GradientTape()" in text
     assert "        distributed_train_step(features, labels)\n        # shown each step\n        print('epoch', epoch)\n" in text
+
+
+def test_a_sum_or_a_count_the_inline_step_sets_and_the_loop_reads_after_it_is_handed_back_summed():
+    from fixturecases import FIXTURES, read
+
+    migrated = analyse(read(FIXTURES / "tfd010" / "inline_loop_returns_counts.py"), MIGRATE).new_text
+    assert "    return loss, correct, seen\n" in migrated
+    assert (
+        "    return strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None), strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None), "
+        "strategy.reduce(tf.distribute.ReduceOp.SUM, seen, axis=None)\n"
+    ) in migrated
+
+
+def test_what_the_inline_step_sets_and_no_replica_op_combines_is_not_handed_back():
+    from fixturecases import FIXTURES, read
+
+    source = read(FIXTURES / "tfd010" / "inline_loop_returns_counts.py").replace("tf.cast(tf.size(y), tf.float32)", "tf.reduce_max(logits)")
+    analysis = analyse(source, MIGRATE)
+    assert analysis.new_text is None
+    assert any(
+        "seen, which the step sets (line 21), is read after it (line 25): strategy.run can hand back only the loss (summed over "
+        "the replicas), a mean over the batch (averaged) or a sum or a count over it (summed), and it is none of them "
+        "(tf.reduce_max(logits), line 21: it is a maximum, minimum or product over the batch" in (f.reason or "")
+        for f in analysis.findings
+    ), [f.reason for f in analysis.findings]

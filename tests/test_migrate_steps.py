@@ -283,6 +283,109 @@ def test_logs_passed_on_before_they_are_returned_are_not_combined():
     assert any("which is neither the loss it differentiates nor what its metrics show" in r for r in _reasons(source))
 
 
+def test_each_value_a_step_returns_is_combined_by_what_it_is_over_the_batch():
+    from fixturecases import FIXTURES, read
+
+    def kinds(name):
+        (step,) = SingleDevice.of(_program(read(FIXTURES / "tfd010" / f"{name}.py"))).custom_steps
+        return step.combined, step.entries
+
+    assert kinds("step_returns_accuracy") == (["loss", "mean"], [])
+    assert kinds("step_returns_counts") == (["sum", "sum"], [])
+    assert kinds("step_returns_dict") == (["dict"], [('"loss"', "loss"), ('"mae"', "mean"), ('"far"', "sum")])
+    assert kinds("step_returns_predictions") == (["loss", "rows"], [])
+    migrated = analyse(read(FIXTURES / "tfd010" / "step_returns_counts.py"), MIGRATE).new_text
+    assert (
+        "    correct, seen = strategy.run(train_step, args=(features, labels))\n"
+        "    return strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None), strategy.reduce(tf.distribute.ReduceOp.SUM, seen, axis=None)\n"
+    ) in migrated
+
+
+def test_the_loss_returned_beside_a_mean_is_still_its_share_summed():
+    """The loss's uses are followed item by item into the wrapper: its share is summed there,
+    the accuracy beside it averaged, so the loss is divided where it is made."""
+    from fixturecases import FIXTURES, read
+
+    migrated = analyse(read(FIXTURES / "tfd010" / "step_returns_accuracy.py"), MIGRATE).new_text
+    assert "        loss = tf.reduce_mean(per_example) / strategy.num_replicas_in_sync\n" in migrated
+    assert "strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None), strategy.reduce(tf.distribute.ReduceOp.MEAN, accuracy, axis=None)" in migrated
+
+
+RETURNS = (
+    "import numpy as np\n"
+    "import tensorflow as tf\n"
+    "import keras\n"
+    "\n"
+    "x = np.random.rand(64, 4).astype('float32')\n"
+    "dataset = tf.data.Dataset.from_tensor_slices((x, x.sum(axis=1, keepdims=True))).batch(8)\n"
+    "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])\n"
+    "optimizer = keras.optimizers.SGD(0.1)\n"
+    "mse = keras.losses.MeanSquaredError()\n"
+    "\n"
+    "\n"
+    "@tf.function\n"
+    "def step(features, labels):\n"
+    "    with tf.GradientTape() as tape:\n"
+    "        predictions = model(features, training=True)\n"
+    "        loss = tf.reduce_mean(tf.square(labels - predictions))\n"
+    "    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))\n"
+    "    errors = tf.abs(labels - predictions)\n"
+    "    shown = RETURNED\n"
+    "    return loss, shown\n"
+    "\n"
+    "\n"
+    "for features, labels in dataset:\n"
+    "    loss, shown = step(features, labels)\n"
+    "    print(float(loss), shown)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("returned", "kind"),
+    [
+        ("tf.reduce_mean(errors)", "mean"),
+        ("1.0 - tf.reduce_mean(tf.cast(errors < 0.5, tf.float32))", "mean"),
+        ("100.0 * tf.reduce_mean(errors)", "mean"),
+        ("tf.reduce_sum(errors)", "sum"),
+        ("tf.reduce_sum(errors) + tf.cast(tf.size(labels), tf.float32)", "sum"),
+        ("tf.math.count_nonzero(errors > 1.0)", "sum"),
+        ("tf.reduce_mean(loss)", "loss"),
+        ("tf.reduce_mean(tf.reduce_sum(tf.square(errors), axis=-1))", "mean"),
+        ("tf.reduce_sum(errors[:, 0])", "sum"),
+        ("(tracker.result() + tf.reduce_mean(errors)) / 2.0", "mean"),
+    ],
+)
+def test_a_returned_mean_or_sum_over_the_batch_is_known(returned, kind):
+    source = RETURNS.replace("RETURNED", returned).replace("mse = keras.losses.MeanSquaredError()\n", "mse = keras.losses.MeanSquaredError()\ntracker = keras.metrics.Mean()\n")
+    (step,) = SingleDevice.of(_program(source)).custom_steps
+    assert step.combined == ["loss", kind]
+
+
+@pytest.mark.parametrize(
+    ("returned", "line", "why"),
+    [
+        ("tf.reduce_max(errors)", 19, "it is a maximum, minimum or product over the batch"),
+        ("tf.reduce_mean(errors, axis=1)", 19, "it is reduced over given axes"),
+        ("errors", 18, "it is not a mean, a sum or a count over the batch"),
+        ("tf.reduce_sum(errors) / 8", 19, "it is a sum over the batch multiplied or divided"),
+        ("tf.reduce_sum(model.trainable_variables[0])", 19, "it reduces what the step does not compute from its batch: every replica would add it once more"),
+        ("tf.reduce_mean(tf.square(errors - tf.reduce_mean(errors)))", 19, "it is computed from a reduction over the batch"),
+        ("tf.reduce_sum(tf.reduce_mean(errors, axis=0))", 19, "it is computed from a reduction over the batch"),
+        ("tf.reduce_mean(errors[:4])", 19, "it is computed from some of the batch's examples, picked"),
+        ("tf.reduce_mean(tf.boolean_mask(errors, errors > 1.0))", 19, "it is computed from some of the batch's examples, picked"),
+        ("mse(labels, predictions)", 19, "it is a Keras loss object's value that the step does not differentiate"),
+        ("tf.reduce_mean(errors) + tf.reduce_sum(errors)", 19, "it combines values that are not all means, or not all sums"),
+    ],
+)
+def test_a_returned_value_that_is_neither_a_mean_nor_a_sum_is_refused_at_its_line(returned, line, why):
+    reasons = _reasons(RETURNS.replace("RETURNED", returned))
+    assert any(
+        "step() returns shown (line 20), which is neither the loss it differentiates nor what its metrics show, nor a mean or a sum "
+        "over the batch" in r and f"(line {line}): {why}" in r
+        for r in reasons
+    ), reasons
+
+
 RUN_ON_LOGICAL_CPUS = """
 import sys
 import tensorflow as tf
@@ -341,3 +444,31 @@ def test_an_optimizer_a_method_sets_itself_is_not_taken_for_compiles():
         "    def call(self, inputs):\n", "    def reset(self):\n        self.optimizer = make_optimizer()\n\n    def call(self, inputs):\n"
     ).replace("import keras\n", "import keras\nfrom optim import make_optimizer\n")
     assert any("the optimizer the step applies (self.optimizer" in r for r in _reasons(source))
+
+
+@pytest.mark.tf
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
+def test_the_proof_holds_returned_sums_and_means_to_the_originals_at_the_global_batch(tmp_path):
+    """The counts a step returns are summed over the replicas and its mean averaged, as the
+    original returns them at twice its batch; a migration that averages a count, or sums the
+    mean, is told apart."""
+    from fixturecases import FIXTURES, read
+
+    from autofix.smoke.compare import ComparePair, compare_many
+
+    pairs = []
+    for name, wrong in (("step_returns_counts", ("ReduceOp.SUM, seen", "ReduceOp.MEAN, seen")), ("step_returns_dict", ('ReduceOp.MEAN, logs["mae"]', 'ReduceOp.SUM, logs["mae"]'))):
+        original = tmp_path / f"{name}.py"
+        original.write_text(read(FIXTURES / "tfd010" / f"{name}.py"))
+        right = read(FIXTURES / "tfd010" / f"{name}.fixed.py")
+        assert wrong[0] in right
+        (tmp_path / f"{name}.fixed.py").write_text(right)
+        (tmp_path / f"{name}.wrong.py").write_text(right.replace(*wrong))
+        pairs += [ComparePair(str(tmp_path / f"{name}.fixed.py"), str(original)), ComparePair(str(tmp_path / f"{name}.wrong.py"), str(original))]
+    counts, averaged_count, logs, summed_mean = compare_many(pairs, replicas=2, offline=True)
+    assert counts.compare.status == "equivalent", counts.compare.message
+    assert logs.compare.status == "equivalent", logs.compare.message
+    assert averaged_count.compare.status == "different"
+    assert "what its step returns differs in step 1: 16 in the migration, 32 in the original" in averaged_count.compare.message
+    assert summed_mean.compare.status == "different"
+    assert "what its step returns differs in step 1 (mae)" in summed_mean.compare.message

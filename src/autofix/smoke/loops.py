@@ -43,6 +43,7 @@ def install() -> None:
     original = mirrored_run._call_for_each_replica
     mirrored_run._call_for_each_replica = functools.wraps(original)(_for_each_replica(original))
     updates.install_tape()
+    replicas.install_sums()
 
 
 def _wrap(cls: type, name: str, make) -> None:

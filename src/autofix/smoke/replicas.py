@@ -27,7 +27,12 @@ batch) as N *virtual replicas* on this one device (:func:`run`):
   the mean update is the clipped mean. A gradient clipped element by element or tensor by
   tensor (``clip_by_value``, ``clip_by_norm``) cannot be clipped so: said (inexact);
 - what the step returns is what ``fit`` logs or ``strategy.gather`` gives: the mean over the
-  replicas of a value per replica, the replicas' rows, in order, of a value per example.
+  replicas of a value per replica, the replicas' rows, in order, of a value per example; and
+  what the original returns at the global batch for a sum or a count over the examples (a
+  ``tf.reduce_sum`` or ``tf.math.count_nonzero`` over everything of a tensor whose first axis
+  is the replica's shard, ``tf.size`` of one, ``tf.shape(x)[0]``, through ``tf.cast`` and
+  ``tf.identity``; not the value its tape differentiates): the replicas' sum
+  (:func:`install_sums`).
 
 The replicas take turns (never two at once), so what they do is deterministic and TensorFlow
 and Keras see one thread at a time. A step that cannot run so is said, not guessed:
@@ -37,6 +42,7 @@ not split evenly), :class:`Diverged` (the replicas did not reach the same update
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -100,6 +106,10 @@ class _Replica:
         self.reply: Any = None
         # the tensors the replica's tapes returned as gradients, by id (held: no other takes an id)
         self.gradients: dict[int, Any] = {}
+        # the tensors that sum or count over its examples, by id (held), and the shapes of its
+        # examples' tensors (``tf.shape(x)``, whose first item counts them)
+        self.sums: dict[int, Any] = {}
+        self.shapes: dict[int, Any] = {}
         self._turn = threading.Semaphore(0)
         self._yielded = threading.Semaphore(0)
         self.thread = threading.Thread(target=self._main, name=f"autofix-replica-{index}", daemon=True)
@@ -240,7 +250,7 @@ def run(fn: Callable[..., Any], args: tuple, kwargs: dict, count: int, on_shards
         copies.settle()
         for replica in replicas:
             replica.thread.join(timeout=5)
-    return combine([r.result for r in replicas], total // count)
+    return combine([r.result for r in replicas], total // count, [r.sums for r in replicas])
 
 
 def update(optimizer: Any, apply: Callable[[list[tuple[Any, Any]]], Any], pairs: list[tuple[Any, Any]]) -> Any:
@@ -272,6 +282,73 @@ def held(taken: dict[int, Any], values: Any) -> bool:
     """Whether ``values`` (a tensor, or a list of them) are tensors kept in ``taken``."""
     flat = [v for v in (values if isinstance(values, (list, tuple)) else [values]) if v is not None]
     return bool(flat) and all(id(v) in taken for v in flat)
+
+
+_SUMS = ("reduce_sum", "count_nonzero")
+
+
+def install_sums() -> None:
+    """Note, in a replica's thread, the tensors that sum or count over its examples (see the
+    module docstring): ``tf.reduce_sum``, ``tf.math.count_nonzero``, ``tf.size``, the first
+    item of ``tf.shape``, and ``tf.cast`` / ``tf.identity`` of one of them."""
+    if getattr(tf.size, "_autofix_smoke_sums", False):
+        return
+    for owner, name, kind in (
+        (tf, "reduce_sum", "sum"),
+        (tf.math, "reduce_sum", "sum"),
+        (tf.math, "count_nonzero", "sum"),
+        (tf, "size", "size"),
+        (tf, "shape", "shape"),
+        (tf, "cast", "same"),
+        (tf, "identity", "same"),
+    ):
+        original = getattr(owner, name)
+
+        def noted(*args, _original=original, _kind=kind, **kwargs):
+            result = _original(*args, **kwargs)
+            replica = getattr(_local, "replica", None)
+            if replica is not None and args and not tf.inside_function():
+                _note(replica, _kind, args[0], result, kwargs.get("axis", args[1] if len(args) > 1 and _kind == "sum" else None))
+            return result
+
+        functools.update_wrapper(noted, original)
+        noted._autofix_smoke_sums = True
+        setattr(owner, name, noted)
+    item = tf.Tensor.__getitem__
+
+    def getitem(self, key, _item=item):
+        result = _item(self, key)
+        replica = getattr(_local, "replica", None)
+        if replica is not None and id(self) in replica.shapes and isinstance(key, int) and key == 0 and not tf.inside_function():
+            replica.sums[id(result)] = result
+        return result
+
+    functools.update_wrapper(getitem, item)
+    tf.Tensor.__getitem__ = getitem
+
+
+def _note(replica: _Replica, kind: str, source: Any, result: Any, axis: Any) -> None:
+    if kind == "same":
+        if id(source) in replica.sums:
+            replica.sums[id(result)] = result
+        return
+    shape = getattr(source, "shape", None)
+    of_examples = shape is not None and shape.rank and shape[0] == replica.batch
+    if not of_examples:
+        return
+    if kind == "shape":
+        replica.shapes[id(result)] = result
+    elif kind == "size" or axis is None:
+        replica.sums[id(result)] = result
+
+
+def differentiated(target: Any) -> None:
+    """In a replica's thread: what its tape differentiates is its share of the loss, combined
+    as the loss is, not as a sum."""
+    replica = getattr(_local, "replica", None)
+    if replica is not None:
+        for value in tf.nest.flatten(target):
+            replica.sums.pop(id(value), None)
 
 
 def clip(values: list[Any], clip_norm: Any, original: Callable[..., Any]) -> Any:
@@ -371,10 +448,10 @@ def mean_gradient(gradients: list[Any]) -> Any:
     return tf.add_n(dense) / tf.cast(len(dense), dense[0].dtype)
 
 
-def combine(results: list[Any], batch: int) -> Any:
+def combine(results: list[Any], batch: int, sums: list[dict[int, Any]] | None = None) -> Any:
     """The replicas' results as one: per example (first axis ``batch``): their rows in order;
-    a value per replica: the mean over the replicas (as ``fit`` logs them); anything else:
-    replica 0's."""
+    a sum or a count over the examples (held in every replica's ``sums``): their sum; a value
+    per replica: the mean over the replicas (as ``fit`` logs them); anything else: replica 0's."""
     first = results[0]
     try:
         tf.nest.assert_same_structure(first, results[-1])
@@ -383,6 +460,8 @@ def combine(results: list[Any], batch: int) -> Any:
 
     def one(*values):
         head = values[0]
+        if sums is not None and all(id(v) in held for v, held in zip(values, sums)):
+            return tf.add_n([tf.convert_to_tensor(v) for v in values])
         if isinstance(head, (tf.Tensor, np.ndarray, np.floating, float)) and not isinstance(head, bool):
             tensors = [tf.convert_to_tensor(v) for v in values]
             if not all(t.dtype.is_floating or t.dtype.is_integer for t in tensors):

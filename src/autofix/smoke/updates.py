@@ -36,6 +36,8 @@ def install_tape() -> None:
         if _script_thread() and not tf.inside_function():
             recorder.gradient_loss = scalar(target)
         accumulate.gradient(self)
+        if replicas.active():
+            replicas.differentiated(target)
         result = original(self, target, *args, **kwargs)
         if replicas.active():
             replicas.gradients_taken(result)

@@ -15,6 +15,7 @@ import libcst as cst
 
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.core.inline_flow import Flow, Unsplittable, position_of
+from autofix.analysis.migration.step_returns import Combining, Declined
 from autofix.analysis.steps.losses import loss_terms_of
 from autofix.analysis.program import Program
 from autofix.analysis.steps.custom import Steps
@@ -174,11 +175,15 @@ def _returns(owner: Analyses, loop, step: list[cst.BaseStatement], flow: Flow, m
             ))
         if losses is None:
             losses = _loss_bindings(owner, step)
-        if not all(id(n) in losses for n in flow.final.get(name, nodes)):
+        final = flow.final.get(name, nodes)
+        declined = None if all(id(n) in losses for n in final) else _not_combined(owner, loop, step, final, losses)
+        if declined is not None:
             raise Unsplittable(nodes[-1], (
                 f"{name}, which the step sets (line {program.line(nodes[-1])}), is read after it (line {program.line(later[0])}): "
-                "strategy.run can hand back only the loss (summed over the replicas), and it is not the loss the step "
-                "differentiates; read it in the step, or compute it again after it, then migrate"
+                "strategy.run can hand back only the loss (summed over the replicas), a mean over the batch (averaged) or "
+                "a sum or a count over it (summed), and it is none of them ("
+                + (f"{_short(program, declined.node)}, line {program.line(declined.node)}: " if declined.node is not final[-1] else "")
+                + f"{declined.why}); read it in the step, or compute it again after it, then migrate"
             ))
         returns.append(name)
     if returns:
@@ -190,6 +195,41 @@ def _returns(owner: Analyses, loop, step: list[cst.BaseStatement], flow: Flow, m
                 "statements had set part of it"
             ))
     return returns
+
+
+def _not_combined(owner: Analyses, loop, step: list[cst.BaseStatement], final: list[cst.CSTNode], losses: set[int]) -> Declined | None:
+    """Why the value a name the step sets last holds cannot be handed back combined over the
+    replicas (:mod:`.step_returns`: a mean over the batch is, a sum or a count over it is),
+    or None when it can."""
+    program, facts = owner.program, owner.facts
+    if len(final) != 1:
+        return Declined(final[-1], "it is set on more than one path")
+    value = facts.assigned_value(final[0])
+    if value is None:
+        return Declined(final[0], "it is not set by an assignment of its own")
+
+    def inside(binding: cst.CSTNode) -> bool:
+        return _inside(program, binding, step)  # type: ignore[arg-type]
+
+    def known(expr: cst.BaseExpression) -> str | None:
+        bindings = facts.reaching_bindings(expr) if isinstance(expr, cst.Name) else None
+        return "loss" if bindings and all(id(b) in losses for b in bindings) else None
+
+    # What binds the batch: the loop's target, and what the loop's body sets from it before the step.
+    batch = [
+        binding
+        for statement in step
+        for read in _read_nodes(program, statement)
+        for binding in facts.reaching_bindings(read) or ()
+        if not inside(binding) and id(loop) in {id(a) for a in program.ancestors(binding)}
+    ]
+    kind = Combining(program, None, batch, known, inside).kind(value)
+    return kind if isinstance(kind, Declined) else None
+
+
+def _short(program: Program, node: cst.CSTNode) -> str:
+    code = " ".join(program.module.code_for_node(node).split())
+    return code if len(code) <= 50 else code[:47] + "..."
 
 
 def _try_around(program: Program, loop: cst.CSTNode, owner: cst.CSTNode) -> cst.CSTNode | None:

@@ -8,7 +8,8 @@ that a loop calls: the unit that ``strategy.run`` runs on every replica once the
 migrated; or a method of a model class of this file that the loop calls on its object
 (:mod:`.method_steps`). Only what can be shown right is accepted; everything else is a
 :class:`Refusal` with the reason (a loop whose update is written inline, a step that takes no
-batch, returns what is neither its loss nor what its metrics show, has a loss term of unknown
+batch, returns what is neither its loss, what its metrics show, nor a mean or a sum over the
+batch (:mod:`.step_returns`), has a loss term of unknown
 reduction, places its work on devices itself...).
 """
 
@@ -31,6 +32,7 @@ from autofix.analysis.steps.method_steps import MethodSteps
 from autofix.analysis.program import Program
 from autofix.analysis.steps.raw_variables import RawVariables, raw_variables
 from autofix.analysis.migration.step_logs import LOGS, shown
+from autofix.analysis.migration.step_returns import DICT, ROWS, Combining, Declined
 from autofix.analysis.steps.step_losses import unknown_term
 from autofix.analysis.steps.custom import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
@@ -39,9 +41,6 @@ from autofix.analysis.training.model import TrainingModel
 from autofix.analysis.training.sites import FIT_METHODS, Site
 from autofix.tf.symbols import IN_BATCH_OBJECTIVES, Kind
 
-# What a step returns that is one row per example of its batch (a model's output): the
-# replicas' rows are gathered into the global batch's.
-ROWS = "rows"
 
 
 @dataclass(frozen=True)
@@ -95,8 +94,12 @@ class CustomStep:
     decorator: cst.Decorator | None = None
     # How each returned value is combined over the replicas, when a call uses them: "loss"
     # (the replicas' shares, summed), "metric" (a metric's result: the replicas' mean, as fit
-    # does with train_step's logs) or "logs" (a dict of metric results, each so).
+    # does with train_step's logs), "logs" (a dict of metric results, each so), "mean" or
+    # "sum" (a mean, or a sum or count, over the batch: :mod:`.step_returns`), "rows" (a
+    # model's output, gathered) or "dict" (a dict, each value combined by its kind: ``entries``).
     combined: list[str] = field(default_factory=list)
+    # A returned "dict": its keys (as written) and how each value combines.
+    entries: list[tuple[str, str]] = field(default_factory=list)
     # The statements that make the tf.Variable objects it trains (put in the scope).
     variables: RawVariables | None = None
     # A method of a class of this file, called by the loop on one object made here
@@ -368,19 +371,25 @@ class SingleDevice(Derived):
             for ret in returns:
                 values = [e.value for e in ret.value.elements] if isinstance(ret.value, cst.Tuple) else [ret.value]  # type: ignore[union-attr]
                 combined = []
+                entries: list[tuple[str, str]] = []
                 for value in values:
-                    kind = "loss" if self._is_loss(value, function) else shown(self.program, function, value)
-                    if kind is None and self._model_rows(value, function):
-                        kind = ROWS
-                    if kind is None or kind == LOGS and len(values) != 1:
+                    kind = self._return_kind(value, step)
+                    if isinstance(kind, tuple):
+                        entries, kind = kind[1], DICT
+                    if isinstance(kind, Declined) or kind in (LOGS, DICT) and len(values) != 1:
+                        why = (
+                            f", nor a mean or a sum over the batch: {_short(self.program, kind.node)} (line {self.program.line(kind.node)}): {kind.why}"
+                            if isinstance(kind, Declined)
+                            else ""
+                        )
                         return Refusal(value, (
                             f"{name}() returns {_short(self.program, value)} (line {self.program.line(value)}), which is neither "
-                            "the loss it differentiates nor what its metrics show: how to combine it over the replicas is not known"
+                            f"the loss it differentiates nor what its metrics show{why}: how to combine it over the replicas is not known"
                         ))
                     combined.append(kind)
-                if step.combined and combined != step.combined:
+                if step.combined and (combined != step.combined or entries != step.entries):
                     return Refusal(ret, f"{name}() returns different things on different paths (line {self.program.line(ret)})")
-                step.combined = combined
+                step.combined, step.entries = combined, entries
         device = self._device_placement(function)
         if device is not None:
             return device
@@ -406,6 +415,53 @@ class SingleDevice(Derived):
             return Refusal(*found)
         step.variables = found if found.statements else None
         return None
+
+    def _known_kind(self, value: cst.BaseExpression, function: cst.FunctionDef) -> str | None:
+        """The loss (or a term of it), a metric's result or a dict of them, a model's rows."""
+        kind = "loss" if self._is_loss(value, function) else shown(self.program, function, value)
+        if kind is None and self._model_rows(value, function):
+            kind = ROWS
+        return kind
+
+    def _return_kind(self, value: cst.BaseExpression, step: CustomStep) -> str | Declined | tuple[str, list[tuple[str, str]]]:
+        """How a returned value combines over the replicas: a kind, why it cannot, or for a
+        dict (not only of metric results) ``(DICT, [(key, kind), ...])``."""
+        function = step.function
+        known = self._known_kind(value, function)
+        if known is not None:
+            return known
+        combining = Combining(self.program, function, step.params, lambda v: self._known_kind(v, function))
+        made = self._returned_dict(value, function)
+        if made is None:
+            return combining.kind(value)
+        entries = []
+        for element in made.elements:
+            if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
+                return Declined(element, "its keys are not all written out as strings")
+            kind = combining.kind(element.value)
+            if isinstance(kind, Declined):
+                return kind
+            if kind == LOGS:
+                return Declined(element.value, "it is a dict of values inside a dict")
+            entries.append((element.key.value, kind))
+        if len({key for key, _ in entries}) != len(entries):
+            return Declined(made, "a key is written twice")
+        return DICT, entries
+
+    def _returned_dict(self, value: cst.BaseExpression, function: cst.FunctionDef) -> cst.Dict | None:
+        """The dict a step returns: written in the ``return``, or bound once in the step to a
+        name read nowhere else (so nothing adds to it)."""
+        if isinstance(value, cst.Dict):
+            return value
+        if not isinstance(value, cst.Name):
+            return None
+        bindings = self.facts.reaching_bindings(value) or []
+        if len(bindings) != 1 or self.program.enclosing_function(bindings[0]) is not function:
+            return None
+        made = self.facts.assigned_value(bindings[0])
+        if not isinstance(made, cst.Dict) or any(use is not value for use in self.facts.uses(bindings[0])):  # type: ignore[arg-type]
+            return None
+        return made
 
     def _model_rows(self, value: cst.BaseExpression, step: cst.FunctionDef) -> bool:
         """Whether ``value`` is what a Keras model made in this file outputs for the step's

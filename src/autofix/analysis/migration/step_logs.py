@@ -7,8 +7,7 @@ a metric keeps its totals per replica, and ``result()`` read in a replica is tha
 the migration combines them as Keras's ``fit`` combines what ``train_step`` returns: the mean
 over the replicas (``strategy.reduce(MEAN, ...)``), which is the metric over all the examples
 when every replica has seen as many (an uneven last batch makes it differ a little, as it does
-for ``fit``). Anything else a step returns (predictions, a tensor it computed) has no known
-way to be combined, and is refused.
+for ``fit``). What else a step returns is judged by :mod:`.step_returns`.
 """
 
 from __future__ import annotations

@@ -65,25 +65,68 @@ class _Flow:
         self.summed = False
 
     def first(self, start: cst.BaseExpression) -> Use | None:
-        seen: set[tuple[int, tuple[int, ...]]] = set()
-        pending: list[tuple[cst.CSTNode, tuple[cst.Call, ...]]] = [(start, ())]
+        seen: set[tuple] = set()
+        pending: list[tuple] = [(start, ())]
         while pending:
-            node, stack = pending.pop()
-            key = (id(node), tuple(id(c) for c in stack))
+            node, stack, *rest = pending.pop()
+            # Where the value is in a tuple or dict that holds it (None: it is the whole value).
+            select = rest[0] if rest else None
+            key = (id(node), tuple(id(c) for c in stack), select)
             if key in seen:
                 continue
             seen.add(key)
             if len(seen) > _LIMIT:
                 return Use(node)
+            if select is not None:
+                held = self.held(node, select, stack, pending)
+                if held is not False:
+                    if held is not None and not self.every:
+                        return held
+                    continue
             found = self.step(node, stack, pending)
             if found is not None and not self.every:
                 return found
         return None
 
+    def held(self, node: cst.CSTNode, select: tuple, stack: tuple, pending: list) -> Use | None | bool:
+        """A container that holds the value at ``select`` (a returned tuple's position, a
+        string key of a dict): followed where it keeps that place (assigned, returned), and
+        to that item where it is unpacked or subscripted; False where it is used otherwise
+        (then followed as the value itself, as a container's every use is)."""
+        program = self.program
+        parent = program.parent(node)
+        if isinstance(parent, cst.Return) or isinstance(parent, cst.Assign) and all(isinstance(t.target, cst.Name) for t in parent.targets):
+            if isinstance(parent, cst.Return):
+                before = len(pending)
+                found = self.returned(parent, stack, pending)
+                pending[before:] = [(n, s, select) for n, s, *_ in pending[before:]]
+                return found
+            for target in parent.targets:
+                pending.extend((use, stack, select) for use in self.facts.uses(target.target))  # type: ignore[arg-type]
+            return None
+        if select[0] == "index" and isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+            target = parent.targets[0].target
+            if isinstance(target, (cst.Tuple, cst.List)) and all(isinstance(e, cst.Element) and isinstance(e.value, cst.Name) for e in target.elements):
+                if select[1] < len(target.elements):
+                    pending.extend((use, stack) for use in self.facts.uses(target.elements[select[1]].value))  # type: ignore[arg-type]
+                    return None
+        if select[0] == "key" and isinstance(parent, cst.Subscript) and parent.value is node and len(parent.slice) == 1:
+            index = parent.slice[0].slice
+            if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+                if index.value.evaluated_value == select[1]:
+                    pending.append((parent, stack))
+                return None
+        return False
+
     def step(self, node: cst.CSTNode, stack: tuple[cst.Call, ...], pending: list) -> Use | None:
         program = self.program
         parent = program.parent(node)
-        if isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation, cst.Tuple, cst.List, cst.Dict)):
+        holder = program.parent(parent) if isinstance(parent, (cst.Element, cst.DictElement)) else None
+        if isinstance(parent, cst.Element) and parent.value is node and isinstance(holder, cst.Tuple) and isinstance(program.parent(holder), cst.Return):
+            pending.append((holder, stack, ("index", list(holder.elements).index(parent))))
+        elif isinstance(parent, cst.DictElement) and parent.value is node and isinstance(parent.key, cst.SimpleString):
+            pending.append((holder, stack, ("key", parent.key.evaluated_value)))
+        elif isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation, cst.Tuple, cst.List, cst.Dict)):
             pending.append((parent, stack))
         elif isinstance(parent, (cst.Element, cst.DictElement)) and parent.value is node:
             pending.append((parent, stack))
