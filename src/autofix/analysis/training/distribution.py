@@ -2,13 +2,20 @@
 is shown safe: the one fix :mod:`.inputs`' findings can have.
 
 The dataset is distributed once, before the outermost loop around the ``for`` loop that
-iterates it, and that loop iterates the distributed one instead (counted by ``enumerate``, or
-cut by the header's ``ds.take(n)``, as before). Shown safe only when: every
+iterates it (or around the ``iter(ds)`` that makes its iterator), inside the loops that make
+the dataset anew (``for epoch ...: ds = make(); for batch in ds:``), and the loop iterates the
+distributed one instead, its header otherwise as it was: counted by ``enumerate``, zipped with a
+``range`` (``zip(range(n), ds)``), shown by a progress bar (``tqdm(ds)``), cut by
+``ds.take(n)`` (kept on the dataset: a distributed dataset has no ``take``); ``it = iter(ds)``
+read only by ``next(it)`` iterates it the same way (measured on TF 2.21: ``iter``, ``next``
+until ``StopIteration``, ``zip``, ``enumerate`` and ``tqdm`` work on a distributed dataset,
+``tqdm`` without a total; ``len`` and ``take`` do not). Shown safe only when: every
 undistributed value comes from that one loop over a batched dataset bound once in view (not a
 parameter: other files may pass a distributed one; unless ``autofix migrate`` is moving a file
 that distributed nothing, whose callers all pass plain datasets); the loop's batches go to ``strategy.run``
-and nowhere else (a distributed batch is not a tensor), through local functions too, except
-plain reads in the loop's body, which read the global batch instead (``strategy.gather``); the
+and nowhere else (a distributed batch is not a tensor), through local functions, names and
+unpacking (``x, y = batch``) too, except plain reads in the loop's body, which read the global
+batch instead (``strategy.gather``); the
 strategy running the steps is in view at the loop; the loop is not in a ``tf.function``; and no
 step divides its loss by a global batch other than the dataset's (split over the replicas,
 that loss would change; a division by the dataset's own batch becomes right).
@@ -21,6 +28,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from autofix.analysis.facts.callees import words
+from autofix.analysis.facts.dataflow import progress_bar_iterable
 from autofix.analysis.training.inputs import Feed, Inputs, is_self_attribute
 from autofix.analysis.steps.losses import loss_terms_of
 from autofix.analysis.syntax import argument_value, nodes_in
@@ -30,12 +38,13 @@ from autofix.analysis.training.compiled import batch_size_of
 @dataclass(frozen=True)
 class Distribution:
     """How to distribute the dataset a loop feeds to ``strategy.run``: once, before
-    ``before`` (the outermost loop around the one that iterates it), with the strategy
+    ``before`` (the outermost loop around the one that iterates it, or around the statement
+    that makes its iterator: ``loop``), with the strategy
     ``strategy`` (the receiver of the ``strategy.run`` calls, when it names the same object where
     the loop is: a plain name the caller checks is in view, or ``self.<name>`` in the same class)."""
 
     dataset: cst.Name
-    loop: cst.For
+    loop: cst.For | cst.BaseStatement
     before: cst.BaseStatement
     strategy: cst.BaseExpression
     # What the loop iterates, when more than the dataset's name (``dataset.take(n)``): it is
@@ -61,17 +70,24 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
             "some of it is distributed and some is not" if "distributed" in kinds else
             f"it is a {'NumPy array' if 'array' in kinds else 'replica shard'}, not a dataset that can be distributed in place"
         )
-    loops = {id(o.loop): o for o in origins}
-    if len(loops) != 1:
+    places = {id(o.node): o for o in origins}
+    if len(places) != 1 or len({id(o.loop) for o in origins}) != 1:
         raise NotDistributable("the data comes from more than one place")
-    origin = next(iter(loops.values()))
+    origin = next(iter(places.values()))
     loop, dataset = origin.loop, origin.node
     iterated = dataset
-    if loop is not None and _iterated(inputs, loop) is dataset and not isinstance(dataset, cst.Name):
+    target = _batch_target(inputs, loop, dataset) if loop is not None else None
+    nexts = _nexts(inputs, dataset) if loop is None else None
+    site: cst.For | cst.BaseStatement | None = loop
+    if nexts is not None:
+        # ``it = iter(dataset)``: what is distributed is what ``iter`` is given.
+        dataset = iterated = nexts[0].args[0].value
+        site = program.statement_of(nexts[0])
+    if (target is not None or nexts) and not isinstance(dataset, cst.Name):
         # ``dataset.take(n)`` in the loop's header: the named dataset, cut or shuffled there.
         dataset = _chain_root(dataset)  # type: ignore[assignment]
-    if loop is None or _iterated(inputs, loop) is not iterated or not isinstance(dataset, cst.Name):
-        raise NotDistributable("the batches are not those of a for loop over a dataset named in view")
+    if site is None or target is None and not nexts or not isinstance(dataset, cst.Name):
+        raise NotDistributable("the batches are not those of a for loop or an iterator over a dataset named in view")
     bindings = facts.bindings(dataset) or []
     reaching = facts.reaching_bindings(dataset) or []
     if len(bindings) > 1 and len(reaching) == 1 and all(program.line(b) <= program.line(reaching[0]) for b in bindings):
@@ -90,33 +106,121 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
     batches = [batch_size_of(program, m) if m is not None else None for m in made]
     if not batches or any(b is None for b in batches) or len({program.module.code_for_node(b) for b in batches}) != 1:  # type: ignore[arg-type]
         raise NotDistributable(f"{dataset.value} is not batched where it is made")
-    if steps.in_graph(loop):
+    if steps.in_graph(site) or nexts and any(steps.in_graph(n) for n in nexts[1:]):
         raise NotDistributable("the loop runs inside a tf.function, where a dataset cannot be distributed")
     runs = {id(feed.run): feed.run for feed in feeds}
-    batch_runs, gathered = _batch_runs(inputs, loop)
+    if nexts:
+        batch_runs, gathered = _next_runs(inputs, nexts[1:]), []
+    else:
+        batch_runs, gathered = _batch_runs(inputs, loop, target)  # type: ignore[arg-type]
     for run in batch_runs:
         runs[id(run)] = run
-    strategy = _strategy_at(inputs, list(runs.values()), loop)
+    strategy = _strategy_at(inputs, list(runs.values()), site)
     _scaled_for(inputs, list(runs.values()), dataset, batches[0])  # type: ignore[arg-type]
-    before = _outermost_loop(program, loop)
+    # Not above the loop that makes the dataset anew (``for epoch ...: ds = make()``).
+    before = _outermost_loop(program, site, bindings[0])
     if iterated is not dataset:
         for name in nodes_in(iterated, cst.Name):
             if program.access(name) is not None and any(_inside(program, b, before) for b in facts.bindings(name) or ()):
                 raise NotDistributable(f"{name.value}, which the loop's header reads, is set again in the loop")
     if program.line(bindings[0]) >= program.line(before) and program.enclosing_function(bindings[0]) is program.enclosing_function(before):
         raise NotDistributable(f"{dataset.value} is not made before the loop")
-    return Distribution(dataset, loop, before, strategy, iterated, tuple(gathered))
+    return Distribution(dataset, site, before, strategy, iterated, tuple(gathered))
 
 
-def _batch_runs(inputs: Inputs, loop: cst.For) -> tuple[list[cst.Call], list[cst.Name]]:
-    """The ``strategy.run`` calls the loop's batches go to, and the reads of a batch in the
-    loop's body that go nowhere near them (a display of the batch, a score on it): those read
-    it through ``strategy.gather`` (:func:`_gatherable`). Raises when a batch goes anywhere
-    else (a distributed batch is not a tensor)."""
+def _batch_target(inputs: Inputs, loop: cst.For, node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """What the loop binds each item of ``node`` (a part of its header) to, when the header
+    only counts it, zips it with other iterables or shows its progress: ``for batch in ds``,
+    ``for i, batch in enumerate(ds)``, ``for i, batch in zip(range(n), ds)``, ``for batch in
+    tqdm(ds)`` (``batch`` each time); else None."""
     program, facts = inputs.program, inputs.facts
-    target = loop.target
-    if loop.iter is not _iterated(inputs, loop) and isinstance(target, (cst.Tuple, cst.List)):
-        target = target.elements[1].value  # ``for i, batch in enumerate(dataset)``: not the counter
+    expr, target = loop.iter, loop.target
+    while expr is not node:
+        if not isinstance(expr, cst.Call) or any(a.star for a in expr.args):
+            return None
+        wrapped = progress_bar_iterable(facts, expr)
+        if wrapped is not None:
+            expr = wrapped
+            continue
+        names = facts.names_of(expr.func)
+        positional = [a.value for a in expr.args if a.keyword is None]
+        parts = list(target.elements) if isinstance(target, (cst.Tuple, cst.List)) else []
+        if any(isinstance(p, cst.StarredElement) for p in parts):
+            return None
+        if "builtins.enumerate" in names and positional and len(parts) == 2:
+            expr, target = positional[0], parts[1].value  # not the counter
+            continue
+        if "builtins.zip" in names and positional and len(positional) == len(expr.args) == len(parts):
+            index = next((i for i, p in enumerate(positional) if p is node or _inside(program, node, p)), None)
+            if index is None:
+                return None
+            expr, target = positional[index], parts[index].value
+            continue
+        return None
+    return target
+
+
+def _nexts(inputs: Inputs, node: cst.BaseExpression) -> list[cst.Call] | None:
+    """For ``node`` made an iterator of, ``it = iter(node)`` read only by ``next(it)`` (or
+    ``next(iter(node))`` itself), or for ``it`` read there: the ``iter`` call, then the
+    ``next`` calls; else None. Raises when the iterator is read otherwise or made more than
+    once."""
+    program, facts = inputs.program, inputs.facts
+    if isinstance(node, cst.Name) and _next_of(inputs, node) is not None:
+        values = [facts.assigned_value(b) for b in facts.bindings(node) or ()]
+        if len(values) != 1 or not isinstance(values[0], cst.Call) or not values[0].args:
+            raise NotDistributable(f"the iterator {node.value} is not made once, by iter() of a dataset")
+        node = values[0].args[0].value
+    arg = program.parent(node)
+    made = program.parent(arg)
+    if not (isinstance(arg, cst.Arg) and isinstance(made, cst.Call) and len(made.args) == 1 and arg.keyword is None and not arg.star):
+        return None
+    if "builtins.iter" not in facts.names_of(made.func):
+        return None
+    if _next_of(inputs, made) is not None:
+        return [made, _next_of(inputs, made)]  # type: ignore[list-item]
+    name = facts.assigned_name(made)
+    if name is None:
+        raise NotDistributable(f"the iterator made on line {program.line(made)} is not named once")
+    if len(facts.bindings(name) or []) != 1:
+        raise NotDistributable(f"the iterator {name.value} is made more than once")
+    found: list[cst.Call] = [made]
+    for use in facts.uses(name):
+        call = _next_of(inputs, use)
+        if call is None:
+            raise NotDistributable(f"the iterator {name.value} is also read on line {program.line(use)}, where it would give distributed batches")
+        found.append(call)
+    return found if len(found) > 1 else None
+
+
+def _next_of(inputs: Inputs, node: cst.CSTNode) -> cst.Call | None:
+    """``next(node)``, when ``node`` is read there (with no default)."""
+    arg = inputs.program.parent(node)
+    call = inputs.program.parent(arg)
+    if isinstance(arg, cst.Arg) and isinstance(call, cst.Call) and len(call.args) == 1 and arg.keyword is None and not arg.star:
+        if "builtins.next" in inputs.facts.names_of(call.func):
+            return call
+    return None
+
+
+def _next_runs(inputs: Inputs, nexts: list[cst.Call]) -> list[cst.Call]:
+    """The ``strategy.run`` calls the batches that ``next`` hands back go to; raises when one
+    goes anywhere else."""
+    runs: list[cst.Call] = []
+    for call in nexts:
+        found, elsewhere = _follow(inputs, call)
+        if elsewhere is not None:
+            raise NotDistributable(f"the batch is also used on line {inputs.program.line(elsewhere)}, where a distributed batch would not do")
+        runs.extend(found)
+    return runs
+
+
+def _batch_runs(inputs: Inputs, loop: cst.For, target: cst.BaseExpression) -> tuple[list[cst.Call], list[cst.Name]]:
+    """The ``strategy.run`` calls the loop's batches (bound to ``target``) go to, and the
+    reads of a batch in the loop's body that go nowhere near them (a display of the batch, a
+    score on it): those read it through ``strategy.gather`` (:func:`_gatherable`). Raises when
+    a batch goes anywhere else (a distributed batch is not a tensor)."""
+    program, facts = inputs.program, inputs.facts
     runs: list[cst.Call] = []
     gathered: list[cst.Name] = []
     for use in [use for name in _names(target) for use in facts.uses(name)]:
@@ -165,7 +269,7 @@ def _follow(inputs: Inputs, start: cst.CSTNode) -> tuple[list[cst.Call], cst.CST
                 continue
         if isinstance(parent, cst.Assign) and parent.value is use:
             names = [n for t in parent.targets for n in _names(t.target)]
-            if names and all(isinstance(t.target, (cst.Tuple, cst.List)) for t in parent.targets):
+            if names and all(isinstance(t.target, (cst.Tuple, cst.List, cst.Name)) for t in parent.targets):
                 pending.extend(u for n in names for u in facts.uses(n))
                 continue
         elsewhere = elsewhere or use
@@ -192,7 +296,7 @@ def _inside(program, node: cst.CSTNode, container: cst.CSTNode) -> bool:
     return any(a is container for a in program.ancestors(node))
 
 
-def _strategy_at(inputs: Inputs, runs: list[cst.Call], loop: cst.For) -> cst.BaseExpression:
+def _strategy_at(inputs: Inputs, runs: list[cst.Call], loop: cst.CSTNode) -> cst.BaseExpression:
     program = inputs.program
     receivers = [run.func.value for run in runs]  # type: ignore[union-attr]
     codes = {program.module.code_for_node(r) for r in receivers}
@@ -256,22 +360,12 @@ def _chain_root(expr: cst.BaseExpression) -> cst.BaseExpression | None:
     return expr if isinstance(expr, cst.Name) else None
 
 
-def _iterated(inputs: Inputs, loop: cst.For) -> cst.BaseExpression:
-    """What the loop iterates: its iterable, or what ``enumerate`` counts the items of
-    (a distributed dataset is counted as well)."""
-    iterable = loop.iter
-    if isinstance(iterable, cst.Call) and "builtins.enumerate" in inputs.facts.names_of(iterable.func):
-        target = loop.target
-        first = iterable.args[0] if iterable.args else None
-        if first is not None and first.keyword is None and not first.star and isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
-            return first.value
-    return iterable
-
-
-def _outermost_loop(program, loop: cst.For) -> cst.BaseStatement:
+def _outermost_loop(program, loop: cst.BaseStatement, made: cst.CSTNode) -> cst.BaseStatement:
+    """The outermost loop around ``loop`` (itself when there is none) in its function, below the
+    loop ``made`` (where the dataset is bound) is in."""
     outer: cst.BaseStatement = loop
     for ancestor in program.ancestors(loop):
-        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) or _inside(program, made, ancestor):
             break
         if isinstance(ancestor, (cst.For, cst.While)):
             outer = ancestor

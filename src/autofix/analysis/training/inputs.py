@@ -10,7 +10,7 @@ same batch are summed.
 
 Each argument is followed backwards to where its value is made: through names (every binding
 that may reach the read: a value rebuilt on one branch counts), ``for`` loops and
-``enumerate`` / ``zip`` / ``iter`` / ``next``, tuple unpacking, subscripts, the parameters of
+``enumerate`` / ``zip`` / ``iter`` / ``next`` and progress bars (``tqdm(ds)``), tuple unpacking, subscripts, the parameters of
 local functions (to what their callers pass) and their returns, and ``self`` attributes. An
 origin is ``distributed``, ``dataset`` (a ``tf.data`` / Keras / TFDS dataset, with the
 expression iterated), ``array`` (NumPy, or a Keras ``load_data``), ``shard``, or unknown
@@ -27,7 +27,7 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.facts.callees import Callables
-from autofix.analysis.facts.dataflow import LOADERS, PASSTHROUGH
+from autofix.analysis.facts.dataflow import LOADERS, PASSTHROUGH, progress_bar_iterable
 from autofix.analysis.steps.custom import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path
 from autofix.tf.symbols import Kind
@@ -256,6 +256,10 @@ class Inputs(Derived):
                 return
             if names & {"builtins.range"}:
                 found.append(Origin("unknown", expr))
+                return
+            wrapped = progress_bar_iterable(facts, expr)
+            if wrapped is not None:
+                self._elements(wrapped, found, seen, depth + 1, loop, path)
                 return
         if isinstance(expr, cst.Name):
             bindings = facts.reaching_bindings(expr) or []
