@@ -285,11 +285,12 @@ class Inputs(Derived):
         if isinstance(expr, cst.Call) and self._kind(expr) is None:
             callees, complete = self.callables.of_call(expr.func)
             if callees and complete:
-                for callee in callees:
-                    info = facts.functions.get(callee.function)  # type: ignore[arg-type]
-                    for ret in info.returns if info else ():
-                        if ret.value is not None:
-                            self._elements(ret.value, found, seen, depth + 1, loop, path)
+                infos = [facts.functions.get(callee.function) for callee in callees]  # type: ignore[arg-type]
+                returned = [ret.value for info in infos if info for ret in info.returns if ret.value is not None]
+                for value in returned:
+                    self._elements(value, found, seen, depth + 1, loop, path)
+                if not returned:
+                    found.append(Origin("unknown", expr, loop))  # a generator: what it yields
                 return
         kind = self._kind(expr)
         found.append(Origin(kind or "unknown", expr, loop, (expr,) if kind == "dataset" else ()))
