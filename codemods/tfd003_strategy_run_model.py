@@ -24,8 +24,9 @@ dataset, on NumPy arrays or on one replica's shard (``batch.values[0]``), trains
 on the whole batch (:mod:`autofix.analysis.training.inputs`: followed through names, loops, iterators,
 parameters and returns). Fixed by distributing the dataset once, before the outermost loop, and
 iterating that (:mod:`autofix.analysis.training.distribution` says when that is safe): as the loop's
-header has it (``enumerate(ds.take(n), 1)``), and a read of the batch in the loop that is not fed
-to the step (a display) reads the global batch, ``strategy.gather(batch, axis=0)``.
+header has it (``enumerate(ds.take(n), 1)``, ``zip(range(n), ds)``, ``tqdm(ds)``, or
+``it = iter(ds)`` read by ``next(it)``), and a read of the batch in the loop or after it that is
+not fed to the step (a display) reads the global batch, ``strategy.gather(batch, axis=0)``.
 
 A training step that applies gradients with an optimizer made in the scope of a strategy with
 several replicas, but is called directly instead of through ``strategy.run`` (a trainer's

@@ -135,3 +135,29 @@ def test_a_step_fed_by_a_python_generator_is_refused_naming_what_the_loop_iterat
     assert analysis.new_text is None
     line = _line(head + loop, "for features, labels in batches():")
     assert f"its batches come from batches() (line {line}), which is not a tf.data dataset that can be distributed" in _reasons(analysis)
+
+
+def test_the_last_batch_read_after_the_loop_reads_the_global_batch():
+    """A batch read after the loop (a score on the last batch drawn) is the replicas' shares put
+    back together, ``strategy.gather``, as a read in the loop's body is."""
+    loop = (
+        "for features, labels in dataset.take(4):\n"
+        "    step(features, labels)\n"
+        "print(float(tf.reduce_mean(tf.square(labels - model(features)))))\n"
+    )
+    migrated = _migrate(loop).new_text
+    assert migrated is not None
+    assert "print(float(tf.reduce_mean(tf.square(strategy.gather(labels, axis=0) - model(strategy.gather(features, axis=0))))))\n" in migrated
+
+
+def test_a_batch_read_after_the_loop_where_another_value_may_reach_it_is_refused():
+    loop = (
+        "features = x\n"
+        "for features, labels in dataset.take(4):\n"
+        "    step(features, labels)\n"
+        "print(model(features))\n"
+    )
+    analysis = _migrate(loop)
+    assert analysis.new_text is None
+    line = _line(HEAD + loop, "print(model(features))")
+    assert f"the batch is also used on line {line}, where a distributed batch would not do" in _reasons(analysis)

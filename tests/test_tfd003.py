@@ -231,10 +231,19 @@ def test_a_batch_also_read_in_the_loop_reads_the_global_batch():
     assert "for x in dist_ds:\n    print(strategy.gather(x, axis=0).shape)\n    step(x)\n" in analysis.new_text
 
 
-def test_a_batch_used_after_the_loop_keeps_the_dataset_as_it_is():
+def test_a_batch_used_after_the_loop_reads_the_last_global_batch():
     source = FED.replace("{loop}", "for x in ds:\n    step(x)\nprint(x.shape)")
+    analysis = _check(source)
+    (finding,) = analysis.findings
+    assert finding.fixable
+    assert "for x in dist_ds:\n    step(x)\nprint(strategy.gather(x, axis=0).shape)\n" in analysis.new_text
+
+
+def test_a_batch_used_after_the_loop_that_may_be_another_value_keeps_the_dataset_as_it_is():
+    """A loop may draw nothing: after it, ``x`` may still be what it was before."""
+    source = FED.replace("{loop}", "x = tf.zeros([4, 2])\nfor x in ds:\n    step(x)\nprint(x.shape)")
     (finding,) = _check(source).findings
-    assert not finding.fixable and "the batch is also used on line 19" in finding.reason
+    assert not finding.fixable and "the batch is also used on line 20" in finding.reason
 
 
 def test_a_decorator_that_runs_the_step_with_strategy_run_makes_it_a_replica_step():

@@ -14,8 +14,8 @@ undistributed value comes from that one loop over a batched dataset bound once i
 parameter: other files may pass a distributed one; unless ``autofix migrate`` is moving a file
 that distributed nothing, whose callers all pass plain datasets); the loop's batches go to ``strategy.run``
 and nowhere else (a distributed batch is not a tensor), through local functions, names and
-unpacking (``x, y = batch``) too, except plain reads in the loop's body, which read the global
-batch instead (``strategy.gather``); the
+unpacking (``x, y = batch``) too, except plain reads in the loop's body or after it, which read
+the global batch instead (``strategy.gather``); the
 strategy running the steps is in view at the loop; the loop is not in a ``tf.function``; and no
 step divides its loss by a global batch other than the dataset's (split over the replicas,
 that loss would change; a division by the dataset's own batch becomes right).
@@ -280,15 +280,19 @@ def _gatherable(inputs: Inputs, loop: cst.For, use: cst.CSTNode) -> bool:
     """Whether a read of a batch can read the global batch instead, ``strategy.gather(batch,
     axis=0)``: the replicas' shares, in replica order, are the batch the dataset made
     (measured, also for a last batch that does not split evenly). Only a plain read in the
-    loop's own body, outside any tf.function (where the code runs in cross-replica context)."""
+    loop's own scope (its body, or after it: the last batch it drew), outside any tf.function
+    (where the code runs in cross-replica context)."""
     program, facts = inputs.program, inputs.facts
     return (
         isinstance(use, cst.Name)
-        and _inside(program, use, loop.body)
         and program.scope(use) is program.scope(loop)
         and not inputs.steps.in_graph(loop)
-        # Only the loop's batch reaches it (not a value bound again on some path).
-        and all(_inside(program, b, loop.target) or b is loop.target for b in facts.reaching_bindings(use) or [use])
+        # Only the loop's batch reaches it (not a value bound again on some path; after the
+        # loop, not a value bound before a loop that may draw nothing either).
+        and all(
+            _inside(program, b, loop.target) or b is loop.target
+            for b in (facts.reaching_bindings(use) if _inside(program, use, loop.body) else facts.bindings(use)) or [use]
+        )
     )
 
 
