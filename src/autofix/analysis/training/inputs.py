@@ -10,12 +10,12 @@ same batch are summed.
 
 Each argument is followed backwards to where its value is made: through names (every binding
 that may reach the read: a value rebuilt on one branch counts), ``for`` loops and
-``enumerate`` / ``zip`` / ``iter`` / ``next`` and progress bars (``tqdm(ds)``), tuple unpacking, subscripts, the parameters of
-local functions (to what their callers pass) and their returns, and ``self`` attributes. An
-origin is ``distributed``, ``dataset`` (a ``tf.data`` / Keras / TFDS dataset, with the
-expression iterated), ``array`` (NumPy, or a Keras ``load_data``), ``shard``, or unknown
-(scalars, step counters, tensors made by TensorFlow, values from other modules: never a
-finding).
+``enumerate`` / ``zip`` / ``iter`` / ``next`` and progress bars (``tqdm(ds)``), tuple
+unpacking, subscripts, the parameters of local functions (to what their callers pass) and their
+returns, and ``self`` attributes. An origin is ``distributed``, ``dataset`` (a ``tf.data`` /
+Keras / TFDS dataset, with the expression iterated), ``array`` (NumPy, or a Keras
+``load_data``), ``shard``, or unknown (scalars, step counters, tensors made by TensorFlow,
+values from other modules, what a local generator yields: never a finding).
 """
 
 from __future__ import annotations
