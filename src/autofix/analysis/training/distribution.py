@@ -100,9 +100,11 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
             f"the dataset is a parameter of {function.name.value if function else 'a function'}(), which code in "
             "other files may call with a distributed dataset; distribute it where it is made"
         )
-    if len(bindings) != 1 or facts.assigned_value(bindings[0]) is None and not parameter:
+    # ``train_ds, test_ds = make_datasets()``: one binding, made where the value flow says.
+    unpacked = inputs.unpacked(bindings) if len(bindings) == 1 and facts.assigned_value(bindings[0]) is None else []
+    if len(bindings) != 1 or facts.assigned_value(bindings[0]) is None and not parameter and not unpacked:
         raise NotDistributable(f"{dataset.value} is bound more than once")
-    made = origin.made if iterated is dataset else tuple(facts.assigned_value(b) for b in bindings)
+    made = origin.made if iterated is dataset else tuple(unpacked) or tuple(facts.assigned_value(b) for b in bindings)
     batches = [batch_size_of(program, m) if m is not None else None for m in made]
     if not batches or any(b is None for b in batches) or len({program.module.code_for_node(b) for b in batches}) != 1:  # type: ignore[arg-type]
         raise NotDistributable(f"{dataset.value} is not batched where it is made")

@@ -271,6 +271,10 @@ class Inputs(Derived):
             elif len(bindings) == 1 and isinstance(bindings[0], cst.Param):
                 # A dataset handed in: what the callers hand in.
                 self._parameter(bindings[0], inner, seen, depth, iterated=True, path=path)
+            elif bindings and (unpacked := self.unpacked(bindings)):
+                # ``train_ds, test_ds = make_datasets()``: what the value flow says it is.
+                for value in unpacked:
+                    self._elements(value, inner, seen, depth + 1, loop, path)
             else:
                 found.append(Origin("unknown", expr))
                 return
@@ -294,6 +298,19 @@ class Inputs(Derived):
                 return
         kind = self._kind(expr)
         found.append(Origin(kind or "unknown", expr, loop, (expr,) if kind == "dataset" else ()))
+
+    def unpacked(self, bindings: list[cst.CSTNode]) -> list[cst.BaseExpression]:
+        """What names bound by unpacking (``a, b = make()``) are made by, where the value flow
+        follows each to whole expressions (items of what a local function returns); else empty."""
+        made: list[cst.BaseExpression] = []
+        for binding in bindings:
+            if not isinstance(binding, cst.Name) or not isinstance(self.program.parent(binding), cst.Element):
+                return []
+            origins = self.facts.values.binding_origins(binding)
+            if not origins or not all(o.whole and isinstance(o.node, cst.BaseExpression) for o in origins):
+                return []
+            made.extend(o.node for o in origins)  # type: ignore[misc]
+        return made
 
     def _kind(self, expr: cst.BaseExpression, depth: int = 0) -> str | None:
         """What iterating the value ``expr`` gives, when it is evident from how it is made
