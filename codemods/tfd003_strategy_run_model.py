@@ -390,6 +390,8 @@ class StrategyRunModel(Rule):
         code = program.module.code_for_node(strategy)
         statement = cst.parse_statement(f"{name} = {code}.experimental_distribute_dataset({program.module.code_for_node(iterated)})\n")
         edits.replace(iterated, lambda _node: cst.Name(name))
+        for again in plan.also:
+            edits.replace(again, lambda _node: cst.Name(name))
         for read in plan.gathered:
             # Read outside the step: the global batch, the replicas' shares put back together.
             edits.replace(read, lambda node, code=code: cst.parse_expression(f"{code}.gather({node.value}, axis=0)"))

@@ -61,9 +61,7 @@ def test_an_iterator_also_read_otherwise_is_refused_at_that_line():
     assert f"the iterator batches is also read on line {line}, where it would give distributed batches" in _reasons(analysis)
 
 
-def test_an_iterator_made_again_when_it_runs_out_is_refused():
-    """Two iterators of the dataset, each a place its batches come from: not one place to
-    distribute it."""
+def test_an_iterator_made_again_when_it_runs_out_is_made_of_the_same_distributed_dataset():
     loop = (
         "batches = iter(dataset)\n"
         "for i in range(3):\n"
@@ -74,9 +72,30 @@ def test_an_iterator_made_again_when_it_runs_out_is_refused():
         "        features, labels = next(batches)\n"
         "    step(features, labels)\n"
     )
-    analysis = _migrate(loop)
+    migrated = _migrate(loop).new_text
+    assert migrated is not None
+    assert "dist_dataset = strategy.experimental_distribute_dataset(dataset)\nbatches = iter(dist_dataset)\n" in migrated
+    assert "        batches = iter(dist_dataset)\n" in migrated
+
+
+def test_an_iterator_made_again_of_another_dataset_is_refused():
+    head = HEAD.replace(
+        "dataset = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(8).repeat()\n",
+        "dataset = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(8)\nextra = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(8)\n",
+    )
+    loop = (
+        "batches = iter(dataset)\n"
+        "for i in range(3):\n"
+        "    try:\n"
+        "        features, labels = next(batches)\n"
+        "    except StopIteration:\n"
+        "        batches = iter(extra)\n"
+        "        features, labels = next(batches)\n"
+        "    step(features, labels)\n"
+    )
+    analysis = _migrate(loop, head)
     assert analysis.new_text is None
-    assert "the data comes from more than one place" in _reasons(analysis)
+    assert "the iterator batches is made of more than one dataset" in _reasons(analysis)
 
 
 def test_a_batch_drawn_by_next_and_also_shown_is_refused_at_that_line():

@@ -7,7 +7,8 @@ the dataset anew (``for epoch ...: ds = make(); for batch in ds:``), and the loo
 distributed one instead, its header otherwise as it was: counted by ``enumerate``, zipped with a
 ``range`` (``zip(range(n), ds)``), shown by a progress bar (``tqdm(ds)``), cut by
 ``ds.take(n)`` (kept on the dataset: a distributed dataset has no ``take``); ``it = iter(ds)``
-read only by ``next(it)`` iterates it the same way (measured on TF 2.21: ``iter``, ``next``
+read only by ``next(it)`` iterates it the same way, also where it is made again once it runs
+out (``except StopIteration: it = iter(ds)``) (measured on TF 2.21: ``iter``, ``next``
 until ``StopIteration``, ``zip``, ``enumerate`` and ``tqdm`` work on a distributed dataset,
 ``tqdm`` without a total; ``len`` and ``take`` do not). Shown safe only when: every
 undistributed value comes from that one loop over a batched dataset bound once in view (not a
@@ -53,6 +54,9 @@ class Distribution:
     # Reads of a batch in the loop that are not fed to a step: they read the global batch
     # (``strategy.gather(batch, axis=0)``).
     gathered: tuple[cst.Name, ...] = ()
+    # Where an iterator of the dataset is made again (``it = iter(dataset)`` once it runs out):
+    # the same distributed dataset is iterated there.
+    also: tuple[cst.BaseExpression, ...] = ()
 
 
 class NotDistributable(Exception):
@@ -70,19 +74,24 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
             "some of it is distributed and some is not" if "distributed" in kinds else
             f"it is a {'NumPy array' if 'array' in kinds else 'replica shard'}, not a dataset that can be distributed in place"
         )
+    # ``it = iter(dataset)`` read by ``next(it)`` (made again where it runs out): one place.
+    iterators = [_iterators(inputs, o.node) if o.loop is None else None for o in origins]
     places = {id(o.node): o for o in origins}
+    if all(iterators) and len({tuple(id(c) for c in i[0]) for i in iterators if i}) == 1:
+        places = {id(origins[0].node): origins[0]}
     if len(places) != 1 or len({id(o.loop) for o in origins}) != 1:
         raise NotDistributable("the data comes from more than one place")
     origin = next(iter(places.values()))
     loop, dataset = origin.loop, origin.node
     iterated = dataset
     target = _batch_target(inputs, loop, dataset) if loop is not None else None
-    nexts = _nexts(inputs, dataset) if loop is None else None
+    made_iterators, nexts = iterators[0] if iterators[0] else ([], [])
     site: cst.For | cst.BaseStatement | None = loop
-    if nexts is not None:
-        # ``it = iter(dataset)``: what is distributed is what ``iter`` is given.
-        dataset = iterated = nexts[0].args[0].value
-        site = program.statement_of(nexts[0])
+    if made_iterators:
+        # ``it = iter(dataset)``: what is distributed is what ``iter`` is given (where it is
+        # made first; where it is made again, the same distributed dataset).
+        dataset = iterated = made_iterators[0].args[0].value
+        site = program.statement_of(made_iterators[0])
     if (target is not None or nexts) and not isinstance(dataset, cst.Name):
         # ``dataset.take(n)`` in the loop's header: the named dataset, cut or shuffled there.
         dataset = _chain_root(dataset)  # type: ignore[assignment]
@@ -108,11 +117,11 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
     batches = [batch_size_of(program, m) if m is not None else None for m in made]
     if not batches or any(b is None for b in batches) or len({program.module.code_for_node(b) for b in batches}) != 1:  # type: ignore[arg-type]
         raise NotDistributable(f"{dataset.value} is not batched where it is made")
-    if steps.in_graph(site) or nexts and any(steps.in_graph(n) for n in nexts[1:]):
+    if steps.in_graph(site) or any(steps.in_graph(n) for n in [*made_iterators, *nexts]):
         raise NotDistributable("the loop runs inside a tf.function, where a dataset cannot be distributed")
     runs = {id(feed.run): feed.run for feed in feeds}
     if nexts:
-        batch_runs, gathered = _next_runs(inputs, nexts[1:]), []
+        batch_runs, gathered = _next_runs(inputs, nexts), []
     else:
         batch_runs, gathered = _batch_runs(inputs, loop, target)  # type: ignore[arg-type]
     for run in batch_runs:
@@ -127,7 +136,11 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
                 raise NotDistributable(f"{name.value}, which the loop's header reads, is set again in the loop")
     if program.line(bindings[0]) >= program.line(before) and program.enclosing_function(bindings[0]) is program.enclosing_function(before):
         raise NotDistributable(f"{dataset.value} is not made before the loop")
-    return Distribution(dataset, site, before, strategy, iterated, tuple(gathered))
+    also = tuple(c.args[0].value for c in made_iterators[1:])
+    for again in made_iterators[1:]:
+        if program.line(again) < program.line(before) or program.enclosing_function(again) is not program.enclosing_function(before):
+            raise NotDistributable(f"the iterator made again on line {program.line(again)} is not made after the first")
+    return Distribution(dataset, site, before, strategy, iterated, tuple(gathered), also)
 
 
 def _batch_target(inputs: Inputs, loop: cst.For, node: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -162,37 +175,53 @@ def _batch_target(inputs: Inputs, loop: cst.For, node: cst.BaseExpression) -> cs
     return target
 
 
-def _nexts(inputs: Inputs, node: cst.BaseExpression) -> list[cst.Call] | None:
-    """For ``node`` made an iterator of, ``it = iter(node)`` read only by ``next(it)`` (or
-    ``next(iter(node))`` itself), or for ``it`` read there: the ``iter`` call, then the
-    ``next`` calls; else None. Raises when the iterator is read otherwise or made more than
-    once."""
+def _iterators(inputs: Inputs, node: cst.CSTNode) -> tuple[list[cst.Call], list[cst.Call]] | None:
+    """For ``node`` read by ``next(it)`` where ``it = iter(dataset)`` (every binding of ``it``
+    is: made again once it runs out, of the same dataset), read only by ``next(it)``, or for
+    ``node`` in ``iter(node)`` named so or read at once (``next(iter(node))``): the ``iter``
+    calls in source order and the ``next`` calls; else None. Raises when the iterator is read
+    otherwise, or made otherwise or of another dataset."""
     program, facts = inputs.program, inputs.facts
     if isinstance(node, cst.Name) and _next_of(inputs, node) is not None:
-        values = [facts.assigned_value(b) for b in facts.bindings(node) or ()]
-        if len(values) != 1 or not isinstance(values[0], cst.Call) or not values[0].args:
-            raise NotDistributable(f"the iterator {node.value} is not made once, by iter() of a dataset")
-        node = values[0].args[0].value
-    arg = program.parent(node)
-    made = program.parent(arg)
-    if not (isinstance(arg, cst.Arg) and isinstance(made, cst.Call) and len(made.args) == 1 and arg.keyword is None and not arg.star):
+        names = [b for b in facts.bindings(node) or () if isinstance(b, cst.Name)]
+        iterated = node.value
+    else:
+        made = _iter_of(inputs, program.parent(program.parent(node)))
+        if made is None or made.args[0].value is not node:
+            return None
+        direct = _next_of(inputs, made)
+        if direct is not None:
+            return [made], [direct]
+        name = facts.assigned_name(made)
+        if name is None:
+            raise NotDistributable(f"the iterator made on line {program.line(made)} is not named once")
+        names = [b for b in facts.bindings(name) or () if isinstance(b, cst.Name)]
+        iterated = name.value
+    # Every binding of the iterator's name in its scope (made again in a loop: ``except
+    # StopIteration: it = iter(dataset)``), and every read of them.
+    names = [b for b in (facts.bindings(names[0]) or []) if isinstance(b, cst.Name)] if names else []
+    nexts: dict[int, cst.Call] = {}
+    for binding in names:
+        for use in facts.uses(binding):
+            call = _next_of(inputs, use)
+            if call is None:
+                raise NotDistributable(f"the iterator {iterated} is also read on line {program.line(use)}, where it would give distributed batches")
+            nexts[id(call)] = call
+    calls = [_iter_of(inputs, facts.assigned_value(b)) for b in names]
+    if not calls or not all(calls):
+        raise NotDistributable(f"the iterator {iterated} is not made by iter() of a dataset wherever it is set")
+    code = program.module.code_for_node
+    if len({code(c.args[0].value) for c in calls if c}) != 1:
+        raise NotDistributable(f"the iterator {iterated} is made of more than one dataset")
+    ordered = sorted((c for c in calls if c), key=program.line)
+    return (ordered, list(nexts.values())) if nexts else None
+
+
+def _iter_of(inputs: Inputs, node: cst.CSTNode | None) -> cst.Call | None:
+    """``node`` when it is ``iter(value)`` (one positional argument)."""
+    if not isinstance(node, cst.Call) or len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
         return None
-    if "builtins.iter" not in facts.names_of(made.func):
-        return None
-    if _next_of(inputs, made) is not None:
-        return [made, _next_of(inputs, made)]  # type: ignore[list-item]
-    name = facts.assigned_name(made)
-    if name is None:
-        raise NotDistributable(f"the iterator made on line {program.line(made)} is not named once")
-    if len(facts.bindings(name) or []) != 1:
-        raise NotDistributable(f"the iterator {name.value} is made more than once")
-    found: list[cst.Call] = [made]
-    for use in facts.uses(name):
-        call = _next_of(inputs, use)
-        if call is None:
-            raise NotDistributable(f"the iterator {name.value} is also read on line {program.line(use)}, where it would give distributed batches")
-        found.append(call)
-    return found if len(found) > 1 else None
+    return node if "builtins.iter" in inputs.facts.names_of(node.func) else None
 
 
 def _next_of(inputs: Inputs, node: cst.CSTNode) -> cst.Call | None:
