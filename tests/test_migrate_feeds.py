@@ -180,3 +180,24 @@ def test_a_batch_read_after_the_loop_where_another_value_may_reach_it_is_refused
     assert analysis.new_text is None
     line = _line(HEAD + loop, "print(model(features))")
     assert f"the batch is also used on line {line}, where a distributed batch would not do" in _reasons(analysis)
+
+
+def test_parts_of_a_batch_of_tuples_given_to_the_step_by_index_are_distributed_with_it():
+    loop = "for batch in dataset.take(3):\n    step(batch[0], batch[1])\n"
+    migrated = _migrate(loop).new_text
+    assert migrated is not None
+    assert "for batch in dist_dataset:\n    distributed_step(batch[0], batch[1])\n" in migrated
+
+
+def test_a_batch_of_one_tensor_indexed_on_its_way_to_the_step_is_refused():
+    """A distributed batch of one tensor cannot be indexed (measured: TypeError), and the index
+    of a plain one is an example, not a part."""
+    head = HEAD.replace(
+        "dataset = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(8).repeat()\n",
+        "dataset = tf.data.Dataset.from_tensor_slices(np.concatenate([x, x[:, :1]], axis=1)).batch(8)\n",
+    )
+    loop = "for batch in dataset:\n    step(batch[0], batch[1])\n"
+    analysis = _migrate(loop, head)
+    assert analysis.new_text is None
+    line = _line(head + loop, "step(batch[0], batch[1])")
+    assert f"the batch is indexed on line {line} on its way to the step" in _reasons(analysis)

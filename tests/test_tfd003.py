@@ -231,6 +231,14 @@ def test_a_batch_also_read_in_the_loop_reads_the_global_batch():
     assert "for x in dist_ds:\n    print(strategy.gather(x, axis=0).shape)\n    step(x)\n" in analysis.new_text
 
 
+@pytest.mark.parametrize("given", ["x / 2.0", "x[:, :1]", "(x, x)"])
+def test_what_is_computed_from_the_batch_and_given_to_the_step_is_not_gathered(given):
+    """Gathered, the global batch would reach every replica whole: the fix is refused."""
+    source = FED.replace("{loop}", f"for x in ds:\n    step({given})")
+    (finding,) = _check(source).findings
+    assert not finding.fixable and "the batch is also used on line 18" in finding.reason
+
+
 def test_a_batch_used_after_the_loop_reads_the_last_global_batch():
     source = FED.replace("{loop}", "for x in ds:\n    step(x)\nprint(x.shape)")
     analysis = _check(source)

@@ -2,7 +2,8 @@
 ``evaluate``, ``predict`` or ``strategy.experimental_distribute_dataset`` that consumes it.
 
 Data is followed through method chains (``.prefetch()``, ``.repeat()``...), names, tuples
-(``train, val = make()``, a batch unpacked ``x, y = batch``), ``return`` and the call sites of
+(``train, val = make()``, a batch unpacked ``x, y = batch`` or a part of it given on,
+``step(batch[0])``), ``return`` and the call sites of
 local functions, into the parameters of local functions, and through what iterates it unchanged
 (``iter``, ``next``, ``zip``, ``enumerate``, a progress bar: ``tqdm(dataset)``). Anything else (attributes, containers, other modules) ends
 the trail: such data is not claimed to reach training.
@@ -128,6 +129,10 @@ class DataFlow(Derived):
             return
         if isinstance(parent, cst.Arg):
             self._argument(parent, flow, seen)
+            return
+        if isinstance(parent, cst.Subscript) and parent.value is expr and isinstance(self.program.parent(parent), cst.Arg):
+            # ``step(batch[0], batch[1])``: a part of the batch, given on.
+            self._follow(parent, flow, seen)
             return
         if isinstance(parent, (cst.Element,)) and isinstance(self.program.parent(parent), cst.Tuple):
             self._tuple_element(parent, flow, seen)

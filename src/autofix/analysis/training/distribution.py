@@ -15,8 +15,9 @@ undistributed value comes from that one loop over a batched dataset bound once i
 parameter: other files may pass a distributed one; unless ``autofix migrate`` is moving a file
 that distributed nothing, whose callers all pass plain datasets); the loop's batches go to ``strategy.run``
 and nowhere else (a distributed batch is not a tensor), through local functions, names and
-unpacking (``x, y = batch``) too, except plain reads in the loop's body or after it, which read
-the global batch instead (``strategy.gather``); the
+unpacking (``x, y = batch``) and parts taken by a constant index (``batch["image"]``, of a
+dataset of tuples or dicts) too, except plain reads in the loop's body or after it whose value
+does not reach a step, which read the global batch instead (``strategy.gather``); the
 strategy running the steps is in view at the loop; the loop is not in a ``tf.function``; and no
 step divides its loss by a global batch other than the dataset's (split over the replicas,
 that loss would change; a division by the dataset's own batch becomes right).
@@ -120,10 +121,11 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
     if steps.in_graph(site) or any(steps.in_graph(n) for n in [*made_iterators, *nexts]):
         raise NotDistributable("the loop runs inside a tf.function, where a dataset cannot be distributed")
     runs = {id(feed.run): feed.run for feed in feeds}
+    parts = all(m is not None and _structured(inputs, m) for m in made)
     if nexts:
-        batch_runs, gathered = _next_runs(inputs, nexts), []
+        batch_runs, gathered = _next_runs(inputs, nexts, parts), []
     else:
-        batch_runs, gathered = _batch_runs(inputs, loop, target)  # type: ignore[arg-type]
+        batch_runs, gathered = _batch_runs(inputs, loop, target, parts)  # type: ignore[arg-type]
     for run in batch_runs:
         runs[id(run)] = run
     strategy = _strategy_at(inputs, list(runs.values()), site)
@@ -234,19 +236,19 @@ def _next_of(inputs: Inputs, node: cst.CSTNode) -> cst.Call | None:
     return None
 
 
-def _next_runs(inputs: Inputs, nexts: list[cst.Call]) -> list[cst.Call]:
+def _next_runs(inputs: Inputs, nexts: list[cst.Call], parts: bool) -> list[cst.Call]:
     """The ``strategy.run`` calls the batches that ``next`` hands back go to; raises when one
     goes anywhere else."""
     runs: list[cst.Call] = []
     for call in nexts:
-        found, elsewhere = _follow(inputs, call)
+        found, elsewhere = _follow(inputs, call, parts)
         if elsewhere is not None:
             raise NotDistributable(f"the batch is also used on line {inputs.program.line(elsewhere)}, where a distributed batch would not do")
         runs.extend(found)
     return runs
 
 
-def _batch_runs(inputs: Inputs, loop: cst.For, target: cst.BaseExpression) -> tuple[list[cst.Call], list[cst.Name]]:
+def _batch_runs(inputs: Inputs, loop: cst.For, target: cst.BaseExpression, parts: bool) -> tuple[list[cst.Call], list[cst.Name]]:
     """The ``strategy.run`` calls the loop's batches (bound to ``target``) go to, and the
     reads of a batch in the loop's body that go nowhere near them (a display of the batch, a
     score on it): those read it through ``strategy.gather`` (:func:`_gatherable`). Raises when
@@ -255,7 +257,7 @@ def _batch_runs(inputs: Inputs, loop: cst.For, target: cst.BaseExpression) -> tu
     runs: list[cst.Call] = []
     gathered: list[cst.Name] = []
     for use in [use for name in _names(target) for use in facts.uses(name)]:
-        found, elsewhere = _follow(inputs, use)
+        found, elsewhere = _follow(inputs, use, parts)
         if elsewhere is None:
             runs.extend(found)
         elif not found and _gatherable(inputs, loop, use):
@@ -265,14 +267,18 @@ def _batch_runs(inputs: Inputs, loop: cst.For, target: cst.BaseExpression) -> tu
     return runs, gathered
 
 
-def _follow(inputs: Inputs, start: cst.CSTNode) -> tuple[list[cst.Call], cst.CSTNode | None]:
+def _follow(inputs: Inputs, start: cst.CSTNode, parts: bool = False) -> tuple[list[cst.Call], cst.CSTNode | None]:
     """Where the value read at ``start`` goes: the ``strategy.run`` calls it reaches (through
-    local functions' parameters and tuple unpacking), and the first place it goes anywhere
-    else (None when it goes nowhere else)."""
+    local functions' parameters, tuple unpacking and a part of it taken by a constant index,
+    ``batch[0]``, ``batch["image"]``), and the first place it goes anywhere else (None when it
+    goes nowhere else). Raises when a part of it reaches a step and the batch is not shown to
+    have parts (``parts``: the dataset's elements are a tuple or a dict; a distributed batch of
+    one tensor cannot be indexed, measured: ``TypeError``)."""
     program, facts, steps = inputs.program, inputs.facts, inputs.steps
     pending = [start]
     runs: list[cst.Call] = []
     elsewhere: cst.CSTNode | None = None
+    indexed: list[cst.Subscript] = []
     seen: set[int] = set()
     while pending:
         use = pending.pop()
@@ -280,6 +286,11 @@ def _follow(inputs: Inputs, start: cst.CSTNode) -> tuple[list[cst.Call], cst.CST
             continue
         seen.add(id(use))
         parent = program.parent(use)
+        if isinstance(parent, cst.Subscript) and parent.value is use and _constant_index(parent):
+            # ``batch[0]``: a part of the batch, followed on.
+            indexed.append(parent)
+            pending.append(parent)
+            continue
         holder = program.parent(parent) if isinstance(parent, cst.Element) else None
         arg = program.parent(holder) if isinstance(holder, (cst.Tuple, cst.List)) else parent
         call = program.parent(arg) if isinstance(arg, cst.Arg) else None
@@ -304,7 +315,45 @@ def _follow(inputs: Inputs, start: cst.CSTNode) -> tuple[list[cst.Call], cst.CST
                 pending.extend(u for n in names for u in facts.uses(n))
                 continue
         elsewhere = elsewhere or use
+    if runs and indexed and not parts:
+        raise NotDistributable(
+            f"the batch is indexed on line {program.line(indexed[0])} on its way to the step, and the dataset's items "
+            "are not shown to be a tuple or a dict: a distributed batch of one tensor cannot be indexed"
+        )
+    if elsewhere is not None and indexed and any(_inside(program, elsewhere, i) or elsewhere is i for i in indexed):
+        # A part of the batch read elsewhere (``batch[0].shape``): read where the batch is.
+        elsewhere = start
     return runs, elsewhere
+
+
+def _constant_index(subscript: cst.Subscript) -> bool:
+    """``value[0]``, ``value["image"]``: one index, a constant."""
+    if len(subscript.slice) != 1 or not isinstance(subscript.slice[0].slice, cst.Index):
+        return False
+    index = subscript.slice[0].slice.value
+    return isinstance(index, (cst.Integer, cst.SimpleString))
+
+
+# What a dataset's items are made of, along the methods that keep their structure.
+_KEEP_STRUCTURE = frozenset({"batch", "padded_batch", "shuffle", "repeat", "prefetch", "cache", "take", "skip", "filter", "shard", "with_options", "rebatch"})
+
+
+def _structured(inputs: Inputs, made: cst.BaseExpression) -> bool:
+    """Whether the items of the dataset ``made`` makes are a tuple or a dict: made by
+    ``from_tensor_slices`` / ``from_tensors`` of a tuple or dict written there, or by
+    ``Dataset.zip``, and kept by the methods after it."""
+    facts = inputs.facts
+    expr = made
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _KEEP_STRUCTURE:
+        expr = expr.func.value
+    if not isinstance(expr, cst.Call):
+        return False
+    names = facts.names_of(expr.func)
+    if "tensorflow.data.Dataset.zip" in names:
+        return True
+    if names & {"tensorflow.data.Dataset.from_tensor_slices", "tensorflow.data.Dataset.from_tensors"} and expr.args:
+        return isinstance(expr.args[0].value, (cst.Tuple, cst.Dict))
+    return False
 
 
 def _gatherable(inputs: Inputs, loop: cst.For, use: cst.CSTNode) -> bool:
@@ -317,6 +366,7 @@ def _gatherable(inputs: Inputs, loop: cst.For, use: cst.CSTNode) -> bool:
     return (
         isinstance(use, cst.Name)
         and program.scope(use) is program.scope(loop)
+        and not _feeds_a_step(inputs, use)
         and not inputs.steps.in_graph(loop)
         # Only the loop's batch reaches it (not a value bound again on some path; after the
         # loop, not a value bound before a loop that may draw nothing either).
@@ -325,6 +375,19 @@ def _gatherable(inputs: Inputs, loop: cst.For, use: cst.CSTNode) -> bool:
             for b in (facts.reaching_bindings(use) if _inside(program, use, loop.body) else facts.bindings(use)) or [use]
         )
     )
+
+
+def _feeds_a_step(inputs: Inputs, use: cst.CSTNode) -> bool:
+    """Whether what is computed from the read ``use`` (``batch / 255.0``, ``tf.cast(batch,
+    ...)``, in the expression around it) reaches ``strategy.run``: gathered there, every replica
+    would be given the whole global batch."""
+    program = inputs.program
+    node: cst.CSTNode | None = use
+    while node is not None and not isinstance(node, (cst.BaseSmallStatement, cst.BaseStatement)):
+        if node is not use and isinstance(node, cst.BaseExpression) and _follow(inputs, node)[0]:
+            return True
+        node = program.parent(node)
+    return False
 
 
 def _inside(program, node: cst.CSTNode, container: cst.CSTNode) -> bool:
