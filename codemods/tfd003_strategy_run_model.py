@@ -394,7 +394,8 @@ class StrategyRunModel(Rule):
             edits.replace(again, lambda _node: cst.Name(name))
         for read in plan.gathered:
             # Read outside the step: the global batch, the replicas' shares put back together.
-            edits.replace(read, lambda node, code=code: cst.parse_expression(f"{code}.gather({node.value}, axis=0)"))
+            gather = cst.parse_expression(f"{code}.gather(batch, axis=0)")
+            edits.replace(read, lambda node, gather=gather: gather.with_changes(args=[gather.args[0].with_changes(value=node), gather.args[1]]))
         index = list(block.body).index(plan.before)
 
         def insert(body, index=index):

@@ -52,9 +52,9 @@ class Distribution:
     # What the loop iterates, when more than the dataset's name (``dataset.take(n)``): it is
     # what is distributed.
     iterated: cst.BaseExpression | None = None
-    # Reads of a batch in the loop that are not fed to a step: they read the global batch
-    # (``strategy.gather(batch, axis=0)``).
-    gathered: tuple[cst.Name, ...] = ()
+    # Reads of a batch (or of a part of it, ``batch[0]``) in the loop or after it that are not
+    # fed to a step: they read the global batch (``strategy.gather(batch, axis=0)``).
+    gathered: tuple[cst.BaseExpression, ...] = ()
     # Where an iterator of the dataset is made again (``it = iter(dataset)`` once it runs out):
     # the same distributed dataset is iterated there.
     also: tuple[cst.BaseExpression, ...] = ()
@@ -121,11 +121,13 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
     if steps.in_graph(site) or any(steps.in_graph(n) for n in [*made_iterators, *nexts]):
         raise NotDistributable("the loop runs inside a tf.function, where a dataset cannot be distributed")
     runs = {id(feed.run): feed.run for feed in feeds}
-    parts = all(m is not None and _structured(inputs, m) for m in made)
+    structures = [_item_structure(inputs, m) if m is not None else None for m in made]
+    structure = structures[0] if structures and all(x == structures[0] for x in structures) else None
+    parts = isinstance(structure, (tuple, dict))
     if nexts:
         batch_runs, gathered = _next_runs(inputs, nexts, parts), []
     else:
-        batch_runs, gathered = _batch_runs(inputs, loop, target, parts)  # type: ignore[arg-type]
+        batch_runs, gathered = _batch_runs(inputs, loop, target, structure)  # type: ignore[arg-type]
     for run in batch_runs:
         runs[id(run)] = run
     strategy = _strategy_at(inputs, list(runs.values()), site)
@@ -248,23 +250,60 @@ def _next_runs(inputs: Inputs, nexts: list[cst.Call], parts: bool) -> list[cst.C
     return runs
 
 
-def _batch_runs(inputs: Inputs, loop: cst.For, target: cst.BaseExpression, parts: bool) -> tuple[list[cst.Call], list[cst.Name]]:
-    """The ``strategy.run`` calls the loop's batches (bound to ``target``) go to, and the
-    reads of a batch in the loop's body that go nowhere near them (a display of the batch, a
-    score on it): those read it through ``strategy.gather`` (:func:`_gatherable`). Raises when
-    a batch goes anywhere else (a distributed batch is not a tensor)."""
+def _batch_runs(inputs: Inputs, loop: cst.For, target: cst.BaseExpression, structure: object) -> tuple[list[cst.Call], list[cst.BaseExpression]]:
+    """The ``strategy.run`` calls the loop's batches (bound to ``target``; each item of the
+    dataset is ``structure``, :func:`_item_structure`) go to, and the reads of a batch in the
+    loop's body that go nowhere near them (a display of the batch, a score on it): those read
+    it through ``strategy.gather`` (:func:`_gatherable`), a tensor at a time. Raises when a
+    batch goes anywhere else (a distributed batch is not a tensor)."""
     program, facts = inputs.program, inputs.facts
     runs: list[cst.Call] = []
-    gathered: list[cst.Name] = []
-    for use in [use for name in _names(target) for use in facts.uses(name)]:
-        found, elsewhere = _follow(inputs, use, parts)
-        if elsewhere is None:
-            runs.extend(found)
-        elif not found and _gatherable(inputs, loop, use):
-            gathered.append(use)  # type: ignore[arg-type]
-        else:
-            raise NotDistributable(f"the batch is also used on line {program.line(elsewhere)}, where a distributed batch would not do")
+    gathered: list[cst.BaseExpression] = []
+    for name, path in _names_at(target):
+        for use in facts.uses(name):
+            found, elsewhere = _follow(inputs, use, isinstance(structure, (tuple, dict)))
+            if elsewhere is None:
+                runs.extend(found)
+                continue
+            read = _tensor_read(use, _part(structure, path), program) if not found and _gatherable(inputs, loop, use) else None
+            if read is None:
+                raise NotDistributable(f"the batch is also used on line {program.line(elsewhere)}, where a distributed batch would not do")
+            gathered.append(read)
     return runs, gathered
+
+
+def _names_at(target: cst.BaseExpression, path: tuple[int, ...] = ()) -> list[tuple[cst.Name, tuple[int, ...]]]:
+    """The names a loop target binds, each with where it is in the item (``for (x, y), z in``:
+    ``x`` at (0, 0))."""
+    if isinstance(target, cst.Name):
+        return [(target, path)]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [found for i, e in enumerate(target.elements) for found in _names_at(e.value, (*path, i))]
+    return []
+
+
+def _part(structure: object, path: tuple[int, ...]) -> object:
+    for index in path:
+        structure = structure[index] if isinstance(structure, tuple) and index < len(structure) else None
+    return structure
+
+
+def _tensor_read(use: cst.CSTNode, structure: object, program) -> cst.BaseExpression | None:
+    """What a read of a batch gathers (``strategy.gather`` of a tuple or dict of a batch's parts
+    hands back only the first replica's share of each, measured on TF 2.21): the read itself
+    when the dataset's items are a tensor there, the part read by a constant index (``batch[0]``,
+    ``batch["image"]``) when they are a tuple or dict of tensors there; else None."""
+    if structure == "tensor":
+        return use  # type: ignore[return-value]
+    parent = program.parent(use)
+    if isinstance(parent, cst.Subscript) and parent.value is use and _constant_index(parent):
+        index = parent.slice[0].slice.value  # type: ignore[attr-defined]
+        key = int(index.value, 0) if isinstance(index, cst.Integer) else index.evaluated_value
+        if isinstance(structure, tuple) and isinstance(key, int) and 0 <= key < len(structure) and structure[key] == "tensor":
+            return parent
+        if isinstance(structure, dict) and structure.get(key) == "tensor":
+            return parent
+    return None
 
 
 def _follow(inputs: Inputs, start: cst.CSTNode, parts: bool = False) -> tuple[list[cst.Call], cst.CSTNode | None]:
@@ -338,22 +377,56 @@ def _constant_index(subscript: cst.Subscript) -> bool:
 _KEEP_STRUCTURE = frozenset({"batch", "padded_batch", "shuffle", "repeat", "prefetch", "cache", "take", "skip", "filter", "shard", "with_options", "rebatch"})
 
 
-def _structured(inputs: Inputs, made: cst.BaseExpression) -> bool:
-    """Whether the items of the dataset ``made`` makes are a tuple or a dict: made by
-    ``from_tensor_slices`` / ``from_tensors`` of a tuple or dict written there, or by
-    ``Dataset.zip``, and kept by the methods after it."""
+def _item_structure(inputs: Inputs, made: cst.BaseExpression, depth: int = 0) -> object:
+    """What each item of the dataset ``made`` makes is: ``"tensor"``, a tuple or a dict of
+    such structures, or None when not known. Known for ``from_tensor_slices`` /
+    ``from_tensors`` of a value the file shows (a tuple or dict written there, a value made
+    elsewhere: a tensor), through the methods that keep the structure (not ``map``)."""
     facts = inputs.facts
     expr = made
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _KEEP_STRUCTURE:
         expr = expr.func.value
-    if not isinstance(expr, cst.Call):
-        return False
+    if depth < 4 and isinstance(expr, cst.Name):
+        origins = facts.values.origins(expr)
+        found = {repr(_item_structure(inputs, o.node, depth + 1)) for o in origins if o.whole and isinstance(o.node, cst.BaseExpression)}
+        return _item_structure(inputs, origins[0].node, depth + 1) if origins and len(found) == 1 and all(o.whole for o in origins) else None  # type: ignore[arg-type]
+    if not isinstance(expr, cst.Call) or not expr.args:
+        return None
     names = facts.names_of(expr.func)
-    if "tensorflow.data.Dataset.zip" in names:
-        return True
-    if names & {"tensorflow.data.Dataset.from_tensor_slices", "tensorflow.data.Dataset.from_tensors"} and expr.args:
-        return isinstance(expr.args[0].value, (cst.Tuple, cst.Dict))
-    return False
+    if names & {"tensorflow.data.Dataset.from_tensor_slices", "tensorflow.data.Dataset.from_tensors"}:
+        return _value_structure(inputs, expr.args[0].value, 0)
+    return None
+
+
+def _loaded_array(inputs: Inputs, origin) -> bool:
+    """An array of ``keras.datasets.<name>.load_data()``'s ``(x, y)`` pairs."""
+    node = origin.node
+    return isinstance(node, cst.Call) and len(origin.path) == 2 and any(n.startswith("keras.datasets.") for n in inputs.facts.names_of(node.func))
+
+
+def _value_structure(inputs: Inputs, expr: cst.BaseExpression, depth: int) -> object:
+    """A value's structure as ``from_tensor_slices`` reads it: a tuple or a dict literal (or one
+    the value flow leads to) is one of its items' structures, anything else a tensor."""
+    if depth > 4:
+        return None
+    if isinstance(expr, cst.Tuple):
+        return tuple(_value_structure(inputs, e.value, depth + 1) for e in expr.elements)
+    if isinstance(expr, cst.Dict):
+        keys = [e.key.evaluated_value if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) else None for e in expr.elements]
+        if any(k is None for k in keys):
+            return None
+        return {k: _value_structure(inputs, e.value, depth + 1) for k, e in zip(keys, expr.elements)}  # type: ignore[union-attr]
+    if isinstance(expr, (cst.List, cst.Set, cst.ListComp, cst.GeneratorExp, cst.DictComp, cst.Lambda)):
+        return None
+    origins = [o for o in inputs.facts.values.origins(expr) if not _loaded_array(inputs, o)]
+    if not origins:
+        return "tensor"  # arrays a Keras dataset loads: ``(x, y), _ = keras.datasets.mnist.load_data()``
+    if not all(o.whole and isinstance(o.node, cst.BaseExpression) for o in origins):
+        return None
+    if all(o.node is expr or not isinstance(o.node, (cst.Tuple, cst.Dict, cst.List)) for o in origins):
+        return "tensor"
+    structures = {repr(_value_structure(inputs, o.node, depth + 1)) for o in origins}  # type: ignore[arg-type]
+    return _value_structure(inputs, origins[0].node, depth + 1) if len(structures) == 1 else None  # type: ignore[arg-type]
 
 
 def _gatherable(inputs: Inputs, loop: cst.For, use: cst.CSTNode) -> bool:
