@@ -24,8 +24,9 @@ dataset, on NumPy arrays or on one replica's shard (``batch.values[0]``), trains
 on the whole batch (:mod:`autofix.analysis.training.inputs`: followed through names, loops, iterators,
 parameters and returns). Fixed by distributing the dataset once, before the outermost loop, and
 iterating that (:mod:`autofix.analysis.training.distribution` says when that is safe): as the loop's
-header has it (``enumerate(ds.take(n), 1)``), and a read of the batch in the loop that is not fed
-to the step (a display) reads the global batch, ``strategy.gather(batch, axis=0)``.
+header has it (``enumerate(ds.take(n), 1)``, ``zip(range(n), ds)``, ``tqdm(ds)``, or
+``it = iter(ds)`` read by ``next(it)``), and a read of the batch in the loop or after it that is
+not fed to the step (a display) reads the global batch, ``strategy.gather(batch, axis=0)``.
 
 A training step that applies gradients with an optimizer made in the scope of a strategy with
 several replicas, but is called directly instead of through ``strategy.run`` (a trainer's
@@ -389,9 +390,12 @@ class StrategyRunModel(Rule):
         code = program.module.code_for_node(strategy)
         statement = cst.parse_statement(f"{name} = {code}.experimental_distribute_dataset({program.module.code_for_node(iterated)})\n")
         edits.replace(iterated, lambda _node: cst.Name(name))
+        for again in plan.also:
+            edits.replace(again, lambda _node: cst.Name(name))
         for read in plan.gathered:
             # Read outside the step: the global batch, the replicas' shares put back together.
-            edits.replace(read, lambda node, code=code: cst.parse_expression(f"{code}.gather({node.value}, axis=0)"))
+            gather = cst.parse_expression(f"{code}.gather(batch, axis=0)")
+            edits.replace(read, lambda node, gather=gather: gather.with_changes(args=[gather.args[0].with_changes(value=node), gather.args[1]]))
         index = list(block.body).index(plan.before)
 
         def insert(body, index=index):

@@ -231,10 +231,27 @@ def test_a_batch_also_read_in_the_loop_reads_the_global_batch():
     assert "for x in dist_ds:\n    print(strategy.gather(x, axis=0).shape)\n    step(x)\n" in analysis.new_text
 
 
-def test_a_batch_used_after_the_loop_keeps_the_dataset_as_it_is():
-    source = FED.replace("{loop}", "for x in ds:\n    step(x)\nprint(x.shape)")
+@pytest.mark.parametrize("given", ["x / 2.0", "x[:, :1]", "(x, x)"])
+def test_what_is_computed_from_the_batch_and_given_to_the_step_is_not_gathered(given):
+    """Gathered, the global batch would reach every replica whole: the fix is refused."""
+    source = FED.replace("{loop}", f"for x in ds:\n    step({given})")
     (finding,) = _check(source).findings
-    assert not finding.fixable and "the batch is also used on line 19" in finding.reason
+    assert not finding.fixable and "the batch is also used on line 18" in finding.reason
+
+
+def test_a_batch_used_after_the_loop_reads_the_last_global_batch():
+    source = FED.replace("{loop}", "for x in ds:\n    step(x)\nprint(x.shape)")
+    analysis = _check(source)
+    (finding,) = analysis.findings
+    assert finding.fixable
+    assert "for x in dist_ds:\n    step(x)\nprint(strategy.gather(x, axis=0).shape)\n" in analysis.new_text
+
+
+def test_a_batch_used_after_the_loop_that_may_be_another_value_keeps_the_dataset_as_it_is():
+    """A loop may draw nothing: after it, ``x`` may still be what it was before."""
+    source = FED.replace("{loop}", "x = tf.zeros([4, 2])\nfor x in ds:\n    step(x)\nprint(x.shape)")
+    (finding,) = _check(source).findings
+    assert not finding.fixable and "the batch is also used on line 20" in finding.reason
 
 
 def test_a_decorator_that_runs_the_step_with_strategy_run_makes_it_a_replica_step():
@@ -262,3 +279,22 @@ def test_a_decorator_that_does_not_run_the_step_leaves_it_reported():
     findings = analyse(source, Options(select=("TFD003",))).findings
     assert [(f.code, f.fixable) for f in findings] == [("TFD003", False)]
     assert "not run by strategy.run" in findings[0].message
+
+
+PAIRS = FED.replace(
+    "from_tensor_slices(np.ones([16, 2], 'float32'))", "from_tensor_slices((np.ones([16, 2], 'float32'), np.zeros([16, 1], 'float32')))"
+)
+
+
+def test_a_part_of_a_batch_of_pairs_read_in_the_loop_reads_that_part_of_the_global_batch():
+    """strategy.gather of a tuple of a batch's parts hands back only the first replica's share
+    of each (measured on TF 2.21): each part is gathered on its own."""
+    analysis = _check(PAIRS.replace("{loop}", "for batch in ds:\n    print(batch[0].shape)\n    step(batch[0], batch[1])"))
+    (finding,) = analysis.findings
+    assert finding.fixable
+    assert "    print(strategy.gather(batch[0], axis=0).shape)\n    step(batch[0], batch[1])\n" in analysis.new_text
+
+
+def test_a_batch_of_pairs_read_whole_in_the_loop_keeps_the_dataset_as_it_is():
+    (finding,) = _check(PAIRS.replace("{loop}", "for batch in ds:\n    print(batch)\n    step(batch[0], batch[1])")).findings
+    assert not finding.fixable and "the batch is also used on line 18" in finding.reason

@@ -2,8 +2,10 @@
 ``evaluate``, ``predict`` or ``strategy.experimental_distribute_dataset`` that consumes it.
 
 Data is followed through method chains (``.prefetch()``, ``.repeat()``...), names, tuples
-(``train, val = make()``), ``return`` and the call sites of local functions, and into the
-parameters of local functions. Anything else (attributes, containers, other modules) ends
+(``train, val = make()``, a batch unpacked ``x, y = batch`` or a part of it given on,
+``step(batch[0])``), ``return`` and the call sites of
+local functions, into the parameters of local functions, and through what iterates it unchanged
+(``iter``, ``next``, ``zip``, ``enumerate``, a progress bar: ``tqdm(dataset)``). Anything else (attributes, containers, other modules) ends
 the trail: such data is not claimed to reach training.
 """
 
@@ -54,8 +56,26 @@ LOADERS = frozenset(
     }
 )
 LOADER_DEFAULT_BATCH = 32
+# Progress bars: iterating one iterates what it wraps, item by item, unchanged (a
+# distributed dataset too, measured: ``tqdm`` then shows no total, as it has no ``len``).
+PROGRESS_BARS = frozenset(
+    {"tqdm.tqdm", "tqdm.std.tqdm", "tqdm.auto.tqdm", "tqdm.autonotebook.tqdm", "tqdm.notebook.tqdm", "tqdm.tqdm_notebook", "tqdm.notebook.tqdm_notebook"}
+)
 # Calls whose result carries the batches of their arguments.
-_SAME_BATCHES = frozenset({"builtins.iter", "builtins.next", "builtins.enumerate", "builtins.zip", "tensorflow.data.Dataset.zip"})
+_SAME_BATCHES = frozenset({"builtins.iter", "builtins.next", "builtins.enumerate", "builtins.zip", "tensorflow.data.Dataset.zip"}) | PROGRESS_BARS
+
+
+def progress_bar_iterable(facts: Facts, call: cst.Call) -> cst.BaseExpression | None:
+    """What the progress bar ``call`` iterates (``tqdm(dataset, total=n)``: ``dataset``), when
+    ``call`` makes one."""
+    if not facts.names_of(call.func) & PROGRESS_BARS:
+        return None
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is None or arg.keyword.value == "iterable":
+            return arg.value
+    return None
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,6 +130,10 @@ class DataFlow(Derived):
         if isinstance(parent, cst.Arg):
             self._argument(parent, flow, seen)
             return
+        if isinstance(parent, cst.Subscript) and parent.value is expr and isinstance(self.program.parent(parent), cst.Arg):
+            # ``step(batch[0], batch[1])``: a part of the batch, given on.
+            self._follow(parent, flow, seen)
+            return
         if isinstance(parent, (cst.Element,)) and isinstance(self.program.parent(parent), cst.Tuple):
             self._tuple_element(parent, flow, seen)
             return
@@ -118,6 +142,11 @@ class DataFlow(Derived):
             if target is not None:
                 for use in self.facts.uses(target):
                     self._follow(use, flow, seen)
+            elif isinstance(parent, cst.Assign) and parent.value is expr:
+                # ``x, y = batch``: each part of it is part of the same batch, as in a loop target.
+                for name in (n for t in parent.targets if isinstance(t.target, (cst.Tuple, cst.List)) for n in _unpacked_names(t.target)):
+                    for use in self.facts.uses(name):
+                        self._follow(use, flow, seen)
             return
         if isinstance(parent, cst.Return):
             function = self._function(parent)
@@ -136,8 +165,10 @@ class DataFlow(Derived):
         func = call.func
         names = self.facts.names_of(func)
         if names & _SAME_BATCHES:
-            # ``it = iter(dist_dataset)``, ``next(it)``, ``zip(a, b)``: the same batches.
-            self._follow(call, flow, seen)
+            # ``it = iter(dist_dataset)``, ``next(it)``, ``zip(a, b)``: the same batches (of a
+            # progress bar, only what it iterates: not ``total=``).
+            if not names & PROGRESS_BARS or progress_bar_iterable(self.facts, call) is arg.value:
+                self._follow(call, flow, seen)
             return
         if isinstance(func, cst.Attribute):
             method = func.attr.value

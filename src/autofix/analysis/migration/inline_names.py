@@ -13,6 +13,7 @@ from typing import Protocol
 
 import libcst as cst
 
+from autofix.analysis.facts.dataflow import progress_bar_iterable
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.core.inline_flow import Flow, Unsplittable, position_of
 from autofix.analysis.migration.step_returns import Combining, Declined
@@ -32,13 +33,34 @@ class Analyses(Protocol):
 
 def loop_targets(owner: Analyses, loop: cst.For | cst.While) -> tuple[list[str], set[str]]:
     """The names a ``for`` loop binds to its batch, and those it binds to a counter (the index
-    of ``enumerate``, the values of ``range``)."""
+    of ``enumerate``, the values of ``range``, also zipped with the batches: ``for i, batch in
+    zip(range(n), ds)``), through a progress bar (``tqdm(...)``)."""
     if not isinstance(loop, cst.For):
         return [], set()
+    return _targets(owner, loop.iter, loop.target)
+
+
+def _targets(owner: Analyses, iterable: cst.BaseExpression, target: cst.BaseExpression) -> tuple[list[str], set[str]]:
     names = owner.facts.names_of
-    iterable, target = loop.iter, loop.target
+    while isinstance(iterable, cst.Call) and (wrapped := progress_bar_iterable(owner.facts, iterable)) is not None:
+        iterable = wrapped
     if isinstance(iterable, cst.Call) and "builtins.enumerate" in names(iterable.func) and isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
         return _names(target.elements[1].value), set(_names(target.elements[0].value))
+    if (
+        isinstance(iterable, cst.Call)
+        and "builtins.zip" in names(iterable.func)
+        and isinstance(target, (cst.Tuple, cst.List))
+        and len(target.elements) == len(iterable.args)
+        and all(a.keyword is None and not a.star for a in iterable.args)
+        and not any(isinstance(e, cst.StarredElement) for e in target.elements)
+    ):
+        batch: list[str] = []
+        counters: set[str] = set()
+        for arg, element in zip(iterable.args, target.elements):
+            named, counted = _targets(owner, arg.value, element.value)
+            batch += named
+            counters |= counted
+        return batch, counters
     if _counts(owner, iterable):
         return [], set(_names(target))
     return _names(target), set()

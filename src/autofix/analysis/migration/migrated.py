@@ -10,7 +10,7 @@ import libcst as cst
 
 from autofix.analysis.facts.dataflow import PASSTHROUGH
 from autofix.analysis.facts.script import Facts
-from autofix.analysis.training.inputs import Inputs
+from autofix.analysis.training.inputs import Inputs, Origin
 from autofix.analysis.migration.single_device import Refusal
 from autofix.analysis.program import Program
 from autofix.analysis.steps.step_losses import normalizers
@@ -40,14 +40,15 @@ def unscaled_batches(program: Program) -> list[Refusal]:
             found.append(_unshown(program, facts, batches, call, f"the batch fit trains on (line {program.line(call)})"))
     inputs = Inputs.of(program)
     for run in Steps.of(program).runs:
-        kinds = {o.kind for argument in _run_arguments(run) for o in inputs.origins(argument)}
+        origins = [o for argument in _run_arguments(run) for o in inputs.origins(argument)]
+        kinds = {o.kind for o in origins}
         if "distributed" not in kinds or kinds & {"dataset", "array", "shard"}:
             # Named where the loop calls the step (a line of the original), not in the wrapper
             # the migration wrote.
             site = _caller(program, facts, run)
             found.append(Refusal(site, (
                 f"the step called on line {program.line(site)} is not shown to be fed distributed batches (each "
-                "replica its share of the global batch)"
+                f"replica its share of the global batch){_iterated_from(program, origins)}"
             )))
     for call, _owner in facts.calls:
         func = call.func
@@ -79,6 +80,19 @@ def _unshown(program: Program, facts: Facts, batches: list[cst.BaseExpression], 
             "global batch (N x the original's)"
         ))
     return Refusal(fallback, f"{what} could not be followed to where it is set: it is not shown to be the global batch (N x the original's)")
+
+
+def _iterated_from(program: Program, origins: list[Origin]) -> str:
+    """What a loop feeding a step iterates, when that is not a dataset the analysis knows
+    (``batches()``, a Python generator; ``datagen.flow(x)``, a Keras iterator over arrays): said,
+    since only a ``tf.data`` dataset can be distributed in place."""
+    iterated = [o.node for o in origins if o.kind == "unknown" and o.loop is not None and isinstance(o.node, cst.Call)]
+    if not iterated:
+        return ""
+    return (
+        f": its batches come from {_short(program, iterated[0])} (line {program.line(iterated[0])}), which is not a "
+        "tf.data dataset that can be distributed"
+    )
 
 
 def _made_at(facts: Facts, dataset: cst.BaseExpression) -> cst.CSTNode:

@@ -2,13 +2,22 @@
 is shown safe: the one fix :mod:`.inputs`' findings can have.
 
 The dataset is distributed once, before the outermost loop around the ``for`` loop that
-iterates it, and that loop iterates the distributed one instead (counted by ``enumerate``, or
-cut by the header's ``ds.take(n)``, as before). Shown safe only when: every
+iterates it (or around the ``iter(ds)`` that makes its iterator), inside the loops that make
+the dataset anew (``for epoch ...: ds = make(); for batch in ds:``), and the loop iterates the
+distributed one instead, its header otherwise as it was: counted by ``enumerate``, zipped with a
+``range`` (``zip(range(n), ds)``), shown by a progress bar (``tqdm(ds)``), cut by
+``ds.take(n)`` (kept on the dataset: a distributed dataset has no ``take``); ``it = iter(ds)``
+read only by ``next(it)`` iterates it the same way, also where it is made again once it runs
+out (``except StopIteration: it = iter(ds)``) (measured on TF 2.21: ``iter``, ``next``
+until ``StopIteration``, ``zip``, ``enumerate`` and ``tqdm`` work on a distributed dataset,
+``tqdm`` without a total; ``len`` and ``take`` do not). Shown safe only when: every
 undistributed value comes from that one loop over a batched dataset bound once in view (not a
 parameter: other files may pass a distributed one; unless ``autofix migrate`` is moving a file
 that distributed nothing, whose callers all pass plain datasets); the loop's batches go to ``strategy.run``
-and nowhere else (a distributed batch is not a tensor), through local functions too, except
-plain reads in the loop's body, which read the global batch instead (``strategy.gather``); the
+and nowhere else (a distributed batch is not a tensor), through local functions, names and
+unpacking (``x, y = batch``) and parts taken by a constant index (``batch["image"]``, of a
+dataset of tuples or dicts) too, except plain reads in the loop's body or after it whose value
+does not reach a step, which read the global batch instead (``strategy.gather``); the
 strategy running the steps is in view at the loop; the loop is not in a ``tf.function``; and no
 step divides its loss by a global batch other than the dataset's (split over the replicas,
 that loss would change; a division by the dataset's own batch becomes right).
@@ -21,6 +30,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from autofix.analysis.facts.callees import words
+from autofix.analysis.facts.dataflow import progress_bar_iterable
 from autofix.analysis.training.inputs import Feed, Inputs, is_self_attribute
 from autofix.analysis.steps.losses import loss_terms_of
 from autofix.analysis.syntax import argument_value, nodes_in
@@ -30,20 +40,24 @@ from autofix.analysis.training.compiled import batch_size_of
 @dataclass(frozen=True)
 class Distribution:
     """How to distribute the dataset a loop feeds to ``strategy.run``: once, before
-    ``before`` (the outermost loop around the one that iterates it), with the strategy
+    ``before`` (the outermost loop around the one that iterates it, or around the statement
+    that makes its iterator: ``loop``), with the strategy
     ``strategy`` (the receiver of the ``strategy.run`` calls, when it names the same object where
     the loop is: a plain name the caller checks is in view, or ``self.<name>`` in the same class)."""
 
     dataset: cst.Name
-    loop: cst.For
+    loop: cst.For | cst.BaseStatement
     before: cst.BaseStatement
     strategy: cst.BaseExpression
     # What the loop iterates, when more than the dataset's name (``dataset.take(n)``): it is
     # what is distributed.
     iterated: cst.BaseExpression | None = None
-    # Reads of a batch in the loop that are not fed to a step: they read the global batch
-    # (``strategy.gather(batch, axis=0)``).
-    gathered: tuple[cst.Name, ...] = ()
+    # Reads of a batch (or of a part of it, ``batch[0]``) in the loop or after it that are not
+    # fed to a step: they read the global batch (``strategy.gather(batch, axis=0)``).
+    gathered: tuple[cst.BaseExpression, ...] = ()
+    # Where an iterator of the dataset is made again (``it = iter(dataset)`` once it runs out):
+    # the same distributed dataset is iterated there.
+    also: tuple[cst.BaseExpression, ...] = ()
 
 
 class NotDistributable(Exception):
@@ -61,17 +75,29 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
             "some of it is distributed and some is not" if "distributed" in kinds else
             f"it is a {'NumPy array' if 'array' in kinds else 'replica shard'}, not a dataset that can be distributed in place"
         )
-    loops = {id(o.loop): o for o in origins}
-    if len(loops) != 1:
+    # ``it = iter(dataset)`` read by ``next(it)`` (made again where it runs out): one place.
+    iterators = [_iterators(inputs, o.node) if o.loop is None else None for o in origins]
+    places = {id(o.node): o for o in origins}
+    if all(iterators) and len({tuple(id(c) for c in i[0]) for i in iterators if i}) == 1:
+        places = {id(origins[0].node): origins[0]}
+    if len(places) != 1 or len({id(o.loop) for o in origins}) != 1:
         raise NotDistributable("the data comes from more than one place")
-    origin = next(iter(loops.values()))
+    origin = next(iter(places.values()))
     loop, dataset = origin.loop, origin.node
     iterated = dataset
-    if loop is not None and _iterated(inputs, loop) is dataset and not isinstance(dataset, cst.Name):
+    target = _batch_target(inputs, loop, dataset) if loop is not None else None
+    made_iterators, nexts = iterators[0] if iterators[0] else ([], [])
+    site: cst.For | cst.BaseStatement | None = loop
+    if made_iterators:
+        # ``it = iter(dataset)``: what is distributed is what ``iter`` is given (where it is
+        # made first; where it is made again, the same distributed dataset).
+        dataset = iterated = made_iterators[0].args[0].value
+        site = program.statement_of(made_iterators[0])
+    if (target is not None or nexts) and not isinstance(dataset, cst.Name):
         # ``dataset.take(n)`` in the loop's header: the named dataset, cut or shuffled there.
         dataset = _chain_root(dataset)  # type: ignore[assignment]
-    if loop is None or _iterated(inputs, loop) is not iterated or not isinstance(dataset, cst.Name):
-        raise NotDistributable("the batches are not those of a for loop over a dataset named in view")
+    if site is None or target is None and not nexts or not isinstance(dataset, cst.Name):
+        raise NotDistributable("the batches are not those of a for loop or an iterator over a dataset named in view")
     bindings = facts.bindings(dataset) or []
     reaching = facts.reaching_bindings(dataset) or []
     if len(bindings) > 1 and len(reaching) == 1 and all(program.line(b) <= program.line(reaching[0]) for b in bindings):
@@ -84,60 +110,214 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
             f"the dataset is a parameter of {function.name.value if function else 'a function'}(), which code in "
             "other files may call with a distributed dataset; distribute it where it is made"
         )
-    if len(bindings) != 1 or facts.assigned_value(bindings[0]) is None and not parameter:
+    # ``train_ds, test_ds = make_datasets()``: one binding, made where the value flow says.
+    unpacked = inputs.unpacked(bindings) if len(bindings) == 1 and facts.assigned_value(bindings[0]) is None else []
+    if len(bindings) != 1 or facts.assigned_value(bindings[0]) is None and not parameter and not unpacked:
         raise NotDistributable(f"{dataset.value} is bound more than once")
-    made = origin.made if iterated is dataset else tuple(facts.assigned_value(b) for b in bindings)
+    made = origin.made if iterated is dataset else tuple(unpacked) or tuple(facts.assigned_value(b) for b in bindings)
     batches = [batch_size_of(program, m) if m is not None else None for m in made]
     if not batches or any(b is None for b in batches) or len({program.module.code_for_node(b) for b in batches}) != 1:  # type: ignore[arg-type]
         raise NotDistributable(f"{dataset.value} is not batched where it is made")
-    if steps.in_graph(loop):
+    if steps.in_graph(site) or any(steps.in_graph(n) for n in [*made_iterators, *nexts]):
         raise NotDistributable("the loop runs inside a tf.function, where a dataset cannot be distributed")
     runs = {id(feed.run): feed.run for feed in feeds}
-    batch_runs, gathered = _batch_runs(inputs, loop)
+    structures = [_item_structure(inputs, m) if m is not None else None for m in made]
+    structure = structures[0] if structures and all(x == structures[0] for x in structures) else None
+    parts = isinstance(structure, (tuple, dict))
+    if nexts:
+        batch_runs, gathered = _next_runs(inputs, nexts, parts), []
+    else:
+        batch_runs, gathered = _batch_runs(inputs, loop, target, structure)  # type: ignore[arg-type]
     for run in batch_runs:
         runs[id(run)] = run
-    strategy = _strategy_at(inputs, list(runs.values()), loop)
+    strategy = _strategy_at(inputs, list(runs.values()), site)
     _scaled_for(inputs, list(runs.values()), dataset, batches[0])  # type: ignore[arg-type]
-    before = _outermost_loop(program, loop)
+    # Not above the loop that makes the dataset anew (``for epoch ...: ds = make()``).
+    before = _outermost_loop(program, site, bindings[0])
     if iterated is not dataset:
         for name in nodes_in(iterated, cst.Name):
             if program.access(name) is not None and any(_inside(program, b, before) for b in facts.bindings(name) or ()):
                 raise NotDistributable(f"{name.value}, which the loop's header reads, is set again in the loop")
     if program.line(bindings[0]) >= program.line(before) and program.enclosing_function(bindings[0]) is program.enclosing_function(before):
         raise NotDistributable(f"{dataset.value} is not made before the loop")
-    return Distribution(dataset, loop, before, strategy, iterated, tuple(gathered))
+    also = tuple(c.args[0].value for c in made_iterators[1:])
+    for again in made_iterators[1:]:
+        if program.line(again) < program.line(before) or program.enclosing_function(again) is not program.enclosing_function(before):
+            raise NotDistributable(f"the iterator made again on line {program.line(again)} is not made after the first")
+    return Distribution(dataset, site, before, strategy, iterated, tuple(gathered), also)
 
 
-def _batch_runs(inputs: Inputs, loop: cst.For) -> tuple[list[cst.Call], list[cst.Name]]:
-    """The ``strategy.run`` calls the loop's batches go to, and the reads of a batch in the
-    loop's body that go nowhere near them (a display of the batch, a score on it): those read
-    it through ``strategy.gather`` (:func:`_gatherable`). Raises when a batch goes anywhere
-    else (a distributed batch is not a tensor)."""
+def _batch_target(inputs: Inputs, loop: cst.For, node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """What the loop binds each item of ``node`` (a part of its header) to, when the header
+    only counts it, zips it with other iterables or shows its progress: ``for batch in ds``,
+    ``for i, batch in enumerate(ds)``, ``for i, batch in zip(range(n), ds)``, ``for batch in
+    tqdm(ds)`` (``batch`` each time); else None."""
     program, facts = inputs.program, inputs.facts
-    target = loop.target
-    if loop.iter is not _iterated(inputs, loop) and isinstance(target, (cst.Tuple, cst.List)):
-        target = target.elements[1].value  # ``for i, batch in enumerate(dataset)``: not the counter
+    expr, target = loop.iter, loop.target
+    while expr is not node:
+        if not isinstance(expr, cst.Call) or any(a.star for a in expr.args):
+            return None
+        wrapped = progress_bar_iterable(facts, expr)
+        if wrapped is not None:
+            expr = wrapped
+            continue
+        names = facts.names_of(expr.func)
+        positional = [a.value for a in expr.args if a.keyword is None]
+        parts = list(target.elements) if isinstance(target, (cst.Tuple, cst.List)) else []
+        if any(isinstance(p, cst.StarredElement) for p in parts):
+            return None
+        if "builtins.enumerate" in names and positional and len(parts) == 2:
+            expr, target = positional[0], parts[1].value  # not the counter
+            continue
+        if "builtins.zip" in names and positional and len(positional) == len(expr.args) == len(parts):
+            index = next((i for i, p in enumerate(positional) if p is node or _inside(program, node, p)), None)
+            if index is None:
+                return None
+            expr, target = positional[index], parts[index].value
+            continue
+        return None
+    return target
+
+
+def _iterators(inputs: Inputs, node: cst.CSTNode) -> tuple[list[cst.Call], list[cst.Call]] | None:
+    """For ``node`` read by ``next(it)`` where ``it = iter(dataset)`` (every binding of ``it``
+    is: made again once it runs out, of the same dataset), read only by ``next(it)``, or for
+    ``node`` in ``iter(node)`` named so or read at once (``next(iter(node))``): the ``iter``
+    calls in source order and the ``next`` calls; else None. Raises when the iterator is read
+    otherwise, or made otherwise or of another dataset."""
+    program, facts = inputs.program, inputs.facts
+    if isinstance(node, cst.Name) and _next_of(inputs, node) is not None:
+        names = [b for b in facts.bindings(node) or () if isinstance(b, cst.Name)]
+        iterated = node.value
+    else:
+        made = _iter_of(inputs, program.parent(program.parent(node)))
+        if made is None or made.args[0].value is not node:
+            return None
+        direct = _next_of(inputs, made)
+        if direct is not None:
+            return [made], [direct]
+        name = facts.assigned_name(made)
+        if name is None:
+            raise NotDistributable(f"the iterator made on line {program.line(made)} is not named once")
+        names = [b for b in facts.bindings(name) or () if isinstance(b, cst.Name)]
+        iterated = name.value
+    # Every binding of the iterator's name in its scope (made again in a loop: ``except
+    # StopIteration: it = iter(dataset)``), and every read of them.
+    names = [b for b in (facts.bindings(names[0]) or []) if isinstance(b, cst.Name)] if names else []
+    nexts: dict[int, cst.Call] = {}
+    for binding in names:
+        for use in facts.uses(binding):
+            call = _next_of(inputs, use)
+            if call is None:
+                raise NotDistributable(f"the iterator {iterated} is also read on line {program.line(use)}, where it would give distributed batches")
+            nexts[id(call)] = call
+    calls = [_iter_of(inputs, facts.assigned_value(b)) for b in names]
+    if not calls or not all(calls):
+        raise NotDistributable(f"the iterator {iterated} is not made by iter() of a dataset wherever it is set")
+    code = program.module.code_for_node
+    if len({code(c.args[0].value) for c in calls if c}) != 1:
+        raise NotDistributable(f"the iterator {iterated} is made of more than one dataset")
+    ordered = sorted((c for c in calls if c), key=program.line)
+    return (ordered, list(nexts.values())) if nexts else None
+
+
+def _iter_of(inputs: Inputs, node: cst.CSTNode | None) -> cst.Call | None:
+    """``node`` when it is ``iter(value)`` (one positional argument)."""
+    if not isinstance(node, cst.Call) or len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
+        return None
+    return node if "builtins.iter" in inputs.facts.names_of(node.func) else None
+
+
+def _next_of(inputs: Inputs, node: cst.CSTNode) -> cst.Call | None:
+    """``next(node)``, when ``node`` is read there (with no default)."""
+    arg = inputs.program.parent(node)
+    call = inputs.program.parent(arg)
+    if isinstance(arg, cst.Arg) and isinstance(call, cst.Call) and len(call.args) == 1 and arg.keyword is None and not arg.star:
+        if "builtins.next" in inputs.facts.names_of(call.func):
+            return call
+    return None
+
+
+def _next_runs(inputs: Inputs, nexts: list[cst.Call], parts: bool) -> list[cst.Call]:
+    """The ``strategy.run`` calls the batches that ``next`` hands back go to; raises when one
+    goes anywhere else."""
     runs: list[cst.Call] = []
-    gathered: list[cst.Name] = []
-    for use in [use for name in _names(target) for use in facts.uses(name)]:
-        found, elsewhere = _follow(inputs, use)
-        if elsewhere is None:
-            runs.extend(found)
-        elif not found and _gatherable(inputs, loop, use):
-            gathered.append(use)  # type: ignore[arg-type]
-        else:
-            raise NotDistributable(f"the batch is also used on line {program.line(elsewhere)}, where a distributed batch would not do")
+    for call in nexts:
+        found, elsewhere = _follow(inputs, call, parts)
+        if elsewhere is not None:
+            raise NotDistributable(f"the batch is also used on line {inputs.program.line(elsewhere)}, where a distributed batch would not do")
+        runs.extend(found)
+    return runs
+
+
+def _batch_runs(inputs: Inputs, loop: cst.For, target: cst.BaseExpression, structure: object) -> tuple[list[cst.Call], list[cst.BaseExpression]]:
+    """The ``strategy.run`` calls the loop's batches (bound to ``target``; each item of the
+    dataset is ``structure``, :func:`_item_structure`) go to, and the reads of a batch in the
+    loop's body that go nowhere near them (a display of the batch, a score on it): those read
+    it through ``strategy.gather`` (:func:`_gatherable`), a tensor at a time. Raises when a
+    batch goes anywhere else (a distributed batch is not a tensor)."""
+    program, facts = inputs.program, inputs.facts
+    runs: list[cst.Call] = []
+    gathered: list[cst.BaseExpression] = []
+    for name, path in _names_at(target):
+        for use in facts.uses(name):
+            found, elsewhere = _follow(inputs, use, isinstance(structure, (tuple, dict)))
+            if elsewhere is None:
+                runs.extend(found)
+                continue
+            read = _tensor_read(use, _part(structure, path), program) if not found and _gatherable(inputs, loop, use) else None
+            if read is None:
+                raise NotDistributable(f"the batch is also used on line {program.line(elsewhere)}, where a distributed batch would not do")
+            gathered.append(read)
     return runs, gathered
 
 
-def _follow(inputs: Inputs, start: cst.CSTNode) -> tuple[list[cst.Call], cst.CSTNode | None]:
+def _names_at(target: cst.BaseExpression, path: tuple[int, ...] = ()) -> list[tuple[cst.Name, tuple[int, ...]]]:
+    """The names a loop target binds, each with where it is in the item (``for (x, y), z in``:
+    ``x`` at (0, 0))."""
+    if isinstance(target, cst.Name):
+        return [(target, path)]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [found for i, e in enumerate(target.elements) for found in _names_at(e.value, (*path, i))]
+    return []
+
+
+def _part(structure: object, path: tuple[int, ...]) -> object:
+    for index in path:
+        structure = structure[index] if isinstance(structure, tuple) and index < len(structure) else None
+    return structure
+
+
+def _tensor_read(use: cst.CSTNode, structure: object, program) -> cst.BaseExpression | None:
+    """What a read of a batch gathers (``strategy.gather`` of a tuple or dict of a batch's parts
+    hands back only the first replica's share of each, measured on TF 2.21): the read itself
+    when the dataset's items are a tensor there, the part read by a constant index (``batch[0]``,
+    ``batch["image"]``) when they are a tuple or dict of tensors there; else None."""
+    if structure == "tensor":
+        return use  # type: ignore[return-value]
+    parent = program.parent(use)
+    if isinstance(parent, cst.Subscript) and parent.value is use and _constant_index(parent):
+        index = parent.slice[0].slice.value  # type: ignore[attr-defined]
+        key = int(index.value, 0) if isinstance(index, cst.Integer) else index.evaluated_value
+        if isinstance(structure, tuple) and isinstance(key, int) and 0 <= key < len(structure) and structure[key] == "tensor":
+            return parent
+        if isinstance(structure, dict) and structure.get(key) == "tensor":
+            return parent
+    return None
+
+
+def _follow(inputs: Inputs, start: cst.CSTNode, parts: bool = False) -> tuple[list[cst.Call], cst.CSTNode | None]:
     """Where the value read at ``start`` goes: the ``strategy.run`` calls it reaches (through
-    local functions' parameters and tuple unpacking), and the first place it goes anywhere
-    else (None when it goes nowhere else)."""
+    local functions' parameters, tuple unpacking and a part of it taken by a constant index,
+    ``batch[0]``, ``batch["image"]``), and the first place it goes anywhere else (None when it
+    goes nowhere else). Raises when a part of it reaches a step and the batch is not shown to
+    have parts (``parts``: the dataset's elements are a tuple or a dict; a distributed batch of
+    one tensor cannot be indexed, measured: ``TypeError``)."""
     program, facts, steps = inputs.program, inputs.facts, inputs.steps
     pending = [start]
     runs: list[cst.Call] = []
     elsewhere: cst.CSTNode | None = None
+    indexed: list[cst.Subscript] = []
     seen: set[int] = set()
     while pending:
         use = pending.pop()
@@ -145,6 +325,11 @@ def _follow(inputs: Inputs, start: cst.CSTNode) -> tuple[list[cst.Call], cst.CST
             continue
         seen.add(id(use))
         parent = program.parent(use)
+        if isinstance(parent, cst.Subscript) and parent.value is use and _constant_index(parent):
+            # ``batch[0]``: a part of the batch, followed on.
+            indexed.append(parent)
+            pending.append(parent)
+            continue
         holder = program.parent(parent) if isinstance(parent, cst.Element) else None
         arg = program.parent(holder) if isinstance(holder, (cst.Tuple, cst.List)) else parent
         call = program.parent(arg) if isinstance(arg, cst.Arg) else None
@@ -165,34 +350,124 @@ def _follow(inputs: Inputs, start: cst.CSTNode) -> tuple[list[cst.Call], cst.CST
                 continue
         if isinstance(parent, cst.Assign) and parent.value is use:
             names = [n for t in parent.targets for n in _names(t.target)]
-            if names and all(isinstance(t.target, (cst.Tuple, cst.List)) for t in parent.targets):
+            if names and all(isinstance(t.target, (cst.Tuple, cst.List, cst.Name)) for t in parent.targets):
                 pending.extend(u for n in names for u in facts.uses(n))
                 continue
         elsewhere = elsewhere or use
+    if runs and indexed and not parts:
+        raise NotDistributable(
+            f"the batch is indexed on line {program.line(indexed[0])} on its way to the step, and the dataset's items "
+            "are not shown to be a tuple or a dict: a distributed batch of one tensor cannot be indexed"
+        )
+    if elsewhere is not None and indexed and any(_inside(program, elsewhere, i) or elsewhere is i for i in indexed):
+        # A part of the batch read elsewhere (``batch[0].shape``): read where the batch is.
+        elsewhere = start
     return runs, elsewhere
+
+
+def _constant_index(subscript: cst.Subscript) -> bool:
+    """``value[0]``, ``value["image"]``: one index, a constant."""
+    if len(subscript.slice) != 1 or not isinstance(subscript.slice[0].slice, cst.Index):
+        return False
+    index = subscript.slice[0].slice.value
+    return isinstance(index, (cst.Integer, cst.SimpleString))
+
+
+# What a dataset's items are made of, along the methods that keep their structure.
+_KEEP_STRUCTURE = frozenset({"batch", "padded_batch", "shuffle", "repeat", "prefetch", "cache", "take", "skip", "filter", "shard", "with_options", "rebatch"})
+
+
+def _item_structure(inputs: Inputs, made: cst.BaseExpression, depth: int = 0) -> object:
+    """What each item of the dataset ``made`` makes is: ``"tensor"``, a tuple or a dict of
+    such structures, or None when not known. Known for ``from_tensor_slices`` /
+    ``from_tensors`` of a value the file shows (a tuple or dict written there, a value made
+    elsewhere: a tensor), through the methods that keep the structure (not ``map``)."""
+    facts = inputs.facts
+    expr = made
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _KEEP_STRUCTURE:
+        expr = expr.func.value
+    if depth < 4 and isinstance(expr, cst.Name):
+        origins = facts.values.origins(expr)
+        found = {repr(_item_structure(inputs, o.node, depth + 1)) for o in origins if o.whole and isinstance(o.node, cst.BaseExpression)}
+        return _item_structure(inputs, origins[0].node, depth + 1) if origins and len(found) == 1 and all(o.whole for o in origins) else None  # type: ignore[arg-type]
+    if not isinstance(expr, cst.Call) or not expr.args:
+        return None
+    names = facts.names_of(expr.func)
+    if names & {"tensorflow.data.Dataset.from_tensor_slices", "tensorflow.data.Dataset.from_tensors"}:
+        return _value_structure(inputs, expr.args[0].value, 0)
+    return None
+
+
+def _loaded_array(inputs: Inputs, origin) -> bool:
+    """An array of ``keras.datasets.<name>.load_data()``'s ``(x, y)`` pairs."""
+    node = origin.node
+    return isinstance(node, cst.Call) and len(origin.path) == 2 and any(n.startswith("keras.datasets.") for n in inputs.facts.names_of(node.func))
+
+
+def _value_structure(inputs: Inputs, expr: cst.BaseExpression, depth: int) -> object:
+    """A value's structure as ``from_tensor_slices`` reads it: a tuple or a dict literal (or one
+    the value flow leads to) is one of its items' structures, anything else a tensor."""
+    if depth > 4:
+        return None
+    if isinstance(expr, cst.Tuple):
+        return tuple(_value_structure(inputs, e.value, depth + 1) for e in expr.elements)
+    if isinstance(expr, cst.Dict):
+        keys = [e.key.evaluated_value if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) else None for e in expr.elements]
+        if any(k is None for k in keys):
+            return None
+        return {k: _value_structure(inputs, e.value, depth + 1) for k, e in zip(keys, expr.elements)}  # type: ignore[union-attr]
+    if isinstance(expr, (cst.List, cst.Set, cst.ListComp, cst.GeneratorExp, cst.DictComp, cst.Lambda)):
+        return None
+    origins = [o for o in inputs.facts.values.origins(expr) if not _loaded_array(inputs, o)]
+    if not origins:
+        return "tensor"  # arrays a Keras dataset loads: ``(x, y), _ = keras.datasets.mnist.load_data()``
+    if not all(o.whole and isinstance(o.node, cst.BaseExpression) for o in origins):
+        return None
+    if all(o.node is expr or not isinstance(o.node, (cst.Tuple, cst.Dict, cst.List)) for o in origins):
+        return "tensor"
+    structures = {repr(_value_structure(inputs, o.node, depth + 1)) for o in origins}  # type: ignore[arg-type]
+    return _value_structure(inputs, origins[0].node, depth + 1) if len(structures) == 1 else None  # type: ignore[arg-type]
 
 
 def _gatherable(inputs: Inputs, loop: cst.For, use: cst.CSTNode) -> bool:
     """Whether a read of a batch can read the global batch instead, ``strategy.gather(batch,
     axis=0)``: the replicas' shares, in replica order, are the batch the dataset made
     (measured, also for a last batch that does not split evenly). Only a plain read in the
-    loop's own body, outside any tf.function (where the code runs in cross-replica context)."""
+    loop's own scope (its body, or after it: the last batch it drew), outside any tf.function
+    (where the code runs in cross-replica context)."""
     program, facts = inputs.program, inputs.facts
     return (
         isinstance(use, cst.Name)
-        and _inside(program, use, loop.body)
         and program.scope(use) is program.scope(loop)
+        and not _feeds_a_step(inputs, use)
         and not inputs.steps.in_graph(loop)
-        # Only the loop's batch reaches it (not a value bound again on some path).
-        and all(_inside(program, b, loop.target) or b is loop.target for b in facts.reaching_bindings(use) or [use])
+        # Only the loop's batch reaches it (not a value bound again on some path; after the
+        # loop, not a value bound before a loop that may draw nothing either).
+        and all(
+            _inside(program, b, loop.target) or b is loop.target
+            for b in (facts.reaching_bindings(use) if _inside(program, use, loop.body) else facts.bindings(use)) or [use]
+        )
     )
+
+
+def _feeds_a_step(inputs: Inputs, use: cst.CSTNode) -> bool:
+    """Whether what is computed from the read ``use`` (``batch / 255.0``, ``tf.cast(batch,
+    ...)``, in the expression around it) reaches ``strategy.run``: gathered there, every replica
+    would be given the whole global batch."""
+    program = inputs.program
+    node: cst.CSTNode | None = use
+    while node is not None and not isinstance(node, (cst.BaseSmallStatement, cst.BaseStatement)):
+        if node is not use and isinstance(node, cst.BaseExpression) and _follow(inputs, node)[0]:
+            return True
+        node = program.parent(node)
+    return False
 
 
 def _inside(program, node: cst.CSTNode, container: cst.CSTNode) -> bool:
     return any(a is container for a in program.ancestors(node))
 
 
-def _strategy_at(inputs: Inputs, runs: list[cst.Call], loop: cst.For) -> cst.BaseExpression:
+def _strategy_at(inputs: Inputs, runs: list[cst.Call], loop: cst.CSTNode) -> cst.BaseExpression:
     program = inputs.program
     receivers = [run.func.value for run in runs]  # type: ignore[union-attr]
     codes = {program.module.code_for_node(r) for r in receivers}
@@ -256,22 +531,12 @@ def _chain_root(expr: cst.BaseExpression) -> cst.BaseExpression | None:
     return expr if isinstance(expr, cst.Name) else None
 
 
-def _iterated(inputs: Inputs, loop: cst.For) -> cst.BaseExpression:
-    """What the loop iterates: its iterable, or what ``enumerate`` counts the items of
-    (a distributed dataset is counted as well)."""
-    iterable = loop.iter
-    if isinstance(iterable, cst.Call) and "builtins.enumerate" in inputs.facts.names_of(iterable.func):
-        target = loop.target
-        first = iterable.args[0] if iterable.args else None
-        if first is not None and first.keyword is None and not first.star and isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
-            return first.value
-    return iterable
-
-
-def _outermost_loop(program, loop: cst.For) -> cst.BaseStatement:
+def _outermost_loop(program, loop: cst.BaseStatement, made: cst.CSTNode) -> cst.BaseStatement:
+    """The outermost loop around ``loop`` (itself when there is none) in its function, below the
+    loop ``made`` (where the dataset is bound) is in."""
     outer: cst.BaseStatement = loop
     for ancestor in program.ancestors(loop):
-        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) or _inside(program, made, ancestor):
             break
         if isinstance(ancestor, (cst.For, cst.While)):
             outer = ancestor

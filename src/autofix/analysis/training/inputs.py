@@ -10,12 +10,12 @@ same batch are summed.
 
 Each argument is followed backwards to where its value is made: through names (every binding
 that may reach the read: a value rebuilt on one branch counts), ``for`` loops and
-``enumerate`` / ``zip`` / ``iter`` / ``next``, tuple unpacking, subscripts, the parameters of
-local functions (to what their callers pass) and their returns, and ``self`` attributes. An
-origin is ``distributed``, ``dataset`` (a ``tf.data`` / Keras / TFDS dataset, with the
-expression iterated), ``array`` (NumPy, or a Keras ``load_data``), ``shard``, or unknown
-(scalars, step counters, tensors made by TensorFlow, values from other modules: never a
-finding).
+``enumerate`` / ``zip`` / ``iter`` / ``next`` and progress bars (``tqdm(ds)``), tuple
+unpacking, subscripts, the parameters of local functions (to what their callers pass) and their
+returns, and ``self`` attributes. An origin is ``distributed``, ``dataset`` (a ``tf.data`` /
+Keras / TFDS dataset, with the expression iterated), ``array`` (NumPy, or a Keras
+``load_data``), ``shard``, or unknown (scalars, step counters, tensors made by TensorFlow,
+values from other modules, what a local generator yields: never a finding).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.facts.callees import Callables
-from autofix.analysis.facts.dataflow import LOADERS, PASSTHROUGH
+from autofix.analysis.facts.dataflow import LOADERS, PASSTHROUGH, progress_bar_iterable
 from autofix.analysis.steps.custom import Steps, words
 from autofix.analysis.syntax import argument_value, attribute_path
 from autofix.tf.symbols import Kind
@@ -257,6 +257,10 @@ class Inputs(Derived):
             if names & {"builtins.range"}:
                 found.append(Origin("unknown", expr))
                 return
+            wrapped = progress_bar_iterable(facts, expr)
+            if wrapped is not None:
+                self._elements(wrapped, found, seen, depth + 1, loop, path)
+                return
         if isinstance(expr, cst.Name):
             bindings = facts.reaching_bindings(expr) or []
             values = [facts.assigned_value(b) for b in bindings]
@@ -267,6 +271,10 @@ class Inputs(Derived):
             elif len(bindings) == 1 and isinstance(bindings[0], cst.Param):
                 # A dataset handed in: what the callers hand in.
                 self._parameter(bindings[0], inner, seen, depth, iterated=True, path=path)
+            elif bindings and (unpacked := self.unpacked(bindings)):
+                # ``train_ds, test_ds = make_datasets()``: what the value flow says it is.
+                for value in unpacked:
+                    self._elements(value, inner, seen, depth + 1, loop, path)
             else:
                 found.append(Origin("unknown", expr))
                 return
@@ -281,14 +289,28 @@ class Inputs(Derived):
         if isinstance(expr, cst.Call) and self._kind(expr) is None:
             callees, complete = self.callables.of_call(expr.func)
             if callees and complete:
-                for callee in callees:
-                    info = facts.functions.get(callee.function)  # type: ignore[arg-type]
-                    for ret in info.returns if info else ():
-                        if ret.value is not None:
-                            self._elements(ret.value, found, seen, depth + 1, loop, path)
+                infos = [facts.functions.get(callee.function) for callee in callees]  # type: ignore[arg-type]
+                returned = [ret.value for info in infos if info for ret in info.returns if ret.value is not None]
+                for value in returned:
+                    self._elements(value, found, seen, depth + 1, loop, path)
+                if not returned:
+                    found.append(Origin("unknown", expr, loop))  # a generator: what it yields
                 return
         kind = self._kind(expr)
         found.append(Origin(kind or "unknown", expr, loop, (expr,) if kind == "dataset" else ()))
+
+    def unpacked(self, bindings: list[cst.CSTNode]) -> list[cst.BaseExpression]:
+        """What names bound by unpacking (``a, b = make()``) are made by, where the value flow
+        follows each to whole expressions (items of what a local function returns); else empty."""
+        made: list[cst.BaseExpression] = []
+        for binding in bindings:
+            if not isinstance(binding, cst.Name) or not isinstance(self.program.parent(binding), cst.Element):
+                return []
+            origins = self.facts.values.binding_origins(binding)
+            if not origins or not all(o.whole and isinstance(o.node, cst.BaseExpression) for o in origins):
+                return []
+            made.extend(o.node for o in origins)  # type: ignore[misc]
+        return made
 
     def _kind(self, expr: cst.BaseExpression, depth: int = 0) -> str | None:
         """What iterating the value ``expr`` gives, when it is evident from how it is made
