@@ -197,34 +197,100 @@ def test_an_uneven_validation_set_is_named_with_the_replica_counts_it_fails_on()
     assert "with validation_split=, a validation set smaller than the scaled global batch" in unknown.reason
 
 
+RUN_TIME = "validation_batch_size=min(64 * strategy.num_replicas_in_sync, {size} // strategy.num_replicas_in_sync * strategy.num_replicas_in_sync)"
+
+
 @pytest.mark.parametrize(
-    "made, refused",
+    "lines, size",
+    [
+        # validation_split=: the last len(x) - int(len(x) * (1 - s)) examples, as Keras splits
+        ("a = np.load('a.npy')\nmodel.fit(a, y, batch_size=64, validation_split=0.2)\n", "(len(a) - int(len(a) * (1 - 0.2)))"),
+        ("a = np.load('a.npy')\nSPLIT = 0.1\nmodel.fit(a, y, batch_size=64, validation_split=SPLIT)\n", "(len(a) - int(len(a) * (1 - SPLIT)))"),
+        # a name bound only to (inputs, targets) tuples
+        ("a = np.load('a.npy')\nheld = (a[:7], y[:7])\nmodel.fit(x, y, batch_size=64, validation_data=held)\n", "len(held[0])"),
+        # inputs cast in the call (a boolean array, by the migration): their length is the array's
+        ("a = np.load('a.npy')\nmodel.fit(x, y, batch_size=64, validation_data=(a.astype('float32'), y[:9]))\n", "len(a)"),
+    ],
+)
+def test_a_validation_set_of_unknown_size_gets_a_batch_from_its_size_at_run_time(lines, size):
+    analysis = analyse(FIT + lines, TFD002)
+    assert analysis.new_text is not None, [f.reason for f in analysis.findings]
+    assert RUN_TIME.format(size=size) in analysis.new_text
+    assert analyse(analysis.new_text, TFD002).findings == []
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        "model.fit(np.load('a.npy'), y, batch_size=64, validation_split=0.2)\n",  # made in the call: read again, made again
+        "a = np.load('a.npy')\nmodel.fit([a, a], y, batch_size=64, validation_split=0.2)\n",  # a list's length is not the examples'
+        "a = np.load('a.npy')\nmodel.fit(a, y, batch_size=64, validation_split=fraction())\n",  # a split computed in the call
+        "a = np.load('a.npy')\nmodel.fit(a, y, batch_size=64, validation_split=0.2, **options)\n",  # may hold its own
+    ],
+)
+def test_a_validation_set_whose_size_no_expression_reads_again_is_reported(lines):
+    analysis = analyse(FIT + lines, TFD002)
+    assert analysis.new_text is None
+    (finding,) = analysis.findings
+    assert "a validation set smaller than the scaled global batch is a single batch" in finding.reason
+
+
+BOOLEAN = (
+    "import numpy as np\nimport keras\nimport tensorflow as tf\n\n\ndef helper():\n    return np.ones((100, 4), dtype=bool)\n\n\n"
+    "x = {made}\nx_train = x[:80]\n"
+    "model = keras.Sequential([{first}, keras.layers.Dense(1)])\n"
+    "model.compile(optimizer='adam', loss={loss})\n"
+    "model.fit(x_train, x_train[:, :1], batch_size=16)\n"
+)
+
+
+def _boolean(made: str, first: str = "keras.Input((4,))", loss: str = "'mse'") -> str:
+    return BOOLEAN.format(made=made, first=first, loss=loss)
+
+
+@pytest.mark.parametrize(
+    "made, cast",
     [
         ("np.zeros((100, 4), dtype=bool)", True),
         ("np.zeros((100, 4), dtype='bool')", True),
         ("np.zeros((100, 4), dtype=np.bool_)", True),
         ("(np.random.rand(100, 4) > 0.5).astype(bool)", True),
+        ("np.random.rand(100, 4) > 0.5", True),
         ("helper()", True),  # def helper(): return np.ones((100, 4), dtype=bool)
         ("np.zeros((100, 4), dtype=bool).astype('float32')", False),
         ("np.zeros((100, 4), dtype='float32')", False),
     ],
 )
-def test_fit_on_boolean_arrays_is_not_migrated(made, refused):
-    """Keras 3 fails on boolean inputs under MirroredStrategy: followed through names, slices
-    and a helper's return to where the array is made."""
-    source = (
-        "import numpy as np\nimport keras\n\n\ndef helper():\n    return np.ones((100, 4), dtype=bool)\n\n\n"
-        f"x = {made}\nx_train = x[:80]\n"
-        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])\n"
-        "model.compile(optimizer='adam', loss='mse')\n"
-        "model.fit(x_train, x_train[:, :1], batch_size=16)\n"
-    )
-    analysis = analyse(source, MIGRATE)
-    assert (analysis.new_text is None) is refused
-    if refused:
-        (finding,) = analysis.findings
-        assert "fit (line 13) is given a boolean array (x_train, made on line" in finding.reason
-        assert "Keras 3 fails on boolean inputs under MirroredStrategy" in finding.reason
+def test_boolean_arrays_fit_is_given_are_cast_to_float32_in_the_call(made, cast):
+    """Keras 3 fails on boolean arrays under MirroredStrategy; one device converts inputs to
+    the dtype of a functional model's input and targets to its Keras loss's: followed through
+    names, slices and a helper's return to where the array is made, and cast in the call."""
+    migrated = analyse(_boolean(made), MIGRATE).new_text
+    assert migrated is not None
+    fit = 'model.fit(x_train.astype("float32"), x_train[:, :1].astype("float32"), batch_size=16 * strategy.num_replicas_in_sync)'
+    assert (fit in migrated) is cast
+    assert "x_train = x[:80]\n" in migrated  # no other read of the array changes
+    assert analyse(migrated, MIGRATE).new_text is None  # stable
+
+
+@pytest.mark.parametrize(
+    "source, why",
+    [
+        (_boolean("np.zeros((100, 4), dtype=bool)", first="keras.layers.Dense(4)"), "the model is not shown to take float inputs"),
+        (_boolean("np.zeros((100, 4), dtype=bool)", first="keras.Input((4,), dtype='int32')"), "the model is not shown to take float inputs"),
+        (_boolean("np.zeros((100, 4), dtype=bool)", loss="own_loss"), "its loss (own_loss) is not Keras's own"),
+        (_boolean("tf.constant(np.zeros((100, 4)), dtype=tf.bool)"), "it is not shown to be only a NumPy boolean array"),
+        (_boolean("np.zeros((100, 4), dtype=bool) if helper else np.zeros((100, 4))"), "it is not shown to be only a NumPy boolean array"),
+    ],
+)
+def test_boolean_arrays_are_not_cast_where_the_cast_is_not_shown_to_train_the_same(source, why):
+    analysis = analyse(source.replace("\n\n\nx =", "\n\n\ndef own_loss(y_true, y_pred):\n    return keras.ops.mean(y_pred)\n\n\nx ="), MIGRATE)
+    assert analysis.new_text is None
+    (finding,) = analysis.findings
+    assert "is given a boolean array (x_train" in finding.reason  # x_train, or its slice the targets are
+    assert "made on line 14: np.zeros((100, 4)" in finding.reason or "made on line 14: tf.constant(" in finding.reason
+    assert "Keras 3 fails on boolean inputs under MirroredStrategy" in finding.reason
+    assert why in finding.reason
 
 
 @pytest.mark.tf
@@ -242,6 +308,33 @@ def test_a_validation_set_with_a_batch_of_its_own_runs_on_three_replicas(tmp_pat
     unbatched.write_text(text.replace(added, ""))
     assert "validation_batch_size" not in unbatched.read_text()
     runs = run_many([SmokeJob(str(fixed)), SmokeJob(str(unbatched))], replicas=3, steps=2, offline=True)
+    assert runs[0].ok, runs[0].failures
+    assert not runs[1].ok and "Inputs to operation AddN of type AddN must have the same size and shape" in runs[1].failures[0]
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("replicas", [2, 3, 4])
+def test_a_validation_batch_from_the_size_at_run_time_is_proven_on_two_three_and_four_replicas(tmp_path, replicas):
+    """fit_validation_split_run_time validates 101 examples (known only at run time), which
+    split evenly over none of 2, 3, 4 replicas: the migration is proven equivalent on each
+    (smoke --compare), and runs its validation there (plain smoke: the comparison's runs stop at
+    the steps they compare, before fit validates), where without its validation batch Keras 3
+    fails on the first validation batch (AddN)."""
+    pytest.importorskip("tensorflow")
+    from autofix.smoke import run_many
+    from autofix.smoke.compare import ComparePair, compare_many
+    from autofix.smoke.jobs import SmokeJob
+
+    original = FIXTURES / "tfd010" / "fit_validation_split_run_time.py"
+    fixed = FIXTURES / "tfd010" / "fit_validation_split_run_time.fixed.py"
+    text = fixed.read_text()
+    start = text.index(", validation_batch_size=")
+    unbatched = tmp_path / "unbatched.py"
+    unbatched.write_text(text[:start] + text[text.index("\n", start) - 1 :])
+    assert "validation_batch_size" not in unbatched.read_text()
+    (proven,) = compare_many([ComparePair(str(fixed), str(original))], replicas=replicas, offline=True)
+    assert proven.compare.status == "equivalent", proven.compare.message
+    runs = run_many([SmokeJob(str(fixed)), SmokeJob(str(unbatched))], replicas=replicas, steps=2, offline=True)
     assert runs[0].ok, runs[0].failures
     assert not runs[1].ok and "Inputs to operation AddN of type AddN must have the same size and shape" in runs[1].failures[0]
 
