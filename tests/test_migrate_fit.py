@@ -426,3 +426,51 @@ def test_an_asserted_batch_keeps_its_value_and_the_training_batch_is_scaled_wher
 def test_keras1_api_is_recognised(source, what):
     found = first_keras(_program("import keras\n" + source))
     assert (found[1] if found else None) == what
+
+
+# --- a dataset only predicted on ----------------------------------------------------------------
+
+PREDICTED = (
+    "import numpy as np\nimport tensorflow as tf\nimport keras\n\n"
+    "batch_size = 32\n"
+    "x = np.random.rand(256, 4).astype('float32')\n"
+    "train = tf.data.Dataset.from_tensor_slices((x, x)).batch(batch_size)\n"
+    "val = tf.data.Dataset.from_tensor_slices((x, x)).batch(batch_size)\n"
+    "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])\n"
+    "optimizer = keras.optimizers.SGD()\n"
+    "mae = keras.metrics.MeanAbsoluteError()\n"
+    "\n\n"
+    "@tf.function\n"
+    "def train_step(a, b):\n"
+    "    with tf.GradientTape() as tape:\n"
+    "        loss = tf.reduce_mean(tf.square(model(a, training=True) - b))\n"
+    "    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_weights), model.trainable_weights))\n"
+    "    return loss\n"
+    "\n\n"
+    "for step, (a, b) in enumerate(train):\n"
+    "    train_step(a, b)\n"
+    "    print('seen', (step + 1) * batch_size)\n"
+    "for a, b in val:\n"
+    "    mae.update_state(b, {call})\n"
+)
+
+
+@pytest.mark.parametrize(
+    "call, migrated",
+    [
+        ("model(a, training=False)", True),  # predicted on: the same outputs whatever its batch
+        ("model(a)", False),  # training not said: not known to be inference (a loop may train so)
+        ("model(a, training=True)", False),  # Dropout, BatchNormalization's batch statistics
+    ],
+)
+def test_a_dataset_only_predicted_on_follows_the_global_batch(call, migrated):
+    """A dataset batched with the training batch's constant and only predicted on, outside any
+    step: its batch changes no output, so the constant may become the global batch for it too
+    (a count of the examples seen, computed from the same constant, needs the global batch)."""
+    analysis = analyse(PREDICTED.format(call=call), MIGRATE)
+    assert (analysis.new_text is not None) is migrated, [f.reason for f in analysis.findings]
+    if migrated:
+        assert "val = tf.data.Dataset.from_tensor_slices((x, x)).batch(global_batch_size)\n" in analysis.new_text
+        assert "print('seen', (step + 1) * global_batch_size)\n" in analysis.new_text
+    else:
+        assert any("which of its uses mean the global batch is not known" in f.reason for f in analysis.findings)
