@@ -167,17 +167,21 @@ FIT = LOADED + (
         ("model.fit(x, y, batch_size=128, validation_split=0.1)", True),  # 6000
         ("model.fit(x, y, validation_data=(x[:512], y[:512]))", True),  # 512 >= 32 x 16
         ("val = (x[:1000], y[:1000])\nmodel.fit(x, y, batch_size=32, validation_data=val)", True),
-        # One uneven batch on some replica count: written in the call, the set gets a batch of
-        # its own that splits evenly on every count; given by a name, it is reported.
+        # One uneven batch on some replica count, or of a size not known here: where an
+        # expression reads its size again at run time, the set gets a batch of its own that
+        # splits evenly on every count; where none does, it is reported.
         ("model.fit(x, y, batch_size=64, validation_data=(x[:1000], y[:1000]))", True),  # 16 replicas
         ("model.fit(x, y, batch_size=512, validation_data=(x[:1000], y[:1000]))", True),
-        ("val = (x[:1000], y[:1000])\nmodel.fit(x, y, batch_size=512, validation_data=val)", False),
-        ("model.fit(x, y, batch_size=64, validation_split=0.001)", False),  # 60 examples
+        ("val = (x[:1000], y[:1000])\nmodel.fit(x, y, batch_size=512, validation_data=val)", True),
+        ("model.fit(x, y, batch_size=64, validation_split=0.001)", True),  # 60 examples
+        ("model.fit(x, y, batch_size=512, validation_data=(x[:1000] / 255.0, y[:1000]))", False),
         # The validation set has a batch of its own, which the fix does not change.
         ("model.fit(x, y, batch_size=512, validation_data=(x[:1000], y[:1000]), validation_batch_size=8)", True),
         # Not known: the batch, or the set (a name bound to arrays of unknown size).
-        ("model.fit(x, y, batch_size=flags.batch, validation_split=0.1)", False),
-        ("val = (np.load('v.npy'), np.load('w.npy'))\nmodel.fit(x, y, batch_size=64, validation_data=val)", False),
+        ("model.fit(x, y, batch_size=flags.batch, validation_split=0.1)", True),
+        ("val = (np.load('v.npy'), np.load('w.npy'))\nmodel.fit(x, y, batch_size=64, validation_data=val)", True),
+        # (the tuple holds the arrays made: its first one read again is the inputs)
+        ("val = (np.load('v.npy') / 255.0, np.load('w.npy'))\nmodel.fit(x, y, batch_size=64, validation_data=val)", True),
     ],
 )
 def test_a_validation_set_is_scaled_only_when_it_splits_on_every_replica_count(call, fixed):
@@ -188,7 +192,7 @@ def test_a_validation_set_is_scaled_only_when_it_splits_on_every_replica_count(c
 
 
 def test_an_uneven_validation_set_is_named_with_the_replica_counts_it_fails_on():
-    analysis = analyse(FIT + "val = (x[:1000], y[:1000])\nmodel.fit(x, y, batch_size=512, validation_data=val)\n", TFD002)
+    analysis = analyse(FIT + "model.fit(x, y, batch_size=512, validation_data=(x[:1000] / 255.0, y[:1000]))\n", TFD002)
     (finding,) = analysis.findings
     assert "the validation set (validation_data=) holds 1000 examples" in finding.reason
     assert "on 3 or more replicas" in finding.reason
