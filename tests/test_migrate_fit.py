@@ -478,3 +478,42 @@ def test_a_dataset_only_predicted_on_follows_the_global_batch(call, migrated):
         assert "print('seen', (step + 1) * global_batch_size)\n" in analysis.new_text
     else:
         assert any("which of its uses mean the global batch is not known" in f.reason for f in analysis.findings)
+
+
+# --- a trained model asked about fewer examples than there may be replicas ----------------------
+
+FEW = (
+    "import numpy as np\nimport tensorflow as tf\n\n"
+    "x = np.random.rand(200, 5, 3).astype('float32')\n"
+    "y = x.sum(axis=(1, 2))[:, None]\n"
+    "i = 7\n"
+    "model = tf.keras.Sequential([tf.keras.Input((5, 3)), {layer}, tf.keras.layers.Dense(1)])\n"
+    "model.compile(optimizer='adam', loss='mse')\n"
+    "model.fit(x, y, batch_size=16, epochs=1)\n"
+    "{use}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "layer, use, refused",
+    [
+        ("tf.keras.layers.LSTM(4)", "print(model.predict(x[[i]]))", True),
+        ("tf.keras.layers.LSTM(4)", "print(model.predict(x[np.array([i])]))", True),
+        ("tf.keras.layers.LSTM(4)", "print(model.predict(x[i:i + 1]))", True),
+        ("tf.keras.layers.LSTM(4)", "print(model.predict(np.expand_dims(x[i], 0)))", True),
+        ("tf.keras.layers.LSTM(4)", "one, two = x[[i]], x[[i + 1]]\nprint(model.predict(one))", True),
+        ("tf.keras.layers.Conv1D(4, 2), tf.keras.layers.Flatten()", "print(model.predict(x[None, i]))", True),
+        ("tf.keras.layers.Flatten()", "print(model.evaluate(x[:3], y[:3]))", True),  # AddN, whatever the layers
+        # Dense layers run on an empty batch (measured); enough examples split over 16 replicas
+        ("tf.keras.layers.Flatten()", "print(model.predict(x[[i]]))", False),
+        ("tf.keras.layers.LSTM(4)", "print(model.predict(x[:64]))", False),
+        ("tf.keras.layers.LSTM(4)", "print(model(x[[i]], training=False))", False),  # one device
+    ],
+)
+def test_predicting_fewer_examples_than_replicas_is_refused_where_keras_fails_on_it(layer, use, refused):
+    analysis = analyse(FEW.format(layer=layer, use=use), MIGRATE)
+    assert (analysis.new_text is None) is refused, [f.reason for f in analysis.findings]
+    if refused:
+        (finding,) = analysis.findings
+        assert "migrated, the model splits it over the replicas" in finding.reason
+        assert "call the model itself there (model(x, training=False)" in finding.reason

@@ -21,6 +21,7 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.migration.boolean_casts import BooleanCasts, boolean_casts
+from autofix.analysis.migration.few_examples import few_examples
 from autofix.analysis.migration.clipping import Clipping, GlobalClip, optimizer_clip_reason
 from autofix.analysis.migration.compiled_losses import CompiledLosses, PerExample, Weighed
 from autofix.analysis.facts.script import Facts
@@ -253,6 +254,7 @@ class SingleDevice(Derived):
         found.extend(Refusal(*refused) for refused in self.compiled_losses[1])
         found.extend(Refusal(*refused) for refused in self.imported.refusals)
         found.extend(Refusal(*refused) for refused in self.boolean_casts.refusals)
+        found.extend(Refusal(*refused) for refused in few_examples(self.program, self.facts, self.training.sites))
         return found
 
     @cached_property
