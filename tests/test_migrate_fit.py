@@ -343,6 +343,28 @@ def test_a_validation_batch_from_the_size_at_run_time_is_proven_on_two_three_and
     assert not runs[1].ok and "Inputs to operation AddN of type AddN must have the same size and shape" in runs[1].failures[0]
 
 
+@pytest.mark.tf
+def test_boolean_arrays_cast_in_the_call_train_on_two_replicas_where_uncast_they_fail(tmp_path):
+    """fit_boolean_arrays: the migration is proven equivalent on 2 replicas (smoke --compare),
+    and runs its fit to the end there (plain smoke); without the casts Keras 3 fails on the
+    boolean arrays (AddN has no bool kernel)."""
+    pytest.importorskip("tensorflow")
+    from autofix.smoke import run_many
+    from autofix.smoke.compare import ComparePair, compare_many
+    from autofix.smoke.jobs import SmokeJob
+
+    original = FIXTURES / "tfd010" / "fit_boolean_arrays.py"
+    fixed = FIXTURES / "tfd010" / "fit_boolean_arrays.fixed.py"
+    uncast = tmp_path / "uncast.py"
+    uncast.write_text(fixed.read_text().replace('.astype("float32")', ""))
+    assert ".astype" not in uncast.read_text()
+    (proven,) = compare_many([ComparePair(str(fixed), str(original))], replicas=2, offline=True)
+    assert proven.compare.status == "equivalent", proven.compare.message
+    runs = run_many([SmokeJob(str(fixed)), SmokeJob(str(uncast))], replicas=2, steps=2, offline=True)
+    assert runs[0].ok, runs[0].failures
+    assert not runs[1].ok and "of bool is not in the list of allowed values" in runs[1].failures[0]
+
+
 # --- a batch size fixed inside a helper ---------------------------------------------------------
 
 HELPER = LOADED + (
@@ -517,3 +539,21 @@ def test_predicting_fewer_examples_than_replicas_is_refused_where_keras_fails_on
         (finding,) = analysis.findings
         assert "migrated, the model splits it over the replicas" in finding.reason
         assert "call the model itself there (model(x, training=False)" in finding.reason
+
+
+@pytest.mark.parametrize(
+    "use, migrated, shown",
+    [
+        # evaluate of the trained model fails on booleans under the strategy too (measured): cast
+        ("model.evaluate(x_train, x_train[:, :1])", True, 'model.evaluate(x_train.astype("float32"), x_train[:, :1].astype("float32"))'),
+        ("held = (x_train, x_train[:, :1])\nmodel.fit(x_train, x_train[:, :1], batch_size=16, validation_data=held)", False,
+         "its validation set is given by a name (held) holding one (x_train), which a cast in the call cannot reach"),
+    ],
+)
+def test_boolean_arrays_evaluated_or_validated_by_name(use, migrated, shown):
+    analysis = analyse(_boolean("np.zeros((100, 4), dtype=bool)") + use + "\n", MIGRATE)
+    assert (analysis.new_text is not None) is migrated, [f.reason for f in analysis.findings]
+    if migrated:
+        assert shown in analysis.new_text
+    else:
+        assert any(shown in f.reason for f in analysis.findings)

@@ -66,6 +66,11 @@ def boolean_parts(facts: Facts, fit: cst.Call) -> list[BooleanPart]:
     return found
 
 
+def is_boolean(facts: Facts, expr: cst.BaseExpression) -> bool:
+    """Whether ``expr`` may be a boolean array."""
+    return _made_boolean(facts, expr, 0) is not None
+
+
 def _all_boolean(facts: Facts, expr: cst.BaseExpression, depth: int) -> bool:
     """Whether every value ``expr`` may hold is a NumPy boolean array."""
     if depth > 8:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from autofix.analysis.facts.booleans import BooleanPart, boolean_parts
+from autofix.analysis.facts.booleans import BooleanPart, boolean_parts, is_boolean
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value
@@ -49,23 +49,69 @@ class BooleanCasts:
 
 def boolean_casts(program: Program, facts: Facts, sites: list[Site]) -> BooleanCasts:
     found = BooleanCasts()
-    for site in sites:
-        call = site.call
-        if site.kind != "fit" or not isinstance(call.func, cst.Attribute) or call.func.attr.value != "fit":
-            continue
+    for call, site in _calls(facts, sites):
+        method = call.func.attr.value  # type: ignore[attr-defined]
         parts = boolean_parts(facts, call)
         why = next((w for w in (_why_not(program, facts, site, part) for part in parts) if w is not None), None)
+        if why is None:
+            why = _validation_by_name(program, facts, call)
         if why is not None:
-            part = next(p for p in parts if _why_not(program, facts, site, p) == why)
+            part = next((p for p in parts if _why_not(program, facts, site, p) == why), None)
+            given = (
+                f" ({_short(program, part.expr)}, made on line {program.line(part.made)}: {_short(program, part.made)})"
+                if part is not None
+                else ""
+            )
             found.refusals.append((call, (
-                f"fit (line {program.line(call)}) is given a boolean array ({_short(program, part.expr)}, made on "
-                f"line {program.line(part.made)}: {_short(program, part.made)}): Keras 3 fails on boolean inputs under "
-                f"MirroredStrategy (its first batch is added up with AddN, which has no kernel for bool), and {why}; "
-                "give fit float or integer arrays (.astype('float32')), then migrate"
+                f"{method} (line {program.line(call)}) is given a boolean array{given}: Keras 3 fails on boolean "
+                f"inputs under MirroredStrategy (its first batch is added up with AddN, which has no kernel for bool), "
+                f"and {why}; give {method} float or integer arrays (.astype('float32')), then migrate"
             )))
             continue
         found.casts.extend(part.expr for part in parts)
     return found
+
+
+def _calls(facts: Facts, sites: list[Site]) -> list[tuple[cst.Call, Site]]:
+    """The ``fit`` calls of the sites, and the ``evaluate`` calls of the models they train (a
+    model made in the scope evaluates under the strategy too: measured, it fails on boolean
+    arrays as ``fit`` does), each with the site whose model it is."""
+    found: list[tuple[cst.Call, Site]] = []
+    trained: list[tuple[set[int], Site]] = []
+    for site in sites:
+        func = site.call.func
+        if site.kind != "fit" or not isinstance(func, cst.Attribute) or func.attr.value != "fit":
+            continue
+        found.append((site.call, site))
+        if isinstance(func.value, cst.Name):
+            made = {id(o.node) for o in facts.values.origins(func.value)}
+            if made:
+                trained.append((made, site))
+    for call, _owner in facts.calls:
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("evaluate", "test_on_batch") and isinstance(func.value, cst.Name):
+            made = {id(o.node) for o in facts.values.origins(func.value)}
+            owner = next((site for ids, site in trained if made & ids), None)
+            if owner is not None:
+                found.append((call, owner))
+    return found
+
+
+def _validation_by_name(program: Program, facts: Facts, call: cst.Call) -> str | None:
+    """Why a validation set given by a name (``validation_data=val``) that may hold boolean
+    arrays is not cast: a cast in the call cannot reach into it."""
+    data = argument_value(call, "validation_data", 7)
+    if not isinstance(data, cst.Name):
+        return None
+    for origin in facts.values.origins(data):
+        elements = origin.node.elements if origin.whole and isinstance(origin.node, (cst.Tuple, cst.List)) else ()
+        for element in elements:
+            if is_boolean(facts, element.value):
+                return (
+                    f"its validation set is given by a name ({data.value}) holding one ({_short(program, element.value)}), "
+                    "which a cast in the call cannot reach"
+                )
+    return None
 
 
 def _why_not(program: Program, facts: Facts, site: Site, part: BooleanPart) -> str | None:
