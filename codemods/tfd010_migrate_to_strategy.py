@@ -27,8 +27,8 @@ weighed by ``1 / num_replicas_in_sync``, where that is shown to be the same
 (:mod:`autofix.analysis.migration.compiled_losses`: Keras 3 divides neither by the replicas). Counts of
 optimizer steps written as numbers (a schedule's boundaries, decay and warm-up steps,
 ``save_freq=<int>``) are left as they are, each with a finding that says they now mean N x the
-examples (:mod:`autofix.analysis.migration.step_counts`). Boolean arrays handed to ``fit`` (Keras 3
-cannot train on them under a strategy) are cast to float32 in the call, where one device's
+examples (:mod:`autofix.analysis.migration.step_counts`). Boolean arrays handed to ``fit`` or the trained
+model's ``evaluate`` (Keras 3 cannot take them under a strategy) are cast to float32 in the call, where one device's
 Keras converts them so itself: inputs of a functional model with float inputs, targets read
 only by Keras's own losses and metrics (:mod:`autofix.analysis.migration.boolean_casts`). The other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
 ``strategy.scope()`` (TFD001), the single-device batch kept as the per-replica batch and
@@ -57,7 +57,11 @@ Not fixed (not migrated; reported with the reason):
 - a model built for a fixed batch (``stateful=True``, ``batch_size=``), an in-batch objective;
 - boolean arrays handed to ``fit`` whose cast is not shown to train the same (a model not built
   where it is made, or of the file's own class, an input of another dtype, a loss or metric of
-  the file's own, an array that may be something else than a NumPy boolean array);
+  the file's own, an array that may be something else than a NumPy boolean array, a validation
+  set given by a name);
+- the trained model's ``evaluate`` on fewer examples than there may be replicas, or its
+  ``predict`` on as few when it has an LSTM or Conv1D layer (Keras 3 splits them over the
+  replicas and fails: :mod:`autofix.analysis.migration.few_examples`);
 - a loss compiled for ``fit`` that reduces over the batch itself where the rewrite cannot be
   shown the same (the function is used elsewhere, examples are weighed, its mean is not of
   entries of ``y_true`` and ``y_pred``; a sum among other losses or weighed already);
