@@ -29,7 +29,10 @@ weighed by ``1 / num_replicas_in_sync``, where that is shown to be the same
 (:mod:`autofix.analysis.migration.compiled_losses`: Keras 3 divides neither by the replicas). Counts of
 optimizer steps written as numbers (a schedule's boundaries, decay and warm-up steps,
 ``save_freq=<int>``) are left as they are, each with a finding that says they now mean N x the
-examples (:mod:`autofix.analysis.migration.step_counts`). The other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
+examples (:mod:`autofix.analysis.migration.step_counts`). Boolean arrays handed to ``fit`` or the trained
+model's ``evaluate`` (Keras 3 cannot take them under a strategy) are cast to float32 in the call, where one device's
+Keras converts them so itself: inputs of a functional model with float inputs, targets read
+only by Keras's own losses and metrics (:mod:`autofix.analysis.migration.boolean_casts`). The other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
 ``strategy.scope()`` (TFD001), the single-device batch kept as the per-replica batch and
 training fed the global batch (TFD002), the dataset distributed (TFD003), the loss averaged over
 the global batch (TFD004). The migration is written only when the result parses, a second pass
@@ -56,6 +59,13 @@ Not fixed (not migrated; reported with the reason):
   places its work on devices itself (``tf.device`` towers: distributed by hand already), or
   draws random numbers in Python (NumPy's noise: a constant once traced);
 - a model built for a fixed batch (``stateful=True``, ``batch_size=``), an in-batch objective;
+- boolean arrays handed to ``fit`` whose cast is not shown to train the same (a model not built
+  where it is made, or of the file's own class, an input of another dtype, a loss or metric of
+  the file's own, an array that may be something else than a NumPy boolean array, a validation
+  set given by a name);
+- the trained model's ``evaluate`` on fewer examples than there may be replicas, or its
+  ``predict`` on as few when it has an LSTM or Conv1D layer (Keras 3 splits them over the
+  replicas and fails: :mod:`autofix.analysis.migration.few_examples`);
 - a loss compiled for ``fit`` that reduces over the batch itself where the rewrite cannot be
   shown the same (the function is used elsewhere, examples are weighed, its mean is not of
   entries of ``y_true`` and ``y_pred``; a sum among other losses or weighed already);
@@ -211,6 +221,8 @@ class MigrateToStrategy(Rule):
             self._mark_built(construction, inserts)
         for call in prep.default_batches:
             edits.replace(call, _with_default_batch)
+        for part in single.boolean_casts.casts:
+            edits.replace(part, _as_float32)
         for clip in single.clips[0]:
             edits.replace(clip.call, lambda node, clip=clip: _clipped_globally(node, clip.gradients.value, tf))
         for loss in single.compiled_losses[0]:
@@ -361,6 +373,15 @@ def _with_default_batch(call: cst.Call) -> cst.Call:
         arg = arg.with_changes(comma=args[-1].comma)
         args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
     return call.with_changes(args=[*args, arg])
+
+
+def _as_float32(array: cst.BaseExpression) -> cst.BaseExpression:
+    """``x_train`` -> ``x_train.astype("float32")``: a boolean array fit is given, cast as one
+    device's Keras converts it (see :mod:`autofix.analysis.migration.boolean_casts`)."""
+    value = array
+    if not isinstance(array, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) and not array.lpar:
+        value = array.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.Call(cst.Attribute(value, cst.Name("astype")), [cst.Arg(cst.SimpleString('"float32"'))])
 
 
 def _clipped_globally(call: cst.Call, gradients: str, tf: str) -> cst.Call:

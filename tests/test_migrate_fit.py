@@ -167,17 +167,21 @@ FIT = LOADED + (
         ("model.fit(x, y, batch_size=128, validation_split=0.1)", True),  # 6000
         ("model.fit(x, y, validation_data=(x[:512], y[:512]))", True),  # 512 >= 32 x 16
         ("val = (x[:1000], y[:1000])\nmodel.fit(x, y, batch_size=32, validation_data=val)", True),
-        # One uneven batch on some replica count: written in the call, the set gets a batch of
-        # its own that splits evenly on every count; given by a name, it is reported.
+        # One uneven batch on some replica count, or of a size not known here: where an
+        # expression reads its size again at run time, the set gets a batch of its own that
+        # splits evenly on every count; where none does, it is reported.
         ("model.fit(x, y, batch_size=64, validation_data=(x[:1000], y[:1000]))", True),  # 16 replicas
         ("model.fit(x, y, batch_size=512, validation_data=(x[:1000], y[:1000]))", True),
-        ("val = (x[:1000], y[:1000])\nmodel.fit(x, y, batch_size=512, validation_data=val)", False),
-        ("model.fit(x, y, batch_size=64, validation_split=0.001)", False),  # 60 examples
+        ("val = (x[:1000], y[:1000])\nmodel.fit(x, y, batch_size=512, validation_data=val)", True),
+        ("model.fit(x, y, batch_size=64, validation_split=0.001)", True),  # 60 examples
+        ("model.fit(x, y, batch_size=512, validation_data=(x[:1000] / 255.0, y[:1000]))", False),
         # The validation set has a batch of its own, which the fix does not change.
         ("model.fit(x, y, batch_size=512, validation_data=(x[:1000], y[:1000]), validation_batch_size=8)", True),
         # Not known: the batch, or the set (a name bound to arrays of unknown size).
-        ("model.fit(x, y, batch_size=flags.batch, validation_split=0.1)", False),
-        ("val = (np.load('v.npy'), np.load('w.npy'))\nmodel.fit(x, y, batch_size=64, validation_data=val)", False),
+        ("model.fit(x, y, batch_size=flags.batch, validation_split=0.1)", True),
+        ("val = (np.load('v.npy'), np.load('w.npy'))\nmodel.fit(x, y, batch_size=64, validation_data=val)", True),
+        # (the tuple holds the arrays made: its first one read again is the inputs)
+        ("val = (np.load('v.npy') / 255.0, np.load('w.npy'))\nmodel.fit(x, y, batch_size=64, validation_data=val)", True),
     ],
 )
 def test_a_validation_set_is_scaled_only_when_it_splits_on_every_replica_count(call, fixed):
@@ -188,7 +192,7 @@ def test_a_validation_set_is_scaled_only_when_it_splits_on_every_replica_count(c
 
 
 def test_an_uneven_validation_set_is_named_with_the_replica_counts_it_fails_on():
-    analysis = analyse(FIT + "val = (x[:1000], y[:1000])\nmodel.fit(x, y, batch_size=512, validation_data=val)\n", TFD002)
+    analysis = analyse(FIT + "model.fit(x, y, batch_size=512, validation_data=(x[:1000] / 255.0, y[:1000]))\n", TFD002)
     (finding,) = analysis.findings
     assert "the validation set (validation_data=) holds 1000 examples" in finding.reason
     assert "on 3 or more replicas" in finding.reason
@@ -197,34 +201,100 @@ def test_an_uneven_validation_set_is_named_with_the_replica_counts_it_fails_on()
     assert "with validation_split=, a validation set smaller than the scaled global batch" in unknown.reason
 
 
+RUN_TIME = "validation_batch_size=min(64 * strategy.num_replicas_in_sync, {size} // strategy.num_replicas_in_sync * strategy.num_replicas_in_sync)"
+
+
 @pytest.mark.parametrize(
-    "made, refused",
+    "lines, size",
+    [
+        # validation_split=: the last len(x) - int(len(x) * (1 - s)) examples, as Keras splits
+        ("a = np.load('a.npy')\nmodel.fit(a, y, batch_size=64, validation_split=0.2)\n", "(len(a) - int(len(a) * (1 - 0.2)))"),
+        ("a = np.load('a.npy')\nSPLIT = 0.1\nmodel.fit(a, y, batch_size=64, validation_split=SPLIT)\n", "(len(a) - int(len(a) * (1 - SPLIT)))"),
+        # a name bound only to (inputs, targets) tuples
+        ("a = np.load('a.npy')\nheld = (a[:7], y[:7])\nmodel.fit(x, y, batch_size=64, validation_data=held)\n", "len(held[0])"),
+        # inputs cast in the call (a boolean array, by the migration): their length is the array's
+        ("a = np.load('a.npy')\nmodel.fit(x, y, batch_size=64, validation_data=(a.astype('float32'), y[:9]))\n", "len(a)"),
+    ],
+)
+def test_a_validation_set_of_unknown_size_gets_a_batch_from_its_size_at_run_time(lines, size):
+    analysis = analyse(FIT + lines, TFD002)
+    assert analysis.new_text is not None, [f.reason for f in analysis.findings]
+    assert RUN_TIME.format(size=size) in analysis.new_text
+    assert analyse(analysis.new_text, TFD002).findings == []
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        "model.fit(np.load('a.npy'), y, batch_size=64, validation_split=0.2)\n",  # made in the call: read again, made again
+        "a = np.load('a.npy')\nmodel.fit([a, a], y, batch_size=64, validation_split=0.2)\n",  # a list's length is not the examples'
+        "a = np.load('a.npy')\nmodel.fit(a, y, batch_size=64, validation_split=fraction())\n",  # a split computed in the call
+        "a = np.load('a.npy')\nmodel.fit(a, y, batch_size=64, validation_split=0.2, **options)\n",  # may hold its own
+    ],
+)
+def test_a_validation_set_whose_size_no_expression_reads_again_is_reported(lines):
+    analysis = analyse(FIT + lines, TFD002)
+    assert analysis.new_text is None
+    (finding,) = analysis.findings
+    assert "a validation set smaller than the scaled global batch is a single batch" in finding.reason
+
+
+BOOLEAN = (
+    "import numpy as np\nimport keras\nimport tensorflow as tf\n\n\ndef helper():\n    return np.ones((100, 4), dtype=bool)\n\n\n"
+    "x = {made}\nx_train = x[:80]\n"
+    "model = keras.Sequential([{first}, keras.layers.Dense(1)])\n"
+    "model.compile(optimizer='adam', loss={loss})\n"
+    "model.fit(x_train, x_train[:, :1], batch_size=16)\n"
+)
+
+
+def _boolean(made: str, first: str = "keras.Input((4,))", loss: str = "'mse'") -> str:
+    return BOOLEAN.format(made=made, first=first, loss=loss)
+
+
+@pytest.mark.parametrize(
+    "made, cast",
     [
         ("np.zeros((100, 4), dtype=bool)", True),
         ("np.zeros((100, 4), dtype='bool')", True),
         ("np.zeros((100, 4), dtype=np.bool_)", True),
         ("(np.random.rand(100, 4) > 0.5).astype(bool)", True),
+        ("np.random.rand(100, 4) > 0.5", True),
         ("helper()", True),  # def helper(): return np.ones((100, 4), dtype=bool)
         ("np.zeros((100, 4), dtype=bool).astype('float32')", False),
         ("np.zeros((100, 4), dtype='float32')", False),
     ],
 )
-def test_fit_on_boolean_arrays_is_not_migrated(made, refused):
-    """Keras 3 fails on boolean inputs under MirroredStrategy: followed through names, slices
-    and a helper's return to where the array is made."""
-    source = (
-        "import numpy as np\nimport keras\n\n\ndef helper():\n    return np.ones((100, 4), dtype=bool)\n\n\n"
-        f"x = {made}\nx_train = x[:80]\n"
-        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])\n"
-        "model.compile(optimizer='adam', loss='mse')\n"
-        "model.fit(x_train, x_train[:, :1], batch_size=16)\n"
-    )
-    analysis = analyse(source, MIGRATE)
-    assert (analysis.new_text is None) is refused
-    if refused:
-        (finding,) = analysis.findings
-        assert "fit (line 13) is given a boolean array (x_train, made on line" in finding.reason
-        assert "Keras 3 fails on boolean inputs under MirroredStrategy" in finding.reason
+def test_boolean_arrays_fit_is_given_are_cast_to_float32_in_the_call(made, cast):
+    """Keras 3 fails on boolean arrays under MirroredStrategy; one device converts inputs to
+    the dtype of a functional model's input and targets to its Keras loss's: followed through
+    names, slices and a helper's return to where the array is made, and cast in the call."""
+    migrated = analyse(_boolean(made), MIGRATE).new_text
+    assert migrated is not None
+    fit = 'model.fit(x_train.astype("float32"), x_train[:, :1].astype("float32"), batch_size=16 * strategy.num_replicas_in_sync)'
+    assert (fit in migrated) is cast
+    assert "x_train = x[:80]\n" in migrated  # no other read of the array changes
+    assert analyse(migrated, MIGRATE).new_text is None  # stable
+
+
+@pytest.mark.parametrize(
+    "source, why",
+    [
+        (_boolean("np.zeros((100, 4), dtype=bool)", first="keras.layers.Dense(4)"), "the model is not shown to take float inputs"),
+        (_boolean("np.zeros((100, 4), dtype=bool)", first="keras.Input((4,), dtype='int32')"), "the model is not shown to take float inputs"),
+        (_boolean("np.zeros((100, 4), dtype=bool)", loss="own_loss"), "its loss (own_loss) is not Keras's own"),
+        (_boolean("tf.constant(np.zeros((100, 4)), dtype=tf.bool)"), "it is not shown to be only a NumPy boolean array"),
+        (_boolean("np.zeros((100, 4), dtype=bool) if helper else np.zeros((100, 4))"), "it is not shown to be only a NumPy boolean array"),
+    ],
+)
+def test_boolean_arrays_are_not_cast_where_the_cast_is_not_shown_to_train_the_same(source, why):
+    analysis = analyse(source.replace("\n\n\nx =", "\n\n\ndef own_loss(y_true, y_pred):\n    return keras.ops.mean(y_pred)\n\n\nx ="), MIGRATE)
+    assert analysis.new_text is None
+    (finding,) = analysis.findings
+    assert "is given a boolean array (x_train" in finding.reason  # x_train, or its slice the targets are
+    assert "made on line 14: np.zeros((100, 4)" in finding.reason or "made on line 14: tf.constant(" in finding.reason
+    assert "Keras 3 fails on boolean inputs under MirroredStrategy" in finding.reason
+    assert why in finding.reason
 
 
 @pytest.mark.tf
@@ -244,6 +314,55 @@ def test_a_validation_set_with_a_batch_of_its_own_runs_on_three_replicas(tmp_pat
     runs = run_many([SmokeJob(str(fixed)), SmokeJob(str(unbatched))], replicas=3, steps=2, offline=True)
     assert runs[0].ok, runs[0].failures
     assert not runs[1].ok and "Inputs to operation AddN of type AddN must have the same size and shape" in runs[1].failures[0]
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("replicas", [2, 3, 4])
+def test_a_validation_batch_from_the_size_at_run_time_is_proven_on_two_three_and_four_replicas(tmp_path, replicas):
+    """fit_validation_split_run_time validates 101 examples (known only at run time), which
+    split evenly over none of 2, 3, 4 replicas: the migration is proven equivalent on each
+    (smoke --compare), and runs its validation there (plain smoke: the comparison's runs stop at
+    the steps they compare, before fit validates), where without its validation batch Keras 3
+    fails on the first validation batch (AddN)."""
+    pytest.importorskip("tensorflow")
+    from autofix.smoke import run_many
+    from autofix.smoke.compare import ComparePair, compare_many
+    from autofix.smoke.jobs import SmokeJob
+
+    original = FIXTURES / "tfd010" / "fit_validation_split_run_time.py"
+    fixed = FIXTURES / "tfd010" / "fit_validation_split_run_time.fixed.py"
+    text = fixed.read_text()
+    start = text.index(", validation_batch_size=")
+    unbatched = tmp_path / "unbatched.py"
+    unbatched.write_text(text[:start] + text[text.index("\n", start) - 1 :])
+    assert "validation_batch_size" not in unbatched.read_text()
+    (proven,) = compare_many([ComparePair(str(fixed), str(original))], replicas=replicas, offline=True)
+    assert proven.compare.status == "equivalent", proven.compare.message
+    runs = run_many([SmokeJob(str(fixed)), SmokeJob(str(unbatched))], replicas=replicas, steps=2, offline=True)
+    assert runs[0].ok, runs[0].failures
+    assert not runs[1].ok and "Inputs to operation AddN of type AddN must have the same size and shape" in runs[1].failures[0]
+
+
+@pytest.mark.tf
+def test_boolean_arrays_cast_in_the_call_train_on_two_replicas_where_uncast_they_fail(tmp_path):
+    """fit_boolean_arrays: the migration is proven equivalent on 2 replicas (smoke --compare),
+    and runs its fit to the end there (plain smoke); without the casts Keras 3 fails on the
+    boolean arrays (AddN has no bool kernel)."""
+    pytest.importorskip("tensorflow")
+    from autofix.smoke import run_many
+    from autofix.smoke.compare import ComparePair, compare_many
+    from autofix.smoke.jobs import SmokeJob
+
+    original = FIXTURES / "tfd010" / "fit_boolean_arrays.py"
+    fixed = FIXTURES / "tfd010" / "fit_boolean_arrays.fixed.py"
+    uncast = tmp_path / "uncast.py"
+    uncast.write_text(fixed.read_text().replace('.astype("float32")', ""))
+    assert ".astype" not in uncast.read_text()
+    (proven,) = compare_many([ComparePair(str(fixed), str(original))], replicas=2, offline=True)
+    assert proven.compare.status == "equivalent", proven.compare.message
+    runs = run_many([SmokeJob(str(fixed)), SmokeJob(str(uncast))], replicas=2, steps=2, offline=True)
+    assert runs[0].ok, runs[0].failures
+    assert not runs[1].ok and "of bool is not in the list of allowed values" in runs[1].failures[0]
 
 
 # --- a batch size fixed inside a helper ---------------------------------------------------------
@@ -333,3 +452,108 @@ def test_an_asserted_batch_keeps_its_value_and_the_training_batch_is_scaled_wher
 def test_keras1_api_is_recognised(source, what):
     found = first_keras(_program("import keras\n" + source))
     assert (found[1] if found else None) == what
+
+
+# --- a dataset only predicted on ----------------------------------------------------------------
+
+PREDICTED = (
+    "import numpy as np\nimport tensorflow as tf\nimport keras\n\n"
+    "batch_size = 32\n"
+    "x = np.random.rand(256, 4).astype('float32')\n"
+    "train = tf.data.Dataset.from_tensor_slices((x, x)).batch(batch_size)\n"
+    "val = tf.data.Dataset.from_tensor_slices((x, x)).batch(batch_size)\n"
+    "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])\n"
+    "optimizer = keras.optimizers.SGD()\n"
+    "mae = keras.metrics.MeanAbsoluteError()\n"
+    "\n\n"
+    "@tf.function\n"
+    "def train_step(a, b):\n"
+    "    with tf.GradientTape() as tape:\n"
+    "        loss = tf.reduce_mean(tf.square(model(a, training=True) - b))\n"
+    "    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_weights), model.trainable_weights))\n"
+    "    return loss\n"
+    "\n\n"
+    "for step, (a, b) in enumerate(train):\n"
+    "    train_step(a, b)\n"
+    "    print('seen', (step + 1) * batch_size)\n"
+    "for a, b in val:\n"
+    "    mae.update_state(b, {call})\n"
+)
+
+
+@pytest.mark.parametrize(
+    "call, migrated",
+    [
+        ("model(a, training=False)", True),  # predicted on: the same outputs whatever its batch
+        ("model(a)", False),  # training not said: not known to be inference (a loop may train so)
+        ("model(a, training=True)", False),  # Dropout, BatchNormalization's batch statistics
+    ],
+)
+def test_a_dataset_only_predicted_on_follows_the_global_batch(call, migrated):
+    """A dataset batched with the training batch's constant and only predicted on, outside any
+    step: its batch changes no output, so the constant may become the global batch for it too
+    (a count of the examples seen, computed from the same constant, needs the global batch)."""
+    analysis = analyse(PREDICTED.format(call=call), MIGRATE)
+    assert (analysis.new_text is not None) is migrated, [f.reason for f in analysis.findings]
+    if migrated:
+        assert "val = tf.data.Dataset.from_tensor_slices((x, x)).batch(global_batch_size)\n" in analysis.new_text
+        assert "print('seen', (step + 1) * global_batch_size)\n" in analysis.new_text
+    else:
+        assert any("which of its uses mean the global batch is not known" in f.reason for f in analysis.findings)
+
+
+# --- a trained model asked about fewer examples than there may be replicas ----------------------
+
+FEW = (
+    "import numpy as np\nimport tensorflow as tf\n\n"
+    "x = np.random.rand(200, 5, 3).astype('float32')\n"
+    "y = x.sum(axis=(1, 2))[:, None]\n"
+    "i = 7\n"
+    "model = tf.keras.Sequential([tf.keras.Input((5, 3)), {layer}, tf.keras.layers.Dense(1)])\n"
+    "model.compile(optimizer='adam', loss='mse')\n"
+    "model.fit(x, y, batch_size=16, epochs=1)\n"
+    "{use}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "layer, use, refused",
+    [
+        ("tf.keras.layers.LSTM(4)", "print(model.predict(x[[i]]))", True),
+        ("tf.keras.layers.LSTM(4)", "print(model.predict(x[np.array([i])]))", True),
+        ("tf.keras.layers.LSTM(4)", "print(model.predict(x[i:i + 1]))", True),
+        ("tf.keras.layers.LSTM(4)", "print(model.predict(np.expand_dims(x[i], 0)))", True),
+        ("tf.keras.layers.LSTM(4)", "one, two = x[[i]], x[[i + 1]]\nprint(model.predict(one))", True),
+        ("tf.keras.layers.Conv1D(4, 2), tf.keras.layers.Flatten()", "print(model.predict(x[None, i]))", True),
+        ("tf.keras.layers.Flatten()", "print(model.evaluate(x[:3], y[:3]))", True),  # AddN, whatever the layers
+        # Dense layers run on an empty batch (measured); enough examples split over 16 replicas
+        ("tf.keras.layers.Flatten()", "print(model.predict(x[[i]]))", False),
+        ("tf.keras.layers.LSTM(4)", "print(model.predict(x[:64]))", False),
+        ("tf.keras.layers.LSTM(4)", "print(model(x[[i]], training=False))", False),  # one device
+    ],
+)
+def test_predicting_fewer_examples_than_replicas_is_refused_where_keras_fails_on_it(layer, use, refused):
+    analysis = analyse(FEW.format(layer=layer, use=use), MIGRATE)
+    assert (analysis.new_text is None) is refused, [f.reason for f in analysis.findings]
+    if refused:
+        (finding,) = analysis.findings
+        assert "migrated, the model splits it over the replicas" in finding.reason
+        assert "call the model itself there (model(x, training=False)" in finding.reason
+
+
+@pytest.mark.parametrize(
+    "use, migrated, shown",
+    [
+        # evaluate of the trained model fails on booleans under the strategy too (measured): cast
+        ("model.evaluate(x_train, x_train[:, :1])", True, 'model.evaluate(x_train.astype("float32"), x_train[:, :1].astype("float32"))'),
+        ("held = (x_train, x_train[:, :1])\nmodel.fit(x_train, x_train[:, :1], batch_size=16, validation_data=held)", False,
+         "its validation set is given by a name (held) holding one (x_train), which a cast in the call cannot reach"),
+    ],
+)
+def test_boolean_arrays_evaluated_or_validated_by_name(use, migrated, shown):
+    analysis = analyse(_boolean("np.zeros((100, 4), dtype=bool)") + use + "\n", MIGRATE)
+    assert (analysis.new_text is not None) is migrated, [f.reason for f in analysis.findings]
+    if migrated:
+        assert shown in analysis.new_text
+    else:
+        assert any(shown in f.reason for f in analysis.findings)

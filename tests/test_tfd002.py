@@ -138,10 +138,7 @@ def test_collision_free_names(constant, taken, expected):
 @pytest.mark.parametrize(
     "keyword",
     [
-        "validation_split=0.1",
-        # validation inputs that cannot be read again as one array: a name for the pair, a
-        # call, several inputs
-        "validation_data=pair",
+        # validation inputs that cannot be read again as one array: a call, several inputs
         "validation_data=(np.load('v.npy'), x)",
         "validation_data=([x, x], x)",
         "validation_data=(x, x), **options",  # may give a validation_batch_size of its own
@@ -158,18 +155,26 @@ def test_array_validation_is_reported_not_scaled(keyword):
     assert keyword.split("=")[0] + "=" in finding.reason
 
 
-@pytest.mark.parametrize("keyword", ["validation_data=(x, x)", "validation_data=[x[:40], x[:40]]"])
-def test_array_validation_written_in_the_call_gets_a_batch_that_splits_evenly(keyword):
-    """A validation array named in the call is batched by min(the global batch, its length
-    rounded down to a multiple of the replica count): an even first batch on every count."""
-    source = HEADER + MODEL + f"model.fit(x, x, batch_size=32, {keyword})\n"
+@pytest.mark.parametrize(
+    "keyword, size",
+    [
+        ("validation_data=(x, x)", "len(x)"),
+        ("validation_data=[x[:40], x[:40]]", "len(x[:40])"),
+        ("validation_data=pair", "len(pair[0])"),  # a name bound only to (inputs, targets)
+        ("validation_split=0.1", "(len(x) - int(len(x) * (1 - 0.1)))"),  # as Keras splits
+    ],
+)
+def test_array_validation_written_in_the_call_gets_a_batch_that_splits_evenly(keyword, size):
+    """A validation set whose size an expression reads again at run time is batched by
+    min(the global batch, its size rounded down to a multiple of the replica count): an even
+    first batch on every count."""
+    source = HEADER + "pair = (x, x)\n" + MODEL + f"model.fit(x, x, batch_size=32, {keyword})\n"
     analysis = analyse(source, TFD002)
     (finding,) = analysis.findings
     assert finding.fixable
-    inputs = keyword.split("=")[1][1:].split(",")[0]
     assert (
         f"model.fit(x, x, batch_size=32 * strategy.num_replicas_in_sync, {keyword}, validation_batch_size=min(32 * strategy.num_replicas_in_sync, "
-        f"len({inputs}) // strategy.num_replicas_in_sync * strategy.num_replicas_in_sync))\n"
+        f"{size} // strategy.num_replicas_in_sync * strategy.num_replicas_in_sync))\n"
     ) in analysis.new_text
     again = analyse(analysis.new_text, TFD002)
     assert again.new_text is None and again.findings == []

@@ -70,10 +70,13 @@ Not fixed (reported with the reason, each line number the line of what it names)
   inline, or made later): which batch that means is for the author to say;
 - ``fit`` on arrays validated with ``validation_split=`` or ``validation_data=(x, y)``: a
   validation set smaller than the scaled batch is one batch, which Keras 3 fails on when it
-  does not split evenly over the replicas; fixed only where the set's size is known and it
-  holds a global batch, or splits evenly, on every replica count up to 16, or where the
-  validation array is written in the call (``validation_data=(x_val, y_val)``), which then gets
-  a batch of its own, ``min(<global batch>, len(x_val) // N * N)`` (:mod:`.first_batches`).
+  does not split evenly over the replicas; fixed where the set's size is known and it holds a
+  global batch, or splits evenly, on every replica count up to 16, or where an expression can
+  read its size again at run time (``validation_data=(x_val, y_val)``, ``validation_data=val``
+  bound to such tuples, ``validation_split=s`` of one array ``x``), which then gets a batch of
+  its own, ``min(<global batch>, <its size> // N * N)``, the size ``len(x_val)``,
+  ``len(val[0])`` or ``len(x) - int(len(x) * (1 - s))`` (:mod:`.first_batches`); not where the
+  inputs are a list of arrays, or made or split by a call in the ``fit`` call.
 """
 
 from __future__ import annotations

@@ -50,18 +50,18 @@ class FixWriter:
                 self.edits.replace(lifted.literal, lambda n, name=lifted.name: cst.Name(name, lpar=n.lpar, rpar=n.rpar))
                 self._parameters.setdefault(id(lifted.function), (lifted.function, []))[1].append(lifted)
 
-    def validation_batch(self, call: cst.Call, inputs: cst.BaseExpression, context: Context) -> None:
-        """``fit``'s validation set batched by ``min(<its global batch>, len(inputs) // N * N)``:
-        a first batch that splits evenly over N replicas (see :mod:`.first_batches`)."""
+    def validation_batch(self, call: cst.Call, size: str, context: Context) -> None:
+        """``fit``'s validation set batched by ``min(<its global batch>, <its size> // N * N)``
+        (its size read at run time, ``len(x_val)``): a first batch that splits evenly over N
+        replicas (see :mod:`.first_batches`)."""
         replicas = f"{context.strategy.name}.num_replicas_in_sync"
-        shown = cst.Module([]).code_for_node(inputs)
 
         def edit(node: cst.Call) -> cst.Call:
             batch = argument_value(node, "batch_size", 2)
             if batch is None:
                 return node
             code = cst.Module([]).code_for_node(batch)
-            return add_argument(node, "validation_batch_size", cst.parse_expression(f"min({code}, len({shown}) // {replicas} * {replicas})"))
+            return add_argument(node, "validation_batch_size", cst.parse_expression(f"min({code}, {size} // {replicas} * {replicas})"))
 
         self.edits.replace(call, edit)
 

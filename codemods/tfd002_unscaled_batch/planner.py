@@ -120,9 +120,9 @@ class BatchPlanner:
                 continue
             if self.rule.report(node, _message(site)):
                 self.writer.commit(plan, context)
-                inputs = self.first_batches.validation_batches.get(id(site.call))
-                if inputs is not None and context is not None:
-                    self.writer.validation_batch(site.call, inputs, context)
+                size = self.first_batches.validation_batches.get(id(site.call))
+                if size is not None and context is not None:
+                    self.writer.validation_batch(site.call, size, context)
         self.writer.apply()
 
     def _finding(self, site: Site) -> Finding | None:

@@ -11,7 +11,10 @@ its step function is given.
 
 The comparison checks from them that the migration distributes its data (the replicas'
 examples, together, are the global batch: none twice, none left out, as many on each) and
-that it is the original's data, in the same order.
+that it is the original's data, in the same order. A boolean input is digested as the float32
+0s and 1s it holds: a migration casts the boolean arrays ``fit`` is given to float32 (Keras 3
+cannot train on booleans under a strategy), which are the same examples to a model that
+converts them so on one device (whether it computes the same, the steps' updates say).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ def rows(structure: Any) -> list[str]:
     import tensorflow as tf
 
     flat = [np.asarray(v) for v in tf.nest.flatten(structure) if _is_array(v)]
+    flat = [a.astype(np.float32) if a.dtype == np.bool_ else a for a in flat]
     batched = [a for a in flat if a.ndim >= 1]
     if not batched:
         return []

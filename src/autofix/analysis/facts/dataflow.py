@@ -18,7 +18,7 @@ import libcst as cst
 from autofix.analysis import Derived
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
-from autofix.analysis.syntax import parameter_for
+from autofix.analysis.syntax import argument_value, parameter_for
 
 # Dataset methods that return a dataset carrying the same batches.
 PASSTHROUGH = frozenset(
@@ -187,12 +187,29 @@ class DataFlow(Derived):
                 flow.sinks.append(Sink(call, "distribute"))
                 self._follow(call, flow, seen)
                 return
+        if isinstance(func, cst.Name) and call.args[0] is arg and arg.keyword is None and self._inference(call):
+            # ``model(x_batch_val, training=False)``: the batch is only predicted on, each
+            # example's output its own whatever the batch (what a metric then accumulates
+            # over the examples is the same).
+            flow.sinks.append(Sink(call, "predict"))
+            return
         definition = self.facts.local_definition(func)
         if isinstance(definition, cst.FunctionDef):
             param = parameter_for(definition, call, arg)
             if param is not None:
                 for use in self.facts.uses(param.name):
                     self._follow(use, flow, seen)
+
+    def _inference(self, call: cst.Call) -> bool:
+        """A Keras model of the file called with ``training=False`` (said, not defaulted: a
+        model called in a training loop without it may be training)."""
+        training = argument_value(call, "training")
+        return (
+            isinstance(training, cst.Name)
+            and training.value == "False"
+            and isinstance(call.func, cst.Name)
+            and self.facts.is_model_name(call.func)
+        )
 
     def _tuple_element(self, element: cst.Element, flow: Flow, seen: set[int]) -> None:
         """``return train, val`` / ``a, b = x, y``: follow the element to the matching name."""

@@ -21,7 +21,8 @@ from functools import cached_property
 import libcst as cst
 
 from autofix.analysis import Derived
-from autofix.analysis.facts.booleans import boolean_input
+from autofix.analysis.migration.boolean_casts import BooleanCasts, boolean_casts
+from autofix.analysis.migration.few_examples import few_examples
 from autofix.analysis.migration.clipping import Clipping, GlobalClip, optimizer_clip_reason
 from autofix.analysis.migration.compiled_losses import CompiledLosses, PerExample, Weighed
 from autofix.analysis.facts.script import Facts
@@ -255,7 +256,15 @@ class SingleDevice(Derived):
         found.extend(Refusal(*refused) for refused in self.clips[1])
         found.extend(Refusal(*refused) for refused in self.compiled_losses[1])
         found.extend(Refusal(*refused) for refused in self.imported.refusals)
+        found.extend(Refusal(*refused) for refused in self.boolean_casts.refusals)
+        found.extend(Refusal(*refused) for refused in few_examples(self.program, self.facts, self.training.sites))
         return found
+
+    @cached_property
+    def boolean_casts(self) -> BooleanCasts:
+        """Boolean arrays handed to ``fit``, which Keras 3 cannot train on under a strategy: cast
+        to float32 in the call where that trains the same, else refused (:mod:`.boolean_casts`)."""
+        return boolean_casts(self.program, self.facts, self.training.sites)
 
     @cached_property
     def compiled_losses(self) -> tuple[list[PerExample | Weighed], list[tuple[cst.CSTNode, str]]]:
@@ -546,17 +555,6 @@ class SingleDevice(Derived):
                     "autofix cannot show to be the global batch"
                 )))
         found.extend(self._updates_by_hand())
-        for site in self.training.sites:
-            call = site.call
-            boolean = boolean_input(self.facts, call) if isinstance(call.func, cst.Attribute) and call.func.attr.value == "fit" else None
-            if boolean is not None:
-                given, made = boolean
-                found.append(Refusal(call, (
-                    f"fit (line {self.program.line(call)}) is given a boolean array ({_short(self.program, given)}, made on "
-                    f"line {self.program.line(made)}: {_short(self.program, made)}): Keras 3 fails on boolean inputs under "
-                    "MirroredStrategy (its first batch is added up with AddN, which has no kernel for bool); give fit float "
-                    "or integer arrays (.astype('float32')), then migrate"
-                )))
         for call, _owner in self.facts.calls:
             names = self.facts.names_of(call.func)
             if names & IN_BATCH_OBJECTIVES:
