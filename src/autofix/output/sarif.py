@@ -54,7 +54,23 @@ class SarifFormatter(Formatter):
             if finding.suppressed:
                 continue
             replacements = fixes.by_finding.get(index, ()) if fixes is not None else ()
-            self.results.append(self._result(finding, location, replacements, positions))
+            artifact = location if finding.path is None else self._artifact(finding.path)
+            out = self._result(finding, artifact, replacements, positions)
+            if finding.related:
+                # SARIF's own place for what explains a result: relatedLocations, each with an
+                # id, a message and a region of one line.
+                out["relatedLocations"] = [
+                    {
+                        "id": number,
+                        "physicalLocation": {
+                            "artifactLocation": location if path is None else self._artifact(path),
+                            "region": {"startLine": line},
+                        },
+                        "message": {"text": message},
+                    }
+                    for number, (path, line, message) in enumerate(finding.related)
+                ]
+            self.results.append(out)
         if result.error:
             self.errors += 1
             self.notifications.append(_notification("error", result.error, location))

@@ -39,12 +39,16 @@ Divisions by the replica count (or products with its inverse) met on the way are
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
 from autofix.analysis.facts.callees import Callables, Callee, tf_names
 from autofix.analysis.steps.lossobjects import common_reduction, construction_reduction, keras_loss_class, keras_loss_function, keras_own, loss_objects
+from autofix.analysis.program import Program
+from autofix.analysis.project.imports import ProjectImports
+from autofix.analysis.project.layout import digest
+from autofix.analysis.project.summary import summary_of
 from autofix.analysis.steps.custom import Steps, counts_replicas, inverse_count
 from autofix.analysis.syntax import argument_value, nodes_in
 from autofix.tf.index import Binding
@@ -87,6 +91,9 @@ class Term:
     loss_call: cst.Call | None = None
     # What divides it on the way that is not the replica count (``BATCH`` of ``sum / BATCH``).
     divisors: tuple[cst.BaseExpression, ...] = ()
+    # A term of what a function of another module of the project returns (``node`` is the
+    # call of it here): its place there.
+    remote: RemoteTerm | None = None
 
 
 @dataclass(frozen=True)
@@ -131,9 +138,12 @@ class LossWalk:
         self._seen: set[tuple] = set()
         self._attributes: set[str] | None = None
 
-    def end(self, node: cst.BaseExpression, state: _State, kind: str, detail: str | None = None, loss_call: cst.Call | None = None) -> None:
+    def end(
+        self, node: cst.BaseExpression, state: _State, kind: str, detail: str | None = None,
+        loss_call: cst.Call | None = None, remote: RemoteTerm | None = None,
+    ) -> None:
         calls = tuple(c for c, _ in state.calls)
-        self.terms.append(Term(node, kind, state.scaling, calls, state.bindings, state.bypassed, detail, loss_call, state.divisors))
+        self.terms.append(Term(node, kind, state.scaling, calls, state.bindings, state.bypassed, detail, loss_call, state.divisors, remote))
 
     def value(self, node: cst.BaseExpression, state: _State) -> None:
         key = state.key(node)
@@ -322,8 +332,29 @@ class LossWalk:
                 break
             self.returns(callee.function, call, callee, state)
             entered = True
+        if not entered and not callees and self.imported(call, state):
+            return
         if not entered or not complete:
             self.end(call, state, "unknown")
+
+    def imported(self, call: cst.Call, state: _State) -> bool:
+        """A call of a function of another module of the project: the terms it returns (see
+        :func:`returned_terms`), each ending at the call here. False when it is not one, or
+        what it returns is not followed."""
+        imports = ProjectImports.of(self.program)
+        if not imports.active or state.in_loss_call:
+            return False
+        resolved = imports.resolve(call.func)
+        definition = resolved.definition if resolved is not None else None
+        if resolved is None or resolved.path is None or definition is None or definition.kind != "function":
+            return False
+        terms = returned_terms(resolved.path, definition.name)
+        if not terms:
+            return False
+        for remote in terms:
+            scaled = state.but(scaling=(*state.scaling, call)) if remote.scaled else state
+            self.end(call, scaled, remote.kind, remote.detail, remote=remote)
+        return True
 
     def returns(self, function: cst.FunctionDef | cst.Lambda, call: cst.Call, callee: Callee, state: _State) -> None:
         inner = state.but(calls=(*state.calls, (call, callee)))
@@ -516,3 +547,117 @@ def _augmented(operator: cst.BaseAugOp) -> object:
 def is_batch_sum(term: Term) -> bool:
     """Whether ``term`` is a sum over the batch (see ``global`` in the module docstring)."""
     return term.kind == "global" and term.detail in ("sum", "none")
+
+
+# --- a loss function of another module of the project -----------------------------------------
+#
+# What a loss function of another module of the project returns, term by term.
+#
+# A step's loss is often computed by a function of a losses module (``from losses import
+# compute_loss``). The walk of :mod:`.losses` asks :func:`returned_terms` what such a call
+# returns: the module (resolved through :mod:`autofix.analysis.project`, which records the
+# file as read, so the result cache keys the importer's answer by it) is parsed once per
+# content, and each value its function returns is followed backwards as a step's loss is, in
+# that module alone. A term is a :class:`RemoteTerm`: its kind as :class:`.losses.Term` says
+# it, and its place in the other module (path, line and columns, whether an
+# ``# autofix: ignore`` comment there covers it for a rule).
+#
+# Only a function defined at the module's top level, reached with no call of its own on the way
+# whose reduction is not known; a function that returns nothing autofix follows gives no terms
+# (the caller's term stays unknown). The other module is read alone: what its function imports
+# from a third module is not followed.
+
+# Kinds a term of another module keeps; anything else is unknown to the caller.
+_KINDS = ("mean", "global", "constant", "regularization")
+
+
+@dataclass(frozen=True)
+class RemoteTerm:
+    """One term of what a function of another module returns."""
+
+    kind: str
+    detail: str | None
+    # Divided by the replica count on its way to the return (there).
+    scaled: bool
+    path: str
+    function: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    # The other module, parsed, and the term's node in it (for its suppressions).
+    program: Program = field(compare=False, repr=False)
+    node: cst.CSTNode = field(compare=False, repr=False)
+
+    def suppressed(self, code: str) -> bool:
+        """Whether an ``# autofix: ignore`` comment in the other module covers the term."""
+        return self.program.suppressed(self.node, code)
+
+
+_PROGRAMS: dict[str, Program | None] = {}
+_TERMS: dict[tuple[str, str], tuple[RemoteTerm, ...] | None] = {}
+
+
+def _program(text: str) -> Program | None:
+    key = digest(text.encode("utf-8", errors="replace"))
+    if key not in _PROGRAMS:
+        try:
+            _PROGRAMS[key] = Program(cst.parse_module(text), text)
+        except Exception:  # a module that does not parse tells nothing
+            _PROGRAMS[key] = None
+    return _PROGRAMS[key]
+
+
+def returned_terms(path: str, name: str) -> tuple[RemoteTerm, ...] | None:
+    """The terms of what the top-level function ``name`` of the project file ``path``
+    returns, or None when it is not followed (not a function, no return autofix follows, or
+    a term of unknown reduction)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    key = (digest(data), name)
+    if key not in _TERMS:
+        _TERMS[key] = _terms(summary_of(data).text, name)
+    found = _TERMS[key]
+    return None if found is None else tuple(replace(t, path=path) for t in found)
+
+
+def _terms(text: str, name: str) -> tuple[RemoteTerm, ...] | None:
+    program = _program(text)
+    if program is None:
+        return None
+    function = next(
+        (s for s in program.module.body if isinstance(s, cst.FunctionDef) and s.name.value == name), None
+    )
+    if function is None:
+        return None
+    walk = LossWalk(Steps.of(program))
+    info = walk.facts.functions.get(function)
+    values = [r.value for r in info.returns if r.value is not None] if info else []
+    if not values:
+        return None
+    for value in values:
+        walk.value(value, _State())
+    found = []
+    for term in walk.terms:
+        if term.kind not in _KINDS or term.bypassed:
+            return None
+        where = program.position(term.node)
+        found.append(
+            RemoteTerm(
+                term.kind,
+                term.detail,
+                bool(term.scaling),
+                "",
+                name,
+                where.start.line,
+                where.start.column + 1,
+                where.end.line,
+                where.end.column + 1,
+                program,
+                term.node,
+            )
+        )
+    return tuple(found)
