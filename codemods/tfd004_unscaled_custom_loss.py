@@ -175,6 +175,12 @@ class UnscaledCustomLoss(Rule):
         ),
     )
 
+    def applies(self) -> bool:
+        """A file that makes a strategy, or runs a step with ``strategy.run`` on one made
+        elsewhere (``self.distribute_strategy.run(self._train_step, ...)`` in a model class,
+        ``self.strategy.run`` in a trainer handed its strategy by another module)."""
+        return bool(self.facts.strategies) or bool(Steps.of(self.program).runs)
+
     def check(self) -> None:
         self.steps = Steps.of(self.program)
         if not self.steps.roots:

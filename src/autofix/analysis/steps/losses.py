@@ -109,9 +109,11 @@ class _State:
     in_loss_call: bool = False
     # What divided it on the way (not the replica count).
     divisors: tuple[cst.BaseExpression, ...] = ()
+    # The item read from the value (``losses["total"]``): the value is a dict literal's entry.
+    item: str | None = None
 
     def key(self, node: cst.CSTNode) -> tuple:
-        return (id(node), tuple(id(c) for c, _ in self.calls), bool(self.scaling), self.divided, bool(self.bypassed))
+        return (id(node), tuple(id(c) for c, _ in self.calls), bool(self.scaling), self.divided, bool(self.bypassed), self.item)
 
     def but(self, **changes) -> "_State":
         values = {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -150,6 +152,9 @@ class LossWalk:
         if key in self._seen or len(self._seen) > 5000:
             return
         self._seen.add(key)
+        if state.item is not None and not isinstance(node, (cst.Name, cst.Call, cst.IfExp, cst.Dict)):
+            self.end(node, state, "unknown")
+            return
         if isinstance(node, cst.Name):
             self.name(node, state)
         elif isinstance(node, cst.BinaryOperation):
@@ -163,7 +168,10 @@ class LossWalk:
             for element in node.elements:
                 self.value(element.value, state)
         elif isinstance(node, cst.Subscript):
-            self.value(node.value, state)
+            item = _string_item(node)
+            self.value(node.value, state.but(item=item) if item is not None else state)
+        elif isinstance(node, cst.Dict) and state.item is not None:
+            self.entry(node, state)
         elif isinstance(node, cst.Call):
             self.call(node, state)
         elif isinstance(node, cst.Lambda):
@@ -213,8 +221,28 @@ class LossWalk:
         else:
             self.end(node, state, "unknown")  # type: ignore[arg-type]
 
+    def exception(self, call: cst.Call) -> bool:
+        """An exception object made (``return ValueError(...)``): no loss value comes from there."""
+        return any(n.startswith("builtins.") and n.endswith(("Error", "Exception")) for n in self.program.qualified_names(call.func))
+
+    def entry(self, node: cst.Dict, state: _State) -> None:
+        """``{"total": loss, ...}`` read as ``[...]["total"]``: that entry's value."""
+        found = [
+            e.value for e in node.elements
+            if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == state.item
+        ]
+        if len(found) != 1 or any(isinstance(e, cst.StarredDictElement) for e in node.elements):
+            self.end(node, state, "unknown")
+            return
+        self.value(found[0], state.but(item=None))
+
     def call(self, call: cst.Call, state: _State) -> None:
         facts = self.facts
+        if self.exception(call):
+            return
+        if state.item is not None:
+            self.enter(call, state)  # an entry of what a function returns
+            return
         names = tf_names(facts, call.func)
         positional = [a.value for a in call.args if a.keyword is None and not a.star]
         if isinstance(call.func, cst.Call) and GRAD_PASS_THROUGH in tf_names(facts, call.func.func):
@@ -337,8 +365,9 @@ class LossWalk:
         if not entered or not complete:
             self.end(call, state, "unknown")
 
-    def imported(self, call: cst.Call, state: _State) -> bool:
-        """A call of a function of another module of the project: the terms it returns (see
+    def imported(self, call: cst.Call, state: _State, position: int | None = None) -> bool:
+        """A call of a function of another module of the project: the terms it returns (its
+        element ``position`` when it returns a tuple unpacked here; see
         :func:`returned_terms`), each ending at the call here. False when it is not one, or
         what it returns is not followed."""
         imports = ProjectImports.of(self.program)
@@ -348,12 +377,12 @@ class LossWalk:
         definition = resolved.definition if resolved is not None else None
         if resolved is None or resolved.path is None or definition is None or definition.kind != "function":
             return False
-        terms = returned_terms(resolved.path, definition.name)
+        terms = returned_terms(resolved.path, definition.name, state.item, position)
         if not terms:
             return False
         for remote in terms:
             scaled = state.but(scaling=(*state.scaling, call)) if remote.scaled else state
-            self.end(call, scaled, remote.kind, remote.detail, remote=remote)
+            self.end(call, scaled.but(item=None), remote.kind, remote.detail, remote=remote)
         return True
 
     def returns(self, function: cst.FunctionDef | cst.Lambda, call: cst.Call, callee: Callee, state: _State) -> None:
@@ -417,6 +446,8 @@ class LossWalk:
         self.element(assign.value, list(holder.elements).index(element), state)
 
     def element(self, value: cst.BaseExpression, position: int, state: _State) -> None:
+        if isinstance(value, cst.Call) and self.exception(value):
+            return
         if isinstance(value, (cst.Tuple, cst.List)):
             if position < len(value.elements):
                 self.value(value.elements[position].value, state)
@@ -430,6 +461,8 @@ class LossWalk:
                     for ret in info.returns if info else ():
                         if ret.value is not None:
                             self.element(ret.value, position, inner)
+                return
+            if not callees and self.imported(value, state, position):
                 return
         if isinstance(value, cst.Name):
             for binding in self.reaching(value):
@@ -528,6 +561,17 @@ class LossWalk:
         return inverse_count(self.facts, expr)
 
 
+def _string_item(node: cst.Subscript) -> str | None:
+    """``x["total"]``: "total"."""
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return None
+    index = node.slice[0].slice.value
+    if isinstance(index, cst.SimpleString):
+        value = index.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
 def _unwrapped(expr: cst.BaseExpression) -> cst.BaseExpression:
     """``list(model.losses)`` -> ``model.losses``."""
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "tuple") and len(expr.args) == 1:
@@ -595,7 +639,7 @@ class RemoteTerm:
 
 
 _PROGRAMS: dict[str, Program | None] = {}
-_TERMS: dict[tuple[str, str], tuple[RemoteTerm, ...] | None] = {}
+_TERMS: dict[tuple[str, str, str | None, int | None], tuple[RemoteTerm, ...] | None] = {}
 
 
 def _program(text: str) -> Program | None:
@@ -608,23 +652,24 @@ def _program(text: str) -> Program | None:
     return _PROGRAMS[key]
 
 
-def returned_terms(path: str, name: str) -> tuple[RemoteTerm, ...] | None:
+def returned_terms(path: str, name: str, item: str | None = None, position: int | None = None) -> tuple[RemoteTerm, ...] | None:
     """The terms of what the top-level function ``name`` of the project file ``path``
-    returns, or None when it is not followed (not a function, no return autofix follows, or
-    a term of unknown reduction)."""
+    returns (its element ``position`` when the caller unpacks a tuple, then its entry
+    ``item`` when it is a dict read so), or None when it is not followed (not a function, no
+    return autofix follows, or a term of unknown reduction)."""
     try:
         with open(path, "rb") as fh:
             data = fh.read()
     except OSError:
         return None
-    key = (digest(data), name)
+    key = (digest(data), name, item, position)
     if key not in _TERMS:
-        _TERMS[key] = _terms(summary_of(data).text, name)
+        _TERMS[key] = _terms(summary_of(data).text, name, item, position)
     found = _TERMS[key]
     return None if found is None else tuple(replace(t, path=path) for t in found)
 
 
-def _terms(text: str, name: str) -> tuple[RemoteTerm, ...] | None:
+def _terms(text: str, name: str, item: str | None, position: int | None) -> tuple[RemoteTerm, ...] | None:
     program = _program(text)
     if program is None:
         return None
@@ -639,7 +684,10 @@ def _terms(text: str, name: str) -> tuple[RemoteTerm, ...] | None:
     if not values:
         return None
     for value in values:
-        walk.value(value, _State())
+        if position is None:
+            walk.value(value, _State(item=item))
+        else:
+            walk.element(value, position, _State(item=item))
     found = []
     for term in walk.terms:
         if term.kind not in _KINDS or term.bypassed:

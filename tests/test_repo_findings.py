@@ -1,0 +1,175 @@
+"""Findings whose evidence lies in another module of the project.
+
+TFD004: a step run by ``strategy.run`` in one module (trainer.py) differentiates what a loss
+function of another (losses.py) returns; that function's ``tf.reduce_mean`` is per replica.
+The finding is placed at the mean in losses.py and names the step's file and line as its
+related place (text "used by trainer.py:26", JSON ``related``, SARIF ``relatedLocations``).
+The same function used by an evaluation script outside ``strategy.run`` is no finding there.
+The trees are fixtures/repo_findings/<name>/ (its README says what each shows), copied into a
+temporary folder for each test. No TensorFlow runs here.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from autofix import cache, engine
+from autofix.cli import main
+from autofix.engine import Options, process_path
+from fixturecases import FIXTURES
+
+TREES = FIXTURES / "repo_findings"
+
+
+def tree(tmp_path: Path, name: str) -> Path:
+    target = tmp_path / name
+    shutil.copytree(TREES / name, target)
+    return target
+
+
+def run(*args: str):
+    result = CliRunner().invoke(main, [*args, "-j", "1"], catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_a_per_replica_mean_in_a_loss_module_is_reported_there_naming_the_step(tmp_path):
+    root = tree(tmp_path, "loss_module")
+    result = process_path(str(root / "trainer.py"), Options())
+    [finding] = [f for f in result.findings if f.code == "TFD004"]
+    assert finding.path == str(root / "losses.py")
+    assert finding.line == line_of(root / "losses.py", "return tf.reduce_mean(per_example)")
+    step_line = line_of(root / "trainer.py", "loss = compute_loss(")
+    assert finding.related == ((str(root / "trainer.py"), step_line, f"used by trainer.py:{step_line}"),)
+    # Not fixed: neither losses.py (evaluate.py is right with it) nor the rest of the step.
+    assert not finding.fixable and "compute_loss()" in finding.reason
+    assert not result.changed
+
+
+def test_the_same_function_used_outside_strategy_run_is_no_finding(tmp_path):
+    root = tree(tmp_path, "loss_module")
+    assert process_path(str(root / "evaluate.py"), Options()).findings == ()
+    assert process_path(str(root / "losses.py"), Options()).findings == ()
+
+
+def test_a_loss_module_that_is_right_gives_no_finding(tmp_path):
+    """The step that divides the imported mean by the replica count, and a loss function that
+    averages over the global batch itself, are right."""
+    root = tree(tmp_path, "loss_module")
+    trainer = root / "trainer.py"
+    text = trainer.read_text()
+    trainer.write_text(text.replace("loss = compute_loss(y, model(x, training=True))", "loss = compute_loss(y, model(x, training=True)) / strategy.num_replicas_in_sync"))
+    assert [f for f in process_path(str(trainer), Options()).findings if f.code == "TFD004"] == []
+    trainer.write_text(text.replace("from losses import compute_loss", "from losses import global_loss").replace(
+        "compute_loss(y, model(x, training=True))", "global_loss(y, model(x, training=True), GLOBAL_BATCH)"))
+    assert [f for f in process_path(str(trainer), Options()).findings if f.code == "TFD004"] == []
+
+
+def test_without_a_path_the_imported_loss_is_not_followed(tmp_path):
+    """Standard input has no project: the call's reduction is unknown, and nothing is reported."""
+    root = tree(tmp_path, "loss_module")
+    result = CliRunner().invoke(main, ["check", "-"], input=(root / "trainer.py").read_text())
+    assert result.exit_code == 0 and "TFD004" not in result.stdout
+
+
+def test_text_json_sarif_and_github_name_the_related_place(tmp_path, monkeypatch):
+    root = tree(tmp_path, "loss_module")
+    monkeypatch.chdir(root)
+    mean = line_of(root / "losses.py", "return tf.reduce_mean(per_example)")
+    step = line_of(root / "trainer.py", "loss = compute_loss(")
+    code, text, _ = run("check", "--no-cache", ".")
+    assert code == 1
+    [line] = [l for l in text.splitlines() if "TFD004" in l]
+    assert line.startswith(f"losses.py:{mean}:12: TFD004 ") and f"(used by trainer.py:{step})" in line
+
+    _, out, _ = run("check", "--no-cache", "--format", "json", ".")
+    [item] = [i for i in json.loads(out) if i.get("code") == "TFD004"]
+    assert (item["path"], item["line"], item["fixable"], item["fix"]) == ("losses.py", mean, False, None)
+    assert item["related"] == [{"path": "trainer.py", "line": step, "message": f"used by trainer.py:{step}"}]
+
+    _, out, _ = run("check", "--no-cache", "--format", "sarif", ".")
+    [result] = [r for r in json.loads(out)["runs"][0]["results"] if r["ruleId"] == "TFD004"]
+    location = result["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"]["uri"] == "losses.py" and location["region"]["startLine"] == mean
+    [related] = result["relatedLocations"]
+    assert related["physicalLocation"]["artifactLocation"]["uri"] == "trainer.py"
+    assert related["physicalLocation"]["region"] == {"startLine": step}
+    assert related["message"]["text"] == f"used by trainer.py:{step}"
+
+    _, out, _ = run("check", "--no-cache", "--format", "github", ".")
+    [annotation] = [l for l in out.splitlines() if "TFD004" in l]
+    assert annotation.startswith(f"::warning file=losses.py,line={mean},") and f"used by trainer.py%3A{step}" not in annotation
+    assert f"(used by trainer.py:{step})" in annotation
+
+
+def test_an_ignore_comment_at_the_mean_in_the_loss_module_suppresses_it(tmp_path):
+    root = tree(tmp_path, "loss_module")
+    losses = root / "losses.py"
+    losses.write_text(losses.read_text().replace("return tf.reduce_mean(per_example)", "return tf.reduce_mean(per_example)  # autofix: ignore[TFD004]"))
+    [finding] = [f for f in process_path(str(root / "trainer.py"), Options()).findings if f.code == "TFD004"]
+    assert finding.suppressed
+
+
+def test_fix_leaves_both_modules_alone(tmp_path, monkeypatch):
+    root = tree(tmp_path, "loss_module")
+    before = {p.name: p.read_bytes() for p in root.glob("*.py")}
+    monkeypatch.chdir(root)
+    run("fix", "--no-cache", ".")
+    assert {p.name: p.read_bytes() for p in root.glob("*.py")} == before
+
+
+@pytest.fixture
+def cached(monkeypatch):
+    """The cache on (the test session turns it off), and a count of files analysed."""
+    monkeypatch.delenv(cache.ENV_OFF, raising=False)
+    monkeypatch.delenv(cache.ENV_DIR, raising=False)
+    analysed: list[int] = []
+    real = engine.analyse_as_written
+
+    def counting(text, options, path=None):
+        analysed.append(1)
+        return real(text, options, path)
+
+    monkeypatch.setattr(engine, "analyse_as_written", counting)
+    return analysed
+
+
+def test_the_finding_in_the_loss_module_follows_edits_of_either_module_with_the_cache_on(tmp_path, monkeypatch, cached):
+    """The finding at losses.py's mean is found through trainer.py: its answer is kept only
+    while both have the bytes they had. Editing trainer.py (the step now divides) or losses.py
+    (the function now averages over the global batch) changes it, warm as cold."""
+    root = tree(tmp_path, "loss_module")
+    monkeypatch.chdir(root)
+
+    def check():
+        before = len(cached)
+        outcome = run("check", ".")
+        return outcome, len(cached) - before
+
+    cold, count = check()
+    assert count == 3 and cold == run("check", "--no-cache", ".") and "losses.py:9:12: TFD004" in cold[1]
+    warm, count = check()
+    assert count == 0 and warm == cold
+
+    trainer = root / "trainer.py"
+    original = trainer.read_text()
+    trainer.write_text(original.replace("loss = compute_loss(y, model(x, training=True))", "loss = compute_loss(y, model(x, training=True)) / strategy.num_replicas_in_sync"))
+    edited, count = check()
+    assert count == 1 and "TFD004" not in edited[1] and edited == run("check", "--no-cache", ".")
+    trainer.write_text(original)
+    back, _count = check()
+    assert back == cold
+
+    losses = root / "losses.py"
+    losses.write_text(losses.read_text().replace("return tf.reduce_mean(per_example)", "return tf.reduce_sum(per_example) / (64 * 1.0)"))
+    edited, count = check()
+    # losses.py itself, and the two files that import it.
+    assert count == 3 and "losses.py:9:12: TFD004" not in edited[1] and edited == run("check", "--no-cache", ".")
