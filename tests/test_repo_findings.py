@@ -173,3 +173,36 @@ def test_the_finding_in_the_loss_module_follows_edits_of_either_module_with_the_
     edited, count = check()
     # losses.py itself, and the two files that import it.
     assert count == 3 and "losses.py:9:12: TFD004" not in edited[1] and edited == run("check", "--no-cache", ".")
+
+
+# --- TFD006: a model built by another module, fit under MultiWorkerMirroredStrategy -----------
+
+
+def test_keras3_fit_of_a_model_built_in_another_module_is_reported_naming_it(tmp_path):
+    root = tree(tmp_path, "multiworker_model")
+    result = process_path(str(root / "train.py"), Options())
+    [finding] = [f for f in result.findings if f.code == "TFD006"]
+    assert finding.line == line_of(root / "train.py", "model.fit(")
+    assert finding.path is None and not finding.fixable
+    assert "imports model" in finding.reason  # the switch to tf_keras would have to change model.py too
+    build = line_of(root / "model.py", "def build(")
+    assert finding.related == ((str(root / "model.py"), build, f"the model is built by build() in model.py:{build}, with Keras 3"),)
+
+
+def test_a_model_module_on_keras2_is_no_finding(tmp_path):
+    root = tree(tmp_path, "multiworker_model")
+    model = root / "model.py"
+    model.write_text(model.read_text().replace("import keras\n", "import tf_keras as keras\n"))
+    assert [f for f in process_path(str(root / "train.py"), Options()).findings if f.code == "TFD006"] == []
+
+
+def test_tf_keras_model_module_under_the_legacy_switch_is_no_finding(tmp_path):
+    """model.py spells tf.keras, and the entry sets TF_USE_LEGACY_KERAS=1 first: Keras 2."""
+    root = tree(tmp_path, "multiworker_model")
+    model = root / "model.py"
+    model.write_text(model.read_text().replace("import keras\n", "from tensorflow import keras\n"))
+    train = root / "train.py"
+    # (tf.keras is Keras 3 without the switch.)
+    assert [f.code for f in process_path(str(train), Options()).findings] == ["TFD006"]
+    train.write_text('import os\n\nos.environ["TF_USE_LEGACY_KERAS"] = "1"\n' + train.read_text())
+    assert [f for f in process_path(str(train), Options()).findings if f.code == "TFD006"] == []

@@ -221,6 +221,7 @@ def _findings(rule: type[Rule], outcome: Outcome, program: Program, options: Opt
                 unsafe=rule.is_suggestion() or report.suggestion,
                 suppressed=suppressed,
                 suppressed_by=_suppression_line(program, report.node, rule.CODE) if suppressed else None,
+                related=_related(report, program),
             )
         )
     return found
@@ -239,13 +240,17 @@ def shown_path(path: str, analysed: str | None) -> str:
     return os.path.normpath(os.path.join(folder, relative))
 
 
+def _related(report, program: Program) -> tuple[tuple[str | None, int, str], ...]:
+    """A report's related places, their paths shown as the analysed file's is."""
+    here = program.path
+    return tuple((shown_path(p, here) if p is not None else here, at, message) for p, at, message in report.related)
+
+
 def _found_elsewhere(rule: type[Rule], report, program: Program) -> Finding:
     """A finding placed in another module (never fixed here), naming this file where it uses it."""
     path, line, column, end_line, end_column, suppressed = report.elsewhere
     here = program.path
-    related = tuple(
-        (shown_path(p, here) if p is not None else here, at, message) for p, at, message in report.related
-    )
+    related = _related(report, program)
     return Finding(
         code=rule.CODE,
         name=rule.NAME,

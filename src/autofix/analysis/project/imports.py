@@ -59,6 +59,32 @@ def _load(path: str) -> ModuleSummary | None:
     return summary_of(data)
 
 
+_PROGRAMS: dict[str, Program | None] = {}
+
+
+def program_of(path: str) -> Program | None:
+    """The project file ``path`` parsed as a program of its own (no path: its own imports are
+    not followed), once per content; None when it cannot be read or parsed. The read is
+    recorded as :func:`reading` says."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        if _READ is not None:
+            _READ[path] = ""
+        return None
+    key = digest(data)
+    if _READ is not None:
+        _READ[path] = key
+    if key not in _PROGRAMS:
+        text = summary_of(data).text
+        try:
+            _PROGRAMS[key] = Program(cst.parse_module(text), text)
+        except Exception:  # a module that does not parse tells nothing
+            _PROGRAMS[key] = None
+    return _PROGRAMS[key]
+
+
 @dataclass(frozen=True)
 class Resolved:
     """What an imported name is: the project file and definition it resolves to, or why not."""

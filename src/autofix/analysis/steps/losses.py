@@ -46,9 +46,8 @@ import libcst as cst
 from autofix.analysis.facts.callees import Callables, Callee, tf_names
 from autofix.analysis.steps.lossobjects import common_reduction, construction_reduction, keras_loss_class, keras_loss_function, keras_own, loss_objects
 from autofix.analysis.program import Program
-from autofix.analysis.project.imports import ProjectImports
+from autofix.analysis.project.imports import ProjectImports, program_of
 from autofix.analysis.project.layout import digest
-from autofix.analysis.project.summary import summary_of
 from autofix.analysis.steps.custom import Steps, counts_replicas, inverse_count
 from autofix.analysis.syntax import argument_value, nodes_in
 from autofix.tf.index import Binding
@@ -638,18 +637,7 @@ class RemoteTerm:
         return self.program.suppressed(self.node, code)
 
 
-_PROGRAMS: dict[str, Program | None] = {}
 _TERMS: dict[tuple[str, str, str | None, int | None], tuple[RemoteTerm, ...] | None] = {}
-
-
-def _program(text: str) -> Program | None:
-    key = digest(text.encode("utf-8", errors="replace"))
-    if key not in _PROGRAMS:
-        try:
-            _PROGRAMS[key] = Program(cst.parse_module(text), text)
-        except Exception:  # a module that does not parse tells nothing
-            _PROGRAMS[key] = None
-    return _PROGRAMS[key]
 
 
 def returned_terms(path: str, name: str, item: str | None = None, position: int | None = None) -> tuple[RemoteTerm, ...] | None:
@@ -657,22 +645,17 @@ def returned_terms(path: str, name: str, item: str | None = None, position: int 
     returns (its element ``position`` when the caller unpacks a tuple, then its entry
     ``item`` when it is a dict read so), or None when it is not followed (not a function, no
     return autofix follows, or a term of unknown reduction)."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError:
+    program = program_of(path)
+    if program is None:
         return None
-    key = (digest(data), name, item, position)
+    key = (digest(program.source.encode("utf-8", errors="replace")), name, item, position)
     if key not in _TERMS:
-        _TERMS[key] = _terms(summary_of(data).text, name, item, position)
+        _TERMS[key] = _terms(program, name, item, position)
     found = _TERMS[key]
     return None if found is None else tuple(replace(t, path=path) for t in found)
 
 
-def _terms(text: str, name: str, item: str | None, position: int | None) -> tuple[RemoteTerm, ...] | None:
-    program = _program(text)
-    if program is None:
-        return None
+def _terms(program: Program, name: str, item: str | None, position: int | None) -> tuple[RemoteTerm, ...] | None:
     function = next(
         (s for s in program.module.body if isinstance(s, cst.FunctionDef) and s.name.value == name), None
     )
