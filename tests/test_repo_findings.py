@@ -206,3 +206,44 @@ def test_tf_keras_model_module_under_the_legacy_switch_is_no_finding(tmp_path):
     assert [f.code for f in process_path(str(train), Options()).findings] == ["TFD006"]
     train.write_text('import os\n\nos.environ["TF_USE_LEGACY_KERAS"] = "1"\n' + train.read_text())
     assert [f for f in process_path(str(train), Options()).findings if f.code == "TFD006"] == []
+
+
+# --- TFD002: a batch size written in config.py, batched by the entry under a strategy --------
+
+
+def test_a_batch_constant_of_a_config_module_is_reported_and_scaled_where_it_is_used(tmp_path):
+    root = tree(tmp_path, "config_batch")
+    config = (root / "config.py").read_bytes()
+    result = process_path(str(root / "train.py"), Options())
+    [finding] = [f for f in result.findings if f.code == "TFD002"]
+    assert finding.line == line_of(root / "train.py", ".batch(config.BATCH_SIZE)")
+    size = line_of(root / "config.py", "BATCH_SIZE = 64")
+    assert finding.related == ((str(root / "config.py"), size, f"BATCH_SIZE = 64 in config.py:{size}"),)
+    assert finding.fixable
+    # The fix is the entry's alone: each replica gets config.BATCH_SIZE; config.py, which other
+    # modules may read, is not changed.
+    assert ".batch(config.BATCH_SIZE * strategy.num_replicas_in_sync)" in result.new_text
+    assert (root / "config.py").read_bytes() == config
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("BATCH_SIZE = 64", "BATCH_SIZE = 64  # the global batch, split across the GPUs"),
+        ("BATCH_SIZE = 64", "# Summed over every GPU.\nBATCH_SIZE = 64"),
+        ("BATCH_SIZE = 64", "BATCH_SIZE = int('64')"),
+    ],
+    ids=["comment-global", "comment-gpus", "not-a-literal"],
+)
+def test_a_config_constant_said_global_or_not_written_is_no_finding(tmp_path, old, new):
+    root = tree(tmp_path, "config_batch")
+    config = root / "config.py"
+    config.write_text(config.read_text().replace(old, new))
+    assert [f for f in process_path(str(root / "train.py"), Options()).findings if f.code == "TFD002"] == []
+
+
+def test_a_config_attribute_without_a_project_is_chosen_at_run_time(tmp_path):
+    """Standard input: ``config.BATCH_SIZE`` may be anything (as ``FLAGS.batch_size``)."""
+    root = tree(tmp_path, "config_batch")
+    result = CliRunner().invoke(main, ["check", "-"], input=(root / "train.py").read_text())
+    assert result.exit_code == 0 and "TFD002" not in result.stdout
