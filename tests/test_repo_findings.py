@@ -247,3 +247,27 @@ def test_a_config_attribute_without_a_project_is_chosen_at_run_time(tmp_path):
     root = tree(tmp_path, "config_batch")
     result = CliRunner().invoke(main, ["check", "-"], input=(root / "train.py").read_text())
     assert result.exit_code == 0 and "TFD002" not in result.stdout
+
+
+def test_a_notebook_step_names_its_cell_as_the_related_place(tmp_path, monkeypatch):
+    """trainer.py's code as a notebook, one cell per block: the finding stays at losses.py's
+    line; the related place is the step's line in its cell."""
+    root = tree(tmp_path, "loss_module")
+    trainer = root / "trainer.py"
+    blocks = trainer.read_text().split("\n\n\n")
+    cells = [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": b.strip("\n")} for b in blocks]
+    notebook = {"cells": cells, "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+    (root / "trainer.ipynb").write_text(json.dumps(notebook, indent=1))
+    trainer.unlink()
+    cell = next(i for i, b in enumerate(blocks, 1) if "compute_loss(y" in b)
+    line = next(i for i, l in enumerate(blocks[cell - 1].strip("\n").splitlines(), 1) if "compute_loss(y" in l)
+    monkeypatch.chdir(root)
+    mean = line_of(root / "losses.py", "return tf.reduce_mean(per_example)")
+    code, text, _ = run("check", "--no-cache", ".")
+    assert f"losses.py:{mean}:12: TFD004 " in text and f"(used by trainer.ipynb:cell {cell}:{line})" in text
+    _, out, _ = run("check", "--no-cache", "--format", "sarif", ".")
+    [result] = json.loads(out)["runs"][0]["results"]
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "losses.py"
+    [related] = result["relatedLocations"]
+    assert related["physicalLocation"] == {"artifactLocation": {"uri": "trainer.ipynb", "uriBaseId": "%SRCROOT%"}}
+    assert related["message"]["text"] == f"used by trainer.ipynb:cell {cell}:{line}"

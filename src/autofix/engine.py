@@ -386,6 +386,17 @@ def process_text(text: str, path: str, options: Options, project: bool = False) 
     return FileResult(path, in_order(analysis.findings), text, analysis.new_text, refused=analysis.refused, skipped=skipped)
 
 
+def _in_cell(notebook, path: str, related: tuple[str | None, int, str]) -> tuple[str | None, int, str]:
+    """A related place in the notebook analysed: its line in its cell (``train.ipynb:cell 3:5``)."""
+    where, line, message = related
+    if where != path:
+        return related
+    cell = notebook.cell_of(line)
+    if cell is None:
+        return related
+    return where, cell[1], message.removesuffix(f":{line}") + f":cell {cell[0] + 1}:{cell[1]}"
+
+
 def in_order(findings) -> tuple[Finding, ...]:
     """Findings in the order of their places (as Ruff sorts them): by cell in a notebook, then
     line, then column; findings at one place by rule code; those placed in another module
@@ -417,6 +428,10 @@ def process_notebook(text: str, path: str, options: Options, project: bool = Fal
         return FileResult(path, error=_internal(exc), notebook=True)
     findings = []
     for finding in analysis.findings:
+        if finding.path is not None:
+            # Placed in another module: only its related places in the notebook are in cells.
+            findings.append(replace(finding, related=tuple(_in_cell(notebook, path, r) for r in finding.related)))
+            continue
         start = notebook.cell_of(finding.line)
         if start is None:
             continue

@@ -59,13 +59,13 @@ class SarifFormatter(Formatter):
             if finding.related:
                 # SARIF's own place for what explains a result: relatedLocations, each with an
                 # id, a message and a region of one line.
+                # (A place in the notebook analysed is a line of a cell, not of its JSON text:
+                # its message names the cell, and it has no region.)
                 out["relatedLocations"] = [
                     {
                         "id": number,
-                        "physicalLocation": {
-                            "artifactLocation": location if path is None else self._artifact(path),
-                            "region": {"startLine": line},
-                        },
+                        "physicalLocation": {"artifactLocation": location if path in (None, result.path) else self._artifact(path)}
+                        | ({} if result.notebook and path in (None, result.path) else {"region": {"startLine": line}}),
                         "message": {"text": message},
                     }
                     for number, (path, line, message) in enumerate(finding.related)
