@@ -271,3 +271,45 @@ def test_a_notebook_step_names_its_cell_as_the_related_place(tmp_path, monkeypat
     [related] = result["relatedLocations"]
     assert related["physicalLocation"] == {"artifactLocation": {"uri": "trainer.ipynb", "uriBaseId": "%SRCROOT%"}}
     assert related["message"]["text"] == f"used by trainer.ipynb:cell {cell}:{line}"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "return scale * tf.reduce_mean(per_example)",  # the caller may pass 1 / replicas
+        "return tf.reduce_mean(per_example) / scale",  # or the replica count
+        "return tf.reduce_mean(per_example) / SCALE",  # a global of losses.py
+    ],
+    ids=["weight-parameter", "divisor-parameter", "divisor-global"],
+)
+def test_a_loss_function_scaled_by_what_its_caller_passes_is_not_judged(tmp_path, body):
+    root = tree(tmp_path, "loss_module")
+    losses = root / "losses.py"
+    losses.write_text(
+        losses.read_text()
+        .replace("def compute_loss(labels, predictions):", "SCALE = 2\n\n\ndef compute_loss(labels, predictions, scale=1.0):")
+        .replace("return tf.reduce_mean(per_example)", body)
+    )
+    assert [f for f in process_path(str(root / "trainer.py"), Options()).findings if f.code == "TFD004"] == []
+
+
+def test_a_loss_function_weighed_by_a_number_of_its_own_is_still_a_mean(tmp_path):
+    root = tree(tmp_path, "loss_module")
+    losses = root / "losses.py"
+    losses.write_text(losses.read_text().replace("return tf.reduce_mean(per_example)", "return 0.5 * tf.reduce_mean(per_example) / 2"))
+    [finding] = [f for f in process_path(str(root / "trainer.py"), Options()).findings if f.code == "TFD004"]
+    assert finding.path == str(root / "losses.py")
+
+
+def test_a_local_mean_beside_an_imported_one_is_not_fixed_alone(tmp_path):
+    """Fixing the step's own mean and not losses.py's would change the balance of the loss."""
+    root = tree(tmp_path, "loss_module")
+    trainer = root / "trainer.py"
+    trainer.write_text(trainer.read_text().replace(
+        "loss = compute_loss(y, model(x, training=True))",
+        "loss = compute_loss(y, model(x, training=True)) + 0.01 * tf.reduce_mean(tf.square(model(x, training=True)))",
+    ))
+    result = process_path(str(trainer), Options())
+    found = sorted((f.path is None, f.fixable) for f in result.findings if f.code == "TFD004")
+    assert found == [(False, False), (True, False)]
+    assert not result.changed

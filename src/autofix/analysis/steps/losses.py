@@ -640,6 +640,21 @@ class RemoteTerm:
 _TERMS: dict[tuple[str, str, str | None, int | None], tuple[RemoteTerm, ...] | None] = {}
 
 
+class _RemoteWalk(LossWalk):
+    """The walk of a function of another module, read alone: what its own parameters hold is
+    known only to its caller (a weight of ``1 / replicas``, a divisor), so a term that
+    depends on one is not judged here."""
+
+    def __init__(self, steps: Steps) -> None:
+        super().__init__(steps)
+        self.parametric = False
+
+    def parameter(self, param: cst.Param, read: cst.Name, state: _State) -> None:
+        if not state.calls:
+            self.parametric = True
+        super().parameter(param, read, state)
+
+
 def returned_terms(path: str, name: str, item: str | None = None, position: int | None = None) -> tuple[RemoteTerm, ...] | None:
     """The terms of what the top-level function ``name`` of the project file ``path``
     returns (its element ``position`` when the caller unpacks a tuple, then its entry
@@ -661,7 +676,7 @@ def _terms(program: Program, name: str, item: str | None, position: int | None) 
     )
     if function is None:
         return None
-    walk = LossWalk(Steps.of(program))
+    walk = _RemoteWalk(Steps.of(program))
     info = walk.facts.functions.get(function)
     values = [r.value for r in info.returns if r.value is not None] if info else []
     if not values:
@@ -671,10 +686,14 @@ def _terms(program: Program, name: str, item: str | None, position: int | None) 
             walk.value(value, _State(item=item))
         else:
             walk.element(value, position, _State(item=item))
+    if walk.parametric:
+        return None
     found = []
     for term in walk.terms:
         if term.kind not in _KINDS or term.bypassed:
             return None
+        if any(not isinstance(d, (cst.Integer, cst.Float)) for d in term.divisors):
+            return None  # divided by what the caller knows (a parameter, a global)
         where = program.position(term.node)
         found.append(
             RemoteTerm(
