@@ -47,8 +47,16 @@ Not fixed (reported, or left alone):
   ``compile``/``fit``, any step under a one-replica strategy, and a step that averages its
   gradients across replicas itself (``all_reduce``, ``experimental_aggregate_gradients=False``);
 - a loss with a term whose reduction is not known here (a model's output, a function of
-  another module, a mean over given axes, a product of two losses), or a term reached both
-  divided by the replica count and not;
+  another module that cannot be followed, a mean over given axes, a product of two losses), or
+  a term reached both divided by the replica count and not;
+- a term made in another module of the project: a function there (``from losses import
+  compute_loss``) that returns a per-replica mean (followed term by term in that module alone,
+  through its own helpers, a dict entry read as ``loss_dict["total"]``, a tuple element
+  unpacked) is reported at the mean in that module, naming the step that uses it (``used by
+  trainer.py:26``), and never fixed: the function may also serve code that is right with it
+  (an evaluation outside ``strategy.run``), and the rest of that loss is then not fixed either.
+  A function whose mean depends on what its caller passes (a weight or divisor parameter), or
+  that returns a loss object's call, is not judged from there;
 - a value the fix would change that is also logged, fed to a metric, compared, stored, or
   averaged by the caller with ``ReduceOp.MEAN``, when its loss cannot be scaled at the tape
   instead (a term that is not a per-replica mean, a value also added up with

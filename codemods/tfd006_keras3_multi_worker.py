@@ -29,8 +29,11 @@ Not findings: a file whose strategy has one worker (it removes ``TF_CONFIG`` bef
 it, as the tutorials' notebooks do), a strategy that may also be another kind (chosen by a flag
 or a helper's mode), a model made in no scope or in another strategy's scope, a file that names
 ``TF_USE_LEGACY_KERAS`` and spells only ``tf.keras``, a file that uses tf_keras (alone or mixed
-with Keras 3), a model built in another module (its Keras is not known here), ``predict``,
-custom training loops.
+with Keras 3), a model built in another module whose Keras is not known (a library's, or a
+function of the project that calls out of its module), ``predict``, custom training loops. A
+model built by a function or model class of another module of the project that uses Keras 3
+alone is reported like one built here, naming where it is built; the switch to tf_keras is then
+not made (it would have to change that module too).
 
 Not fixed (reported with the reason): a file that uses a Keras 3-only API (``keras.ops``,
 ``keras.random``...; the list is the measured difference of the two APIs), imports a module
