@@ -240,6 +240,11 @@ def test_a_config_constant_said_global_or_not_written_is_no_finding(tmp_path, ol
     config = root / "config.py"
     config.write_text(config.read_text().replace(old, new))
     assert [f for f in process_path(str(root / "train.py"), Options()).findings if f.code == "TFD002"] == []
+    if "#" in new:
+        # The same imported by name.
+        train = root / "train.py"
+        train.write_text(train.read_text().replace("import config\n", "from config import BATCH_SIZE, EPOCHS, LEARNING_RATE\n").replace("config.", ""))
+        assert [f for f in process_path(str(train), Options()).findings if f.code == "TFD002"] == []
 
 
 def test_a_config_attribute_without_a_project_is_chosen_at_run_time(tmp_path):
@@ -313,3 +318,15 @@ def test_a_local_mean_beside_an_imported_one_is_not_fixed_alone(tmp_path):
     found = sorted((f.path is None, f.fixable) for f in result.findings if f.code == "TFD004")
     assert found == [(False, False), (True, False)]
     assert not result.changed
+
+
+def test_a_batch_constant_imported_by_name_names_where_it_is_written(tmp_path):
+    root = tree(tmp_path, "config_batch")
+    train = root / "train.py"
+    train.write_text(train.read_text().replace("import config\n", "from config import BATCH_SIZE as BATCH, EPOCHS, LEARNING_RATE\n")
+                     .replace("config.BATCH_SIZE", "BATCH").replace("config.", ""))
+    result = process_path(str(train), Options())
+    [finding] = [f for f in result.findings if f.code == "TFD002"]
+    size = line_of(root / "config.py", "BATCH_SIZE = 64")
+    assert finding.related == ((str(root / "config.py"), size, f"BATCH_SIZE = 64 in config.py:{size}"),)
+    assert ".batch(BATCH * strategy.num_replicas_in_sync)" in result.new_text

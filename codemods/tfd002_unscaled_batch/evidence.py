@@ -129,6 +129,8 @@ class Evidence:
         for name in finder.names:
             if (by_name and _says_global(name.value)) or self._treated_as_global(name):
                 return True
+            if by_name and self.program.is_import(name) and self.imported_says_global(name):
+                return True
             for binding in self.facts.bindings(name) or ():
                 if isinstance(binding, cst.Param):
                     if self._parameter_global(binding, seen, by_name):
@@ -200,37 +202,50 @@ class Evidence:
         found = []
         for origin in self.facts.values.origins(expr) or ():
             node = origin.node
-            if isinstance(node, cst.Attribute) and self.facts.is_module_reference(node):
+            if isinstance(node, cst.Attribute) and self.facts.is_module_reference(node) or isinstance(node, cst.Name) and self.program.is_import(node):
                 constant = self.project_constant(node)
                 if constant is not None:
-                    path, line, value = constant
-                    found.append((path, line, f"{node.attr.value} = {value} in {os.path.basename(path)}:{line}"))
+                    path, line, value, name = constant
+                    found.append((path, line, f"{name} = {value} in {os.path.basename(path)}:{line}"))
         return tuple(dict.fromkeys(found))
 
-    def project_constant(self, node: cst.Attribute) -> tuple[str, int, int] | None:
+    def project_constant(self, node: cst.Attribute | cst.Name) -> tuple[str, int, int, str] | None:
         """``config.BATCH_SIZE`` where ``config`` is a module of the project that binds it
         once, at its top level, to an integer written there, with nothing on its line or
         the comment lines above it saying it is global or counted over devices: (path, line,
-        value). None otherwise (a name of another module is read as it is in this file)."""
+        value, its name there). None otherwise (a name of another module is read as it is in this file)."""
         resolved = ProjectImports.of(self.program).resolve(node)
         definition = resolved.definition if resolved is not None else None
         if resolved is None or resolved.path is None or definition is None:
             return None
         if definition.kind != "assignment" or definition.constant is None or resolved.name is None:
             return None
-        if _says_global(resolved.name):
+        if self._said_global(resolved.path, definition.name, definition.line):
             return None
-        program = program_of(resolved.path)
+        return resolved.path, definition.line, definition.constant, definition.name
+
+    def imported_says_global(self, name: cst.Name) -> bool:
+        """``from config import BATCH`` where config.py (a module of the project) calls it
+        global, or says so on its line or in the comment lines above it."""
+        resolved = ProjectImports.of(self.program).resolve(name)
+        definition = resolved.definition if resolved is not None else None
+        if resolved is None or resolved.path is None or definition is None or definition.kind != "assignment":
+            return False
+        return self._said_global(resolved.path, definition.name, definition.line)
+
+    def _said_global(self, path: str, name: str, line: int) -> bool:
+        if _says_global(name):
+            return True
+        program = program_of(path)
         if program is None:
-            return None
+            return True  # (nothing can be said of it)
         lines = program.source.splitlines()
-        above = definition.line - 1
+        above = line - 1
         while above >= 1 and lines[above - 1].lstrip().startswith("#"):
             above -= 1
-        said = " ".join(lines[above:definition.line])
-        if _GLOBAL_HELP.search(said) or _GLOBAL_TEXT.search(program.source) or any(w.rstrip("s") in _COUNTED for w in re.findall(r"[a-z]+", said.lower())):
-            return None
-        return resolved.path, definition.line, definition.constant
+        said = " ".join(lines[above:line])
+        words = re.findall(r"[a-z]+", said.lower())
+        return bool(_GLOBAL_HELP.search(said) or _GLOBAL_TEXT.search(program.source) or any(w.rstrip("s") in _COUNTED for w in words))
 
     def _parameter_global(self, param: cst.Param, seen: dict[int, bool | None], by_name: bool) -> bool:
         """Every call of the parameter's function passes a global batch (or the default is)."""
