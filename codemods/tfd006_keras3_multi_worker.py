@@ -28,7 +28,9 @@ tf-keras installed, and Keras 2 is not Keras 3 (saved files, defaults): prove it
 Not findings: a file whose strategy has one worker (it removes ``TF_CONFIG`` before making
 it, as the tutorials' notebooks do), a strategy that may also be another kind (chosen by a flag
 or a helper's mode), a model made in no scope or in another strategy's scope, a file that names
-``TF_USE_LEGACY_KERAS`` and spells only ``tf.keras``, a file that uses tf_keras (alone or mixed
+``TF_USE_LEGACY_KERAS``, or whose repository sets it where the program runs (``ENV
+TF_USE_LEGACY_KERAS=1`` in a ``Dockerfile`` of the file's folder or the project's root, a
+``.env`` or compose file there), and spells only ``tf.keras``, a file that uses tf_keras (alone or mixed
 with Keras 3), a model built in another module whose Keras is not known (a library's, or a
 function of the project that calls out of its module), ``predict``, custom training loops. A
 model built by a function or model class of another module of the project that uses Keras 3

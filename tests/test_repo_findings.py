@@ -330,3 +330,37 @@ def test_a_batch_constant_imported_by_name_names_where_it_is_written(tmp_path):
     size = line_of(root / "config.py", "BATCH_SIZE = 64")
     assert finding.related == ((str(root / "config.py"), size, f"BATCH_SIZE = 64 in config.py:{size}"),)
     assert ".batch(BATCH * strategy.num_replicas_in_sync)" in result.new_text
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("Dockerfile", "FROM tensorflow/tensorflow:2.17.0\nENV TF_USE_LEGACY_KERAS=1\nCOPY . /app\n"),
+        ("Dockerfile", "FROM python:3.11\nENV PYTHONUNBUFFERED=1 TF_USE_LEGACY_KERAS 1\n"),
+        (".env", "TF_USE_LEGACY_KERAS=1\n"),
+    ],
+    ids=["dockerfile", "dockerfile-two-variables", "dotenv"],
+)
+def test_a_repository_that_runs_its_programs_on_tf_keras_2_is_no_tfd006_finding(tmp_path, monkeypatch, cached, name, text):
+    """model.py spells tf.keras; the repository's own way of running it sets
+    TF_USE_LEGACY_KERAS=1: Keras 2, where fit works. With the cache on, removing that file
+    brings the finding back."""
+    root = tree(tmp_path, "multiworker_model")
+    model = root / "model.py"
+    model.write_text(model.read_text().replace("import keras\n", "from tensorflow import keras\n"))
+    monkeypatch.chdir(root)
+    code, out, _ = run("check", "train.py")
+    assert code == 1 and "TFD006" in out
+    (root / name).write_text(text)
+    code, out, _ = run("check", "train.py")
+    assert code == 0 and "TFD006" not in out
+    (root / name).unlink()
+    code, out, _ = run("check", "train.py")
+    assert code == 1 and "TFD006" in out
+
+
+def test_a_dockerfile_does_not_make_import_keras_keras_2(tmp_path):
+    """TF_USE_LEGACY_KERAS switches tf.keras, never ``import keras``."""
+    root = tree(tmp_path, "multiworker_model")
+    (root / "Dockerfile").write_text("FROM tensorflow/tensorflow:2.17.0\nENV TF_USE_LEGACY_KERAS=1\n")
+    assert [f.code for f in process_path(str(root / "train.py"), Options()).findings] == ["TFD006"]
