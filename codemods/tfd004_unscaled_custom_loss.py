@@ -47,8 +47,16 @@ Not fixed (reported, or left alone):
   ``compile``/``fit``, any step under a one-replica strategy, and a step that averages its
   gradients across replicas itself (``all_reduce``, ``experimental_aggregate_gradients=False``);
 - a loss with a term whose reduction is not known here (a model's output, a function of
-  another module, a mean over given axes, a product of two losses), or a term reached both
-  divided by the replica count and not;
+  another module that cannot be followed, a mean over given axes, a product of two losses), or
+  a term reached both divided by the replica count and not;
+- a term made in another module of the project: a function there (``from losses import
+  compute_loss``) that returns a per-replica mean (followed term by term in that module alone,
+  through its own helpers, a dict entry read as ``loss_dict["total"]``, a tuple element
+  unpacked) is reported at the mean in that module, naming the step that uses it (``used by
+  trainer.py:26``), and never fixed: the function may also serve code that is right with it
+  (an evaluation outside ``strategy.run``), and the rest of that loss is then not fixed either.
+  A function whose mean depends on what its caller passes (a weight or divisor parameter), or
+  that returns a loss object's call, is not judged from there;
 - a value the fix would change that is also logged, fed to a metric, compared, stored, or
   averaged by the caller with ``ReduceOp.MEAN``, when its loss cannot be scaled at the tape
   instead (a term that is not a per-replica mean, a value also added up with
@@ -64,11 +72,13 @@ Not fixed (reported, or left alone):
 
 from __future__ import annotations
 
+import os
+
 import libcst as cst
 
 from autofix.analysis.facts.callees import Callables
 from autofix.analysis.steps.lossobjects import keras_own, loss_objects, object_uses
-from autofix.analysis.steps.losses import Term, is_batch_sum, loss_terms_of
+from autofix.analysis.steps.losses import RemoteTerm, Term, is_batch_sum, loss_terms_of
 from autofix.analysis.steps.masking import mask_source
 from autofix.analysis.training.multiworker import MultiWorker
 from autofix.analysis.steps.custom import Steps
@@ -173,6 +183,12 @@ class UnscaledCustomLoss(Rule):
         ),
     )
 
+    def applies(self) -> bool:
+        """A file that makes a strategy, or runs a step with ``strategy.run`` on one made
+        elsewhere (``self.distribute_strategy.run(self._train_step, ...)`` in a model class,
+        ``self.strategy.run`` in a trainer handed its strategy by another module)."""
+        return bool(self.facts.strategies) or bool(Steps.of(self.program).runs)
+
     def check(self) -> None:
         self.steps = Steps.of(self.program)
         if not self.steps.roots:
@@ -196,21 +212,31 @@ class UnscaledCustomLoss(Rule):
                     losses[call][0].append(root)
                 else:
                     losses[call] = ([root], loss_terms_of(self.steps, target))
-        findings: dict[cst.CSTNode, _Finding] = {}
+        findings: dict[object, _Finding] = {}
         for gradient, (roots, terms) in losses.items():
             for term in terms:
-                finding = findings.setdefault(term.node, _Finding(term.node))
+                key = term.node if term.remote is None else (term.node, term.remote)
+                finding = findings.setdefault(key, _Finding(term.node, term.remote))
                 finding.paths.append(term)
                 finding.roots.extend(r for r in roots if r not in finding.roots)
                 finding.losses.append(gradient)
         for finding in findings.values():
             finding.message = self._message(finding)
+            if finding.remote is not None and finding.message is not None and finding.why is None:
+                # Not fixed in the other module, so no term of its loss is fixed here alone.
+                finding.why = (
+                    f"{finding.remote.function}() may also serve code that is right with it (an evaluation "
+                    "outside strategy.run); divide its value by the replica count in the step that uses it"
+                )
+                finding.final = True
         self._decide(findings, losses)
         at_tape = self._at_the_tape(findings, losses)
         for finding in findings.values():
             if finding.message is None:
                 continue
-            if finding.why is not None:
+            if finding.remote is not None:
+                self._report_elsewhere(finding)
+            elif finding.why is not None:
                 self.report(finding.node, finding.message, finding.why)
             elif finding.at_tape and finding.kind == "default":
                 # Its mean (reduction="none") is the replica's; the tape takes the share.
@@ -221,6 +247,18 @@ class UnscaledCustomLoss(Rule):
                 self.fix(finding.node, finding.message, lambda edits, f=finding: self._plan(f, edits))
         for plan in at_tape:
             self.edits.extend(plan)
+
+    def _report_elsewhere(self, finding: "_Finding") -> None:
+        """A term made in another module of the project (``losses.py``'s ``reduce_mean``): reported
+        at its place there, naming where this file's step uses it. Never fixed there (the
+        function may serve code that is right with it: an evaluation outside ``strategy.run``);
+        nor is the rest of the loss here (that would change the balance between its terms)."""
+        remote = finding.remote
+        assert remote is not None and finding.message is not None and finding.why is not None
+        here = self.program.path or "<stdin>"
+        used = f"used by {os.path.basename(here)}:{self.program.line(finding.node)}"
+        place = (remote.path, remote.line, remote.column, remote.end_line, remote.end_column, remote.suppressed(self.CODE))
+        self.report_elsewhere(finding.node, finding.message, finding.why, place, used)
 
     # --- what each term is ---------------------------------------------------------------------
 
@@ -322,7 +360,7 @@ class UnscaledCustomLoss(Rule):
             mine = [f for f in findings.values() if gradient in f.losses and f.message is not None]
             if not mine or all(f.why is None and not f.logged for f in mine) or self.tf is None:
                 continue
-            if any(f.why is not None and f.final for f in mine):
+            if any(f.why is not None and f.final or f.remote is not None for f in mine):
                 continue  # what stands against the change is not a use of the loss's value
             if not all(_per_replica(t, self._migrating) for t in terms) or not any(t.kind != "constant" for t in terms):
                 continue
@@ -602,8 +640,11 @@ def _per_example_possible(facts, call: cst.Call, constructions: list[cst.Call]) 
 class _Finding:
     """One place where a loss term is made, with every path from it to a gradient."""
 
-    def __init__(self, node: cst.CSTNode) -> None:
+    def __init__(self, node: cst.CSTNode, remote: RemoteTerm | None = None) -> None:
         self.node = node
+        # A term of a function of another module that ``node`` (here) calls: the finding is
+        # placed there.
+        self.remote = remote
         self.paths: list[Term] = []
         self.roots: list[cst.FunctionDef] = []
         self.losses: list[cst.Call] = []

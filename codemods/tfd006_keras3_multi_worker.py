@@ -28,9 +28,14 @@ tf-keras installed, and Keras 2 is not Keras 3 (saved files, defaults): prove it
 Not findings: a file whose strategy has one worker (it removes ``TF_CONFIG`` before making
 it, as the tutorials' notebooks do), a strategy that may also be another kind (chosen by a flag
 or a helper's mode), a model made in no scope or in another strategy's scope, a file that names
-``TF_USE_LEGACY_KERAS`` and spells only ``tf.keras``, a file that uses tf_keras (alone or mixed
-with Keras 3), a model built in another module (its Keras is not known here), ``predict``,
-custom training loops.
+``TF_USE_LEGACY_KERAS``, or whose repository sets it where the program runs (``ENV
+TF_USE_LEGACY_KERAS=1`` in a ``Dockerfile`` of the file's folder or the project's root, a
+``.env`` or compose file there), and spells only ``tf.keras``, a file that uses tf_keras (alone or mixed
+with Keras 3), a model built in another module whose Keras is not known (a library's, or a
+function of the project that calls out of its module), ``predict``, custom training loops. A
+model built by a function or model class of another module of the project that uses Keras 3
+alone is reported like one built here, naming where it is built; the switch to tf_keras is then
+not made (it would have to change that module too).
 
 Not fixed (reported with the reason): a file that uses a Keras 3-only API (``keras.ops``,
 ``keras.random``...; the list is the measured difference of the two APIs), imports a module
@@ -40,11 +45,13 @@ inside a function.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import libcst as cst
 
 from autofix.analysis.facts.keras_objects import COMPILE
+from autofix.analysis.project.imports import ProjectImports, program_of
 from autofix.analysis.training.multiworker import KERAS3, LEGACY_KERAS, MULTI_WORKER, TF_KERAS, MultiWorker
 from autofix.analysis.syntax import argument_value
 from autofix.analysis.training.model import TrainingModel
@@ -123,8 +130,13 @@ class Keras3MultiWorker(Rule):
 
     def check(self) -> None:
         workers = MultiWorker.of(self.program)
-        if not workers.keras.keras3:
+        self.workers = workers
+        if not workers.keras.keras3 and (workers.keras.spellings or workers.keras.keras2_only is not None):
             return
+        # The models made by another module of the project, by call: (path, line, message).
+        self.imported: dict[cst.Call, tuple[str, int, str]] = {}
+        # The imported models each failing call trains.
+        self.sources: dict[cst.Call, list[tuple[str, int, str]]] = {}
         sites = [call for call, _owner in self.facts.calls if self._fails(workers, call)]
         if not sites:
             return
@@ -132,11 +144,11 @@ class Keras3MultiWorker(Rule):
             plan = self._switch(workers)
         except NotFound as why:
             for call in sites:
-                self.report(call, message(call.func.attr.value), str(why))
+                self.report(call, message(call.func.attr.value), str(why), self._related(call))
             return
         if any(self.suppressed(call) for call in sites):
             for call in sites:
-                self.report(call, message(call.func.attr.value), "another place this fix would change is suppressed")
+                self.report(call, message(call.func.attr.value), "another place this fix would change is suppressed", self._related(call))
             return
         for index, call in enumerate(sites):
             self.fix(call, message(call.func.attr.value), plan if index == 0 else _nothing)
@@ -151,6 +163,7 @@ class Keras3MultiWorker(Rule):
         models = [m for m in training.makers(func.value) if training.is_model_maker(m)]
         if not models or not all(self._made_here(training, m, 0) for m in models):
             return False
+        self.sources[call] = [self.imported[m] for m in models if m in self.imported]
         # The model is distributed by the strategy whose scope it is made in (a model made
         # in no scope trains under the default strategy, which works).
         classes = workers.scope_classes(call).union(*(workers.scope_classes(m) for m in models)) | training.made_under(models)
@@ -165,9 +178,13 @@ class Keras3MultiWorker(Rule):
             made = [m for r in returns for m in training.makers(r.value) if training.is_model_maker(m)]
             return depth < 4 and bool(made) and all(self._made_here(training, m, depth + 1) for m in made)
         if isinstance(self.facts.local_definition(maker.func), cst.ClassDef):
-            return True
+            return self.workers.keras.keras3
         if isinstance(kind, Kind) and any(n.startswith("keras.") for n in self.facts.names_of(maker.func)):
+            return self.workers.keras.keras3
+        if self._imported_keras3(maker):
             return True
+        if not self.workers.keras.keras3:
+            return False
         # A model made elsewhere (``get_model()``) but compiled here with an optimizer this
         # file's Keras makes: Keras takes only its own optimizers, so it is this Keras's model.
         for call, _factory in training.method_calls_on([maker]):
@@ -177,6 +194,34 @@ class Keras3MultiWorker(Rule):
                 if any(self.facts.call_kind(m) is Kind.OPTIMIZER and any(n.startswith("keras.") for n in self.facts.names_of(m.func)) for m in made):
                     return True
         return False
+
+    def _imported_keras3(self, maker: cst.Call) -> bool:
+        """A model made by a function or model class of another module of the project
+        (:mod:`autofix.analysis.project`) that builds it with Keras 3 alone: the question is
+        the same wherever the model is made. Not when that function calls out of its module
+        (its Keras is not known), or that module's ``tf.keras`` may be Keras 2 (it, or this
+        file, names TF_USE_LEGACY_KERAS)."""
+        resolved = ProjectImports.of(self.program).resolve(maker.func)
+        definition = resolved.definition if resolved is not None else None
+        if resolved is None or resolved.path is None or definition is None or definition.calls_out:
+            return False
+        if not (definition.kind == "function" and definition.returns_model or definition.kind == "class" and definition.keras_model):
+            return False
+        program = program_of(resolved.path)
+        if program is None:
+            return False
+        theirs = MultiWorker.of(program).keras
+        if not theirs.keras3:
+            return False
+        mine = self.workers.keras
+        if mine.legacy_env and theirs.spellings != {KERAS3}:
+            return False
+        shown = os.path.basename(resolved.path)
+        self.imported[maker] = (resolved.path, definition.line, f"the model is built by {definition.name}{'()' if definition.kind == 'function' else ''} in {shown}:{definition.line}, with Keras 3")
+        return True
+
+    def _related(self, call: cst.Call) -> tuple[tuple[str, int, str], ...]:
+        return tuple(dict.fromkeys(self.sources.get(call, ())))
 
     # --- the switch to tf_keras ------------------------------------------------------------------
 

@@ -21,7 +21,13 @@ other read of the same value (however it is bound: plain, tuple or augmented ass
   the global batch, its per-replica value kept under a new name (``BATCH_SIZE_PER_REPLICA``).
   A log outside the reach of the new name keeps printing the per-replica value the name still
   holds. A value read from an attribute or a key (``args.batch_size``, a command-line flag as
-  often global as not) is only scaled where it is used, when nothing is computed from it;
+  often global as not) is only scaled where it is used, when nothing is computed from it. A
+  number written in another module of the project and read as its attribute
+  (``config.BATCH_SIZE``, an integer bound once at the top of ``config.py``, with nothing
+  there saying it is global) is a per-replica number like one imported by name: scaled where
+  this file uses it, the finding naming where it is written; ``config.py`` (which other modules
+  may read) is left as it is. A module's attribute this file cannot follow into the project
+  (``FLAGS.batch_size``) is chosen at run time: no finding;
 - a value the file itself multiplies into its global batch (``GLOBAL = BATCH *
   strategy.num_replicas_in_sync``, or such a product used for the loss or the learning rate) is
   replaced, at the batch, by that global name (or scaled there), and so is what is computed

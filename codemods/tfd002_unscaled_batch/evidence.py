@@ -26,6 +26,7 @@ replica whatever it is called (``already_global(..., by_name=False)``).
 
 from __future__ import annotations
 
+import os
 import re
 from functools import cached_property
 
@@ -34,6 +35,7 @@ import libcst as cst
 from autofix.analysis.facts.dataflow import DataFlow
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
+from autofix.analysis.project.imports import ProjectImports, program_of
 from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import argument_value, parameter_argument
 from autofix.tf.symbols import IN_BATCH_OBJECTIVES
@@ -127,6 +129,8 @@ class Evidence:
         for name in finder.names:
             if (by_name and _says_global(name.value)) or self._treated_as_global(name):
                 return True
+            if by_name and self.program.is_import(name) and self.imported_says_global(name):
+                return True
             for binding in self.facts.bindings(name) or ():
                 if isinstance(binding, cst.Param):
                     if self._parameter_global(binding, seen, by_name):
@@ -172,6 +176,8 @@ class Evidence:
     def _run_time(self, node: cst.CSTNode, projected: bool) -> bool:
         if isinstance(node, cst.Param):
             return True  # an entry point's parameter (the value flow found no caller)
+        if isinstance(node, cst.Attribute) and self.facts.is_module_reference(node) and self.project_constant(node) is not None:
+            return False  # ``config.BATCH_SIZE``: a number written in a module of the project
         if isinstance(node, (cst.Attribute, cst.Subscript)) and self.facts.is_module_reference(node):
             return True  # ``FLAGS.batch_size``, ``os.environ["BATCH"]``
         if isinstance(node, cst.Subscript) and self.facts.is_module_reference(node.value):
@@ -188,6 +194,58 @@ class Evidence:
             # configuration, a tuner's parameters.
             return projected and self.facts.local_definition(node.func) is None
         return False
+
+    def constants_in(self, expr: cst.BaseExpression) -> tuple[tuple[str, int, str], ...]:
+        """Where the numbers of other modules of the project that ``expr`` is made from are
+        written (``config.BATCH_SIZE``: ``("config.py", 3, "BATCH_SIZE = 64 in config.py:3")``),
+        as a finding's related places."""
+        found = []
+        for origin in self.facts.values.origins(expr) or ():
+            node = origin.node
+            if isinstance(node, cst.Attribute) and self.facts.is_module_reference(node) or isinstance(node, cst.Name) and self.program.is_import(node):
+                constant = self.project_constant(node)
+                if constant is not None:
+                    path, line, value, name = constant
+                    found.append((path, line, f"{name} = {value} in {os.path.basename(path)}:{line}"))
+        return tuple(dict.fromkeys(found))
+
+    def project_constant(self, node: cst.Attribute | cst.Name) -> tuple[str, int, int, str] | None:
+        """``config.BATCH_SIZE`` where ``config`` is a module of the project that binds it
+        once, at its top level, to an integer written there, with nothing on its line or
+        the comment lines above it saying it is global or counted over devices: (path, line,
+        value, its name there). None otherwise (a name of another module is read as it is in this file)."""
+        resolved = ProjectImports.of(self.program).resolve(node)
+        definition = resolved.definition if resolved is not None else None
+        if resolved is None or resolved.path is None or definition is None:
+            return None
+        if definition.kind != "assignment" or definition.constant is None or resolved.name is None:
+            return None
+        if self._said_global(resolved.path, definition.name, definition.line):
+            return None
+        return resolved.path, definition.line, definition.constant, definition.name
+
+    def imported_says_global(self, name: cst.Name) -> bool:
+        """``from config import BATCH`` where config.py (a module of the project) calls it
+        global, or says so on its line or in the comment lines above it."""
+        resolved = ProjectImports.of(self.program).resolve(name)
+        definition = resolved.definition if resolved is not None else None
+        if resolved is None or resolved.path is None or definition is None or definition.kind != "assignment":
+            return False
+        return self._said_global(resolved.path, definition.name, definition.line)
+
+    def _said_global(self, path: str, name: str, line: int) -> bool:
+        if _says_global(name):
+            return True
+        program = program_of(path)
+        if program is None:
+            return True  # (nothing can be said of it)
+        lines = program.source.splitlines()
+        above = line - 1
+        while above >= 1 and lines[above - 1].lstrip().startswith("#"):
+            above -= 1
+        said = " ".join(lines[above:line])
+        words = re.findall(r"[a-z]+", said.lower())
+        return bool(_GLOBAL_HELP.search(said) or _GLOBAL_TEXT.search(program.source) or any(w.rstrip("s") in _COUNTED for w in words))
 
     def _parameter_global(self, param: cst.Param, seen: dict[int, bool | None], by_name: bool) -> bool:
         """Every call of the parameter's function passes a global batch (or the default is)."""

@@ -116,9 +116,9 @@ class BatchPlanner:
                 # A reason that asks the reader to scale by hand warns about uneven batches;
                 # the suppression and the first batches' reasons say all there is to say.
                 note = "" if why == SUPPRESSED or why in self.first_batches.reasons else KERAS_NOTE
-                self.rule.report(node, _message(site), why + note)
+                self.rule.report(node, _message(site), why + note, self.evidence.constants_in(node))
                 continue
-            if self.rule.report(node, _message(site)):
+            if self.rule.report(node, _message(site), related=self.evidence.constants_in(node)):
                 self.writer.commit(plan, context)
                 size = self.first_batches.validation_batches.get(id(site.call))
                 if size is not None and context is not None:

@@ -326,7 +326,7 @@ class ResultCache:
             read = tuple((str(p), str(d)) for p, d in stored.get("read", ()))
             if not _still(read):
                 return None
-            findings = tuple(Finding(**f) for f in stored["findings"])
+            findings = tuple(Finding(**{**f, "related": tuple(tuple(r) for r in f.get("related", ()))}) for f in stored["findings"])
             new_text = stored["new_text"]
             return FileResult(
                 path,

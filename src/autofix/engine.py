@@ -9,6 +9,7 @@ nothing; otherwise the file is left as it was and the result says why.
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import dataclass, field, replace
 
 import libcst as cst
@@ -192,6 +193,9 @@ def _refuse(findings: list[Finding], why: str) -> Analysis:
 def _findings(rule: type[Rule], outcome: Outcome, program: Program, options: Options) -> list[Finding]:
     found = []
     for report in outcome.reports:
+        if report.elsewhere is not None:
+            found.append(_found_elsewhere(rule, report, program))
+            continue
         where = program.position(report.node)
         suppressed = program.suppressed(report.node, rule.CODE)
         fixable = (
@@ -217,9 +221,51 @@ def _findings(rule: type[Rule], outcome: Outcome, program: Program, options: Opt
                 unsafe=rule.is_suggestion() or report.suggestion,
                 suppressed=suppressed,
                 suppressed_by=_suppression_line(program, report.node, rule.CODE) if suppressed else None,
+                related=_related(report, program),
             )
         )
     return found
+
+
+def shown_path(path: str, analysed: str | None) -> str:
+    """``path`` (a file of the project) as the user named ``analysed``: relative to the same
+    folder (``proj/trainer.py`` analysed, ``proj/losses.py`` shown)."""
+    if analysed is None:
+        return path
+    folder = os.path.dirname(analysed)
+    try:
+        relative = os.path.relpath(os.path.abspath(path), os.path.abspath(folder or "."))
+    except ValueError:
+        return path
+    return os.path.normpath(os.path.join(folder, relative))
+
+
+def _related(report, program: Program) -> tuple[tuple[str | None, int, str], ...]:
+    """A report's related places, their paths shown as the analysed file's is."""
+    here = program.path
+    return tuple((shown_path(p, here) if p is not None else here, at, message) for p, at, message in report.related)
+
+
+def _found_elsewhere(rule: type[Rule], report, program: Program) -> Finding:
+    """A finding placed in another module (never fixed here), naming this file where it uses it."""
+    path, line, column, end_line, end_column, suppressed = report.elsewhere
+    here = program.path
+    related = _related(report, program)
+    return Finding(
+        code=rule.CODE,
+        name=rule.NAME,
+        message=report.message,
+        line=line,
+        column=column,
+        end_line=end_line,
+        end_column=end_column,
+        fixable=False,
+        reason=NO_FIX + report.reason if report.reason else None,
+        unsafe=rule.is_suggestion() or report.suggestion,
+        suppressed=suppressed,
+        path=shown_path(path, here),
+        related=related,
+    )
 
 
 def _unsuppressed(outcomes: dict[type[Rule], Outcome], program: Program, findings: list[Finding]) -> list[tuple[int, noqa.Wanted]]:
@@ -231,7 +277,7 @@ def _unsuppressed(outcomes: dict[type[Rule], Outcome], program: Program, finding
     index = 0
     for rule, outcome in outcomes.items():
         for report in outcome.reports:
-            if not findings[index].suppressed:
+            if not findings[index].suppressed and findings[index].path is None:
                 lines = [findings[index].line]
                 statement = program.statement_of(report.node)
                 if statement is not None:
@@ -340,10 +386,22 @@ def process_text(text: str, path: str, options: Options, project: bool = False) 
     return FileResult(path, in_order(analysis.findings), text, analysis.new_text, refused=analysis.refused, skipped=skipped)
 
 
+def _in_cell(notebook, path: str, related: tuple[str | None, int, str]) -> tuple[str | None, int, str]:
+    """A related place in the notebook analysed: its line in its cell (``train.ipynb:cell 3:5``)."""
+    where, line, message = related
+    if where != path:
+        return related
+    cell = notebook.cell_of(line)
+    if cell is None:
+        return related
+    return where, cell[1], message.removesuffix(f":{line}") + f":cell {cell[0] + 1}:{cell[1]}"
+
+
 def in_order(findings) -> tuple[Finding, ...]:
     """Findings in the order of their places (as Ruff sorts them): by cell in a notebook, then
-    line, then column; findings at one place by rule code."""
-    return tuple(sorted(findings, key=lambda f: (f.cell if f.cell is not None else -1, f.line, f.column, f.code)))
+    line, then column; findings at one place by rule code; those placed in another module
+    (``Finding.path``) after the file's own, by path."""
+    return tuple(sorted(findings, key=lambda f: (f.path is not None, f.path or "", f.cell if f.cell is not None else -1, f.line, f.column, f.code)))
 
 
 def process_notebook(text: str, path: str, options: Options, project: bool = False) -> FileResult:
@@ -370,6 +428,10 @@ def process_notebook(text: str, path: str, options: Options, project: bool = Fal
         return FileResult(path, error=_internal(exc), notebook=True)
     findings = []
     for finding in analysis.findings:
+        if finding.path is not None:
+            # Placed in another module: only its related places in the notebook are in cells.
+            findings.append(replace(finding, related=tuple(_in_cell(notebook, path, r) for r in finding.related)))
+            continue
         start = notebook.cell_of(finding.line)
         if start is None:
             continue

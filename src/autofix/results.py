@@ -33,6 +33,12 @@ class Finding:
     suppressed: bool = False
     # The line of the ``# autofix: ignore`` comment that suppressed it.
     suppressed_by: int | None = None
+    # A finding placed in another file of the project than the one analysed (the file it was
+    # found through is then in ``related``); None: the analysed file.
+    path: str | None = None
+    # Other places that explain the finding: (path, line, message), path None for the file
+    # analysed (``("trainer.py", 26, "used by trainer.py:26")``).
+    related: tuple[tuple[str | None, int, str], ...] = ()
 
     @property
     def cell_number(self) -> int | None:

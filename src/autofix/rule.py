@@ -55,6 +55,12 @@ class Report:
     # A suggestion (shown, not failing ``check``) whose fix changes how correct code runs: it
     # is made only with --unsafe-fixes, as an unsafe rule's are.
     suggestion: bool = False
+    # A finding placed in another module of the project (the node is where this file uses
+    # what that module makes): path, line, column, end line, end column, and whether an
+    # ``# autofix: ignore`` comment there suppresses it. Never fixed here.
+    elsewhere: tuple[str, int, int, int, int, bool] | None = None
+    # Other places that explain it: (path, line, message); path None for this file.
+    related: tuple[tuple[str | None, int, str], ...] = ()
 
 
 class Outcome:
@@ -158,7 +164,7 @@ class Rule:
         self.program = program
         self.facts = Facts.of(program)
         self.edits = BlockEdits()
-        self._reports: dict[tuple[int, str], Report] = {}
+        self._reports: dict[tuple, Report] = {}
         if self.applies():
             self.check()
         outcome = Outcome(list(self._reports.values()), edits=self.edits, tree=program.module, parents=program.index.parents)
@@ -195,20 +201,35 @@ class Rule:
             self._reports[key] = Report(node, message, reason, suggestion=True)
         return reason is None and self.unsafe_fixes
 
-    def report(self, node: cst.CSTNode, message: str, reason: str | None = None) -> bool:
+    def report_elsewhere(
+        self, node: cst.CSTNode, message: str, reason: str, place: tuple[str, int, int, int, int, bool], related: str
+    ) -> None:
+        """Record a finding whose place is in another module of the project (``place``: path,
+        line, column, end line, end column, suppressed there), found through ``node`` of this
+        file, which the finding names as its related place with the message ``related``
+        (``used by trainer.py:26``). It is not fixed: ``reason`` says why."""
+        key = (id(node), message, place[:3])
+        if key not in self._reports:
+            self._reports[key] = Report(node, message, reason, elsewhere=place, related=((None, self.program.line(node), related),))
+
+    def report(
+        self, node: cst.CSTNode, message: str, reason: str | None = None,
+        related: tuple[tuple[str | None, int, str], ...] = (),
+    ) -> bool:
         """Record a finding at ``node``: fixable when ``reason`` is None, otherwise reported
         with why not. Returns whether the rule may fix it, which it may not where an
         ``# autofix: ignore`` comment covers the place. A place reported twice is one finding
-        (the first reason that forbids a fix wins)."""
+        (the first reason that forbids a fix wins). ``related``: other places that explain it
+        ((path, line, message), path None for this file; another module of the project)."""
         if reason is None and self.suppressed(node):
             reason = SUPPRESSED
         key = (id(node), message)
         known = self._reports.get(key)
         if known is not None:
             if known.reason is None and reason is not None:
-                self._reports[key] = Report(node, message, reason)
+                self._reports[key] = Report(node, message, reason, related=known.related or related)
             return self._reports[key].reason is None
-        self._reports[key] = Report(node, message, reason)
+        self._reports[key] = Report(node, message, reason, related=related)
         return reason is None
 
     def fix(self, node: cst.CSTNode, message: str, plan: Callable[[BlockEdits], None]) -> bool:

@@ -51,7 +51,27 @@ def location(result: FileResult, finding: Finding) -> str:
     """``path:line:col``, or ``path:cell N:line:col`` in a notebook (cells counted from 1,
     markdown cells included, as Jupyter shows them)."""
     cell = f":cell {finding.cell_number}" if finding.cell is not None else ""
-    return f"{display_path(result.path)}{cell}:{finding.line}:{finding.column}"
+    return f"{display_path(finding_path(result, finding))}{cell}:{finding.line}:{finding.column}"
+
+
+def finding_path(result: FileResult, finding: Finding) -> str:
+    """The file a finding is in: the one analysed, or another module of its project."""
+    return finding.path if finding.path is not None else result.path
+
+
+def related_note(finding: Finding) -> str:
+    """`` (used by trainer.py:26)``: the finding's related places, as the text format shows them."""
+    if not finding.related:
+        return ""
+    return " (" + "; ".join(message for _path, _line, message in finding.related) + ")"
+
+
+def related_items(result: FileResult, finding: Finding) -> list[dict]:
+    """The finding's related places as JSON: ``[{path, line, message}]``."""
+    return [
+        {"path": display_path(path if path is not None else result.path), "line": line, "message": message}
+        for path, line, message in finding.related
+    ]
 
 
 class TextFormatter(Formatter):
@@ -59,7 +79,7 @@ class TextFormatter(Formatter):
 
     def result(self, result: FileResult) -> str:
         lines = [
-            f"{location(result, f)}: {f.code} {finding_status(f)}{f.message}{finding_note(f)}\n"
+            f"{location(result, f)}: {f.code} {finding_status(f)}{f.message}{related_note(f)}{finding_note(f)}\n"
             for f in result.findings
             if not f.suppressed
         ]
@@ -91,7 +111,7 @@ class JsonFormatter(Formatter):
                 fix = {"replacements": [r.as_json() for r in fixes.by_finding[index]]}
             self.items.append(
                 {
-                    "path": display_path(result.path),
+                    "path": display_path(finding_path(result, f)),
                     "code": f.code,
                     "name": f.name,
                     "message": f.message,
@@ -105,6 +125,7 @@ class JsonFormatter(Formatter):
                     "unsafe": f.unsafe,
                     "reason": f.reason,
                     "fix": fix,
+                    "related": related_items(result, f),
                 }
             )
         if result.error:
@@ -135,13 +156,14 @@ class GithubFormatter(Formatter):
         for f in result.findings:
             if f.suppressed:
                 continue
-            message = _escape_data(f"{f.message}{finding_note(f)}")
+            message = _escape_data(f"{f.message}{related_note(f)}{finding_note(f)}")
             if f.cell is not None:
                 message = _escape_data(f"{place(f)}: ") + message
             # In a notebook, the place in its JSON text, which is what the pull request shows.
             line, column, end_line, end_column = file_region(f, positions)
+            where = path if f.path is None else _escape_property(display_path(f.path))
             out.append(
-                f"::warning file={path},line={line},col={column},"
+                f"::warning file={where},line={line},col={column},"
                 f"endLine={end_line},endColumn={end_column},title={f.code}::{message}\n"
             )
         if result.error:

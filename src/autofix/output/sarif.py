@@ -54,7 +54,23 @@ class SarifFormatter(Formatter):
             if finding.suppressed:
                 continue
             replacements = fixes.by_finding.get(index, ()) if fixes is not None else ()
-            self.results.append(self._result(finding, location, replacements, positions))
+            artifact = location if finding.path is None else self._artifact(finding.path)
+            out = self._result(finding, artifact, replacements, positions)
+            if finding.related:
+                # SARIF's own place for what explains a result: relatedLocations, each with an
+                # id, a message and a region of one line.
+                # (A place in the notebook analysed is a line of a cell, not of its JSON text:
+                # its message names the cell, and it has no region.)
+                out["relatedLocations"] = [
+                    {
+                        "id": number,
+                        "physicalLocation": {"artifactLocation": location if path in (None, result.path) else self._artifact(path)}
+                        | ({} if result.notebook and path in (None, result.path) else {"region": {"startLine": line}}),
+                        "message": {"text": message},
+                    }
+                    for number, (path, line, message) in enumerate(finding.related)
+                ]
+            self.results.append(out)
         if result.error:
             self.errors += 1
             self.notifications.append(_notification("error", result.error, location))

@@ -14,6 +14,7 @@ long as the modules its analysis read are unchanged, and absent ones still absen
 from __future__ import annotations
 
 import os
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
@@ -57,6 +58,62 @@ def _load(path: str) -> ModuleSummary | None:
     if _READ is not None:
         _READ[path] = digest(data)
     return summary_of(data)
+
+
+_PROGRAMS: dict[str, Program | None] = {}
+
+
+def program_of(path: str) -> Program | None:
+    """The project file ``path`` parsed as a program of its own (no path: its own imports are
+    not followed), once per content; None when it cannot be read or parsed. The read is
+    recorded as :func:`reading` says."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        if _READ is not None:
+            _READ[path] = ""
+        return None
+    key = digest(data)
+    if _READ is not None:
+        _READ[path] = key
+    if key not in _PROGRAMS:
+        text = summary_of(data).text
+        try:
+            _PROGRAMS[key] = Program(cst.parse_module(text), text)
+        except Exception:  # a module that does not parse tells nothing
+            _PROGRAMS[key] = None
+    return _PROGRAMS[key]
+
+
+# Files through which a repository says how its programs run (Docker, environment files).
+ENVIRONMENT_FILES = ("Dockerfile", ".env", "docker-compose.yml", "docker-compose.yaml")
+
+
+def environment_sets(path: str, variable: str) -> str | None:
+    """The file of ``path``'s project (in the file's own folder or at the root) that sets the
+    environment variable ``variable`` to 1 or true where the program runs (``ENV
+    TF_USE_LEGACY_KERAS=1`` in a Dockerfile, a ``.env`` line, a compose file's environment),
+    or None. Each file looked for is recorded as :func:`reading` says."""
+    pattern = re.compile(
+        rf"(?m)^(?:\s*ENV\b[^\n]*?\s|\s*export\s+|\s*-\s*|\s*){re.escape(variable)}\s*[=:\s]\s*[\"']?(?:1|true|True)\b"
+    )
+    folders = dict.fromkeys([os.path.dirname(os.path.abspath(path)), layout.project_root(path)])
+    for folder in folders:
+        for name in ENVIRONMENT_FILES:
+            candidate = os.path.join(folder, name)
+            try:
+                with open(candidate, "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                if _READ is not None:
+                    _READ[candidate] = ""
+                continue
+            if _READ is not None:
+                _READ[candidate] = digest(data)
+            if pattern.search(data.decode("utf-8", errors="replace")):
+                return candidate
+    return None
 
 
 @dataclass(frozen=True)

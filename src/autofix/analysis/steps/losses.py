@@ -39,12 +39,15 @@ Divisions by the replica count (or products with its inverse) met on the way are
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
 from autofix.analysis.facts.callees import Callables, Callee, tf_names
 from autofix.analysis.steps.lossobjects import common_reduction, construction_reduction, keras_loss_class, keras_loss_function, keras_own, loss_objects
+from autofix.analysis.program import Program
+from autofix.analysis.project.imports import ProjectImports, program_of
+from autofix.analysis.project.layout import digest
 from autofix.analysis.steps.custom import Steps, counts_replicas, inverse_count
 from autofix.analysis.syntax import argument_value, nodes_in
 from autofix.tf.index import Binding
@@ -87,6 +90,9 @@ class Term:
     loss_call: cst.Call | None = None
     # What divides it on the way that is not the replica count (``BATCH`` of ``sum / BATCH``).
     divisors: tuple[cst.BaseExpression, ...] = ()
+    # A term of what a function of another module of the project returns (``node`` is the
+    # call of it here): its place there.
+    remote: RemoteTerm | None = None
 
 
 @dataclass(frozen=True)
@@ -102,9 +108,11 @@ class _State:
     in_loss_call: bool = False
     # What divided it on the way (not the replica count).
     divisors: tuple[cst.BaseExpression, ...] = ()
+    # The item read from the value (``losses["total"]``): the value is a dict literal's entry.
+    item: str | None = None
 
     def key(self, node: cst.CSTNode) -> tuple:
-        return (id(node), tuple(id(c) for c, _ in self.calls), bool(self.scaling), self.divided, bool(self.bypassed))
+        return (id(node), tuple(id(c) for c, _ in self.calls), bool(self.scaling), self.divided, bool(self.bypassed), self.item)
 
     def but(self, **changes) -> "_State":
         values = {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -131,15 +139,21 @@ class LossWalk:
         self._seen: set[tuple] = set()
         self._attributes: set[str] | None = None
 
-    def end(self, node: cst.BaseExpression, state: _State, kind: str, detail: str | None = None, loss_call: cst.Call | None = None) -> None:
+    def end(
+        self, node: cst.BaseExpression, state: _State, kind: str, detail: str | None = None,
+        loss_call: cst.Call | None = None, remote: RemoteTerm | None = None,
+    ) -> None:
         calls = tuple(c for c, _ in state.calls)
-        self.terms.append(Term(node, kind, state.scaling, calls, state.bindings, state.bypassed, detail, loss_call, state.divisors))
+        self.terms.append(Term(node, kind, state.scaling, calls, state.bindings, state.bypassed, detail, loss_call, state.divisors, remote))
 
     def value(self, node: cst.BaseExpression, state: _State) -> None:
         key = state.key(node)
         if key in self._seen or len(self._seen) > 5000:
             return
         self._seen.add(key)
+        if state.item is not None and not isinstance(node, (cst.Name, cst.Call, cst.IfExp, cst.Dict)):
+            self.end(node, state, "unknown")
+            return
         if isinstance(node, cst.Name):
             self.name(node, state)
         elif isinstance(node, cst.BinaryOperation):
@@ -153,7 +167,10 @@ class LossWalk:
             for element in node.elements:
                 self.value(element.value, state)
         elif isinstance(node, cst.Subscript):
-            self.value(node.value, state)
+            item = _string_item(node)
+            self.value(node.value, state.but(item=item) if item is not None else state)
+        elif isinstance(node, cst.Dict) and state.item is not None:
+            self.entry(node, state)
         elif isinstance(node, cst.Call):
             self.call(node, state)
         elif isinstance(node, cst.Lambda):
@@ -203,8 +220,28 @@ class LossWalk:
         else:
             self.end(node, state, "unknown")  # type: ignore[arg-type]
 
+    def exception(self, call: cst.Call) -> bool:
+        """An exception object made (``return ValueError(...)``): no loss value comes from there."""
+        return any(n.startswith("builtins.") and n.endswith(("Error", "Exception")) for n in self.program.qualified_names(call.func))
+
+    def entry(self, node: cst.Dict, state: _State) -> None:
+        """``{"total": loss, ...}`` read as ``[...]["total"]``: that entry's value."""
+        found = [
+            e.value for e in node.elements
+            if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == state.item
+        ]
+        if len(found) != 1 or any(isinstance(e, cst.StarredDictElement) for e in node.elements):
+            self.end(node, state, "unknown")
+            return
+        self.value(found[0], state.but(item=None))
+
     def call(self, call: cst.Call, state: _State) -> None:
         facts = self.facts
+        if self.exception(call):
+            return
+        if state.item is not None:
+            self.enter(call, state)  # an entry of what a function returns
+            return
         names = tf_names(facts, call.func)
         positional = [a.value for a in call.args if a.keyword is None and not a.star]
         if isinstance(call.func, cst.Call) and GRAD_PASS_THROUGH in tf_names(facts, call.func.func):
@@ -322,8 +359,30 @@ class LossWalk:
                 break
             self.returns(callee.function, call, callee, state)
             entered = True
+        if not entered and not callees and self.imported(call, state):
+            return
         if not entered or not complete:
             self.end(call, state, "unknown")
+
+    def imported(self, call: cst.Call, state: _State, position: int | None = None) -> bool:
+        """A call of a function of another module of the project: the terms it returns (its
+        element ``position`` when it returns a tuple unpacked here; see
+        :func:`returned_terms`), each ending at the call here. False when it is not one, or
+        what it returns is not followed."""
+        imports = ProjectImports.of(self.program)
+        if not imports.active or state.in_loss_call:
+            return False
+        resolved = imports.resolve(call.func)
+        definition = resolved.definition if resolved is not None else None
+        if resolved is None or resolved.path is None or definition is None or definition.kind != "function":
+            return False
+        terms = returned_terms(resolved.path, definition.name, state.item, position)
+        if not terms:
+            return False
+        for remote in terms:
+            scaled = state.but(scaling=(*state.scaling, call)) if remote.scaled else state
+            self.end(call, scaled.but(item=None), remote.kind, remote.detail, remote=remote)
+        return True
 
     def returns(self, function: cst.FunctionDef | cst.Lambda, call: cst.Call, callee: Callee, state: _State) -> None:
         inner = state.but(calls=(*state.calls, (call, callee)))
@@ -386,6 +445,8 @@ class LossWalk:
         self.element(assign.value, list(holder.elements).index(element), state)
 
     def element(self, value: cst.BaseExpression, position: int, state: _State) -> None:
+        if isinstance(value, cst.Call) and self.exception(value):
+            return
         if isinstance(value, (cst.Tuple, cst.List)):
             if position < len(value.elements):
                 self.value(value.elements[position].value, state)
@@ -399,6 +460,8 @@ class LossWalk:
                     for ret in info.returns if info else ():
                         if ret.value is not None:
                             self.element(ret.value, position, inner)
+                return
+            if not callees and self.imported(value, state, position):
                 return
         if isinstance(value, cst.Name):
             for binding in self.reaching(value):
@@ -497,6 +560,17 @@ class LossWalk:
         return inverse_count(self.facts, expr)
 
 
+def _string_item(node: cst.Subscript) -> str | None:
+    """``x["total"]``: "total"."""
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return None
+    index = node.slice[0].slice.value
+    if isinstance(index, cst.SimpleString):
+        value = index.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
 def _unwrapped(expr: cst.BaseExpression) -> cst.BaseExpression:
     """``list(model.losses)`` -> ``model.losses``."""
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "tuple") and len(expr.args) == 1:
@@ -516,3 +590,124 @@ def _augmented(operator: cst.BaseAugOp) -> object:
 def is_batch_sum(term: Term) -> bool:
     """Whether ``term`` is a sum over the batch (see ``global`` in the module docstring)."""
     return term.kind == "global" and term.detail in ("sum", "none")
+
+
+# --- a loss function of another module of the project -----------------------------------------
+#
+# What a loss function of another module of the project returns, term by term.
+#
+# A step's loss is often computed by a function of a losses module (``from losses import
+# compute_loss``). The walk of :mod:`.losses` asks :func:`returned_terms` what such a call
+# returns: the module (resolved through :mod:`autofix.analysis.project`, which records the
+# file as read, so the result cache keys the importer's answer by it) is parsed once per
+# content, and each value its function returns is followed backwards as a step's loss is, in
+# that module alone. A term is a :class:`RemoteTerm`: its kind as :class:`.losses.Term` says
+# it, and its place in the other module (path, line and columns, whether an
+# ``# autofix: ignore`` comment there covers it for a rule).
+#
+# Only a function defined at the module's top level, reached with no call of its own on the way
+# whose reduction is not known; a function that returns nothing autofix follows gives no terms
+# (the caller's term stays unknown). The other module is read alone: what its function imports
+# from a third module is not followed.
+
+# Kinds a term of another module keeps; anything else is unknown to the caller.
+_KINDS = ("mean", "global", "constant", "regularization")
+
+
+@dataclass(frozen=True)
+class RemoteTerm:
+    """One term of what a function of another module returns."""
+
+    kind: str
+    detail: str | None
+    # Divided by the replica count on its way to the return (there).
+    scaled: bool
+    path: str
+    function: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    # The other module, parsed, and the term's node in it (for its suppressions).
+    program: Program = field(compare=False, repr=False)
+    node: cst.CSTNode = field(compare=False, repr=False)
+
+    def suppressed(self, code: str) -> bool:
+        """Whether an ``# autofix: ignore`` comment in the other module covers the term."""
+        return self.program.suppressed(self.node, code)
+
+
+_TERMS: dict[tuple[str, str, str | None, int | None], tuple[RemoteTerm, ...] | None] = {}
+
+
+class _RemoteWalk(LossWalk):
+    """The walk of a function of another module, read alone: what its own parameters hold is
+    known only to its caller (a weight of ``1 / replicas``, a divisor), so a term that
+    depends on one is not judged here."""
+
+    def __init__(self, steps: Steps) -> None:
+        super().__init__(steps)
+        self.parametric = False
+
+    def parameter(self, param: cst.Param, read: cst.Name, state: _State) -> None:
+        if not state.calls:
+            self.parametric = True
+        super().parameter(param, read, state)
+
+
+def returned_terms(path: str, name: str, item: str | None = None, position: int | None = None) -> tuple[RemoteTerm, ...] | None:
+    """The terms of what the top-level function ``name`` of the project file ``path``
+    returns (its element ``position`` when the caller unpacks a tuple, then its entry
+    ``item`` when it is a dict read so), or None when it is not followed (not a function, no
+    return autofix follows, or a term of unknown reduction)."""
+    program = program_of(path)
+    if program is None:
+        return None
+    key = (digest(program.source.encode("utf-8", errors="replace")), name, item, position)
+    if key not in _TERMS:
+        _TERMS[key] = _terms(program, name, item, position)
+    found = _TERMS[key]
+    return None if found is None else tuple(replace(t, path=path) for t in found)
+
+
+def _terms(program: Program, name: str, item: str | None, position: int | None) -> tuple[RemoteTerm, ...] | None:
+    function = next(
+        (s for s in program.module.body if isinstance(s, cst.FunctionDef) and s.name.value == name), None
+    )
+    if function is None:
+        return None
+    walk = _RemoteWalk(Steps.of(program))
+    info = walk.facts.functions.get(function)
+    values = [r.value for r in info.returns if r.value is not None] if info else []
+    if not values:
+        return None
+    for value in values:
+        if position is None:
+            walk.value(value, _State(item=item))
+        else:
+            walk.element(value, position, _State(item=item))
+    if walk.parametric:
+        return None
+    found = []
+    for term in walk.terms:
+        if term.kind not in _KINDS or term.bypassed:
+            return None
+        if any(not isinstance(d, (cst.Integer, cst.Float)) for d in term.divisors):
+            return None  # divided by what the caller knows (a parameter, a global)
+        where = program.position(term.node)
+        found.append(
+            RemoteTerm(
+                term.kind,
+                term.detail,
+                bool(term.scaling),
+                "",
+                name,
+                where.start.line,
+                where.start.column + 1,
+                where.end.line,
+                where.end.column + 1,
+                program,
+                term.node,
+            )
+        )
+    return tuple(found)

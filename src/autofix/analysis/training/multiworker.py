@@ -23,6 +23,7 @@ from autofix.analysis.facts.contexts import Contexts
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.facts.strategies import Strategy
 from autofix.analysis.program import Program
+from autofix.analysis.project.imports import environment_sets
 from autofix.analysis.syntax import attribute_path, names_in
 from autofix.analysis.training.model import TrainingModel
 
@@ -56,7 +57,8 @@ class KerasUse:
     """Which Keras a file uses: the nodes spelling each kind (imports, ``tf.keras`` attributes)."""
 
     nodes: dict[str, list[cst.CSTNode]]
-    # The file names TF_USE_LEGACY_KERAS (sets it, or says to): ``tf.keras`` may be Keras 2.
+    # The file names TF_USE_LEGACY_KERAS (sets it, or says to), or its project's Dockerfile,
+    # ``.env`` or compose file sets it: ``tf.keras`` may be Keras 2.
     legacy_env: bool
     # Why the file can only run on Keras 2 whatever it imports (a pin in a ``pip install``
     # line, an API only Keras 2 has: ``Facts.needs_keras2``), or None.
@@ -190,7 +192,10 @@ class MultiWorker(Derived):
                 kind = _keras_kind(f"{path}.keras")
                 if kind is not None and kind != KERAS3:
                     nodes[kind].append(parent)
-        return KerasUse(nodes, LEGACY_KERAS in self.program.source, self.facts.needs_keras2)
+        # The file names TF_USE_LEGACY_KERAS, or its repository's way of running it sets it.
+        path = self.program.path
+        legacy = LEGACY_KERAS in self.program.source or (path is not None and environment_sets(path, LEGACY_KERAS) is not None)
+        return KerasUse(nodes, legacy, self.facts.needs_keras2)
 
     # --- which worker runs what -------------------------------------------------------------------
 

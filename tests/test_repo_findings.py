@@ -1,0 +1,366 @@
+"""Findings whose evidence lies in another module of the project.
+
+TFD004: a step run by ``strategy.run`` in one module (trainer.py) differentiates what a loss
+function of another (losses.py) returns; that function's ``tf.reduce_mean`` is per replica.
+The finding is placed at the mean in losses.py and names the step's file and line as its
+related place (text "used by trainer.py:26", JSON ``related``, SARIF ``relatedLocations``).
+The same function used by an evaluation script outside ``strategy.run`` is no finding there.
+The trees are fixtures/repo_findings/<name>/ (its README says what each shows), copied into a
+temporary folder for each test. No TensorFlow runs here.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from autofix import cache, engine
+from autofix.cli import main
+from autofix.engine import Options, process_path
+from fixturecases import FIXTURES
+
+TREES = FIXTURES / "repo_findings"
+
+
+def tree(tmp_path: Path, name: str) -> Path:
+    target = tmp_path / name
+    shutil.copytree(TREES / name, target)
+    return target
+
+
+def run(*args: str):
+    result = CliRunner().invoke(main, [*args, "-j", "1"], catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_a_per_replica_mean_in_a_loss_module_is_reported_there_naming_the_step(tmp_path):
+    root = tree(tmp_path, "loss_module")
+    result = process_path(str(root / "trainer.py"), Options())
+    [finding] = [f for f in result.findings if f.code == "TFD004"]
+    assert finding.path == str(root / "losses.py")
+    assert finding.line == line_of(root / "losses.py", "return tf.reduce_mean(per_example)")
+    step_line = line_of(root / "trainer.py", "loss = compute_loss(")
+    assert finding.related == ((str(root / "trainer.py"), step_line, f"used by trainer.py:{step_line}"),)
+    # Not fixed: neither losses.py (evaluate.py is right with it) nor the rest of the step.
+    assert not finding.fixable and "compute_loss()" in finding.reason
+    assert not result.changed
+
+
+def test_the_same_function_used_outside_strategy_run_is_no_finding(tmp_path):
+    root = tree(tmp_path, "loss_module")
+    assert process_path(str(root / "evaluate.py"), Options()).findings == ()
+    assert process_path(str(root / "losses.py"), Options()).findings == ()
+
+
+def test_a_loss_module_that_is_right_gives_no_finding(tmp_path):
+    """The step that divides the imported mean by the replica count, and a loss function that
+    averages over the global batch itself, are right."""
+    root = tree(tmp_path, "loss_module")
+    trainer = root / "trainer.py"
+    text = trainer.read_text()
+    trainer.write_text(text.replace("loss = compute_loss(y, model(x, training=True))", "loss = compute_loss(y, model(x, training=True)) / strategy.num_replicas_in_sync"))
+    assert [f for f in process_path(str(trainer), Options()).findings if f.code == "TFD004"] == []
+    trainer.write_text(text.replace("from losses import compute_loss", "from losses import global_loss").replace(
+        "compute_loss(y, model(x, training=True))", "global_loss(y, model(x, training=True), GLOBAL_BATCH)"))
+    assert [f for f in process_path(str(trainer), Options()).findings if f.code == "TFD004"] == []
+
+
+def test_without_a_path_the_imported_loss_is_not_followed(tmp_path):
+    """Standard input has no project: the call's reduction is unknown, and nothing is reported."""
+    root = tree(tmp_path, "loss_module")
+    result = CliRunner().invoke(main, ["check", "-"], input=(root / "trainer.py").read_text())
+    assert result.exit_code == 0 and "TFD004" not in result.stdout
+
+
+def test_text_json_sarif_and_github_name_the_related_place(tmp_path, monkeypatch):
+    root = tree(tmp_path, "loss_module")
+    monkeypatch.chdir(root)
+    mean = line_of(root / "losses.py", "return tf.reduce_mean(per_example)")
+    step = line_of(root / "trainer.py", "loss = compute_loss(")
+    code, text, _ = run("check", "--no-cache", ".")
+    assert code == 1
+    [line] = [l for l in text.splitlines() if "TFD004" in l]
+    assert line.startswith(f"losses.py:{mean}:12: TFD004 ") and f"(used by trainer.py:{step})" in line
+
+    _, out, _ = run("check", "--no-cache", "--format", "json", ".")
+    [item] = [i for i in json.loads(out) if i.get("code") == "TFD004"]
+    assert (item["path"], item["line"], item["fixable"], item["fix"]) == ("losses.py", mean, False, None)
+    assert item["related"] == [{"path": "trainer.py", "line": step, "message": f"used by trainer.py:{step}"}]
+
+    _, out, _ = run("check", "--no-cache", "--format", "sarif", ".")
+    [result] = [r for r in json.loads(out)["runs"][0]["results"] if r["ruleId"] == "TFD004"]
+    location = result["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"]["uri"] == "losses.py" and location["region"]["startLine"] == mean
+    [related] = result["relatedLocations"]
+    assert related["physicalLocation"]["artifactLocation"]["uri"] == "trainer.py"
+    assert related["physicalLocation"]["region"] == {"startLine": step}
+    assert related["message"]["text"] == f"used by trainer.py:{step}"
+
+    _, out, _ = run("check", "--no-cache", "--format", "github", ".")
+    [annotation] = [l for l in out.splitlines() if "TFD004" in l]
+    assert annotation.startswith(f"::warning file=losses.py,line={mean},") and f"used by trainer.py%3A{step}" not in annotation
+    assert f"(used by trainer.py:{step})" in annotation
+
+
+def test_an_ignore_comment_at_the_mean_in_the_loss_module_suppresses_it(tmp_path):
+    root = tree(tmp_path, "loss_module")
+    losses = root / "losses.py"
+    losses.write_text(losses.read_text().replace("return tf.reduce_mean(per_example)", "return tf.reduce_mean(per_example)  # autofix: ignore[TFD004]"))
+    [finding] = [f for f in process_path(str(root / "trainer.py"), Options()).findings if f.code == "TFD004"]
+    assert finding.suppressed
+
+
+def test_fix_leaves_both_modules_alone(tmp_path, monkeypatch):
+    root = tree(tmp_path, "loss_module")
+    before = {p.name: p.read_bytes() for p in root.glob("*.py")}
+    monkeypatch.chdir(root)
+    run("fix", "--no-cache", ".")
+    assert {p.name: p.read_bytes() for p in root.glob("*.py")} == before
+
+
+@pytest.fixture
+def cached(monkeypatch):
+    """The cache on (the test session turns it off), and a count of files analysed."""
+    monkeypatch.delenv(cache.ENV_OFF, raising=False)
+    monkeypatch.delenv(cache.ENV_DIR, raising=False)
+    analysed: list[int] = []
+    real = engine.analyse_as_written
+
+    def counting(text, options, path=None):
+        analysed.append(1)
+        return real(text, options, path)
+
+    monkeypatch.setattr(engine, "analyse_as_written", counting)
+    return analysed
+
+
+def test_the_finding_in_the_loss_module_follows_edits_of_either_module_with_the_cache_on(tmp_path, monkeypatch, cached):
+    """The finding at losses.py's mean is found through trainer.py: its answer is kept only
+    while both have the bytes they had. Editing trainer.py (the step now divides) or losses.py
+    (the function now averages over the global batch) changes it, warm as cold."""
+    root = tree(tmp_path, "loss_module")
+    monkeypatch.chdir(root)
+
+    def check():
+        before = len(cached)
+        outcome = run("check", ".")
+        return outcome, len(cached) - before
+
+    cold, count = check()
+    assert count == 3 and cold == run("check", "--no-cache", ".") and "losses.py:9:12: TFD004" in cold[1]
+    warm, count = check()
+    assert count == 0 and warm == cold
+
+    trainer = root / "trainer.py"
+    original = trainer.read_text()
+    trainer.write_text(original.replace("loss = compute_loss(y, model(x, training=True))", "loss = compute_loss(y, model(x, training=True)) / strategy.num_replicas_in_sync"))
+    edited, count = check()
+    assert count == 1 and "TFD004" not in edited[1] and edited == run("check", "--no-cache", ".")
+    trainer.write_text(original)
+    back, _count = check()
+    assert back == cold
+
+    losses = root / "losses.py"
+    losses.write_text(losses.read_text().replace("return tf.reduce_mean(per_example)", "return tf.reduce_sum(per_example) / (64 * 1.0)"))
+    edited, count = check()
+    # losses.py itself, and the two files that import it.
+    assert count == 3 and "losses.py:9:12: TFD004" not in edited[1] and edited == run("check", "--no-cache", ".")
+
+
+# --- TFD006: a model built by another module, fit under MultiWorkerMirroredStrategy -----------
+
+
+def test_keras3_fit_of_a_model_built_in_another_module_is_reported_naming_it(tmp_path):
+    root = tree(tmp_path, "multiworker_model")
+    result = process_path(str(root / "train.py"), Options())
+    [finding] = [f for f in result.findings if f.code == "TFD006"]
+    assert finding.line == line_of(root / "train.py", "model.fit(")
+    assert finding.path is None and not finding.fixable
+    assert "imports model" in finding.reason  # the switch to tf_keras would have to change model.py too
+    build = line_of(root / "model.py", "def build(")
+    assert finding.related == ((str(root / "model.py"), build, f"the model is built by build() in model.py:{build}, with Keras 3"),)
+
+
+def test_a_model_module_on_keras2_is_no_finding(tmp_path):
+    root = tree(tmp_path, "multiworker_model")
+    model = root / "model.py"
+    model.write_text(model.read_text().replace("import keras\n", "import tf_keras as keras\n"))
+    assert [f for f in process_path(str(root / "train.py"), Options()).findings if f.code == "TFD006"] == []
+
+
+def test_tf_keras_model_module_under_the_legacy_switch_is_no_finding(tmp_path):
+    """model.py spells tf.keras, and the entry sets TF_USE_LEGACY_KERAS=1 first: Keras 2."""
+    root = tree(tmp_path, "multiworker_model")
+    model = root / "model.py"
+    model.write_text(model.read_text().replace("import keras\n", "from tensorflow import keras\n"))
+    train = root / "train.py"
+    # (tf.keras is Keras 3 without the switch.)
+    assert [f.code for f in process_path(str(train), Options()).findings] == ["TFD006"]
+    train.write_text('import os\n\nos.environ["TF_USE_LEGACY_KERAS"] = "1"\n' + train.read_text())
+    assert [f for f in process_path(str(train), Options()).findings if f.code == "TFD006"] == []
+
+
+# --- TFD002: a batch size written in config.py, batched by the entry under a strategy --------
+
+
+def test_a_batch_constant_of_a_config_module_is_reported_and_scaled_where_it_is_used(tmp_path):
+    root = tree(tmp_path, "config_batch")
+    config = (root / "config.py").read_bytes()
+    result = process_path(str(root / "train.py"), Options())
+    [finding] = [f for f in result.findings if f.code == "TFD002"]
+    assert finding.line == line_of(root / "train.py", ".batch(config.BATCH_SIZE)")
+    size = line_of(root / "config.py", "BATCH_SIZE = 64")
+    assert finding.related == ((str(root / "config.py"), size, f"BATCH_SIZE = 64 in config.py:{size}"),)
+    assert finding.fixable
+    # The fix is the entry's alone: each replica gets config.BATCH_SIZE; config.py, which other
+    # modules may read, is not changed.
+    assert ".batch(config.BATCH_SIZE * strategy.num_replicas_in_sync)" in result.new_text
+    assert (root / "config.py").read_bytes() == config
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("BATCH_SIZE = 64", "BATCH_SIZE = 64  # the global batch, split across the GPUs"),
+        ("BATCH_SIZE = 64", "# Summed over every GPU.\nBATCH_SIZE = 64"),
+        ("BATCH_SIZE = 64", "BATCH_SIZE = int('64')"),
+    ],
+    ids=["comment-global", "comment-gpus", "not-a-literal"],
+)
+def test_a_config_constant_said_global_or_not_written_is_no_finding(tmp_path, old, new):
+    root = tree(tmp_path, "config_batch")
+    config = root / "config.py"
+    config.write_text(config.read_text().replace(old, new))
+    assert [f for f in process_path(str(root / "train.py"), Options()).findings if f.code == "TFD002"] == []
+    if "#" in new:
+        # The same imported by name.
+        train = root / "train.py"
+        train.write_text(train.read_text().replace("import config\n", "from config import BATCH_SIZE, EPOCHS, LEARNING_RATE\n").replace("config.", ""))
+        assert [f for f in process_path(str(train), Options()).findings if f.code == "TFD002"] == []
+
+
+def test_a_config_attribute_without_a_project_is_chosen_at_run_time(tmp_path):
+    """Standard input: ``config.BATCH_SIZE`` may be anything (as ``FLAGS.batch_size``)."""
+    root = tree(tmp_path, "config_batch")
+    result = CliRunner().invoke(main, ["check", "-"], input=(root / "train.py").read_text())
+    assert result.exit_code == 0 and "TFD002" not in result.stdout
+
+
+def test_a_notebook_step_names_its_cell_as_the_related_place(tmp_path, monkeypatch):
+    """trainer.py's code as a notebook, one cell per block: the finding stays at losses.py's
+    line; the related place is the step's line in its cell."""
+    root = tree(tmp_path, "loss_module")
+    trainer = root / "trainer.py"
+    blocks = trainer.read_text().split("\n\n\n")
+    cells = [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": b.strip("\n")} for b in blocks]
+    notebook = {"cells": cells, "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+    (root / "trainer.ipynb").write_text(json.dumps(notebook, indent=1))
+    trainer.unlink()
+    cell = next(i for i, b in enumerate(blocks, 1) if "compute_loss(y" in b)
+    line = next(i for i, l in enumerate(blocks[cell - 1].strip("\n").splitlines(), 1) if "compute_loss(y" in l)
+    monkeypatch.chdir(root)
+    mean = line_of(root / "losses.py", "return tf.reduce_mean(per_example)")
+    code, text, _ = run("check", "--no-cache", ".")
+    assert f"losses.py:{mean}:12: TFD004 " in text and f"(used by trainer.ipynb:cell {cell}:{line})" in text
+    _, out, _ = run("check", "--no-cache", "--format", "sarif", ".")
+    [result] = json.loads(out)["runs"][0]["results"]
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "losses.py"
+    [related] = result["relatedLocations"]
+    assert related["physicalLocation"] == {"artifactLocation": {"uri": "trainer.ipynb", "uriBaseId": "%SRCROOT%"}}
+    assert related["message"]["text"] == f"used by trainer.ipynb:cell {cell}:{line}"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "return scale * tf.reduce_mean(per_example)",  # the caller may pass 1 / replicas
+        "return tf.reduce_mean(per_example) / scale",  # or the replica count
+        "return tf.reduce_mean(per_example) / SCALE",  # a global of losses.py
+    ],
+    ids=["weight-parameter", "divisor-parameter", "divisor-global"],
+)
+def test_a_loss_function_scaled_by_what_its_caller_passes_is_not_judged(tmp_path, body):
+    root = tree(tmp_path, "loss_module")
+    losses = root / "losses.py"
+    losses.write_text(
+        losses.read_text()
+        .replace("def compute_loss(labels, predictions):", "SCALE = 2\n\n\ndef compute_loss(labels, predictions, scale=1.0):")
+        .replace("return tf.reduce_mean(per_example)", body)
+    )
+    assert [f for f in process_path(str(root / "trainer.py"), Options()).findings if f.code == "TFD004"] == []
+
+
+def test_a_loss_function_weighed_by_a_number_of_its_own_is_still_a_mean(tmp_path):
+    root = tree(tmp_path, "loss_module")
+    losses = root / "losses.py"
+    losses.write_text(losses.read_text().replace("return tf.reduce_mean(per_example)", "return 0.5 * tf.reduce_mean(per_example) / 2"))
+    [finding] = [f for f in process_path(str(root / "trainer.py"), Options()).findings if f.code == "TFD004"]
+    assert finding.path == str(root / "losses.py")
+
+
+def test_a_local_mean_beside_an_imported_one_is_not_fixed_alone(tmp_path):
+    """Fixing the step's own mean and not losses.py's would change the balance of the loss."""
+    root = tree(tmp_path, "loss_module")
+    trainer = root / "trainer.py"
+    trainer.write_text(trainer.read_text().replace(
+        "loss = compute_loss(y, model(x, training=True))",
+        "loss = compute_loss(y, model(x, training=True)) + 0.01 * tf.reduce_mean(tf.square(model(x, training=True)))",
+    ))
+    result = process_path(str(trainer), Options())
+    found = sorted((f.path is None, f.fixable) for f in result.findings if f.code == "TFD004")
+    assert found == [(False, False), (True, False)]
+    assert not result.changed
+
+
+def test_a_batch_constant_imported_by_name_names_where_it_is_written(tmp_path):
+    root = tree(tmp_path, "config_batch")
+    train = root / "train.py"
+    train.write_text(train.read_text().replace("import config\n", "from config import BATCH_SIZE as BATCH, EPOCHS, LEARNING_RATE\n")
+                     .replace("config.BATCH_SIZE", "BATCH").replace("config.", ""))
+    result = process_path(str(train), Options())
+    [finding] = [f for f in result.findings if f.code == "TFD002"]
+    size = line_of(root / "config.py", "BATCH_SIZE = 64")
+    assert finding.related == ((str(root / "config.py"), size, f"BATCH_SIZE = 64 in config.py:{size}"),)
+    assert ".batch(BATCH * strategy.num_replicas_in_sync)" in result.new_text
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("Dockerfile", "FROM tensorflow/tensorflow:2.17.0\nENV TF_USE_LEGACY_KERAS=1\nCOPY . /app\n"),
+        ("Dockerfile", "FROM python:3.11\nENV PYTHONUNBUFFERED=1 TF_USE_LEGACY_KERAS 1\n"),
+        (".env", "TF_USE_LEGACY_KERAS=1\n"),
+    ],
+    ids=["dockerfile", "dockerfile-two-variables", "dotenv"],
+)
+def test_a_repository_that_runs_its_programs_on_tf_keras_2_is_no_tfd006_finding(tmp_path, monkeypatch, cached, name, text):
+    """model.py spells tf.keras; the repository's own way of running it sets
+    TF_USE_LEGACY_KERAS=1: Keras 2, where fit works. With the cache on, removing that file
+    brings the finding back."""
+    root = tree(tmp_path, "multiworker_model")
+    model = root / "model.py"
+    model.write_text(model.read_text().replace("import keras\n", "from tensorflow import keras\n"))
+    monkeypatch.chdir(root)
+    code, out, _ = run("check", "train.py")
+    assert code == 1 and "TFD006" in out
+    (root / name).write_text(text)
+    code, out, _ = run("check", "train.py")
+    assert code == 0 and "TFD006" not in out
+    (root / name).unlink()
+    code, out, _ = run("check", "train.py")
+    assert code == 1 and "TFD006" in out
+
+
+def test_a_dockerfile_does_not_make_import_keras_keras_2(tmp_path):
+    """TF_USE_LEGACY_KERAS switches tf.keras, never ``import keras``."""
+    root = tree(tmp_path, "multiworker_model")
+    (root / "Dockerfile").write_text("FROM tensorflow/tensorflow:2.17.0\nENV TF_USE_LEGACY_KERAS=1\n")
+    assert [f.code for f in process_path(str(root / "train.py"), Options()).findings] == ["TFD006"]
