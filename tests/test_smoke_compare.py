@@ -62,6 +62,8 @@ CASES = {
     "inline": ("inline.migrated.py", "inline.py", "equivalent", "the same 3 steps"),
     "clipped": ("clipped.migrated.py", "clipped.py", "equivalent", "the same 3 steps"),
     "batchnorm": ("batchnorm.migrated.py", "batchnorm.py", "equivalent", "1 of them with a gradient at rounding level"),
+    # noise drawn outside training (a preview of a test batch) before the step's own draws
+    "noise_before": ("noise_before.migrated.py", "noise_before.py", "equivalent", "on 2 replicas: the same 3 steps as the original's data-parallel step"),
     "loop_wrong_mean": ("loop.wrong_mean.py", "loop.py", "different", "it is 2.00 x the original's (2 x: is the loss averaged per replica"),
     "loop_wrong_batch": ("loop.wrong_batch.py", "loop.py", "different", "the migrated script trains on a global batch of 16 on 2 replicas, the original on 16"),
     "loop_wrong_momentum": ("loop.wrong_momentum.py", "loop.py", "different", "SGD's momentum is 0.5 in the migration, 0.9 in the original"),
@@ -75,6 +77,7 @@ CASES = {
     "dropout_wrong_rate": ("dropout.wrong_rate.py", "dropout.py", "different", "the migrated step runs Dropout(rate=0.6) with training=True"),
     "metric_wrong_share": ("metric.wrong_share.py", "metric.py", "different", "the metric train_loss (Mean) reads"),
     "pretrained_wrong_no_load": ("pretrained.wrong_no_load.py", "pretrained.py", "different", "the original loads them (load_weights at pretrained.py:12), the migration does not"),
+    "noise_before_wrong_mean": ("noise_before.wrong_mean.py", "noise_before.py", "different", "it is 2.00 x the original's (2 x: is the loss averaged per replica"),
     "clipped_wrong_per_replica": ("clipped.wrong_per_replica.py", "clipped.py", "different", "or are the gradients clipped by each replica's norm, not the all-reduced one"),
     "unheld": ("unheld.migrated.py", "unheld.py", "inconclusive", "np.random.normal in the migrated run's step is random in a way the comparison cannot hold equal"),
     "generated": ("generated.migrated.py", "generated.py", "inconclusive", "were fed"),

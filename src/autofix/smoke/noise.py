@@ -11,7 +11,10 @@ global batch, the same in every run:
   value per example, and a custom layer drawing with ``keras.random`` and its own
   ``SeedGenerator`` are all active, with masks that do not depend on the device count;
 - the seed of a draw is ``(SEED + k, step)``: its order ``k`` among the draws of the step (of
-  the replica), and the step's number (:func:`set_step`), so every step draws anew;
+  the replica), and the step's number (:func:`set_step`), so every step draws anew. A traced
+  step counts from the start of its graph, a virtual replica of the reference from the start
+  of its call of the step (:func:`_key`): the same ``k`` for the same draw, whatever the
+  script drew outside its steps before;
 - a draw whose first axis is the replica's batch, or a whole number of batches (the labels of
   ``concat([generated, real])``), takes on replica ``r`` of ``N`` its rows of the draw one
   device makes for the global batch: every example gets the mask one device gives it, on any
@@ -187,6 +190,14 @@ def _key() -> tuple:
     replica = None if replica is None else int(replica)
     if tf.inside_function():
         return (id(tf.compat.v1.get_default_graph()), replica, None)
+    virtual = context.virtual()
+    if virtual is not None:
+        # A virtual replica counts its draws from the start of its call of the step, as a traced
+        # step counts them from the start of its graph (each replica of the migration, and the
+        # original's step): not after the draws the script's own thread made before the call
+        # (noise for a preview of a test batch drawn before training), nor after those of an
+        # earlier call in the same step (a tf.function given a batch to predict).
+        return (("virtual", getattr(virtual, "call", None)), replica, None)
     return (None, replica, _step)
 
 
