@@ -62,6 +62,10 @@ CASES = {
     "inline": ("inline.migrated.py", "inline.py", "equivalent", "the same 3 steps"),
     "clipped": ("clipped.migrated.py", "clipped.py", "equivalent", "the same 3 steps"),
     "batchnorm": ("batchnorm.migrated.py", "batchnorm.py", "equivalent", "1 of them with a gradient at rounding level"),
+    # noise drawn outside training (a preview of a test batch) before the step's own draws
+    # Keras 3's legacy tf.keras.backend.random_normal seeds its draw with np.random.randint
+    "legacy_noise": ("legacy_noise.migrated.py", "legacy_noise.py", "equivalent", "on 2 replicas: the same 3 steps as the original's data-parallel step"),
+    "noise_before": ("noise_before.migrated.py", "noise_before.py", "equivalent", "on 2 replicas: the same 3 steps as the original's data-parallel step"),
     "loop_wrong_mean": ("loop.wrong_mean.py", "loop.py", "different", "it is 2.00 x the original's (2 x: is the loss averaged per replica"),
     "loop_wrong_batch": ("loop.wrong_batch.py", "loop.py", "different", "the migrated script trains on a global batch of 16 on 2 replicas, the original on 16"),
     "loop_wrong_momentum": ("loop.wrong_momentum.py", "loop.py", "different", "SGD's momentum is 0.5 in the migration, 0.9 in the original"),
@@ -75,6 +79,8 @@ CASES = {
     "dropout_wrong_rate": ("dropout.wrong_rate.py", "dropout.py", "different", "the migrated step runs Dropout(rate=0.6) with training=True"),
     "metric_wrong_share": ("metric.wrong_share.py", "metric.py", "different", "the metric train_loss (Mean) reads"),
     "pretrained_wrong_no_load": ("pretrained.wrong_no_load.py", "pretrained.py", "different", "the original loads them (load_weights at pretrained.py:12), the migration does not"),
+    "noise_before_wrong_mean": ("noise_before.wrong_mean.py", "noise_before.py", "different", "it is 2.00 x the original's (2 x: is the loss averaged per replica"),
+    "legacy_noise_wrong_stddev": ("legacy_noise.wrong_stddev.py", "legacy_noise.py", "different", "in step 1, the gradient of dense/kernel differs"),
     "clipped_wrong_per_replica": ("clipped.wrong_per_replica.py", "clipped.py", "different", "or are the gradients clipped by each replica's norm, not the all-reduced one"),
     "unheld": ("unheld.migrated.py", "unheld.py", "inconclusive", "np.random.normal in the migrated run's step is random in a way the comparison cannot hold equal"),
     "generated": ("generated.migrated.py", "generated.py", "inconclusive", "were fed"),
@@ -135,6 +141,8 @@ def test_what_is_held_equal_is_noted(compared):
     assert fit.fits[0].all_mirrored and fit.fits[0].replicas == 2
     assert "compare: tf.random.normal in a step drawn as one device draws it for the global batch" in compared["gan"].notes
     assert "compare: keras.random.normal in a step drawn as one device draws it for the global batch" in compared["train_step"].notes
+    # The NumPy seed of Keras 3's legacy backend.random_normal only seeds a draw that is held.
+    assert "compare: the seed Keras's legacy random_normal draws with np.random.randint in a step is not drawn (the draw it seeds is held)" in compared["legacy_noise"].notes
     # What each replica was fed, every step: the shards of the original's batches.
     trace = compared["loop"].trace
     assert sorted(trace["feeds"]) == ["0", "1", "2"] and [len(trace["feeds"]["0"][0][r]) for r in ("0", "1")] == [16, 16]
@@ -244,6 +252,31 @@ def test_a_notebook_program_keeps_its_lines_and_runs_time_as_its_statement():
 def _loop(**changes) -> dict:
     loop = {"site": "t.py:5", "name": "train_step", "in_tf_function": True, "strategy": "_DefaultDistributionStrategy", "replicas": 1, "steps": 3, "losses": [1.0, 0.5, 0.25]}
     return dict(loop, **changes)
+
+
+@tf_test
+def test_a_legacy_numpy_seed_is_left_undrawn_only_where_it_only_seeds_the_draw(tmp_path):
+    """Keras 3's legacy random_normal and its kin read their np.random.randint only as the seed
+    of a tf.random draw (which the comparison holds); a function that reads it otherwise is not
+    taken for one of them."""
+    from keras.src.legacy import backend as legacy
+
+    from autofix.smoke import noise
+
+    assert all(noise._only_seeds(getattr(legacy, name).__code__) for name in noise.SEEDING)
+    module = tmp_path / "variant.py"
+    module.write_text(
+        "import numpy as np\nimport tensorflow as tf\n\n\n"
+        "def random_normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None):\n"
+        '    """DEPRECATED."""\n'
+        "    if seed is None:\n"
+        "        seed = np.random.randint(10e6)\n"
+        "    return tf.random.normal(shape, mean=mean, stddev=stddev, dtype=dtype, seed=seed) + seed\n"
+    )
+    spec = importlib.util.spec_from_file_location("variant", module)
+    variant = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(variant)
+    assert not noise._only_seeds(variant.random_normal.__code__)
 
 
 def test_loop_checks_say_why_a_loop_trains_on_one_replica():

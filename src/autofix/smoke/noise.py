@@ -11,7 +11,10 @@ global batch, the same in every run:
   value per example, and a custom layer drawing with ``keras.random`` and its own
   ``SeedGenerator`` are all active, with masks that do not depend on the device count;
 - the seed of a draw is ``(SEED + k, step)``: its order ``k`` among the draws of the step (of
-  the replica), and the step's number (:func:`set_step`), so every step draws anew;
+  the replica), and the step's number (:func:`set_step`), so every step draws anew. A traced
+  step counts from the start of its graph, a virtual replica of the reference from the start
+  of its call of the step (:func:`_key`): the same ``k`` for the same draw, whatever the
+  script drew outside its steps before;
 - a draw whose first axis is the replica's batch, or a whole number of batches (the labels of
   ``concat([generated, real])``), takes on replica ``r`` of ``N`` its rows of the draw one
   device makes for the global batch: every example gets the mask one device gives it, on any
@@ -22,7 +25,9 @@ stddev, and the ``training`` it ran with: a step that runs Dropout as in inferen
 another rate, is seen even where its masks would not show it), and each draw in a step that
 is *not* held (``tf.random.shuffle``, ``categorical``, a ``tf.random.Generator``, Keras's
 ``shuffle``, ``randint``, ``categorical``, ``gamma``, ``binomial``, ``beta``, NumPy's global
-generator): named, such a pair cannot be proven.
+generator): named, such a pair cannot be proven. The NumPy seed Keras 3's legacy backend draws
+for a tf.random draw (``tf.keras.backend.random_normal``) is not drawn in a step: it would only
+seed a draw that is held (:func:`_seeds_a_held_draw`).
 """
 
 from __future__ import annotations
@@ -158,16 +163,19 @@ def in_step() -> bool:
     return context.in_step()
 
 
-def holding() -> bool:
-    return _active and context.in_step() and not context.is_initializing() and not _from_initializer()
+def holding(caller: Any = None) -> bool:
+    """Whether a draw is held: made in a step, not for a variable's initial value. ``caller``:
+    the frame of the code that will make the draw (default: the one calling the draw's wrapper)."""
+    return _active and context.in_step() and not context.is_initializing() and not _from_initializer(caller)
 
 
-def _from_initializer() -> bool:
+def _from_initializer(caller: Any = None) -> bool:
     """The draw is a Keras initializer's (a variable's value, made or read before it is): not
     a step's randomness. Keras 3 makes a variable of a layer built symbolically (its output
     shapes) later, drawing its value then, possibly inside a step."""
-    frame = sys._getframe(2)
-    for _ in range(6):
+    # the draw's wrapper and the 5 frames above it
+    frame = sys._getframe(2) if caller is None else caller
+    for _ in range(6 if caller is None else 5):
         if frame is None:
             return False
         name = frame.f_code.co_filename
@@ -187,6 +195,14 @@ def _key() -> tuple:
     replica = None if replica is None else int(replica)
     if tf.inside_function():
         return (id(tf.compat.v1.get_default_graph()), replica, None)
+    virtual = context.virtual()
+    if virtual is not None:
+        # A virtual replica counts its draws from the start of its call of the step, as a traced
+        # step counts them from the start of its graph (each replica of the migration, and the
+        # original's step): not after the draws the script's own thread made before the call
+        # (noise for a preview of a test batch drawn before training), nor after those of an
+        # earlier call in the same step (a tf.function given a batch to predict).
+        return (("virtual", getattr(virtual, "call", None)), replica, None)
     return (None, replica, _step)
 
 
@@ -303,9 +319,61 @@ def _generator_dropout(original):
     return dropout
 
 
+# Keras 3's legacy backend (``tf.keras.backend.random_normal`` and its kin) draws the seed of a
+# tf.random draw from NumPy's global generator, ``np.random.randint``, and uses it only as that
+# draw's ``seed=`` (keras/src/legacy/backend.py): (its function, the tf.random draw it seeds).
+SEEDING = {"random_normal": "normal", "random_uniform": "uniform", "truncated_normal": "truncated_normal", "random_bernoulli": "uniform"}
+
+
+def _seeds_a_held_draw(shown: str) -> str | None:
+    """The Keras legacy function whose ``np.random.randint`` this is, when it only seeds a draw
+    that is held (made statelessly, its ``seed=`` unread): the seed is then not drawn at all."""
+    if shown != "np.random.randint":
+        return None
+    frame = sys._getframe(2)  # the caller of the wrapped np.random.randint
+    code = frame.f_code
+    if code.co_name not in SEEDING or not code.co_filename.replace("\\", "/").endswith("/keras/src/legacy/backend.py"):
+        return None
+    # held as the draw it seeds will be: that draw is made by this same frame
+    return code.co_name if _only_seeds(code) and holding(frame) else None
+
+
+_checked: dict[Any, bool] = {}
+
+
+def _only_seeds(code: Any) -> bool:
+    """Whether the Keras function reads its NumPy seed only as the ``seed=`` of its tf.random
+    draw, as Keras 3.15's do: its source says ``seed`` in its signature, ``if seed is None:``,
+    ``seed = np.random.randint(...)`` and ``seed=seed`` of ``tf.random.<draw>(`` only."""
+    if code not in _checked:
+        import inspect
+        import re
+
+        try:
+            source = inspect.getsource(code)
+        except (OSError, TypeError):
+            source = ""
+        body = source.split('"""DEPRECATED."""', 1)[-1]
+        _checked[code] = (
+            source.count("seed=None") == 1
+            and len(re.findall(r"\bseed\b", body)) == 4
+            and body.count("if seed is None:") == 1
+            and body.count("seed = np.random.randint(") == 1
+            and body.count("seed=seed") == 1
+            and f"tf.random.{SEEDING[code.co_name]}(" in body
+        )
+    return _checked[code]
+
+
 def _not_held(shown: str):
     def make(original):
         def draw(*args, **kwargs):
+            seeding = _seeds_a_held_draw(shown)
+            if seeding is not None:
+                # Not drawn: the value would only seed a draw made statelessly, and NumPy's global
+                # generator stays where it is, however many times each run traces its step.
+                _noted(f"the seed Keras's legacy {seeding} draws with np.random.randint in a step", "is not drawn (the draw it seeds is held)")
+                return 0
             # In the step itself: the data pipeline's own draws show in what the replicas are fed.
             if _active and context.in_training_step() and shown not in _unheld:
                 _unheld.append(shown)

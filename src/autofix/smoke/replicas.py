@@ -95,8 +95,10 @@ def replica_index() -> int | None:
 
 
 class _Replica:
-    def __init__(self, index: int, count: int, fn: Callable[..., Any], args: tuple, kwargs: dict, batch: int, inherited: dict) -> None:
+    def __init__(self, index: int, count: int, fn: Callable[..., Any], args: tuple, kwargs: dict, batch: int, inherited: dict, call: int = 0) -> None:
         self.index, self.count, self.batch = index, count, batch
+        # which call of a step this replica runs (one number for all the replicas of a call)
+        self.call = call
         self.fn, self.args, self.kwargs = fn, args, kwargs
         self.inherited = inherited
         self.done = False
@@ -216,7 +218,9 @@ def run(fn: Callable[..., Any], args: tuple, kwargs: dict, count: int, on_shards
     if on_shards is not None:
         on_shards(shards)
     inherited = _inherited()
-    replicas = [_Replica(r, count, fn, a, k, total // count, inherited) for r, (a, k) in enumerate(shards)]
+    global _calls
+    _calls += 1
+    replicas = [_Replica(r, count, fn, a, k, total // count, inherited, _calls) for r, (a, k) in enumerate(shards)]
     for replica in replicas:
         replica.thread.start()
     copies = _Copies.current()
@@ -370,6 +374,7 @@ def _clipped(requests: list[tuple]) -> list[Any]:
 
 
 _updates = 0
+_calls = 0  # calls run as virtual replicas so far
 
 
 def updates_made() -> int:
