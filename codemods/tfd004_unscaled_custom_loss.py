@@ -73,7 +73,7 @@ from autofix.analysis.steps.masking import mask_source
 from autofix.analysis.training.multiworker import MultiWorker
 from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import attribute_path
-from autofix.analysis.steps.changed_values import summed, unaccounted_use
+from autofix.analysis.steps.changed_values import summed, unaccounted_use, unaccounted_uses
 from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias, visible_at, with_reduction_none
 from autofix.rule import Example, Rule
 from autofix.tf.symbols import Kind
@@ -211,6 +211,10 @@ class UnscaledCustomLoss(Rule):
         at_tape = self._at_the_tape(findings, losses)
         if self._migrating:
             self._shown_shares(findings)
+        if self._one_reduction(findings):
+            at_tape = {g: plan for g, plan in at_tape.items() if all(f.why is None for f in findings.values() if g in f.losses and f.message is not None)}
+            for finding in findings.values():
+                finding.at_tape = finding.at_tape and finding.why is None
         for finding in findings.values():
             if finding.message is None:
                 continue
@@ -223,7 +227,7 @@ class UnscaledCustomLoss(Rule):
                 self.report(finding.node, finding.message)
             else:
                 self.fix(finding.node, finding.message, lambda edits, f=finding: self._plan(f, edits))
-        for plan in at_tape:
+        for plan in at_tape.values():
             self.edits.extend(plan)
 
     # --- what each term is ---------------------------------------------------------------------
@@ -289,6 +293,12 @@ class UnscaledCustomLoss(Rule):
                     f"{self.program.line(unknown.node)}), whose reduction over the replicas is not "
                     "known here; scale every term of the loss the same way"
                 )
+        self._spread(findings, blocked)
+
+    def _spread(self, findings: dict, blocked: dict) -> None:
+        """Every finding of a loss that cannot be fixed (``blocked``: by its gradient call) is
+        not fixed, and every loss with a finding that is not fixed cannot be, until nothing
+        changes."""
         changed = True
         while changed:
             changed = False
@@ -311,13 +321,14 @@ class UnscaledCustomLoss(Rule):
                         )
                         changed = True
 
-    def _shown_shares(self, findings: dict) -> None:
+    def _shown_shares(self, findings: dict) -> bool:
         """Migrating, a default-reduction loss whose value is also shown (a metric, a log, a
         clip) and cannot be scaled at the tape: rewritten where it is made, every use would
         see each replica's share (``loss / N``, which Keras 3 also gives a default-reduction
         loss under a strategy) instead of the loss the original computed. Refused, with the
         use named."""
         program = self.program
+        refused = []
         for finding in findings.values():
             use = finding.logged
             if finding.message is None or finding.why is not None or finding.at_tape or use is None:
@@ -329,10 +340,41 @@ class UnscaledCustomLoss(Rule):
                 "would see each replica's share of the loss (the loss divided by the replica count) instead of "
                 "the loss the original computed, and the loss cannot be divided where it is differentiated instead"
             )
+            refused.append(finding)
+        return bool(refused)
+
+    def _one_reduction(self, findings: dict) -> bool:
+        """A loss object's reduction is changed for every call of it or for none: a call of a
+        default-reduction object that is not fixed leaves every other call of it unfixed too
+        (and so the losses they are part of). Whether any finding was left unfixed so."""
+        program = self.program
+
+        def objects(finding) -> set[int]:
+            call = finding.paths[0].loss_call if finding.paths else None
+            if finding.message is None or finding.kind not in ("default", "twice") or call is None:
+                return set()
+            return {id(c) for c in loss_objects(self.facts, call.func)}
+
+        any_left = False
+        changed = True
+        while changed:
+            changed = False
+            for finding in findings.values():
+                mine = objects(finding) if finding.why is not None else set()
+                for other in findings.values():
+                    if mine and other.why is None and mine & objects(other):
+                        other.why = (
+                            f"{_short(program, other.paths[0].loss_call.func)} is also called on line "
+                            f"{program.line(finding.node)}, where it cannot be fixed, and its reduction is the object's"
+                        )
+                        changed = any_left = True
+            if changed:
+                self._spread(findings, {})
+        return any_left
 
     # --- a loss scaled where it is differentiated ----------------------------------------------
 
-    def _at_the_tape(self, findings: dict, losses: dict) -> list[BlockEdits]:
+    def _at_the_tape(self, findings: dict, losses: dict) -> dict[cst.Call, BlockEdits]:
         """Losses that cannot be rewritten term by term only because a value that would change
         is used elsewhere too (a metric, a log, a helper also used for evaluation, what
         train_step returns to Keras): when every term is a per-replica mean (or the summed
@@ -376,7 +418,7 @@ class UnscaledCustomLoss(Rule):
         for finding in findings.values():
             if finding.message is not None and finding.losses and all(g in candidates for g in finding.losses):
                 finding.why, finding.at_tape = None, True
-        return list(candidates.values())
+        return candidates
 
     def _plan_at_tape(self, gradient: cst.Call, roots: list[cst.FunctionDef], edits: BlockEdits, returned: list[cst.Name] = ()) -> None:
         """``tape.gradient(loss, ...)`` -> ``tape.gradient(loss / <replicas>, ...)`` inside the
@@ -492,7 +534,9 @@ class UnscaledCustomLoss(Rule):
             # The same value as Keras >= 3.8 computes: its uses see no change there. A use
             # that shows it (a metric, a log) prefers the loss scaled at the tape, which keeps
             # the value it had on one device (see _at_the_tape).
-            finding.logged = unaccounted_use(self.steps, call) if call is not None else None
+            # (The first one the replicas show, where there is one: a metric, a print in the step.)
+            uses = unaccounted_uses(self.steps, call) if call is not None else []
+            finding.logged = next((u for u in uses if program.enclosing_function(u.node) in self.steps.functions), uses[0] if uses else None)
             return None
         use = unaccounted_use(self.steps, finding.node if finding.kind != "twice" else finding.paths[0].loss_call)
         if use is None:

@@ -170,6 +170,24 @@ def test_a_loss_object_fed_to_a_metric_that_cannot_be_scaled_at_the_tape_is_refu
     assert "each replica's share of the loss" in reasons[0]
 
 
+def test_a_loss_object_whose_one_call_cannot_be_migrated_is_rewritten_for_none():
+    """A GAN's two losses call one default-reduction object; the generator's loss is also given
+    to a metric and returned with the other values (so it cannot be scaled at its tape). Its
+    reduction is the object's: the discriminator's loss is not rewritten either (reduction
+    "none" for it alone would hand the generator's tape one loss per example)."""
+    source = read(FIXTURES / "tfd010" / "gan_returns_images.py").replace(
+        "    return g_loss, d_loss, generated\n", "    g_mean.update_state(g_loss)\n    return g_loss, d_loss, generated\n"
+    ).replace("\n\n@tf.function\ndef train_step", "\ng_mean = keras.metrics.Mean()\n\n\n@tf.function\ndef train_step", 1)
+    assert "g_mean.update_state(g_loss)" in source and "g_mean = keras.metrics.Mean()" in source
+    metric = source.splitlines().index("    g_mean.update_state(g_loss)") + 1
+    generator = source.splitlines().index("        g_loss = cross_entropy(tf.ones_like(fake_logits), fake_logits)") + 1
+    analysis = _migrate(source)
+    assert analysis.new_text is None
+    reasons = [f.reason for f in analysis.findings if "TFD004" in f.message]
+    assert any(f"also used on line {metric} (g_mean.update_state(g_loss))" in r for r in reasons)
+    assert any(f"cross_entropy is also called on line {generator}, where it cannot be fixed" in r for r in reasons)
+
+
 def test_fix_keeps_a_loss_object_fed_to_a_metric_as_keras_3_computes_it():
     """Outside a migration (code written for a strategy), the rewrite where the loss is made
     is the value Keras >= 3.8 already computes under a strategy: unchanged."""
