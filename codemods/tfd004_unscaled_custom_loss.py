@@ -345,8 +345,9 @@ class UnscaledCustomLoss(Rule):
 
     def _one_reduction(self, findings: dict) -> bool:
         """A loss object's reduction is changed for every call of it or for none: a call of a
-        default-reduction object that is not fixed leaves every other call of it unfixed too
-        (and so the losses they are part of). Whether any finding was left unfixed so."""
+        default-reduction object that is not fixed, and can run no other object, leaves every
+        other call of it unfixed too (and so the losses they are part of). Whether any finding
+        was left unfixed so."""
         program = self.program
 
         def objects(finding) -> set[int]:
@@ -362,7 +363,10 @@ class UnscaledCustomLoss(Rule):
             for finding in findings.values():
                 mine = objects(finding) if finding.why is not None else set()
                 for other in findings.values():
-                    if mine and other.why is None and mine & objects(other):
+                    # (Only a call that can run no other object: one that may also run an
+                    # object made elsewhere, a notebook's name bound again in a later cell,
+                    # is left as the file runs it.)
+                    if mine and other.why is None and mine <= objects(other):
                         other.why = (
                             f"{_short(program, other.paths[0].loss_call.func)} is also called on line "
                             f"{program.line(finding.node)}, where it cannot be fixed, and its reduction is the object's"
