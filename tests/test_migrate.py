@@ -226,6 +226,20 @@ def test_a_loss_object_shared_by_train_step_and_test_step_is_taken_per_example_i
     assert "self.tracker.update_state(error)" in migrated
 
 
+def test_a_loss_object_bound_to_a_name_shared_with_test_step_gives_both_steps_its_twin():
+    """The same with the object bound to a module name (no custom compile): both steps call the
+    twin made with reduction="none" beside it, averaged."""
+    source = read(TRAIN_STEP_TF_KERAS).replace("import tf_keras\n", "import keras\n").replace("tf_keras.", "keras.")
+    source = source.replace("self.objective(", "objective(").replace(
+        "    def compile(self, optimizer, objective):\n        super().compile(optimizer=optimizer)\n        self.objective = objective\n\n", ""
+    ).replace(", objective=keras.losses.Huber(delta=0.5))", ")").replace("\n\nclass Scorer", "\nobjective = keras.losses.Huber(delta=0.5)\n\n\nclass Scorer")
+    assert "self.objective" not in source and "objective = keras.losses.Huber(delta=0.5)\n" in source
+    migrated = _migrate(source).new_text
+    assert 'objective_per_example = keras.losses.Huber(delta=0.5, reduction="none")\n' in migrated
+    assert "error = tf.reduce_mean(objective_per_example(targets, self(inputs, training=True)))" in migrated
+    assert "self.tracker.update_state(tf.reduce_mean(objective_per_example(targets, self(inputs, training=False))))" in migrated
+
+
 def test_a_loss_object_also_used_by_code_keras_2_runs_outside_the_replicas_is_still_refused_there():
     """On a file that runs on Keras 2, a use of the object that is neither in a step nor in
     the model's test_step (a method of the model's own) is not given the rewrite, and Keras 2
