@@ -83,7 +83,7 @@ from autofix.analysis.steps.masking import mask_source
 from autofix.analysis.training.multiworker import MultiWorker
 from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import attribute_path
-from autofix.analysis.steps.changed_values import summed, unaccounted_use
+from autofix.analysis.steps.changed_values import summed, unaccounted_use, unaccounted_uses
 from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias, visible_at, with_reduction_none
 from autofix.rule import Example, Rule
 from autofix.tf.symbols import Kind
@@ -201,6 +201,8 @@ class UnscaledCustomLoss(Rule):
         self.reserved: set[str] = set()
         # Loss objects given a twin with reduction="none" for the steps (by construction).
         self.twins: dict[tuple, str] = {}
+        # Calls of a loss object outside the steps given the steps' rewrite in this run.
+        self.rewritten: set[int] = set()
         # Each differentiated value (by its gradient call), with the steps that reach it and
         # its terms.
         losses: dict[cst.Call, tuple[list[cst.FunctionDef], list[Term]]] = {}
@@ -231,6 +233,12 @@ class UnscaledCustomLoss(Rule):
                 finding.final = True
         self._decide(findings, losses)
         at_tape = self._at_the_tape(findings, losses)
+        if self._migrating:
+            self._shown_shares(findings)
+        if self._one_reduction(findings):
+            at_tape = {g: plan for g, plan in at_tape.items() if all(f.why is None for f in findings.values() if g in f.losses and f.message is not None)}
+            for finding in findings.values():
+                finding.at_tape = finding.at_tape and finding.why is None
         for finding in findings.values():
             if finding.message is None:
                 continue
@@ -245,7 +253,7 @@ class UnscaledCustomLoss(Rule):
                 self.report(finding.node, finding.message)
             else:
                 self.fix(finding.node, finding.message, lambda edits, f=finding: self._plan(f, edits))
-        for plan in at_tape:
+        for plan in at_tape.values():
             self.edits.extend(plan)
 
     def _report_elsewhere(self, finding: "_Finding") -> None:
@@ -323,6 +331,12 @@ class UnscaledCustomLoss(Rule):
                     f"{self.program.line(unknown.node)}), whose reduction over the replicas is not "
                     "known here; scale every term of the loss the same way"
                 )
+        self._spread(findings, blocked)
+
+    def _spread(self, findings: dict, blocked: dict) -> None:
+        """Every finding of a loss that cannot be fixed (``blocked``: by its gradient call) is
+        not fixed, and every loss with a finding that is not fixed cannot be, until nothing
+        changes."""
         changed = True
         while changed:
             changed = False
@@ -345,9 +359,64 @@ class UnscaledCustomLoss(Rule):
                         )
                         changed = True
 
+    def _shown_shares(self, findings: dict) -> bool:
+        """Migrating, a default-reduction loss whose value is also shown (a metric, a log, a
+        clip) and cannot be scaled at the tape: rewritten where it is made, every use would
+        see each replica's share (``loss / N``, which Keras 3 also gives a default-reduction
+        loss under a strategy) instead of the loss the original computed. Refused, with the
+        use named."""
+        program = self.program
+        refused = []
+        for finding in findings.values():
+            use = finding.logged
+            if finding.message is None or finding.why is not None or finding.at_tape or use is None:
+                continue
+            if program.enclosing_function(use.node) not in self.steps.functions:
+                continue  # (what the caller shows is the shares added up over the replicas)
+            finding.why = (
+                f"its value is also used on line {program.line(use.node)} ({_short(program, use.node)}), which "
+                "would see each replica's share of the loss (the loss divided by the replica count) instead of "
+                "the loss the original computed, and the loss cannot be divided where it is differentiated instead"
+            )
+            refused.append(finding)
+        return bool(refused)
+
+    def _one_reduction(self, findings: dict) -> bool:
+        """A loss object's reduction is changed for every call of it or for none: a call of a
+        default-reduction object that is not fixed, and can run no other object, leaves every
+        other call of it unfixed too (and so the losses they are part of). Whether any finding
+        was left unfixed so."""
+        program = self.program
+
+        def objects(finding) -> set[int]:
+            call = finding.paths[0].loss_call if finding.paths else None
+            if finding.message is None or finding.kind not in ("default", "twice") or call is None:
+                return set()
+            return {id(c) for c in loss_objects(self.facts, call.func)}
+
+        any_left = False
+        changed = True
+        while changed:
+            changed = False
+            for finding in findings.values():
+                mine = objects(finding) if finding.why is not None else set()
+                for other in findings.values():
+                    # (Only a call that can run no other object: one that may also run an
+                    # object made elsewhere, a notebook's name bound again in a later cell,
+                    # is left as the file runs it.)
+                    if mine and other.why is None and mine <= objects(other):
+                        other.why = (
+                            f"{_short(program, other.paths[0].loss_call.func)} is also called on line "
+                            f"{program.line(finding.node)}, where it cannot be fixed, and its reduction is the object's"
+                        )
+                        changed = any_left = True
+            if changed:
+                self._spread(findings, {})
+        return any_left
+
     # --- a loss scaled where it is differentiated ----------------------------------------------
 
-    def _at_the_tape(self, findings: dict, losses: dict) -> list[BlockEdits]:
+    def _at_the_tape(self, findings: dict, losses: dict) -> dict[cst.Call, BlockEdits]:
         """Losses that cannot be rewritten term by term only because a value that would change
         is used elsewhere too (a metric, a log, a helper also used for evaluation, what
         train_step returns to Keras): when every term is a per-replica mean (or the summed
@@ -364,11 +433,18 @@ class UnscaledCustomLoss(Rule):
                 continue  # what stands against the change is not a use of the loss's value
             if not all(_per_replica(t, self._migrating) for t in terms) or not any(t.kind != "constant" for t in terms):
                 continue
-            if any(self.suppressed(f.node) or summed(self.steps, f.node) for f in mine):
+            if any(self.suppressed(f.node) for f in mine):
                 continue
+            returned: list[cst.Name] = []
+            if any(summed(self.steps, f.node) for f in mine):
+                # Added up over the replicas: only a migration's ``return loss``, which can
+                # return the share instead.
+                returned = self._returned_loss(gradient, roots, mine) if self._migrating else []
+                if not returned:
+                    continue
             edits = BlockEdits()
             try:
-                self._plan_at_tape(gradient, roots, edits)
+                self._plan_at_tape(gradient, roots, edits, returned)
             except NotFound:
                 continue
             candidates[gradient] = edits
@@ -384,11 +460,13 @@ class UnscaledCustomLoss(Rule):
         for finding in findings.values():
             if finding.message is not None and finding.losses and all(g in candidates for g in finding.losses):
                 finding.why, finding.at_tape = None, True
-        return list(candidates.values())
+        return candidates
 
-    def _plan_at_tape(self, gradient: cst.Call, roots: list[cst.FunctionDef], edits: BlockEdits) -> None:
+    def _plan_at_tape(self, gradient: cst.Call, roots: list[cst.FunctionDef], edits: BlockEdits, returned: list[cst.Name] = ()) -> None:
         """``tape.gradient(loss, ...)`` -> ``tape.gradient(loss / <replicas>, ...)`` inside the
-        tape's ``with`` block; after it, the share is computed at the block's end."""
+        tape's ``with`` block; after it, the share is computed at the block's end. The reads
+        of the loss in ``returned`` (``return loss``, which the caller adds up over the
+        replicas) return the share."""
         program = self.program
         target = self.steps.differentiated(gradient)
         func = gradient.func
@@ -401,6 +479,8 @@ class UnscaledCustomLoss(Rule):
         if any(a is block for a in program.ancestors(gradient)):
             code = program.module.code_for_node(target)
             edits.replace(target, lambda _n: _parsed(f"{code} / {replicas}", False))
+            for read in returned:
+                edits.replace(read, lambda _n: _parsed(f"{code} / {replicas}", False))
             return
         if not isinstance(target, cst.Name):
             raise NotFound("the differentiated value is computed after the tape's block")
@@ -413,6 +493,40 @@ class UnscaledCustomLoss(Rule):
         statement = cst.parse_statement(f"{name} = {target.value} / {replicas}\n")
         edits.add(block, lambda body: [*body, statement])
         edits.replace(target, lambda _n: cst.Name(name))
+        for read in returned:
+            if not any(a is block for a in program.ancestors(read)) and program.position(read).start.line > program.position(block).end.line:
+                edits.replace(read, lambda _n: cst.Name(name))
+            else:
+                raise NotFound("the loss is returned before the tape's block ends")
+
+    def _returned_loss(self, gradient: cst.Call, roots: list[cst.FunctionDef], mine: list["_Finding"]) -> list[cst.Name]:
+        """Migrating: the reads of the differentiated loss that a step returns (``return loss``)
+        to a caller that adds them up over the replicas (``strategy.reduce(SUM, ...)``), when
+        that is the only way the loss is added up: the loss is a name bound, in the step, by
+        the statements that make its terms. Returning its share instead, the sum is the
+        loss the original returned while every other use keeps the replica's loss. Empty
+        otherwise."""
+        program = self.program
+        target = self.steps.differentiated(gradient)
+        if not isinstance(target, cst.Name):
+            return []
+        bindings = self.facts.reaching_bindings(target) or []
+        if not bindings or not all(isinstance(b, cst.Name) for b in bindings):
+            return []
+        statements = {id(program.statement_of(b)) for b in bindings}
+        if not all(id(program.statement_of(f.node)) in statements for f in mine):
+            return []
+        returned: list[cst.Name] = []
+        for binding in bindings:
+            for read in self.facts.uses(binding):
+                if read is target:
+                    continue
+                parent = program.parent(read)
+                if isinstance(read, cst.Name) and isinstance(parent, cst.Return) and program.enclosing_function(read) in roots:
+                    returned.append(read)
+                elif summed(self.steps, read):
+                    return []
+        return returned
 
     def _unsafe(self, finding: "_Finding") -> str | None:
         """Why rewriting this term would change more than the gradient, if it would."""
@@ -430,19 +544,28 @@ class UnscaledCustomLoss(Rule):
             constructions = loss_objects(self.facts, call.func) if call is not None else []
             if not constructions:
                 return "the loss object is not made in this file (or is a Loss subclass with its own reduction)"
-            for use in object_uses(self.facts, constructions):
-                if program.enclosing_function(use) not in self.steps.functions:
-                    why = (
-                        f"{program.module.code_for_node(call.func)} is also used outside the training step (line "
-                        f"{program.line(use)}); changing its reduction would change that use too"
-                    )
-                    if finding.kind == "default" and self._twin_possible(call, constructions):
-                        finding.twin = True
-                    elif finding.kind == "default" and self._keras3 and _per_example_possible(self.facts, call, constructions):
-                        finding.per_example = True
-                    else:
-                        return why
-            source = mask_source(self.facts, call)
+            outside = [u for u in object_uses(self.facts, constructions) if program.enclosing_function(u) not in self.steps.functions]
+            for use in outside:
+                why = (
+                    f"{program.module.code_for_node(call.func)} is also used outside the training step (line "
+                    f"{program.line(use)}); changing its reduction would change that use too"
+                )
+                if finding.kind == "default" and self._twin_possible(call, constructions):
+                    finding.twin = True
+                elif finding.kind == "default" and _per_example_possible(self.facts, call, constructions) and (
+                    self._keras3 or self._migrating and self._replicated(use) is not None
+                ):
+                    # (Keras 2 rejects the object in a replica wherever it is called: on a file
+                    # that may run on it, every other use must be given the steps' rewrite.)
+                    finding.per_example = True
+                else:
+                    return why
+            if self._migrating and (finding.twin or finding.per_example):
+                # Migrating, the model's test_step, which Keras runs per replica too, computes
+                # the loss as the steps do: left alone, Keras 3 shows each replica's share of
+                # it there (the original showed the loss) and Keras 2 rejects it.
+                finding.replicated = [c for c in map(self._replicated, outside) if c is not None]
+            source = next((s for s in (mask_source(self.facts, c) for c in [call, *finding.replicated]) if s is not None), None)
             if source is not None:
                 return (
                     f"the predictions may carry a Keras mask ({_short(program, source)}, line {program.line(source)}): "
@@ -453,7 +576,9 @@ class UnscaledCustomLoss(Rule):
             # The same value as Keras >= 3.8 computes: its uses see no change there. A use
             # that shows it (a metric, a log) prefers the loss scaled at the tape, which keeps
             # the value it had on one device (see _at_the_tape).
-            finding.logged = call is not None and unaccounted_use(self.steps, call) is not None
+            # (The first one the replicas show, where there is one: a metric, a print in the step.)
+            uses = unaccounted_uses(self.steps, call) if call is not None else []
+            finding.logged = next((u for u in uses if program.enclosing_function(u.node) in self.steps.functions), uses[0] if uses else None)
             return None
         use = unaccounted_use(self.steps, finding.node if finding.kind != "twice" else finding.paths[0].loss_call)
         if use is None:
@@ -513,6 +638,7 @@ class UnscaledCustomLoss(Rule):
             edits.replace(node, lambda _n: _parsed(f"{code} / {replicas}", _needs_parens(program, node)))
             return
         call = finding.paths[0].loss_call
+        twin = None
         if finding.twin:
             twin = self._make_twin(call, edits)
             edits.replace(call.func, lambda _n: cst.Name(twin))
@@ -520,6 +646,16 @@ class UnscaledCustomLoss(Rule):
             edits.replace(call.func, lambda n: cst.Attribute(value=n, attr=cst.Name("call")))
         else:
             self._make_none(call, edits)
+        replicated = [c for c in finding.replicated if id(c) not in self.rewritten]
+        for site in replicated:
+            # ``loss(y, p)`` -> ``tf.reduce_mean(<the steps' per-example loss>(y, p))``: the mean
+            # the default reduction takes, computed by the replica on its examples.
+            def per_example(node: cst.Call, twin=twin) -> cst.BaseExpression:
+                func = cst.Name(twin) if twin is not None else cst.Attribute(value=node.func, attr=cst.Name("call"))
+                return _parsed(f"{self.tf}.reduce_mean({program.module.code_for_node(node.with_changes(func=func))})", _needs_parens(program, site))
+
+            edits.replace(site, per_example)
+        self.rewritten.update(id(c) for c in replicated)
         if node is not call:  # ``tf.reduce_mean(loss(...))``: only the division may be missing
             if finding.kind == "default" and replicas is not None:
                 code = program.module.code_for_node(node)
@@ -529,6 +665,23 @@ class UnscaledCustomLoss(Rule):
         parens = bool(suffix) and _needs_parens(program, call)
         # (Written from the call as edited so far: its loss object may be the steps' own now.)
         edits.replace(call, lambda n: _parsed(f"{self.tf}.reduce_mean({program.module.code_for_node(n)}){suffix}", parens))
+
+    def _replicated(self, use: cst.CSTNode) -> cst.Call | None:
+        """The call ``use`` makes of a loss object, when Keras runs it per replica as it runs
+        the steps: in the ``test_step`` of a model class whose ``train_step`` is a step
+        (``evaluate`` and ``fit``'s validation run it in each replica under the strategy),
+        with ``y_true`` and ``y_pred`` alone."""
+        program = self.program
+        call = program.parent(use)
+        function = program.enclosing_function(use)
+        if not (isinstance(call, cst.Call) and call.func is use and function is not None and function.name.value == "test_step"):
+            return None
+        if len(call.args) != 2 or any(a.keyword is not None or a.star for a in call.args):
+            return None
+        cls = _class_of(program, function)
+        if cls is None or not any(s in self.steps.fit_steps for s in cls.body.body):
+            return None
+        return call
 
     def _twin_possible(self, call: cst.Call, constructions: list[cst.Call]) -> bool:
         """Whether the step can get a loss object of its own (``reduction="none"``) made right
@@ -659,8 +812,11 @@ class _Finding:
         # be bound (``self.loss_fn`` set by ``compile``): the steps call its ``call`` (one loss
         # per example, Keras's reduction skipped), the other uses keep ``__call__``.
         self.per_example = False
-        # A default-reduction loss whose value is also shown (a metric, a log).
-        self.logged = False
+        # Calls of that loss object in a model's test_step (run per replica too), given the
+        # steps' rewrite as well.
+        self.replicated: list[cst.Call] = []
+        # A default-reduction loss whose value is also shown (a metric, a log): that use.
+        self.logged = None
         # ``why`` is about the loss object itself (shared, masked, made elsewhere), which scaling
         # the loss at the tape would change all the same.
         self.final = False
@@ -749,3 +905,8 @@ def _same_class(program, receiver: cst.CSTNode, site: cst.CSTNode) -> bool:
     _, receiver_cls = owner(receiver)
     params = function.params.params if function is not None else ()
     return cls is not None and cls is receiver_cls and bool(params) and params[0].name.value == "self"
+
+
+def _class_of(program, method: cst.FunctionDef) -> cst.ClassDef | None:
+    owner = program.parent(program.parent(method))
+    return owner if isinstance(owner, cst.ClassDef) else None

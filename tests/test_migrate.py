@@ -140,6 +140,122 @@ def test_the_batch_constant_a_loss_is_divided_by_becomes_the_global_batch():
     assert ".batch(GLOBAL_BATCH)" in migrated and "global_batch_size=GLOBAL_BATCH)" in migrated
 
 
+# --- a loss object of Keras's default reduction whose loss the step also shows -----------------
+
+def test_a_loss_object_fed_to_a_metric_keeps_its_value_there_and_the_step_returns_the_share():
+    """The step gives its loss to a Mean and returns it (summed over the replicas by the
+    wrapper). Migrated, the loss is the replica's mean (reduction="none", averaged), not
+    divided: the metric sees the loss; the tape and the return get the share (loss / N), so
+    the sum over the replicas is the loss the original returned."""
+    migrated = _migrate(read(FIXTURES / "tfd010" / "custom_loop_loss_object_metric.py")).new_text
+    assert 'SparseCategoricalCrossentropy(from_logits=True, reduction="none")' in migrated
+    assert "        batch_loss = tf.reduce_mean(criterion(targets, scores))\n" in migrated
+    assert "        replica_batch_loss = batch_loss / strategy.num_replicas_in_sync\n" in migrated
+    assert "tape.gradient(replica_batch_loss, " in migrated
+    assert "    mean_loss.update_state(batch_loss)\n" in migrated
+    assert "    return replica_batch_loss\n" in migrated
+    assert "strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(fit_batch, args=(inputs, targets)), axis=None)" in migrated
+
+
+def test_the_mutation_suites_metric_fixture_is_what_migrate_writes():
+    """fixtures/mutants/metric.migrated.py was written by hand because migrate gave the metric
+    loss / N; migrate now writes it as it is."""
+    migrated = _migrate(read(FIXTURES / "mutants" / "metric.original.py")).new_text
+    assert migrated == read(FIXTURES / "mutants" / "metric.migrated.py")
+
+
+def test_a_loss_object_fed_to_a_metric_that_cannot_be_scaled_at_the_tape_is_refused_at_the_metric():
+    """The loss comes from a helper: the share cannot be taken where it is differentiated, and
+    the loss rewritten where it is made would give the metric loss / N. Refused, naming the
+    metric's line (the migration made before gave it the share)."""
+    source = read(FIXTURES / "tfd010" / "report_loss_object_metric_through_helper.py")
+    metric = source.splitlines().index("    mean_loss.update_state(batch_loss)") + 1
+    analysis = _migrate(source)
+    assert analysis.new_text is None
+    reasons = [f.reason for f in analysis.findings if "TFD004" in f.message]
+    assert reasons and all(f"also used on line {metric} (mean_loss.update_state(batch_loss))" in r for r in reasons)
+    assert "each replica's share of the loss" in reasons[0]
+
+
+def test_a_loss_object_whose_one_call_cannot_be_migrated_is_rewritten_for_none():
+    """A GAN's two losses call one default-reduction object; the generator's loss is also given
+    to a metric and returned with the other values (so it cannot be scaled at its tape). Its
+    reduction is the object's: the discriminator's loss is not rewritten either (reduction
+    "none" for it alone would hand the generator's tape one loss per example)."""
+    source = read(FIXTURES / "tfd010" / "gan_returns_images.py").replace(
+        "    return g_loss, d_loss, generated\n", "    g_mean.update_state(g_loss)\n    return g_loss, d_loss, generated\n"
+    ).replace("\n\n@tf.function\ndef train_step", "\ng_mean = keras.metrics.Mean()\n\n\n@tf.function\ndef train_step", 1)
+    assert "g_mean.update_state(g_loss)" in source and "g_mean = keras.metrics.Mean()" in source
+    metric = source.splitlines().index("    g_mean.update_state(g_loss)") + 1
+    generator = source.splitlines().index("        g_loss = cross_entropy(tf.ones_like(fake_logits), fake_logits)") + 1
+    analysis = _migrate(source)
+    assert analysis.new_text is None
+    reasons = [f.reason for f in analysis.findings if "TFD004" in f.message]
+    assert any(f"also used on line {metric} (g_mean.update_state(g_loss))" in r for r in reasons)
+    assert any(f"cross_entropy is also called on line {generator}, where it cannot be fixed" in r for r in reasons)
+
+
+def test_fix_keeps_a_loss_object_fed_to_a_metric_as_keras_3_computes_it():
+    """Outside a migration (code written for a strategy), the rewrite where the loss is made
+    is the value Keras >= 3.8 already computes under a strategy: unchanged."""
+    source = read(FIXTURES / "tfd010" / "custom_loop_loss_object_metric.fixed.py").replace(
+        "        batch_loss = tf.reduce_mean(criterion(targets, scores))\n        replica_batch_loss = batch_loss / strategy.num_replicas_in_sync\n",
+        "        batch_loss = criterion(targets, scores)\n",
+    ).replace("replica_batch_loss", "batch_loss").replace(', reduction="none")', ")")
+    fixed = analyse(source, Options(select=("TFD004",))).new_text
+    assert "        batch_loss = tf.reduce_mean(criterion(targets, scores)) / strategy.num_replicas_in_sync\n" in fixed
+
+
+TRAIN_STEP_TF_KERAS = FIXTURES / "tfd010" / "train_step_loss_object_tf_keras.py"
+
+
+@pytest.mark.parametrize("keras", ["tf_keras", "keras"])
+def test_a_loss_object_shared_by_train_step_and_test_step_is_taken_per_example_in_both(keras):
+    """The object handed to a custom compile() is called by train_step and test_step: on a file
+    that runs on Keras 2 (tf_keras) the migration was refused ("also used outside the training
+    step"); now both steps take its losses per example from call(), on Keras 3 too (where
+    test_step left alone would show each replica's share of the loss)."""
+    source = read(TRAIN_STEP_TF_KERAS)
+    if keras == "keras":
+        source = source.replace("import tf_keras\n", "import keras\n").replace("tf_keras.", "keras.")
+    migrated = _migrate(source).new_text
+    assert migrated is not None
+    assert "error = tf.reduce_mean(self.objective.call(targets, self(inputs, training=True)))" in migrated
+    assert "replica_error = error / self.distribute_strategy.num_replicas_in_sync" in migrated
+    assert "self.tracker.update_state(tf.reduce_mean(self.objective.call(targets, self(inputs, training=False))))" in migrated
+    assert "self.tracker.update_state(error)" in migrated
+
+
+def test_a_loss_object_bound_to_a_name_shared_with_test_step_gives_both_steps_its_twin():
+    """The same with the object bound to a module name (no custom compile): both steps call the
+    twin made with reduction="none" beside it, averaged."""
+    source = read(TRAIN_STEP_TF_KERAS).replace("import tf_keras\n", "import keras\n").replace("tf_keras.", "keras.")
+    source = source.replace("self.objective(", "objective(").replace(
+        "    def compile(self, optimizer, objective):\n        super().compile(optimizer=optimizer)\n        self.objective = objective\n\n", ""
+    ).replace(", objective=keras.losses.Huber(delta=0.5))", ")").replace("\n\nclass Scorer", "\nobjective = keras.losses.Huber(delta=0.5)\n\n\nclass Scorer")
+    assert "self.objective" not in source and "objective = keras.losses.Huber(delta=0.5)\n" in source
+    migrated = _migrate(source).new_text
+    assert 'objective_per_example = keras.losses.Huber(delta=0.5, reduction="none")\n' in migrated
+    assert "error = tf.reduce_mean(objective_per_example(targets, self(inputs, training=True)))" in migrated
+    assert "self.tracker.update_state(tf.reduce_mean(objective_per_example(targets, self(inputs, training=False))))" in migrated
+
+
+def test_a_loss_object_also_used_by_code_keras_2_runs_outside_the_replicas_is_still_refused_there():
+    """On a file that runs on Keras 2, a use of the object that is neither in a step nor in
+    the model's test_step (a method of the model's own) is not given the rewrite, and Keras 2
+    rejects the object wherever a strategy is current: refused as before."""
+    source = read(TRAIN_STEP_TF_KERAS).replace(
+        "    def test_step(self, data):\n",
+        "    def loss_on(self, inputs, targets):\n        return self.objective(targets, self(inputs))\n\n    def test_step(self, data):\n",
+    ).replace(
+        "print(scorer.evaluate(train, return_dict=True))\n",
+        "print(scorer.evaluate(train, return_dict=True))\nprint(float(scorer.loss_on(features, scores)))\n",
+    )
+    analysis = _migrate(source)
+    assert analysis.new_text is None
+    assert any("self.objective is also used outside the training step" in (f.reason or "") for f in analysis.findings)
+
+
 def test_changed_lines_map_back_line_by_line():
     from autofix.migrating import LineMap
 
@@ -304,6 +420,63 @@ def test_each_migration_is_proven_to_train_as_its_original(proven, case):
     status, says = NOT_THE_SAME.get(case, ("equivalent", ""))
     assert report.compare.status == status, report.compare.message
     assert says in report.compare.message
+
+
+# What the proof does not run (evaluation after the steps compared): the migrated test_step
+# measured on both Kerases, beside the original's.
+EVALUATE = """
+import ast, sys
+import numpy as np
+import tensorflow as tf
+cpus = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+keras_name = sys.argv[3]
+keras = __import__(keras_name)
+
+def scorer_class(path):
+    text = open(path).read().replace("tf_keras", keras_name)
+    tree = ast.parse(text)
+    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    space = {"tf": tf, keras_name: keras}
+    exec(compile(ast.Module([cls], []), path, "exec"), space)
+    return space[cls.name]
+
+rng = np.random.default_rng(8)
+features = rng.uniform(-1, 1, size=(64, 5)).astype("float32")
+scores = np.tanh(features @ rng.normal(size=(5, 1))).astype("float32")
+data = tf.data.Dataset.from_tensor_slices((features, scores)).batch(16)
+
+def evaluate(cls, strategy):
+    with strategy.scope():
+        model = cls()
+        model(features[:1])
+        model.compile(optimizer=keras.optimizers.SGD(0.0), objective=keras.losses.Huber(delta=0.5))
+    model.set_weights([np.full(w.shape, 0.1, w.dtype) for w in model.get_weights()])
+    return model.evaluate(data, verbose=0, return_dict=True)["loss"]
+
+devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+mirrored = tf.distribute.MirroredStrategy(devices, cross_device_ops=tf.distribute.ReductionToOneDevice())
+print(repr((evaluate(scorer_class(sys.argv[1]), tf.distribute.get_strategy()), evaluate(scorer_class(sys.argv[2]), mirrored))))
+"""
+
+
+@pytest.mark.tf
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
+@pytest.mark.parametrize("keras", ["tf_keras", "keras"])
+def test_the_migrated_test_step_evaluates_the_loss_the_original_did_on_both_kerases(keras):
+    """Evaluated on 2 replicas, the migrated model's test_step shows the loss the original's
+    shows on one device, on Keras 2 (which rejects the object left as it was) and Keras 3
+    (which would show half of it)."""
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec(keras) is None:
+        pytest.skip(f"{keras} is not installed")
+    before, after = TRAIN_STEP_TF_KERAS, TRAIN_STEP_TF_KERAS.with_name("train_step_loss_object_tf_keras.fixed.py")
+    result = subprocess.run([sys.executable, "-c", EVALUATE, str(before), str(after), keras], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    original, migrated = eval(result.stdout.strip().splitlines()[-1])
+    assert original > 0.01 and abs(migrated - original) <= 1e-6 * max(1.0, original)
 
 
 def test_migrate_interactively_asks_once_per_file(repo):

@@ -78,6 +78,10 @@ CASES = {
     "dropout_wrong_inference": ("dropout.wrong_inference.py", "dropout.py", "different", "the migrated step runs Dropout(rate=0.3) with training=False"),
     "dropout_wrong_rate": ("dropout.wrong_rate.py", "dropout.py", "different", "the migrated step runs Dropout(rate=0.6) with training=True"),
     "metric_wrong_share": ("metric.wrong_share.py", "metric.py", "different", "the metric train_loss (Mean) reads"),
+    "loss_object": ("loss_object.migrated.py", "loss_object.py", "equivalent", "the same 3 steps"),
+    "loss_object_wrong_share": ("loss_object.wrong_share.py", "loss_object.py", "different", "the metric train_loss (Mean) reads"),
+    "objective": ("objective.migrated.py", "objective.py", "equivalent", "the same 3 steps"),
+    "objective_wrong_share": ("objective.wrong_share.py", "objective.py", "different", "what fit logs differs in step 1 (loss)"),
     "pretrained_wrong_no_load": ("pretrained.wrong_no_load.py", "pretrained.py", "different", "the original loads them (load_weights at pretrained.py:12), the migration does not"),
     "noise_before_wrong_mean": ("noise_before.wrong_mean.py", "noise_before.py", "different", "it is 2.00 x the original's (2 x: is the loss averaged per replica"),
     "legacy_noise_wrong_stddev": ("legacy_noise.wrong_stddev.py", "legacy_noise.py", "different", "in step 1, the gradient of dense/kernel differs"),
@@ -109,6 +113,25 @@ def test_each_pair_gets_the_verdict_it_deserves_and_says_why(compared, name):
     assert result.status == status, result.message
     assert says in result.message, result.message
     assert result.exit_code == {"equivalent": 0, "different": 1, "inconclusive": 2, "original-fails": 2}[status]
+
+
+@tf_test
+@pytest.mark.skipif(importlib.util.find_spec("tf_keras") is None, reason="tf_keras is not installed")
+def test_on_keras_2_a_metric_fed_the_share_of_a_loss_object_is_different(tmp_path):
+    """loss_object_tf_keras.py (tf.keras) run on Keras 2: autofix migrate's migration is proven,
+    the one that gives the metric loss / N is not (tf_keras binds update_state to each metric
+    object: the proof must see those updates too)."""
+    for name in ("loss_object_tf_keras.py", "loss_object_tf_keras.migrated.py", "loss_object_tf_keras.wrong_share.py"):
+        shutil.copy(PAIRS / name, tmp_path / name)
+    original = str(tmp_path / "loss_object_tf_keras.py")
+    right, wrong = compare_many(
+        [ComparePair(str(tmp_path / "loss_object_tf_keras.migrated.py"), original), ComparePair(str(tmp_path / "loss_object_tf_keras.wrong_share.py"), original)],
+        replicas=2, steps=3, offline=True, legacy_keras=True,
+    )
+    assert right.compare.status == "equivalent", right.compare.message
+    assert wrong.compare.status == "different", wrong.compare.message
+    assert "the metric train_loss (Mean) reads" in wrong.compare.message
+    assert "1/2: each replica's share of the loss" in wrong.compare.message
 
 
 @tf_test

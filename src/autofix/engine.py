@@ -126,7 +126,7 @@ def _migrated(
         check = analyse(new_text, replace(options, migrate=None, build_fixes=False, unused_suppressions=False), path)
     except AnalysisError as exc:
         return Analysis(migrating.refused(findings, f"the migrated code could not be checked ({exc})"), None, "it could not be checked")
-    left = migrating.left_over(check.findings, options.unsafe_fixes)
+    left = migrating.with_migration_reasons(migrating.left_over(check.findings, options.unsafe_fixes), fixed, settled)
     if left:
         why = f"the migrated code would still have {len(left)} finding{'s' if len(left) != 1 else ''}"
         found = migrating.refused(findings, why) + migrating.refusals(rule.CODE, rule.NAME, text, new_text, left)

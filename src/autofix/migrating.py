@@ -61,6 +61,21 @@ def left_over(findings: list[Finding], unsafe_fixes: bool) -> list[Finding]:
     return [f for f in findings if not f.suppressed and not (f.unsafe and not unsafe_fixes)]
 
 
+def with_migration_reasons(left: list[Finding], program: Program | None, settled: dict) -> list[Finding]:
+    """``left`` with the reason the migration's own last pass gave for a finding at the same
+    place (a rule that declines a rewrite only when it migrates: what ``check`` would offer
+    to fix there is no migration of the original), where ``check`` gives none."""
+    if program is None:
+        return left
+    reasons = {
+        (rule.CODE, program.line(report.node)): report.reason
+        for rule, outcome in settled.items()
+        for report in (outcome.reports if outcome is not None else ())
+        if report.reason
+    }
+    return [replace(f, reason=f"no automatic fix: {reasons[f.code, f.line]}") if f.reason is None and (f.code, f.line) in reasons else f for f in left]
+
+
 def unscaled_refusals(code: str, name: str, original: str, migrated: str, places: list[tuple[int, str]]) -> list[Finding]:
     """One finding of the migration rule for each batch in migrated code that is not shown to
     be global, at the line of the original it comes from."""

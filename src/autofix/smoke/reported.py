@@ -65,6 +65,11 @@ def _wrap_subclasses_on_init(metric: type) -> None:
         own = cls.__dict__.get("update_state")
         if own is not None and not getattr(own, "_autofix_smoke_reported", False):
             setattr(cls, "update_state", _noting(own))
+        # tf_keras binds each metric's update_state to the object when it is made (Metric.__new__),
+        # from the class that defines it (Reduce for a Mean): that one is wrapped on the object.
+        bound = self.__dict__.get("update_state")
+        if bound is not None and not getattr(bound, "_autofix_smoke_reported", False):
+            object.__setattr__(self, "update_state", _noting_bound(self, bound))
 
     __init__._autofix_smoke_reported = True
     metric.__init__ = __init__
@@ -76,6 +81,19 @@ def _noting(method):
         if _active and not any(ref() is self for ref in _updated):
             _updated.append(weakref.ref(self))
         return method(self, *args, **kwargs)
+
+    noted._autofix_smoke_reported = True
+    return noted
+
+
+def _noting_bound(metric: Any, bound):
+    ref = weakref.ref(metric)
+
+    @functools.wraps(bound)
+    def noted(*args, **kwargs):
+        if _active and not any(r() is ref() for r in _updated):
+            _updated.append(ref)
+        return bound(*args, **kwargs)
 
     noted._autofix_smoke_reported = True
     return noted

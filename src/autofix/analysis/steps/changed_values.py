@@ -46,6 +46,14 @@ def unaccounted_use(steps: Steps, node: cst.BaseExpression) -> Use | None:
     return _Flow(steps).first(node)
 
 
+def unaccounted_uses(steps: Steps, node: cst.BaseExpression) -> list[Use]:
+    """Every use of the value computed at ``node`` that is not accounted for, in the order
+    they are met."""
+    flow = _Flow(steps, every=True)
+    flow.first(node)
+    return flow.found
+
+
 def summed(steps: Steps, node: cst.BaseExpression) -> bool:
     """Whether the value computed at ``node`` reaches a ``strategy.reduce(SUM, ...)`` (which
     adds up the replicas' values: right only for shares of a global value)."""
@@ -63,6 +71,8 @@ class _Flow:
         # Follow every use (not only up to the first unaccounted one), noting a SUM reduce.
         self.every = every
         self.summed = False
+        # Following every use: the unaccounted ones met.
+        self.found: list[Use] = []
 
     def first(self, start: cst.BaseExpression) -> Use | None:
         seen: set[tuple] = set()
@@ -86,6 +96,8 @@ class _Flow:
             found = self.step(node, stack, pending)
             if found is not None and not self.every:
                 return found
+            if found is not None:
+                self.found.append(found)
         return None
 
     def held(self, node: cst.CSTNode, select: tuple, stack: tuple, pending: list) -> Use | None | bool:
