@@ -225,16 +225,16 @@ def prove(original: Path, migrated: Path, entry: str, replicas: int, timeout: fl
     root on ``PYTHONPATH`` (the repository's modules are imported from there, as the entry
     expects when run from the root). In one process the second tree would be handed the first
     tree's modules, which stay imported when they sit outside the entry's folder."""
-    from autofix.smoke.compare import judge
+    from autofix.smoke.compare import ComparePair, _accumulated, _jobs, judge
     from autofix.smoke.harness import run_many
-    from autofix.smoke.jobs import FirstUpdate, SmokeJob
 
     saved = os.environ.get("PYTHONPATH")
+    steps = 1
 
     def runs(jobs: list, root: Path) -> list:
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), saved) if p)
         try:
-            return run_many(jobs, replicas=replicas, steps=1, timeout=timeout, offline=True)
+            return run_many(jobs, replicas=replicas, steps=steps, timeout=timeout, offline=True)
         finally:
             if saved is None:
                 os.environ.pop("PYTHONPATH", None)
@@ -242,12 +242,15 @@ def prove(original: Path, migrated: Path, entry: str, replicas: int, timeout: fl
                 os.environ["PYTHONPATH"] = saved
 
     def compared(floatx: str | None):
+        # The four runs of ``smoke --compare`` (the original, its reference on N virtual
+        # replicas, the migration on N and on 1), the original's in its tree, the migration's in
+        # its own.
         prefix = str(migrated.parent / f"first-update-{floatx or 'float32'}")
-        o1 = SmokeJob(str(original / entry), replicas=1, first_update=FirstUpdate(f"{prefix}-o1.npz", floatx=floatx))
-        on = SmokeJob(str(original / entry), replicas=1, first_update=FirstUpdate(f"{prefix}-oN.npz", batch_scale=replicas, floatx=floatx))
-        mn = SmokeJob(str(migrated / entry), replicas=replicas, first_update=FirstUpdate(f"{prefix}-mN.npz", initial=f"{prefix}-oN.npz", floatx=floatx))
-        m1 = SmokeJob(str(migrated / entry), replicas=1, first_update=FirstUpdate(f"{prefix}-m1.npz", initial=f"{prefix}-o1.npz", floatx=floatx))
+        pair = ComparePair(str(migrated / entry), str(original / entry))
+        o1, on, mn, m1 = _jobs(pair, replicas, steps, prefix, floatx)
         r_o1, r_on = runs([o1, on], original)
+        if r_on.status == "unsplittable":  # its step cannot be split into replicas: micro-steps
+            (r_on,) = runs([_accumulated(pair, replicas, steps, prefix, floatx)], original)
         r_mn, r_m1 = runs([mn, m1], migrated)
         return judge(str(original / entry), r_o1, r_on, r_mn, r_m1, replicas)
 
