@@ -336,6 +336,80 @@ def test_a_factory_that_calls_another_module_of_the_project_is_not_followed_blin
     assert finding.line == 6 and "it calls blocks.head (line 4) from blocks.py" in finding.reason
 
 
+def test_a_factory_compiling_with_a_per_example_loss_of_its_own_module_is_called_in_the_scope(tmp_path):
+    """The loss functions nets.py compiles with (one at its top level, one nested in the
+    factory) return one loss per example: fit divides them by the replicas itself, so the
+    factories are called in the scope as factories compiling with a Keras loss are."""
+    root = project(tmp_path, "per_example_loss")
+    result = migrate(root / "train.py")
+    assert result.error is None and result.new_text is not None, reasons(result)
+    assert "with strategy.scope():\n    model = build(width=8)\n" in result.new_text
+    assert "with strategy.scope():\n    robust = build_robust()\n" in result.new_text
+    assert ".batch(16 * strategy.num_replicas_in_sync)" in result.new_text
+    assert "batch_size=16 * strategy.num_replicas_in_sync" in result.new_text
+    assert [f.code for f in result.findings] == ["TFD010"] and result.findings[0].fixable
+    assert (root / "nets.py").read_text() == (PROJECTS / "per_example_loss" / "nets.py").read_text()
+
+
+LOSS_FACTORY = """\
+    import keras
+    import tensorflow as tf
+
+    def other(a, b):
+        return a
+
+    def the_loss(y_true, y_pred):
+        {body}
+
+    def build():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+        model.compile(optimizer="adam", loss=the_loss)
+        return model
+    """
+
+
+@pytest.mark.parametrize(
+    "body, wanted",
+    [
+        ("return tf.reduce_sum(tf.square(y_true - y_pred))", "whose function the_loss returns a sum over the whole batch (line 8)"),
+        ("loss = tf.reduce_mean(tf.abs(y_true - y_pred)); return loss", "whose function the_loss returns a mean over the whole batch (line 8)"),
+        ("return tf.reduce_mean(tf.square(y_true - y_pred), axis=-1) + tf.reduce_mean(y_pred)", "returns a mean over the whole batch (line 8)"),
+        ("return tf.reduce_mean(tf.square(y_true - y_pred), axis=0)", "returns a value on line 8 that autofix cannot show to be one loss per example"),
+        ("return other(y_true, y_pred)", "returns a value on line 8 that autofix cannot show to be one loss per example"),
+    ],
+)
+def test_a_factory_compiling_with_a_loss_reduced_over_the_batch_by_its_own_module_is_refused(tmp_path, body, wanted):
+    root = write(tmp_path, {
+        "models.py": LOSS_FACTORY.replace("{body}", body),
+        "train.py": """\
+            import numpy as np
+            from models import build
+
+            x = np.zeros((64, 4), "float32")
+            model = build()
+            model.fit(x, x[:, :1], batch_size=8)
+            """,
+    })
+    result = migrate(root / "train.py")
+    assert result.new_text is None
+    (finding,) = result.findings
+    assert finding.line == 5, reasons(result)
+    assert "the model is made by build in models.py:10, which autofix does not follow: it compiles with the loss the_loss (line 12), " in finding.reason
+    assert wanted in finding.reason
+
+
+def test_a_batch_constant_of_a_configuration_module_stays_per_replica(tmp_path):
+    """``config.BATCH_SIZE`` (an integer of config.py) is the batch of one replica: the global
+    batch fit is given is derived from it where training is fed; config.py is left as it is."""
+    root = project(tmp_path, "config_batch")
+    result = migrate(root / "train.py")
+    assert result.error is None and result.new_text is not None, reasons(result)
+    assert "with strategy.scope():\n    model = make_model()\n" in result.new_text
+    assert "batch_size=config.BATCH_SIZE * strategy.num_replicas_in_sync, epochs=config.EPOCHS)" in result.new_text
+    again = process_text(result.new_text, str(root / "train.py"), MIGRATE)
+    assert again.new_text is None
+
+
 def test_a_file_given_alone_or_on_stdin_is_analysed_as_today(tmp_path):
     """Without its path (standard input), the file's imports are not followed: a model made
     elsewhere that this file does not compile is not known to be one."""
@@ -398,6 +472,27 @@ def test_a_migrated_two_file_project_trains_on_every_replica(tmp_path):  # pragm
         cwd=root, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     assert outcome.returncode == 0, outcome.stdout + outcome.stderr
+
+
+@pytest.mark.tf
+def test_a_factory_compiling_with_a_per_example_loss_is_proven_by_compare(tmp_path):  # pragma: no cover - runs TensorFlow
+    """The per_example_loss project, migrated, makes the original's data-parallel steps on 2
+    replicas (smoke --compare, each tree in its own folder with its own nets.py)."""
+    import json
+    import subprocess
+    import sys
+
+    original = project(tmp_path / "original", "per_example_loss")
+    migrated = project(tmp_path / "migrated", "per_example_loss")
+    (migrated / "train.py").write_text(migrate(migrated / "train.py").new_text)
+    outcome = subprocess.run(
+        [sys.executable, "-m", "autofix", "smoke", str(migrated / "train.py"), "--compare", str(original / "train.py"), "--json", str(tmp_path / "report.json")],
+        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert outcome.returncode == 0, outcome.stdout + outcome.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    report = report[0] if isinstance(report, list) else report
+    assert report["compare"]["status"] == "equivalent", report["compare"]["message"]
 
 
 def test_a_trainer_class_of_another_module_is_named_where_its_method_is_called(tmp_path):

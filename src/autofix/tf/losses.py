@@ -24,6 +24,17 @@ SUMS = frozenset({"tensorflow.reduce_sum", "tensorflow.math.reduce_sum", "keras.
 # What sums the regularization losses of ``model.losses``.
 AGGREGATES = frozenset({"tensorflow.add_n", "tensorflow.math.add_n", "builtins.sum"}) | SUMS
 GLOBAL = frozenset({"tensorflow.nn.compute_average_loss", "tensorflow.nn.scale_regularization_loss"})
+# Functions that compute their result entry by entry (broadcasting their arguments): an
+# expression of them keeps every axis of ``y_pred``.
+ELEMENTWISE = frozenset(
+    f"{module}.{name}"
+    for module in ("tensorflow", "tensorflow.math", "keras.ops", "keras.backend")
+    for name in (
+        "square", "abs", "sqrt", "exp", "log", "log1p", "pow", "maximum", "minimum", "squared_difference",
+        "sigmoid", "softplus", "cast", "subtract", "add", "multiply", "divide", "negative", "clip_by_value", "clip",
+        "where",
+    )
+) | frozenset({"tensorflow.nn.relu", "tensorflow.nn.sigmoid", "tensorflow.nn.softplus"})
 # Functions that return one loss per example (or per element).
 PER_EXAMPLE = frozenset(
     {

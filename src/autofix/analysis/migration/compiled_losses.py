@@ -41,19 +41,8 @@ from autofix.analysis.training.multiworker import MultiWorker
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value
 from autofix.analysis.training.model import TrainingModel
-from autofix.tf.losses import MEANS, SUMS
+from autofix.tf.losses import ELEMENTWISE, MEANS, SUMS
 
-# Functions that compute their result entry by entry (broadcasting their arguments): an
-# expression of them keeps every axis of ``y_pred``.
-ELEMENTWISE = frozenset(
-    f"{module}.{name}"
-    for module in ("tensorflow", "tensorflow.math", "keras.ops", "keras.backend")
-    for name in (
-        "square", "abs", "sqrt", "exp", "log", "log1p", "pow", "maximum", "minimum", "squared_difference",
-        "sigmoid", "softplus", "cast", "subtract", "add", "multiply", "divide", "negative", "clip_by_value", "clip",
-        "where",
-    )
-) | frozenset({"tensorflow.nn.relu", "tensorflow.nn.sigmoid", "tensorflow.nn.softplus"})
 
 
 @dataclass(frozen=True)

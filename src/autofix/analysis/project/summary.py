@@ -32,7 +32,9 @@ import libcst as cst
 from autofix.analysis.program import Program
 from autofix.analysis.project.layout import digest
 from autofix.analysis.syntax import argument_value, nodes_in
+from autofix.tf.losses import ELEMENTWISE, MEANS, SUMS
 from autofix.tf.symbols import NO_KERAS_OBJECTS, Kind, keras_kind
+
 
 # Calls that train what they are called on.
 TRAINING_METHODS = frozenset({"fit", "fit_generator", "train_on_batch", "apply_gradients", "minimize"})
@@ -323,11 +325,10 @@ class _Summariser:
         found = []
         loss = argument_value(call, "loss", 1)
         if loss is not None and not self._keras_loss(self._value(loss, scope)):
-            code = " ".join(self.program.module.code_for_node(loss).split())
-            found.append((line, (
-                f"it compiles with the loss {code} (line {line}), whose reduction over the batch autofix "
-                "judges only in the file it migrates"
-            )))
+            why = self._loss_function_problem(self._value(loss, scope), scope)
+            if why is not None:
+                code = " ".join(self.program.module.code_for_node(loss).split())
+                found.append((line, f"it compiles with the loss {code} (line {line}), {why}"))
         optimizer = argument_value(call, "optimizer", 0)
         for value in self._made(self._value(optimizer, scope), scope) if optimizer is not None else ():
             problem = self._optimizer_problem(value, line)
@@ -376,6 +377,108 @@ class _Summariser:
             reduction = argument_value(expr, "reduction")
             return reduction is None
         return True
+
+    # --- loss functions of the module -----------------------------------------------------------
+
+    def _loss_function_problem(self, expr: cst.BaseExpression, scope: cst.CSTNode | None) -> str | None:
+        """Why a loss ``compile`` is given may not be called in ``strategy.scope()`` unseen,
+        or None for a function of the module (nested in the factory or at its top level) that
+        returns one loss per example: what ``fit`` divides by the replicas itself (the
+        judgement :mod:`autofix.analysis.migration.compiled_losses` makes in one file, made
+        here on the module that compiles)."""
+        function = self._loss_function(expr, scope)
+        if function is None:
+            return "whose reduction over the batch autofix judges only in the file it migrates"
+        name = function.name.value
+        params = function.params
+        if params.star_arg not in (cst.MaybeSentinel.DEFAULT, None) or params.star_kwarg is not None or len(params.params) < 2:
+            return f"the loss function {name} (line {self.program.line(function)}) does not take (y_true, y_pred)"
+        returns = [r for r in nodes_in(function.body, cst.Return, stop=(cst.FunctionDef, cst.Lambda, cst.ClassDef))]
+        if not returns or any(r.value is None for r in returns):
+            return f"the loss function {name} (line {self.program.line(function)}) returns no loss on some path"
+        for ret in returns:
+            value = self._value(ret.value, function)  # type: ignore[arg-type]
+            kind = self._per_example(value, {p.name.value for p in params.params}, function, 0)
+            line = self.program.line(ret)
+            if kind in ("mean", "sum"):
+                what = "a mean" if kind == "mean" else "a sum"
+                return (
+                    f"whose function {name} returns {what} over the whole batch (line {line}): Keras 3 does not divide "
+                    "a scalar loss by the replicas (it divides one loss per example), so on N replicas fit would train "
+                    "at N x the average of the original's gradients over the replicas' shares (measured: 2.000 x on 2); "
+                    f"return one loss per example from {name} (a mean over all but the batch axis), then migrate"
+                )
+            if kind is None:
+                return (
+                    f"whose function {name} returns a value on line {line} that autofix cannot show to be one loss per "
+                    "example (a mean over the whole batch is not divided by the replicas on Keras 3)"
+                )
+        return None
+
+    def _loss_function(self, expr: cst.BaseExpression, scope: cst.CSTNode | None) -> cst.FunctionDef | None:
+        if not isinstance(expr, cst.Name):
+            return None
+        inner = [f for f in nodes_in(scope, cst.FunctionDef) if f.name.value == expr.value] if scope is not None else []
+        if len(inner) == 1:
+            return inner[0]
+        if inner:
+            return None
+        return self.functions.get(expr.value)
+
+    def _per_example(self, expr: cst.BaseExpression, params: set[str], function: cst.FunctionDef, depth: int) -> str | None:
+        """``"example"`` when ``expr`` is one loss per example (or per entry) made from the
+        function's parameters: a Keras loss function's result, a mean or sum over given axes,
+        an expression made entry by entry; ``"mean"`` / ``"sum"`` when it reduces over every
+        axis; None when autofix cannot tell."""
+        if depth > 12:
+            return None
+        if isinstance(expr, (cst.Integer, cst.Float)):
+            return "example"
+        if isinstance(expr, cst.Name):
+            if expr.value in params:
+                return "example"
+            value = self._value(expr, function)
+            return None if value is expr else self._per_example(value, params, function, depth + 1)
+        if isinstance(expr, cst.UnaryOperation):
+            return self._per_example(expr.expression, params, function, depth + 1)
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.Power)):
+            kinds = {self._per_example(side, params, function, depth + 1) for side in (expr.left, expr.right)}
+            if None in kinds:
+                return None
+            reduced = kinds & {"mean", "sum"}
+            return reduced.pop() if len(reduced) == 1 else ("example" if not reduced else None)
+        if not isinstance(expr, cst.Call):
+            return None
+        names = self.program.qualified_names(expr.func)
+        if names & (MEANS | SUMS):
+            axis = argument_value(expr, "axis", 1)
+            if axis is None or (isinstance(axis, cst.Name) and axis.value == "None"):
+                return "mean" if names & MEANS else "sum"
+            if not self._axis(axis):
+                return None
+            inner = argument_value(expr, "input_tensor", 0) or argument_value(expr, "x", 0)
+            return "example" if inner is not None and self._per_example(inner, params, function, depth + 1) == "example" else None
+        if any(n.startswith("keras.losses.") and n.rsplit(".", 1)[-1][:1].islower() for n in names):
+            return "example"  # a Keras loss function: one loss per example
+        if names & ELEMENTWISE:
+            for arg in expr.args:
+                if arg.star or (arg.keyword is not None and arg.keyword.value in ("dtype", "name")):
+                    if arg.star:
+                        return None
+                    continue
+                if self._per_example(arg.value, params, function, depth + 1) != "example":
+                    return None
+            return "example"
+        return None
+
+    @staticmethod
+    def _axis(axis: cst.BaseExpression) -> bool:
+        """An axis given as numbers other than the batch's (0)."""
+        if isinstance(axis, (cst.List, cst.Tuple)):
+            return bool(axis.elements) and all(_Summariser._axis(e.value) for e in axis.elements)
+        if isinstance(axis, cst.UnaryOperation) and isinstance(axis.operator, cst.Minus):
+            return isinstance(axis.expression, cst.Integer)
+        return isinstance(axis, cst.Integer) and int(axis.evaluated_value) != 0
 
     def _optimizer_problem(self, expr: cst.BaseExpression, line: int) -> str | None:
         if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
