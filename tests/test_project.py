@@ -410,6 +410,51 @@ def test_a_batch_constant_of_a_configuration_module_stays_per_replica(tmp_path):
     assert again.new_text is None
 
 
+def test_a_batch_a_data_builder_of_another_module_is_given_is_scaled_where_it_is_passed(tmp_path):
+    """loaders.training_data batches with its parameter batch_size and reads it nowhere else:
+    what train.py passes it is the batch, scaled there; loaders.py is left as it is."""
+    root = project(tmp_path, "data_builder")
+    result = migrate(root / "train.py")
+    assert result.error is None and result.new_text is not None, reasons(result)
+    assert "train_ds = training_data(320, BATCH * strategy.num_replicas_in_sync)\n" in result.new_text
+    assert "with strategy.scope():\n    model = keras.Sequential(" in result.new_text
+    assert [f.code for f in result.findings] == ["TFD010"] and result.findings[0].fixable
+    again = process_text(result.new_text, str(root / "train.py"), MIGRATE)
+    assert again.new_text is None
+
+
+@pytest.mark.parametrize(
+    "builder",
+    [
+        # the batch is read for something else too
+        "def make(batch_size):\n    print(256 // batch_size)\n    return tf.data.Dataset.range(256).map(pair).batch(batch_size)\n",
+        # batched with a number of its own
+        "def make(batch_size):\n    return tf.data.Dataset.range(256).map(pair).batch(32)\n",
+        # not what it returns that is batched
+        "def make(batch_size):\n    batched = tf.data.Dataset.range(256).map(pair).batch(batch_size)\n    return tf.data.Dataset.range(256).map(pair)\n",
+    ],
+)
+def test_a_data_builder_whose_batch_cannot_be_shown_to_be_its_parameter_is_refused_naming_it(tmp_path, builder):
+    root = write(tmp_path, {
+        "data.py": "import tensorflow as tf\n\n\ndef pair(i):\n    x = tf.cast(tf.fill([4], i), tf.float32)\n    return x, x[:1]\n\n\n" + builder,
+        "train.py": """\
+            import keras
+            from data import make
+
+            ds = make(32)
+            model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+            model.compile(optimizer="sgd", loss="mse")
+            model.fit(ds, epochs=1)
+            """,
+    })
+    result = migrate(root / "train.py")
+    assert result.new_text is None
+    assert any(
+        f.line == 7 and "the batch fit trains on (line 7) is set by make (line 4) in data.py:9, another module of the project" in f.reason
+        for f in result.findings
+    ), reasons(result)
+
+
 def test_a_file_given_alone_or_on_stdin_is_analysed_as_today(tmp_path):
     """Without its path (standard input), the file's imports are not followed: a model made
     elsewhere that this file does not compile is not known to be one."""
@@ -475,15 +520,17 @@ def test_a_migrated_two_file_project_trains_on_every_replica(tmp_path):  # pragm
 
 
 @pytest.mark.tf
-def test_a_factory_compiling_with_a_per_example_loss_is_proven_by_compare(tmp_path):  # pragma: no cover - runs TensorFlow
-    """The per_example_loss project, migrated, makes the original's data-parallel steps on 2
-    replicas (smoke --compare, each tree in its own folder with its own nets.py)."""
+@pytest.mark.parametrize("name", ["per_example_loss", "data_builder"])
+def test_a_migrated_project_is_proven_by_compare(tmp_path, name):  # pragma: no cover - runs TensorFlow
+    """The per_example_loss and data_builder projects, migrated, make the original's
+    data-parallel steps on 2 replicas (smoke --compare, each tree in its own folder with its
+    own modules)."""
     import json
     import subprocess
     import sys
 
-    original = project(tmp_path / "original", "per_example_loss")
-    migrated = project(tmp_path / "migrated", "per_example_loss")
+    original = project(tmp_path / "original", name)
+    migrated = project(tmp_path / "migrated", name)
     (migrated / "train.py").write_text(migrate(migrated / "train.py").new_text)
     outcome = subprocess.run(
         [sys.executable, "-m", "autofix", "smoke", str(migrated / "train.py"), "--compare", str(original / "train.py"), "--json", str(tmp_path / "report.json")],

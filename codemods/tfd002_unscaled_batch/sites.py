@@ -1,7 +1,8 @@
 """Where a batch size is used: ``ds.batch(n)`` (and ``padded_batch``, ``ragged_batch``,
 ``dense_to_ragged_batch``), ``fit(..., batch_size=n)`` on arrays, a Keras loader's
 ``batch_size=`` (its default written out when missing), and the ``batch_size=`` keyword of a
-data helper imported from another file whose result is trained on."""
+data helper imported from another file whose result is trained on (or the parameter a data
+builder of another module of the project batches with, read from that module's summary)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import libcst as cst
 from autofix.analysis.facts.dataflow import LOADER_DEFAULT_BATCH, LOADERS, DataFlow, Flow
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
+from autofix.analysis.project.imports import ProjectImports
 from autofix.analysis.syntax import argument
 
 from .arrays import Data
@@ -101,6 +103,11 @@ class Sites:
         if any(n.startswith(("keras.", "tensorflow.")) for n in self.facts.names_of(func)):
             return None
         arg = argument(call, "batch_size")
+        if arg is None:
+            # A data builder of another module of the project that batches with a parameter
+            # (``make_dataset(64)``, read from its summary).
+            found = ProjectImports.of(self.program).batch_argument(call)
+            arg = found[0] if found is not None else None
         if arg is None or any(self.facts.is_strategy_expr(a.value) or self.evidence.counts_devices(a) for a in call.args):
             return None
         flow = self.flows.flow(call)

@@ -13,6 +13,7 @@ from autofix.analysis.facts.script import Facts
 from autofix.analysis.training.inputs import Inputs, Origin
 from autofix.analysis.migration.single_device import Refusal
 from autofix.analysis.program import Program
+from autofix.analysis.project.imports import ProjectImports
 from autofix.analysis.steps.step_losses import normalizers
 from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import argument_value, nodes_in
@@ -37,7 +38,9 @@ def unscaled_batches(program: Program) -> list[Refusal]:
         if not batches and given is not None:
             batches = [given]
         if not batches or not all(_counts_replicas(facts, b) for b in batches):
-            found.append(_unshown(program, facts, batches, call, f"the batch fit trains on (line {program.line(call)})"))
+            what = f"the batch fit trains on (line {program.line(call)})"
+            elsewhere = _made_in_project(program, facts, x) if not batches and x is not None else None
+            found.append(Refusal(call, f"{what} {elsewhere}") if elsewhere else _unshown(program, facts, batches, call, what))
     inputs = Inputs.of(program)
     for run in Steps.of(program).runs:
         origins = [o for argument in _run_arguments(run) for o in inputs.origins(argument)]
@@ -80,6 +83,28 @@ def _unshown(program: Program, facts: Facts, batches: list[cst.BaseExpression], 
             "global batch (N x the original's)"
         ))
     return Refusal(fallback, f"{what} could not be followed to where it is set: it is not shown to be the global batch (N x the original's)")
+
+
+def _made_in_project(program: Program, facts: Facts, data: cst.BaseExpression) -> str | None:
+    """Where data whose batch is not followed is made, when that is a function of another
+    module of the project (said, naming it, since the batch is set there)."""
+    imports = ProjectImports.of(program)
+    if not imports.active:
+        return None
+    for origin in facts.values.origins(data):
+        node = origin.node
+        if not isinstance(node, cst.Call):
+            continue
+        resolved = imports.resolve(node.func)
+        if resolved is None or resolved.path is None or resolved.definition is None:
+            continue
+        return (
+            f"is set by {_short(program, node.func)} (line {program.line(node)}) in {resolved.where(imports.path)}, "
+            "another module of the project, which autofix does not follow: it is not shown to batch with one of its "
+            "parameters that nothing else in it reads, so the batch is not shown to be the global batch (N x the "
+            "original's); migrate it by hand"
+        )
+    return None
 
 
 def _iterated_from(program: Program, origins: list[Origin]) -> str:
@@ -155,7 +180,13 @@ def _batches_of(program: Program, dataset: cst.BaseExpression, depth: int = 0) -
             continue
         function = facts.call_kind(node) if isinstance(node, cst.Call) else None
         if not isinstance(function, cst.FunctionDef):
-            return []
+            # A data builder of another module of the project that batches with what this
+            # call passes it (read from that module's summary).
+            built = ProjectImports.of(program).batch_argument(node) if isinstance(node, cst.Call) else None
+            if built is None:
+                return []
+            found.append(built[0].value)
+            continue
         returned = [o.node for o in facts.values.returned(function, node) if o.whole]
         inner = [b for value in returned if isinstance(value, cst.BaseExpression) for b in _batches_of(program, value, depth + 1)]
         if not returned or not inner:

@@ -181,6 +181,24 @@ class ProjectImports(Derived):
             return self._starred(expr.value)
         return None
 
+    def batch_argument(self, call: cst.Call) -> tuple[cst.Arg, Resolved] | None:
+        """``make_dataset(64)`` where ``make_dataset`` is a function of another module of the
+        project that returns a dataset it batches with that parameter and reads it nowhere
+        else (:attr:`Definition.batch_parameter`): the argument, and what it resolves to."""
+        resolved = self.resolve(call.func)
+        if resolved is None or resolved.definition is None or resolved.definition.batch_parameter is None:
+            return None
+        name, position = resolved.definition.batch_parameter
+        if any(arg.star for arg in call.args):
+            return None
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == name:
+                return arg, resolved
+        positional = [arg for arg in call.args if arg.keyword is None]
+        if position is not None and position < len(positional):
+            return positional[position], resolved
+        return None
+
     def _imported(self, expr: cst.BaseExpression) -> bool:
         while isinstance(expr, cst.Attribute):
             expr = expr.value

@@ -42,6 +42,9 @@ TRAINING_METHODS = frozenset({"fit", "fit_generator", "train_on_batch", "apply_g
 FIXED_BATCH = ("batch_size", "batch_input_shape")
 # Keyword arguments of an optimizer that clip each replica's share on Keras 3.
 CLIPS = ("clipnorm", "clipvalue", "global_clipnorm")
+# Dataset methods that batch, and methods that keep the batches of what they are called on.
+BATCHING = ("batch", "padded_batch")
+KEEPS_BATCHES = frozenset({"prefetch", "repeat", "cache", "take", "skip", "map", "filter", "ignore_errors", "with_options"})
 # Methods of a model class that change what fit does with a batch or a loss.
 TRAINING_OVERRIDES = ("train_step", "compute_loss", "test_step")
 
@@ -70,6 +73,10 @@ class Definition:
     constant: int | None = None
     # An import: (module, level, name) it re-exports (name None: the module itself).
     source: tuple[str, int, str | None] | None = None
+    # A function returning a dataset it batches with one of its parameters, read nowhere
+    # else in it (``def make_dataset(batch_size): ... .batch(batch_size)``): that parameter's
+    # name and position (None: keyword only). What a call passes there is the batch.
+    batch_parameter: tuple[str, int | None] | None = None
 
     @property
     def only_builds(self) -> bool:
@@ -257,7 +264,58 @@ class _Summariser:
             trains=trains[0] if trains else None,
             problems=tuple(dict.fromkeys(problems)),
             calls_out=tuple(dict.fromkeys(calls_out)),
+            batch_parameter=None if problems else self._batch_parameter(function),
         )
+
+    def _batch_parameter(self, function: cst.FunctionDef) -> tuple[str, int | None] | None:
+        """The parameter every dataset ``function`` returns is batched with (``.batch(P)``,
+        then only methods that keep its batches), when nothing else in it reads that
+        parameter: scaling what a call passes there scales that batch and nothing else."""
+        params = function.params
+        positional = [*params.posonly_params, *params.params]
+        returns = [r.value for r in nodes_in(function.body, cst.Return, stop=(cst.FunctionDef, cst.Lambda, cst.ClassDef))]
+        if not returns or any(value is None for value in returns):
+            return None
+        found: set[str] = set()
+        for value in returns:
+            batch = self._batched_with(value, function, 0)  # type: ignore[arg-type]
+            if not isinstance(batch, cst.Name):
+                return None
+            found.add(batch.value)
+        if len(found) != 1:
+            return None
+        (name,) = found
+        reads = [n for n in nodes_in(function.body, cst.Name) if n.value == name]
+        batches = [
+            c for c in nodes_in(function.body, cst.Call)
+            if isinstance(c.func, cst.Attribute) and c.func.attr.value in BATCHING
+            and isinstance(argument_value(c, "batch_size", 0), cst.Name) and argument_value(c, "batch_size", 0).value == name  # type: ignore[union-attr]
+        ]
+        if len(reads) != len(batches) or len(batches) != 1:
+            return None  # read elsewhere too (a step count, a log): not only the batch
+        for index, param in enumerate(positional):
+            if param.name.value == name:
+                return name, index
+        if any(param.name.value == name for param in params.kwonly_params):
+            return name, None
+        return None
+
+    def _batched_with(self, expr: cst.BaseExpression, function: cst.FunctionDef, depth: int) -> cst.BaseExpression | None:
+        """What the dataset ``expr`` is batched with: ``X.batch(E)`` followed by methods that
+        keep its batches, through names bound once in ``function``."""
+        if depth > 8:
+            return None
+        if isinstance(expr, cst.Name):
+            value = self._value(expr, function)
+            return None if value is expr else self._batched_with(value, function, depth + 1)
+        if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
+            return None
+        method = expr.func.attr.value
+        if method in BATCHING:
+            return argument_value(expr, "batch_size", 0)
+        if method in KEEPS_BATCHES:
+            return self._batched_with(expr.func.value, function, depth + 1)
+        return None
 
     def _scan(self, name: str) -> tuple[list, list, list, bool]:
         """What the function (or class) ``name`` of the module does, with what the module's
