@@ -400,7 +400,8 @@ def test_a_factory_compiling_with_a_loss_reduced_over_the_batch_by_its_own_modul
 
 def test_a_batch_constant_of_a_configuration_module_stays_per_replica(tmp_path):
     """``config.BATCH_SIZE`` (an integer of config.py) is the batch of one replica: the global
-    batch fit is given is derived from it where training is fed; config.py is left as it is."""
+    batch fit is given is derived from it where training is fed; config.py is left as it is.
+    The factory's ``SGD(config.LEARNING_RATE)`` is a number written in config.py: no schedule."""
     root = project(tmp_path, "config_batch")
     result = migrate(root / "train.py")
     assert result.error is None and result.new_text is not None, reasons(result)
@@ -453,6 +454,23 @@ def test_a_data_builder_whose_batch_cannot_be_shown_to_be_its_parameter_is_refus
         f.line == 7 and "the batch fit trains on (line 7) is set by make (line 4) in data.py:9, another module of the project" in f.reason
         for f in result.findings
     ), reasons(result)
+
+
+@pytest.mark.parametrize(
+    "config, wanted",
+    [
+        ("LEARNING_RATE = 0.05\nif FAST:\n    LEARNING_RATE = 0.5\n", "its learning rate config.LEARNING_RATE (compiled on line 8) is read from another module"),
+        ("import keras\nLEARNING_RATE = keras.optimizers.schedules.ExponentialDecay(0.1, 100, 0.9)\n", "its learning rate config.LEARNING_RATE (compiled on line 8)"),
+        ("", "its learning rate config.LEARNING_RATE (compiled on line 8)"),
+    ],
+)
+def test_a_learning_rate_of_a_configuration_module_that_is_not_one_number_is_refused(tmp_path, config, wanted):
+    root = project(tmp_path, "config_batch")
+    (root / "config.py").write_text("FAST = False\nBATCH_SIZE = 24\nEPOCHS = 2\n" + config)
+    result = migrate(root / "train.py")
+    assert result.new_text is None
+    (finding,) = result.findings
+    assert finding.line == 8 and "the model is made by make_model in model.py:6" in finding.reason and wanted in finding.reason
 
 
 def test_a_file_given_alone_or_on_stdin_is_analysed_as_today(tmp_path):

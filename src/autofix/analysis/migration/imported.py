@@ -71,18 +71,19 @@ class ImportedTraining(Derived):
     def _not_only_building(self, resolved: Resolved) -> str | None:
         definition = resolved.definition
         assert definition is not None
+        problems = self._problems(resolved)
         if definition.kind == "class":
             if definition.train_step is not None:
                 return (
                     f"the class has its own training (line {definition.train_step}), which the migration checks only "
                     "in the file it migrates; move the class there, or migrate it by hand"
                 )
-        elif not definition.only_builds:
-            if definition.problems:
-                return "; ".join(reason for _line, reason in definition.problems[:3])
+        elif definition.kind != "function" or definition.returns_model is None or problems:
+            if problems:
+                return "; ".join(reason for _line, reason in problems[:3])
             return "it returns no Keras model autofix can see made"
-        if definition.kind == "class" and definition.problems:
-            return "; ".join(reason for _line, reason in definition.problems[:3])
+        if definition.kind == "class" and problems:
+            return "; ".join(reason for _line, reason in problems[:3])
         for qualified, line in definition.calls_out:
             inner = self._resolve_from(resolved.path, qualified)
             if inner is not None and inner.path is not None:
@@ -91,6 +92,18 @@ class ImportedTraining(Derived):
                     "another module of the project, which autofix does not follow in turn"
                 )
         return None
+
+    def _problems(self, resolved: Resolved) -> list[tuple[int, str]]:
+        """The definition's problems, but those a number written in another module of the
+        project clears (``Adam(config.LEARNING_RATE)``, ``LEARNING_RATE = 1e-3`` in config.py)."""
+        definition = resolved.definition
+        assert definition is not None
+        cleared = set()
+        for line, reason, qualified in definition.constant_checks:
+            read = self._resolve_from(resolved.path, qualified)
+            if read is not None and read.definition is not None and read.definition.kind == "assignment" and read.definition.number is not None:
+                cleared.add((line, reason))
+        return [problem for problem in definition.problems if problem not in cleared]
 
     def _resolve_from(self, path: str | None, qualified: str) -> Resolved | None:
         if path is None:

@@ -77,6 +77,12 @@ class Definition:
     # else in it (``def make_dataset(batch_size): ... .batch(batch_size)``): that parameter's
     # name and position (None: keyword only). What a call passes there is the batch.
     batch_parameter: tuple[str, int | None] | None = None
+    # An assignment: its value when it is a number (``LEARNING_RATE = 1e-3``).
+    number: float | None = None
+    # Problems that hold unless a name read from another module of the project is a number
+    # written there (``Adam(config.LEARNING_RATE)``): (line, reason, qualified name). The
+    # importer's side resolves them.
+    constant_checks: tuple[tuple[int, str, str], ...] = ()
 
     @property
     def only_builds(self) -> bool:
@@ -159,6 +165,9 @@ class _Summariser:
         self.classes = {s.name.value: s for s in body if isinstance(s, cst.ClassDef)}
         self._model_classes: dict[str, bool] = {}
         self._scanned: dict[str, tuple[list, list, list, bool]] = {}
+        # Problems that a number of another module of the project clears: the name read.
+        self._deferred: dict[tuple[int, str], str] = {}
+        self._bindings: dict[str, int] | None = None
 
     def run(self) -> None:
         program, summary = self.program, self.summary
@@ -180,6 +189,7 @@ class _Summariser:
                     calls_out=tuple(dict.fromkeys(calls_out)),
                     keras_model=keras,
                     train_step=self._override(statement) if keras else None,
+                    constant_checks=self._checks(problems),
                 )
             elif isinstance(statement, cst.SimpleStatementLine):
                 for small in statement.body:
@@ -201,7 +211,10 @@ class _Summariser:
                 constant = None
                 if isinstance(value, cst.Integer):
                     constant = int(value.evaluated_value)
-                summary.definitions[target.value] = Definition(target.value, "assignment", line, constant=constant)
+                number = None
+                if isinstance(value, (cst.Integer, cst.Float)) and self._bound_once(target.value):
+                    number = float(value.evaluated_value)
+                summary.definitions[target.value] = Definition(target.value, "assignment", line, constant=constant, number=number)
         elif isinstance(small, cst.ImportFrom):
             module = self.program.module.code_for_node(small.module) if small.module is not None else ""
             level = len(small.relative)
@@ -218,6 +231,23 @@ class _Summariser:
                 if alias.asname is not None:
                     bound = alias.asname.name.value  # type: ignore[union-attr]
                     summary.definitions[bound] = Definition(bound, "import", line, source=(name, 0, None))
+
+    def _bound_once(self, name: str) -> bool:
+        """Whether ``name`` is bound by one assignment in the whole module (in any block or
+        function: a second binding may be the value read)."""
+        if self._bindings is None:
+            counts: dict[str, int] = {}
+            for node in nodes_in(self.program.module, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For, cst.Global, cst.NamedExpr)):
+                if isinstance(node, cst.Assign):
+                    targets = [n for t in node.targets for n in nodes_in(t.target, cst.Name)]
+                elif isinstance(node, cst.Global):
+                    targets = [n.name for n in node.names]
+                else:
+                    targets = list(nodes_in(node.target, cst.Name))
+                for target in targets:
+                    counts[target.value] = counts.get(target.value, 0) + 1
+            self._bindings = counts
+        return self._bindings.get(name, 0) == 1
 
     # --- classes -----------------------------------------------------------------------------------
 
@@ -265,7 +295,11 @@ class _Summariser:
             problems=tuple(dict.fromkeys(problems)),
             calls_out=tuple(dict.fromkeys(calls_out)),
             batch_parameter=None if problems else self._batch_parameter(function),
+            constant_checks=self._checks(problems),
         )
+
+    def _checks(self, problems: list[tuple[int, str]]) -> tuple[tuple[int, str, str], ...]:
+        return tuple(dict.fromkeys((line, reason, self._deferred[(line, reason)]) for line, reason in problems if (line, reason) in self._deferred))
 
     def _batch_parameter(self, function: cst.FunctionDef) -> tuple[str, int | None] | None:
         """The parameter every dataset ``function`` returns is batched with (``.batch(P)``,
@@ -546,11 +580,32 @@ class _Summariser:
                 if argument_value(expr, keyword) is not None:
                     return f"its optimizer clips gradients ({keyword}=, compiled on line {line}), which Keras 3 does per replica rather than on their sum"
             rate = argument_value(expr, "learning_rate", 0)
+            read = self._imported_attribute(rate) if rate is not None else None
+            if read is not None:
+                code = self.program.module.code_for_node(rate)  # type: ignore[arg-type]
+                reason = (
+                    f"its learning rate {code} (compiled on line {line}) is read from another module, which autofix "
+                    "follows only to a number written there"
+                )
+                self._deferred[(line, reason)] = read
+                return reason
             if rate is not None and not isinstance(rate, (cst.Float, cst.Integer, cst.Name, cst.UnaryOperation, cst.BinaryOperation)):
                 return f"its learning rate (compiled on line {line}) may be a schedule counted in optimizer steps, which a migration changes"
             return None
         code = " ".join(self.program.module.code_for_node(expr).split())
         return f"it compiles with the optimizer {code} (line {line}), which autofix does not follow"
+
+    def _imported_attribute(self, expr: cst.BaseExpression) -> str | None:
+        """``config.LEARNING_RATE`` where ``config`` is an imported module: its qualified name."""
+        if not isinstance(expr, cst.Attribute):
+            return None
+        root = expr.value
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if not (isinstance(root, cst.Name) and self.program.is_import(root)):
+            return None
+        names = self.program.qualified_names(expr)
+        return next(iter(names)) if len(names) == 1 else None
 
     def _returned_model(self, function: cst.FunctionDef, seen: set[str]) -> str | None:
         """What makes the Keras model ``function`` returns (followed through names bound in
