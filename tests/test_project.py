@@ -588,8 +588,43 @@ def test_a_trainer_class_of_another_module_is_named_where_its_method_is_called(t
     result = migrate(root / "train.py")
     assert result.skipped is None and result.new_text is None
     (finding,) = result.findings
-    assert finding.line == 7
-    assert "trainer.train() trains in trainer.py:1 (Trainer: calls fit, line 7)" in finding.reason
+    assert finding.line == 7, reasons(result)
+    assert "trainer.train() trains in trainer.py:5 (Trainer.train: calls fit, line 7)" in finding.reason
+
+
+def test_a_trainer_method_that_trains_through_another_method_is_named_at_its_call(tmp_path):
+    """Not at the first call of the object's methods (``prepare()`` does not train), but at
+    ``run()``, which trains through ``self._fit()``: the line the training happens from."""
+    root = write(tmp_path, {
+        "lib/runner.py": """\
+            class Runner:
+                def prepare(self, model):
+                    model.compile(optimizer="adam", loss="mse")
+                    self.model = model
+
+                def _fit(self, data):
+                    return self.model.fit(data, epochs=1)
+
+                def run(self, data):
+                    history = self._fit(data)
+                    return history.history
+            """,
+        "train.py": """\
+            import keras
+            import tensorflow as tf
+            from lib.runner import Runner
+
+            runner = Runner()
+            runner.prepare(keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)]))
+            print(runner.run(tf.data.Dataset.range(8).batch(4)))
+            """,
+    })
+    (root / "pyproject.toml").write_text("")
+    result = migrate(root / "train.py")
+    assert result.new_text is None
+    (finding,) = result.findings
+    assert finding.line == 7, reasons(result)
+    assert "runner.run() trains in lib/runner.py:9 (Runner.run: through self._fit(): calls fit, line 7)" in finding.reason
 
 
 def test_without_a_marker_the_folder_autofix_runs_in_is_the_root(tmp_path, monkeypatch):

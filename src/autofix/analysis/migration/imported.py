@@ -152,12 +152,45 @@ class ImportedTraining(Derived):
                 break
         return found
 
+    def _training_method_calls(self) -> dict[int, tuple[cst.Call, Resolved, str, int, str]]:
+        """For each object made here from a project class (by the id of the call that makes
+        it): the first call of one of its methods that trains, with the method."""
+        found: dict[int, tuple[cst.Call, Resolved, str, int, str]] = {}
+        for call, _owner in self.facts.calls:
+            func = call.func
+            if not isinstance(func, cst.Attribute) or self.facts.is_module_reference(func.value):
+                continue
+            for origin in self.facts.values.origins(func.value, enter=False):
+                made = origin.node
+                if not isinstance(made, cst.Call) or id(made) in found:
+                    continue
+                resolved = self.imports.resolve(made.func)
+                definition = resolved.definition if resolved is not None else None
+                if definition is None or definition.kind != "class" or definition.keras_model:
+                    continue
+                method = next((m for m in definition.training_methods if m[0] == func.attr.value), None)
+                if method is not None:
+                    found[id(made)] = (call, resolved, method[0], method[1], method[2])  # type: ignore[assignment]
+                break
+        return found
+
     @cached_property
     def trainers(self) -> list[tuple[cst.CSTNode, str]]:
         """Calls of the project's functions that train, and of methods of objects made from
         its classes that train: training autofix does not follow into the other module."""
         found = []
         objects: set[int] = set()
+        # Objects of the project's classes one of whose methods is seen called and training:
+        # named at that call (the others, whose training is not seen where, at their first call).
+        at_methods = self._training_method_calls()
+        objects.update(at_methods)
+        for made_from, (call, resolved, method, line, why) in at_methods.items():
+            name = self.program.module.code_for_node(call.func)
+            found.append((call, (
+                f"{name}() trains in {resolved.where(self.imports.path, line)} ({resolved.definition.name}.{method}: {why}), "
+                "another module of the project, which the migration does not follow; move the training into the "
+                "file autofix migrates, or migrate it by hand"
+            )))
         for call, _owner in self.facts.calls:
             func = call.func
             resolved = self.imports.resolve(func)

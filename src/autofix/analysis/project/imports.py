@@ -131,9 +131,10 @@ class Resolved:
     # Why it is not followed, when it is not.
     reason: str | None = None
 
-    def where(self, importer: str | None = None) -> str:
+    def where(self, importer: str | None = None, line: int | None = None) -> str:
         """``models.py:12``: relative to the importing file's folder when it is there or
-        below, else to the project's root (``tcn/tcn.py:398``)."""
+        below, else to the project's root (``tcn/tcn.py:398``); ``line``: another line of that
+        file than the definition's."""
         if self.path is None:
             return self.module
         shown = self.path
@@ -144,8 +145,9 @@ class Resolved:
                 shown = os.path.relpath(self.path, base)
             except ValueError:
                 pass
-        line = f":{self.definition.line}" if self.definition is not None else ""
-        return f"{shown}{line}"
+        if line is None and self.definition is not None:
+            line = self.definition.line
+        return f"{shown}:{line}" if line is not None else shown
 
 
 class ProjectImports(Derived):

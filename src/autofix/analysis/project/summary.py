@@ -83,6 +83,9 @@ class Definition:
     # written there (``Adam(config.LEARNING_RATE)``): (line, reason, qualified name). The
     # importer's side resolves them.
     constant_checks: tuple[tuple[int, str, str], ...] = ()
+    # A class: its methods that train, themselves or through other methods of the class they
+    # call on ``self``: (method, line of its def, why).
+    training_methods: tuple[tuple[str, int, str], ...] = ()
 
     @property
     def only_builds(self) -> bool:
@@ -190,6 +193,7 @@ class _Summariser:
                     keras_model=keras,
                     train_step=self._override(statement) if keras else None,
                     constant_checks=self._checks(problems),
+                    training_methods=self._training_methods(statement),
                 )
             elif isinstance(statement, cst.SimpleStatementLine):
                 for small in statement.body:
@@ -250,6 +254,36 @@ class _Summariser:
         return self._bindings.get(name, 0) == 1
 
     # --- classes -----------------------------------------------------------------------------------
+
+    def _training_methods(self, cls: cst.ClassDef) -> tuple[tuple[str, int, str], ...]:
+        """The methods of ``cls`` that train (a training call on something other than a
+        module, or a call of such a method of the class on ``self``)."""
+        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+        methods = {m.name.value: m for m in body if isinstance(m, cst.FunctionDef)}
+        direct: dict[str, str] = {}
+        calls: dict[str, set[str]] = {}
+        for name, method in methods.items():
+            calls[name] = set()
+            for call in nodes_in(method.body, cst.Call):
+                func = call.func
+                if not isinstance(func, cst.Attribute):
+                    continue
+                if func.attr.value in TRAINING_METHODS and not self.program.qualified_names(func) and name not in direct:
+                    direct[name] = f"calls {func.attr.value}, line {self.program.line(call)}"
+                if isinstance(func.value, cst.Name) and func.value.value == "self" and func.attr.value in methods:
+                    calls[name].add(func.attr.value)
+        found = dict(direct)
+        changed = True
+        while changed:
+            changed = False
+            for name in methods:
+                if name in found:
+                    continue
+                inner = next((c for c in sorted(calls[name]) if c in found), None)
+                if inner is not None:
+                    found[name] = f"through self.{inner}(): {found[inner]}"
+                    changed = True
+        return tuple((name, self.program.line(methods[name]), found[name]) for name in methods if name in found)
 
     def _is_model_class(self, name: str) -> bool:
         if name in self._model_classes:
