@@ -269,7 +269,7 @@ def test_the_sibling_module_repro_is_migrated_not_skipped(tmp_path):
     [
         ("unresolved", 9, "made by build_model (line 8), which autofix cannot follow: nets.factory is imported as a module of this project, but autofix cannot find it"),
         ("custom_loss", 8, "the model is made by build in models.py:9, which autofix does not follow: it compiles with the loss mean_error (line 11)"),
-        ("own_train_step", 8, "the model is made by Regressor in models.py:5, which autofix does not follow: the class has its own training (line 13)"),
+        ("own_train_step", 8, "the model is made by Regressor in models.py:5, which autofix does not follow: the class has its own training (line 13): its loss is made of means over each replica's batch (line 16), which on N replicas must be divided by num_replicas_in_sync in models.py"),
         ("trainer_module", 10, "fit_model() trains in trainer.py:1 (fit_model: calls fit, line 3), another module of the project"),
     ],
 )

@@ -74,9 +74,18 @@ class ImportedTraining(Derived):
         problems = self._problems(resolved)
         if definition.kind == "class":
             if definition.train_step is not None:
+                module = os.path.basename(resolved.path or "")
+                means = ""
+                if definition.step_means:
+                    lines = ", ".join(str(line) for line in definition.step_means)
+                    means = (
+                        f": its loss is made of means over each replica's batch (line{'s' if len(definition.step_means) > 1 else ''} "
+                        f"{lines}), which on N replicas must be divided by num_replicas_in_sync in {module}"
+                    )
                 return (
-                    f"the class has its own training (line {definition.train_step}), which the migration checks only "
-                    "in the file it migrates; move the class there, or migrate it by hand"
+                    f"the class has its own training (line {definition.train_step}){means}; the migration changes only "
+                    f"the file it migrates, not {module}, which other code may import: move the class there, or "
+                    "migrate it by hand"
                 )
         elif definition.kind != "function" or definition.returns_model is None or problems:
             if problems:

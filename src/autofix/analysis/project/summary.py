@@ -86,6 +86,10 @@ class Definition:
     # A class: its methods that train, themselves or through other methods of the class they
     # call on ``self``: (method, line of its def, why).
     training_methods: tuple[tuple[str, int, str], ...] = ()
+    # A model class with its own train_step: the lines of the means over the whole batch in
+    # it (``tf.reduce_mean(...)`` without an axis), which a step run on each replica must
+    # divide by the replicas (what TFD004 asks of a step).
+    step_means: tuple[int, ...] = ()
 
     @property
     def only_builds(self) -> bool:
@@ -194,6 +198,7 @@ class _Summariser:
                     train_step=self._override(statement) if keras else None,
                     constant_checks=self._checks(problems),
                     training_methods=self._training_methods(statement),
+                    step_means=self._step_means(statement) if keras else (),
                 )
             elif isinstance(statement, cst.SimpleStatementLine):
                 for small in statement.body:
@@ -254,6 +259,18 @@ class _Summariser:
         return self._bindings.get(name, 0) == 1
 
     # --- classes -----------------------------------------------------------------------------------
+
+    def _step_means(self, cls: cst.ClassDef) -> tuple[int, ...]:
+        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+        steps = [m for m in body if isinstance(m, cst.FunctionDef) and m.name.value == "train_step"]
+        lines = []
+        for step in steps:
+            for call in nodes_in(step.body, cst.Call):
+                if self.program.qualified_names(call.func) & MEANS:
+                    axis = argument_value(call, "axis", 1)
+                    if axis is None or (isinstance(axis, cst.Name) and axis.value == "None"):
+                        lines.append(self.program.line(call))
+        return tuple(dict.fromkeys(lines))
 
     def _training_methods(self, cls: cst.ClassDef) -> tuple[tuple[str, int, str], ...]:
         """The methods of ``cls`` that train (a training call on something other than a
