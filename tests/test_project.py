@@ -424,6 +424,29 @@ def test_a_batch_a_data_builder_of_another_module_is_given_is_scaled_where_it_is
     assert again.new_text is None
 
 
+def test_a_migration_through_a_data_builder_follows_edits_of_the_builder_with_the_cache_on(tmp_path, monkeypatch):
+    """train.py's migration holds while loaders.py has the bytes it had: once the builder
+    reads its batch for something else too, a warm run refuses, as a cold one does."""
+    from autofix import cache
+
+    monkeypatch.delenv(cache.ENV_OFF, raising=False)
+    monkeypatch.delenv(cache.ENV_DIR, raising=False)
+    root = project(tmp_path, "data_builder")
+    monkeypatch.chdir(root)
+
+    def run(*args: str):
+        result = CliRunner().invoke(main, ["migrate", *args, "-j", "1", "train.py"], catch_exceptions=False)
+        return result.exit_code, result.stdout, result.stderr
+
+    cold = run()
+    assert "BATCH * strategy.num_replicas_in_sync" in cold[1] and run() == cold == run("--no-cache")
+    loaders = root / "loaders.py"
+    loaders.write_text(loaders.read_text().replace("    return dataset.batch(", "    print(examples // batch_size)\n    return dataset.batch("))
+    edited = run()
+    assert "BATCH * strategy.num_replicas_in_sync" not in edited[1] and edited == run("--no-cache")
+    assert "is set by training_data (line 7) in loaders.py:9, another module of the project" in edited[1] + edited[2]
+
+
 @pytest.mark.parametrize(
     "builder",
     [
