@@ -447,6 +447,40 @@ def test_a_migration_through_a_data_builder_follows_edits_of_the_builder_with_th
     assert "is set by training_data (line 7) in loaders.py:9, another module of the project" in edited[1] + edited[2]
 
 
+def test_a_data_builder_handing_its_batch_to_another_function_of_its_module_is_followed(tmp_path):
+    root = write(tmp_path, {
+        "data.py": """\
+            import tensorflow as tf
+
+
+            def pair(i):
+                x = tf.cast(tf.fill([4], i), tf.float32)
+                return x, x[:1]
+
+
+            def get_ds(batch_size):
+                ds = tf.data.Dataset.range(256).map(pair).cache().shuffle(256).batch(batch_size)
+                return ds.prefetch(2)
+
+
+            def make(size):
+                return get_ds(batch_size=size)
+            """,
+        "train.py": """\
+            import keras
+            from data import make
+
+            ds = make(32)
+            model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+            model.compile(optimizer="sgd", loss="mse")
+            model.fit(ds, epochs=1)
+            """,
+    })
+    result = migrate(root / "train.py")
+    assert result.new_text is not None, reasons(result)
+    assert "ds = make(32 * strategy.num_replicas_in_sync)\n" in result.new_text
+
+
 @pytest.mark.parametrize(
     "builder",
     [
@@ -454,6 +488,8 @@ def test_a_migration_through_a_data_builder_follows_edits_of_the_builder_with_th
         "def make(batch_size):\n    print(256 // batch_size)\n    return tf.data.Dataset.range(256).map(pair).batch(batch_size)\n",
         # batched with a number of its own
         "def make(batch_size):\n    return tf.data.Dataset.range(256).map(pair).batch(32)\n",
+        # half of it, through another function of the module (N x an odd batch is not 2 x N x half of it)
+        "def batched(ds, size):\n    return ds.batch(size)\n\n\ndef make(batch_size):\n    return batched(tf.data.Dataset.range(256).map(pair), batch_size // 2)\n",
         # not what it returns that is batched
         "def make(batch_size):\n    batched = tf.data.Dataset.range(256).map(pair).batch(batch_size)\n    return tf.data.Dataset.range(256).map(pair)\n",
     ],
@@ -473,8 +509,9 @@ def test_a_data_builder_whose_batch_cannot_be_shown_to_be_its_parameter_is_refus
     })
     result = migrate(root / "train.py")
     assert result.new_text is None
+    line_of_make = next(n for n, text in enumerate((root / "data.py").read_text().splitlines(), 1) if text.startswith("def make("))
     assert any(
-        f.line == 7 and "the batch fit trains on (line 7) is set by make (line 4) in data.py:9, another module of the project" in f.reason
+        f.line == 7 and f"the batch fit trains on (line 7) is set by make (line 4) in data.py:{line_of_make}, another module of the project" in f.reason
         for f in result.findings
     ), reasons(result)
 

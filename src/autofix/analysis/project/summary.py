@@ -175,6 +175,7 @@ class _Summariser:
         # Problems that a number of another module of the project clears: the name read.
         self._deferred: dict[tuple[int, str], str] = {}
         self._bindings: dict[str, int] | None = None
+        self._delegating: set[str] = set()
 
     def run(self) -> None:
         program, summary = self.program, self.summary
@@ -362,21 +363,21 @@ class _Summariser:
         if not returns or any(value is None for value in returns):
             return None
         found: set[str] = set()
+        batching: list[cst.Call] = []
         for value in returns:
-            batch = self._batched_with(value, function, 0)  # type: ignore[arg-type]
+            made = self._batched_with(value, function, 0)  # type: ignore[arg-type]
+            if made is None:
+                return None
+            call, batch = made
             if not isinstance(batch, cst.Name):
                 return None
             found.add(batch.value)
-        if len(found) != 1:
+            batching.append(call)
+        if len(found) != 1 or len(batching) != 1:
             return None
         (name,) = found
         reads = [n for n in nodes_in(function.body, cst.Name) if n.value == name]
-        batches = [
-            c for c in nodes_in(function.body, cst.Call)
-            if isinstance(c.func, cst.Attribute) and c.func.attr.value in BATCHING
-            and isinstance(argument_value(c, "batch_size", 0), cst.Name) and argument_value(c, "batch_size", 0).value == name  # type: ignore[union-attr]
-        ]
-        if len(reads) != len(batches) or len(batches) != 1:
+        if len(reads) != 1:
             return None  # read elsewhere too (a step count, a log): not only the batch
         for index, param in enumerate(positional):
             if param.name.value == name:
@@ -385,19 +386,38 @@ class _Summariser:
             return name, None
         return None
 
-    def _batched_with(self, expr: cst.BaseExpression, function: cst.FunctionDef, depth: int) -> cst.BaseExpression | None:
-        """What the dataset ``expr`` is batched with: ``X.batch(E)`` followed by methods that
-        keep its batches, through names bound once in ``function``."""
+    def _batched_with(self, expr: cst.BaseExpression, function: cst.FunctionDef, depth: int) -> tuple[cst.Call, cst.BaseExpression | None] | None:
+        """Where the dataset ``expr`` is batched and with what: ``X.batch(E)`` followed by
+        methods that keep its batches, through names bound once in ``function``, or a call of
+        another function of the module that returns a dataset it batches with a parameter
+        (``return get_ds(batch_size)``: what the call passes there)."""
         if depth > 8:
             return None
         if isinstance(expr, cst.Name):
             value = self._value(expr, function)
             return None if value is expr else self._batched_with(value, function, depth + 1)
-        if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)):
+        if not isinstance(expr, cst.Call):
+            return None
+        if isinstance(expr.func, cst.Name) and expr.func.value in self.functions and expr.func.value != function.name.value:
+            if expr.func.value in self._delegating:
+                return None
+            self._delegating.add(expr.func.value)
+            try:
+                inner = self._batch_parameter(self.functions[expr.func.value])
+            finally:
+                self._delegating.discard(expr.func.value)
+            if inner is None or any(a.star for a in expr.args):
+                return None
+            name, position = inner
+            keyword = [a for a in expr.args if a.keyword is not None and a.keyword.value == name]
+            positional = [a for a in expr.args if a.keyword is None]
+            arg = keyword[0] if keyword else (positional[position] if position is not None and position < len(positional) else None)
+            return (expr, arg.value) if arg is not None else None
+        if not isinstance(expr.func, cst.Attribute):
             return None
         method = expr.func.attr.value
         if method in BATCHING:
-            return argument_value(expr, "batch_size", 0)
+            return expr, argument_value(expr, "batch_size", 0)
         if method in KEEPS_BATCHES:
             return self._batched_with(expr.func.value, function, depth + 1)
         return None
