@@ -18,14 +18,17 @@ fewer examples than replicas, is :mod:`.few_examples`'s).
 
 So each ``evaluate`` of a model that ``fit`` trains in this file, given arrays (``x`` one
 array an expression reads again unchanged: a name, an attribute, a subscript by plain values,
-a ``.astype(...)`` of one, or one scaled by a number, ``x_test / 255.0``), is given a batch that splits evenly on every replica count:
+a ``.astype(...)`` of one, one scaled by a number, ``x_test / 255.0``, or a list of such inputs,
+sized by the first), is given a batch that splits evenly on every replica count:
 ``batch_size=min(B * N, len(x) // N * N)``, N the replica count and B the batch it had (32
 when it had none): the original's batch on each replica, or all the arrays rounded down to a
 multiple of N when they are fewer (the rest is an uneven last batch, which runs). What it
 computes does not change. Not shown safe, so the file is not migrated, with the reason at the
-call: arrays whose size no expression reads again unchanged (computed in the call, a list or
-dict of inputs), ``steps=`` (a larger batch would evaluate more examples), ``**options``
-(which may hold a batch of their own).
+call: arrays whose size no expression reads again unchanged (computed in the call, a dict of
+inputs), ``steps=`` (a larger batch would evaluate more examples), ``**options``
+(which may hold a batch of their own), a model of the file's own class with its own
+``test_step`` (its logs may be the last batch's, or a mean of batch means: another batch,
+another result).
 """
 
 from __future__ import annotations
@@ -80,6 +83,9 @@ def eval_batches(program: Program, facts: Facts, sites: list[Site]) -> EvalBatch
 
     def array(expr: cst.BaseExpression) -> bool:
         """NumPy arrays or a ``keras.datasets`` loader's, or arrays of a size the file shows."""
+        if isinstance(expr, (cst.List, cst.Tuple)):
+            # A model of several inputs: ``evaluate([titles, bodies], y)``, batched together.
+            return bool(expr.elements) and all(isinstance(e, cst.Element) and array(e.value) for e in expr.elements)
         return prep._array_like(expr) or sizes.rows(expr) is not None
 
     for call, _owner in facts.calls:
@@ -92,6 +98,7 @@ def eval_batches(program: Program, facts: Facts, sites: list[Site]) -> EvalBatch
         x = argument_value(call, "x", 0)
         if x is None or not array(x):
             continue  # a dataset or generator batches itself
+        own = _own_test_step(facts, facts.values.origins(func.value))
         batch = argument_value(call, "batch_size", 2)
         line = program.line(call)
         why = None
@@ -99,6 +106,11 @@ def eval_batches(program: Program, facts: Facts, sites: list[Site]) -> EvalBatch
             why = "it is given **options, which may hold a batch_size of their own"
         elif argument_value(call, "steps", 5) is not None:
             why = "it is given steps=, which a larger batch would make cover more examples"
+        elif own is not None:
+            why = (
+                f"its model's class ({own.name.value}, line {program.line(own)}) has a test_step of its own, whose logs "
+                "are not shown to be the same at another batch"
+            )
         inputs = _rereadable(x, facts, array)
         if why is None and inputs is None:
             why = f"its inputs ({_short(program, x)}) are not one array whose size an expression reads again unchanged"
@@ -115,9 +127,30 @@ def eval_batches(program: Program, facts: Facts, sites: list[Site]) -> EvalBatch
     return result
 
 
+def _own_test_step(facts: Facts, origins) -> cst.ClassDef | None:
+    """The file's own model class the model is made of, when it (or a class of the file it
+    derives from) defines ``test_step``."""
+    for origin in origins:
+        node = origin.node
+        if not (origin.whole and isinstance(node, cst.Call)):
+            continue
+        cls = facts.local_definition(node.func)
+        seen = 0
+        while isinstance(cls, cst.ClassDef) and seen < 8:
+            seen += 1
+            if any(isinstance(s, cst.FunctionDef) and s.name.value == "test_step" for s in cls.body.body):
+                return cls
+            bases = [b.value for b in cls.bases]
+            cls = facts.local_definition(bases[0]) if bases else None
+    return None
+
+
 def _rereadable(inputs: cst.BaseExpression, facts: Facts, array) -> cst.BaseExpression | None:
     """``inputs`` (or the array a ``.astype(...)`` of it casts) when it is one array an
     expression reads again unchanged (a name, an attribute, a subscript by plain values)."""
+    if isinstance(inputs, (cst.List, cst.Tuple)) and inputs.elements and isinstance(inputs.elements[0], cst.Element):
+        # Several inputs, one array each: as many examples as the first.
+        return _rereadable(inputs.elements[0].value, facts, array)
     if isinstance(inputs, cst.Call) and isinstance(inputs.func, cst.Attribute) and inputs.func.attr.value == "astype":
         inputs = inputs.func.value
     if isinstance(inputs, cst.BinaryOperation) and not isinstance(inputs.operator, cst.MatrixMultiply):
