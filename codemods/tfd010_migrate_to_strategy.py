@@ -32,7 +32,10 @@ optimizer steps written as numbers (a schedule's boundaries, decay and warm-up s
 examples (:mod:`autofix.analysis.migration.step_counts`). Boolean arrays handed to ``fit`` or the trained
 model's ``evaluate`` (Keras 3 cannot take them under a strategy) are cast to float32 in the call, where one device's
 Keras converts them so itself: inputs of a functional model with float inputs, targets read
-only by Keras's own losses and metrics (:mod:`autofix.analysis.migration.boolean_casts`). The other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
+only by Keras's own losses and metrics (:mod:`autofix.analysis.migration.boolean_casts`). The trained model's
+``evaluate`` on arrays is given ``batch_size=min(B * N, len(x) // N * N)`` (B its batch, 32 when
+not given): Keras 3 fails when the first batch does not split evenly over the replicas, and the
+result does not depend on the batch (:mod:`autofix.analysis.migration.eval_batches`). The other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
 ``strategy.scope()`` (TFD001), the single-device batch kept as the per-replica batch and
 training fed the global batch (TFD002), the dataset distributed (TFD003), the loss averaged over
 the global batch (TFD004). The migration is written only when the result parses, a second pass
@@ -66,6 +69,9 @@ Not fixed (not migrated; reported with the reason):
 - the trained model's ``evaluate`` on fewer examples than there may be replicas, or its
   ``predict`` on as few when it has an LSTM or Conv1D layer (Keras 3 splits them over the
   replicas and fails: :mod:`autofix.analysis.migration.few_examples`);
+- the trained model's ``evaluate`` on arrays given ``steps=`` or ``**options``, on inputs whose
+  size no expression reads again, or of a class of the file's own with its own ``test_step``
+  (:mod:`autofix.analysis.migration.eval_batches`);
 - a loss compiled for ``fit`` that reduces over the batch itself where the rewrite cannot be
   shown the same (the function is used elsewhere, examples are weighed, its mean is not of
   entries of ``y_true`` and ``y_pred``; a sum among other losses or weighed already);
