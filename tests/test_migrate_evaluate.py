@@ -73,18 +73,20 @@ def test_a_batch_given_keeps_its_value_per_replica_by_keyword_or_by_position():
     assert f"model.evaluate(x_test, y_test, {_even('32', 'len(x_test)')})" in text
 
 
-def test_inputs_scaled_cast_or_listed_are_sized_by_their_array():
+def test_inputs_scaled_cast_listed_or_named_are_sized_by_their_array():
     text = _migrated(
         """\
         model.evaluate(x_test / 255.0, y_test)
         model.evaluate(x_test.astype("float32"), y_test)
         model.evaluate([x_test], y_test)
+        model.evaluate({"features": x_test}, y_test)
         model.evaluate(x_test[:200], y_test[:200])
         """
     )
     assert f"model.evaluate(x_test / 255.0, y_test, {_even('32', 'len(x_test)')})" in text
     assert f'model.evaluate(x_test.astype("float32"), y_test, {_even("32", "len(x_test)")})' in text
     assert f"model.evaluate([x_test], y_test, {_even('32', 'len(x_test)')})" in text
+    assert f'model.evaluate({{"features": x_test}}, y_test, {_even("32", "len(x_test)")})' in text
     assert f"model.evaluate(x_test[:200], y_test[:200], {_even('32', 'len(x_test[:200])')})" in text
 
 

@@ -18,14 +18,14 @@ fewer examples than replicas, is :mod:`.few_examples`'s).
 
 So each ``evaluate`` of a model that ``fit`` trains in this file, given arrays (``x`` one
 array an expression reads again unchanged: a name, an attribute, a subscript by plain values,
-a ``.astype(...)`` of one, one scaled by a number, ``x_test / 255.0``, or a list of such inputs,
+a ``.astype(...)`` of one, one scaled by a number, ``x_test / 255.0``, or a list or dict of such inputs,
 sized by the first), is given a batch that splits evenly on every replica count:
 ``batch_size=min(B * N, len(x) // N * N)``, N the replica count and B the batch it had (32
 when it had none): the original's batch on each replica, or all the arrays rounded down to a
 multiple of N when they are fewer (the rest is an uneven last batch, which runs). What it
 computes does not change. Not shown safe, so the file is not migrated, with the reason at the
-call: arrays whose size no expression reads again unchanged (computed in the call, a dict of
-inputs), ``steps=`` (a larger batch would evaluate more examples), ``**options``
+call: arrays whose size no expression reads again unchanged (computed in the call, a name
+bound to a list or dict of inputs), ``steps=`` (a larger batch would evaluate more examples), ``**options``
 (which may hold a batch of their own), a model of the file's own class with its own
 ``test_step`` (its logs may be the last batch's, or a mean of batch means: another batch,
 another result).
@@ -83,9 +83,11 @@ def eval_batches(program: Program, facts: Facts, sites: list[Site]) -> EvalBatch
 
     def array(expr: cst.BaseExpression) -> bool:
         """NumPy arrays or a ``keras.datasets`` loader's, or arrays of a size the file shows."""
-        if isinstance(expr, (cst.List, cst.Tuple)):
-            # A model of several inputs: ``evaluate([titles, bodies], y)``, batched together.
-            return bool(expr.elements) and all(isinstance(e, cst.Element) and array(e.value) for e in expr.elements)
+        if isinstance(expr, (cst.List, cst.Tuple, cst.Dict)):
+            # A model of several inputs: ``evaluate([titles, bodies], y)`` or by their names,
+            # batched together.
+            kind = cst.DictElement if isinstance(expr, cst.Dict) else cst.Element
+            return bool(expr.elements) and all(isinstance(e, kind) and array(e.value) for e in expr.elements)
         return prep._array_like(expr) or sizes.rows(expr) is not None
 
     for call, _owner in facts.calls:
@@ -148,7 +150,7 @@ def _own_test_step(facts: Facts, origins) -> cst.ClassDef | None:
 def _rereadable(inputs: cst.BaseExpression, facts: Facts, array) -> cst.BaseExpression | None:
     """``inputs`` (or the array a ``.astype(...)`` of it casts) when it is one array an
     expression reads again unchanged (a name, an attribute, a subscript by plain values)."""
-    if isinstance(inputs, (cst.List, cst.Tuple)) and inputs.elements and isinstance(inputs.elements[0], cst.Element):
+    if isinstance(inputs, (cst.List, cst.Tuple, cst.Dict)) and inputs.elements and isinstance(inputs.elements[0], (cst.Element, cst.DictElement)):
         # Several inputs, one array each: as many examples as the first.
         return _rereadable(inputs.elements[0].value, facts, array)
     if isinstance(inputs, cst.Call) and isinstance(inputs.func, cst.Attribute) and inputs.func.attr.value == "astype":
