@@ -69,7 +69,7 @@ Not fixed (not migrated; reported with the reason):
 - the trained model's ``evaluate`` on fewer examples than there may be replicas, or its
   ``predict`` on as few when it has an LSTM or Conv1D layer (Keras 3 splits them over the
   replicas and fails: :mod:`autofix.analysis.migration.few_examples`);
-- the trained model's ``evaluate`` on arrays given ``steps=`` or ``**options``, on inputs whose
+- the trained model's ``evaluate`` on arrays given ``steps=``, ``*args`` or ``**options``, on inputs whose
   size no expression reads again, or of a class of the file's own with its own ``test_step``
   (:mod:`autofix.analysis.migration.eval_batches`);
 - a loss compiled for ``fit`` that reduces over the batch itself where the rewrite cannot be

@@ -137,7 +137,8 @@ def test_predict_a_dataset_and_a_model_not_trained_here_are_left_as_they_are():
     ("call", "why"),
     [
         ("model.evaluate(x_test, y_test, steps=5)", "it is given steps=, which a larger batch would make cover more examples"),
-        ("model.evaluate(x_test, y_test, **options)", "it is given **options, which may hold a batch_size of their own"),
+        ("model.evaluate(x_test, y_test, **options)", "it is given *args or **options, which may hold a batch_size of their own"),
+        ("model.evaluate(x_test, y_test, *options)", "it is given *args or **options, which may hold a batch_size of their own"),
         ("model.evaluate(np.concatenate([x_test, x_test]), y_test)", "its inputs (np.concatenate([x_test, x_test])) are not one array"),
         ("model.evaluate(x_test * x_test, y_test)", "its inputs (x_test * x_test) are not one array"),
     ],

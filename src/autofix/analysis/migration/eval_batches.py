@@ -25,8 +25,8 @@ when it had none): the original's batch on each replica, or all the arrays round
 multiple of N when they are fewer (the rest is an uneven last batch, which runs). What it
 computes does not change. Not shown safe, so the file is not migrated, with the reason at the
 call: arrays whose size no expression reads again unchanged (computed in the call, a name
-bound to a list or dict of inputs), ``steps=`` (a larger batch would evaluate more examples), ``**options``
-(which may hold a batch of their own), a model of the file's own class with its own
+bound to a list or dict of inputs), ``steps=`` (a larger batch would evaluate more examples), ``*args`` or
+``**options`` (which may hold a batch of their own), a model of the file's own class with its own
 ``test_step`` (its logs may be the last batch's, or a mean of batch means: another batch,
 another result).
 """
@@ -104,8 +104,8 @@ def eval_batches(program: Program, facts: Facts, sites: list[Site]) -> EvalBatch
         batch = argument_value(call, "batch_size", 2)
         line = program.line(call)
         why = None
-        if any(a.star == "**" for a in call.args):
-            why = "it is given **options, which may hold a batch_size of their own"
+        if any(a.star for a in call.args):
+            why = "it is given *args or **options, which may hold a batch_size of their own"
         elif argument_value(call, "steps", 5) is not None:
             why = "it is given steps=, which a larger batch would make cover more examples"
         elif own is not None:
