@@ -32,7 +32,10 @@ optimizer steps written as numbers (a schedule's boundaries, decay and warm-up s
 examples (:mod:`autofix.analysis.migration.step_counts`). Boolean arrays handed to ``fit`` or the trained
 model's ``evaluate`` (Keras 3 cannot take them under a strategy) are cast to float32 in the call, where one device's
 Keras converts them so itself: inputs of a functional model with float inputs, targets read
-only by Keras's own losses and metrics (:mod:`autofix.analysis.migration.boolean_casts`). The other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
+only by Keras's own losses and metrics (:mod:`autofix.analysis.migration.boolean_casts`). The trained model's
+``evaluate`` on arrays is given ``batch_size=min(B * N, len(x) // N * N)`` (B its batch, 32 when
+not given): Keras 3 fails when the first batch does not split evenly over the replicas, and the
+result does not depend on the batch (:mod:`autofix.analysis.migration.eval_batches`). The other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
 ``strategy.scope()`` (TFD001), the single-device batch kept as the per-replica batch and
 training fed the global batch (TFD002), the dataset distributed (TFD003), the loss averaged over
 the global batch (TFD004). The migration is written only when the result parses, a second pass
@@ -66,6 +69,9 @@ Not fixed (not migrated; reported with the reason):
 - the trained model's ``evaluate`` on fewer examples than there may be replicas, or its
   ``predict`` on as few when it has an LSTM or Conv1D layer (Keras 3 splits them over the
   replicas and fails: :mod:`autofix.analysis.migration.few_examples`);
+- the trained model's ``evaluate`` on arrays given ``steps=``, ``*args`` or ``**options``, on inputs whose
+  size no expression reads again, or of a class of the file's own with its own ``test_step``
+  (:mod:`autofix.analysis.migration.eval_batches`);
 - a loss compiled for ``fit`` that reduces over the batch itself where the rewrite cannot be
   shown the same (the function is used elsewhere, examples are weighed, its mean is not of
   entries of ``y_true`` and ``y_pred``; a sum among other losses or weighed already);
@@ -89,6 +95,7 @@ import libcst as cst
 
 from autofix.codemods._tfd010_inline import extract
 from autofix.analysis.migration.compiled_losses import Weighed
+from autofix.analysis.migration.eval_batches import EvalBatch
 from autofix.analysis.migration.single_device import KINDS, ROWS, CustomStep, Refusal, SingleDevice
 from autofix.analysis.migration.model_prep import ModelPrep
 from autofix.analysis.migration.step_logs import LOGS
@@ -100,7 +107,7 @@ from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import is_wall
 from autofix.analysis.steps.tracing import python_effect
 from autofix.analysis.training.multiworker import MultiWorker
-from autofix.codegen import BlockEdits, NotFound, ScopeSpan, fresh_name, module_alias, visible_at, wrap_spans
+from autofix.codegen import BlockEdits, add_argument, NotFound, ScopeSpan, fresh_name, module_alias, visible_at, wrap_spans
 from autofix.rule import Example, Rule
 
 MESSAGE = "trains on one device: moved to tf.distribute.{cls}"
@@ -223,6 +230,8 @@ class MigrateToStrategy(Rule):
             edits.replace(call, _with_default_batch)
         for part in single.boolean_casts.casts:
             edits.replace(part, _as_float32)
+        for evaluation in single.eval_batches.found:
+            self._even_batch(evaluation, block, strategy, edits)
         for clip in single.clips[0]:
             edits.replace(clip.call, lambda node, clip=clip: _clipped_globally(node, clip.gradients.value, tf))
         for loss in single.compiled_losses[0]:
@@ -239,6 +248,28 @@ class MigrateToStrategy(Rule):
                 edits.replace(name, lambda node, replicas=replicas: cst.BinaryOperation(node, cst.Multiply(whitespace_before=cst.SimpleWhitespace(" "), whitespace_after=cst.SimpleWhitespace(" ")), cst.parse_expression(replicas)))
         inserts.add(block, position, after_strategy)
         inserts.plan(edits)
+
+    def _even_batch(self, evaluation: EvalBatch, block, strategy: str, edits: BlockEdits) -> None:
+        """``model.evaluate(x, y)`` -> ``model.evaluate(x, y, batch_size=min(32 * N, len(x) // N *
+        N))``, N the replica count (the strategy's, or the model's own where the strategy's name
+        is not seen), an explicit batch kept per replica the same way: a first batch that
+        splits evenly over the replicas (see :mod:`autofix.analysis.migration.eval_batches`)."""
+        owner = strategy if _runs_in(self.program, evaluation.call, block) else f"{evaluation.model}.distribute_strategy"
+        replicas = f"{owner}.num_replicas_in_sync"
+
+        def even(batch: str) -> cst.BaseExpression:
+            return cst.parse_expression(f"min({batch} * {replicas}, {evaluation.size} // {replicas} * {replicas})")
+
+        if evaluation.batch is None:
+            edits.replace(evaluation.call, lambda node: add_argument(node, "batch_size", even(str(KERAS_DEFAULT_BATCH))))
+            return
+        if isinstance(evaluation.batch, cst.Name) and evaluation.batch.value == "None":
+            edits.replace(evaluation.batch, lambda node: even(str(KERAS_DEFAULT_BATCH)))
+            return
+        code = self.program.module.code_for_node(evaluation.batch)
+        if not isinstance(evaluation.batch, (cst.Name, cst.Attribute, cst.Integer, cst.Subscript, cst.Call)):
+            code = f"({code})"
+        edits.replace(evaluation.batch, lambda node: even(code))
 
     def _scope_variables(self, single: SingleDevice, block, position: int, strategy: str, inserts: "_Inserts") -> None:
         """The statements that make the ``tf.Variable`` objects a step trains go into the

@@ -22,6 +22,7 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.migration.boolean_casts import BooleanCasts, boolean_casts
+from autofix.analysis.migration.eval_batches import EvalBatches, eval_batches
 from autofix.analysis.migration.few_examples import few_examples
 from autofix.analysis.migration.clipping import Clipping, GlobalClip, optimizer_clip_reason
 from autofix.analysis.migration.compiled_losses import CompiledLosses, PerExample, Weighed
@@ -258,7 +259,14 @@ class SingleDevice(Derived):
         found.extend(Refusal(*refused) for refused in self.imported.refusals)
         found.extend(Refusal(*refused) for refused in self.boolean_casts.refusals)
         found.extend(Refusal(*refused) for refused in few_examples(self.program, self.facts, self.training.sites))
+        found.extend(Refusal(*refused) for refused in self.eval_batches.refusals)
         return found
+
+    @cached_property
+    def eval_batches(self) -> EvalBatches:
+        """The trained model's ``evaluate`` calls on arrays, given a batch that splits evenly
+        on every replica count, else refused (:mod:`.eval_batches`)."""
+        return eval_batches(self.program, self.facts, self.training.sites)
 
     @cached_property
     def boolean_casts(self) -> BooleanCasts:
