@@ -35,7 +35,9 @@ Keras converts them so itself: inputs of a functional model with float inputs, t
 only by Keras's own losses and metrics (:mod:`autofix.analysis.migration.boolean_casts`). The trained model's
 ``evaluate`` on arrays is given ``batch_size=min(B * N, len(x) // N * N)`` (B its batch, 32 when
 not given): Keras 3 fails when the first batch does not split evenly over the replicas, and the
-result does not depend on the batch (:mod:`autofix.analysis.migration.eval_batches`). The other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
+result does not depend on the batch (:mod:`autofix.analysis.migration.eval_batches`); one given
+``steps=``, ``*args`` or ``**options``, inputs whose size no expression reads again, or a model
+with its own ``test_step`` is left as it is, with a note at the call. The other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
 ``strategy.scope()`` (TFD001), the single-device batch kept as the per-replica batch and
 training fed the global batch (TFD002), the dataset distributed (TFD003), the loss averaged over
 the global batch (TFD004). The migration is written only when the result parses, a second pass
@@ -69,9 +71,6 @@ Not fixed (not migrated; reported with the reason):
 - the trained model's ``evaluate`` on fewer examples than there may be replicas, or its
   ``predict`` on as few when it has an LSTM or Conv1D layer (Keras 3 splits them over the
   replicas and fails: :mod:`autofix.analysis.migration.few_examples`);
-- the trained model's ``evaluate`` on arrays given ``steps=``, ``*args`` or ``**options``, on inputs whose
-  size no expression reads again, or of a class of the file's own with its own ``test_step``
-  (:mod:`autofix.analysis.migration.eval_batches`);
 - a loss compiled for ``fit`` that reduces over the batch itself where the rewrite cannot be
   shown the same (the function is used elsewhere, examples are weighed, its mean is not of
   entries of ``y_true`` and ``y_pred``; a sum among other losses or weighed already);
@@ -96,6 +95,8 @@ import libcst as cst
 from autofix.codemods._tfd010_inline import extract
 from autofix.analysis.migration.compiled_losses import Weighed
 from autofix.analysis.migration.eval_batches import EvalBatch
+
+EVALUATE_MESSAGE = "evaluate left as it is by the migration: its first batch may not split evenly over the replicas"
 from autofix.analysis.migration.single_device import KINDS, ROWS, CustomStep, Refusal, SingleDevice
 from autofix.analysis.migration.model_prep import ModelPrep
 from autofix.analysis.migration.step_logs import LOGS
@@ -181,6 +182,9 @@ class MigrateToStrategy(Rule):
             # What the migration leaves as it is but changes the meaning of: counts of steps.
             for count in StepCounts.of(self.program).found:
                 self.report(count.node, COUNT_MESSAGE, step_count_note(self.program, count))
+            # And an evaluate whose batch cannot be made to split evenly over the replicas.
+            for node, note in single.eval_batches.left:
+                self.report(node, EVALUATE_MESSAGE, note)
 
     def _plan(self, single: SingleDevice, cls: str, edits: BlockEdits) -> None:
         program = self.program

@@ -1,7 +1,7 @@
 """The trained model's ``evaluate`` on arrays, given a batch that splits evenly over the
 replicas by ``autofix migrate`` (analysis/migration/eval_batches.py; fixtures
-fixtures/tfd010/fit_evaluate_arrays_batch and report_fit_evaluate_steps, which test_migrate.py
-runs and proves): what is changed, what is left alone, what is refused and why, and, with
+fixtures/tfd010/fit_evaluate_arrays_batch and fit_evaluate_steps, which test_migrate.py
+runs and proves): what is changed, what is left alone and with which note, and, with
 TensorFlow, that the migrated fixture evaluates on 3 replicas where the unbatched one fails,
 with the loss and metric the same model gives on one device."""
 
@@ -45,10 +45,11 @@ def _migrated(tail: str) -> str:
     return analysis.new_text
 
 
-def _refusals(tail: str) -> list[str]:
+def _notes(tail: str) -> tuple[str, list[str]]:
+    """The migrated text (the training is migrated) and the reasons of its findings."""
     analysis = analyse(HEAD + textwrap.dedent(tail), MIGRATE)
-    assert analysis.new_text is None
-    return [f.reason or "" for f in analysis.findings]
+    assert analysis.new_text is not None, [f.reason for f in analysis.findings]
+    return analysis.new_text, [f.reason or "" for f in analysis.findings]
 
 
 def _even(batch: str, size: str, replicas: str = REPLICAS) -> str:
@@ -143,14 +144,16 @@ def test_predict_a_dataset_and_a_model_not_trained_here_are_left_as_they_are():
         ("model.evaluate(x_test * x_test, y_test)", "its inputs (x_test * x_test) are not one array"),
     ],
 )
-def test_where_the_size_or_the_examples_cannot_be_kept_the_file_is_not_migrated(call, why):
-    reasons = _refusals(f'options = {{"verbose": 0}}\n{call}\n')
+def test_where_the_size_or_the_examples_cannot_be_kept_the_evaluate_is_left_with_a_note(call, why):
+    text, reasons = _notes(f'options = {{"verbose": 0}}\n{call}\n')
+    # The training is migrated; the evaluate call is the original's, unchanged.
+    assert "strategy.scope()" in text and call in text and "batch_size=min(" not in text
     (reason,) = [r for r in reasons if "evaluate() on line" in r]
     assert reason.startswith("no automatic fix: evaluate() on line 13 evaluates a model made in the strategy's scope")
-    assert why in reason
+    assert why in reason and "not over 3" in reason
 
 
-def test_a_model_with_a_test_step_of_its_own_is_not_given_another_batch():
+def test_a_model_with_a_test_step_of_its_own_is_not_given_another_batch_but_is_migrated():
     """Its logs may be the last batch's, or a mean of batch means: not shown the same."""
     source = HEAD.replace("model = tf.keras.Sequential(", "model = Wrapper(tf.keras.Sequential(").replace(
         'tf.keras.layers.Dense(1)])', 'tf.keras.layers.Dense(1)]))'
@@ -177,7 +180,7 @@ def test_a_model_with_a_test_step_of_its_own_is_not_given_another_batch():
         1,
     )
     analysis = analyse(source, MIGRATE)
-    assert analysis.new_text is None
+    assert analysis.new_text is not None and "print(model.evaluate(x_test, y_test))" in analysis.new_text
     reasons = [f.reason or "" for f in analysis.findings if "evaluate() on line" in (f.reason or "")]
     assert reasons and "its model's class (Wrapper, line 4) has a test_step of its own" in reasons[0]
 

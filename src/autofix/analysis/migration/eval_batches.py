@@ -23,8 +23,9 @@ sized by the first), is given a batch that splits evenly on every replica count:
 ``batch_size=min(B * N, len(x) // N * N)``, N the replica count and B the batch it had (32
 when it had none): the original's batch on each replica, or all the arrays rounded down to a
 multiple of N when they are fewer (the rest is an uneven last batch, which runs). What it
-computes does not change. Not shown safe, so the file is not migrated, with the reason at the
-call: arrays whose size no expression reads again unchanged (computed in the call, a name
+computes does not change. Not shown safe, so that call is left as it is by the migration (the
+training is migrated), with a note at the call saying on which replica counts it fails and what
+to write by hand: arrays whose size no expression reads again unchanged (computed in the call, a name
 bound to a list or dict of inputs), ``steps=`` (a larger batch would evaluate more examples), ``*args`` or
 ``**options`` (which may hold a batch of their own), a model of the file's own class with its own
 ``test_step`` (its logs may be the last batch's, or a mean of batch means: another batch,
@@ -62,7 +63,8 @@ class EvalBatch:
 class EvalBatches:
     found: list[EvalBatch] = field(default_factory=list)
     # (where, why) for the evaluate calls that cannot be given such a batch.
-    refusals: list[tuple[cst.CSTNode, str]] = field(default_factory=list)
+    # Calls left as they are, with the note that says why (the training is migrated all the same).
+    left: list[tuple[cst.CSTNode, str]] = field(default_factory=list)
 
 
 def eval_batches(program: Program, facts: Facts, sites: list[Site]) -> EvalBatches:
@@ -117,11 +119,11 @@ def eval_batches(program: Program, facts: Facts, sites: list[Site]) -> EvalBatch
         if why is None and inputs is None:
             why = f"its inputs ({_short(program, x)}) are not one array whose size an expression reads again unchanged"
         if why is not None:
-            result.refusals.append((call, (
-                f"evaluate() on line {line} evaluates a model made in the strategy's scope on arrays: Keras 3 fails "
-                f"when the first batch does not split evenly over the replicas (32 does not over 3), and {why}; "
-                "give it batch_size=min(<batch> * <replicas>, <examples> // <replicas> * <replicas>) by hand, "
-                "or evaluate a tf.data.Dataset, then migrate"
+            result.left.append((call, (
+                f"evaluate() on line {line} evaluates a model made in the strategy's scope on arrays, and {why}: "
+                "it is left as it is, and Keras 3 fails there on a replica count its first batch does not split "
+                "evenly over (32 splits over 2, 4 or 8 replicas, not over 3); give it batch_size=min(<batch> * "
+                "<replicas>, <examples> // <replicas> * <replicas>) by hand, or evaluate a tf.data.Dataset"
             )))
             continue
         code = program.module.code_for_node(inputs)  # type: ignore[arg-type]

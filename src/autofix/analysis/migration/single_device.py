@@ -259,13 +259,12 @@ class SingleDevice(Derived):
         found.extend(Refusal(*refused) for refused in self.imported.refusals)
         found.extend(Refusal(*refused) for refused in self.boolean_casts.refusals)
         found.extend(Refusal(*refused) for refused in few_examples(self.program, self.facts, self.training.sites))
-        found.extend(Refusal(*refused) for refused in self.eval_batches.refusals)
         return found
 
     @cached_property
     def eval_batches(self) -> EvalBatches:
         """The trained model's ``evaluate`` calls on arrays, given a batch that splits evenly
-        on every replica count, else refused (:mod:`.eval_batches`)."""
+        on every replica count, else left as they are with a note (:mod:`.eval_batches`)."""
         return eval_batches(self.program, self.facts, self.training.sites)
 
     @cached_property
