@@ -10,7 +10,7 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.facts.script import Facts
-from autofix.analysis.migration.single_device import Refusal
+from autofix.analysis.migration.refusal import Refusal
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value, nodes_in
 from autofix.analysis.training.model import TrainingModel

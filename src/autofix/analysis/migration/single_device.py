@@ -23,6 +23,7 @@ import libcst as cst
 from autofix.analysis import Derived
 from autofix.analysis.migration.boolean_casts import BooleanCasts, boolean_casts
 from autofix.analysis.migration.eval_batches import EvalBatches, eval_batches
+from autofix.analysis.migration.refusal import Refusal
 from autofix.analysis.migration.few_examples import few_examples
 from autofix.analysis.migration.clipping import Clipping, GlobalClip, optimizer_clip_reason
 from autofix.analysis.migration.compiled_losses import CompiledLosses, PerExample, Weighed
@@ -66,14 +67,6 @@ KINDS: dict[str, StrategyKind] = {
 
 # Methods that apply gradients to variables: the update of a training step.
 UPDATE_METHODS = frozenset({"apply_gradients", "minimize", "apply"})
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """Why the script is not migrated, at the place that shows it."""
-
-    node: cst.CSTNode
-    reason: str
 
 
 @dataclass(eq=False)
