@@ -90,8 +90,10 @@ class _Flow:
             if select is not None:
                 held = self.held(node, select, stack, pending)
                 if held is not False:
-                    if held is not None and not self.every:
-                        return held
+                    if held is not None:
+                        if not self.every:
+                            return held
+                        self.found.append(held)
                     continue
             found = self.step(node, stack, pending)
             if found is not None and not self.every:
