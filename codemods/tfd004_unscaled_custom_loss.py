@@ -78,7 +78,7 @@ import libcst as cst
 
 from autofix.analysis.facts.callees import Callables
 from autofix.analysis.steps.lossobjects import keras_own, loss_objects, object_uses
-from autofix.analysis.steps.losses import RemoteTerm, Term, is_batch_sum, loss_terms_of
+from autofix.analysis.steps.losses import RemoteTerm, Term, is_batch_sum, loss_walk
 from autofix.analysis.steps.masking import mask_source
 from autofix.analysis.training.multiworker import MultiWorker
 from autofix.analysis.steps.custom import Steps
@@ -203,6 +203,9 @@ class UnscaledCustomLoss(Rule):
         self.twins: dict[tuple, str] = {}
         # Calls of a loss object outside the steps given the steps' rewrite in this run.
         self.rewritten: set[int] = set()
+        # Values added to what a sum or a global average of the loss reduces (by node), with
+        # that call.
+        self.under: dict[int, cst.Call] = {}
         # Each differentiated value (by its gradient call), with the steps that reach it and
         # its terms.
         losses: dict[cst.Call, tuple[list[cst.FunctionDef], list[Term]]] = {}
@@ -213,7 +216,10 @@ class UnscaledCustomLoss(Rule):
                 if call in losses:
                     losses[call][0].append(root)
                 else:
-                    losses[call] = ([root], loss_terms_of(self.steps, target))
+                    walk = loss_walk(self.steps, target)
+                    losses[call] = ([root], walk.terms)
+                    for term, reducing in walk.under:
+                        self.under.setdefault(id(term.node), reducing)
         findings: dict[object, _Finding] = {}
         for gradient, (roots, terms) in losses.items():
             for term in terms:
@@ -536,6 +542,14 @@ class UnscaledCustomLoss(Rule):
         owner = self._outside_steps(finding.node)
         if owner is not None:
             return owner
+        reducing = self.under.get(id(finding.node))
+        if reducing is not None and finding.kind in ("mean", "regularization"):
+            finding.final = True
+            return (
+                f"its value is also added to every example of what {_short(program, reducing.func)} reduces on "
+                f"line {program.line(reducing)}, where it is right as it is (each replica adds its share, and the "
+                "shares add up to it once); dividing it would change that use too"
+            )
         if finding.kind in ("default", "twice"):
             call = finding.paths[0].loss_call
             # What stands against changing the loss object's reduction stands whichever way
