@@ -103,16 +103,25 @@ def clipped(m, x, y, divisor, clip, scale=100.0):
 
 data = tf.data.Dataset.from_tensor_slices((X, Y)).batch(GB)
 batch = next(iter(strategy.experimental_distribute_dataset(data)))
-want = clipped(reference, X, Y, 1.0, 1.0)
-want_norm = float(tf.linalg.global_norm(want))
-for name, clip in (("clip 1.0", 1.0), ("clip 1.0 / replicas", 1.0 / N)):
-    def step(x, y, clip=clip):
-        return tf.distribute.get_replica_context().all_reduce("SUM", clipped(model, x, y, N, clip))
+
+
+def summed(divisor, clip):
+    def step(x, y):
+        return tf.distribute.get_replica_context().all_reduce("SUM", clipped(model, x, y, divisor, clip))
 
     @tf.function
-    def run(x, y, step=step):
+    def run(x, y):
         return strategy.run(step, args=(x, y))
 
-    got = strategy.experimental_local_results(run(*batch))[0]
+    return strategy.experimental_local_results(run(*batch))[0]
+
+
+# The step as written (a per-replica mean, clipped at 1.0), and the loss divided by the
+# replica count with the clip kept or divided too: each against the step as written / N.
+written = [g / N for g in summed(1.0, 1.0)]
+for name, clip in (("clip 1.0", 1.0), ("clip 1.0 / replicas", 1.0 / N)):
+    got = summed(N, clip)
+    print(f"loss / replicas, {name}, against the step as written / replicas\t{ratio(got, written):.3f}")
     print(f"loss / replicas, {name}: norm of the summed gradient\t{float(tf.linalg.global_norm(got)):.3f}")
-print(f"one device, clip 1.0: norm of the gradient\t{want_norm:.3f}")
+print(f"as written: norm of the summed gradient / replicas\t{float(tf.linalg.global_norm(written)):.3f}")
+print(f"one device, clip 1.0: norm of the gradient\t{float(tf.linalg.global_norm(clipped(reference, X, Y, 1.0, 1.0))):.3f}")
