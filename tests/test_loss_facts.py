@@ -117,3 +117,35 @@ def test_a_clip_per_replica_follows_the_loss_only_when_its_threshold_is_divided_
     values = measured_broadcast(keras)
     assert values["loss / replicas, clip 1.0 / replicas, against the step as written / replicas"] == "1.000"
     assert values["loss / replicas, clip 1.0, against the step as written / replicas"] == "2.000"
+
+
+FEEDS = Path(__file__).resolve().parent / "data" / "train_on_batch_feeds.py"
+
+
+@lru_cache(maxsize=None)
+def measured_feeds(keras: int) -> dict[str, str]:
+    announce(f"measuring what train_on_batch hands each replica on Keras {keras}")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    args = [sys.executable, str(FEEDS)]
+    if keras == 2:
+        env["TF_USE_LEGACY_KERAS"] = "1"
+        args.append("keras2")
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, check=True).stdout
+    return dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+
+
+def test_keras3_train_on_batch_hands_the_whole_batch_to_every_replica():
+    """Why TFD002 leaves a batch fed to Keras 3's train_on_batch alone."""
+    values = measured_feeds(3)
+    for size in (8, 7, 1):
+        assert values[f"train_on_batch of {size}: each replica's batch"] == f"[{size}, {size}]"
+        assert values[f"train_on_batch of {size}: the one device's update"] == "True"
+
+
+def test_tf_keras_train_on_batch_splits_the_batch_over_the_replicas():
+    """Why TFD002 judges a batch fed to tf_keras's train_on_batch as it judges fit's."""
+    values = measured_feeds(2)
+    assert values["train_on_batch of 8: each replica's batch"] == "[4, 4]"
+    assert values["train_on_batch of 8: the one device's update"] == "True"
+    assert values["train_on_batch of 7: each replica's batch"] == "[4, 3]"
+    assert values["train_on_batch of 1: each replica's batch"] == "[1, 0]"
