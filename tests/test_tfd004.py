@@ -287,8 +287,8 @@ def test_a_clip_by_value_follows_both_bounds():
 def test_a_default_reduction_loss_keeps_its_clip():
     """Its fix computes what Keras >= 3.8 computes: the clip stays."""
     source = read(FIXTURES / "tfd004" / "clipped_by_global_norm.py").replace(
-        "    optimizer = tf.keras.optimizers.Adam(1e-3)\n",
-        "    optimizer = tf.keras.optimizers.Adam(1e-3)\n    mse = tf.keras.losses.MeanSquaredError()\n",
+        "    optimizer = tf.keras.optimizers.Adam(1e-2)\n",
+        "    optimizer = tf.keras.optimizers.Adam(1e-2)\n    mse = tf.keras.losses.MeanSquaredError()\n",
     ).replace("tf.reduce_mean(tf.square(targets - predictions))", "mse(targets, predictions)")
     analysis = _check(source)
     assert analysis.new_text is not None and "tf.clip_by_global_norm(gradients, 5.0)" in analysis.new_text
