@@ -40,7 +40,21 @@ differentiates its share instead: ``tape.gradient(loss / <replicas>, ...)``, com
 tape's ``with`` block (``replica_loss = loss / <replicas>`` at its end when the gradient is
 taken after it), so every other use keeps the value it had.
 
+A per-replica mean (or the summed ``model.losses``) added to every example of a per-example
+loss (``tf.nn.compute_average_loss(per_example + 0.1 * tf.reduce_mean(reg), global_batch_size=GB)``,
+or such a tensor divided by the global batch and differentiated unreduced) goes where the
+examples go: each replica adds B_r / GB of it and the shares add up to it once (measured,
+docs/losses.md); it is no finding.
+
+A step that clips its gradients per replica (``tf.clip_by_global_norm``, ``tf.clip_by_norm``,
+``tf.clip_by_value``) has the clip's threshold divided with the loss (``C / <replicas>``): its
+update is then exactly the old one divided by N (measured); kept as it is, the clip would act N
+times later. Refused where the clip cannot follow: a norm of its own (``use_norm=``), an
+optimizer's own clip on Keras 3, a loss whose fix divides only some of its terms.
+
 Not fixed (reported, or left alone):
+- a value added both to every example of a global average (where it is right) and once more
+  (where it is N times too large): dividing it would change the right use too;
 - correct code: the TensorFlow guide's pattern (``reduction="none"`` + ``compute_average_loss``),
   a ``reduction="sum"`` loss divided by the global batch, a per-replica mean divided by the
   replica count (or multiplied by its inverse) before the gradient, losses used only through

@@ -25,6 +25,11 @@ docs/losses.md):
   ``detail`` "sum" (or the reduction): code written for N replicas means that sum, but a
   migration from one device must divide it by the replica count (the replicas' gradients
   are summed, and a right migration averages them).
+  A per-replica mean (or the summed ``model.losses``) added to a loss that still has one value
+  per example is added to every example: it is a term of the batch's sum as they are
+  (``broadcast``; measured, docs/losses.md). What a sum or a global average reduces is walked
+  too, its terms kept apart (``LossWalk.under``): a value reached there and directly cannot be
+  changed for the one alone.
 - ``constant``: a number (no gradient; as a factor, a weight).
 - ``unknown``: anything else: a model's output, a call into another module, a mean over
   given axes, a product of two loss values. A sum divided by something that is not the
