@@ -40,7 +40,21 @@ differentiates its share instead: ``tape.gradient(loss / <replicas>, ...)``, com
 tape's ``with`` block (``replica_loss = loss / <replicas>`` at its end when the gradient is
 taken after it), so every other use keeps the value it had.
 
+A per-replica mean (or the summed ``model.losses``) added to every example of a per-example
+loss (``tf.nn.compute_average_loss(per_example + 0.1 * tf.reduce_mean(reg), global_batch_size=GB)``,
+or such a tensor divided by the global batch and differentiated unreduced) goes where the
+examples go: each replica adds B_r / GB of it and the shares add up to it once (measured,
+docs/losses.md); it is no finding.
+
+A step that clips its gradients per replica (``tf.clip_by_global_norm``, ``tf.clip_by_norm``,
+``tf.clip_by_value``) has the clip's threshold divided with the loss (``C / <replicas>``): its
+update is then exactly the old one divided by N (measured); kept as it is, the clip would act N
+times later. Refused where the clip cannot follow: a norm of its own (``use_norm=``), an
+optimizer's own clip on Keras 3, a loss whose fix divides only some of its terms.
+
 Not fixed (reported, or left alone):
+- a value added both to every example of a global average (where it is right) and once more
+  (where it is N times too large): dividing it would change the right use too;
 - correct code: the TensorFlow guide's pattern (``reduction="none"`` + ``compute_average_loss``),
   a ``reduction="sum"`` loss divided by the global batch, a per-replica mean divided by the
   replica count (or multiplied by its inverse) before the gradient, losses used only through
@@ -76,13 +90,14 @@ import os
 
 import libcst as cst
 
-from autofix.analysis.facts.callees import Callables
+from autofix.analysis.facts.callees import Callables, tf_names
+from autofix.analysis.migration.clipping import PER_TENSOR, Clipping
 from autofix.analysis.steps.lossobjects import keras_own, loss_objects, object_uses
-from autofix.analysis.steps.losses import RemoteTerm, Term, is_batch_sum, loss_terms_of
+from autofix.analysis.steps.losses import RemoteTerm, Term, is_batch_sum, loss_walk
 from autofix.analysis.steps.masking import mask_source
 from autofix.analysis.training.multiworker import MultiWorker
 from autofix.analysis.steps.custom import Steps
-from autofix.analysis.syntax import attribute_path
+from autofix.analysis.syntax import argument_value, attribute_path
 from autofix.analysis.steps.changed_values import summed, unaccounted_use, unaccounted_uses
 from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias, visible_at, with_reduction_none
 from autofix.rule import Example, Rule
@@ -203,6 +218,13 @@ class UnscaledCustomLoss(Rule):
         self.twins: dict[tuple, str] = {}
         # Calls of a loss object outside the steps given the steps' rewrite in this run.
         self.rewritten: set[int] = set()
+        # Values added to what a sum or a global average of the loss reduces (by node), with
+        # that call.
+        self.under: dict[int, cst.Call] = {}
+        # Losses whose gradients are clipped in a way the fix cannot make follow (by gradient
+        # call), and the clips already made to follow a loss's scaling (by id).
+        self.clip_refused: dict[cst.Call, str] = {}
+        self.clips_done: set[int] = set()
         # Each differentiated value (by its gradient call), with the steps that reach it and
         # its terms.
         losses: dict[cst.Call, tuple[list[cst.FunctionDef], list[Term]]] = {}
@@ -213,7 +235,10 @@ class UnscaledCustomLoss(Rule):
                 if call in losses:
                     losses[call][0].append(root)
                 else:
-                    losses[call] = ([root], loss_terms_of(self.steps, target))
+                    walk = loss_walk(self.steps, target)
+                    losses[call] = ([root], walk.terms)
+                    for term, reducing in walk.under:
+                        self.under.setdefault(id(term.node), reducing)
         findings: dict[object, _Finding] = {}
         for gradient, (roots, terms) in losses.items():
             for term in terms:
@@ -331,6 +356,11 @@ class UnscaledCustomLoss(Rule):
                     f"{self.program.line(unknown.node)}), whose reduction over the replicas is not "
                     "known here; scale every term of the loss the same way"
                 )
+        for gradient in losses:
+            if gradient not in blocked:
+                why = self._clip_refusal(gradient, findings)
+                if why is not None:
+                    blocked[gradient] = self.clip_refused[gradient] = why
         self._spread(findings, blocked)
 
     def _spread(self, findings: dict, blocked: dict) -> None:
@@ -429,7 +459,7 @@ class UnscaledCustomLoss(Rule):
             mine = [f for f in findings.values() if gradient in f.losses and f.message is not None]
             if not mine or all(f.why is None and not f.logged for f in mine) or self.tf is None:
                 continue
-            if any(f.why is not None and f.final or f.remote is not None for f in mine):
+            if any(f.why is not None and f.final or f.remote is not None for f in mine) or gradient in self.clip_refused:
                 continue  # what stands against the change is not a use of the loss's value
             if not all(_per_replica(t, self._migrating) for t in terms) or not any(t.kind != "constant" for t in terms):
                 continue
@@ -447,6 +477,8 @@ class UnscaledCustomLoss(Rule):
                 self._plan_at_tape(gradient, roots, edits, returned)
             except NotFound:
                 continue
+            if not any(f.kind in ("default", "twice") for f in mine):
+                self._follow_clips(gradient, roots, edits)
             candidates[gradient] = edits
         # A term reached from several losses is left alone only if each of them is scaled.
         changed = True
@@ -536,6 +568,14 @@ class UnscaledCustomLoss(Rule):
         owner = self._outside_steps(finding.node)
         if owner is not None:
             return owner
+        reducing = self.under.get(id(finding.node))
+        if reducing is not None and finding.kind in ("mean", "regularization"):
+            finding.final = True
+            return (
+                f"its value is also added to every example of what {_short(program, reducing.func)} reduces on "
+                f"line {program.line(reducing)}, where it is right as it is (each replica adds its share, and the "
+                "shares add up to it once); dividing it would change that use too"
+            )
         if finding.kind in ("default", "twice"):
             call = finding.paths[0].loss_call
             # What stands against changing the loss object's reduction stands whichever way
@@ -622,11 +662,94 @@ class UnscaledCustomLoss(Rule):
             return f"{what} is called by code that is not in this file; changing its loss would change those calls too"
         return f"{what} is also used outside the training step (line {program.line(outside)}); changing its loss would change that use too"
 
+    # --- clipping ------------------------------------------------------------------------------
+
+    def _clip_refusal(self, gradient: cst.Call, findings: dict) -> str | None:
+        """Why the clip of the gradients of the loss ``gradient`` differentiates cannot follow
+        the fix, if it cannot. Divided by the replica count, each replica's gradient is 1/N of
+        what it was, and a clip by a threshold C would act N times later: ``tf.clip_by_global_norm``
+        and ``tf.clip_by_norm`` with C / N (``tf.clip_by_value`` with both bounds / N) give
+        exactly the step's old update / N (measured, docs/losses.md), so the clip follows where
+        the whole of the loss's gradient is divided (every term fixed is a per-replica mean, the
+        summed ``model.losses`` or a migrated sum). A default-reduction loss's fix leaves the
+        value Keras >= 3.8 computes (its clip stays), so a clip of a loss mixing it with a
+        divided term cannot follow; nor one given a norm of its own (``use_norm=``), nor an
+        optimizer's own clip on Keras 3 (it clips each replica's share). Migrating, the clips
+        are the migration's (:mod:`autofix.analysis.migration.clipping` makes a step's clip
+        global, by the norm of the all-reduced gradient, and refuses the rest)."""
+        program = self.program
+        if self._migrating:
+            return None
+        kinds = {f.kind for f in findings.values() if gradient in f.losses and f.message is not None}
+        clips = Clipping.of(program).clips_of(gradient)
+        if clips and "twice" in kinds:
+            return (
+                f"the step clips the loss's gradients (line {program.line(clips[0])}) and the fix multiplies "
+                "the loss by the replica count on Keras >= 3.8 only: no one threshold follows that"
+            )
+        if not kinds & {"mean", "regularization", "sum"}:
+            return None
+        optimizers = Clipping.of(program).optimizer_clips
+        if optimizers and any(self.steps.trains(r) for r in self.steps.roots):
+            call, keyword = optimizers[0]
+            return (
+                f"the optimizer clips the gradients ({keyword}=, line {program.line(call)}): Keras 3 clips each "
+                "replica's share of them, which the fix divides by the replica count, so the clip would act at N "
+                "times its threshold; clip in the step (tf.clip_by_global_norm) instead"
+            )
+        if not clips:
+            return None
+        line = program.line(clips[0])
+        if kinds - {"mean", "regularization", "sum"}:
+            return (
+                f"the step clips the loss's gradients (line {line}) and the fix divides only some of its terms "
+                "by the replica count: no one threshold follows that"
+            )
+        for clip in clips:
+            if "tensorflow.clip_by_global_norm" in tf_names(self.facts, clip.func) and argument_value(clip, "use_norm", 2) is not None:
+                return (
+                    f"the step clips the loss's gradients by a norm of its own (use_norm=, line {program.line(clip)}): "
+                    "divided by the replica count, the gradients would be clipped by a norm that does not follow"
+                )
+            if not self._clip_thresholds(clip):
+                return f"the threshold of the clip on line {program.line(clip)} is not given where it can be divided"
+        return None
+
+    def _clip_thresholds(self, clip: cst.Call) -> list[cst.BaseExpression]:
+        names = tf_names(self.facts, clip.func)
+        if names & {"tensorflow.clip_by_value"}:
+            bounds = [argument_value(clip, "clip_value_min", 1), argument_value(clip, "clip_value_max", 2)]
+            return bounds if all(b is not None for b in bounds) else []
+        threshold = argument_value(clip, "clip_norm", 1)
+        return [threshold] if threshold is not None else []
+
+    def _follow_clips(self, gradient: cst.Call, roots: list[cst.FunctionDef], edits: BlockEdits) -> None:
+        """``tf.clip_by_global_norm(grads, C)`` -> ``tf.clip_by_global_norm(grads, C / <replicas>)``
+        for the clips of the gradients of the loss the fix divides by the replica count (see
+        :meth:`_clip_refusal`)."""
+        program = self.program
+        if self._migrating:
+            return
+        for clip in Clipping.of(program).clips_of(gradient):
+            if id(clip) in self.clips_done:
+                continue
+            self.clips_done.add(id(clip))
+            replicas = self._replica_count(clip, roots)
+            for threshold in self._clip_thresholds(clip):
+                code = program.module.code_for_node(threshold)
+                signed = isinstance(threshold, cst.UnaryOperation) and isinstance(threshold.operator, (cst.Minus, cst.Plus))
+                if not signed and not isinstance(threshold, (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.Call, cst.Subscript)):
+                    code = f"({code})"
+                edits.replace(threshold, lambda _n, code=code, t=threshold: _parsed(f"{code} / {replicas}", _needs_parens(program, t)))
+
     # --- the fix -------------------------------------------------------------------------------
 
     def _plan(self, finding: "_Finding", edits: BlockEdits, at_tape: bool = False) -> None:
         program = self.program
         node = finding.node
+        if not at_tape and finding.kind in ("mean", "regularization", "sum"):
+            for gradient in finding.losses:
+                self._follow_clips(gradient, finding.roots, edits)
         # Scaled at the tape: the term is only made the replica's mean.
         replicas = None if at_tape else self._replica_count(node, finding.roots)
         if finding.kind == "regularization":

@@ -73,3 +73,79 @@ def test_every_replica_gets_the_whole_of_an_undistributed_batch(keras):
 
 def test_a_python_counter_in_a_tf_function_counts_traces():
     assert measured(3)["python counter after 5 calls"] == "1"
+
+
+BROADCAST = Path(__file__).resolve().parent / "data" / "broadcast_forms.py"
+
+
+@lru_cache(maxsize=None)
+def measured_broadcast(keras: int) -> dict[str, str]:
+    announce(f"measuring a mean added to every example, and a clip, on Keras {keras}")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    args = [sys.executable, str(BROADCAST)]
+    if keras == 2:
+        env["TF_USE_LEGACY_KERAS"] = "1"
+        args.append("keras2")
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, check=True).stdout
+    return dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+
+
+@pytest.mark.parametrize("keras", [3, 2])
+@pytest.mark.parametrize("size", [8, 7])
+@pytest.mark.parametrize(
+    "form", ["compute_average_loss(l + mean)", "(l + mean) / GB, not reduced", "reduce_sum(l + mean) / GB", "compute_average_loss(0 * l + mean)"]
+)
+def test_a_mean_added_to_every_example_of_a_global_average_is_right(form, size, keras):
+    """Why TFD004 takes a per-replica mean added to a per-example loss for a term of the batch's
+    sum: each replica adds B_r / GB of it, evenly split batch or not."""
+    assert measured_broadcast(keras)[f"{form}, batch {size}"] == "1.000"
+
+
+@pytest.mark.parametrize("keras", [3, 2])
+def test_a_mean_added_once_per_replica_counts_n_times(keras):
+    values = measured_broadcast(keras)
+    assert values["mean added once per replica, batch 8"] == "2.000"
+    assert values["mean / replicas added once per replica, batch 8"] == "1.000"
+    # Split 4 and 3, the replicas' means are not weighted by their batches.
+    assert values["mean / replicas added once per replica, batch 7"] != "1.000"
+
+
+@pytest.mark.parametrize("keras", [3, 2])
+def test_a_clip_per_replica_follows_the_loss_only_when_its_threshold_is_divided_too(keras):
+    """Why TFD004 divides a per-replica clip's threshold with the loss: the update is then the
+    step's old update / N exactly; with the threshold kept, the clip acts N times later."""
+    values = measured_broadcast(keras)
+    assert values["loss / replicas, clip 1.0 / replicas, against the step as written / replicas"] == "1.000"
+    assert values["loss / replicas, clip 1.0, against the step as written / replicas"] == "2.000"
+
+
+FEEDS = Path(__file__).resolve().parent / "data" / "train_on_batch_feeds.py"
+
+
+@lru_cache(maxsize=None)
+def measured_feeds(keras: int) -> dict[str, str]:
+    announce(f"measuring what train_on_batch hands each replica on Keras {keras}")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    args = [sys.executable, str(FEEDS)]
+    if keras == 2:
+        env["TF_USE_LEGACY_KERAS"] = "1"
+        args.append("keras2")
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, check=True).stdout
+    return dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+
+
+def test_keras3_train_on_batch_hands_the_whole_batch_to_every_replica():
+    """Why TFD002 leaves a batch fed to Keras 3's train_on_batch alone."""
+    values = measured_feeds(3)
+    for size in (8, 7, 1):
+        assert values[f"train_on_batch of {size}: each replica's batch"] == f"[{size}, {size}]"
+        assert values[f"train_on_batch of {size}: the one device's update"] == "True"
+
+
+def test_tf_keras_train_on_batch_splits_the_batch_over_the_replicas():
+    """Why TFD002 judges a batch fed to tf_keras's train_on_batch as it judges fit's."""
+    values = measured_feeds(2)
+    assert values["train_on_batch of 8: each replica's batch"] == "[4, 4]"
+    assert values["train_on_batch of 8: the one device's update"] == "True"
+    assert values["train_on_batch of 7: each replica's batch"] == "[4, 3]"
+    assert values["train_on_batch of 1: each replica's batch"] == "[1, 0]"

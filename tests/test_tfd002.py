@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from pathlib import Path
 
 import pytest
 
@@ -569,3 +570,23 @@ def test_a_command_line_batch_is_left_alone_unless_the_file_makes_a_global_batch
     ).replace("256 // args.batch_size", "256 // GLOBAL")
     fixed = analyse(flagged, TFD002).new_text
     assert ".batch(GLOBAL)" in fixed
+
+
+# (Not a fixture pair: the runtime check of the pairs observes fit's and a step's batches, not
+# train_on_batch's.)
+TRAIN_ON_BATCH = Path(__file__).resolve().parent / "data" / "train_on_batch_tf_keras.py"
+
+
+def test_a_batch_fed_to_tf_keras_train_on_batch_is_scaled():
+    """tf_keras splits what train_on_batch is handed over the replicas (measured,
+    docs/losses.md), as fit does."""
+    analysis = analyse(TRAIN_ON_BATCH.read_text(), Options(select=("TFD002",)))
+    assert [f.code for f in analysis.findings] == ["TFD002"] and analysis.findings[0].fixable
+    assert ".batch(BATCH_SIZE * strategy.num_replicas_in_sync)" in analysis.new_text
+
+
+def test_a_batch_fed_to_keras3_train_on_batch_is_no_finding():
+    """Keras 3 hands the whole batch to every replica: no replica gets a fraction of it."""
+    for spelling in ("import keras", "from tensorflow import keras"):
+        source = TRAIN_ON_BATCH.read_text().replace("import tf_keras as keras", spelling)
+        assert analyse(source, Options(select=("TFD002",))).findings == []

@@ -260,3 +260,35 @@ def test_a_keras2_loss_object_shared_with_test_step_is_reported():
     analysis = analyse(source, Options(select=("TFD004",)))
     (finding,) = analysis.findings
     assert not finding.fixable and "also used outside the training step" in finding.reason
+
+
+@pytest.mark.parametrize(
+    "case, why",
+    [
+        ("report_mean_added_to_every_example_and_once", "also added to every example of what tf.nn.compute_average_loss reduces on line 19"),
+        ("report_clipped_by_the_optimizer", "the optimizer clips the gradients (global_clipnorm=, line 6)"),
+        ("report_clipped_by_a_norm_of_its_own", "by a norm of its own (use_norm=, line 16)"),
+    ],
+)
+def test_a_fix_that_would_change_a_right_use_or_a_clip_is_refused(case, why):
+    analysis = _check(read(FIXTURES / "tfd004" / f"{case}.py"))
+    assert len(analysis.findings) == 1 and analysis.new_text is None
+    assert why in analysis.findings[0].reason
+
+
+def test_a_clip_by_value_follows_both_bounds():
+    source = read(FIXTURES / "tfd004" / "clipped_by_global_norm.py").replace(
+        "gradients, _ = tf.clip_by_global_norm(gradients, 5.0)", "gradients = [tf.clip_by_value(g, -1.0, 1.0) for g in gradients]"
+    )
+    analysis = _check(source)
+    assert "tf.clip_by_value(g, -1.0 / strategy.num_replicas_in_sync, 1.0 / strategy.num_replicas_in_sync)" in analysis.new_text
+
+
+def test_a_default_reduction_loss_keeps_its_clip():
+    """Its fix computes what Keras >= 3.8 computes: the clip stays."""
+    source = read(FIXTURES / "tfd004" / "clipped_by_global_norm.py").replace(
+        "    optimizer = tf.keras.optimizers.Adam(1e-2)\n",
+        "    optimizer = tf.keras.optimizers.Adam(1e-2)\n    mse = tf.keras.losses.MeanSquaredError()\n",
+    ).replace("tf.reduce_mean(tf.square(targets - predictions))", "mse(targets, predictions)")
+    analysis = _check(source)
+    assert analysis.new_text is not None and "tf.clip_by_global_norm(gradients, 5.0)" in analysis.new_text

@@ -4,7 +4,10 @@
 written for one GPU starves each of N GPUs: ``.batch(64)`` gives every replica 64 / N examples.
 Only a batch that feeds training (what ``fit`` trains on, or a distributed dataset that reaches
 a step run by ``strategy.run`` that applies gradients) under a strategy with more than one
-replica is considered, and only when nothing shows it is already global. The fix makes the
+replica is considered, and only when nothing shows it is already global. A batch handed to
+``train_on_batch`` counts only on tf_keras, which splits it over the replicas as ``fit`` does;
+Keras 3 hands the whole of it to every replica (measured, docs/losses.md: the update is the one
+device's of that batch), so there it is no finding. The fix makes the
 batch global where it enters, by ``strategy.num_replicas_in_sync``, and accounts for every
 other read of the same value (however it is bound: plain, tuple or augmented assignments,
 ``:=``, loop targets, ``global``, imports, attributes such as ``args.batch_size``, dict keys):

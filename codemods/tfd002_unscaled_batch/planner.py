@@ -22,6 +22,7 @@ from autofix.analysis.facts.strategies import UNKNOWN_STRATEGY
 from autofix.analysis.steps.step_losses import normalizers
 from autofix.analysis.syntax import parameter_argument
 from autofix.analysis.training.model import TrainingModel
+from autofix.analysis.training.multiworker import MultiWorker
 from autofix.rule import SUPPRESSED, Rule
 
 from .edits import FixWriter
@@ -146,6 +147,11 @@ class BatchPlanner:
             sinks = [s.call for s in site.flow.sinks if s.kind in ("train", "step")]
         else:
             sinks = [site.call]
+        if not MultiWorker.of(self.program).keras.keras2:
+            # Keras 3's train_on_batch hands the whole batch to every replica (measured,
+            # docs/losses.md): no replica gets a fraction of it, and the update is the one
+            # device's of that batch; only tf_keras splits it over the replicas as fit does.
+            sinks = [c for c in sinks if not _train_on_batch(c)]
         trained = [t for t in (self.training.distributed_site(call) for call in sinks) if t is not None]
         if not trained:
             return None  # evaluation, prediction, or training under no multi-replica strategy
@@ -435,6 +441,10 @@ def _constant(expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.BinaryOperation):
         return _constant(expr.left) and _constant(expr.right)
     return False
+
+
+def _train_on_batch(call: cst.Call) -> bool:
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "train_on_batch"
 
 
 def _fixed_batch(call: cst.Call) -> bool:

@@ -103,12 +103,28 @@ class Clipping(Derived):
                         clips.append(GlobalClip(call, clipped))
         return clips, refused
 
-    def _of_gradients(self, expr: cst.BaseExpression, function: cst.FunctionDef) -> bool:
+    def _of_gradients(self, expr: cst.BaseExpression, function: cst.FunctionDef, gradient: cst.Call | None = None) -> bool:
         """Whether ``expr`` reads gradients: a name bound in ``function`` to what a tape
-        returns (or to gradients clipped, or a comprehension's target over them)."""
-        return any(self._gradient_name(name, function, 0) for name in nodes_in(expr, cst.Name))
+        returns (or to gradients clipped, or a comprehension's target over them); with
+        ``gradient``, what that differentiating call returns."""
+        return any(self._gradient_name(name, function, 0, gradient) for name in nodes_in(expr, cst.Name))
 
-    def _gradient_name(self, name: cst.Name, function: cst.FunctionDef, depth: int) -> bool:
+    def clips_of(self, gradient: cst.Call) -> list[cst.Call]:
+        """The clips (``tf.clip_by_global_norm``, ``tf.clip_by_norm``, ``tf.clip_by_value``) of
+        what the differentiating call ``gradient`` returns, in the function that makes it."""
+        function = self.program.enclosing_function(gradient)
+        if function is None:
+            return []
+        found = []
+        for call in nodes_in(function.body, cst.Call):
+            names = tf_names(self.facts, call.func)
+            clipped = argument_value(call, "t_list" if CLIP_BY_GLOBAL_NORM in names else "t", 0)
+            if clipped is not None and (CLIP_BY_GLOBAL_NORM in names or names & PER_TENSOR.keys()):
+                if self._of_gradients(clipped, function, gradient):
+                    found.append(call)
+        return found
+
+    def _gradient_name(self, name: cst.Name, function: cst.FunctionDef, depth: int, gradient: cst.Call | None = None) -> bool:
         if depth > 4:
             return False
         for binding in self.facts.reaching_bindings(name) or []:
@@ -123,8 +139,9 @@ class Clipping(Derived):
                 continue
             for call in [value, *nodes_in(value, cst.Call)] if isinstance(value, cst.BaseExpression) else []:
                 if isinstance(call, cst.Call) and self.steps.differentiated(call) is not None and self._takes_gradient(call):
-                    return True
-            if any(self._gradient_name(inner, function, depth + 1) for inner in nodes_in(value, cst.Name) if inner is not name):
+                    if gradient is None or call is gradient:
+                        return True
+            if any(self._gradient_name(inner, function, depth + 1, gradient) for inner in nodes_in(value, cst.Name) if inner is not name):
                 return True
         return False
 

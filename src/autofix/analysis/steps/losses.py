@@ -25,6 +25,11 @@ docs/losses.md):
   ``detail`` "sum" (or the reduction): code written for N replicas means that sum, but a
   migration from one device must divide it by the replica count (the replicas' gradients
   are summed, and a right migration averages them).
+  A per-replica mean (or the summed ``model.losses``) added to a loss that still has one value
+  per example is added to every example: it is a term of the batch's sum as they are
+  (``broadcast``; measured, docs/losses.md). What a sum or a global average reduces is walked
+  too, its terms kept apart (``LossWalk.under``): a value reached there and directly cannot be
+  changed for the one alone.
 - ``constant``: a number (no gradient; as a factor, a weight).
 - ``unknown``: anything else: a model's output, a call into another module, a mean over
   given axes, a product of two loss values. A sum divided by something that is not the
@@ -93,6 +98,8 @@ class Term:
     # A term of what a function of another module of the project returns (``node`` is the
     # call of it here): its place there.
     remote: RemoteTerm | None = None
+    # A scalar added to every example of a per-example loss (see ``LossWalk.added``).
+    broadcast: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,9 +117,11 @@ class _State:
     divisors: tuple[cst.BaseExpression, ...] = ()
     # The item read from the value (``losses["total"]``): the value is a dict literal's entry.
     item: str | None = None
+    # Inside what a sum or a global average reduces (its terms are ``LossWalk.under``).
+    under: cst.Call | None = None
 
     def key(self, node: cst.CSTNode) -> tuple:
-        return (id(node), tuple(id(c) for c, _ in self.calls), bool(self.scaling), self.divided, bool(self.bypassed), self.item)
+        return (id(node), tuple(id(c) for c, _ in self.calls), bool(self.scaling), self.divided, bool(self.bypassed), self.item, id(self.under))
 
     def but(self, **changes) -> "_State":
         values = {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -122,9 +131,15 @@ class _State:
 
 def loss_terms_of(steps: Steps, target: cst.BaseExpression) -> list[Term]:
     """Where the paths backwards from the differentiated value ``target`` end."""
+    return loss_walk(steps, target).terms
+
+
+def loss_walk(steps: Steps, target: cst.BaseExpression) -> "LossWalk":
+    """The walk backwards from ``target``: its ``terms``, and in ``under`` the terms of what
+    the sums and global averages among them reduce (each with the reducing call)."""
     walk = LossWalk(steps)
     walk.value(target, _State())
-    return walk.terms
+    return walk
 
 
 class LossWalk:
@@ -136,6 +151,10 @@ class LossWalk:
         self.facts = steps.facts
         self.callables = Callables.of(steps.program)
         self.terms: list[Term] = []
+        # The terms of what a sum or a global average reduces (``tf.nn.compute_average_loss(
+        # per_example + penalty)``: ``penalty``), with that call: a value reached both there
+        # and directly cannot be changed for the one without changing the other.
+        self.under: list[tuple[Term, cst.Call]] = []
         self._seen: set[tuple] = set()
         self._attributes: set[str] | None = None
 
@@ -144,7 +163,11 @@ class LossWalk:
         loss_call: cst.Call | None = None, remote: RemoteTerm | None = None,
     ) -> None:
         calls = tuple(c for c, _ in state.calls)
-        self.terms.append(Term(node, kind, state.scaling, calls, state.bindings, state.bypassed, detail, loss_call, state.divisors, remote))
+        term = Term(node, kind, state.scaling, calls, state.bindings, state.bypassed, detail, loss_call, state.divisors, remote)
+        if state.under is not None:
+            self.under.append((term, state.under))
+        else:
+            self.terms.append(term)
 
     def value(self, node: cst.BaseExpression, state: _State) -> None:
         key = state.key(node)
@@ -184,8 +207,7 @@ class LossWalk:
 
     def operation(self, node: cst.CSTNode, left: cst.BaseExpression, operator: object, right: cst.BaseExpression, state: _State) -> None:
         if isinstance(operator, (cst.Add, cst.Subtract)):
-            self.value(left, state)
-            self.value(right, state)
+            self.added(left, right, state)
         elif isinstance(operator, cst.Divide):
             if self.counts_replicas(right):
                 state = state.but(scaling=(*state.scaling, node))
@@ -200,6 +222,44 @@ class LossWalk:
             self.product(node, left, right, state)
         else:
             self.end(node, state, "unknown")  # type: ignore[arg-type]
+
+    def added(self, left: cst.BaseExpression, right: cst.BaseExpression, state: _State) -> None:
+        """``per_example + 0.1 * tf.reduce_mean(reg)``: a scalar (a per-replica mean, the summed
+        ``model.losses``) added to a loss that still has one value per example is added to
+        every example, and goes wherever they go: differentiated unreduced (the gradient of a
+        tensor is that of its sum) or divided by the global batch, each replica adds it
+        B_r / GB times and the replicas' shares add up to it once (measured, docs/losses.md).
+        It is then a term of the batch's sum, as the per-example values are. (Under a
+        ``reduce_sum`` or ``compute_average_loss`` the walk ends before it reaches the
+        addition; under a ``reduce_mean`` the whole is a mean.)"""
+        sides = []
+        for operand in (left, right):
+            start = len(self.terms)
+            self.value(operand, state)
+            sides.append(self.terms[start:])
+            del self.terms[start:]
+        for side, other in ((sides[0], sides[1]), (sides[1], sides[0])):
+            rows = [t for t in other if self.per_example(t)]
+            if rows and all(self.per_example(t) or t.kind == "constant" for t in other):
+                detail = rows[0].detail
+                side[:] = [
+                    replace(t, kind="global", detail=detail, broadcast=True) if t.kind == "regularization" or t.kind == "mean" and t.detail is None else t
+                    for t in side
+                ]
+        self.terms.extend(sides[0] + sides[1])
+
+    def per_example(self, term: Term) -> bool:
+        """Whether ``term`` is a loss with one value per example, not reduced over the batch: a
+        per-example loss function's call, a loss object's with ``reduction="none"`` (or its
+        ``call``), or a scalar already added to every example of one."""
+        if term.broadcast:
+            return True
+        if term.kind != "global" or not isinstance(term.node, cst.Call):
+            return False
+        if term.detail == "none":
+            return True
+        names = tf_names(self.facts, term.node.func)
+        return term.detail == "sum" and bool(names & PER_EXAMPLE or keras_loss_function(names))
 
     def product(self, node: cst.CSTNode, left: cst.BaseExpression, right: cst.BaseExpression, state: _State) -> None:
         """``weight * loss``: the weight's terms are not loss terms; a product of two losses is
@@ -266,6 +326,7 @@ class LossWalk:
             return
         if names & GLOBAL:
             self.end(call, state, "global")
+            self.reduced(call, positional, state)
             return
         if names & PER_EXAMPLE or keras_loss_function(names):
             self.end(call, state, "global", "sum")
@@ -275,6 +336,7 @@ class LossWalk:
                 self.end(call, state, "unknown", "normalized")
             else:
                 self.end(call, state, "global", "sum")
+            self.reduced(call, positional, state)
             return
         if names & CONSTANTS:
             self.end(call, state, "constant")
@@ -297,6 +359,11 @@ class LossWalk:
             self.keras_loss_call(call, cls, state)
             return
         self.enter(call, state)
+
+    def reduced(self, call: cst.Call, positional: list[cst.BaseExpression], state: _State) -> None:
+        """What a sum or a global average reduces, walked for :attr:`under`."""
+        if state.under is None and positional and len(self._seen) < 2500:
+            self.value(positional[0], _State(under=call))
 
     def mean(self, call: cst.Call, state: _State) -> None:
         axis = argument_value(call, "axis", 1)
