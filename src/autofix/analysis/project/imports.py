@@ -47,26 +47,9 @@ def reading() -> Iterator[dict[str, str]]:
         _READ = previous
 
 
-def _load(path: str) -> ModuleSummary | None:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError:
-        if _READ is not None:
-            _READ[path] = ""
-        return None
-    if _READ is not None:
-        _READ[path] = digest(data)
-    return summary_of(data)
-
-
-_PROGRAMS: dict[str, Program | None] = {}
-
-
-def program_of(path: str) -> Program | None:
-    """The project file ``path`` parsed as a program of its own (no path: its own imports are
-    not followed), once per content; None when it cannot be read or parsed. The read is
-    recorded as :func:`reading` says."""
+def _read(path: str) -> tuple[bytes, str] | None:
+    """The bytes of the project file ``path`` and their digest, None when it cannot be read;
+    the read (or the absence) recorded as :func:`reading` says."""
     try:
         with open(path, "rb") as fh:
             data = fh.read()
@@ -77,6 +60,25 @@ def program_of(path: str) -> Program | None:
     key = digest(data)
     if _READ is not None:
         _READ[path] = key
+    return data, key
+
+
+def _load(path: str) -> ModuleSummary | None:
+    read = _read(path)
+    return summary_of(read[0]) if read is not None else None
+
+
+_PROGRAMS: dict[str, Program | None] = {}
+
+
+def program_of(path: str) -> Program | None:
+    """The project file ``path`` parsed as a program of its own (no path: its own imports are
+    not followed), once per content; None when it cannot be read or parsed. The read is
+    recorded as :func:`reading` says."""
+    read = _read(path)
+    if read is None:
+        return None
+    data, key = read
     if key not in _PROGRAMS:
         text = summary_of(data).text
         try:
@@ -102,16 +104,8 @@ def environment_sets(path: str, variable: str) -> str | None:
     for folder in folders:
         for name in ENVIRONMENT_FILES:
             candidate = os.path.join(folder, name)
-            try:
-                with open(candidate, "rb") as fh:
-                    data = fh.read()
-            except OSError:
-                if _READ is not None:
-                    _READ[candidate] = ""
-                continue
-            if _READ is not None:
-                _READ[candidate] = digest(data)
-            if pattern.search(data.decode("utf-8", errors="replace")):
+            read = _read(candidate)
+            if read is not None and pattern.search(read[0].decode("utf-8", errors="replace")):
                 return candidate
     return None
 
