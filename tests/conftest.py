@@ -93,3 +93,21 @@ def dead(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
     except OSError:
         return True
+
+
+@pytest.fixture
+def cached(monkeypatch):
+    """The cache on (the test session turns it off), and a count of files analysed."""
+    from autofix import cache, engine
+
+    monkeypatch.delenv(cache.ENV_OFF, raising=False)
+    monkeypatch.delenv(cache.ENV_DIR, raising=False)
+    analysed: list[int] = []
+    real = engine.analyse_as_written
+
+    def counting(text, options, path=None):
+        analysed.append(1)
+        return real(text, options, path)
+
+    monkeypatch.setattr(engine, "analyse_as_written", counting)
+    return analysed

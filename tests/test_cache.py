@@ -45,22 +45,6 @@ HELPERS = (
 
 
 @pytest.fixture
-def cached(monkeypatch):
-    """The cache on (the test session turns it off), and a count of files analysed."""
-    monkeypatch.delenv(cache.ENV_OFF, raising=False)
-    monkeypatch.delenv(cache.ENV_DIR, raising=False)
-    analysed: list[int] = []
-    real = engine.analyse_as_written
-
-    def counting(text, options, path=None):
-        analysed.append(1)
-        return real(text, options, path)
-
-    monkeypatch.setattr(engine, "analyse_as_written", counting)
-    return analysed
-
-
-@pytest.fixture
 def repo(tmp_path, monkeypatch):
     (tmp_path / "train.py").write_text(BROKEN)
     for name in ("fit_batch_size.py", "literal_batch.py"):

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from autofix import cache, engine
 from autofix.cli import main
 from autofix.engine import Options, process_path
 from fixturecases import FIXTURES
@@ -124,22 +123,6 @@ def test_fix_leaves_both_modules_alone(tmp_path, monkeypatch):
     monkeypatch.chdir(root)
     run("fix", "--no-cache", ".")
     assert {p.name: p.read_bytes() for p in root.glob("*.py")} == before
-
-
-@pytest.fixture
-def cached(monkeypatch):
-    """The cache on (the test session turns it off), and a count of files analysed."""
-    monkeypatch.delenv(cache.ENV_OFF, raising=False)
-    monkeypatch.delenv(cache.ENV_DIR, raising=False)
-    analysed: list[int] = []
-    real = engine.analyse_as_written
-
-    def counting(text, options, path=None):
-        analysed.append(1)
-        return real(text, options, path)
-
-    monkeypatch.setattr(engine, "analyse_as_written", counting)
-    return analysed
 
 
 def test_the_finding_in_the_loss_module_follows_edits_of_either_module_with_the_cache_on(tmp_path, monkeypatch, cached):
