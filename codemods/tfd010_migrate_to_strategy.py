@@ -95,8 +95,6 @@ import libcst as cst
 from autofix.codemods._tfd010_inline import extract
 from autofix.analysis.migration.compiled_losses import Weighed
 from autofix.analysis.migration.eval_batches import EvalBatch
-
-EVALUATE_MESSAGE = "evaluate left as it is by the migration: its first batch may not split evenly over the replicas"
 from autofix.analysis.migration.single_device import KINDS, ROWS, CustomStep, Refusal, SingleDevice
 from autofix.analysis.migration.model_prep import ModelPrep
 from autofix.analysis.migration.step_logs import LOGS
@@ -112,7 +110,8 @@ from autofix.codegen import BlockEdits, add_argument, NotFound, ScopeSpan, fresh
 from autofix.rule import Example, Rule
 
 MESSAGE = "trains on one device: moved to tf.distribute.{cls}"
-# What Keras batches arrays by when fit is not told.
+EVALUATE_MESSAGE = "evaluate left as it is by the migration: its first batch may not split evenly over the replicas"
+# What Keras batches arrays by when fit or evaluate is not told.
 KERAS_DEFAULT_BATCH = 32
 BUILT_COMMENT = "# Built: its models are; under a strategy Keras 3 would build it by calling it, and it has no call()."
 

@@ -44,9 +44,6 @@ from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value, nodes_in
 from autofix.analysis.training.sites import Site
 
-# What Keras batches evaluate's arrays by when it is not told.
-KERAS_DEFAULT_BATCH = 32
-
 
 @dataclass
 class EvalBatch:
