@@ -392,6 +392,8 @@ def migrate(strategy: str, write: bool, interactive: bool, smoke: bool, fmt: str
             _show_changes(run, result, cells)
         if result.written and not interactive:
             err.print(f"migrated {display_path(result.path)}")
+            for path, *_ in result.also:
+                err.print(f"migrated {display_path(path)} (with {display_path(result.path)})")
         if smoke and (result.written or (result.changed and not writing)):
             proven.append(result)
         _print_problems(run, result, what="migration")
@@ -419,6 +421,8 @@ def _show_changes(run: Run, result: FileResult, cells: bool) -> None:
         return
     try:
         patch = unified_diff(result.old_text or "", result.new_text or "", result.path, result.encoding, result.bom)
+        # A fix that spans files: one diff, the other files' after the file's own.
+        patch += b"".join(unified_diff(old, new, path, result.encoding) for path, _digest, old, new in result.also)
     except SourceError as exc:
         print_error(replace(result, error=str(exc)))
         run.counts["errors"] += 1

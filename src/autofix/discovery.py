@@ -121,6 +121,20 @@ class Discovery:
             return False
         return any(self._excluded(hop, False, self._exclude) for hop in (path, *link_chain(path)))
 
+    def excluded_file(self, path: str) -> bool:
+        """Whether the exclude globs match ``path`` or a folder it is in (below the root)."""
+        if self._exclude is None:
+            return False
+        if self._excluded(path, False, self._exclude):
+            return True
+        folder = os.path.dirname(os.path.abspath(path))
+        base = os.path.abspath(self.root or ".")
+        while folder.startswith(base + os.sep):
+            if self._excluded(folder, True, self._exclude):
+                return True
+            folder = os.path.dirname(folder)
+        return False
+
     def _relative(self, path: str) -> str:
         return relative_to(path, self.root)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from autofix import indentation, migrating, newlines, noqa, notebooks, unused_suppressions
+from autofix import crossfile, indentation, migrating, newlines, noqa, notebooks, unused_suppressions
 from autofix.analysis import environment
 from autofix.analysis.program import Program
 from autofix.analysis.project.imports import reading
@@ -40,6 +40,8 @@ class Analysis:
     # With ``add_noqa``: for each finding (by its index in ``findings``) that no comment
     # suppresses yet, where one would.
     unsuppressed: list[tuple[int, noqa.Wanted]] = field(default_factory=list)
+    # A migration that edits other modules of the project too: (path, old text, new text).
+    also: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def analyse(text: str, options: Options, path: str | None = None) -> Analysis:
@@ -81,7 +83,8 @@ def analyse(text: str, options: Options, path: str | None = None) -> Analysis:
     if new_text == text:
         return Analysis(findings)
     if program.migration is not None:
-        return _migrated(text, new_text, fixed, settled, findings, fixers, options, path)
+        migrated = _migrated(text, new_text, fixed, settled, findings, fixers, options, path)
+        return crossfile.with_other_files(migrated, program, options) if migrated.new_text is not None else migrated
     try:
         # The second pass starts from what the first one learned about the fixed text: its
         # parse, and the rules that already ran on it (after the last one that changed it).
@@ -383,7 +386,8 @@ def process_text(text: str, path: str, options: Options, project: bool = False) 
     migrate = options.migrate is not None
     if skipped is None and not analysis.findings and not might_need_analysis(text, migrate, project):
         skipped = skip_reason(migrate)
-    return FileResult(path, in_order(analysis.findings), text, analysis.new_text, refused=analysis.refused, skipped=skipped)
+    also = tuple((other, "", old, new) for other, old, new in analysis.also)
+    return FileResult(path, in_order(analysis.findings), text, analysis.new_text, refused=analysis.refused, skipped=skipped, also=also)
 
 
 def _in_cell(notebook, path: str, related: tuple[str | None, int, str]) -> tuple[str | None, int, str]:
@@ -481,6 +485,8 @@ def process_path(path: str, options: Options, write: bool = False, cache: Result
     result = result.settled(source.encoding, source.bom, source.digest)
     if not result.changed:
         return result
+    if result.also:
+        return crossfile.written(result, source, write)
     if write:
         try:
             write_atomic(path, source.encode(result.new_text), source.digest)

@@ -44,6 +44,10 @@ class Options:
     # ``autofix migrate --strategy KIND``: a file that trains on one device is moved to this
     # strategy (``"mirrored"``...); None for check, diff and fix.
     migrate: str | None = None
+    # The run's exclude globs (relative to ``exclude_root``, or to the folder autofix runs in):
+    # a fix that would also edit an excluded file is refused.
+    exclude: tuple[str, ...] = ()
+    exclude_root: str | None = None
     # Every rule of this autofix, as the result cache recorded them (None: import the rules).
     known_rules: tuple[registry.RuleInfo, ...] | None = field(default=None, compare=False, repr=False)
 
@@ -54,6 +58,14 @@ class Options:
         """The rules that run, described; raises :class:`registry.UnknownRule` for a code
         that names none."""
         return registry.select(self.select, self.ignore, self.known_rules or registry.infos(), self.migrate is not None)
+
+    def excludes(self, path: str) -> bool:
+        """Whether ``path`` (a file another file's fix would edit) is excluded from the run."""
+        if not self.exclude:
+            return False
+        from autofix.discovery import Discovery
+
+        return Discovery(exclude=self.exclude, root=self.exclude_root).excluded_file(path)
 
     def fixes(self, rule: type[Rule]) -> bool:
         return rule.SAFE or self.unsafe_fixes

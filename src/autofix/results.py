@@ -78,6 +78,9 @@ class FileResult:
     # The project modules the analysis read (path, digest; "" for one looked for and absent):
     # the result holds only while they are unchanged (see :mod:`autofix.cache`).
     read: tuple[tuple[str, str], ...] = ()
+    # Other files the fix edits too (a migration that spans files): (path, digest of the bytes
+    # read, old text, new text) for each. The fix is written whole or not at all.
+    also: tuple[tuple[str, str, str, str], ...] = ()
 
     def describe_error(self, shown_path: str | None = None) -> str:
         return f"{shown_path or self.path}: {self.error}"

@@ -115,6 +115,7 @@ class Run:
         )
         if "-" in paths and paths != ("-",):
             raise RunProblem("'-' (standard input) cannot be combined with other paths")
+        options = replace(options, exclude=tuple(discovery.exclude), exclude_root=discovery.root)
         return cls(
             paths, options, discovery, kw["jobs"], kw["stdin_filename"], cache=results_cache, cache_warnings=tuple(warnings)
         )

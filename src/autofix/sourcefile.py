@@ -243,3 +243,38 @@ def _write_temp(directory: str, base: str, data: bytes, st: os.stat_result) -> s
         raise
     os.close(fd)
     return name
+
+
+def write_all(writes: list[tuple[str, bytes, str]]) -> None:
+    """Write every ``(path, data, expected_digest)`` or none: a fix that spans files.
+
+    Each file is checked first (writable, and its bytes still those it was read as); a refusal
+    raises :class:`SourceError` naming the file before anything is written. A write that then
+    fails puts back the files already written (their old bytes, atomically) and raises."""
+    old: list[bytes] = []
+    for path, _data, expected in writes:
+        target = os.path.realpath(path)
+        try:
+            with open(target, "rb") as fh:
+                current = fh.read()
+            mode = os.stat(target).st_mode
+        except OSError as exc:
+            raise SourceError(f"{path} cannot be written: {exc.strerror or exc}") from None
+        if not os.access(target, os.W_OK) or not mode & 0o222:
+            raise SourceError(f"{path} is read-only; no file of the fix was modified")
+        if digest(current) != expected:
+            raise ChangedOnDisk(f"{path} changed on disk since it was read; no file of the fix was modified")
+        old.append(current)
+    done: list[int] = []
+    try:
+        for index, (path, data, expected) in enumerate(writes):
+            write_atomic(path, data, expected)
+            done.append(index)
+    except SourceError as exc:
+        for index in reversed(done):
+            path, data, _ = writes[index]
+            try:
+                write_atomic(path, old[index], digest(data))
+            except SourceError:
+                pass
+        raise SourceError(f"{exc}; the files of the fix already written were put back") from None

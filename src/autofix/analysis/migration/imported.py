@@ -20,6 +20,7 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.facts.script import Facts
+from autofix.analysis.migration.companions import Companions, StepPlan
 from autofix.analysis.program import Program
 from autofix.analysis.project.imports import ProjectImports, Resolved
 from autofix.analysis.training.model import TrainingModel
@@ -73,6 +74,11 @@ class ImportedTraining(Derived):
         assert definition is not None
         problems = self._problems(resolved)
         if definition.kind == "class":
+            if definition.train_step is not None and definition.step_means:
+                plan = Companions.of(self.program).step_plan(resolved)
+                if isinstance(plan, StepPlan):
+                    return None  # migrated in both files (see companions.py)
+                return f"the class has its own training (line {definition.train_step}): {plan}; migrate it by hand"
             if definition.train_step is not None:
                 module = os.path.basename(resolved.path or "")
                 means = ""

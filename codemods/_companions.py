@@ -1,0 +1,51 @@
+"""The edits a migration makes in another module of the project (see
+:mod:`autofix.analysis.migration.companions`): the loss a model class's own ``train_step``
+differentiates divided by ``tf.distribute.get_strategy().num_replicas_in_sync``, the loss it
+reports and returns left as it was."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from autofix.analysis.migration.companions import StepPlan
+
+# What the migration's finding says of the other module's edit.
+EXPLAINED = (
+    "{module}:{line}: the loss {cls}.train_step differentiates is divided by "
+    "tf.distribute.get_strategy().num_replicas_in_sync, which is 1 outside any strategy: other code that "
+    "imports {cls} and trains on one device computes what it computed before"
+)
+
+
+def divided_step(plan: StepPlan) -> str:
+    """The other module's text with the plan's ``train_step`` differentiating each replica's
+    share of its loss."""
+    assert plan.assignment is not None and plan.gradient is not None
+    taken = {n.value for n in _names(plan.program.module)}
+    name = "replica_loss"
+    count = 1
+    while name in taken:
+        count += 1
+        name = f"replica_loss_{count}"
+    share = cst.parse_statement(f"{name} = {plan.loss} / {plan.tf}.distribute.get_strategy().num_replicas_in_sync\n")
+    assignment, gradient = plan.assignment, plan.gradient
+
+    class Edit(cst.CSTTransformer):
+        def leave_SimpleStatementLine(self, original, updated):
+            if original is assignment:
+                return cst.FlattenSentinel([updated, share])
+            return updated
+
+        def leave_Call(self, original, updated):
+            if original is gradient:
+                first = updated.args[0]
+                return updated.with_changes(args=[first.with_changes(value=cst.Name(name)), *updated.args[1:]])
+            return updated
+
+    return plan.program.module.visit(Edit()).code
+
+
+def _names(module: cst.Module) -> list[cst.Name]:
+    from autofix.analysis.syntax import nodes_in
+
+    return nodes_in(module, cst.Name)
