@@ -269,7 +269,6 @@ def test_the_sibling_module_repro_is_migrated_not_skipped(tmp_path):
     [
         ("unresolved", 9, "made by build_model (line 8), which autofix cannot follow: nets.factory is imported as a module of this project, but autofix cannot find it"),
         ("custom_loss", 8, "the model is made by build in models.py:9, which autofix does not follow: it compiles with the loss mean_error (line 11)"),
-        ("own_train_step", 8, "the model is made by Regressor in models.py:5, which autofix does not follow: the class has its own training (line 13): its loss is made of means over each replica's batch (line 16), which on N replicas must be divided by num_replicas_in_sync in models.py"),
         ("trainer_module", 10, "fit_model() trains in trainer.py:1 (fit_model: calls fit, line 3), another module of the project"),
     ],
 )
@@ -759,3 +758,130 @@ def test_check_leaves_a_setup_function_another_module_may_call_in_the_scope(tmp_
     })
     result = process_path(str(root / "lib" / "train.py"), Options())
     assert not [f for f in result.findings if f.code == "TFD001" and f.line == 21], reasons(result)
+
+
+# --- a migration that edits two files ---------------------------------------------------------
+
+
+def test_a_model_class_of_another_module_with_a_mean_loss_train_step_is_migrated_in_both_files(tmp_path):
+    root = project(tmp_path, "own_train_step")
+    result = migrate(root / "train.py")
+    assert "with strategy.scope():\n    model = Regressor()" in result.new_text, reasons(result)
+    ((path, _digest, _old, new),) = result.also
+    assert path == str(root / "models.py")
+    assert "grads = tape.gradient(replica_loss, self.trainable_variables)" in new
+    assert 'return {"loss": loss}' in new
+
+
+def test_a_train_step_of_another_module_is_divided_there_and_both_files_are_one_fix(tmp_path):
+    root = project(tmp_path, "vae_train_step")
+    result = migrate(root / "test.py")
+    assert "with strategy.scope():\n    vae = VAE()" in result.new_text
+    assert "batch_size=64 * strategy.num_replicas_in_sync" in result.new_text
+    ((path, digest, old, new),) = result.also
+    assert path == str(root / "model.py") and old == (root / "model.py").read_text() and digest
+    assert "replica_loss = total_loss / tf.distribute.get_strategy().num_replicas_in_sync\n" in new
+    assert "tape.gradient(replica_loss, self.trainable_weights)" in new
+    # What the step reports keeps the undivided loss.
+    assert "self.total_loss_tracker.update_state(total_loss)" in new
+    (finding,) = [f for f in result.findings if f.fixable]
+    assert any("1 outside any strategy" in message for _p, _l, message in finding.related)
+
+
+def test_a_two_file_migration_is_one_diff_git_applies_and_is_written_whole(tmp_path, monkeypatch):
+    import subprocess
+
+    root = project(tmp_path, "vae_train_step")
+    monkeypatch.chdir(root)
+    shown = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "."], catch_exceptions=False)
+    assert shown.exit_code == 1
+    assert "--- a/test.py" in shown.stdout and "--- a/model.py" in shown.stdout
+    (root / "patch.diff").write_text(shown.stdout)
+    subprocess.run(["git", "init", "-q", "."], check=True)
+    applies = subprocess.run(["git", "apply", "--check", "patch.diff"], capture_output=True, text=True)
+    assert applies.returncode == 0, applies.stderr
+    (root / "patch.diff").unlink()
+    written = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "--write", "."], catch_exceptions=False)
+    assert written.exit_code == 0, written.stderr
+    assert "num_replicas_in_sync" in (root / "test.py").read_text()
+    assert "replica_loss" in (root / "model.py").read_text()
+    # Idempotent: a second migrate changes nothing in either file.
+    again = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "."], catch_exceptions=False)
+    assert again.exit_code == 0 and again.stdout == "", again.stdout
+
+
+def test_a_two_file_migration_whose_other_file_is_excluded_is_refused(tmp_path, monkeypatch):
+    root = project(tmp_path, "vae_train_step")
+    monkeypatch.chdir(root)
+    before = {p.name: p.read_text() for p in root.iterdir()}
+    result = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "--write", "--exclude", "model.py", "."], catch_exceptions=False)
+    assert "it must also edit model.py, which is excluded" in result.stderr
+    assert {p.name: p.read_text() for p in root.iterdir()} == before
+
+
+def test_a_train_step_loss_with_a_term_that_is_not_a_mean_is_refused_naming_the_line(tmp_path):
+    root = project(tmp_path, "vae_summed_loss")
+    result = migrate(root / "test.py")
+    assert result.new_text is None and result.also == ()
+    (finding,) = result.findings
+    assert "the loss total_loss of its train_step (model.py:26)" in finding.reason, reasons(result)
+    assert "is not a mean over the batch (line 24)" in finding.reason
+
+
+@pytest.mark.parametrize("spoil", ["changed", "read-only"])
+def test_a_two_file_fix_is_not_written_when_its_other_file_cannot_be(tmp_path, spoil):
+    """Its other file edited after the analysis read it (digests compared again before
+    writing), or read-only: neither file is written, and the result says why."""
+    from autofix import crossfile
+    from autofix.sourcefile import read_source
+
+    root = project(tmp_path, "vae_train_step")
+    shown = process_path(str(root / "test.py"), MIGRATE)
+    assert shown.also
+    other = root / "model.py"
+    if spoil == "changed":
+        other.write_text(other.read_text() + "\n# edited\n")
+    else:
+        other.chmod(0o444)
+    before = (root / "test.py").read_text(), other.read_text()
+    result = crossfile.written(shown, read_source(str(root / "test.py")), write=True)
+    assert not result.written and result.new_text is None
+    assert ((root / "test.py").read_text(), other.read_text()) == before
+    wanted = "changed since it was read" if spoil == "changed" else "is read-only"
+    assert f"it must also edit model.py, which {wanted}" in result.refused
+    assert all(not f.fixable for f in result.findings)
+
+
+def test_write_all_writes_every_file_or_none(tmp_path):
+    from autofix.sourcefile import ChangedOnDisk, digest, write_all
+
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_bytes(b"a\n")
+    b.write_bytes(b"b\n")
+    with pytest.raises(ChangedOnDisk):
+        write_all([(str(a), b"A\n", digest(b"a\n")), (str(b), b"B\n", digest(b"not b\n"))])
+    assert (a.read_bytes(), b.read_bytes()) == (b"a\n", b"b\n")
+    write_all([(str(a), b"A\n", digest(b"a\n")), (str(b), b"B\n", digest(b"b\n"))])
+    assert (a.read_bytes(), b.read_bytes()) == (b"A\n", b"B\n")
+
+
+@pytest.mark.tf
+def test_a_two_file_migration_is_proven_by_compare(tmp_path):  # pragma: no cover - runs TensorFlow
+    """vae_train_step migrated in both files (test.py and model.py) makes the original's
+    data-parallel steps on 2 replicas (smoke --compare)."""
+    import json
+    import subprocess
+    import sys
+
+    original = project(tmp_path / "original", "vae_train_step")
+    migrated = project(tmp_path / "migrated", "vae_train_step")
+    result = process_path(str(migrated / "test.py"), MIGRATE, write=True)
+    assert result.written and result.also, reasons(result)
+    outcome = subprocess.run(
+        [sys.executable, "-m", "autofix", "smoke", str(migrated / "test.py"), "--compare", str(original / "test.py"), "--replicas", "2", "--json", str(tmp_path / "report.json")],
+        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert outcome.returncode == 0, outcome.stdout + outcome.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    report = report[0] if isinstance(report, list) else report
+    assert report["compare"]["status"] == "equivalent", report["compare"]["message"]

@@ -53,7 +53,7 @@ def written(result: FileResult, source, write: bool) -> FileResult:
             return _refused_result(result, f"it must also edit {shown}, which cannot be read ({exc})")
         if content_digest(data) != recorded.get(path) or other.text != old:
             return _refused_result(result, f"it must also edit {shown}, which changed since it was read")
-        if not os.access(os.path.realpath(path), os.W_OK):
+        if not os.access(os.path.realpath(path), os.W_OK) or not os.stat(os.path.realpath(path)).st_mode & 0o222:
             return _refused_result(result, f"it must also edit {shown}, which is read-only")
         try:
             writes.append((path, other.encode(new), other.digest))

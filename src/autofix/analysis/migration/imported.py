@@ -81,17 +81,9 @@ class ImportedTraining(Derived):
                 return f"the class has its own training (line {definition.train_step}): {plan}; migrate it by hand"
             if definition.train_step is not None:
                 module = os.path.basename(resolved.path or "")
-                means = ""
-                if definition.step_means:
-                    lines = ", ".join(str(line) for line in definition.step_means)
-                    means = (
-                        f": its loss is made of means over each replica's batch (line{'s' if len(definition.step_means) > 1 else ''} "
-                        f"{lines}), which on N replicas must be divided by num_replicas_in_sync in {module}"
-                    )
                 return (
-                    f"the class has its own training (line {definition.train_step}){means}; the migration changes only "
-                    f"the file it migrates, not {module}, which other code may import: move the class there, or "
-                    "migrate it by hand"
+                    f"the class has its own training (line {definition.train_step}); the migration follows a train_step "
+                    f"whose loss is a sum of means over the batch, which this is not, into {module}: migrate it by hand"
                 )
         elif definition.kind != "function" or definition.returns_model is None or problems:
             if problems:
