@@ -20,7 +20,7 @@ from autofix.interactive import Piece, Review
 from autofix.output.formats import location
 from autofix.results import FileResult
 from autofix.run import Run
-from autofix.sourcefile import SourceError, encode, write_atomic
+from autofix.sourcefile import SourceError, encode, write_all
 from autofix.terminal import err, out
 
 PROMPT = "Apply this fix? [y,n,a,d,q,?] "
@@ -78,8 +78,14 @@ def _review(result: FileResult, run: Run) -> tuple[FileResult, bool]:
         err.print(f"warning: {shown}: the fixes accepted do not stand together; nothing written", style="yellow")
         return result, quit
     text = review.text_with(chosen)
+    if result.also and text != result.new_text:
+        err.print(f"warning: {shown}: its fix edits other files too and is written whole or not at all; nothing written", style="yellow")
+        return result, quit
     try:
-        write_atomic(result.path, encode(text, result.encoding, result.bom), result.digest or "")
+        writes = [(result.path, encode(text, result.encoding, result.bom), result.digest or "")]
+        # A fix that spans files (see autofix.crossfile): every file or none.
+        writes += [(path, encode(new, result.encoding, False), digest) for path, digest, _old, new in result.also]
+        write_all(writes)
     except SourceError as exc:
         run.counts["errors"] += 1
         return replace(result, error=str(exc)), quit
