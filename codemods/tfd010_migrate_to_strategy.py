@@ -334,7 +334,9 @@ class MigrateToStrategy(Rule):
             params = list(step.inputs.params)
             signature = ", ".join(params)
             args = ", ".join(params) + ("," if len(params) == 1 else "")
-            computed = ", ".join(step.inputs.arguments) + ("," if len(step.inputs.arguments) == 1 else "")
+            computed = ", ".join(step.inputs.arguments)
+            if len(step.inputs.arguments) == 1:
+                computed = f"({computed},)"
             inputs_function = fresh_name(taken | set(params), f"{name}_inputs")
             inputs = fresh_name(set(params) | {strategy, tf, name, inputs_function}, "inputs")
             prelude = (

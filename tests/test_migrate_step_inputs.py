@@ -143,3 +143,18 @@ def test_a_computation_left_out_of_the_replica_is_told_apart(tmp_path):
     assert wrong.read_text() != text
     (told,) = compare_many([ComparePair(str(wrong), str(original))], replicas=2, offline=True)
     assert told.compare.status != "equivalent", told.compare.message
+
+
+def test_a_step_of_one_argument_whose_result_is_unused_gets_its_input_as_a_tuple_of_one():
+    source = (
+        LOOP.format(argument="features", helper="")
+        .replace("def step(features, labels):", "def step(features):")
+        .replace("tf.square(labels - model(", "tf.square(features[:, :1] - model(")
+        .replace("    return loss\n", "")
+        .replace("for features, labels in dataset:\n    print(float(step(features, labels)))\n", "for features, labels in dataset:\n    step(features * 2.0)\n")
+    )
+    migrated = _migrate(source).new_text
+    assert migrated is not None
+    assert "    def step_inputs(features):\n        return (features * 2.0,)\n" in migrated
+    assert "    strategy.run(step, args=inputs)\n" in migrated and "    distributed_step(features)\n" in migrated
+    assert _migrate(migrated).new_text is None
