@@ -13,7 +13,12 @@ returns (its loss with ``strategy.reduce(SUM, ...)``, what its metrics show with
 over it with ``SUM``, a model's rows with ``strategy.gather``, each value of a returned dict by
 its own kind: :mod:`autofix.analysis.migration.step_returns`), a ``tf.function`` when the step was one
 or has no Python side effect that tracing would run once (the step itself is not: a
-tf.function inside ``strategy.run`` cannot aggregate gradients). A step written inline in a loop
+tf.function inside ``strategy.run`` cannot aggregate gradients). A step the loop calls on values
+it computes from the batch (``train_step(tf.cast(x, tf.float32) / 255.0, y)``) gets a wrapper
+that takes the batch and computes them on every replica, from its share, before running the step
+(``inputs = strategy.run(train_step_inputs, args=(x, y))``, then ``strategy.run(train_step,
+args=inputs)``), where each example's value is computed from that example alone
+(:mod:`autofix.analysis.migration.step_inputs`). A step written inline in a loop
 body is first moved into a function of its own that the loop calls with the batch (see
 :mod:`autofix.analysis.migration.inline_steps`; ``_tfd010_inline.py`` writes it), and the next pass
 migrates that function as any custom step. A method of a Keras model of
@@ -57,6 +62,10 @@ Not fixed (not migrated; reported with the reason):
 - ``tf.Variable`` objects a step trains that are made where a scope cannot be added around
   them alone (under an ``if``, in a ``with``, bound more than once), put in a container that is
   filled later, or assigned by the step itself (a mirrored variable needs an aggregation then);
+- a step called on values computed from the batch that are not shown to be computed example
+  by example (a reduction over the batch, ``x - tf.reduce_mean(x)``; an index, a reshape, a
+  random draw, a call of a function that does more than compute and return, a local value),
+  given by keyword, or computed differently at different calls;
 - a step that takes no batch (it reads its data from globals), returns what is neither its
   loss, its metrics' results, a model's rows, nor a mean or a sum over the batch (a maximum, a
   reduction over given axes, a value per example, a sum divided by something, a loss object's
@@ -318,6 +327,23 @@ class MigrateToStrategy(Rule):
         signature = program.module.code_for_node(function.params.with_changes(params=step.params))
         args = ", ".join(params) + ("," if len(params) == 1 else "")
         run = f"{strategy}.run({step.target}, args=({args}))"
+        prelude = ""
+        if step.inputs is not None:
+            # The loop computes the step's arguments from the batch: the wrapper takes the
+            # batch, each replica computes them from its share, then runs the step on them.
+            params = list(step.inputs.params)
+            signature = ", ".join(params)
+            args = ", ".join(params) + ("," if len(params) == 1 else "")
+            computed = ", ".join(step.inputs.arguments)
+            if len(step.inputs.arguments) == 1:
+                computed = f"({computed},)"
+            inputs_function = fresh_name(taken | set(params), f"{name}_inputs")
+            inputs = fresh_name(set(params) | {strategy, tf, name, inputs_function}, "inputs")
+            prelude = (
+                f"    def {inputs_function}({signature}):\n        return {computed}\n\n"
+                f"    {inputs} = {strategy}.run({inputs_function}, args=({args}))\n"
+            )
+            run = f"{strategy}.run({step.target}, args={inputs})"
         # Losses are each replica's share of the global loss (summed); what metrics show is
         # each replica's result (averaged, as fit averages train_step's logs); a mean over the
         # batch is averaged, a sum or count over it summed; a model's rows for the replica's
@@ -352,6 +378,7 @@ class MigrateToStrategy(Rule):
             names = [fresh_name(local, _base(value, i)) for i, value in enumerate(step.returned)]
             reduced = ", ".join(combined(kind, op, n) for kind, op, n in zip(step.combined, ops, names))
             body = f"    {', '.join(names)} = {run}\n    return {reduced}\n"
+        body = prelude + body
         if step.decorator is not None:
             decorator = f"@{program.module.code_for_node(step.decorator.decorator)}\n"
         elif python_effect(program, Steps.of(program), function) is None:
@@ -362,6 +389,11 @@ class MigrateToStrategy(Rule):
             decorator = ""
         definition = cst.parse_statement(f"{decorator}def {wrapper}({signature}):\n{body}")
         for call in step.calls:
+            if step.inputs is not None:
+                edits.replace(call, lambda node, wrapper=wrapper, params=params: node.with_changes(
+                    func=cst.Name(wrapper), args=_plain_args(params)
+                ))
+                continue
             edits.replace(call.func, lambda _node, wrapper=wrapper: cst.Name(wrapper))
         if step.decorator is not None:
             edits.replace(function, lambda node: node.with_changes(decorators=[d for d in node.decorators if not _is_same(d, step.decorator)]))
@@ -383,6 +415,12 @@ class MigrateToStrategy(Rule):
                     "function is not in view"
                 )
         after_strategy.append(definition)
+
+
+def _plain_args(names: list[str]) -> list[cst.Arg]:
+    """``x, y``: the batch's names, passed on as they are."""
+    args = [cst.Arg(cst.Name(n)) for n in names]
+    return [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in args[:-1]] + args[-1:]
 
 
 def _anchor(single: SingleDevice) -> cst.CSTNode:

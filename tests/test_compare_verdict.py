@@ -98,6 +98,23 @@ def test_what_each_replica_is_fed_must_partition_the_global_batch_and_be_the_ori
     assert other.status == "inconclusive" and "fed other examples than the original (the data was not held equal)" in other.message
 
 
+def test_of_several_strategy_runs_in_a_step_the_one_fed_the_originals_examples_is_the_steps(tmp_path):
+    """A migration computing on every replica what its step is then given runs strategy.run
+    twice a step: the run fed the reference's examples is compared; when none is, the first."""
+    rows = [f"r{k}" for k in range(8)]
+    raw = [f"u{k}" for k in range(8)]
+    reference = _trace(tmp_path / "r.npz", START, STEPS[:1], feeds=_feeds([rows[:4], rows[4:]]))
+
+    def judged(*calls):
+        feeds = {"0": [{str(r): rows for r, rows in enumerate(call)} for call in calls]}
+        return _judge(tmp_path, _trace(tmp_path / "m.npz", START, STEPS[:1], feeds=feeds), reference)
+
+    assert judged([raw[:4], raw[4:]], [rows[:4], rows[4:]]).status == "equivalent"
+    whole = judged([raw[:4], raw[4:]], [rows, rows])
+    assert whole.status == "inconclusive" and "fed other examples than the original" in whole.message
+    assert judged([rows, rows], [raw[:4], raw[4:]]).status == "different"
+
+
 def test_identical_examples_do_not_show_which_replica_got_which(tmp_path):
     """A dataset of identical rows (np.ones) cannot show a partition by content: the shards are
     judged by their number and against the reference, not called undistributed."""

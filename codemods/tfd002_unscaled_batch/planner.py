@@ -306,7 +306,7 @@ class BatchPlanner:
 
     def _entries(self, site: Site, context: Context, entries: list[Entry]) -> str | None:
         if site.arg is None:
-            entries.append(Entry(site.call, None, site.call, "batch_size", site.default))
+            entries.append(Entry(site.call, None, site.call, site.keyword, site.default))
             return None
         return self._trace(site.call, site.arg.value, entries, site.flow, set())
 

@@ -14,6 +14,7 @@ from autofix.analysis.facts.dataflow import LOADER_DEFAULT_BATCH, LOADERS, DataF
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.project.imports import ProjectImports
+from autofix.analysis.training.batchers import batcher
 from autofix.analysis.syntax import argument
 
 from .arrays import Data
@@ -29,10 +30,11 @@ _RAGGED_BATCH = frozenset({"tensorflow.data.experimental.dense_to_ragged_batch"}
 @dataclass(eq=False)
 class Site:
     call: cst.Call
-    kind: str  # "batch", "fit", "loader"
+    kind: str  # "batch", "fit", "loader", "batcher"
     arg: cst.Arg | None
     default: int | None = None
     flow: Flow | None = None
+    keyword: str = "batch_size"
 
 
 class Sites:
@@ -47,6 +49,13 @@ class Sites:
         sites = []
         for call, _owner in self.facts.calls:
             func = call.func
+            made = batcher(self.program, call) if self.program.migration is not None else None
+            if made is not None:
+                # A Python-side batcher fed to fit (``datagen.flow(x, y, batch_size=B)``, a
+                # generator or a PyDataset of the file): each item it yields is the global batch.
+                if made.why is None:
+                    sites.append(Site(call, "batcher", made.arg, default=made.default, keyword=made.keyword, flow=self.flows.flow(call)))
+                continue
             if isinstance(func, cst.Attribute) and not self.facts.is_module_reference(func.value):
                 method = func.attr.value
                 if method in ("batch", "padded_batch", "ragged_batch"):

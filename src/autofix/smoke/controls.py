@@ -10,8 +10,9 @@ For a job that records its steps, before the script starts and for as long as it
   and ``fit`` gets ``shuffle=False``;
 - with ``batch_scale`` k (the reference run of the original, at k times its batch, its steps
   run as k virtual replicas: see :mod:`autofix.smoke.replicas`): the batch the script asks
-  ``Dataset.batch`` / ``padded_batch`` for, and the ``batch_size`` of ``fit`` on arrays (32
-  when not given), are multiplied by k; batching done by Keras itself (inside ``fit``) is not;
+  ``Dataset.batch`` / ``padded_batch`` for, the ``batch_size`` of ``fit`` on arrays (32
+  when not given) and of a Keras ``ImageDataGenerator.flow`` (32 too, its shuffling turned off
+  as ``Dataset.shuffle``'s is), are multiplied by k; batching done by Keras itself (inside ``fit``) is not;
 - randomness in a step (Dropout and the other noise layers included) is drawn statelessly,
   the same for the same examples in every run (:mod:`autofix.smoke.noise`);
 - with ``floatx`` (``float64``), Keras makes its variables and computes in that type
@@ -73,6 +74,9 @@ def install() -> None:
 
 def install_keras(module: Any) -> None:
     noise.install_keras(module)
+    generator = _image_data_generator(module)
+    if generator is not None:
+        _wrap(generator, "flow", _flow)
     _wrap_seed(getattr(module, "utils", None), "set_random_seed", f"{module.__name__}.utils.set_random_seed")
     if _active:
         _seed_keras(module)
@@ -266,6 +270,40 @@ def _batch(original):
         return original(self, batch_size, *args, **kwargs)
 
     return batch
+
+
+def _image_data_generator(keras_module: Any) -> Any:
+    """The ``ImageDataGenerator`` class of the Keras the script imported (Keras 3's legacy one,
+    tf_keras's), when it has one."""
+    root = getattr(keras_module, "__name__", "").split(".")[0]
+    name = {"keras": "keras.src.legacy.preprocessing.image", "tf_keras": "tf_keras.src.preprocessing.image"}.get(root)
+    if name is None:
+        return None
+    try:
+        return getattr(__import__(name, fromlist=["ImageDataGenerator"]), "ImageDataGenerator", None)
+    except Exception:
+        return None
+
+
+def _flow(original):
+    """``datagen.flow(x, y, batch_size=B)``: a batcher fed to fit, scaled as ``Dataset.batch``
+    is (B 32 when not given), its shuffling turned off as ``Dataset.shuffle``'s is."""
+
+    def flow(self, x, y=None, batch_size=32, shuffle=True, *args, **kwargs):
+        if _script_call():
+            recorder.batches.append(int(batch_size) * _scale)
+            if _scale > 1:
+                batch_size = int(batch_size) * _scale
+                _saw("ImageDataGenerator.flow")
+            if shuffle:
+                _saw("ImageDataGenerator.flow(shuffle=True)", "turned off")
+                site = user_site(2)
+                if site not in _shuffled:
+                    _shuffled.append(site)
+                shuffle = False
+        return original(self, x, y, batch_size, shuffle, *args, **kwargs)
+
+    return flow
 
 
 def _note_drop(dataset: Any, batch_size: Any, args: tuple, kwargs: dict) -> None:

@@ -241,6 +241,12 @@ def feeds(mine: dict[str, Any], theirs: dict[str, Any], replicas: int, steps: in
         if not calls:
             continue
         first = calls[0]
+        reference = (theirs.get(str(step)) or [None])[0]
+        if reference and len(calls) > 1:
+            # Several strategy.run calls in one step (one computing, per replica, what the
+            # step is then given): the one fed the reference's examples is the step's.
+            wanted = [row for r in range(replicas) for row in reference.get(str(r), [])]
+            first = next((c for c in calls if [row for r in range(replicas) for row in (c.get(str(r)) or [])] == wanted), first)
         got = [first.get(str(r)) for r in range(replicas)]
         if replicas > 1 and any(rows is None for rows in got):
             missing = next(r for r, rows in enumerate(got) if rows is None)

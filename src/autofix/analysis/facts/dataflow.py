@@ -183,6 +183,10 @@ class DataFlow(Derived):
             if method in PREDICT_SINKS and (first or keyword == "x"):
                 flow.sinks.append(Sink(call, "predict"))
                 return
+            if method in ("run", "experimental_run_v2") and keyword == "args":
+                # ``strategy.run(step, args=inputs)``: the values a run computed per replica.
+                flow.sinks.append(Sink(call, "step"))
+                return
             if method in DISTRIBUTE_SINKS and self.facts.is_strategy_expr(func.value):
                 flow.sinks.append(Sink(call, "distribute"))
                 self._follow(call, flow, seen)
@@ -224,6 +228,9 @@ class DataFlow(Derived):
             run = self.program.parent(holder)
             if isinstance(run, cst.Call) and isinstance(run.func, cst.Attribute) and run.func.attr.value in ("run", "experimental_run_v2"):
                 flow.sinks.append(Sink(run, "step"))
+                # What each replica computes from its share (``inputs = strategy.run(
+                # step_inputs, args=(x, y))``) goes on where the result goes (the step's run).
+                self._follow(run, flow, seen)
             return
         if isinstance(holder, cst.Return):
             function = self._function(holder)

@@ -17,6 +17,7 @@ from autofix.analysis.project.imports import ProjectImports
 from autofix.analysis.steps.step_losses import normalizers
 from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import argument_value, nodes_in
+from autofix.analysis.training.batchers import batcher
 from autofix.analysis.training.compiled import batch_size_of
 from autofix.analysis.training.model import TrainingModel
 
@@ -39,6 +40,10 @@ def unscaled_batches(program: Program) -> list[Refusal]:
             batches = [given]
         if not batches or not all(_counts_replicas(facts, b) for b in batches):
             what = f"the batch fit trains on (line {program.line(call)})"
+            unfollowed = _batcher_why(program, facts, x) if not batches and x is not None else None
+            if unfollowed is not None:
+                found.append(unfollowed)
+                continue
             elsewhere = _made_in_project(program, facts, x) if not batches and x is not None else None
             found.append(Refusal(call, f"{what} {elsewhere}") if elsewhere else _unshown(program, facts, batches, call, what))
     inputs = Inputs.of(program)
@@ -83,6 +88,21 @@ def _unshown(program: Program, facts: Facts, batches: list[cst.BaseExpression], 
             "global batch (N x the original's)"
         ))
     return Refusal(fallback, f"{what} could not be followed to where it is set: it is not shown to be the global batch (N x the original's)")
+
+
+def _batcher_why(program: Program, facts: Facts, data: cst.BaseExpression) -> Refusal | None:
+    """Why the batch of a Python-side batcher fed to fit (a flow, a generator or a PyDataset of
+    the file) is not shown to be the global batch, said at the line that makes it."""
+    for origin in [*facts.values.origins(data), None]:
+        node = data if origin is None else origin.node
+        if isinstance(node, cst.Call):
+            made = batcher(program, node)
+            if made is not None and made.why is not None:
+                return Refusal(node, (
+                    f"fit (line {program.line(node)}) is fed {_short(program, node)}, whose batch is the global batch "
+                    f"under the strategy (each batch it yields is split over the replicas), but {made.why}"
+                ))
+    return None
 
 
 def _made_in_project(program: Program, facts: Facts, data: cst.BaseExpression) -> str | None:
@@ -155,6 +175,10 @@ def _batches_of(program: Program, dataset: cst.BaseExpression, depth: int = 0) -
     batch = batch_size_of(program, dataset)
     if batch is not None:
         return [batch]
+    if isinstance(dataset, cst.Call):
+        made = batcher(program, dataset)
+        if made is not None:
+            return [made.arg.value] if made.why is None and made.arg is not None else []
     if depth > 6:
         return []
     facts = Facts.of(program)
@@ -177,6 +201,12 @@ def _batches_of(program: Program, dataset: cst.BaseExpression, depth: int = 0) -
         made = batch_size_of(program, node)
         if made is not None:
             found.append(made)
+            continue
+        yielded = batcher(program, node) if isinstance(node, cst.Call) else None
+        if yielded is not None:
+            if yielded.why is not None or yielded.arg is None:
+                return []
+            found.append(yielded.arg.value)
             continue
         function = facts.call_kind(node) if isinstance(node, cst.Call) else None
         if not isinstance(function, cst.FunctionDef):

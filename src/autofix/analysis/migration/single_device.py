@@ -34,6 +34,7 @@ from autofix.analysis.facts.keras1 import first_keras
 from autofix.analysis.steps.method_steps import MethodSteps
 from autofix.analysis.program import Program
 from autofix.analysis.steps.raw_variables import RawVariables, raw_variables
+from autofix.analysis.migration.step_inputs import ComputedInputs, computed_inputs
 from autofix.analysis.migration.step_logs import LOGS, shown
 from autofix.analysis.migration.step_returns import DICT, ROWS, Combining, Declined
 from autofix.analysis.steps.step_losses import unknown_term
@@ -100,6 +101,9 @@ class CustomStep:
     # A method of a class of this file, called by the loop on one object made here
     # (``model.train(x)``): run per replica as ``strategy.run(model.train, ...)``.
     method: bool = False
+    # Arguments the loop computes from the batch (``step(x / 255.0, y)``): the wrapper takes
+    # the batch and computes them in the replica (:mod:`.step_inputs`).
+    inputs: ComputedInputs | None = None
 
     @property
     def params(self) -> list[cst.Param]:
@@ -358,6 +362,10 @@ class SingleDevice(Derived):
         for call in calls:
             if any(arg.star for arg in call.args):
                 return Refusal(call, f"{name}() is called with *args or **kwargs on line {self.program.line(call)}")
+        inputs = computed_inputs(self.program, self.facts, name, calls) if not step.method else None
+        if isinstance(inputs, Refusal):
+            return inputs
+        step.inputs = inputs
         if step.method:
             methods = self._method_steps
             problem = (

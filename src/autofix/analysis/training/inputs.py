@@ -98,7 +98,7 @@ class Inputs(Derived):
                     found.append(feed)
         return found
 
-    def _judged(self, run: cst.Call) -> bool:
+    def _judged(self, run: cst.Call, fed: bool = True) -> bool:
         steps = self.steps
         if steps.single_replica(run):
             return False
@@ -110,7 +110,20 @@ class Inputs(Derived):
         if step is None:
             return False
         # Inference (no gradients applied) is not judged: every replica may predict on all.
-        return any(self._updates(c) for c in steps.calls(step))
+        if any(self._updates(c) for c in steps.calls(step)):
+            return True
+        # A run that computes, per replica, what a training run is then given
+        # (``inputs = strategy.run(step_inputs, args=(x, y))``, ``strategy.run(step,
+        # args=inputs)``): its batches are the training's.
+        return fed and self._feeds_training(run)
+
+    def _feeds_training(self, run: cst.Call) -> bool:
+        for other in self.steps.runs:
+            if other is run or not self._judged(other, fed=False):
+                continue
+            if any(o.node is run for argument in _arguments(other) for o in self.origins(argument)):
+                return True
+        return False
 
     def _updates(self, call: cst.Call) -> bool:
         """Whether ``call`` applies gradients: ``apply_gradients``, ``minimize``, or Keras 3's
