@@ -26,22 +26,24 @@ PER_DEVICE = "per device"
 
 _DEVICE = r"(?:gpu|replica|device|worker|core|tpu|node|host|card|accelerator|chip)"
 _DEVICES = r"(?:gpus|replicas|devices|workers|cores|tpus|nodes|hosts|cards|accelerators|chips)"
-_COUNT = r"(?:\d+|two|three|four|five|six|seven|eight|sixteen|both|all|several|multiple|many|the|our|your|available)"
+_NUMBER = r"(?:\d+|two|three|four|five|six|seven|eight|sixteen|both|all|several|multiple)"
 
 _DEVICE_WORD = re.compile(rf"\b{_DEVICE}s?\b", re.IGNORECASE)
 _PER_DEVICE = re.compile(rf"\bper[-_ ]?{_DEVICE}\b|\beach {_DEVICE}\b|\b{_DEVICE}[-_ ]local\b", re.IGNORECASE)
 _MULTIPLIED = re.compile(
     r"\b(?:double[ds]?|doubling|triple[ds]?|tripling|quadruple[ds]?|twice|thrice)\b"
-    r"|(?:\bx|\*|×)\s*(?:\d+|two|three|four|eight)\b"
+    r"|(?:\bx(?!86|64)|\*|×)\s*(?:\d+|two|three|four|eight)\b"
     r"|\b(?:\d+|two|three|four|eight)\s*(?:x|\*|×)\s*\d+\b"
     r"|\b(?:\d+|two|three|four|eight)\s+times\b|\btimes\s+(?:\d+|two|three|four|eight)\b"
     r"|\bmultiplied by\s+(?:\d+|two|three|four|eight)\b",
     re.IGNORECASE,
 )
 _WHOLE = re.compile(r"\b(?:total|effective|overall|global|combined|aggregated?)\b", re.IGNORECASE)
+# Spread over devices (``across replicas``, ``over all the GPUs``), or sized for a number of them
+# (``for 8 GPUs``, ``on both GPUs``; not ``on our GPUs``, which is where one batch fits).
 _SEVERAL = re.compile(
-    rf"\b(?:across|over|among|between|for|on|with|of)\s+(?:all\s+|the\s+)?(?:{_COUNT}\s+)?(?:the\s+)?{_DEVICES}\b"
-    rf"|\b(?:across|over|among|on)\s+(?:every|any)\s+{_DEVICE}\b"
+    rf"\b(?:across|over|among|between)\s+(?:(?:all|the|every|any|{_NUMBER})\s+)*{_DEVICE}s?\b"
+    rf"|\b(?:for|on|with|of)\s+(?:the\s+)?{_NUMBER}\s+(?:the\s+)?{_DEVICES}\b"
     rf"|\ball\s+(?:the\s+)?{_DEVICES}\b",
     re.IGNORECASE,
 )

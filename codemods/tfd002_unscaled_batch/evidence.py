@@ -10,6 +10,9 @@ helpers are called with) and off where the value goes:
   returned by a local function (``def batch_size(): return 64 * len(gpus)``);
 - a name or flag says so: a name with the word ``global`` or ``total`` in it, or a command-line
   flag whose help text says "global" or "total";
+- a comment on the value says it is the batch of all devices (``BATCH = 128  # double the
+  batch size for the two GPUs``, on its line or in the comment block above it; read by
+  :func:`.comments.meaning`, which takes "per GPU" alone as the opposite);
 - it is a helper's parameter and every call whose data is trained on passes a global batch
   (a validation set the same helper makes with its default batch says nothing);
 - it is not written in the file but chosen when it runs (a command-line flag, a hyperparameter
@@ -19,6 +22,10 @@ helpers are called with) and off where the value goes:
   by it (``assert BATCH % strategy.num_replicas_in_sync == 0``), passes it as
   ``global_batch_size=`` (``tf.nn.compute_average_loss``), or divides a loss by it in code that
   runs on every replica (``tf.reduce_sum(per_example) / BATCH``).
+
+A count of this machine's devices (a device list, its length, a name bound to one) is every
+replica under ``MirroredStrategy`` but one worker's under ``MultiWorkerMirroredStrategy``:
+``counts_local_devices_only`` tells the planner when that is all the evidence there is.
 
 Evidence from names, flags and the file's words gives way to its code: a value the file
 multiplies by the replica count (``GLOBAL = BATCH * strategy.num_replicas_in_sync``) is per
