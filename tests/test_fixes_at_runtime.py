@@ -37,6 +37,7 @@ NOT_RUNNABLE = {
     "tfd001/strategy_parameter_of_an_entry_point": "a library function: nothing in the file calls it",
     "tfd002/imported_helper_keyword": "imports a data package that is not part of the fixture",
     "tfd002/loader_default": "reads an image folder that does not exist",
+    "tfd002/default_beside_written_batch": "loads arrays from .npy files that do not exist, and keeps one fit at Keras's default (global) batch on purpose",
     "tfd002/other_model_keeps_batch": "trains a baseline on one device on purpose, which the smoke test counts as a failure",
 }
 # Fixed for Keras 3 files only: on Keras 2 what the fix leaves alone fails as it did.

@@ -165,7 +165,7 @@ FIT = LOADED + (
     "call, fixed",
     [
         ("model.fit(x, y, batch_size=128, validation_split=0.1)", True),  # 6000
-        ("model.fit(x, y, validation_data=(x[:512], y[:512]))", True),  # 512 >= 32 x 16
+        ("model.fit(x, y, batch_size=32, validation_data=(x[:512], y[:512]))", True),  # 512 >= 32 x 16
         ("val = (x[:1000], y[:1000])\nmodel.fit(x, y, batch_size=32, validation_data=val)", True),
         # One uneven batch on some replica count, or of a size not known here: where an
         # expression reads its size again at run time, the set gets a batch of its own that

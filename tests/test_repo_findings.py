@@ -230,6 +230,24 @@ def test_a_config_constant_said_global_or_not_written_is_no_finding(tmp_path, ol
         assert [f for f in process_path(str(train), Options()).findings if f.code == "TFD002"] == []
 
 
+@pytest.mark.parametrize(
+    "comment",
+    ["  # per GPU", "  # batch size per replica", "\n# Each GPU gets this many examples a step.", "  # tuned on the GPU"],
+)
+def test_a_config_constant_said_per_device_is_a_finding(tmp_path, comment):
+    """Words for one device do not make the value global (the comment is about its device)."""
+    root = tree(tmp_path, "config_batch")
+    config = root / "config.py"
+    text = config.read_text()
+    if comment.startswith("\n"):
+        text = text.replace("BATCH_SIZE = 64", comment.lstrip("\n") + "\nBATCH_SIZE = 64")
+    else:
+        text = text.replace("BATCH_SIZE = 64", "BATCH_SIZE = 64" + comment)
+    config.write_text(text)
+    findings = [f for f in process_path(str(root / "train.py"), Options()).findings if f.code == "TFD002"]
+    assert len(findings) == 1 and findings[0].fixable
+
+
 def test_a_config_attribute_without_a_project_is_chosen_at_run_time(tmp_path):
     """Standard input: ``config.BATCH_SIZE`` may be anything (as ``FLAGS.batch_size``)."""
     root = tree(tmp_path, "config_batch")

@@ -216,18 +216,36 @@ def test_validation_evaluation_and_prediction_batches_are_not_training_batches()
     [
         # A fragment: the dataset comes from a name nothing binds.
         "ds = ds.batch(8).prefetch(2)\n" + MODEL + "model.fit(ds)\n",
-        # Fewer examples than the batch: one batch, whatever its size.
-        "few = np.random.rand(4, 4)\n" + MODEL + "model.fit(few, few)\n",
     ],
 )
 def test_batches_that_change_nothing_or_come_from_nowhere_are_left_alone(data):
     assert analyse(HEADER + data, TFD002).findings == []
 
 
-def test_a_shape_first_maker_is_not_confused_with_a_range():
-    # randint's first argument is a bound, not the number of rows: 64 examples here.
-    source = HEADER + "labels = np.random.randint(0, 4, size=(64,))\n" + MODEL + "model.fit(x, labels)\n"
-    assert [f.line for f in analyse(source, TFD002).findings] == [9]
+def _default_fit_batches(source: str) -> list[int]:
+    """The lines of the ``fit`` calls on arrays that train on Keras's default batch (the
+    sites ``autofix migrate`` scales; ``check`` leaves them to Keras)."""
+    from autofix.analysis.program import Program
+    from autofix.engine import _parsed
+    from codemods.tfd002_unscaled_batch.evidence import Evidence
+    from codemods.tfd002_unscaled_batch.sites import Sites
+
+    program = Program(*_parsed(source))
+    return [program.line(s.call) for s in Sites(program, Evidence(program)).find() if s.kind == "fit" and s.arg is None]
+
+
+@pytest.mark.parametrize(
+    "labels, lines",
+    [
+        # randint's first argument is a bound, not the number of rows: 64 examples here.
+        ("np.random.randint(0, 4, size=(64,))", [9]),
+        # Fewer examples than the batch: one batch, whatever its size.
+        ("np.random.randint(0, 4, size=(4,))", []),
+    ],
+)
+def test_a_default_batch_site_counts_the_examples_and_a_shape_first_maker_is_not_a_range(labels, lines):
+    source = HEADER.replace("(64, 4)", "(64, 4)" if lines else "(4, 4)") + f"labels = {labels}\n" + MODEL + "model.fit(x, labels)\n"
+    assert _default_fit_batches(source) == lines
 
 
 def test_an_imported_helper_given_the_number_of_devices_may_split_the_batch_itself():
@@ -590,3 +608,123 @@ def test_a_batch_fed_to_keras3_train_on_batch_is_no_finding():
     for spelling in ("import keras", "from tensorflow import keras"):
         source = TRAIN_ON_BATCH.read_text().replace("import tf_keras as keras", spelling)
         assert analyse(source, Options(select=("TFD002",))).findings == []
+
+
+# --- what the code says a batch is (comments, checks, Keras's default, one machine's devices) -----
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("double the batch size for the two GPUs", "global"),
+        ("64 per GPU x 2", "global"),
+        ("32 per replica * 4", "global"),
+        ("twice the per-device batch", "global"),
+        ("total batch across replicas", "global"),
+        ("effective batch", "global"),
+        ("summed over every GPU", "global"),
+        ("split over all the devices", "global"),
+        ("for 8 GPUs", "global"),
+        ("batch size per GPU", "per device"),
+        ("per-replica batch; the global one is this times the number of replicas", "per device"),
+        ("each replica gets this many", "per device"),
+        ("on both GPUs", "global"),
+        ("split across the replicas", "global"),
+        ("fits in memory on our GPUs", None),
+        ("x86 host", None),
+        ("double the default", None),
+        ("64 x 2", None),
+        ("tuned on the GPU", None),
+        ("batch size", None),
+        ("autofix: ignore[TFD002]", None),
+    ],
+)
+def test_a_comment_is_read_for_what_it_says_the_batch_is(text, expected):
+    from codemods.tfd002_unscaled_batch.comments import meaning
+
+    assert meaning(text) == expected
+
+
+CONSTANT_TRAINED = (
+    "BATCH = 128\n"
+    "{check}\n"
+    "ds = tf.data.Dataset.from_tensor_slices((x, x)).batch(BATCH).repeat()\n" + MODEL + "model.fit(ds, epochs=1, steps_per_epoch={steps})\n"
+)
+
+
+@pytest.mark.parametrize(
+    "check, steps, global_",
+    [
+        ("assert BATCH % strategy.num_replicas_in_sync == 0", "2", True),
+        ("if BATCH % strategy.num_replicas_in_sync:\n    raise ValueError('uneven')", "2", True),
+        ("print('per replica', BATCH // strategy.num_replicas_in_sync)", "2", True),
+        ("PER_REPLICA = int(BATCH / strategy.num_replicas_in_sync)", "2", True),
+        # A step count from the batch is what per-replica code computes too: it proves nothing.
+        ("steps = len(x) // BATCH", "steps", False),
+        # Divisible by a number, or divided by something else, says nothing of the replicas.
+        ("assert BATCH % 8 == 0", "2", False),
+        ("HALF = BATCH // 2", "2", False),
+    ],
+)
+def test_a_batch_checked_or_divided_over_the_replicas_is_global(check, steps, global_):
+    source = HEADER + CONSTANT_TRAINED.format(check=check, steps=steps)
+    findings = analyse(source, TFD002).findings
+    assert (findings == []) is global_
+
+
+@pytest.mark.parametrize("fit", ["model.fit(x, x)", "model.fit(x, x, epochs=2)", "model.fit(x=x, y=x, validation_split=0.5)"])
+def test_keras_default_batch_under_a_strategy_is_not_a_finding_but_a_written_one_is(fit):
+    assert analyse(HEADER + MODEL + fit + "\n", TFD002).findings == []
+    written = fit.replace("x, x", "x, x, batch_size=32").replace("y=x,", "y=x, batch_size=32,")
+    assert [f.line for f in analyse(HEADER + MODEL + written + "\n", TFD002).findings] == [8]
+
+
+def test_migrate_still_keeps_each_replica_at_keras_default_batch():
+    single = "import numpy as np\nimport tensorflow as tf\nx = np.ones((64, 4), 'float32')\n" + (
+        "model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(4)])\n"
+        "model.compile(optimizer='adam', loss='mse')\n"
+        "model.fit(x, x)\n"
+    )
+    analysis = analyse(single, Options(migrate="mirrored"))
+    assert analysis.new_text is not None
+    assert "batch_size=32 * strategy.num_replicas_in_sync" in analysis.new_text
+
+
+MULTI_WORKER = (
+    "import numpy as np\n"
+    "import tensorflow as tf\n"
+    "strategy = tf.distribute.{kind}()\n"
+    "x = np.ones((64, 4), 'float32')\n"
+    "{batch}\n"
+    "ds = tf.data.Dataset.from_tensor_slices((x, x)).batch(BATCH)\n" + MODEL + "model.fit(ds)\n"
+)
+LOCAL_BATCHES = [
+    "BATCH = 64 * len(tf.config.list_physical_devices('GPU'))",
+    "gpus = tf.config.list_logical_devices('GPU')\nBATCH = 64 * max(1, len(gpus))",
+    "n_gpus = len(tf.config.experimental.list_physical_devices('GPU'))\nBATCH = 64 * n_gpus",
+    "gpus = tf.config.list_physical_devices('GPU')\nBATCH = 64\nBATCH *= len(gpus)",
+]
+
+
+@pytest.mark.parametrize("batch", LOCAL_BATCHES)
+def test_a_batch_of_this_machines_devices_is_one_workers_under_multi_worker(batch):
+    source = MULTI_WORKER.format(kind="MultiWorkerMirroredStrategy", batch=batch)
+    analysis = analyse(source, TFD002)
+    assert analysis.new_text is None
+    [finding] = analysis.findings
+    assert not finding.fixable and "number of workers" in finding.reason
+    # Under MirroredStrategy this machine's devices are all the replicas: the batch is global.
+    assert analyse(MULTI_WORKER.format(kind="MirroredStrategy", batch=batch), TFD002).findings == []
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
+        "BATCH = 64 * strategy.num_replicas_in_sync",
+        "NUM_WORKERS = 2\nBATCH = 64 * len(tf.config.list_physical_devices('GPU')) * NUM_WORKERS",
+        "GLOBAL_BATCH = 64 * len(tf.config.list_physical_devices('GPU'))\nBATCH = GLOBAL_BATCH",
+        "BATCH = 64 * len(tf.config.list_physical_devices('GPU'))  # total over all workers",
+    ],
+)
+def test_a_multi_worker_batch_shown_global_otherwise_is_no_finding(batch):
+    assert analyse(MULTI_WORKER.format(kind="MultiWorkerMirroredStrategy", batch=batch), TFD002).findings == []

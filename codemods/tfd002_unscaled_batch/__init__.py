@@ -52,9 +52,16 @@ Not findings (already global, or not a training batch):
   place, ``BATCH *= n_gpus``, or returned by a local function), or an attribute or key set from
   one before the batch reads it (``CFG["batch"] *= strategy.num_replicas_in_sync``);
 - a name or flag saying so (``GLOBAL_BATCH``, ``total_batch_size``, flag help "global batch"),
-  a value divided by the replica count, given as ``global_batch_size=``, or dividing a loss in
+  a value divided by the replica count or checked to divide evenly by it (``assert BATCH %
+  strategy.num_replicas_in_sync == 0``), given as ``global_batch_size=``, or dividing a loss in
   the step run on every replica, a file whose comments say its batch is split across the
-  replicas (unless its code says otherwise, above);
+  replicas, a comment on the value saying it is the batch of all devices (``# double the batch
+  for the two GPUs``, ``# 64 per GPU x 2``, ``# total``/``# effective batch``, ``# across
+  replicas``; "per GPU" alone says the opposite: :mod:`.comments`) (unless its code says
+  otherwise, above); a step count made from the batch (``N // BATCH``) is no sign;
+- Keras's default batch, ``fit(x, y)`` with no ``batch_size``: under a strategy the default 32
+  is the global batch, which nothing the author wrote asks to scale (``autofix migrate``, which
+  converts one-device code, still scales it so each replica keeps 32);
 - TPU code (global batches by convention), a strategy made in another module, one-replica
   strategies, two strategies for one block of data;
 - validation, evaluation and prediction batches; ``fit(batch_size=...)`` on a dataset or
@@ -62,6 +69,10 @@ Not findings (already global, or not a training batch):
   an in-batch objective (retrieval, contrastive losses), where the batch is what is trained.
 
 Not fixed (reported with the reason, each line number the line of what it names):
+- under ``MultiWorkerMirroredStrategy``, a batch sized only by this machine's device list
+  (``64 * len(tf.config.list_physical_devices("GPU"))``): it is one worker's batch, split over
+  every worker's replicas; scaling it needs the number of workers (under ``MirroredStrategy``
+  the same batch is global: no finding);
 - a batch size fixed inside a helper the strategy is not visible in, when the helper cannot
   take it as a parameter (a method, a decorated function, called before the strategy exists
   or with ``**kwargs``, or returning the data in a way not followed);

@@ -10,14 +10,22 @@ helpers are called with) and off where the value goes:
   returned by a local function (``def batch_size(): return 64 * len(gpus)``);
 - a name or flag says so: a name with the word ``global`` or ``total`` in it, or a command-line
   flag whose help text says "global" or "total";
+- a comment on the value says it is the batch of all devices (``BATCH = 128  # double the
+  batch size for the two GPUs``, on its line or in the comment block above it; read by
+  :func:`.comments.meaning`, which takes "per GPU" alone as the opposite);
 - it is a helper's parameter and every call whose data is trained on passes a global batch
   (a validation set the same helper makes with its default batch says nothing);
 - it is not written in the file but chosen when it runs (a command-line flag, a hyperparameter
   search, a configuration, an entry point's parameter): nothing says it is per replica;
 - the script treats it as global: it divides it by the replica count
-  (``PER_REPLICA = GLOBAL // strategy.num_replicas_in_sync``), passes it as
+  (``PER_REPLICA = GLOBAL // strategy.num_replicas_in_sync``) or checks that it divides evenly
+  by it (``assert BATCH % strategy.num_replicas_in_sync == 0``), passes it as
   ``global_batch_size=`` (``tf.nn.compute_average_loss``), or divides a loss by it in code that
   runs on every replica (``tf.reduce_sum(per_example) / BATCH``).
+
+A count of this machine's devices (a device list, its length, a name bound to one) is every
+replica under ``MirroredStrategy`` but one worker's under ``MultiWorkerMirroredStrategy``:
+``counts_local_devices_only`` tells the planner when that is all the evidence there is.
 
 Evidence from names, flags and the file's words gives way to its code: a value the file
 multiplies by the replica count (``GLOBAL = BATCH * strategy.num_replicas_in_sync``) is per
@@ -39,6 +47,8 @@ from autofix.analysis.project.imports import ProjectImports, program_of
 from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import argument_value, parameter_argument
 from autofix.tf.symbols import IN_BATCH_OBJECTIVES
+
+from . import comments
 
 _DEVICE_COUNTS = frozenset(
     {
@@ -90,6 +100,9 @@ class Evidence:
         self.program = program
         self.facts = Facts.of(program)
         self._flags: dict[str, str] | None = None
+        # While False, a count of this machine's devices (a device list, its length, a name
+        # bound to one) is not a count of replicas: see ``counts_local_devices_only``.
+        self._local_counts = True
 
     @cached_property
     def in_batch_objective(self) -> bool:
@@ -120,6 +133,8 @@ class Evidence:
         expr.visit(finder)
         if finder.found:
             return True
+        if by_name and self.comment_says(expr) == comments.GLOBAL:
+            return True
         if by_name and isinstance(expr, cst.BaseExpression) and self.chosen_at_run_time(expr):
             return True
         if by_name:
@@ -145,6 +160,66 @@ class Evidence:
             if self._returns_global(call, seen, by_name):
                 return True
         return False
+
+    def counts_local_devices_only(self, expr: cst.BaseExpression, by_name: bool = True) -> bool:
+        """Whether ``expr`` is a global batch only because it counts this machine's devices
+        (``64 * len(tf.config.list_physical_devices("GPU"))``, ``BATCH *= len(gpus)`` with
+        ``gpus`` such a list): nothing else (the replica count, a name, a flag, a comment, a
+        division by the replica count) says so. Under ``MirroredStrategy`` that is every
+        replica; under ``MultiWorkerMirroredStrategy`` it is one worker's share, the global
+        batch being the sum over the workers."""
+        if not self.already_global(expr, by_name=by_name):
+            return False
+        self._local_counts = False
+        try:
+            return not self.already_global(expr, by_name=by_name)
+        finally:
+            self._local_counts = True
+
+    def local_device_count(self, expr: cst.BaseExpression, seen: set[int] | None = None) -> bool:
+        """Whether ``expr`` counts this machine's devices: a device list
+        (``tf.config.list_physical_devices("GPU")``), its length, or a name bound only to
+        such values (``gpus = tf.config.list_logical_devices("GPU")``, ``n_gpus = len(gpus)``)."""
+        seen = seen if seen is not None else set()
+        if id(expr) in seen:
+            return False
+        seen.add(id(expr))
+        if isinstance(expr, cst.Call):
+            names = self.facts.names_of(expr.func)
+            if names & _DEVICE_COUNTS:
+                return True
+            if "builtins.len" in names and expr.args:
+                return self.local_device_count(expr.args[0].value, seen)
+            return False
+        if isinstance(expr, cst.Name):
+            values = [self.facts.assigned_value(b) for b in self.facts.bindings(expr) or ()]
+            return bool(values) and all(v is not None and self.local_device_count(v, seen) for v in values)
+        return False
+
+    @cached_property
+    def _comments(self) -> dict[int, str]:
+        return comments.comments_by_line(self.program.source)
+
+    def comment_says(self, expr: cst.CSTNode) -> str | None:
+        """What the comments on ``expr`` say it is (:func:`comments.meaning`): for a value
+        assigned to a name (``BATCH = 128  # 64 per GPU x 2``), the comment on its statement's
+        lines or, when that says nothing, the comment block right above it; for any other
+        expression (``.batch(128)  # total batch``), the comment on its own lines."""
+        if not self._comments:
+            return None
+        parent = self.program.parent(expr)
+        statement = self.program.statement_of(expr)
+        if statement is None:
+            return None
+        assigned = isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is expr
+        where = self.program.position(statement if assigned else expr)
+        said = " ".join(self._comments.get(n, "") for n in range(where.start.line, where.end.line + 1))
+        found = comments.meaning(said)
+        if found is None and assigned:
+            lines = self.program.source.splitlines()
+            above = comments.comment_lines_above(lines, where.start.line)
+            found = comments.meaning(" ".join(self._comments.get(n, "") for n in reversed(above)))
+        return found
 
     def _multiplied_in_place(self, binding: cst.CSTNode, seen: dict[int, bool | None], by_name: bool) -> bool:
         """``BATCH_SIZE *= strategy.num_replicas_in_sync`` (or ``*= n_gpus``): the name holds
@@ -239,13 +314,16 @@ class Evidence:
         program = program_of(path)
         if program is None:
             return True  # (nothing can be said of it)
-        lines = program.source.splitlines()
-        above = line - 1
-        while above >= 1 and lines[above - 1].lstrip().startswith("#"):
-            above -= 1
-        said = " ".join(lines[above:line])
-        words = re.findall(r"[a-z]+", said.lower())
-        return bool(_GLOBAL_HELP.search(said) or _GLOBAL_TEXT.search(program.source) or any(w.rstrip("s") in _COUNTED for w in words))
+        if _GLOBAL_TEXT.search(program.source):
+            return True
+        # Its comment, or the comment block above it, read as in this file (a value "per GPU"
+        # is per device; "for 2 GPUs", "total", "64 per GPU x 2" say it is global).
+        texts = comments.comments_by_line(program.source)
+        found = comments.meaning(texts.get(line, ""))
+        if found is None:
+            above = comments.comment_lines_above(program.source.splitlines(), line)
+            found = comments.meaning(" ".join(texts.get(n, "") for n in reversed(above)))
+        return found == comments.GLOBAL
 
     def _parameter_global(self, param: cst.Param, seen: dict[int, bool | None], by_name: bool) -> bool:
         """Every call of the parameter's function passes a global batch (or the default is)."""
@@ -269,7 +347,8 @@ class Evidence:
         return True
 
     def _treated_as_global(self, name: cst.Name) -> bool:
-        """The value bound where ``name`` is read is divided by the replica count, given as a
+        """The value bound where ``name`` is read is divided by the replica count, or checked
+        to divide evenly by it (``assert BATCH % strategy.num_replicas_in_sync == 0``), given as a
         ``global_batch_size``, or divides a loss in code that runs on every replica (``loss =
         tf.reduce_sum(per_example) / BATCH``: each replica's share of the global mean),
         somewhere in the file. Not for a file migrated from one device, where its one batch
@@ -284,7 +363,7 @@ class Evidence:
                 if (
                     isinstance(parent, cst.BinaryOperation)
                     and parent.left is use
-                    and isinstance(parent.operator, (cst.Divide, cst.FloorDivide))
+                    and isinstance(parent.operator, (cst.Divide, cst.FloorDivide, cst.Modulo))
                     and self.counts_replicas(parent.right)
                 ):
                     return True
@@ -313,7 +392,7 @@ class Evidence:
     def counts_replicas(self, expr: cst.BaseExpression) -> bool:
         finder = _Finder(self)
         expr.visit(finder)
-        return finder.found or any(_counts(n.value) for n in finder.names)
+        return finder.found or any(_counts(n.value) and not finder._local(n) for n in finder.names)
 
     def _flag_says_global(self, name: str) -> bool:
         """``parser.add_argument("--batch_size", help="Global batch size")`` or
@@ -354,21 +433,26 @@ class _Finder(cst.CSTVisitor):
         self.attributes.append(node)
         return True
 
+    def _local(self, node: cst.BaseExpression) -> bool:
+        """A count of this machine's devices, while those are not counted as replicas."""
+        return not self.evidence._local_counts and self.evidence.local_device_count(node)
+
     def visit_Call(self, node: cst.Call) -> None:
         self.calls.append(node)
         names = self.evidence.facts.names_of(node.func)
         if names & _DEVICE_COUNTS:
-            self.found = True
+            if not self._local(node):
+                self.found = True
         elif "builtins.len" in names and node.args:
             counted = _Finder(self.evidence)
             node.args[0].value.visit(counted)
-            if counted.found or any(_counts(n.value) for n in counted.names):
+            if (counted.found or any(_counts(n.value) for n in counted.names)) and not self._local(node):
                 self.found = True
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         if isinstance(node.operator, cst.Multiply):
             for side in (node.left, node.right):
-                if isinstance(side, cst.Name) and _counts(side.value):
+                if isinstance(side, cst.Name) and _counts(side.value) and not self._local(side):
                     self.found = True
                 elif isinstance(side, cst.Attribute) and _counts(side.attr.value):
                     self.found = True

@@ -22,7 +22,7 @@ from autofix.analysis.facts.strategies import UNKNOWN_STRATEGY
 from autofix.analysis.steps.step_losses import normalizers
 from autofix.analysis.syntax import parameter_argument
 from autofix.analysis.training.model import TrainingModel
-from autofix.analysis.training.multiworker import MultiWorker
+from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker
 from autofix.rule import SUPPRESSED, Rule
 
 from .edits import FixWriter
@@ -34,6 +34,12 @@ from .uses import EVALUATION, KEPT, TRAINING, Webs
 from .values import Entry, EntryPlanner, Plan
 
 TPU = "TPUStrategy"
+LOCAL_DEVICES = (
+    "the batch counts only this worker's devices (a device list is this machine's): under "
+    "MultiWorkerMirroredStrategy the global batch is split over every worker's replicas, so each "
+    "replica gets 1 / (number of workers) of what this sizes it for; make it "
+    "<per-replica batch> * strategy.num_replicas_in_sync (or multiply by the number of workers)"
+)
 KERAS_NOTE = "; note that Keras 3 fails when the first batch does not split evenly over the replicas"
 
 
@@ -116,7 +122,7 @@ class BatchPlanner:
             if why:
                 # A reason that asks the reader to scale by hand warns about uneven batches;
                 # the suppression and the first batches' reasons say all there is to say.
-                note = "" if why == SUPPRESSED or why in self.first_batches.reasons else KERAS_NOTE
+                note = "" if why in (SUPPRESSED, LOCAL_DEVICES) or why in self.first_batches.reasons else KERAS_NOTE
                 self.rule.report(node, _message(site), why + note, self.evidence.constants_in(node))
                 continue
             if self.rule.report(node, _message(site), related=self.evidence.constants_in(node)):
@@ -135,12 +141,23 @@ class BatchPlanner:
         # its batch is the per-replica batch whatever names, flags or comments say; only a
         # batch made from the replica count is global.
         per_replica = self.program.migration is not None or self._per_replica_by_code(site)
+        if site.kind == "fit" and site.arg is None and self.program.migration is None:
+            # Keras's default batch (32) under a strategy is a global batch nothing the user
+            # wrote asks to scale: in code that already distributes, whoever left it out took
+            # Keras's global batch. (Migrating from one device, the file trained on 32 per
+            # step: its replicas keep that batch each.)
+            return None
         if self.evidence.in_batch_objective:
             return None
         if not per_replica and self.evidence.text_says_global:
             return None
+        # A batch that counts only this machine's devices is global under MirroredStrategy
+        # and one worker's share under MultiWorkerMirroredStrategy (decided below).
+        local_only = False
         if site.arg is not None and self.evidence.already_global(site.arg.value, by_name=not per_replica):
-            return None
+            if not self.evidence.counts_local_devices_only(site.arg.value, by_name=not per_replica):
+                return None
+            local_only = True
         if self._path_set_global(site):
             return None
         if site.flow is not None:
@@ -161,6 +178,13 @@ class BatchPlanner:
         if (TPU in classes or UNKNOWN_STRATEGY in classes) and not per_replica:
             # On TPUs batch sizes are global by convention (a strategy made elsewhere may be
             # one), unless the file itself multiplies this one into its global batch.
+            return None
+        if local_only:
+            # N workers each feed a batch sized for one machine: the global batch is a worker's.
+            # Scaling it needs the number of workers, which the file does not give.
+            multi = MultiWorker.of(self.program)
+            if classes and classes <= MULTI_WORKER and multi.strategies:
+                return Finding(site, None, LOCAL_DEVICES)
             return None
         located = [found for found in (self._located(t.call) or self._runs_after(t.call) for t in trained) if found is not None]
         if located:
