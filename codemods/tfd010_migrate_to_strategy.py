@@ -283,7 +283,7 @@ class MigrateToStrategy(Rule):
             added.append((method.keyword, scaled))
         if method.validation is not None:
             # As a fit of the file validating on arrays: a first batch that splits evenly.
-            added.append(("validation_batch_size", f"min({scaled}, {method.validation} // {replicas} * {replicas})"))
+            added.append((method.validation_keyword, f"min({scaled}, {method.validation} // {replicas} * {replicas})"))
         if added:
             def edit(node):
                 for keyword, code in added:

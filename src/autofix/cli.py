@@ -422,7 +422,7 @@ def _show_changes(run: Run, result: FileResult, cells: bool) -> None:
     try:
         patch = unified_diff(result.old_text or "", result.new_text or "", result.path, result.encoding, result.bom)
         # A fix that spans files: one diff, the other files' after the file's own.
-        patch += b"".join(unified_diff(old, new, path, result.encoding) for path, _digest, old, new in result.also)
+        patch += b"".join(unified_diff(old, new, path, *result.encoding_of(path)) for path, _digest, old, new in result.also)
     except SourceError as exc:
         print_error(replace(result, error=str(exc)))
         run.counts["errors"] += 1

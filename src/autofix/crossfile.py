@@ -61,6 +61,7 @@ def written(result: FileResult, source, write: bool) -> FileResult:
     recorded = dict(result.read)
     writes = [(result.path, source.encode(result.new_text), source.digest)]
     also = []
+    encodings = []
     for path, _digest, old, new in result.also:
         shown = _shown(path, result.path)
         try:
@@ -78,7 +79,8 @@ def written(result: FileResult, source, write: bool) -> FileResult:
         except SourceError as exc:
             return _refused_result(result, f"it must also edit {shown}: {exc}")
         also.append((path, other.digest, old, new))
-    result = replace(result, also=tuple(also))
+        encodings.append((path, other.encoding, other.bom))
+    result = replace(result, also=tuple(also), also_encodings=tuple(encodings))
     if not write:
         return result
     try:
@@ -102,4 +104,4 @@ def _refused(findings, why: str) -> list[Finding]:
 
 
 def _refused_result(result: FileResult, why: str) -> FileResult:
-    return replace(result, findings=tuple(_refused(result.findings, why)), new_text=None, old_text=None, refused=why, also=())
+    return replace(result, findings=tuple(_refused(result.findings, why)), new_text=None, old_text=None, refused=why, also=(), also_encodings=())

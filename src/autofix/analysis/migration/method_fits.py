@@ -76,6 +76,7 @@ class MethodFit:
     # The validation arrays' size, read again at run time where the call is (``len(x_test)``),
     # when the fit validates on arrays: the call passes ``validation_batch_size`` too.
     validation: str | None = None
+    validation_keyword: str = VALIDATION
     cls: str = ""
 
     @property
@@ -185,9 +186,6 @@ class MethodFits(Derived):
         definition = resolved.definition
         assert definition is not None and resolved.path is not None
         name = self.program.module.code_for_node(trained[0][0].func)
-        if len(trained) != 1:
-            lines = ", ".join(str(self.program.line(c)) for c, _n in trained)
-            return f"{name}() and the object's other training calls (lines {lines}) would each need the global batch: migrate it by hand"
         call, method_name = trained[0]
         other = program_of(resolved.path)
         if other is None:
@@ -199,6 +197,9 @@ class MethodFits(Derived):
             return f"{method_name} is not a method of {definition.name} autofix can read"
         where = resolved.where(self.imports.path, other.line(method))
         prefix = f"{name}() trains in {where} ({definition.name}.{method_name})"
+        if len(trained) != 1:
+            lines = ", ".join(str(self.program.line(c)) for c, _n in trained)
+            return f"{prefix}, and the object is trained on lines {lines}: autofix migrates one training call of it, not several: migrate it by hand"
         fits = [c for c in nodes_in(method.body, cst.Call) if isinstance(c.func, cst.Attribute) and c.func.attr.value in ("fit", "train_on_batch", "fit_generator")]
         if len(fits) != 1 or fits[0].func.attr.value != "fit":
             return f"{prefix}, not with one fit call: migrate it by hand"
@@ -248,14 +249,17 @@ class MethodFits(Derived):
             return f"{prefix}: it is called with unpacked arguments (line {self.program.line(call)}): migrate it by hand"
         taken = set(names) | {n.value for n in nodes_in(method.body, cst.Name)}
         validation = self._validation(call, method, fit, names, prefix)
-        if isinstance(validation, tuple):
+        validation_keyword = VALIDATION
+        if isinstance(validation, tuple) and len(validation) == 1:
             return validation[0]
         added: list[tuple[str, str]] = []
-        if validation is not None:
+        if isinstance(validation, tuple):
+            validation, validation_keyword = validation  # the method's parameter already
+        elif validation is not None:
             if VALIDATION in taken:
                 return f"{prefix}: the name {VALIDATION} is taken in it: migrate it by hand"
             added.append((VALIDATION, "None"))
-        plan = dict(call=call, builders=builders, construction=made, path=resolved.path, other=other, method=method, fit=fit, cls=definition.name, validation=validation)
+        plan = dict(call=call, builders=builders, construction=made, path=resolved.path, other=other, method=method, fit=fit, cls=definition.name, validation=validation, validation_keyword=validation_keyword)
         batch = argument(fit, "batch_size", 2)
         if batch is None or batch.keyword is not None and isinstance(batch.value, cst.Integer):
             if PARAMETER in taken:
@@ -281,16 +285,24 @@ class MethodFits(Derived):
             f"{method_name}, which the migration cannot show per replica: migrate it by hand"
         )
 
-    def _validation(self, call: cst.Call, method: cst.FunctionDef, fit: cst.Call, names: list[str], prefix: str) -> str | None | tuple[str]:
+    def _validation(self, call: cst.Call, method: cst.FunctionDef, fit: cst.Call, names: list[str], prefix: str):
         """The size of the arrays the fit validates on, as the call can read it again
-        (``len(x_test)``), None when it does not validate, or (why,) when it cannot be shown.
+        (``len(x_test)``; with the method's parameter its fit takes its validation batch from,
+        when it has one: (size, name)), None when it does not validate, or (why,) when it
+        cannot be shown.
         As a fit of the file itself (``first_batches``): its validation set gets a batch of its
         own, ``min(<global batch>, <its size> // N * N)``, whose first batch splits evenly over
         the replicas (Keras 3 fails on one that does not)."""
         line = self.program.line(call)
-        for keyword in ("validation_split", "validation_batch_size", "validation_steps"):
+        for keyword in ("validation_split", "validation_steps"):
             if argument(fit, keyword) is not None:
                 return (f"{prefix}: its fit is given {keyword}, which the migration does not follow through a method: migrate it by hand",)
+        given = argument(fit, VALIDATION)
+        if given is not None and not (
+            isinstance(given.value, cst.Name) and given.value.value in names[1:] and not _assigns_name(method, given.value.value)
+            and argument(call, given.value.value, names.index(given.value.value) - 1) is None
+        ):
+            return (f"{prefix}: its fit is given a {VALIDATION} that is not a parameter of the method the call leaves out: migrate it by hand",)
         data = argument(fit, "validation_data", 8)
         if data is None:
             return None
@@ -301,7 +313,8 @@ class MethodFits(Derived):
         passed = argument(call, first.value, names.index(first.value) - 1)
         if passed is None or not isinstance(passed.value, (cst.Name, cst.Attribute)):
             return (f"{prefix}: the validation arrays it is passed (line {line}) are not one name whose size can be read again: migrate it by hand",)
-        return f"len({self.program.module.code_for_node(passed.value)})"
+        size = f"len({self.program.module.code_for_node(passed.value)})"
+        return (size, given.value.value) if given is not None else size  # type: ignore[union-attr]
 
 
 def _assigns(function: cst.FunctionDef, attr: str, real: bool = False) -> bool:
