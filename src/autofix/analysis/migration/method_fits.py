@@ -196,7 +196,8 @@ class MethodFits(Derived):
         if method is None:
             return f"{method_name} is not a method of {definition.name} autofix can read"
         where = resolved.where(self.imports.path, other.line(method))
-        prefix = f"{name}() trains in {where} ({definition.name}.{method_name})"
+        why = next(m[2] for m in definition.training_methods if m[0] == method_name)
+        prefix = f"{name}() trains in {where} ({definition.name}.{method_name}: {why})"
         if len(trained) != 1:
             lines = ", ".join(str(self.program.line(c)) for c, _n in trained)
             return f"{prefix}, and the object is trained on lines {lines}: autofix migrates one training call of it, not several: migrate it by hand"
@@ -247,7 +248,8 @@ class MethodFits(Derived):
             return f"{prefix}: " + "; ".join(problems[:3]) + ": migrate it by hand"
         if any(a.star for a in call.args):
             return f"{prefix}: it is called with unpacked arguments (line {self.program.line(call)}): migrate it by hand"
-        taken = set(names) | {n.value for n in nodes_in(method.body, cst.Name)}
+        keywords = {id(a.keyword) for a in nodes_in(method.body, cst.Arg) if a.keyword is not None}
+        taken = set(names) | {n.value for n in nodes_in(method.body, cst.Name) if id(n) not in keywords}
         validation = self._validation(call, method, fit, names, prefix)
         validation_keyword = VALIDATION
         if isinstance(validation, tuple) and len(validation) == 1:
