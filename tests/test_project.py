@@ -941,7 +941,7 @@ def test_a_method_of_another_module_that_fits_is_migrated_in_both_files(tmp_path
         line for line in new.splitlines() if "train_network" not in line and "fit(" not in line
     ]
     (finding,) = [f for f in result.findings if f.fixable]
-    assert any("Model.train_network takes batch_size=None" in message for _p, _l, message in finding.related)
+    assert any("Model.train_network takes batch_size=None, validation_batch_size=None, handed to its fit" in message for _p, _l, message in finding.related)
 
 
 def test_a_two_file_method_migration_is_one_diff_git_applies_written_whole_and_idempotent(tmp_path, monkeypatch):

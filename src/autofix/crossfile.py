@@ -11,23 +11,22 @@ import os
 from dataclasses import replace
 
 from autofix.analysis.migration.companions import Companions
+from autofix.analysis.migration.method_fits import MethodFits
 from autofix.analysis.project.layout import digest as content_digest
-from autofix.codemods._companions import EXPLAINED, divided_step
+from autofix.codemods._companions import EXPLAINED, divided_step, method_with_batch
 from autofix.results import FileResult, Finding
+from autofix.sourcefile import SourceError, read_source, write_all
 
 # What the migration's finding says of the other module's edit of a training method.
 BATCH_EXPLAINED = (
-    "{module}:{line}: {cls}.{method} takes batch_size={default}, handed to its fit, and is passed the global "
-    "batch here; any other caller keeps what it trained with before"
+    "{module}:{line}: {cls}.{method} takes {params}, handed to its fit, and is passed the global batch here; "
+    "any other caller keeps what it trained with before"
 )
-from autofix.sourcefile import SourceError, read_source, write_all
 
 
 def with_other_files(analysis, program, options):
     """``analysis`` (a migration of ``program``) with the other modules it edits, or refused
     when one of them is excluded from the run."""
-    from autofix.analysis.migration.method_fits import MethodFits
-
     edits = []
     for plan in Companions.of(program).planned():
         line = plan.program.line(plan.gradient)
@@ -35,8 +34,8 @@ def with_other_files(analysis, program, options):
     for method in MethodFits.of(program).found:
         if method.edit:
             line = method.other.line(method.fit)
-            edits.append((method.path, method.other, method.other_text(), line, lambda shown, method=method, line=line: BATCH_EXPLAINED.format(
-                module=shown, line=line, cls=method.cls, method=method.method.name.value, default=method.default)))
+            edits.append((method.path, method.other, method_with_batch(method), line, lambda shown, method=method, line=line: BATCH_EXPLAINED.format(
+                module=shown, line=line, cls=method.cls, method=method.method.name.value, params=", ".join(f"{n}={d}" for n, d in method.added))))
     if not edits:
         return analysis
     notes = []

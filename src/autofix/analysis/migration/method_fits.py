@@ -23,7 +23,7 @@ on a dataset or generator (no ``y``: the batch is fixed where the data is made),
 neither a number nor a parameter of the method, a model the training method itself compiles or
 builds, the method called more than once, a construction or builder call that is not a
 statement of the block the strategy is made in. What is found here is only the plan; the
-other module's text is made by :meth:`MethodFit.other_text`.
+other module's text is made by :func:`autofix.codemods._companions.method_with_batch`.
 """
 
 from __future__ import annotations
@@ -82,47 +82,6 @@ class MethodFit:
     @property
     def edit(self) -> bool:
         return bool(self.added)
-
-    @property
-    def default(self) -> str:
-        return dict(self.added).get(PARAMETER, "None")
-
-    def other_text(self) -> str:
-        """The other module's text: the method given the parameters of ``added``, each handed
-        to its fit (``batch_size=None`` ... ``fit(..., batch_size=batch_size)``)."""
-        method, fit, added = self.method, self.fit, self.added
-
-        class Edit(cst.CSTTransformer):
-            def leave_FunctionDef(self, original, updated):
-                if original is not method:
-                    return updated
-                params = updated.params
-                plain = list(params.params)
-                for name, default in added:
-                    equal = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
-                    new = cst.Param(cst.Name(name), default=cst.parse_expression(default), equal=equal)
-                    if plain and plain[-1].comma is cst.MaybeSentinel.DEFAULT:
-                        plain[-1] = plain[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-                    elif plain:
-                        new = new.with_changes(comma=plain[-1].comma)
-                        plain[-1] = plain[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-                    plain.append(new)
-                return updated.with_changes(params=params.with_changes(params=plain))
-
-            def leave_Call(self, original, updated):
-                if original is not fit:
-                    return updated
-                from autofix.codegen import add_argument
-
-                for name, _default in added:
-                    given = [a for a in updated.args if a.keyword is not None and a.keyword.value == name]
-                    if given:
-                        updated = updated.with_changes(args=[a.with_changes(value=cst.Name(name)) if a in given else a for a in updated.args])
-                    else:
-                        updated = add_argument(updated, name, cst.Name(name))
-                return updated
-
-        return self.other.module.visit(Edit()).code
 
 
 class MethodFits(Derived):
@@ -214,8 +173,6 @@ class MethodFits(Derived):
             return f"{prefix}: its fit (line {fit_line}) is given no y, so it trains on a dataset or generator whose batch is fixed where it is made: migrate it by hand"
         if argument(fit, "steps_per_epoch") is not None:
             return f"{prefix}: its fit (line {fit_line}) is given steps_per_epoch, which would then count global batches: migrate it by hand"
-        if any(isinstance(a.value, cst.Call) for a in fit.args if a.star):
-            return f"{prefix}: its fit (line {fit_line}) is given unpacked arguments: migrate it by hand"
         if any(a.star for a in fit.args):
             return f"{prefix}: its fit (line {fit_line}) is given unpacked arguments: migrate it by hand"
         params = method.params

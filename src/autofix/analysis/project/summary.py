@@ -154,11 +154,13 @@ def summary_of(data: bytes) -> ModuleSummary:
 def _text_of(data: bytes) -> str:
     """``data`` decoded as Python reads it (BOM, coding declaration, else UTF-8): a fix that
     edits the module too writes back this text."""
-    from autofix.sourcefile import SourceError, decode
+    import io
+    import tokenize
 
     try:
-        return decode(data).text
-    except SourceError:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding)  # ("utf-8-sig" drops a BOM, as autofix.sourcefile does)
+    except (SyntaxError, LookupError, UnicodeDecodeError):
         return data.decode("utf-8", errors="replace")
 
 
