@@ -83,7 +83,11 @@ Not fixed (not migrated; reported with the reason):
   judge there, calls yet another module), a model class there with its own ``train_step``, a
   function or class there that trains, a model made by a module it cannot find; reported at the
   line, naming the other file and line. (A model made by another module's function that only
-  builds it is migrated: the call goes into the scope, as a construction of the file does.)
+  builds it is migrated: the call goes into the scope, as a construction of the file does. A
+  method of another module's plain class that fits arrays on a model the class builds and
+  compiles in other methods is migrated in both files: those calls into the scope, the global
+  batch passed to a ``batch_size`` parameter the method hands to its ``fit``, with the
+  validation batch a fit of the file gets: :mod:`autofix.analysis.migration.method_fits`.)
 - ``fit`` on Keras 3 under ``--strategy multiworker`` (it fails with several workers);
 - anything the other rules cannot fix in the migrated code.
 """

@@ -1027,6 +1027,58 @@ def test_a_training_method_that_cannot_be_shown_right_is_refused_naming_its_line
     assert (root / "classes" / "Model.py").read_text() == before
 
 
+BUILT_IN_INIT = """\
+    import keras
+
+
+    class Model:
+        def __init__(self):
+            self.model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(4)])
+
+        def setup(self, rate):
+            self.model.compile(optimizer=keras.optimizers.SGD(rate), loss="mse")
+
+        def train_network(self, x, y):
+            {first}self.model.fit(x, y, epochs=1)
+    """
+TRAINED_IN_MAIN = """\
+    import numpy as np
+
+    from classes.Model import Model
+
+
+    def main():
+        x = np.random.rand(64, 10).astype("float32")
+        y = np.random.rand(64, 4)
+        m = Model()
+        m.setup(0.1)
+        m.train_network(x, y)
+
+
+    if __name__ == "__main__":
+        main()
+    """
+
+
+def test_a_model_the_construction_makes_and_another_method_compiles_is_made_in_the_scope(tmp_path):
+    """``__init__`` makes the model and ``setup()`` compiles it: both calls go into the scope,
+    in main(), where the strategy is made."""
+    root = write(tmp_path, {"classes/Model.py": BUILT_IN_INIT.format(first=""), "train.py": TRAINED_IN_MAIN})
+    result = migrate(root / "train.py")
+    assert result.new_text is not None, reasons(result)
+    assert "    with strategy.scope():\n        m = Model()\n        m.setup(0.1)\n    m.train_network(x, y, batch_size=32 * strategy.num_replicas_in_sync)\n" in result.new_text
+    ((_path, _digest, _old, new),) = result.also
+    assert "def train_network(self, x, y, batch_size=None):" in new
+
+
+def test_a_training_method_that_compiles_through_another_method_is_refused(tmp_path):
+    root = write(tmp_path, {"classes/Model.py": BUILT_IN_INIT.format(first="self.setup(0.1)\n            "), "train.py": TRAINED_IN_MAIN})
+    result = migrate(root / "train.py")
+    assert result.new_text is None and result.also == ()
+    (finding,) = result.findings
+    assert "it makes or compiles the model it fits (self.model, Model.setup, line 8) itself" in finding.reason, reasons(result)
+
+
 @pytest.mark.parametrize("name, line, wanted", [
     ("model_method_dataset", 10, "its fit (line 10) is given no y, so it trains on a dataset or generator whose batch is fixed where it is made"),
     ("model_method_twice", 12, "the object is trained on lines 12, 13"),

@@ -8,7 +8,9 @@ strategy, no training, no loss or optimizer whose behaviour over replicas autofi
 where it can see it) and a class has no training of its own. Otherwise, and wherever the file
 trains through another module autofix does not follow (a model it cannot see made, a
 function or class of the project that trains), the migration is refused at the line, naming
-the other file and line: never "it does not train", never a migration made blind.
+the other file and line: never "it does not train", never a migration made blind. (A method
+of a plain class of another module that fits a model the class builds is migrated in both files
+when it can be shown right: :mod:`.method_fits`.)
 """
 
 from __future__ import annotations

@@ -183,22 +183,36 @@ class MethodFits(Derived):
         for node in nodes_in(method.body, cst.Call):
             if isinstance(node.func, cst.Attribute) and node.func.attr.value == "compile":
                 return f"{prefix}: it compiles the model too (line {other.line(node)}), which would then be outside strategy.scope(): migrate it by hand"
-        if _assigns(method, attr):
-            return f"{prefix}: it makes the model it fits (self.{attr}), which would then be outside strategy.scope(): migrate it by hand"
-        # The methods that make the model: each called here, on the object, before the training.
-        makers = [n for n, m in methods.items() if n != method_name and _assigns(m, attr, real=True)]
-        if not makers:
+        # The methods that make the model it fits, or compile it: run in the scope, each through
+        # a call of this file on the object (or its construction), never by the training method.
+        making = {n for n, m in methods.items() if _assigns(m, attr, real=True) or _compiles(m, attr)}
+        reach = {n: _reached(methods, n) for n in methods}
+        inside = sorted(reach[method_name] & making)
+        if inside:
+            line = other.line(methods[inside[0]]) if inside[0] != method_name else fit_line
+            return (
+                f"{prefix}: it makes or compiles the model it fits (self.{attr}, {definition.name}.{inside[0]}, line {line}) "
+                "itself, which would then be outside strategy.scope(): migrate it by hand"
+            )
+        if not making:
             return f"{prefix}: the model it fits (self.{attr}) is made nowhere in the class autofix can see: migrate it by hand"
         builders: list[cst.Call] = []
-        if "__init__" in makers:
+        covered: set[str] = set()
+        if "__init__" in methods and reach["__init__"] & making:
             builders.append(made)
-        for maker in makers:
-            if maker == "__init__":
-                continue
-            made_here = [c for c, _m, _r, n in calls if n == maker]
-            if len(made_here) != 1:
-                return f"{prefix}: the model it fits is made by {definition.name}.{maker} ({resolved.where(self.imports.path, other.line(methods[maker]))}), called here {'more than once' if made_here else 'nowhere'}: migrate it by hand"
-            builders.append(made_here[0])
+            covered |= reach["__init__"]
+        for builder, _m, _r, name_called in calls:
+            if name_called in methods and name_called != method_name and reach[name_called] & making:
+                if self.program.line(builder) > self.program.line(call):
+                    return f"{prefix}: the model it fits is made or compiled by {name_called}() after the training (line {self.program.line(builder)}): migrate it by hand"
+                builders.append(builder)
+                covered |= reach[name_called]
+        missing = sorted(making - covered)
+        if missing:
+            return (
+                f"{prefix}: the model it fits is made or compiled by {definition.name}.{missing[0]} "
+                f"({resolved.where(self.imports.path, other.line(methods[missing[0]]))}), which this file does not call on the object: migrate it by hand"
+            )
         # What else keeps the class from being migrated so (its one fit is what this follows).
         problems = [reason for line, reason in definition.problems if line != fit_line]
         if problems:
@@ -286,6 +300,33 @@ def _assigns(function: cst.FunctionDef, attr: str, real: bool = False) -> bool:
                     continue
                 return True
     return False
+
+
+def _compiles(function: cst.FunctionDef, attr: str) -> bool:
+    """Whether ``function`` compiles ``self.<attr>``."""
+    return any(
+        isinstance(c.func, cst.Attribute) and c.func.attr.value == "compile" and _is_self_attribute(c.func.value, attr)
+        for c in nodes_in(function.body, cst.Call)
+    )
+
+
+def _is_self_attribute(node: cst.BaseExpression, attr: str) -> bool:
+    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self" and node.attr.value == attr
+
+
+def _reached(methods: dict[str, cst.FunctionDef], start: str) -> set[str]:
+    """``start`` and the methods it calls on ``self``, followed."""
+    seen = {start}
+    todo = [start]
+    while todo:
+        for call in nodes_in(methods[todo.pop()].body, cst.Call):
+            func = call.func
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+                name = func.attr.value
+                if name in methods and name not in seen:
+                    seen.add(name)
+                    todo.append(name)
+    return seen
 
 
 def _assigns_name(function: cst.FunctionDef, name: str) -> bool:
