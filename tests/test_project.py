@@ -1152,3 +1152,22 @@ def test_a_two_file_method_migration_is_proven_by_compare(tmp_path):  # pragma: 
     report = json.loads((tmp_path / "report.json").read_text())
     report = report[0] if isinstance(report, list) else report
     assert report["compare"]["status"] == "equivalent", report["compare"]["message"]
+
+
+def test_two_scripts_training_the_same_method_show_its_edit_once_and_the_run_diff_applies(tmp_path, monkeypatch):
+    import subprocess
+
+    root = project(tmp_path, "model_method")
+    shutil.copy(root / "train.py", root / "again.py")
+    monkeypatch.chdir(root)
+    shown = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "train.py", "again.py"], catch_exceptions=False)
+    assert shown.exit_code == 1
+    assert shown.stdout.count("--- a/classes/Model.py") == 1 and "--- a/again.py" in shown.stdout
+    assert "its edit of classes/Model.py is" in shown.stderr
+    (root / "patch.diff").write_text(shown.stdout)
+    subprocess.run(["git", "init", "-q", "."], check=True)
+    applies = subprocess.run(["git", "apply", "patch.diff"], capture_output=True, text=True)
+    assert applies.returncode == 0, applies.stderr
+    (root / "patch.diff").unlink()
+    again = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "train.py", "again.py"], catch_exceptions=False)
+    assert again.exit_code == 0 and again.stdout == "", again.stdout
