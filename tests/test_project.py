@@ -1098,7 +1098,8 @@ def test_the_other_files_diff_and_write_keep_its_own_encoding_and_newlines(tmp_p
 
     root = project(tmp_path, "model_method")
     other = root / "classes" / "Model.py"
-    text = "# -*- coding: latin-1 -*-\n# Modèle\n" + other.read_text()
+    # A Latin-1 character next to the edit: in the diff's context lines.
+    text = "# -*- coding: latin-1 -*-\n# Modèle\n" + other.read_text().replace("    def train_network", "    # entraîne le modèle\n    def train_network")
     other.write_bytes(text.replace("\n", "\r\n").encode("latin-1"))
     (root / "train.py").write_text("# entraîné\n" + (root / "train.py").read_text(), encoding="utf-8")
     monkeypatch.chdir(root)
@@ -1171,3 +1172,19 @@ def test_two_scripts_training_the_same_method_show_its_edit_once_and_the_run_dif
     (root / "patch.diff").unlink()
     again = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "train.py", "again.py"], catch_exceptions=False)
     assert again.exit_code == 0 and again.stdout == "", again.stdout
+
+
+def test_migrate_interactive_writes_the_other_file_in_its_own_encoding(tmp_path, monkeypatch):
+    """-i, the fix accepted: both files written, classes/Model.py (Latin-1, CRLF) in its own
+    encoding and newlines, not train.py's."""
+    root = project(tmp_path, "model_method")
+    other = root / "classes" / "Model.py"
+    text = "# -*- coding: latin-1 -*-\n# Modèle\n" + other.read_text()
+    other.write_bytes(text.replace("\n", "\r\n").encode("latin-1"))
+    monkeypatch.chdir(root)
+    result = CliRunner().invoke(main, ["migrate", "--interactive", "--no-cache", "-j", "1", "train.py"], input="a\n", catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    data = other.read_bytes()
+    assert "# Modèle\r\n".encode("latin-1") in data and b"batch_size=batch_size" in data
+    assert data.count(b"\n") == data.count(b"\r\n")
+    assert "strategy.scope()" in (root / "train.py").read_text()
