@@ -1118,15 +1118,17 @@ def test_the_other_files_diff_and_write_keep_its_own_encoding_and_newlines(tmp_p
     assert (root / "train.py").read_text(encoding="utf-8").startswith("# entraîné\n")
 
 
-def test_a_two_file_fix_is_written_whole_with_the_result_cache_on(tmp_path, monkeypatch):
-    """A diff run, then --write with the cache on: both files are written (a cached result
-    would hold only the migrated file's text)."""
+def test_a_two_file_fix_is_shown_and_written_whole_with_the_result_cache_on(tmp_path, monkeypatch):
+    """Two diff runs, then --write, with the cache on: the second run's diff still has the
+    other file's edit, and both files are written (a cached result would hold only the
+    migrated file's text)."""
     root = project(tmp_path, "model_method")
     monkeypatch.chdir(root)
     monkeypatch.delenv("AUTOFIX_NO_CACHE", raising=False)
     monkeypatch.setenv("AUTOFIX_CACHE_DIR", str(tmp_path / "cache"))
-    shown = CliRunner().invoke(main, ["migrate", "-j", "1", "train.py"], catch_exceptions=False)
-    assert shown.exit_code == 1 and "--- a/classes/Model.py" in shown.stdout
+    for _ in range(2):
+        shown = CliRunner().invoke(main, ["migrate", "-j", "1", "train.py"], catch_exceptions=False)
+        assert shown.exit_code == 1 and "--- a/classes/Model.py" in shown.stdout, shown.stdout
     written = CliRunner().invoke(main, ["migrate", "-j", "1", "--write", "train.py"], catch_exceptions=False)
     assert written.exit_code == 0, written.stderr
     assert "batch_size=batch_size" in (root / "classes" / "Model.py").read_text()
