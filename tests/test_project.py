@@ -981,6 +981,7 @@ def test_a_second_script_training_the_same_method_follows_the_parameters_the_fir
 
 @pytest.mark.parametrize("batch, default, passed", [
     ("batch_size=64", "batch_size=64", "batch_size=64 * strategy.num_replicas_in_sync"),
+    ("batch_size=None", "batch_size=None", "batch_size=32 * strategy.num_replicas_in_sync"),
 ])
 def test_a_literal_batch_of_the_method_is_its_new_parameters_default(tmp_path, batch, default, passed):
     root = model_project(tmp_path, "", f"self.model.fit(x, y, epochs=1, {batch})", "m.train_network(x, y)")

@@ -234,10 +234,11 @@ class MethodFits(Derived):
             added.append((VALIDATION, "None"))
         plan = dict(call=call, builders=builders, construction=made, path=resolved.path, other=other, method=method, fit=fit, cls=definition.name, validation=validation, validation_keyword=validation_keyword)
         batch = argument(fit, "batch_size", 2)
-        if batch is None or batch.keyword is not None and isinstance(batch.value, cst.Integer):
+        written_none = batch is not None and isinstance(batch.value, cst.Name) and batch.value.value == "None"
+        if batch is None or batch.keyword is not None and (isinstance(batch.value, cst.Integer) or written_none):
             if PARAMETER in taken:
                 return f"{prefix}: the name {PARAMETER} is taken in it: migrate it by hand"
-            literal = batch.value.value if batch is not None else None  # type: ignore[union-attr]
+            literal = batch.value.value if batch is not None and not written_none else None  # type: ignore[union-attr]
             return MethodFit(keyword=PARAMETER, batch=literal or str(DEFAULT_BATCH), added=[(PARAMETER, literal or "None"), *added], **plan)
         if batch.keyword is None:
             return f"{prefix}: its fit (line {fit_line}) is given its batch by position: migrate it by hand"
