@@ -92,7 +92,11 @@ Not fixed (not migrated; reported with the reason):
   judge there, calls yet another module), a model class there with its own ``train_step``, a
   function or class there that trains, a model made by a module it cannot find; reported at the
   line, naming the other file and line. (A model made by another module's function that only
-  builds it is migrated: the call goes into the scope, as a construction of the file does.)
+  builds it is migrated: the call goes into the scope, as a construction of the file does. A
+  method of another module's plain class that fits arrays on a model the class builds and
+  compiles in other methods is migrated in both files: those calls into the scope, the global
+  batch passed to a ``batch_size`` parameter the method hands to its ``fit``, with the
+  validation batch a fit of the file gets: :mod:`autofix.analysis.migration.method_fits`.)
 - ``fit`` on Keras 3 under ``--strategy multiworker`` (it fails with several workers);
 - anything the other rules cannot fix in the migrated code.
 """
@@ -235,6 +239,8 @@ class MigrateToStrategy(Rule):
             inserts.add(module, last + 1, imports)
         for step in single.custom_steps:
             self._plan_step(step, block, strategy, tf, taken, edits, inserts, after_strategy)
+        for method in single.method_fits:
+            self._plan_method_fit(method, block, position, strategy, edits, inserts)
         self._scope_variables(single, block, position, strategy, inserts)
         for construction in prep.unbuilt[0]:
             self._mark_built(construction, inserts)
@@ -260,6 +266,44 @@ class MigrateToStrategy(Rule):
                 edits.replace(name, lambda node, replicas=replicas: cst.BinaryOperation(node, cst.Multiply(whitespace_before=cst.SimpleWhitespace(" "), whitespace_after=cst.SimpleWhitespace(" ")), cst.parse_expression(replicas)))
         inserts.add(block, position, after_strategy)
         inserts.plan(edits)
+
+    def _plan_method_fit(self, method, block, position: int, strategy: str, edits: BlockEdits, inserts: "_Inserts") -> None:
+        """``m.create_model()`` (what makes the model another module's method fits) into the
+        scope, and the global batch passed to the training method (see
+        :mod:`autofix.analysis.migration.method_fits`; the other module is edited by the engine)."""
+        program = self.program
+        body = list(block.body)
+        indexes = []
+        for builder in method.builders:
+            statement = program.statement_of(builder)
+            index = next((i for i, s in enumerate(body) if s is statement), None)
+            if index is None or index < position:
+                raise NotFound(
+                    f"the model {program.module.code_for_node(method.call.func)}() trains is made on line "
+                    f"{program.line(builder)}, which is not a statement of the block the strategy is made in"
+                )
+            indexes.append(index)
+        for first, last in _runs(sorted(set(indexes))):
+            inserts.scope(block, first, last, strategy)
+        if not _runs_in(program, method.call, block):
+            raise NotFound(f"{program.module.code_for_node(method.call.func)}() is called where the strategy is not in view")
+        replicas = f"{strategy}.num_replicas_in_sync"
+        scaled = f"{method.batch} * {replicas}"
+        added = []
+        if method.existing is not None:
+            edits.replace(method.existing.value, lambda _node: cst.parse_expression(scaled))
+        else:
+            added.append((method.keyword, scaled))
+        if method.validation is not None:
+            # As a fit of the file validating on arrays: a first batch that splits evenly.
+            added.append((method.validation_keyword, f"min({scaled}, {method.validation} // {replicas} * {replicas})"))
+        if added:
+            def edit(node):
+                for keyword, code in added:
+                    node = add_argument(node, keyword, cst.parse_expression(code))
+                return node
+
+            edits.replace(method.call, edit)
 
     def _even_batch(self, evaluation: EvalBatch, block, strategy: str, edits: BlockEdits) -> None:
         """``model.evaluate(x, y)`` -> ``model.evaluate(x, y, batch_size=min(32 * N, len(x) // N *
@@ -425,7 +469,7 @@ def _plain_args(names: list[str]) -> list[cst.Arg]:
 
 def _anchor(single: SingleDevice) -> cst.CSTNode:
     """Where the finding is: the first training site."""
-    sites = [s.call for s in single.fits] + [c for step in single.custom_steps for c in step.calls]
+    sites = [s.call for s in single.fits] + [c for step in single.custom_steps for c in step.calls] + [m.call for m in single.method_fits]
     if not sites:
         sites = list(single.updates)
     return min(sites, key=lambda n: single.program.position(n).start.line)

@@ -885,3 +885,309 @@ def test_a_two_file_migration_is_proven_by_compare(tmp_path):  # pragma: no cove
     report = json.loads((tmp_path / "report.json").read_text())
     report = report[0] if isinstance(report, list) else report
     assert report["compare"]["status"] == "equivalent", report["compare"]["message"]
+
+
+# --- a training method of another module's class (a fix that spans files) ---------------------
+
+MODEL_PY = """\
+    import keras
+
+
+    class Model:
+        def create_model(self):
+            self.model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(4)])
+            self.model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+        def train_network(self, x, y{params}):
+            {body}
+    """
+TRAIN_PY = """\
+    import numpy as np
+
+    from classes.Model import Model
+
+    x = np.random.rand(64, 10).astype("float32")
+    y = np.random.randint(0, 4, size=(64,))
+    m = Model()
+    m.create_model()
+    {call}
+    """
+
+
+def model_project(root: Path, params: str, body: str, call: str) -> Path:
+    return write(root, {
+        "classes/Model.py": MODEL_PY.format(params=params, body=body),
+        "train.py": TRAIN_PY.format(call=call),
+    })
+
+
+def test_a_method_of_another_module_that_fits_is_migrated_in_both_files(tmp_path):
+    root = project(tmp_path, "model_method")
+    result = migrate(root / "train.py")
+    assert result.new_text is not None, reasons(result)
+    assert "strategy = tf.distribute.MirroredStrategy()\n" in result.new_text
+    assert "m = Model()\nwith strategy.scope():\n    m.create_model()\n" in result.new_text
+    replicas = "strategy.num_replicas_in_sync"
+    assert (
+        f"m.train_network(x_train, y_train, x_test, y_test, batch_size=32 * {replicas}, "
+        f"validation_batch_size=min(32 * {replicas}, len(x_test) // {replicas} * {replicas}))\n"
+    ) in result.new_text
+    ((path, _digest, old, new),) = result.also
+    assert path == str(root / "classes" / "Model.py") and old == (root / "classes" / "Model.py").read_text()
+    assert "    def train_network(self, x, y, xv, yv, batch_size=None, validation_batch_size=None):\n" in new
+    assert "validation_data=(xv, yv), batch_size=batch_size, validation_batch_size=validation_batch_size)\n" in new
+    # Nothing else of the other module changes.
+    assert [line for line in old.splitlines() if "train_network" not in line and "fit(" not in line] == [
+        line for line in new.splitlines() if "train_network" not in line and "fit(" not in line
+    ]
+    (finding,) = [f for f in result.findings if f.fixable]
+    assert any("Model.train_network takes batch_size=None, validation_batch_size=None, handed to its fit" in message for _p, _l, message in finding.related)
+
+
+def test_a_two_file_method_migration_is_one_diff_git_applies_written_whole_and_idempotent(tmp_path, monkeypatch):
+    import subprocess
+
+    root = project(tmp_path, "model_method")
+    monkeypatch.chdir(root)
+    shown = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "train.py"], catch_exceptions=False)
+    assert shown.exit_code == 1
+    assert "--- a/train.py" in shown.stdout and "--- a/classes/Model.py" in shown.stdout
+    (root / "patch.diff").write_text(shown.stdout)
+    subprocess.run(["git", "init", "-q", "."], check=True)
+    applies = subprocess.run(["git", "apply", "--check", "patch.diff"], capture_output=True, text=True)
+    assert applies.returncode == 0, applies.stderr
+    (root / "patch.diff").unlink()
+    written = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "--write", "train.py"], catch_exceptions=False)
+    assert written.exit_code == 0, written.stderr
+    assert "migrated classes/Model.py (with train.py)" in written.stderr
+    assert "batch_size=batch_size" in (root / "classes" / "Model.py").read_text()
+    assert "strategy.scope()" in (root / "train.py").read_text()
+    again = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "train.py"], catch_exceptions=False)
+    assert again.exit_code == 0 and again.stdout == "", again.stdout
+
+
+def test_a_second_script_training_the_same_method_follows_the_parameters_the_first_added(tmp_path, monkeypatch):
+    """Two scripts of the project train Model.train_network: the first migrated edits
+    Model.py, the second (analysed after) passes the global batch to the parameters it finds."""
+    root = project(tmp_path, "model_method")
+    shutil.copy(root / "train.py", root / "again.py")
+    monkeypatch.chdir(root)
+    written = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "--write", "train.py", "again.py"], catch_exceptions=False)
+    assert written.exit_code == 0, written.stderr
+    assert (root / "train.py").read_text() == (root / "again.py").read_text()
+    assert "strategy.scope()" in (root / "train.py").read_text()
+    assert (root / "classes" / "Model.py").read_text().count("batch_size=None") == 2
+
+
+@pytest.mark.parametrize("batch, default, passed", [
+    ("batch_size=64", "batch_size=64", "batch_size=64 * strategy.num_replicas_in_sync"),
+    ("batch_size=None", "batch_size=None", "batch_size=32 * strategy.num_replicas_in_sync"),
+])
+def test_a_literal_batch_of_the_method_is_its_new_parameters_default(tmp_path, batch, default, passed):
+    root = model_project(tmp_path, "", f"self.model.fit(x, y, epochs=1, {batch})", "m.train_network(x, y)")
+    result = migrate(root / "train.py")
+    assert f"m.train_network(x, y, {passed})" in result.new_text, reasons(result)
+    ((_path, _digest, _old, new),) = result.also
+    assert f"def train_network(self, x, y, {default}):" in new
+    assert "self.model.fit(x, y, epochs=1, batch_size=batch_size)" in new
+
+
+@pytest.mark.parametrize("params, call, passed", [
+    (", batch_size=16", "m.train_network(x, y)", "m.train_network(x, y, batch_size=16 * strategy.num_replicas_in_sync)"),
+    (", bs=None", "m.train_network(x, y, bs=BATCH)", "m.train_network(x, y, bs=BATCH * strategy.num_replicas_in_sync)"),
+    (", bs=None", "m.train_network(x, y, BATCH + 1)", "m.train_network(x, y, (BATCH + 1) * strategy.num_replicas_in_sync)"),
+])
+def test_a_batch_the_method_takes_as_a_parameter_is_passed_scaled_and_its_module_left_alone(tmp_path, params, call, passed):
+    name = params.split("=")[0].strip(", ")
+    root = model_project(tmp_path, params, f"self.model.fit(x, y, epochs=1, batch_size={name})", call)
+    (root / "train.py").write_text((root / "train.py").read_text().replace("m = Model()", "BATCH = 8\nm = Model()"))
+    result = migrate(root / "train.py")
+    assert result.new_text is not None, reasons(result)
+    assert passed in result.new_text
+    assert result.also == ()
+
+
+@pytest.mark.parametrize("params, body, call, wanted", [
+    ("", "self.model.fit(x, epochs=1)", "m.train_network(x, y)", "its fit (line 10) is given no y, so it trains on a dataset or generator"),
+    ("", "self.model.fit(x, y, batch_size=self.batch)", "m.train_network(x, y)", "neither a number nor a parameter of train_network"),
+    ("", "self.model.compile(optimizer='sgd', loss='mse'); self.model.fit(x, y)", "m.train_network(x, y)", "it compiles the model too (line 10)"),
+    ("", "self.model.fit(x, y, validation_split=0.2)", "m.train_network(x, y)", "its fit is given validation_split"),
+    ("", "self.model.fit(x, y, steps_per_epoch=4)", "m.train_network(x, y)", "steps_per_epoch"),
+    (", *rest", "self.model.fit(x, y)", "m.train_network(x, y)", "its parameters (*args"),
+    (", bs=None", "self.model.fit(x, y, batch_size=bs)", "m.train_network(x, y, *[8])", "unpacked arguments"),
+    (", xv=None, yv=None", "self.model.fit(x, y, validation_data=(xv, yv))", "m.train_network(x, y, x[:8], y[:8])", "not one name whose size can be read again"),
+])
+def test_a_training_method_that_cannot_be_shown_right_is_refused_naming_its_line(tmp_path, params, body, call, wanted):
+    root = model_project(tmp_path, params, body, call)
+    before = (root / "classes" / "Model.py").read_text()
+    result = migrate(root / "train.py")
+    assert result.new_text is None and result.also == ()
+    (finding,) = result.findings
+    assert finding.line == 9 and "m.train_network() trains in classes/Model.py:9 (Model.train_network: calls fit, line 10)" in finding.reason, reasons(result)
+    assert wanted in finding.reason
+    assert (root / "classes" / "Model.py").read_text() == before
+
+
+BUILT_IN_INIT = """\
+    import keras
+
+
+    class Model:
+        def __init__(self):
+            self.model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(4)])
+
+        def setup(self, rate):
+            self.model.compile(optimizer=keras.optimizers.SGD(rate), loss="mse")
+
+        def train_network(self, x, y):
+            {first}self.model.fit(x, y, epochs=1)
+    """
+TRAINED_IN_MAIN = """\
+    import numpy as np
+
+    from classes.Model import Model
+
+
+    def main():
+        x = np.random.rand(64, 10).astype("float32")
+        y = np.random.rand(64, 4)
+        m = Model()
+        m.setup(0.1)
+        m.train_network(x, y)
+
+
+    if __name__ == "__main__":
+        main()
+    """
+
+
+def test_a_model_the_construction_makes_and_another_method_compiles_is_made_in_the_scope(tmp_path):
+    """``__init__`` makes the model and ``setup()`` compiles it: both calls go into the scope,
+    in main(), where the strategy is made."""
+    root = write(tmp_path, {"classes/Model.py": BUILT_IN_INIT.format(first=""), "train.py": TRAINED_IN_MAIN})
+    result = migrate(root / "train.py")
+    assert result.new_text is not None, reasons(result)
+    assert "    with strategy.scope():\n        m = Model()\n        m.setup(0.1)\n    m.train_network(x, y, batch_size=32 * strategy.num_replicas_in_sync)\n" in result.new_text
+    ((_path, _digest, _old, new),) = result.also
+    assert "def train_network(self, x, y, batch_size=None):" in new
+
+
+def test_a_training_method_that_compiles_through_another_method_is_refused(tmp_path):
+    root = write(tmp_path, {"classes/Model.py": BUILT_IN_INIT.format(first="self.setup(0.1)\n            "), "train.py": TRAINED_IN_MAIN})
+    result = migrate(root / "train.py")
+    assert result.new_text is None and result.also == ()
+    (finding,) = result.findings
+    assert "it makes or compiles the model it fits (self.model, Model.setup, line 8) itself" in finding.reason, reasons(result)
+
+
+@pytest.mark.parametrize("name, line, wanted", [
+    ("model_method_dataset", 10, "its fit (line 10) is given no y, so it trains on a dataset or generator whose batch is fixed where it is made"),
+    ("model_method_twice", 12, "the object is trained on lines 12, 13"),
+])
+def test_the_refused_method_projects_are_named_at_the_call(tmp_path, name, line, wanted):
+    root = project(tmp_path, name)
+    result = migrate(root / "train.py")
+    assert result.new_text is None and result.also == ()
+    (finding,) = result.findings
+    assert finding.line == line and wanted in finding.reason, reasons(result)
+
+
+def test_the_other_files_diff_and_write_keep_its_own_encoding_and_newlines(tmp_path, monkeypatch):
+    """classes/Model.py in Latin-1 with CRLF lines, train.py in UTF-8: the diff is in each
+    file's bytes (git applies it) and --write keeps each file's encoding and newlines."""
+    import subprocess
+
+    root = project(tmp_path, "model_method")
+    other = root / "classes" / "Model.py"
+    # A Latin-1 character next to the edit: in the diff's context lines.
+    text = "# -*- coding: latin-1 -*-\n# Modèle\n" + other.read_text().replace("    def train_network", "    # entraîne le modèle\n    def train_network")
+    other.write_bytes(text.replace("\n", "\r\n").encode("latin-1"))
+    (root / "train.py").write_text("# entraîné\n" + (root / "train.py").read_text(), encoding="utf-8")
+    monkeypatch.chdir(root)
+    shown = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "train.py"], catch_exceptions=False)
+    assert shown.exit_code == 1
+    (root / "patch.diff").write_bytes(shown.stdout_bytes)
+    subprocess.run(["git", "init", "-q", "."], check=True)
+    applies = subprocess.run(["git", "apply", "--check", "patch.diff"], capture_output=True, text=True)
+    assert applies.returncode == 0, applies.stderr
+    (root / "patch.diff").unlink()
+    written = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "--write", "train.py"], catch_exceptions=False)
+    assert written.exit_code == 0, written.stderr
+    data = other.read_bytes()
+    assert "# Modèle\r\n".encode("latin-1") in data and b"batch_size=None, validation_batch_size=None):\r\n" in data
+    assert data.count(b"\n") == data.count(b"\r\n")
+    assert (root / "train.py").read_text(encoding="utf-8").startswith("# entraîné\n")
+
+
+def test_a_two_file_fix_is_shown_and_written_whole_with_the_result_cache_on(tmp_path, monkeypatch):
+    """Two diff runs, then --write, with the cache on: the second run's diff still has the
+    other file's edit, and both files are written (a cached result would hold only the
+    migrated file's text)."""
+    root = project(tmp_path, "model_method")
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("AUTOFIX_NO_CACHE", raising=False)
+    monkeypatch.setenv("AUTOFIX_CACHE_DIR", str(tmp_path / "cache"))
+    for _ in range(2):
+        shown = CliRunner().invoke(main, ["migrate", "-j", "1", "train.py"], catch_exceptions=False)
+        assert shown.exit_code == 1 and "--- a/classes/Model.py" in shown.stdout, shown.stdout
+    written = CliRunner().invoke(main, ["migrate", "-j", "1", "--write", "train.py"], catch_exceptions=False)
+    assert written.exit_code == 0, written.stderr
+    assert "batch_size=batch_size" in (root / "classes" / "Model.py").read_text()
+    assert "strategy.scope()" in (root / "train.py").read_text()
+
+
+@pytest.mark.tf
+def test_a_two_file_method_migration_is_proven_by_compare(tmp_path):  # pragma: no cover - runs TensorFlow
+    """model_method migrated in both files (train.py and classes/Model.py) makes the original's
+    data-parallel steps on 2 replicas (smoke --compare)."""
+    import json
+    import subprocess
+    import sys
+
+    original = project(tmp_path / "original", "model_method")
+    migrated = project(tmp_path / "migrated", "model_method")
+    result = process_path(str(migrated / "train.py"), MIGRATE, write=True)
+    assert result.written and result.also, reasons(result)
+    outcome = subprocess.run(
+        [sys.executable, "-m", "autofix", "smoke", str(migrated / "train.py"), "--compare", str(original / "train.py"), "--replicas", "2", "--json", str(tmp_path / "report.json")],
+        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert outcome.returncode == 0, outcome.stdout + outcome.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    report = report[0] if isinstance(report, list) else report
+    assert report["compare"]["status"] == "equivalent", report["compare"]["message"]
+
+
+def test_two_scripts_training_the_same_method_show_its_edit_once_and_the_run_diff_applies(tmp_path, monkeypatch):
+    import subprocess
+
+    root = project(tmp_path, "model_method")
+    shutil.copy(root / "train.py", root / "again.py")
+    monkeypatch.chdir(root)
+    shown = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "train.py", "again.py"], catch_exceptions=False)
+    assert shown.exit_code == 1
+    assert shown.stdout.count("--- a/classes/Model.py") == 1 and "--- a/again.py" in shown.stdout
+    assert "its edit of classes/Model.py is" in shown.stderr
+    (root / "patch.diff").write_text(shown.stdout)
+    subprocess.run(["git", "init", "-q", "."], check=True)
+    applies = subprocess.run(["git", "apply", "patch.diff"], capture_output=True, text=True)
+    assert applies.returncode == 0, applies.stderr
+    (root / "patch.diff").unlink()
+    again = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "train.py", "again.py"], catch_exceptions=False)
+    assert again.exit_code == 0 and again.stdout == "", again.stdout
+
+
+def test_migrate_interactive_writes_the_other_file_in_its_own_encoding(tmp_path, monkeypatch):
+    """-i, the fix accepted: both files written, classes/Model.py (Latin-1, CRLF) in its own
+    encoding and newlines, not train.py's."""
+    root = project(tmp_path, "model_method")
+    other = root / "classes" / "Model.py"
+    text = "# -*- coding: latin-1 -*-\n# Modèle\n" + other.read_text()
+    other.write_bytes(text.replace("\n", "\r\n").encode("latin-1"))
+    monkeypatch.chdir(root)
+    result = CliRunner().invoke(main, ["migrate", "--interactive", "--no-cache", "-j", "1", "train.py"], input="a\n", catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    data = other.read_bytes()
+    assert "# Modèle\r\n".encode("latin-1") in data and b"batch_size=batch_size" in data
+    assert data.count(b"\n") == data.count(b"\r\n")
+    assert "strategy.scope()" in (root / "train.py").read_text()

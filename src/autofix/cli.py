@@ -385,11 +385,13 @@ def migrate(strategy: str, write: bool, interactive: bool, smoke: bool, fmt: str
     else:
         results = run.results(write=write, watch=watch)
     proven: list[FileResult] = []
+    # Other files a fix that spans files edits, whose diff is shown already: (path) -> (edit, by).
+    others: dict[str, tuple[tuple[str, str], str]] = {}
     for result in results:
         if formatter is not None and report is not None:
             report.write(formatter.result(result))
         elif result.changed and not writing:
-            _show_changes(run, result, cells)
+            _show_changes(run, result, cells, others)
         if result.written and not interactive:
             err.print(f"migrated {display_path(result.path)}")
             for path, *_ in result.also:
@@ -410,7 +412,7 @@ def migrate(strategy: str, write: bool, interactive: bool, smoke: bool, fmt: str
     sys.exit(code)
 
 
-def _show_changes(run: Run, result: FileResult, cells: bool) -> None:
+def _show_changes(run: Run, result: FileResult, cells: bool, others: dict | None = None) -> None:
     """A changed file's diff (``diff`` and ``migrate``): a unified diff of its own bytes, or a
     notebook's by cell."""
     if result.notebook and cells:
@@ -421,8 +423,19 @@ def _show_changes(run: Run, result: FileResult, cells: bool) -> None:
         return
     try:
         patch = unified_diff(result.old_text or "", result.new_text or "", result.path, result.encoding, result.bom)
-        # A fix that spans files: one diff, the other files' after the file's own.
-        patch += b"".join(unified_diff(old, new, path, result.encoding) for path, _digest, old, new in result.also)
+        # A fix that spans files: one diff, the other files' after the file's own. An edit of
+        # another file an earlier fix of the run showed already (two scripts training the same
+        # method) is shown once, so that the run's diff applies.
+        for path, _digest, old, new in result.also:
+            earlier = others.get(path) if others is not None else None
+            if earlier is not None and earlier[0] == (old, new):
+                err.print(f"note: {display_path(result.path)}: its edit of {display_path(path)} is {display_path(earlier[1])}'s, shown with it", style="dim")
+                continue
+            if earlier is not None:
+                err.print(f"warning: {display_path(result.path)}: it edits {display_path(path)} otherwise than {display_path(earlier[1])}'s fix: migrate them one at a time", style="yellow")
+            elif others is not None:
+                others[path] = ((old, new), result.path)
+            patch += unified_diff(old, new, path, *result.encoding_of(path))
     except SourceError as exc:
         print_error(replace(result, error=str(exc)))
         run.counts["errors"] += 1

@@ -11,28 +11,45 @@ import os
 from dataclasses import replace
 
 from autofix.analysis.migration.companions import Companions
+from autofix.analysis.migration.method_fits import MethodFits
 from autofix.analysis.project.layout import digest as content_digest
-from autofix.codemods._companions import EXPLAINED, divided_step
+from autofix.codemods._companions import EXPLAINED, divided_step, method_with_batch
 from autofix.results import FileResult, Finding
 from autofix.sourcefile import SourceError, read_source, write_all
+
+# What the migration's finding says of the other module's edit of a training method.
+BATCH_EXPLAINED = (
+    "{module}:{line}: {cls}.{method} takes {params}, handed to its fit, and is passed the global batch here; "
+    "any other caller keeps what it trained with before"
+)
 
 
 def with_other_files(analysis, program, options):
     """``analysis`` (a migration of ``program``) with the other modules it edits, or refused
     when one of them is excluded from the run."""
-    plans = Companions.of(program).planned()
-    if not plans:
+    edits = []
+    for plan in Companions.of(program).planned():
+        line = plan.program.line(plan.gradient)
+        edits.append((plan.path, plan.program, divided_step(plan), line, lambda shown, plan=plan, line=line: EXPLAINED.format(module=shown, line=line, cls=plan.cls)))
+    for method in MethodFits.of(program).found:
+        if method.edit:
+            line = method.other.line(method.fit)
+            edits.append((method.path, method.other, method_with_batch(method), line, lambda shown, method=method, line=line: BATCH_EXPLAINED.format(
+                module=shown, line=line, cls=method.cls, method=method.method.name.value, params=", ".join(f"{n}={d}" for n, d in method.added))))
+    if not edits:
         return analysis
     notes = []
     also = []
-    for plan in plans:
-        shown = _shown(plan.path, program.path)
-        if options.excludes(plan.path):
+    for path, other, new, line, explained in edits:
+        shown = _shown(path, program.path)
+        if options.excludes(path):
             why = f"it must also edit {shown}, which is excluded"
             return replace(analysis, findings=_refused(analysis.findings, why), new_text=None, refused=why)
-        also.append((plan.path, plan.program.module.code, divided_step(plan)))
-        line = plan.program.line(plan.gradient)
-        notes.append((shown, line, EXPLAINED.format(module=shown, line=line, cls=plan.cls)))
+        if any(path == done for done, _old, _new in also):
+            why = f"it would edit {shown} twice, which autofix does not combine"
+            return replace(analysis, findings=_refused(analysis.findings, why), new_text=None, refused=why)
+        also.append((path, other.module.code, new))
+        notes.append((shown, line, explained(shown)))
     findings = [replace(f, related=(*f.related, *notes)) if f.fixable else f for f in analysis.findings]
     return replace(analysis, findings=findings, also=also)
 
@@ -43,6 +60,7 @@ def written(result: FileResult, source, write: bool) -> FileResult:
     recorded = dict(result.read)
     writes = [(result.path, source.encode(result.new_text), source.digest)]
     also = []
+    encodings = []
     for path, _digest, old, new in result.also:
         shown = _shown(path, result.path)
         try:
@@ -60,7 +78,8 @@ def written(result: FileResult, source, write: bool) -> FileResult:
         except SourceError as exc:
             return _refused_result(result, f"it must also edit {shown}: {exc}")
         also.append((path, other.digest, old, new))
-    result = replace(result, also=tuple(also))
+        encodings.append((path, other.encoding, other.bom))
+    result = replace(result, also=tuple(also), also_encodings=tuple(encodings))
     if not write:
         return result
     try:
@@ -84,4 +103,4 @@ def _refused(findings, why: str) -> list[Finding]:
 
 
 def _refused_result(result: FileResult, why: str) -> FileResult:
-    return replace(result, findings=tuple(_refused(result.findings, why)), new_text=None, old_text=None, refused=why, also=())
+    return replace(result, findings=tuple(_refused(result.findings, why)), new_text=None, old_text=None, refused=why, also=(), also_encodings=())

@@ -480,7 +480,8 @@ def process_path(path: str, options: Options, write: bool = False, cache: Result
             result = process_notebook(source.text, path, options, True) if notebook else process_text(source.text, path, options, True)
         # The project modules its analysis read: its answer holds while they are unchanged.
         result = replace(result, read=tuple(sorted(read.items())))
-        if key is not None and not (result.error or "").startswith(INTERNAL):
+        # (A fix that spans files is not stored: the cache keeps one file's text.)
+        if key is not None and not result.also and not (result.error or "").startswith(INTERNAL):
             cache.put(key, result)
     result = result.settled(source.encoding, source.bom, source.digest)
     if not result.changed:

@@ -81,6 +81,18 @@ class FileResult:
     # Other files the fix edits too (a migration that spans files): (path, digest of the bytes
     # read, old text, new text) for each. The fix is written whole or not at all.
     also: tuple[tuple[str, str, str, str], ...] = ()
+    # How each of those files is written: (path, encoding, BOM), as read (its own, not this
+    # file's); a file not listed is written as this one.
+    also_encodings: tuple[tuple[str, str, bool], ...] = ()
+
+    def encoding_of(self, path: str) -> tuple[str, bool]:
+        """The encoding and BOM ``path`` (this file or another file its fix edits) is written in."""
+        if path == self.path:
+            return self.encoding, self.bom
+        for other, encoding, bom in self.also_encodings:
+            if other == path:
+                return encoding, bom
+        return self.encoding, False
 
     def describe_error(self, shown_path: str | None = None) -> str:
         return f"{shown_path or self.path}: {self.error}"

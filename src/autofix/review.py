@@ -84,7 +84,7 @@ def _review(result: FileResult, run: Run) -> tuple[FileResult, bool]:
     try:
         writes = [(result.path, encode(text, result.encoding, result.bom), result.digest or "")]
         # A fix that spans files (see autofix.crossfile): every file or none.
-        writes += [(path, encode(new, result.encoding, False), digest) for path, digest, _old, new in result.also]
+        writes += [(path, encode(new, *result.encoding_of(path)), digest) for path, digest, _old, new in result.also]
         write_all(writes)
     except SourceError as exc:
         run.counts["errors"] += 1

@@ -8,7 +8,9 @@ strategy, no training, no loss or optimizer whose behaviour over replicas autofi
 where it can see it) and a class has no training of its own. Otherwise, and wherever the file
 trains through another module autofix does not follow (a model it cannot see made, a
 function or class of the project that trains), the migration is refused at the line, naming
-the other file and line: never "it does not train", never a migration made blind.
+the other file and line: never "it does not train", never a migration made blind. (A method
+of a plain class of another module that fits a model the class builds is migrated in both files
+when it can be shown right: :mod:`.method_fits`.)
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import libcst as cst
 from autofix.analysis import Derived
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.migration.companions import Companions, StepPlan
+from autofix.analysis.migration.method_fits import MethodFits
 from autofix.analysis.program import Program
 from autofix.analysis.project.imports import ProjectImports, Resolved
 from autofix.analysis.training.model import TrainingModel
@@ -41,7 +44,7 @@ class ImportedTraining(Derived):
     def refusals(self) -> list[tuple[cst.CSTNode, str]]:
         if not self.imports.active:
             return []
-        return self.factories + self.unfollowed + self.trainers
+        return self.factories + self.unfollowed + self.trainers + MethodFits.of(self.program).refusals
 
     @cached_property
     def handled(self) -> set[int]:
@@ -175,6 +178,8 @@ class ImportedTraining(Derived):
                 definition = resolved.definition if resolved is not None else None
                 if definition is None or definition.kind != "class" or definition.keras_model:
                     continue
+                if MethodFits.of(self.program).handles(made):
+                    break  # migrated in both files, or refused there (see method_fits.py)
                 method = next((m for m in definition.training_methods if m[0] == func.attr.value), None)
                 if method is not None:
                     found[id(made)] = (call, resolved, method[0], method[1], method[2])  # type: ignore[assignment]
@@ -219,6 +224,8 @@ class ImportedTraining(Derived):
                 # training, through fit, is judged where it is made).
                 continue
             if made_from is not None:
+                if MethodFits.of(self.program).handles(made_from):
+                    continue
                 if id(made_from) in objects:
                     continue  # one finding per object
                 objects.add(id(made_from))

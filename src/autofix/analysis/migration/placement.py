@@ -46,6 +46,8 @@ class Placement(Derived):
         for site in self.single.fits:
             found.append(site.call)
             found.extend(site.members)
+        for method in self.single.method_fits:
+            found.extend([method.construction, *method.builders, method.call])
         for step in self.single.custom_steps:
             found.extend(step.calls)
             for update in step.updates:

@@ -291,7 +291,14 @@ class SingleDevice(Derived):
     def trains(self) -> bool:
         """Whether the file trains: here, or through another module of its project that it
         calls (then it is refused with why, never passed over as not training)."""
-        return bool(self.fits or self.updates or self.imported.refusals)
+        return bool(self.fits or self.updates or self.imported.refusals or self.method_fits)
+
+    @cached_property
+    def method_fits(self):
+        """Training methods of other modules' classes, migrated in both files (:mod:`.method_fits`)."""
+        from autofix.analysis.migration.method_fits import MethodFits
+
+        return MethodFits.of(self.program).found
 
     @cached_property
     def imported(self) -> ImportedTraining:

@@ -147,8 +147,21 @@ def summary_of(data: bytes) -> ModuleSummary:
     key = digest(data)
     found = _SUMMARIES.get(key)
     if found is None:
-        found = _SUMMARIES[key] = _summarise(data.decode("utf-8", errors="replace"))
+        found = _SUMMARIES[key] = _summarise(_text_of(data))
     return found
+
+
+def _text_of(data: bytes) -> str:
+    """``data`` decoded as Python reads it (BOM, coding declaration, else UTF-8): a fix that
+    edits the module too writes back this text."""
+    import io
+    import tokenize
+
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding)  # ("utf-8-sig" drops a BOM, as autofix.sourcefile does)
+    except (SyntaxError, LookupError, UnicodeDecodeError):
+        return data.decode("utf-8", errors="replace")
 
 
 def _summarise(text: str) -> ModuleSummary:
