@@ -394,6 +394,8 @@ def test_a_layer_loss_divided_by_the_replicas_or_not_used_is_no_finding(tmp_path
      "            self.quantizer = Quantizer(16, 4) if strategy else make_quantizer()\n"),
     ("            self.quantizer = Quantizer(16, 4)\n",
      "            self.quantizer = Quantizer(16, 4)\n            if not strategy:\n                self.quantizer = make_quantizer()\n"),
+    ("            self.quantizer = Quantizer(16, 4)\n",
+     "            self.quantizer, self.spare = Quantizer(16, 4), make_quantizer()\n"),
     # record() returns something else than its argument.
     ("    return value\n", "    return metric.result()\n"),
     # An entry of an entry of what the layer returns is not followed into it.
@@ -412,3 +414,13 @@ def test_a_layer_loss_that_cannot_be_followed_is_not_guessed(tmp_path, old, new)
         path.write_text(text.replace(old, new))
     assert changed
     assert _tfd004(root) == []
+
+
+def test_an_attribute_of_the_layer_set_elsewhere_does_not_hide_it(tmp_path):
+    root = tree(tmp_path, "layer_loss")
+    trainer = root / "trainer.py"
+    trainer.write_text(trainer.read_text().replace(
+        "            self.quantizer = Quantizer(16, 4)\n",
+        "            self.quantizer = Quantizer(16, 4)\n            self.quantizer.trainable = True\n"))
+    [finding] = _tfd004(root)
+    assert finding.path == str(root / "quantizer.py")

@@ -504,12 +504,13 @@ class LossWalk:
         for assign in nodes_in(cls, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
             targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
             for target in targets:
-                named = nodes_in(target, cst.Attribute)
-                if not any(isinstance(t.value, cst.Name) and t.value.value == "self" and t.attr.value == func.attr.value for t in named):
-                    continue
+                if not _is_self_attribute(target, func.attr.value):
+                    if any(_is_self_attribute(t, func.attr.value) for t in nodes_in(target, cst.Attribute)) and not isinstance(target, cst.Attribute):
+                        return None  # unpacked into it
+                    continue  # another attribute (``self.vq.trainable = ...`` does not rebind it)
                 value = assign.value
-                if not isinstance(target, cst.Attribute) or not isinstance(value, cst.Call):
-                    return None  # unpacked, or not an instance made here
+                if not isinstance(value, cst.Call):
+                    return None  # not an instance made here
                 resolved = imports.resolve(value.func)
                 if resolved is None or resolved.path is None or resolved.definition is None or resolved.definition.kind != "class":
                     return None
@@ -843,6 +844,10 @@ def _terms(program: Program, name: str, item: str | None, position: int | None) 
             )
         )
     return tuple(found)
+
+
+def _is_self_attribute(node: cst.CSTNode, name: str) -> bool:
+    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self" and node.attr.value == name
 
 
 def _top_level(program: Program, name: str) -> cst.FunctionDef | None:
