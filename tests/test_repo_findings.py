@@ -424,3 +424,28 @@ def test_an_attribute_of_the_layer_set_elsewhere_does_not_hide_it(tmp_path):
         "            self.quantizer = Quantizer(16, 4)\n            self.quantizer.trainable = True\n"))
     [finding] = _tfd004(root)
     assert finding.path == str(root / "quantizer.py")
+
+
+def test_the_layer_loss_finding_follows_edits_of_the_layer_and_of_record_with_the_cache_on(tmp_path, monkeypatch, cached):
+    """The finding at quantizer.py's mean is found through trainer.py, quantizer.py and
+    tracking.py: editing either of the other two changes it, warm as cold."""
+    root = tree(tmp_path, "layer_loss")
+    monkeypatch.chdir(root)
+    mean = line_of(root / "quantizer.py", "commitment = self.cost * tf.reduce_mean(")
+    cold = run("check", ".")
+    assert f"quantizer.py:{mean}:" in cold[1] and cold == run("check", "--no-cache", ".")
+    assert run("check", ".") == cold
+
+    tracking = root / "tracking.py"
+    original = tracking.read_text()
+    tracking.write_text(original.replace("    return value\n", "    return metric.result()\n"))
+    edited = run("check", ".")
+    assert "TFD004" not in edited[1] and edited == run("check", "--no-cache", ".")
+    tracking.write_text(original)
+    assert run("check", ".") == cold
+
+    quantizer = root / "quantizer.py"
+    quantizer.write_text(quantizer.read_text().replace(
+        "(tf.stop_gradient(quantised) - z) ** 2)", "(tf.stop_gradient(quantised) - z) ** 2) / tf.distribute.get_replica_context().num_replicas_in_sync"))
+    edited = run("check", ".")
+    assert "TFD004" not in edited[1] and edited == run("check", "--no-cache", ".")
