@@ -449,3 +449,53 @@ def test_the_layer_loss_finding_follows_edits_of_the_layer_and_of_record_with_th
         "(tf.stop_gradient(quantised) - z) ** 2)", "(tf.stop_gradient(quantised) - z) ** 2) / tf.distribute.get_replica_context().num_replicas_in_sync"))
     edited = run("check", ".")
     assert "TFD004" not in edited[1] and edited == run("check", "--no-cache", ".")
+
+
+# --- a loss function of another module passed to the step as an argument ---------------------
+
+
+def test_a_loss_function_passed_to_the_step_through_parameters_is_followed_to_its_module(tmp_path):
+    """``fit(dataset, compute_loss)`` -> ``distributed_step(batch, loss_fn)`` ->
+    ``strategy.run(train_step, args=(inputs, loss_fn))``: the step's ``loss_fn(...)`` is
+    losses.py's ``compute_loss``, whose mean is reported there, naming the call in the step."""
+    root = tree(tmp_path, "passed_loss")
+    [finding] = _tfd004(root)
+    assert finding.path == str(root / "losses.py")
+    assert finding.line == line_of(root / "losses.py", "return tf.reduce_mean(per_example)")
+    used = line_of(root / "trainer.py", "loss = loss_fn(y, model(x, training=True))")
+    assert finding.related == ((str(root / "trainer.py"), used, f"used by trainer.py:{used}"),)
+    assert not finding.fixable and "compute_loss()" in finding.reason
+
+
+@pytest.mark.parametrize("old, new", [
+    # The function passed averages over the global batch.
+    ("from losses import compute_loss", "from losses import global_loss as compute_loss"),
+    # The step divides what it is given by the replica count.
+    ("loss = loss_fn(y, model(x, training=True))", "loss = loss_fn(y, model(x, training=True)) / strategy.num_replicas_in_sync"),
+])
+def test_a_passed_loss_function_that_is_right_is_no_finding(tmp_path, old, new):
+    root = tree(tmp_path, "passed_loss")
+    trainer = root / "trainer.py"
+    assert old in trainer.read_text()
+    trainer.write_text(trainer.read_text().replace(old, new))
+    assert _tfd004(root) == []
+
+
+@pytest.mark.parametrize("old, new", [
+    # Another call passes a function this file makes: what loss_fn is, is not one function
+    # of another module.
+    ("        for batch in strategy.experimental_distribute_dataset(dataset):\n",
+     "        distributed_step(next(iter(dataset)), lambda y, p: tf.reduce_sum(p))\n"
+     "        for batch in strategy.experimental_distribute_dataset(dataset):\n"),
+    # The function holding the parameter is used otherwise than called.
+    ("features = np.random.rand", "STEPS = {'fit': fit}\nfeatures = np.random.rand"),
+    # What is passed is not known here.
+    ("fit(tf.data.Dataset.from_tensor_slices((features, labels)).batch(GLOBAL_BATCH), compute_loss)",
+     "fit(tf.data.Dataset.from_tensor_slices((features, labels)).batch(GLOBAL_BATCH), keras.losses.get('mse'))"),
+])
+def test_a_passed_loss_function_that_cannot_be_followed_is_not_guessed(tmp_path, old, new):
+    root = tree(tmp_path, "passed_loss")
+    trainer = root / "trainer.py"
+    assert old in trainer.read_text()
+    trainer.write_text(trainer.read_text().replace(old, new))
+    assert _tfd004(root) == []

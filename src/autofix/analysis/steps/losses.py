@@ -54,7 +54,7 @@ from autofix.analysis.program import Program
 from autofix.analysis.project.imports import ProjectImports, program_of
 from autofix.analysis.project.layout import digest
 from autofix.analysis.steps.custom import Steps, counts_replicas, inverse_count
-from autofix.analysis.syntax import argument_value, nodes_in
+from autofix.analysis.syntax import argument_value, nodes_in, parameter_argument
 from autofix.tf.index import Binding
 from autofix.tf.losses import (
     AGGREGATES,
@@ -475,6 +475,8 @@ class LossWalk:
         else:
             made = self.instance_of(call.func)
             if made is None:
+                made = self.functions_passed(call.func)
+            if made is None:
                 return False
         if state.rest:
             return False  # an entry of an entry: not followed into the other module
@@ -487,6 +489,56 @@ class LossWalk:
         for remote in terms:
             scaled = state.but(scaling=(*state.scaling, call)) if remote.scaled else state
             self.end(call, scaled.but(item=None), remote.kind, remote.detail, remote=remote)
+        return True
+
+    def functions_passed(self, func: cst.BaseExpression) -> list[tuple[str, str]] | None:
+        """``loss_fn(...)`` where ``loss_fn`` is a parameter of the function this code is in,
+        and every call of that function in this file (directly, or by ``strategy.run(f,
+        args=(...))``), through the parameters of the functions those calls are in, passes a
+        function of another module of the project (``distributed_step(batch, compute_loss)``
+        with ``from losses import compute_loss``): each such function's file and name. None
+        when one of them passes anything else, or some call of a function on the way is not
+        known (it is used otherwise than called, or it is a method)."""
+        if not isinstance(func, cst.Name):
+            return None
+        found: set[tuple[str, str]] = set()
+        if not self._passed_functions(func, found, 0) or not found:
+            return None
+        return sorted(found)
+
+    def _passed_functions(self, expr: cst.BaseExpression, found: set[tuple[str, str]], depth: int) -> bool:
+        if depth > _DEPTH or not isinstance(expr, cst.Name):
+            return False
+        imports = ProjectImports.of(self.program)
+        resolved = imports.resolve(expr)
+        if resolved is not None:
+            definition = resolved.definition
+            if resolved.path is None or definition is None or definition.kind != "function":
+                return False
+            found.add((resolved.path, definition.name))
+            return True
+        bindings = self.facts.bindings(expr)
+        if not bindings or not all(isinstance(b, cst.Param) for b in bindings):
+            return False
+        for param in bindings:
+            params = self.program.parent(param)
+            function = self.program.parent(params) if params is not None else None
+            if not isinstance(function, cst.FunctionDef) or function not in self.facts.functions:
+                return False
+            if self.facts.functions[function].is_method or param not in function.params.params:
+                return False
+            references = self.facts.references(function)
+            if not references:
+                return False
+            for ref in references:
+                parent = self.program.parent(ref)
+                if isinstance(parent, cst.Call) and parent.func is ref:
+                    arg = parameter_argument(function, parent, param)
+                    value = arg.value if arg is not None else None
+                else:
+                    value = self.callables._run_argument(ref, function, param)
+                if value is None or not self._passed_functions(value, found, depth + 1):
+                    return False
         return True
 
     def instance_of(self, func: cst.BaseExpression) -> list[tuple[str, str]] | None:
