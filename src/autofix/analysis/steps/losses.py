@@ -792,10 +792,18 @@ def is_batch_sum(term: Term) -> bool:
 # it, and its place in the other module (path, line and columns, whether an
 # ``# autofix: ignore`` comment there covers it for a rule).
 #
-# Only a function defined at the module's top level, reached with no call of its own on the way
-# whose reduction is not known; a function that returns nothing autofix follows gives no terms
-# (the caller's term stays unknown). The other module is read alone: what its function imports
-# from a third module is not followed.
+# Only a function defined at the module's top level (or the ``call`` of a top-level Keras layer or
+# model class), reached with no call of its own on the way whose reduction is not known; a
+# function that returns nothing autofix follows gives no terms (the caller's term stays
+# unknown). The other module is read alone: what its function imports from a third module is
+# not followed. The step reaches such a function through an imported name; through a parameter
+# every call of whose function in this file (or ``strategy.run(f, args=...)``), parameter by
+# parameter, passes one (``fit(ds, compute_loss)``); or through a ``self`` attribute every
+# assignment of which in the class makes an instance of such a layer class (``self.vq =
+# VQ(...)``; ``self.vq(z)["commitment"]``). A function of another module that returns one of
+# its parameters as it is (``def record(value, metric): ...; return value``) is the argument
+# its caller passes. Entries of entries (``step["VQ"]["commitment"]``) are read through dict
+# literals of this file; into the other module, only one.
 
 # Kinds a term of another module keeps; anything else is unknown to the caller.
 _KINDS = ("mean", "global", "constant", "regularization")
