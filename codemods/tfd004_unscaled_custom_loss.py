@@ -64,9 +64,12 @@ Not fixed (reported, or left alone):
   another module that cannot be followed, a mean over given axes, a product of two losses), or
   a term reached both divided by the replica count and not;
 - a term made in another module of the project: a function there (``from losses import
-  compute_loss``) that returns a per-replica mean (followed term by term in that module alone,
-  through its own helpers, a dict entry read as ``loss_dict["total"]``, a tuple element
-  unpacked) is reported at the mean in that module, naming the step that uses it (``used by
+  compute_loss``, or passed to the step as an argument by every call in this file:
+  ``fit(ds, compute_loss)``), or the ``call`` of a Keras layer class there held by ``self``
+  (``self.vq = VQ(...)``, its loss read as ``self.vq(z)["commitment"]``), that returns a
+  per-replica mean (followed term by term in that module alone, through its own helpers, a
+  dict entry read as ``loss_dict["total"]``, a tuple element unpacked; a function there that
+  returns its argument as it is, ``record(loss, metric)``, is that argument) is reported at the mean in that module, naming the step that uses it (``used by
   trainer.py:26``), and never fixed: the function may also serve code that is right with it
   (an evaluation outside ``strategy.run``), and the rest of that loss is then not fixed either.
   A function whose mean depends on what its caller passes (a weight or divisor parameter), or

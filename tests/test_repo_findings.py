@@ -365,3 +365,155 @@ def test_a_dockerfile_does_not_make_import_keras_keras_2(tmp_path):
     root = tree(tmp_path, "multiworker_model")
     (root / "Dockerfile").write_text("FROM tensorflow/tensorflow:2.17.0\nENV TF_USE_LEGACY_KERAS=1\n")
     assert [f.code for f in process_path(str(root / "train.py"), Options()).findings] == ["TFD006"]
+
+
+# --- a layer's loss read from what an instance of another module's class returns -------------
+
+
+def _tfd004(root: Path, name: str = "trainer.py"):
+    return [f for f in process_path(str(root / name), Options()).findings if f.code == "TFD004"]
+
+
+def test_a_mean_returned_by_a_layer_of_another_module_is_reported_at_the_mean(tmp_path):
+    """``out["vq"]["commitment"]``: an entry of the dict ``self.quantizer(encoded)`` returns
+    (``Quantizer.call`` of quantizer.py), read through a method of the trainer and through
+    ``record()`` of tracking.py, which returns its argument."""
+    root = tree(tmp_path, "layer_loss")
+    [finding] = _tfd004(root)
+    assert finding.path == str(root / "quantizer.py")
+    assert finding.line == line_of(root / "quantizer.py", "commitment = self.cost * tf.reduce_mean(")
+    used = line_of(root / "trainer.py", '"vq": self.quantizer(encoded)')
+    assert finding.related == ((str(root / "trainer.py"), used, f"used by trainer.py:{used}"),)
+    assert not finding.fixable and "Quantizer.call()" in finding.reason
+    assert process_path(str(root / "quantizer.py"), Options()).findings == ()
+
+
+@pytest.mark.parametrize("old, new", [
+    # Divided by the replica count in the step, or in the layer itself.
+    ('loss += record(out["vq"]["commitment"], self.commitment_metric)',
+     'loss += record(out["vq"]["commitment"], self.commitment_metric) / self.strategy.num_replicas_in_sync'),
+    ("commitment = self.cost * tf.reduce_mean((tf.stop_gradient(quantised) - z) ** 2)",
+     "commitment = self.cost * tf.reduce_mean((tf.stop_gradient(quantised) - z) ** 2) / tf.distribute.get_replica_context().num_replicas_in_sync"),
+    # Another entry: one value per example, averaged over the global batch in the step.
+    ('loss += record(out["vq"]["commitment"], self.commitment_metric)', "pass"),
+])
+def test_a_layer_loss_divided_by_the_replicas_or_not_used_is_no_finding(tmp_path, old, new):
+    root = tree(tmp_path, "layer_loss")
+    for name in ("trainer.py", "quantizer.py"):
+        path = root / name
+        path.write_text(path.read_text().replace(old, new))
+    assert new in (root / "trainer.py").read_text() + (root / "quantizer.py").read_text()
+    assert _tfd004(root) == []
+
+
+@pytest.mark.parametrize("old, new", [
+    # The attribute may also hold what a function of another module makes: not followed.
+    ("            self.quantizer = Quantizer(16, 4)\n",
+     "            self.quantizer = Quantizer(16, 4) if strategy else make_quantizer()\n"),
+    ("            self.quantizer = Quantizer(16, 4)\n",
+     "            self.quantizer = Quantizer(16, 4)\n            if not strategy:\n                self.quantizer = make_quantizer()\n"),
+    ("            self.quantizer = Quantizer(16, 4)\n",
+     "            self.quantizer, self.spare = Quantizer(16, 4), make_quantizer()\n"),
+    # record() returns something else than its argument.
+    ("    return value\n", "    return metric.result()\n"),
+    # An entry of an entry of what the layer returns is not followed into it.
+    ('return {"quantised": quantised, "commitment": commitment}',
+     'return {"quantised": quantised, "commitment": {"total": commitment}}'),
+])
+def test_a_layer_loss_that_cannot_be_followed_is_not_guessed(tmp_path, old, new):
+    root = tree(tmp_path, "layer_loss")
+    (root / "quantizer.py").write_text((root / "quantizer.py").read_text() + "\n\ndef make_quantizer():\n    return Quantizer(16, 4)\n")
+    (root / "trainer.py").write_text((root / "trainer.py").read_text().replace("from quantizer import Quantizer", "from quantizer import Quantizer, make_quantizer"))
+    changed = False
+    for name in ("trainer.py", "quantizer.py", "tracking.py"):
+        path = root / name
+        text = path.read_text()
+        changed |= old in text
+        path.write_text(text.replace(old, new))
+    assert changed
+    assert _tfd004(root) == []
+
+
+def test_an_attribute_of_the_layer_set_elsewhere_does_not_hide_it(tmp_path):
+    root = tree(tmp_path, "layer_loss")
+    trainer = root / "trainer.py"
+    trainer.write_text(trainer.read_text().replace(
+        "            self.quantizer = Quantizer(16, 4)\n",
+        "            self.quantizer = Quantizer(16, 4)\n            self.quantizer.trainable = True\n"))
+    [finding] = _tfd004(root)
+    assert finding.path == str(root / "quantizer.py")
+
+
+def test_the_layer_loss_finding_follows_edits_of_the_layer_and_of_record_with_the_cache_on(tmp_path, monkeypatch, cached):
+    """The finding at quantizer.py's mean is found through trainer.py, quantizer.py and
+    tracking.py: editing either of the other two changes it, warm as cold."""
+    root = tree(tmp_path, "layer_loss")
+    monkeypatch.chdir(root)
+    mean = line_of(root / "quantizer.py", "commitment = self.cost * tf.reduce_mean(")
+    cold = run("check", ".")
+    assert f"quantizer.py:{mean}:" in cold[1] and cold == run("check", "--no-cache", ".")
+    assert run("check", ".") == cold
+
+    tracking = root / "tracking.py"
+    original = tracking.read_text()
+    tracking.write_text(original.replace("    return value\n", "    return metric.result()\n"))
+    edited = run("check", ".")
+    assert "TFD004" not in edited[1] and edited == run("check", "--no-cache", ".")
+    tracking.write_text(original)
+    assert run("check", ".") == cold
+
+    quantizer = root / "quantizer.py"
+    quantizer.write_text(quantizer.read_text().replace(
+        "(tf.stop_gradient(quantised) - z) ** 2)", "(tf.stop_gradient(quantised) - z) ** 2) / tf.distribute.get_replica_context().num_replicas_in_sync"))
+    edited = run("check", ".")
+    assert "TFD004" not in edited[1] and edited == run("check", "--no-cache", ".")
+
+
+# --- a loss function of another module passed to the step as an argument ---------------------
+
+
+def test_a_loss_function_passed_to_the_step_through_parameters_is_followed_to_its_module(tmp_path):
+    """``fit(dataset, compute_loss)`` -> ``distributed_step(batch, loss_fn)`` ->
+    ``strategy.run(train_step, args=(inputs, loss_fn))``: the step's ``loss_fn(...)`` is
+    losses.py's ``compute_loss``, whose mean is reported there, naming the call in the step."""
+    root = tree(tmp_path, "passed_loss")
+    [finding] = _tfd004(root)
+    assert finding.path == str(root / "losses.py")
+    assert finding.line == line_of(root / "losses.py", "return tf.reduce_mean(per_example)")
+    used = line_of(root / "trainer.py", "loss = loss_fn(y, model(x, training=True))")
+    assert finding.related == ((str(root / "trainer.py"), used, f"used by trainer.py:{used}"),)
+    assert not finding.fixable and "compute_loss()" in finding.reason
+
+
+@pytest.mark.parametrize("old, new", [
+    # The function passed averages over the global batch.
+    ("from losses import compute_loss", "from losses import global_loss as compute_loss"),
+    # The step divides what it is given by the replica count.
+    ("loss = loss_fn(y, model(x, training=True))", "loss = loss_fn(y, model(x, training=True)) / strategy.num_replicas_in_sync"),
+])
+def test_a_passed_loss_function_that_is_right_is_no_finding(tmp_path, old, new):
+    root = tree(tmp_path, "passed_loss")
+    trainer = root / "trainer.py"
+    assert old in trainer.read_text()
+    trainer.write_text(trainer.read_text().replace(old, new))
+    assert _tfd004(root) == []
+
+
+@pytest.mark.parametrize("old, new", [
+    # Another call passes a function this file makes: what loss_fn is, is not one function
+    # of another module.
+    ("        for batch in strategy.experimental_distribute_dataset(dataset):\n",
+     "        distributed_step(next(iter(dataset)), lambda y, p: tf.reduce_sum(p))\n"
+     "        for batch in strategy.experimental_distribute_dataset(dataset):\n"),
+    # The function holding the parameter is used otherwise than called.
+    ("features = np.random.rand", "STEPS = {'fit': fit}\nfeatures = np.random.rand"),
+    # What is passed is not known here.
+    ("fit(tf.data.Dataset.from_tensor_slices((features, labels)).batch(GLOBAL_BATCH), compute_loss)",
+     "fit(tf.data.Dataset.from_tensor_slices((features, labels)).batch(GLOBAL_BATCH), keras.losses.get('mse'))"),
+])
+def test_a_passed_loss_function_that_cannot_be_followed_is_not_guessed(tmp_path, old, new):
+    root = tree(tmp_path, "passed_loss")
+    trainer = root / "trainer.py"
+    assert old in trainer.read_text()
+    trainer.write_text(trainer.read_text().replace(old, new))
+    assert _tfd004(root) == []

@@ -54,7 +54,7 @@ from autofix.analysis.program import Program
 from autofix.analysis.project.imports import ProjectImports, program_of
 from autofix.analysis.project.layout import digest
 from autofix.analysis.steps.custom import Steps, counts_replicas, inverse_count
-from autofix.analysis.syntax import argument_value, nodes_in
+from autofix.analysis.syntax import argument_value, nodes_in, parameter_argument
 from autofix.tf.index import Binding
 from autofix.tf.losses import (
     AGGREGATES,
@@ -119,9 +119,16 @@ class _State:
     item: str | None = None
     # Inside what a sum or a global average reduces (its terms are ``LossWalk.under``).
     under: cst.Call | None = None
+    # The items read after ``item``, outermost last (``step["VQ"]["commitment"]``: item "VQ",
+    # then ("commitment",)).
+    rest: tuple[str, ...] = ()
 
     def key(self, node: cst.CSTNode) -> tuple:
-        return (id(node), tuple(id(c) for c, _ in self.calls), bool(self.scaling), self.divided, bool(self.bypassed), self.item, id(self.under))
+        return (id(node), tuple(id(c) for c, _ in self.calls), bool(self.scaling), self.divided, bool(self.bypassed), self.item, self.rest, id(self.under))
+
+    def read(self) -> "_State":
+        """The state once the entry ``item`` is taken: the next item read, if any."""
+        return self.but(item=self.rest[0] if self.rest else None, rest=self.rest[1:])
 
     def but(self, **changes) -> "_State":
         values = {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -174,7 +181,9 @@ class LossWalk:
         if key in self._seen or len(self._seen) > 5000:
             return
         self._seen.add(key)
-        if state.item is not None and not isinstance(node, (cst.Name, cst.Call, cst.IfExp, cst.Dict)):
+        if state.item is not None and isinstance(node, cst.Name) and node.value == "None":
+            return  # an entry read from None is never a value: that binding gives no loss
+        if state.item is not None and not isinstance(node, (cst.Name, cst.Call, cst.IfExp, cst.Dict, cst.Subscript)):
             self.end(node, state, "unknown")
             return
         if isinstance(node, cst.Name):
@@ -191,7 +200,12 @@ class LossWalk:
                 self.value(element.value, state)
         elif isinstance(node, cst.Subscript):
             item = _string_item(node)
-            self.value(node.value, state.but(item=item) if item is not None else state)
+            if item is None and state.item is not None:
+                self.end(node, state, "unknown")
+            elif item is not None and state.item is not None:
+                self.value(node.value, state.but(item=item, rest=(state.item, *state.rest)))
+            else:
+                self.value(node.value, state.but(item=item) if item is not None else state)
         elif isinstance(node, cst.Dict) and state.item is not None:
             self.entry(node, state)
         elif isinstance(node, cst.Call):
@@ -293,7 +307,7 @@ class LossWalk:
         if len(found) != 1 or any(isinstance(e, cst.StarredDictElement) for e in node.elements):
             self.end(node, state, "unknown")
             return
-        self.value(found[0], state.but(item=None))
+        self.value(found[0], state.read())
 
     def call(self, call: cst.Call, state: _State) -> None:
         facts = self.facts
@@ -434,22 +448,128 @@ class LossWalk:
     def imported(self, call: cst.Call, state: _State, position: int | None = None) -> bool:
         """A call of a function of another module of the project: the terms it returns (its
         element ``position`` when it returns a tuple unpacked here; see
-        :func:`returned_terms`), each ending at the call here. False when it is not one, or
-        what it returns is not followed."""
+        :func:`returned_terms`), each ending at the call here; a function there that returns
+        one of its parameters as it is (``record(value, metric)``) is the argument passed
+        here. The call of an instance attribute (``self.vq(z)``) every assignment of which in
+        this class makes an instance of one Keras layer or model class of another module is
+        what that class's ``call`` returns. False when it is none of those, or what it returns
+        is not followed."""
         imports = ProjectImports.of(self.program)
         if not imports.active or state.in_loss_call:
             return False
         resolved = imports.resolve(call.func)
         definition = resolved.definition if resolved is not None else None
-        if resolved is None or resolved.path is None or definition is None or definition.kind != "function":
-            return False
-        terms = returned_terms(resolved.path, definition.name, state.item, position)
-        if not terms:
-            return False
+        if resolved is not None and resolved.path is not None and definition is not None and definition.kind == "function":
+            passed = passed_through(resolved.path, definition.name)
+            if passed is not None:
+                arg = _argument(call, *passed)
+                if arg is None:
+                    return False
+                if position is None:
+                    self.value(arg, state)
+                else:
+                    self.element(arg, position, state)
+                return True
+            function = definition.name
+            made = [(resolved.path, definition.name)]
+        else:
+            made = self.instance_of(call.func)
+            if made is None:
+                made = self.functions_passed(call.func)
+            if made is None:
+                return False
+        if state.rest:
+            return False  # an entry of an entry: not followed into the other module
+        terms: list[RemoteTerm] = []
+        for path, function in made:
+            found = returned_terms(path, function, state.item, position)
+            if not found:
+                return False  # every class the attribute may hold, or none
+            terms.extend(found)
         for remote in terms:
             scaled = state.but(scaling=(*state.scaling, call)) if remote.scaled else state
             self.end(call, scaled.but(item=None), remote.kind, remote.detail, remote=remote)
         return True
+
+    def functions_passed(self, func: cst.BaseExpression) -> list[tuple[str, str]] | None:
+        """``loss_fn(...)`` where ``loss_fn`` is a parameter of the function this code is in,
+        and every call of that function in this file (directly, or by ``strategy.run(f,
+        args=(...))``), through the parameters of the functions those calls are in, passes a
+        function of another module of the project (``distributed_step(batch, compute_loss)``
+        with ``from losses import compute_loss``): each such function's file and name. None
+        when one of them passes anything else, or some call of a function on the way is not
+        known (it is used otherwise than called, or it is a method)."""
+        if not isinstance(func, cst.Name):
+            return None
+        found: set[tuple[str, str]] = set()
+        if not self._passed_functions(func, found, 0) or not found:
+            return None
+        return sorted(found)
+
+    def _passed_functions(self, expr: cst.BaseExpression, found: set[tuple[str, str]], depth: int) -> bool:
+        if depth > _DEPTH or not isinstance(expr, cst.Name):
+            return False
+        imports = ProjectImports.of(self.program)
+        resolved = imports.resolve(expr)
+        if resolved is not None:
+            definition = resolved.definition
+            if resolved.path is None or definition is None or definition.kind != "function":
+                return False
+            found.add((resolved.path, definition.name))
+            return True
+        bindings = self.facts.bindings(expr)
+        if not bindings or not all(isinstance(b, cst.Param) for b in bindings):
+            return False
+        for param in bindings:
+            params = self.program.parent(param)
+            function = self.program.parent(params) if params is not None else None
+            if not isinstance(function, cst.FunctionDef) or function not in self.facts.functions:
+                return False
+            if self.facts.functions[function].is_method or param not in function.params.params:
+                return False
+            references = self.facts.references(function)
+            if not references:
+                return False
+            for ref in references:
+                parent = self.program.parent(ref)
+                if isinstance(parent, cst.Call) and parent.func is ref:
+                    arg = parameter_argument(function, parent, param)
+                    value = arg.value if arg is not None else None
+                else:
+                    value = self.callables._run_argument(ref, function, param)
+                if value is None or not self._passed_functions(value, found, depth + 1):
+                    return False
+        return True
+
+    def instance_of(self, func: cst.BaseExpression) -> list[tuple[str, str]] | None:
+        """``self.vq`` called, where every assignment of ``self.vq`` in the class of this method
+        is a call of a class of another module of the project that has a ``call`` method of
+        its own (a Keras layer or model: calling the instance runs it): each such class's
+        file and method (``VQ.call``)."""
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+            return None
+        cls = next((a for a in self.program.ancestors(func) if isinstance(a, cst.ClassDef)), None)
+        if cls is None:
+            return None
+        imports = ProjectImports.of(self.program)
+        found: set[tuple[str, str]] = set()
+        for assign in nodes_in(cls, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+            targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+            for target in targets:
+                if not _is_self_attribute(target, func.attr.value):
+                    if any(_is_self_attribute(t, func.attr.value) for t in nodes_in(target, cst.Attribute)) and not isinstance(target, cst.Attribute):
+                        return None  # unpacked into it
+                    continue  # another attribute (``self.vq.trainable = ...`` does not rebind it)
+                value = assign.value
+                if not isinstance(value, cst.Call):
+                    return None  # not an instance made here
+                resolved = imports.resolve(value.func)
+                if resolved is None or resolved.path is None or resolved.definition is None or resolved.definition.kind != "class":
+                    return None
+                found.add((resolved.path, resolved.definition.name))
+        if not found or not all(_layer_call(path, name) for path, name in found):
+            return None
+        return [(path, f"{name}.call") for path, name in sorted(found)]
 
     def returns(self, function: cst.FunctionDef | cst.Lambda, call: cst.Call, callee: Callee, state: _State) -> None:
         inner = state.but(calls=(*state.calls, (call, callee)))
@@ -672,10 +792,18 @@ def is_batch_sum(term: Term) -> bool:
 # it, and its place in the other module (path, line and columns, whether an
 # ``# autofix: ignore`` comment there covers it for a rule).
 #
-# Only a function defined at the module's top level, reached with no call of its own on the way
-# whose reduction is not known; a function that returns nothing autofix follows gives no terms
-# (the caller's term stays unknown). The other module is read alone: what its function imports
-# from a third module is not followed.
+# Only a function defined at the module's top level (or the ``call`` of a top-level Keras layer or
+# model class), reached with no call of its own on the way whose reduction is not known; a
+# function that returns nothing autofix follows gives no terms (the caller's term stays
+# unknown). The other module is read alone: what its function imports from a third module is
+# not followed. The step reaches such a function through an imported name; through a parameter
+# every call of whose function in this file (or ``strategy.run(f, args=...)``), parameter by
+# parameter, passes one (``fit(ds, compute_loss)``); or through a ``self`` attribute every
+# assignment of which in the class makes an instance of such a layer class (``self.vq =
+# VQ(...)``; ``self.vq(z)["commitment"]``). A function of another module that returns one of
+# its parameters as it is (``def record(value, metric): ...; return value``) is the argument
+# its caller passes. Entries of entries (``step["VQ"]["commitment"]``) are read through dict
+# literals of this file; into the other module, only one.
 
 # Kinds a term of another module keeps; anything else is unknown to the caller.
 _KINDS = ("mean", "global", "constant", "regularization")
@@ -738,9 +866,7 @@ def returned_terms(path: str, name: str, item: str | None = None, position: int 
 
 
 def _terms(program: Program, name: str, item: str | None, position: int | None) -> tuple[RemoteTerm, ...] | None:
-    function = next(
-        (s for s in program.module.body if isinstance(s, cst.FunctionDef) and s.name.value == name), None
-    )
+    function = _top_level(program, name)
     if function is None:
         return None
     walk = _RemoteWalk(Steps.of(program))
@@ -778,3 +904,95 @@ def _terms(program: Program, name: str, item: str | None, position: int | None) 
             )
         )
     return tuple(found)
+
+
+def _is_self_attribute(node: cst.CSTNode, name: str) -> bool:
+    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self" and node.attr.value == name
+
+
+def _top_level(program: Program, name: str) -> cst.FunctionDef | None:
+    """The top-level function ``name`` of ``program``, or the method of a top-level class
+    (``VQ.call``)."""
+    owner, _, method = name.rpartition(".")
+    body: object = program.module.body
+    if owner:
+        cls = next((s for s in program.module.body if isinstance(s, cst.ClassDef) and s.name.value == owner), None)
+        if cls is None or not isinstance(cls.body, cst.IndentedBlock):
+            return None
+        body = cls.body.body
+    found = [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == method]  # type: ignore[attr-defined]
+    return found[0] if len(found) == 1 and not found[0].decorators else None
+
+
+def _layer_call(path: str, name: str) -> bool:
+    """Whether the top-level class ``name`` of ``path`` defines ``call`` and no ``__call__``
+    of its own, and derives from a Keras layer or model (calling an instance runs ``call``)."""
+    program = program_of(path)
+    if program is None:
+        return False
+    cls = next((s for s in program.module.body if isinstance(s, cst.ClassDef) and s.name.value == name), None)
+    if cls is None or _top_level(program, f"{name}.__call__") is not None or _top_level(program, f"{name}.call") is None:
+        return False
+    bases = set()
+    for base in cls.bases:
+        bases |= program.qualified_names(base.value)
+    return any(b.startswith(("tensorflow.keras.", "keras.", "tf_keras.")) and b.rsplit(".", 1)[-1] in ("Layer", "Model") for b in bases)
+
+
+_PASSED: dict[tuple[str, str], tuple[str, int | None] | None] = {}
+
+
+def passed_through(path: str, name: str) -> tuple[str, int | None] | None:
+    """The parameter that the top-level function ``name`` of ``path`` returns as it is, from
+    every return, never assigning it (``def record(value, metric): ...; return value``): its
+    name and position (None: keyword only). None otherwise."""
+    program = program_of(path)
+    if program is None:
+        return None
+    key = (digest(program.source.encode("utf-8", errors="replace")), name)
+    if key not in _PASSED:
+        _PASSED[key] = _passed(program, name)
+    return _PASSED[key]
+
+
+def _passed(program: Program, name: str) -> tuple[str, int | None] | None:
+    function = _top_level(program, name)
+    if function is None or "." in name:
+        return None
+    returns = nodes_in(function, cst.Return, stop=(cst.FunctionDef, cst.Lambda, cst.ClassDef))
+    values = {r.value.value if isinstance(r.value, cst.Name) else None for r in returns}
+    if len(values) != 1 or None in values or any(isinstance(n, (cst.Yield, cst.Await)) for n in nodes_in(function, (cst.Yield, cst.Await))):
+        return None
+    [returned] = values
+    params = function.params
+    if params.star_arg is not None and isinstance(params.star_arg, cst.Param) or params.star_kwarg is not None:
+        return None
+    targets: list[cst.CSTNode] = [a.target for a in nodes_in(function, cst.AssignTarget)]
+    targets += [a.target for a in nodes_in(function, (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr))]
+    targets += [w.asname.name for w in nodes_in(function, cst.WithItem) if w.asname is not None]
+    targets += [n for g in nodes_in(function, (cst.Global, cst.Nonlocal)) for n in g.names]
+    if any(isinstance(n, cst.Name) and n.value == returned for t in targets for n in nodes_in(t, (cst.Name, cst.NameItem))):
+        return None
+    if any(isinstance(n, cst.NameItem) and n.name.value == returned for t in targets for n in nodes_in(t, cst.NameItem)):
+        return None
+    positional = [*params.posonly_params, *params.params]
+    for index, param in enumerate(positional):
+        if param.name.value == returned:
+            return returned, index
+    if any(p.name.value == returned for p in params.kwonly_params):
+        return returned, None
+    return None
+
+
+def _argument(call: cst.Call, name: str, position: int | None) -> cst.BaseExpression | None:
+    """What ``call`` passes for the parameter ``name`` at ``position`` (None when it is not
+    known: a star argument, or nothing passed)."""
+    if any(a.star for a in call.args):
+        return None
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None]
+    if position is not None and position < len(positional):
+        return positional[position].value
+    return None
