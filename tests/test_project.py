@@ -1191,3 +1191,40 @@ def test_migrate_interactive_writes_the_other_file_in_its_own_encoding(tmp_path,
     assert "# Modèle\r\n".encode("latin-1") in data and b"batch_size=batch_size" in data
     assert data.count(b"\n") == data.count(b"\r\n")
     assert "strategy.scope()" in (root / "train.py").read_text()
+
+
+REBOUND_KL = (
+    "            kl_loss = -0.5 * (1 + log_var - tf.square(mean) - tf.exp(log_var))\n"
+    "            kl_loss = tf.reduce_mean(tf.reduce_sum(kl_loss, axis=1))\n"
+    "            total_loss = reconstruction_loss + 0.5 * kl_loss\n"
+)
+KL_REBOUND_AFTER_USE = (
+    "            kl_loss = -0.5 * (1 + log_var - tf.square(mean) - tf.exp(log_var))\n"
+    "            total_loss = reconstruction_loss + 0.5 * kl_loss\n"
+    "            kl_loss = tf.reduce_mean(tf.reduce_sum(kl_loss, axis=1))\n"
+)
+
+
+@pytest.mark.parametrize("lines, migrated", [(REBOUND_KL, True), (KL_REBOUND_AFTER_USE, False)])
+def test_a_term_bound_again_in_the_tape_block_is_read_as_it_is_where_the_loss_is_summed(tmp_path, lines, migrated):
+    """A term computed in two steps (``kl = ...; kl = tf.reduce_mean(...)``, as real VAEs
+    write it) is the mean its last binding before the sum makes; bound to a mean only after
+    the sum, it is what the sum read, not a mean, and the migration is refused."""
+    root = project(tmp_path, "vae_train_step")
+    model = root / "model.py"
+    text = model.read_text()
+    old = (
+        "            kl_loss = tf.reduce_mean(-0.5 * (1 + log_var - tf.square(mean) - tf.exp(log_var)))\n"
+        "            total_loss = reconstruction_loss + 0.5 * kl_loss\n"
+    )
+    assert old in text
+    model.write_text(text.replace(old, lines))
+    result = migrate(root / "test.py")
+    if migrated:
+        ((_path, _digest, _old, new),) = result.also
+        assert "replica_loss = total_loss / tf.distribute.get_strategy().num_replicas_in_sync\n" in new
+    else:
+        assert result.new_text is None and result.also == ()
+        (finding,) = result.findings
+        # The sum read the first binding (line 25), which is not a mean.
+        assert "has a term that is not a mean over the batch (line 25)" in finding.reason, reasons(result)

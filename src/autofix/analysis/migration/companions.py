@@ -96,7 +96,7 @@ class Companions(Derived):
         value = bound[0].body[0].value
         if _divides_by_replicas(step):
             return StepPlan(resolved.path, other, definition.name, loss, None, None, tf, done=True)
-        why = _not_a_sum_of_means(other, step, value)
+        why = _not_a_sum_of_means(other, step, value, (tapes[0].body.body, bound[0]))
         if why is not None:
             return f"the loss {loss} of its train_step ({resolved.where(self.imports.path, other.line(value))}) {why}"
         return StepPlan(resolved.path, other, definition.name, loss, bound[0], gradient, tf)
@@ -146,29 +146,47 @@ def _assignments(function: cst.FunctionDef, name: str) -> list[cst.SimpleStateme
     return found
 
 
+def _binding_at(bound: list, at: tuple) -> cst.SimpleStatementLine | None:
+    """The plain assignment a name read in the statement ``at[1]`` of the block ``at[0]`` has
+    there: its one binding in the step, or, where the block binds it several times (``kl =
+    ...; kl = tf.reduce_mean(kl)``), the last of them before that statement, when every
+    binding is a plain assignment among the block's own statements (no loop, branch or other
+    scope can bind it another way)."""
+    if any(b is None or not isinstance(b, cst.SimpleStatementLine) for b in bound) or not bound:
+        return None
+    if len(bound) == 1:
+        return bound[0]
+    block, reader = at
+    if reader not in block or any(b not in block for b in bound):
+        return None
+    before = [b for b in bound if block.index(b) < block.index(reader)]
+    return max(before, key=block.index) if before else None
+
+
 def _divides_by_replicas(step: cst.FunctionDef) -> bool:
     return any(isinstance(n, cst.Attribute) and n.attr.value == REPLICAS for n in nodes_in(step.body, cst.Attribute))
 
 
-def _not_a_sum_of_means(program: Program, step: cst.FunctionDef, value: cst.BaseExpression, depth: int = 0) -> str | None:
+def _not_a_sum_of_means(program: Program, step: cst.FunctionDef, value: cst.BaseExpression, at: tuple, depth: int = 0) -> str | None:
     """Why ``value`` is not a sum of means over the whole batch (terms added, each a mean or a
-    name bound once in the step to one, or a number times one), or None."""
+    name bound to one, or a number times one), or None. ``at`` is (the statements of the
+    tape's block, the one ``value`` is read in): a name is read as the binding it has there."""
     if depth > 8:
         return "is followed too deep"
     if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
-        return _not_a_sum_of_means(program, step, value.left, depth + 1) or _not_a_sum_of_means(program, step, value.right, depth + 1)
+        return _not_a_sum_of_means(program, step, value.left, at, depth + 1) or _not_a_sum_of_means(program, step, value.right, at, depth + 1)
     if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
         for number, term in ((value.left, value.right), (value.right, value.left)):
             if isinstance(number, (cst.Integer, cst.Float)):
-                return _not_a_sum_of_means(program, step, term, depth + 1)
+                return _not_a_sum_of_means(program, step, term, at, depth + 1)
     if isinstance(value, cst.Call) and program.qualified_names(value.func) & MEANS:
         axis = argument_value(value, "axis", 1)
         if axis is None or (isinstance(axis, cst.Name) and axis.value == "None"):
             return None
         return f"has a mean over some axes only (line {program.line(value)})"
     if isinstance(value, cst.Name):
-        bound = _assignments(step, value.value)
-        if len(bound) == 1 and bound[0] is not None and isinstance(bound[0], cst.SimpleStatementLine):
-            return _not_a_sum_of_means(program, step, bound[0].body[0].value, depth + 1)
-        return f"has a term, {value.value}, that is not bound once in the step"
+        binding = _binding_at(_assignments(step, value.value), at)
+        if binding is not None:
+            return _not_a_sum_of_means(program, step, binding.body[0].value, (at[0], binding), depth + 1)
+        return f"has a term, {value.value}, that is not bound once in the step or in the tape's block before it is read"
     return f"has a term that is not a mean over the batch (line {program.line(value)}), which autofix cannot show divided right"
