@@ -107,6 +107,7 @@ from autofix.analysis.syntax import is_wall
 from autofix.analysis.steps.tracing import python_effect
 from autofix.analysis.training.multiworker import MultiWorker
 from autofix.codegen import BlockEdits, add_argument, NotFound, ScopeSpan, fresh_name, module_alias, visible_at, wrap_spans
+from autofix.results import NOT_MIGRATED
 from autofix.rule import Example, Rule
 
 MESSAGE = "trains on one device: moved to tf.distribute.{cls}"
@@ -174,7 +175,7 @@ class MigrateToStrategy(Rule):
             )))
         if refusals:
             for refusal in refusals:
-                self.report(refusal.node, "trains on one device: not migrated", refusal.reason)
+                self.report(refusal.node, NOT_MIGRATED, refusal.reason)
             return
         anchor = _anchor(single)
         if self.fix(anchor, message, lambda edits: self._plan(single, kind.cls, edits)):

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+# The message of a finding of `autofix migrate` that declines a migration (with the reason):
+# the file trains on one device and is left as it was.
+NOT_MIGRATED = "trains on one device: not migrated"
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -85,6 +89,12 @@ class FileResult:
     @property
     def changed(self) -> bool:
         return self.new_text is not None and self.new_text != self.old_text
+
+    @property
+    def declined(self) -> bool:
+        """Whether ``migrate`` declined to migrate the file: a finding says why it is not
+        migrated (not suppressed), or the migration the rules made was refused."""
+        return bool(self.refused) or any(f.message.startswith(NOT_MIGRATED) and not f.suppressed for f in self.findings)
 
     def settled(self, encoding: str, bom: bool, digest: str) -> "FileResult":
         """The result as it is handed out: an unchanged file keeps no text (results stay

@@ -206,6 +206,8 @@ class Run:
             self.rules[finding.code] += 1
         if result.refused:
             self.counts["refused"] += 1
+        if result.declined:
+            self.counts["declined"] += 1
 
     def summary(self, verb: str = "Checked", wrote: bool = False) -> str:
         """The last line of every run: ``Checked 3 files, 2 findings (TFD001 2), ...``."""
