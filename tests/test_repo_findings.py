@@ -224,6 +224,38 @@ def test_one_finding_for_two_trainers_from_the_cache_too(tmp_path, monkeypatch, 
     assert alone.count("TFD004") == 1 and f"(used by train_small.py:{small[1]})" in alone
 
 
+def test_editing_the_loss_module_analyses_it_and_its_importers_again_and_nothing_else(tmp_path, monkeypatch, cached):
+    """With the cache on: a change of losses.py re-checks the two trainers that import it (the
+    finding moves with it), a change of one trainer re-checks only that trainer, and a file
+    that imports neither is never analysed again."""
+    root = tree(tmp_path, "shared_loss")
+    (root / "other.py").write_text((root / "train_small.py").read_text().replace("from losses import regression_loss\n", "").replace(
+        "loss = regression_loss(y, net(x, training=True))", "loss = tf.reduce_mean(keras.losses.mean_squared_error(y, net(x, training=True)))"))
+    monkeypatch.chdir(root)
+
+    def check():
+        before = len(cached)
+        outcome = run("check", ".")
+        return outcome, len(cached) - before
+
+    cold, count = check()
+    mean = shared_loss_places(root)[0]
+    assert count == 4 and f"losses.py:{mean}:12: TFD004" in cold[1] and "other.py" in cold[1]
+    assert check() == (cold, 0)
+
+    losses = root / "losses.py"
+    losses.write_text(losses.read_text().replace("    return tf.reduce_mean(errors)", "    # Averaged over the global batch.\n    return tf.nn.compute_average_loss(errors)"))
+    edited, count = check()
+    assert count == 3  # losses.py, train_large.py, train_small.py: not other.py
+    assert "losses.py" not in edited[1] and "other.py" in edited[1] and edited == run("check", "--no-cache", ".")
+    assert check() == (edited, 0)
+
+    small = root / "train_small.py"
+    small.write_text(small.read_text() + "# edited\n")
+    again, count = check()
+    assert count == 1 and again == edited
+
+
 # --- TFD006: a model built by another module, fit under MultiWorkerMirroredStrategy -----------
 
 
