@@ -52,7 +52,7 @@ def test_a_step_called_on_a_parameter_is_linked_and_declined_naming_what_is_left
     assert finding.line == line_of(gan, "gan.step(real)")
     assert "nothing in this file calls it" not in finding.reason
     assert "step() is called on gan, a parameter of train()" in finding.reason
-    assert f"every call of train() passes a TinyGAN (line {line_of(gan, 'train(model, ds, EPOCHS)')})" in finding.reason
+    assert f"every call of train() passes an object of TinyGAN (line {line_of(gan, 'train(model, ds, EPOCHS)')})" in finding.reason
     assert "not migrated yet" in finding.reason
 
 
@@ -133,3 +133,12 @@ def test_a_method_of_that_name_on_objects_of_other_classes_is_not_taken_for_the_
     [finding] = process_path(str(gan), MIGRATE).findings
     assert finding.line == line_of(gan, "gan.step(real)") and "a parameter of train()" in finding.reason
     assert f"the call of train() at line {line_of(gan, 'train(keras.models')} passes" in finding.reason
+
+
+def test_an_object_handed_to_another_modules_function_is_named_as_what_may_run_the_step(tmp_path):
+    root = copy(tmp_path, SINGLE)
+    wide = root / "wide.py"
+    [finding] = process_path(str(wide), MIGRATE).findings
+    call = line_of(wide, "train(WideGAN(8, 6), ds, 1)")
+    assert finding.line == call and "nothing in this file calls it, but" in finding.reason
+    assert f"WideGAN(8, 6) (an object of WideGAN) is given to train() of gan.py:{line_of(root / 'gan.py', 'def train(')} on line {call}" in finding.reason

@@ -18,6 +18,7 @@ import libcst as cst
 from autofix.analysis.facts.callees import Callables
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
+from autofix.analysis.project.imports import ProjectImports
 from autofix.analysis.syntax import attribute_path, nodes_in
 from autofix.tf.symbols import Kind
 
@@ -67,7 +68,7 @@ class MethodSteps:
                 return method
             callers = {id(f): f for f in (self.program.enclosing_function(c) for c in inside) if f is not None}
             if not inside:
-                unlinked = self.unlinked_call(method)
+                unlinked = self.unlinked_call(method) or self.given_to_another_module(method)
                 if unlinked is not None:
                     return unlinked
             if len(callers) != 1:
@@ -131,6 +132,32 @@ class MethodSteps:
             return call, self._through_parameter(method, call, func.value, bindings[0])
         return None
 
+    def given_to_another_module(self, method: cst.FunctionDef) -> tuple[cst.Call, str] | None:
+        """A call that gives an object whose ``method`` this is to a function of another module
+        of the project (``train(m, ds)`` with ``from wgan import train``), which may call it:
+        the call, and why the step is not migrated (nothing in this file calls it, but
+        something may)."""
+        name = method.name.value
+        imports = ProjectImports.of(self.program)
+        for call, _owner in self.facts.calls:
+            if self.callables.of_call(call.func)[0]:
+                continue
+            for arg in call.args:
+                cls = self.callables.instance_class(arg.value) if isinstance(arg.value, (cst.Name, cst.Call)) else None
+                if cls is None or self.callables.method(cls, name) is not method:
+                    continue
+                resolved = imports.resolve(call.func)
+                if resolved is None or resolved.path is None:
+                    continue
+                code = self.program.module.code_for_node
+                return call, (
+                    f"{name}() applies gradients and nothing in this file calls it, but {code(arg.value)} (an object of "
+                    f"{cls.name.value}) is given to {code(call.func)}() of {resolved.where(self.program.path)} on line "
+                    f"{self.program.line(call)}, which may call it: a step run by a function of another module is not "
+                    "migrated (it would have to run per replica there)"
+                )
+        return None
+
     def _through_parameter(self, method: cst.FunctionDef, call: cst.Call, receiver: cst.Name, param: cst.Param) -> str:
         """Why a step called on a parameter (``def train(gan, ds): gan.step(x)``) is not run per
         replica: what every call of the function passes for it cannot be followed to objects of
@@ -161,7 +188,7 @@ class MethodSteps:
         (cls,) = classes
         sites = ", ".join(str(self.program.line(site)) for site, _value in passed)
         return (
-            f"{head}; every call of {owner} passes a {cls} (line{'s' if len(passed) > 1 else ''} {sites}), but a step "
+            f"{head}; every call of {owner} passes an object of {cls} (line{'s' if len(passed) > 1 else ''} {sites}), but a step "
             "called through a parameter is not migrated yet: autofix writes the per-replica wrapper "
             f"(strategy.run({receiver.value}.{name}, ...)) and the distributed dataset only where the strategy is made, "
             f"not in {owner}, which is given the object and its batches as parameters"
