@@ -52,6 +52,11 @@ Not fixed (not migrated; reported with the reason):
   of this file, also called by the class itself, keeping Python state on its object
   (``self.steps += 1``: N times per step), or applying an optimizer that cannot be followed to
   where it is made;
+- a method step called on a function's parameter (``def train(gan, ds): gan.step(x)``): linked
+  to the class of what every call of the function passes, and refused at the call, saying what
+  is not migrated yet (the wrapper and the distributed dataset would be made in that function)
+  or what a call passes that cannot be followed; a method step whose object the file hands to a
+  function of another module of the project (refused at that call, naming the module);
 - a step whose loss has a term of unknown reduction (a ``tf.compat.v1`` loss, a loss function
   from another module);
 - ``tf.Variable`` objects a step trains that are made where a scope cannot be added around
