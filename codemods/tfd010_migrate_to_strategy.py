@@ -57,6 +57,11 @@ Not fixed (not migrated; reported with the reason):
   of this file, also called by the class itself, keeping Python state on its object
   (``self.steps += 1``: N times per step), or applying an optimizer that cannot be followed to
   where it is made;
+- a method step called on a function's parameter (``def train(gan, ds): gan.step(x)``): linked
+  to the class of what every call of the function passes, and refused at the call, saying what
+  is not migrated yet (the wrapper and the distributed dataset would be made in that function)
+  or what a call passes that cannot be followed; a method step whose object the file hands to a
+  function of another module of the project (refused at that call, naming the module);
 - a step whose loss has a term of unknown reduction (a ``tf.compat.v1`` loss, a loss function
   from another module);
 - ``tf.Variable`` objects a step trains that are made where a scope cannot be added around
@@ -120,6 +125,7 @@ from autofix.analysis.syntax import is_wall
 from autofix.analysis.steps.tracing import python_effect
 from autofix.analysis.training.multiworker import MultiWorker
 from autofix.codegen import BlockEdits, add_argument, NotFound, ScopeSpan, fresh_name, module_alias, visible_at, wrap_spans
+from autofix.results import NOT_MIGRATED
 from autofix.rule import Example, Rule
 
 MESSAGE = "trains on one device: moved to tf.distribute.{cls}"
@@ -187,7 +193,7 @@ class MigrateToStrategy(Rule):
             )))
         if refusals:
             for refusal in refusals:
-                self.report(refusal.node, "trains on one device: not migrated", refusal.reason)
+                self.report(refusal.node, NOT_MIGRATED, refusal.reason)
             return
         anchor = _anchor(single)
         if self.fix(anchor, message, lambda edits: self._plan(single, kind.cls, edits)):

@@ -355,11 +355,13 @@ def test_migrate_shows_a_diff_and_exits_1_then_writes_with_write(repo):
     assert "report_inline_loop.py:" in result.stderr and "not migrated" in result.stderr
     assert (repo / "custom_loop.py").read_text() == before
     written = run("migrate", "--no-cache", "--write", ".")
-    assert written.exit_code == 0
     assert "migrated custom_loop.py" in written.stderr
     assert (repo / "custom_loop.py").read_text() == read(FIXTURES / "tfd010" / "custom_loop.fixed.py")
+    # report_inline_loop.py is still declined, with its reason: something to read.
+    assert written.exit_code == 1 and "report_inline_loop.py:" in written.stderr
     again = run("migrate", "--no-cache", ".")
-    assert again.exit_code == 0 and again.stdout == ""
+    assert again.exit_code == 1 and again.stdout == "" and "not migrated" in again.stderr
+    assert run("migrate", "--no-cache", "custom_loop.py").exit_code == 0  # nothing left to migrate
     assert run("check", "--no-cache", "custom_loop.py").exit_code == 0
 
 
@@ -368,6 +370,24 @@ def test_migrate_reports_in_a_format_with_the_fix(repo):
     assert result.exit_code == 1
     (finding,) = json.loads(result.stdout)
     assert finding["code"] == "TFD010" and finding["fix"]["replacements"]
+
+
+def test_migrate_exits_1_on_a_declined_migration_and_0_when_nothing_is_to_migrate(repo):
+    declined = run("migrate", "--no-cache", "report_inline_loop.py")
+    assert declined.exit_code == 1 and declined.stdout == ""
+    assert "report_inline_loop.py:" in declined.stderr and "not migrated" in declined.stderr
+    assert run("migrate", "--no-cache", "--write", "report_inline_loop.py").exit_code == 1
+    assert run("migrate", "report_inline_loop.py").exit_code == 1  # cached: the same answer
+    report = run("migrate", "--no-cache", "--format", "json", "report_inline_loop.py")
+    assert report.exit_code == 1 and json.loads(report.stdout)[0]["fixable"] is False
+    nothing = run("migrate", "--no-cache", "noop_evaluation_only.py")
+    assert nothing.exit_code == 0 and nothing.stdout == ""
+    # A decline silenced by its comment is no longer something to read.
+    text = (repo / "report_inline_loop.py").read_text().splitlines(keepends=True)
+    line = json.loads(report.stdout)[0]["line"]
+    text[line - 1] = text[line - 1].rstrip("\n") + "  # autofix: ignore[TFD010]\n"
+    (repo / "report_inline_loop.py").write_text("".join(text))
+    assert run("migrate", "--no-cache", "report_inline_loop.py").exit_code == 0
 
 
 def test_migrate_names_a_skipped_file_and_a_missing_one(repo):

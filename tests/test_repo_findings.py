@@ -158,6 +158,104 @@ def test_the_finding_in_the_loss_module_follows_edits_of_either_module_with_the_
     assert count == 3 and "losses.py:9:12: TFD004" not in edited[1] and edited == run("check", "--no-cache", ".")
 
 
+# --- one loss function, several users: one finding ------------------------------------------
+
+
+def shared_loss_places(root: Path) -> tuple[int, list[tuple[str, int]]]:
+    mean = line_of(root / "losses.py", "return tf.reduce_mean(errors)")
+    large = [i for i, line in enumerate((root / "train_large.py").read_text().splitlines(), 1) if "regression_loss(y," in line]
+    small = line_of(root / "train_small.py", "regression_loss(y,")
+    assert len(large) == 2
+    return mean, [("train_large.py", large[0]), ("train_large.py", large[1]), ("train_small.py", small)]
+
+
+def test_two_steps_of_one_file_using_one_loss_make_one_finding_naming_both(tmp_path):
+    root = tree(tmp_path, "shared_loss")
+    mean, users = shared_loss_places(root)
+    result = process_path(str(root / "train_large.py"), Options())
+    [finding] = [f for f in result.findings if f.code == "TFD004"]
+    assert (finding.path, finding.line) == (str(root / "losses.py"), mean)
+    assert [(Path(p).name, line) for p, line, _ in finding.related] == users[:2]
+    assert [m for _, _, m in finding.related] == [f"used by {name}:{line}" for name, line in users[:2]]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_two_trainers_using_one_loss_make_one_finding_in_every_format(tmp_path, monkeypatch, jobs):
+    root = tree(tmp_path, "shared_loss")
+    monkeypatch.chdir(root)
+    mean, users = shared_loss_places(root)
+    used = ", ".join(f"{name}:{line}" for name, line in users)
+
+    def check(*args: str):
+        result = CliRunner().invoke(main, ["check", "--no-cache", "-j", jobs, *args, "."], catch_exceptions=False)
+        return result.exit_code, result.stdout, result.stderr
+
+    code, text, err = check()
+    assert code == 1 and "1 finding (TFD004 1)" in err
+    [line] = [l for l in text.splitlines() if "TFD004" in l]
+    assert line.startswith(f"losses.py:{mean}:12: TFD004 ") and f"(used by {used})" in line
+
+    _, out, _ = check("--format", "json")
+    [item] = [i for i in json.loads(out) if i.get("code") == "TFD004"]
+    assert (item["path"], item["line"]) == ("losses.py", mean)
+    assert [(r["path"], r["line"], r["message"]) for r in item["related"]] == [(n, l, f"used by {n}:{l}") for n, l in users]
+
+    _, out, _ = check("--format", "sarif")
+    [result] = [r for r in json.loads(out)["runs"][0]["results"] if r["ruleId"] == "TFD004"]
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "losses.py"
+    related = [(r["physicalLocation"]["artifactLocation"]["uri"], r["physicalLocation"]["region"]["startLine"]) for r in result["relatedLocations"]]
+    assert related == users and [r["id"] for r in result["relatedLocations"]] == [0, 1, 2]
+
+    _, out, _ = check("--format", "github")
+    [annotation] = [l for l in out.splitlines() if "TFD004" in l]
+    assert annotation.startswith(f"::warning file=losses.py,line={mean},") and f"(used by {used})" in annotation
+
+
+def test_one_finding_for_two_trainers_from_the_cache_too(tmp_path, monkeypatch, cached):
+    root = tree(tmp_path, "shared_loss")
+    monkeypatch.chdir(root)
+    cold = run("check", ".")
+    warm = run("check", ".")
+    assert warm == cold == run("check", "--no-cache", ".")
+    assert cold[1].count("TFD004") == 1 and "1 finding (TFD004 1)" in cold[2]
+    # Checked alone, each trainer names only itself.
+    _, alone, _ = run("check", "train_small.py")
+    small = shared_loss_places(root)[1][2]
+    assert alone.count("TFD004") == 1 and f"(used by train_small.py:{small[1]})" in alone
+
+
+def test_editing_the_loss_module_analyses_it_and_its_importers_again_and_nothing_else(tmp_path, monkeypatch, cached):
+    """With the cache on: a change of losses.py re-checks the two trainers that import it (the
+    finding moves with it), a change of one trainer re-checks only that trainer, and a file
+    that imports neither is never analysed again."""
+    root = tree(tmp_path, "shared_loss")
+    (root / "other.py").write_text((root / "train_small.py").read_text().replace("from losses import regression_loss\n", "").replace(
+        "loss = regression_loss(y, net(x, training=True))", "loss = tf.reduce_mean(keras.losses.mean_squared_error(y, net(x, training=True)))"))
+    monkeypatch.chdir(root)
+
+    def check():
+        before = len(cached)
+        outcome = run("check", ".")
+        return outcome, len(cached) - before
+
+    cold, count = check()
+    mean = shared_loss_places(root)[0]
+    assert count == 4 and f"losses.py:{mean}:12: TFD004" in cold[1] and "other.py" in cold[1]
+    assert check() == (cold, 0)
+
+    losses = root / "losses.py"
+    losses.write_text(losses.read_text().replace("    return tf.reduce_mean(errors)", "    # Averaged over the global batch.\n    return tf.nn.compute_average_loss(errors)"))
+    edited, count = check()
+    assert count == 3  # losses.py, train_large.py, train_small.py: not other.py
+    assert "losses.py" not in edited[1] and "other.py" in edited[1] and edited == run("check", "--no-cache", ".")
+    assert check() == (edited, 0)
+
+    small = root / "train_small.py"
+    small.write_text(small.read_text() + "# edited\n")
+    again, count = check()
+    assert count == 1 and again == edited
+
+
 # --- TFD006: a model built by another module, fit under MultiWorkerMirroredStrategy -----------
 
 

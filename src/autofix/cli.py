@@ -359,8 +359,9 @@ def migrate(strategy: str, write: bool, interactive: bool, smoke: bool, fmt: str
     Each script or notebook under PATHS that trains with no strategy gets one: made once where
     it trains, with its model, optimizer and compile in strategy.scope(), its batch kept per
     replica and training fed the global batch, its custom steps run per replica with their
-    loss averaged over the global batch. A migration is shown as a diff (exit 1 when there is
-    one, 0 when there is none, 2 on an error) or written with --write; it is only made when
+    loss averaged over the global batch. A migration is shown as a diff or written with
+    --write (exit 1 when one is shown or one is declined with its reason, 0 when there is
+    nothing to migrate or everything was written, 2 on an error); it is only made when
     the result parses, a second run changes nothing and `check` finds nothing in it, else the
     file is left alone with why. Files that already use tf.distribute are fixed as `fix` does.
     """
@@ -404,7 +405,9 @@ def migrate(strategy: str, write: bool, interactive: bool, smoke: bool, fmt: str
         report.write(formatter.finish())
         report.close()
     _finish(run, "Checked", writing, show_fixes)
-    code = EXIT_ERROR if run.counts["errors"] else EXIT_FINDINGS if run.counts["changed"] and not writing else EXIT_OK
+    # 1: something to read: a migration shown (not written), or one declined with its reason.
+    shown = run.counts["changed"] and not writing
+    code = EXIT_ERROR if run.counts["errors"] else EXIT_FINDINGS if shown or run.counts["declined"] else EXIT_OK
     if smoke:
         from autofix.smoke.command import smoke_migrations
 

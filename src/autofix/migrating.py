@@ -20,11 +20,10 @@ from autofix.analysis.migration.single_device import SingleDevice
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import CELL_MARKER
 from autofix.prefilter import NOT_TRAINING  # noqa: F401  (the engine names it through this module)
-from autofix.results import Finding
+from autofix.results import NOT_MIGRATED, Finding
 
 # The rules settle in at most this many passes after the first (measured on the corpus: two).
 ROUNDS = 4
-NOT_MIGRATED = "trains on one device: not migrated"
 
 
 def uses_strategy(program: Program) -> bool:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
+
+# The message of a finding of `autofix migrate` that declines a migration (with the reason):
+# the file trains on one device and is left as it was.
+NOT_MIGRATED = "trains on one device: not migrated"
 
 
 @dataclass(frozen=True)
@@ -101,9 +106,42 @@ class FileResult:
     def changed(self) -> bool:
         return self.new_text is not None and self.new_text != self.old_text
 
+    @property
+    def declined(self) -> bool:
+        """Whether ``migrate`` declined to migrate the file: a finding says why it is not
+        migrated (not suppressed), or the migration the rules made was refused."""
+        return bool(self.refused) or any(f.message.startswith(NOT_MIGRATED) and not f.suppressed for f in self.findings)
+
     def settled(self, encoding: str, bom: bool, digest: str) -> "FileResult":
         """The result as it is handed out: an unchanged file keeps no text (results stay
         small however many files there are); a changed one says how its bytes are written."""
         if not self.changed:
             return replace(self, old_text=None, new_text=None)
         return replace(self, encoding=encoding, bom=bom, digest=digest)
+
+
+def merged_elsewhere(results: list[FileResult]) -> list[FileResult]:
+    """``results`` with each finding placed in another module (:attr:`Finding.path`) kept once:
+    in the first result that has it, naming every file that found it (``related``); two
+    trainers using one loss function of a loss module make one finding at its mean there."""
+    def key(finding: Finding) -> tuple:
+        return (os.path.normpath(finding.path or ""), finding.line, finding.column, finding.code, finding.message)
+
+    related: dict[tuple, list[tuple[str | None, int, str]]] = {}
+    for result in results:
+        for finding in result.findings:
+            if finding.path is not None:
+                places = related.setdefault(key(finding), [])
+                places.extend(r for r in finding.related if r not in places)
+    merged = []
+    for result in results:
+        findings = []
+        for finding in result.findings:
+            if finding.path is None:
+                findings.append(finding)
+                continue
+            places = related.pop(key(finding), None)
+            if places is not None:  # its first result: the only one that keeps it
+                findings.append(replace(finding, related=tuple(places)))
+        merged.append(result if tuple(findings) == result.findings else replace(result, findings=tuple(findings)))
+    return merged

@@ -19,7 +19,7 @@ derive from ``CodemodCommand`` themselves because importing ``libcst.codemod`` (
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Callable, ClassVar, Mapping
 
@@ -207,10 +207,15 @@ class Rule:
         """Record a finding whose place is in another module of the project (``place``: path,
         line, column, end line, end column, suppressed there), found through ``node`` of this
         file, which the finding names as its related place with the message ``related``
-        (``used by trainer.py:26``). It is not fixed: ``reason`` says why."""
-        key = (id(node), message, place[:3])
-        if key not in self._reports:
-            self._reports[key] = Report(node, message, reason, elsewhere=place, related=((None, self.program.line(node), related),))
+        (``used by trainer.py:26``). It is not fixed: ``reason`` says why. One place found
+        through several nodes (two steps using one loss function) is one finding, naming each."""
+        key = ("elsewhere", message, place[:3])
+        here = (None, self.program.line(node), related)
+        known = self._reports.get(key)
+        if known is None:
+            self._reports[key] = Report(node, message, reason, elsewhere=place, related=(here,))
+        elif here not in known.related:
+            self._reports[key] = replace(known, related=(*known.related, here))
 
     def report(
         self, node: cst.CSTNode, message: str, reason: str | None = None,

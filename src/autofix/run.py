@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 from autofix import cache, registry
 from autofix.diffs import display_path
 from autofix.options import Options
-from autofix.results import FileResult
+from autofix.results import FileResult, merged_elsewhere
 from autofix.sourcefile import SourceError, decode
 
 if TYPE_CHECKING:
@@ -146,9 +146,18 @@ class Run:
         jobs = min(self.jobs or os.cpu_count() or 1, max(1, len(files)))
         with Runner(self.options, jobs, self.cache if files else None) as runner:
             stream = runner.process(files, write)
+            # From the first result with a finding placed in another module, results are held
+            # until the last: one such place found through several files is one finding.
+            held: list[FileResult] = []
             for result in watch(stream, len(files)) if watch is not None else stream:
+                if held or any(f.path is not None for f in result.findings):
+                    held.append(result)
+                    continue
                 self.count(result)
                 yield result
+        for result in merged_elsewhere(held):
+            self.count(result)
+            yield result
 
     def _stdin(self) -> FileResult | None:
         """Standard input as one file; None when ``--stdin-filename`` names a path that the
@@ -207,6 +216,8 @@ class Run:
             self.rules[finding.code] += 1
         if result.refused:
             self.counts["refused"] += 1
+        if result.declined:
+            self.counts["declined"] += 1
 
     def summary(self, verb: str = "Checked", wrote: bool = False) -> str:
         """The last line of every run: ``Checked 3 files, 2 findings (TFD001 2), ...``."""

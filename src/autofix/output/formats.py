@@ -59,11 +59,21 @@ def finding_path(result: FileResult, finding: Finding) -> str:
     return finding.path if finding.path is not None else result.path
 
 
+USED_BY = "used by "
+
+
 def related_note(finding: Finding) -> str:
     """`` (used by trainer.py:26)``: the finding's related places, as the text format shows them."""
     if not finding.related:
         return ""
-    return " (" + "; ".join(message for _path, _line, message in finding.related) + ")"
+    shown: list[str] = []
+    for _path, _line, message in finding.related:
+        # "used by a.py:10, b.py:20": one finding that several files use.
+        if shown and shown[-1].startswith(USED_BY) and message.startswith(USED_BY):
+            shown[-1] += ", " + message.removeprefix(USED_BY)
+        else:
+            shown.append(message)
+    return " (" + "; ".join(shown) + ")"
 
 
 def related_items(result: FileResult, finding: Finding) -> list[dict]:

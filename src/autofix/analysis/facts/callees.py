@@ -253,13 +253,24 @@ class Callables(Derived):
 
     # --- classes and their instances ---------------------------------------------------------
 
-    def instance_class(self, expr: cst.BaseExpression) -> cst.ClassDef | None:
+    def instance_class(self, expr: cst.BaseExpression, depth: int = 0) -> cst.ClassDef | None:
         """The local class ``expr`` is an instance of: every value bound to the name (or
-        assigned to the ``self`` attribute) is a call of it."""
+        assigned to the ``self`` attribute) is a call of it; for a parameter of a function
+        (``def train(gan, ds): gan.step(x)``), every call of the function passes an instance of
+        it (:meth:`passed_arguments`)."""
+        if depth > _DEPTH:
+            return None
         if isinstance(expr, cst.Call):
             values: list = [expr]  # ``Trainer(...).fit(...)``
         elif isinstance(expr, cst.Name):
-            values = [self.facts.assigned_value(b) for b in self.facts.bindings(expr) or []]
+            bindings = self.facts.bindings(expr) or []
+            if len(bindings) == 1 and isinstance(bindings[0], cst.Param):
+                passed = self.passed_arguments(bindings[0])
+                if isinstance(passed, str) or not passed:
+                    return None
+                classes = {self.instance_class(value, depth + 1) for _call, value in passed}
+                return classes.pop() if len(classes) == 1 and None not in classes else None
+            values = [self.facts.assigned_value(b) for b in bindings]
         else:
             values = [v for v, _ in self.attribute_assignments(expr)]
         classes = set()
@@ -269,6 +280,31 @@ class Callables(Derived):
                 return None
             classes.add(local)
         return classes.pop() if len(classes) == 1 else None
+
+    def passed_arguments(self, param: cst.Param) -> list[tuple[cst.Call, cst.BaseExpression]] | str:
+        """What every call of a plain function of this file passes for its parameter
+        ``param``: (call, argument) for each; or why that cannot be told (a method's
+        parameter, a use of the function that is not a call, a call that does not pass it),
+        naming the line."""
+        params = self.program.parent(param)
+        function = self.program.parent(params) if params is not None else None
+        if not isinstance(function, cst.FunctionDef) or function not in self.facts.functions:
+            return "it is not a parameter of a function of this file"
+        name = f"{function.name.value}()"
+        if self.facts.functions[function].is_method:
+            return f"{param.name.value} is a parameter of the method {name}, which code elsewhere may call"
+        if param not in function.params.params:
+            return f"{param.name.value} is not a positional parameter of {name}"
+        found = []
+        for ref in self.facts.references(function):
+            call = self.program.parent(ref)
+            if not (isinstance(call, cst.Call) and call.func is ref):
+                return f"{name} is used otherwise than called (line {self.program.line(ref)})"
+            arg = parameter_argument(function, call, param)
+            if arg is None:
+                return f"the call of {name} at line {self.program.line(call)} does not pass {param.name.value} by position or name"
+            found.append((call, arg.value))
+        return found
 
     def method(self, cls: cst.ClassDef, name: str, depth: int = 0) -> cst.FunctionDef | None:
         """The method ``name`` of ``cls``, or of a local base class it inherits it from."""

@@ -201,6 +201,16 @@ class Scopes:
                 for call in self.strategy_run_calls():
                     classes |= self.strategy_classes(call.func.value) or set()  # type: ignore[union-attr]
                 return classes or {UNKNOWN_STRATEGY}
+            if self.functions[function].is_method:
+                # As always_called_under_scope: ``Trainer(...)`` runs ``__init__`` where it is
+                # made, a method runs where ``obj.method()`` is called.
+                calls, passed_on = self.values.calls_of(function)
+                if not calls or passed_on:
+                    return {"get_strategy"}
+                classes = set()
+                for call, _offset in calls:
+                    classes |= self.scope_classes_at(call)
+                return classes
             references = self.references(function)
             if not references:
                 return {"get_strategy"}

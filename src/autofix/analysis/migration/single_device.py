@@ -203,6 +203,11 @@ class SingleDevice(Derived):
                 continue
             if self.facts.functions[function].is_method:
                 step = self._method_steps.outermost(function)
+                if isinstance(step, tuple):
+                    # A call on a parameter that may be this step: refused once, at that call.
+                    if not any(r.node is step[0] and r.reason == step[1] for r in refusals):
+                        refusals.append(Refusal(*step))
+                    continue
                 if isinstance(step, str):
                     refusals.append(Refusal(update, step))
                     continue

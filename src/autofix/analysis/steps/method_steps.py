@@ -18,6 +18,7 @@ import libcst as cst
 from autofix.analysis.facts.callees import Callables
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
+from autofix.analysis.project.imports import ProjectImports
 from autofix.analysis.syntax import attribute_path, nodes_in
 from autofix.tf.symbols import Kind
 
@@ -49,9 +50,10 @@ class MethodSteps:
                 outside.append(call)
         return inside, outside
 
-    def outermost(self, method: cst.FunctionDef) -> cst.FunctionDef | str:
+    def outermost(self, method: cst.FunctionDef) -> cst.FunctionDef | str | tuple[cst.CSTNode, str]:
         """The method the loop calls, followed up from ``method`` through the methods of its
-        class that call it (each called by exactly one other); or why it cannot be told."""
+        class that call it (each called by exactly one other); or why it cannot be told (with
+        the call that shows it, for one made on a parameter that cannot be followed)."""
         seen: set[int] = set()
         while id(method) not in seen:
             seen.add(id(method))
@@ -65,6 +67,10 @@ class MethodSteps:
             if outside:
                 return method
             callers = {id(f): f for f in (self.program.enclosing_function(c) for c in inside) if f is not None}
+            if not inside:
+                unlinked = self.unlinked_call(method) or self.given_to_another_module(method)
+                if unlinked is not None:
+                    return unlinked
             if len(callers) != 1:
                 why = "nothing in this file calls it" if not inside else "several methods call it"
                 return f"{method.name.value}() applies gradients but {why}: which call is the training step is not known"
@@ -87,6 +93,8 @@ class MethodSteps:
                     "followed to where it is made"
                 )
             bindings = self.facts.bindings(receiver) or []
+            if len(bindings) == 1 and isinstance(bindings[0], cst.Param):
+                return call, self._through_parameter(method, call, receiver, bindings[0])
             values = [self.facts.assigned_value(b) for b in bindings]
             cls = self.callables.instance_class(receiver)
             if len(bindings) != 1 or not isinstance(values[0], cst.Call) or cls is None:
@@ -104,6 +112,87 @@ class MethodSteps:
         if len(receivers) != 1:
             return calls[0], f"{name}() is called on several objects ({', '.join(sorted(receivers))}): each would need a step of its own"
         return None
+
+    def unlinked_call(self, method: cst.FunctionDef) -> tuple[cst.Call, str] | None:
+        """A call ``param.<method>(...)`` on a parameter of a function that may run ``method``
+        but could not be linked to it (what a call of the function passes is not followed to an
+        object of its class): the call, and what could not be followed."""
+        name = method.name.value
+        for call, _owner in self.facts.calls:
+            func = call.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value == name and isinstance(func.value, cst.Name)):
+                continue
+            bindings = self.facts.bindings(func.value) or []
+            if not (len(bindings) == 1 and isinstance(bindings[0], cst.Param)) or self.callables.of_call(func)[0]:
+                continue
+            passed = self.callables.passed_arguments(bindings[0])
+            classes = [] if isinstance(passed, str) else [self.callables.instance_class(value) for _site, value in passed]
+            if classes and None not in classes and all(self.callables.method(c, name) is not method for c in classes):  # type: ignore[arg-type]
+                continue  # objects of other classes of this file: another method of that name
+            return call, self._through_parameter(method, call, func.value, bindings[0])
+        return None
+
+    def given_to_another_module(self, method: cst.FunctionDef) -> tuple[cst.Call, str] | None:
+        """A call that gives an object whose ``method`` this is to a function of another module
+        of the project (``train(m, ds)`` with ``from wgan import train``), which may call it:
+        the call, and why the step is not migrated (nothing in this file calls it, but
+        something may)."""
+        name = method.name.value
+        imports = ProjectImports.of(self.program)
+        for call, _owner in self.facts.calls:
+            if self.callables.of_call(call.func)[0]:
+                continue
+            for arg in call.args:
+                cls = self.callables.instance_class(arg.value) if isinstance(arg.value, (cst.Name, cst.Call)) else None
+                if cls is None or self.callables.method(cls, name) is not method:
+                    continue
+                resolved = imports.resolve(call.func)
+                if resolved is None or resolved.path is None:
+                    continue
+                code = self.program.module.code_for_node
+                return call, (
+                    f"{name}() applies gradients and nothing in this file calls it, but {code(arg.value)} (an object of "
+                    f"{cls.name.value}) is given to {code(call.func)}() of {resolved.where(self.program.path)} on line "
+                    f"{self.program.line(call)}, which may call it: a step run by a function of another module is not "
+                    "migrated (it would have to run per replica there)"
+                )
+        return None
+
+    def _through_parameter(self, method: cst.FunctionDef, call: cst.Call, receiver: cst.Name, param: cst.Param) -> str:
+        """Why a step called on a parameter (``def train(gan, ds): gan.step(x)``) is not run per
+        replica: what every call of the function passes for it cannot be followed to objects of
+        one class of this file (naming the call that shows it), or, when it can, what the
+        migration does not rewrite yet."""
+        name, line = method.name.value, self.program.line(call)
+        function = self.program.enclosing_function(param)
+        owner = f"{function.name.value}()" if function is not None else "its function"
+        head = f"{name}() is called on {receiver.value}, a parameter of {owner} (line {line})"
+        passed = self.callables.passed_arguments(param)
+        if isinstance(passed, str):
+            return f"{head}, which cannot be followed to the object it is: {passed}"
+        if not passed:
+            return f"{head}, and nothing in this file calls {owner}: which object the step trains is not known"
+        classes: dict[str, int] = {}
+        for site, value in passed:
+            cls = self.callables.instance_class(value)
+            if cls is None:
+                code = self.program.module.code_for_node(value)
+                return (
+                    f"{head}; the call of {owner} at line {self.program.line(site)} passes {code}, which cannot be "
+                    "followed to an object of a class of this file"
+                )
+            classes.setdefault(cls.name.value, self.program.line(site))
+        if len(classes) > 1:
+            shown = ", ".join(f"{cls} (line {at})" for cls, at in classes.items())
+            return f"{head}; the calls of {owner} pass objects of several classes ({shown}): each would need a step of its own"
+        (cls,) = classes
+        sites = ", ".join(str(self.program.line(site)) for site, _value in passed)
+        return (
+            f"{head}; every call of {owner} passes an object of {cls} (line{'s' if len(passed) > 1 else ''} {sites}), but a step "
+            "called through a parameter is not migrated yet: autofix writes the per-replica wrapper "
+            f"(strategy.run({receiver.value}.{name}, ...)) and the distributed dataset only where the strategy is made, "
+            f"not in {owner}, which is given the object and its batches as parameters"
+        )
 
     def optimizer_problem(self, updates: list[cst.Call], calls: list[cst.Call], training) -> tuple[cst.CSTNode, str] | None:
         """An optimizer the step applies that cannot be followed to where it is made: it must
