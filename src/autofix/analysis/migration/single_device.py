@@ -207,6 +207,8 @@ class SingleDevice(Derived):
             if isinstance(step, Refusal):
                 refusals.append(step)
                 continue
+            if self._never_run(step):
+                continue  # a variant the file shows and never calls: left as it is
             found = steps.get(step)
             if found is None:
                 found = steps[step] = CustomStep(step, [], method=self.facts.functions[step].is_method)
@@ -216,6 +218,17 @@ class SingleDevice(Derived):
             if why is not None:
                 refusals.append(why)
         return [s for s in steps.values() if not any(r.node is s.function for r in refusals)], refusals
+
+    def _never_run(self, step: cst.FunctionDef) -> bool:
+        """Whether ``step``, a function of the module, is never used: no code calls it or
+        hands it on (a guide showing a variant of the step it trained with), and no decorator
+        but ``tf.function`` may keep it."""
+        if self.facts.functions[step].is_method:
+            return False
+        # A use of the name that another ``def`` of it reaches first does not run this one.
+        if any(step in (self.facts.reaching_bindings(use) or (step,)) for use in self.facts.references(step)):
+            return False
+        return all(self.facts.names_of(d.decorator) & {"tensorflow.function"} for d in step.decorators)
 
     @property
     def custom_steps(self) -> list[CustomStep]:
