@@ -95,6 +95,7 @@ import libcst as cst
 from autofix.codemods._tfd010_inline import extract
 from autofix.analysis.migration.compiled_losses import Weighed
 from autofix.analysis.migration.eval_batches import EvalBatch
+from autofix.analysis.migration.few_examples import called_directly
 from autofix.analysis.migration.single_device import KINDS, ROWS, CustomStep, Refusal, SingleDevice
 from autofix.analysis.migration.model_prep import ModelPrep
 from autofix.analysis.migration.step_logs import LOGS
@@ -235,6 +236,8 @@ class MigrateToStrategy(Rule):
             edits.replace(part, _as_float32)
         for evaluation in single.eval_batches.found:
             self._even_batch(evaluation, block, strategy, edits)
+        for predict in single.one_device_predicts:
+            edits.replace(predict, called_directly)
         for clip in single.clips[0]:
             edits.replace(clip.call, lambda node, clip=clip: _clipped_globally(node, clip.gradients.value, tf))
         for loss in single.compiled_losses[0]:

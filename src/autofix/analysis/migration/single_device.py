@@ -24,7 +24,7 @@ from autofix.analysis import Derived
 from autofix.analysis.migration.boolean_casts import BooleanCasts, boolean_casts
 from autofix.analysis.migration.eval_batches import EvalBatches, eval_batches
 from autofix.analysis.migration.refusal import Refusal
-from autofix.analysis.migration.few_examples import few_examples
+from autofix.analysis.migration.few_examples import few_examples, one_device_predicts
 from autofix.analysis.migration.clipping import Clipping, GlobalClip, optimizer_clip_reason
 from autofix.analysis.migration.compiled_losses import CompiledLosses, PerExample, Weighed
 from autofix.analysis.facts.script import Facts
@@ -266,6 +266,12 @@ class SingleDevice(Derived):
         found.extend(Refusal(*refused) for refused in self.boolean_casts.refusals)
         found.extend(Refusal(*refused) for refused in few_examples(self.program, self.facts, self.training.sites))
         return found
+
+    @cached_property
+    def one_device_predicts(self) -> list[cst.Call]:
+        """``predict`` calls of the trained model on fewer examples than there may be
+        replicas, which the migration makes call the model itself (:mod:`.few_examples`)."""
+        return one_device_predicts(self.program, self.facts, self.training.sites)
 
     @cached_property
     def eval_batches(self) -> EvalBatches:
