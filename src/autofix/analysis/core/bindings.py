@@ -217,6 +217,13 @@ class Bindings:
                     continue
                 reaching[id(node)] = node
                 statement = self.program.statement_of(node)
+                while statement is not None:
+                    # The body of a ``with`` (a model made in ``strategy.scope()``) runs whenever the ``with`` does.
+                    block = self.program.block_of(statement)
+                    holder = self.program.parent(block) if block is not None else None
+                    if not isinstance(holder, cst.With):
+                        break
+                    statement = holder
                 if statement is not None and self.program.block_of(statement) is module and not isinstance(statement, (cst.For, cst.While)):
                     break  # a module-level statement before the call: what it binds is what the call sees
         return [n for n in nodes if id(n) in reaching] or None
