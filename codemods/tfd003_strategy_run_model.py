@@ -398,13 +398,13 @@ class StrategyRunModel(Rule):
             edits.replace(read, lambda node, gather=gather: gather.with_changes(args=[gather.args[0].with_changes(value=node), gather.args[1]]))
         index = list(block.body).index(plan.before)
 
-        def insert(body, index=index):
+        def insert(body, index):
             body = list(body)
             first = statement.with_changes(leading_lines=body[index].leading_lines)
             body[index] = body[index].with_changes(leading_lines=())
             return body[:index] + [first] + body[index:]
 
-        edits.add(block, insert)
+        edits.insert(block, index, insert)
 
     # --- strategy.run(model) ---------------------------------------------------------------------
 
@@ -476,12 +476,12 @@ class StrategyRunModel(Rule):
         edits.replace(call, lambda _node: cst.parse_expression(replacement))
         index = list(block.body).index(statement)
 
-        def insert(body, index=index, new=new):
+        def insert(body, index, new=new):
             body = list(body)
             body[index] = body[index].with_changes(leading_lines=())
             return body[:index] + new + body[index:]
 
-        edits.add(block, insert)
+        edits.insert(block, index, insert)
 
     def _dataset(self, program: Program, model: cst.Name, call: cst.Call) -> cst.BaseExpression:
         for dataset in fit_datasets(Facts.of(program), model):
@@ -536,13 +536,13 @@ class StrategyRunModel(Rule):
         edits.replace(call, lambda _node: cst.parse_expression(f"{wrapper_name}({args})"))
         index = list(outer.body).index(loop)
 
-        def insert(body, index=index):
+        def insert(body, index):
             body = list(body)
             first = wrapper.with_changes(leading_lines=[*body[index].leading_lines, comment])
             body[index] = body[index].with_changes(leading_lines=gap)
             return body[:index] + [first] + body[index:]
 
-        edits.add(outer, insert)
+        edits.insert(outer, index, insert)
 
 
 def _fed(program: Program, feeds: list[Feed]) -> str:

@@ -84,10 +84,12 @@ Not fixed (not migrated; reported with the reason):
   set given by a name);
 - the trained model's ``evaluate`` on fewer examples than there may be replicas, or its
   ``predict`` on as few when it has an LSTM or Conv1D layer (Keras 3 splits them over the
-  replicas and fails: :mod:`autofix.analysis.migration.few_examples`);
+  replicas and fails: :mod:`autofix.analysis.migration.few_examples`), unless that ``predict``
+  is a ``Sequential``'s given only its examples: it becomes ``model(x, training=False).numpy()``;
 - a loss compiled for ``fit`` that reduces over the batch itself where the rewrite cannot be
   shown the same (the function is used elsewhere, examples are weighed, its mean is not of
-  entries of ``y_true`` and ``y_pred``; a sum among other losses or weighed already);
+  entries of ``y_true`` and ``y_pred``, or of their sums or means over each example's own axes;
+  a sum among other losses or weighed already);
 - gradients clipped per tensor or per entry in a step (``tf.clip_by_norm``, ``tf.clip_by_value``),
   and, where the file may run on Keras 3, an optimizer given ``clipnorm=``, ``global_clipnorm=``
   or ``clipvalue=`` (Keras 3 clips each replica's share before adding them up: measured);
@@ -113,6 +115,7 @@ import libcst as cst
 from autofix.codemods._tfd010_inline import extract
 from autofix.analysis.migration.compiled_losses import Weighed
 from autofix.analysis.migration.eval_batches import EvalBatch
+from autofix.analysis.migration.few_examples import called_directly
 from autofix.analysis.migration.single_device import KINDS, ROWS, CustomStep, Refusal, SingleDevice
 from autofix.analysis.migration.model_prep import ModelPrep
 from autofix.analysis.migration.step_logs import LOGS
@@ -256,6 +259,8 @@ class MigrateToStrategy(Rule):
             edits.replace(part, _as_float32)
         for evaluation in single.eval_batches.found:
             self._even_batch(evaluation, block, strategy, edits)
+        for predict in single.one_device_predicts:
+            edits.replace(predict, called_directly)
         for clip in single.clips[0]:
             edits.replace(clip.call, lambda node, clip=clip: _clipped_globally(node, clip.gradients.value, tf))
         for loss in single.compiled_losses[0]:

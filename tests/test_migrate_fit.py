@@ -14,6 +14,8 @@ prove every migration by training it):
 
 from __future__ import annotations
 
+import importlib.util
+
 import libcst as cst
 import pytest
 from fixturecases import FIXTURES
@@ -517,28 +519,34 @@ FEW = (
 
 
 @pytest.mark.parametrize(
-    "layer, use, refused",
+    "layer, use, outcome",
     [
-        ("tf.keras.layers.LSTM(4)", "print(model.predict(x[[i]]))", True),
-        ("tf.keras.layers.LSTM(4)", "print(model.predict(x[np.array([i])]))", True),
-        ("tf.keras.layers.LSTM(4)", "print(model.predict(x[i:i + 1]))", True),
-        ("tf.keras.layers.LSTM(4)", "print(model.predict(np.expand_dims(x[i], 0)))", True),
-        ("tf.keras.layers.LSTM(4)", "one, two = x[[i]], x[[i + 1]]\nprint(model.predict(one))", True),
-        ("tf.keras.layers.Conv1D(4, 2), tf.keras.layers.Flatten()", "print(model.predict(x[None, i]))", True),
-        ("tf.keras.layers.Flatten()", "print(model.evaluate(x[:3], y[:3]))", True),  # AddN, whatever the layers
+        # A Sequential's predict given only its examples: the model is called itself there.
+        ("tf.keras.layers.LSTM(4)", "print(model.predict(x[[i]]))", "print(model(x[[i]], training=False).numpy())"),
+        ("tf.keras.layers.LSTM(4)", "print(model.predict(x[np.array([i])]))", "print(model(x[np.array([i])], training=False).numpy())"),
+        ("tf.keras.layers.LSTM(4)", "print(model.predict(x[i:i + 1], verbose=0))", "print(model(x[i:i + 1], training=False).numpy())"),
+        ("tf.keras.layers.LSTM(4)", "print(model.predict(x=np.expand_dims(x[i], 0)))", "print(model(np.expand_dims(x[i], 0), training=False).numpy())"),
+        ("tf.keras.layers.LSTM(4)", "one, two = x[[i]], x[[i + 1]]\nprint(model.predict(one))", "print(model(one, training=False).numpy())"),
+        ("tf.keras.layers.Conv1D(4, 2), tf.keras.layers.Flatten()", "print(model.predict(x[None, i]))", "print(model(x[None, i], training=False).numpy())"),
+        # What the call of the model would drop (a batch, callbacks), and evaluate: refused.
+        ("tf.keras.layers.LSTM(4)", "print(model.predict(x[[i]], batch_size=1))", None),
+        ("tf.keras.layers.LSTM(4)", "print(model.predict(x[[i]], callbacks=[]))", None),
+        ("tf.keras.layers.Flatten()", "print(model.evaluate(x[:3], y[:3]))", None),  # AddN, whatever the layers
         # Dense layers run on an empty batch (measured); enough examples split over 16 replicas
-        ("tf.keras.layers.Flatten()", "print(model.predict(x[[i]]))", False),
-        ("tf.keras.layers.LSTM(4)", "print(model.predict(x[:64]))", False),
-        ("tf.keras.layers.LSTM(4)", "print(model(x[[i]], training=False))", False),  # one device
+        ("tf.keras.layers.Flatten()", "print(model.predict(x[[i]]))", "print(model.predict(x[[i]]))"),
+        ("tf.keras.layers.LSTM(4)", "print(model.predict(x[:64]))", "print(model.predict(x[:64]))"),
+        ("tf.keras.layers.LSTM(4)", "print(model(x[[i]], training=False))", "print(model(x[[i]], training=False))"),  # one device
     ],
 )
-def test_predicting_fewer_examples_than_replicas_is_refused_where_keras_fails_on_it(layer, use, refused):
+def test_predicting_fewer_examples_than_replicas_is_refused_where_keras_fails_on_it(layer, use, outcome):
     analysis = analyse(FEW.format(layer=layer, use=use), MIGRATE)
-    assert (analysis.new_text is None) is refused, [f.reason for f in analysis.findings]
-    if refused:
+    assert (analysis.new_text is None) is (outcome is None), [f.reason for f in analysis.findings]
+    if outcome is None:
         (finding,) = analysis.findings
         assert "migrated, the model splits it over the replicas" in finding.reason
         assert "call the model itself there (model(x, training=False)" in finding.reason
+    else:
+        assert analysis.new_text.endswith(outcome + "\n")
 
 
 @pytest.mark.parametrize(
@@ -559,3 +567,57 @@ def test_boolean_arrays_evaluated_or_validated_by_name(use, migrated, shown):
         assert shown in analysis.new_text
     else:
         assert any(shown in f.reason for f in analysis.findings)
+
+
+# --- predict on fewer examples than replicas (analysis/migration/few_examples.py) -----------------
+
+
+def _migrated(source: str):
+    return analyse(source, Options(migrate="mirrored"))
+
+
+def test_a_sequential_models_predict_on_one_example_becomes_a_call_of_the_model():
+    source = (FIXTURES / "tfd010" / "fit_predicts_one_example.py").read_text()
+    new = _migrated(source).new_text
+    assert new is not None and "model(x_val[[i]], training=False).numpy()[0, 0]" in new and ".predict(" not in new
+
+
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        # A batch, steps or callbacks: what the model's own call would drop.
+        ("model.predict(x_val[[i]], verbose=0)", "model.predict(x_val[[i]], verbose=0, batch_size=1)"),
+        # Evaluate has no call of the model that gives what it gives.
+        ("model.predict(x_val[[i]], verbose=0)[0, 0]", "model.evaluate(x_val[[i]], y_val[[i]])"),
+    ],
+)
+def test_a_predict_the_call_cannot_stand_for_is_still_refused(change, why):
+    source = (FIXTURES / "tfd010" / "fit_predicts_one_example.py").read_text()
+    assert change in source
+    analysis = _migrated(source.replace(change, why))
+    assert analysis.new_text is None
+    assert any("is given one example" in (f.reason or "") for f in analysis.findings)
+
+
+def test_a_model_not_shown_to_have_one_output_is_refused():
+    analysis = _migrated((FIXTURES / "tfd010" / "report_fit_predicts_one_example.py").read_text())
+    assert analysis.new_text is None
+    assert any("predict() on line 23 is given one example" in (f.reason or "") for f in analysis.findings)
+
+
+@pytest.mark.tf
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
+def test_the_migrated_predicts_run_on_two_replicas_where_predict_fails(tmp_path):
+    """``autofix smoke --replicas 2`` (its fit capped, then the script predicts): the migration
+    runs to its end, printing what one device predicts; the same file with ``predict`` kept
+    fails there."""
+    from autofix.smoke import run_many
+    from autofix.smoke.jobs import SmokeJob
+
+    fixed = FIXTURES / "tfd010" / "fit_predicts_one_example.fixed.py"
+    text = fixed.read_text()
+    kept = tmp_path / "kept.py"
+    kept.write_text(text.replace("model(x_val[[i]], training=False).numpy()", "model.predict(x_val[[i]], verbose=0)"))
+    runs = run_many([SmokeJob(str(fixed)), SmokeJob(str(kept))], replicas=2, steps=2, offline=True)
+    assert runs[0].ok, runs[0].failures
+    assert not runs[1].ok

@@ -6,6 +6,9 @@ measurements."""
 
 from __future__ import annotations
 
+import importlib.util
+
+import pytest
 from fixturecases import FIXTURES, read
 
 from autofix.engine import Options, analyse
@@ -188,3 +191,53 @@ def test_a_compiled_sum_is_weighed_by_the_replicas_where_compile_weighs_nothing(
     assert "loss_weights=1 / strategy.num_replicas_in_sync)" in analyse(source, MIGRATE).new_text
     line, reason = _reason(source.replace("reduction='sum')", "reduction='sum'), loss_weights=2.0"))
     assert line == 13 and "it is not the one loss compile is given unweighed" in reason
+
+
+@pytest.mark.parametrize(
+    "averaged, per_example",
+    [
+        # A sum or mean over each example's own axes keeps the batch axis.
+        ("tf.reduce_sum(tf.square(y_true - y_pred), axis=1)", True),
+        ("tf.reduce_mean(tf.square(y_true - y_pred), axis=[1])", True),
+        # Keras's loss function reduces the last axis only: what the sum over axis 1 leaves is
+        # still one entry per example (y has 2 axes more than the batch's).
+        ("tf.reduce_sum(keras.losses.mean_squared_error(y_true, y_pred), axis=1)", True),
+        # Over the batch axis, over every axis, over an axis counted from the end, or Keras's
+        # loss function alone (its result may have lost the batch axis): not shown.
+        ("tf.reduce_sum(tf.square(y_true - y_pred), axis=0)", False),
+        ("tf.reduce_sum(tf.square(y_true - y_pred), axis=(0, 1))", False),
+        ("tf.reduce_sum(tf.square(y_true - y_pred), axis=-1)", False),
+        ("keras.losses.mean_squared_error(y_true, y_pred)", False),
+        ("tf.reduce_sum(keras.losses.mean_squared_error(y_true, tf.reduce_max(y_pred)), axis=1)", False),
+    ],
+)
+def test_a_loss_reduced_over_each_examples_axes_then_averaged_returns_one_loss_per_example(averaged, per_example):
+    source = FIT.replace("tf.reduce_mean(tf.square(y_true - y_pred))", f"tf.reduce_mean({averaged})").replace(
+        "np.random.rand(256, 2)", "np.random.rand(256, 2, 3)"
+    ).replace("keras.layers.Dense(2)]", "keras.layers.Dense(6), keras.layers.Reshape((2, 3))]")
+    analysis = analyse(source, MIGRATE)
+    if per_example:
+        assert f"    return tf.reduce_mean(tf.reshape({averaged}, [tf.shape(y_pred)[0], -1]), axis=1)\n" in analysis.new_text
+    else:
+        assert analysis.new_text is None
+        assert any("is not shown to be made entry by entry" in f.reason for f in analysis.findings)
+
+
+@pytest.mark.tf
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
+def test_a_loss_summed_per_image_trains_as_the_original(tmp_path):
+    """The autoencoder whose loss sums each image's pixels then averages: migrated, the same
+    update as the original at twice its batch; with the scalar mean left (Keras 3 does not
+    divide it), twice the update, told apart."""
+    from autofix.smoke.compare import ComparePair, compare_many
+
+    original = tmp_path / "original.py"
+    original.write_text(read(FIXTURES / "tfd010" / "fit_loss_summed_per_image.py"))
+    right = read(FIXTURES / "tfd010" / "fit_loss_summed_per_image.fixed.py")
+    per_example = "tf.reduce_mean(tf.reshape(tf.reduce_sum(keras.losses.binary_crossentropy(real, reconstruction), axis=(1, 2)), [tf.shape(reconstruction)[0], -1]), axis=1)"
+    assert per_example in right
+    (tmp_path / "right.py").write_text(right)
+    (tmp_path / "wrong.py").write_text(right.replace(per_example, "tf.reduce_mean(tf.reduce_sum(keras.losses.binary_crossentropy(real, reconstruction), axis=(1, 2)))"))
+    proven, told = compare_many([ComparePair(str(tmp_path / "right.py"), str(original)), ComparePair(str(tmp_path / "wrong.py"), str(original))], replicas=2, offline=True)
+    assert proven.compare.status == "equivalent", proven.compare.message
+    assert told.compare.status == "different", told.compare.message

@@ -472,3 +472,26 @@ def test_the_proof_holds_returned_sums_and_means_to_the_originals_at_the_global_
     assert "what its step returns differs in step 1: 16 in the migration, 32 in the original" in averaged_count.compare.message
     assert summed_mean.compare.status == "different"
     assert "what its step returns differs in step 1 (mae)" in summed_mean.compare.message
+
+
+@pytest.mark.tf
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
+def test_steps_defined_again_part_after_part_each_train_as_the_original(tmp_path):
+    """The first part's loop runs the first step, migrated: it trains as the original at twice
+    its batch (the steps compared are all the first part's), and a migration that left that
+    step's loss whole on each replica (twice the gradient) is told apart."""
+    from fixturecases import FIXTURES, read
+
+    from autofix.smoke.compare import ComparePair, compare_many
+
+    original = tmp_path / "steps_redefined.py"
+    original.write_text(read(FIXTURES / "tfd010" / "steps_redefined.py"))
+    right = read(FIXTURES / "tfd010" / "steps_redefined.fixed.py")
+    scaled = "loss = tf.reduce_mean(loss_fn_per_example(labels, model(features, training=True))) / strategy.num_replicas_in_sync"
+    assert right.count(scaled) == 1
+    wrong = right.replace(scaled, "loss = tf.reduce_mean(loss_fn_per_example(labels, model(features, training=True)))")
+    (tmp_path / "right.py").write_text(right)
+    (tmp_path / "wrong.py").write_text(wrong)
+    proven, told = compare_many([ComparePair(str(tmp_path / "right.py"), str(original)), ComparePair(str(tmp_path / "wrong.py"), str(original))], replicas=2, offline=True)
+    assert proven.compare.status == "equivalent", proven.compare.message
+    assert told.compare.status == "different", told.compare.message

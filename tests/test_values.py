@@ -160,3 +160,39 @@ def test_a_decorators_first_parameter_is_the_function_it_decorates():
         origins = values.binding_origins(param)
         assert [type(o.node).__name__ for o in origins] == ["FunctionDef"]
         assert origins[0].node.name.value == "step"
+
+
+# A step handed to strategy.run by a wrapper the loop calls (what a migration writes), in a file
+# that binds the model again and again, some of them in strategy.scope().
+WRAPPED = (
+    "import keras\n"
+    "import tensorflow as tf\n"
+    "\n"
+    "strategy = tf.distribute.MirroredStrategy()\n"
+    "model = keras.Sequential([keras.layers.Dense(1)])\n"
+    "with strategy.scope():\n"
+    "    model = keras.Sequential([keras.layers.Dense(2)])\n"
+    "with strategy.scope():\n"
+    "    model = keras.Sequential([keras.layers.Dense(3)])\n"
+    "\n"
+    "def step(x):\n"
+    "    return model(x)\n"
+    "\n"
+    "def distributed_step(x):\n"
+    "    return strategy.run(step, args=(x,))\n"
+    "\n"
+    "for x in [1.0]:\n"
+    "    distributed_step(x)\n"
+    "{after}"
+)
+
+
+def test_a_step_run_through_a_wrapper_reads_what_reaches_the_wrappers_calls():
+    """The wrapper is called once, after the last model made in a ``with`` block (which runs
+    whenever the ``with`` does): the step reads that one model."""
+    assert _values_read(WRAPPED.format(after=""), "model", "step") == ["keras.Sequential([keras.layers.Dense(3)])"]
+
+
+def test_a_wrapper_also_handed_on_may_run_the_step_after_any_binding():
+    source = WRAPPED.format(after="callbacks = [distributed_step]\n")
+    assert len(_values_read(source, "model", "step")) == 3

@@ -31,6 +31,8 @@ BodyEdit = Callable[[Statements], Statements]
 
 
 NodeEdit = Callable[[cst.CSTNode], cst.CSTNode]
+# Statements put before the statement at an index of a block's body as it was read.
+Insert = Callable[[Statements, int], Statements]
 
 
 class BlockEdits:
@@ -39,10 +41,20 @@ class BlockEdits:
     def __init__(self) -> None:
         self._edits: dict[int, list[BodyEdit]] = defaultdict(list)
         self._nodes: dict[int, list[NodeEdit]] = defaultdict(list)
+        self._inserts: dict[int, list[tuple[int, Insert]]] = defaultdict(list)
         self._keep: list[cst.CSTNode] = []
 
     def __bool__(self) -> bool:
-        return bool(self._edits) or bool(self._nodes)
+        return bool(self._edits) or bool(self._nodes) or bool(self._inserts)
+
+    def insert(self, block: Block, index: int, edit: Insert) -> None:
+        """Queue ``edit``, which puts statements before ``block.body[index]`` (an index of the
+        body as it was read): it gets the body and where that statement is in it when it
+        runs. Inserts run before the block's other edits, the last statement's first, so one
+        never moves where another goes (two loops of one block each get their dataset
+        distributed before them); two before one statement keep the order they were queued in."""
+        self._keep.append(block)
+        self._inserts[id(block)].append((index, edit))
 
     def add(self, block: Block, edit: BodyEdit) -> None:
         """Queue ``edit`` for the body of ``block``; edits of one block run in the order added."""
@@ -62,12 +74,14 @@ class BlockEdits:
             self._edits[key].extend(edits)
         for key, edits in other._nodes.items():
             self._nodes[key].extend(edits)
+        for key, inserts in other._inserts.items():
+            self._inserts[key].extend(inserts)
 
     def apply(self, module: cst.Module, parents: Mapping[cst.CSTNode, cst.CSTNode] | None = None) -> cst.Module:
         """The module with every edit made. With ``parents`` (the tree's parent of each node),
         only the paths from the module down to the edited nodes are walked and rebuilt; the
         rest of the tree is shared, untouched, with the original."""
-        return module.visit(_Apply(self._edits, self._nodes, self._paths(module, parents)))
+        return module.visit(_Apply(self._edits, self._nodes, self._paths(module, parents), self._inserts))
 
     def _paths(self, module: cst.Module, parents: Mapping[cst.CSTNode, cst.CSTNode] | None) -> set[int] | None:
         """Ids of the edited nodes and of all their ancestors; None (walk everything) when a
@@ -88,10 +102,17 @@ class BlockEdits:
 
 
 class _Apply(cst.CSTTransformer):
-    def __init__(self, edits: dict[int, list[BodyEdit]], nodes: dict[int, list[NodeEdit]], paths: set[int] | None = None) -> None:
+    def __init__(
+        self,
+        edits: dict[int, list[BodyEdit]],
+        nodes: dict[int, list[NodeEdit]],
+        paths: set[int] | None = None,
+        inserts: dict[int, list[tuple[int, Insert]]] | None = None,
+    ) -> None:
         self.edits = edits
         self.nodes = nodes
         self.paths = paths
+        self.inserts = inserts or {}
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         # Outside the paths to the edited nodes nothing changes: libcst then keeps the node
@@ -106,10 +127,17 @@ class _Apply(cst.CSTTransformer):
 
     def _edit(self, original: Block, updated: Block) -> Block:
         edits = self.edits.get(id(original))
-        if not edits:
+        inserts = self.inserts.get(id(original))
+        if not edits and not inserts:
             return updated
         body = list(updated.body)
-        for edit in edits:
+        # The last statement's first (and, before one statement, the last queued first): what
+        # goes in never moves the statements the other inserts go before.
+        order = sorted(range(len(inserts or ())), key=lambda i: (inserts[i][0], i), reverse=True)  # type: ignore[index]
+        for i in order:
+            index, insert = inserts[i]  # type: ignore[index]
+            body = insert(body, index)
+        for edit in edits or ():
             body = edit(body)
         return updated.with_changes(body=body)
 

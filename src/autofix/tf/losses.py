@@ -35,6 +35,15 @@ ELEMENTWISE = frozenset(
         "where",
     )
 ) | frozenset({"tensorflow.nn.relu", "tensorflow.nn.sigmoid", "tensorflow.nn.softplus"})
+# Keras's loss functions, which average (or sum) over the last axis only (``y_pred``'s classes
+# or features) and keep every other: given images, one loss per pixel.
+LAST_AXIS_LOSSES = frozenset(
+    f"{module}.{name}"
+    for module in ("keras.losses", "tensorflow.keras.losses", "keras.metrics", "tensorflow.keras.metrics")
+    for name in (
+        "binary_crossentropy", "categorical_crossentropy", "mean_squared_error", "mean_absolute_error", "mse", "mae",
+    )
+)
 # Functions that return one loss per example (or per element).
 PER_EXAMPLE = frozenset(
     {

@@ -200,15 +200,9 @@ class Bindings:
         if any(self.enclosing_function(node) is not None for node in nodes):
             return None  # a ``global`` write: made when its function runs, not where it is written
         module = self.program.module
-        calls = []
-        for use in self.references(function):
-            if function not in (self.reaching_bindings(use) or ()):  # another ``def`` of the name
-                continue
-            parent = self.program.parent(use)
-            called = isinstance(parent, cst.Call) and parent.func is use or self._run_of(parent) is not None
-            if not called or self.enclosing_function(use) is not None:
-                return nodes
-            calls.append(use)
+        calls = self._module_calls(function)
+        if calls is None:
+            return nodes
         if not calls:
             return None
         reaching: dict[int, cst.CSTNode] = {}
@@ -223,9 +217,47 @@ class Bindings:
                     continue
                 reaching[id(node)] = node
                 statement = self.program.statement_of(node)
+                while statement is not None:
+                    # The body of a ``with`` (a model made in ``strategy.scope()``) runs whenever the ``with`` does.
+                    block = self.program.block_of(statement)
+                    holder = self.program.parent(block) if block is not None else None
+                    if not isinstance(holder, cst.With):
+                        break
+                    statement = holder
                 if statement is not None and self.program.block_of(statement) is module and not isinstance(statement, (cst.For, cst.While)):
                     break  # a module-level statement before the call: what it binds is what the call sees
         return [n for n in nodes if id(n) in reaching] or None
+
+    def _module_calls(self, function: cst.FunctionDef, depth: int = 0) -> list[cst.CSTNode] | None:
+        """The module-level statements' uses that run ``function`` (a function defined at
+        module level): its calls there and its hand-overs to ``strategy.run``, and, for a use
+        inside another module-level function that only runs it (a ``distributed_step`` that
+        hands the step to ``strategy.run``), the module-level uses that run that one. None
+        when it may run at any time (passed on, called from a nested or a method's body)."""
+        calls = []
+        for use in self.references(function):
+            if function not in (self.reaching_bindings(use) or ()):  # another ``def`` of the name
+                continue
+            parent = self.program.parent(use)
+            called = isinstance(parent, cst.Call) and parent.func is use or self._run_of(parent) is not None
+            if not called:
+                return None
+            outer = self.enclosing_function(use)
+            if outer is None:
+                calls.append(use)
+                continue
+            if (
+                depth >= 2
+                or outer is function
+                or self.program.scope(outer) is not self.program.scope(function)
+                or any(isinstance(a, (cst.ClassDef, cst.Lambda)) for a in self.program.ancestors(use) if a is not outer)
+            ):
+                return None
+            through = self._module_calls(outer, depth + 1)
+            if through is None:
+                return None
+            calls.extend(through)
+        return calls
 
     def _loop_around(self, a: cst.CSTNode, b: cst.CSTNode, stop: cst.CSTNode) -> bool:
         """Whether a loop inside ``stop`` contains both ``a`` and ``b``."""

@@ -96,7 +96,9 @@ class Callables(Derived):
             found.append(Callee(expr))
             return True
         if isinstance(expr, cst.Name):
-            bindings = self.facts.bindings(expr)
+            # A step defined again further down (a guide that redefines ``train_step`` section
+            # after section): only the definitions that reach this use.
+            bindings = self.facts.reaching_bindings(expr)
             if not bindings:
                 return False
             return all(self._binding(node, found, depth) for node in bindings)

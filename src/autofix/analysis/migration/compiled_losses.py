@@ -41,7 +41,7 @@ from autofix.analysis.training.multiworker import MultiWorker
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value
 from autofix.analysis.training.model import TrainingModel
-from autofix.tf.losses import ELEMENTWISE, MEANS, SUMS
+from autofix.tf.losses import ELEMENTWISE, LAST_AXIS_LOSSES, MEANS, SUMS
 
 
 
@@ -236,7 +236,37 @@ class CompiledLosses(Derived):
             return found
         if isinstance(expr, cst.SimpleString):
             return set()  # a dtype spelled as text
+        if isinstance(expr, cst.Call) and tf_names(self.facts, expr.func) & (MEANS | SUMS):
+            return self._reduced_within_examples(expr, params, function, depth)
         return None
+
+    def _reduced_within_examples(self, call: cst.Call, params: set[str], function, depth: int) -> set[str] | None:
+        """``tf.reduce_sum(E, axis=(1, 2))``: a sum or mean over axes of each example only
+        (numbers above 0: the batch axis, the first, is kept, and every example has as many
+        entries left), of an expression made entry by entry, or of a Keras loss function
+        (``keras.losses.binary_crossentropy(y_true, y_pred)``, which reduces the last axis only:
+        the reduction's axes show it keeps more than one). The parameters it reads, else None."""
+        keywords = [a.keyword.value for a in call.args if a.keyword is not None]
+        if any(a.star for a in call.args) or len(call.args) != 2 or any(k not in ("input_tensor", "axis") for k in keywords):
+            return None
+        axis = argument_value(call, "axis", 1)
+        items = [e.value for e in axis.elements] if isinstance(axis, (cst.Tuple, cst.List)) else [axis]
+        if not items or not all(isinstance(i, cst.Integer) and isinstance(i.evaluated_value, int) and i.evaluated_value > 0 for i in items):
+            return None
+        reduced = argument_value(call, "input_tensor", 0)
+        if reduced is None:
+            return None
+        if isinstance(reduced, cst.Call) and tf_names(self.facts, reduced.func) & LAST_AXIS_LOSSES:
+            if len(reduced.args) != 2 or any(a.star or a.keyword is not None for a in reduced.args):
+                return None
+            found: set[str] = set()
+            for arg in reduced.args:
+                inner = self._entrywise(arg.value, params, function, depth + 1)
+                if inner is None:
+                    return None
+                found |= inner
+            return found
+        return self._entrywise(reduced, params, function, depth + 1)
 
     def _compiled_loss(self, ref: cst.CSTNode) -> bool:
         """Whether ``ref`` is given to ``compile`` as (one of) its loss."""

@@ -16,6 +16,15 @@ So an ``evaluate`` of a model that ``fit`` trains, or a ``predict`` of one that 
 layer, given an expression that holds one example (an index by a list or array of one element, ``x[i:i + 1]``, ``x[None]``,
 ``np.expand_dims(x, 0)``) or a number of examples the file shows to be fewer than 16, is a
 reason not to migrate, with the advice to call the model itself there.
+
+Except where the migration can call the model itself: a ``predict`` given only its examples
+(and ``verbose=``, which only shows a progress bar) of a ``Sequential`` model (one output)
+becomes ``model(x, training=False).numpy()``. Measured (TF 2.21, Keras 3, 2 logical CPUs, an
+addition-RNN-shaped ``Sequential``: LSTM, RepeatVector, LSTM returning sequences, Dense
+softmax, boolean inputs): the model made in the scope, ``predict`` on one row fails
+(``ValueError``), and the call gives the NumPy array, of the same shape, dtype and values
+(within 0) as ``predict`` of the same weights on one device. ``predict_on_batch`` is no way
+out: it hands each replica the whole batch and returns its rows once per replica.
 """
 
 from __future__ import annotations
@@ -37,7 +46,33 @@ _EMPTY_BATCH_FAILS = (".LSTM", ".Conv1D", ".Convolution1D")
 
 def few_examples(program: Program, facts: Facts, sites: list[Site]) -> list[tuple[cst.CSTNode, str]]:
     """(where, why) for each predict or evaluate call of a trained model on fewer examples than
-    there may be replicas."""
+    there may be replicas that the migration cannot make call the model itself."""
+    return [(call, why) for call, why, direct in _judged(program, facts, sites) if not direct]
+
+
+def one_device_predicts(program: Program, facts: Facts, sites: list[Site]) -> list[cst.Call]:
+    """The ``predict`` calls on fewer examples than there may be replicas that become calls
+    of the model itself (``model(x, training=False).numpy()``, see :func:`called_directly`)."""
+    return [call for call, _why, direct in _judged(program, facts, sites) if direct]
+
+
+def called_directly(call: cst.Call) -> cst.BaseExpression:
+    """``model.predict(x)`` -> ``model(x, training=False).numpy()``: run on one device, the
+    same array."""
+    func = call.func
+    assert isinstance(func, cst.Attribute)
+    x = argument_value(call, "x", 0)
+    assert x is not None
+    model = cst.Call(func.value, [
+        cst.Arg(x, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+        cst.Arg(cst.Name("False"), keyword=cst.Name("training"), equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))),
+    ])
+    return call.with_changes(func=cst.Attribute(model, cst.Name("numpy")), args=[])
+
+
+def _judged(program: Program, facts: Facts, sites: list[Site]) -> list[tuple[cst.Call, str, bool]]:
+    """(call, why, whether the migration calls the model itself there instead) for each
+    predict or evaluate call of a trained model on fewer examples than there may be replicas."""
     trained: list[tuple[set[int], Site]] = []
     for site in sites:
         func = site.call.func
@@ -66,6 +101,7 @@ def few_examples(program: Program, facts: Facts, sites: list[Site]) -> list[tupl
         if rows is None or rows >= MAX_REPLICAS:
             continue
         what = "one example" if rows == 1 else f"{rows} examples"
+        direct = func.attr.value == "predict" and _only_examples(call) and all(_sequential(facts, site) for site in models)
         found.append((call, (
             f"{func.attr.value}() on line {program.line(call)} is given {what} "
             f"({_short(program, x)}): migrated, the model splits it over the replicas, and "  # type: ignore[arg-type]
@@ -76,8 +112,32 @@ def few_examples(program: Program, facts: Facts, sites: list[Site]) -> list[tupl
                 f"{_short(program, failing[0].func)} (line {program.line(failing[0])}) fails on"
             )
             + "; call the model itself there (model(x, training=False), which runs on one device), then migrate"
-        )))
+        ), direct))
     return found
+
+
+def _only_examples(call: cst.Call) -> bool:
+    """Whether ``predict`` is given its examples and at most ``verbose=``: nothing the call of
+    the model would drop (a batch, steps, callbacks)."""
+    for i, arg in enumerate(call.args):
+        if arg.star:
+            return False
+        if arg.keyword is None and i == 0 or arg.keyword is not None and arg.keyword.value in ("x", "verbose"):
+            continue
+        return False
+    return argument_value(call, "x", 0) is not None
+
+
+def _sequential(facts: Facts, site: Site) -> bool:
+    """Whether the model ``site`` trains is made by ``Sequential(...)`` wherever it comes from
+    (one output: calling it gives one tensor, as predict one array)."""
+    func = site.call.func
+    if not isinstance(func, cst.Attribute):
+        return False
+    origins = facts.values.origins(func.value)
+    return bool(origins) and all(
+        isinstance(o.node, cst.Call) and any(n.endswith(".Sequential") for n in facts.names_of(o.node.func)) for o in origins
+    )
 
 
 def _rows(facts: Facts, sizes: Sizes, expr: cst.BaseExpression, depth: int) -> int | None:

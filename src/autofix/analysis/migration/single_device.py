@@ -24,7 +24,7 @@ from autofix.analysis import Derived
 from autofix.analysis.migration.boolean_casts import BooleanCasts, boolean_casts
 from autofix.analysis.migration.eval_batches import EvalBatches, eval_batches
 from autofix.analysis.migration.refusal import Refusal
-from autofix.analysis.migration.few_examples import few_examples
+from autofix.analysis.migration.few_examples import few_examples, one_device_predicts
 from autofix.analysis.migration.clipping import Clipping, GlobalClip, optimizer_clip_reason
 from autofix.analysis.migration.compiled_losses import CompiledLosses, PerExample, Weighed
 from autofix.analysis.facts.script import Facts
@@ -216,6 +216,8 @@ class SingleDevice(Derived):
             if isinstance(step, Refusal):
                 refusals.append(step)
                 continue
+            if self._never_run(step):
+                continue  # a variant the file shows and never calls: left as it is
             found = steps.get(step)
             if found is None:
                 found = steps[step] = CustomStep(step, [], method=self.facts.functions[step].is_method)
@@ -225,6 +227,17 @@ class SingleDevice(Derived):
             if why is not None:
                 refusals.append(why)
         return [s for s in steps.values() if not any(r.node is s.function for r in refusals)], refusals
+
+    def _never_run(self, step: cst.FunctionDef) -> bool:
+        """Whether ``step``, a function of the module, is never used: no code calls it or
+        hands it on (a guide showing a variant of the step it trained with), and no decorator
+        but ``tf.function`` may keep it."""
+        if self.facts.functions[step].is_method:
+            return False
+        # A use of the name that another ``def`` of it reaches first does not run this one.
+        if any(step in (self.facts.reaching_bindings(use) or (step,)) for use in self.facts.references(step)):
+            return False
+        return all(self.facts.names_of(d.decorator) & {"tensorflow.function"} for d in step.decorators)
 
     @property
     def custom_steps(self) -> list[CustomStep]:
@@ -262,6 +275,12 @@ class SingleDevice(Derived):
         found.extend(Refusal(*refused) for refused in self.boolean_casts.refusals)
         found.extend(Refusal(*refused) for refused in few_examples(self.program, self.facts, self.training.sites))
         return found
+
+    @cached_property
+    def one_device_predicts(self) -> list[cst.Call]:
+        """``predict`` calls of the trained model on fewer examples than there may be
+        replicas, which the migration makes call the model itself (:mod:`.few_examples`)."""
+        return one_device_predicts(self.program, self.facts, self.training.sites)
 
     @cached_property
     def eval_batches(self) -> EvalBatches:
