@@ -1228,3 +1228,24 @@ def test_a_term_bound_again_in_the_tape_block_is_read_as_it_is_where_the_loss_is
         (finding,) = result.findings
         # The sum read the first binding (line 25), which is not a mean.
         assert "has a term that is not a mean over the batch (line 25)" in finding.reason, reasons(result)
+
+
+def test_a_train_step_wrapper_of_another_module_with_no_call_is_refused(tmp_path):
+    """A model class of another module with a train_step but neither call() nor build() (a
+    VAE wrapping layers it has never called): Keras 3 builds a model before fit under a
+    strategy by calling it, which fails there ("Unable to automatically build the model"),
+    so the two-file migration is refused, naming the class's train_step."""
+    root = project(tmp_path, "vae_train_step")
+    model = root / "model.py"
+    text = model.read_text()
+    call = (
+        "    def call(self, x):\n"
+        "        mean, _ = tf.split(self.encoder(x), 2, axis=-1)\n"
+        "        return self.decoder(mean)\n\n"
+    )
+    assert call in text
+    model.write_text(text.replace(call, ""))
+    result = migrate(root / "test.py")
+    assert result.new_text is None and result.also == ()
+    (finding,) = result.findings
+    assert "has a train_step (model.py:" in finding.reason and "but no call() or build()" in finding.reason, reasons(result)

@@ -80,6 +80,12 @@ class Companions(Derived):
         if step is None:
             return f"its train_step is inherited (line {definition.train_step}), which autofix does not edit"
         where = resolved.where(self.imports.path, other.line(step))
+        if _method(cls, "call") is None and _method(cls, "build") is None:
+            # Under a strategy Keras 3 builds a model before fit by calling it ("Unable to
+            # automatically build the model", measured on Keras 3.15; one device does not ask):
+            # a wrapper with neither cannot be, and its layers are built only when called.
+            return (f"{definition.name} has a train_step ({where}) but no call() or build(): under a strategy Keras 3 "
+                    "builds it before fit by calling it, which fails; build it yourself (or give it a call()), then migrate")
         tapes = [w for w in nodes_in(step.body, cst.With) if _tape(other, w) is not None]
         gradients = [c for c in nodes_in(step.body, cst.Call) if isinstance(c.func, cst.Attribute) and c.func.attr.value == "gradient"]
         if len(tapes) != 1 or len(gradients) != 1 or tapes[0] not in step.body.body:
