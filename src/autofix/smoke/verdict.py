@@ -166,6 +166,9 @@ def judge_pair(migrated: SmokeReport, reference: SmokeReport, replicas: int, ori
         quiet = max(quiet, outcome.skipped)
 
     shown = reported(mine.get("reported") or {}, theirs.get("reported") or {}, steps, replicas)
+    unread = unreported(mine.get("reported") or {}, theirs.get("reported") or {}, steps)
+    if unread is not None and unread not in said:
+        said = [*said, unread]
     if shown is not None:
         return _unless_unsure(Judged("different", f"{where}: {shown}", steps, variables, worst, {"kind": "reported"}), unsure)
 
@@ -403,10 +406,22 @@ def _noise_layers(mine: list[list[Any]], theirs: list[list[Any]]) -> str | None:
 
 
 def reported(mine: dict[str, Any], theirs: dict[str, Any], steps: int, replicas: int) -> str | None:
-    """What the script reports in each step (its step's return, fit's logs, metrics)."""
+    """What the script reports in each step (its step's return, fit's logs, metrics). An
+    original whose step is written inline returns nothing: what its loop reports is the loss
+    its update differentiated (the micro-steps' averaged, as the replicas' are), compared with a
+    migrated step that returns one number."""
     for step in range(steps):
         for kind, label in (("returns", "what its step returns"), ("logs", "what fit logs")):
             a, b = (mine.get(kind) or {}).get(str(step)), (theirs.get(kind) or {}).get(str(step))
+            if kind == "returns" and b is None and isinstance(a, float) and not theirs.get("returns"):
+                b = (theirs.get("losses") or {}).get(str(step))
+                label = "the loss its step returns"
+                if b is not None and _first_different(a, b) is not None:
+                    return (
+                        f"{label} differs in step {step + 1}: {_value(a)} in the migration, {_value(b)} in the original "
+                        f"(the loss its loop differentiates){_reported_ratio(a, b, replicas)}"
+                    )
+                continue
             if a is None or b is None:
                 continue
             different = _first_different(a, b)
@@ -433,6 +448,41 @@ def reported(mine: dict[str, Any], theirs: dict[str, Any], steps: int, replicas:
                     f"{_value(y)} in the original{_reported_ratio(x, y, replicas)}"
                 )
     return None
+
+
+def unreported(mine: dict[str, Any], theirs: dict[str, Any], steps: int) -> str | None:
+    """What a proof did not compare of what the scripts report, said with it: an original whose
+    step is written inline (it returns nothing, its loop reports what it computes) against a
+    migrated step whose return cannot be set against the loss the original differentiates."""
+    if theirs.get("returns") or not theirs.get("losses"):
+        return None
+    returns = mine.get("returns") or {}
+    losses = theirs.get("losses") or {}
+    for step in range(steps):
+        a, b = returns.get(str(step)), losses.get(str(step), _MISSING)
+        if b is _MISSING:
+            continue
+        if a is None and not mine.get("logs"):
+            return (
+                "not compared: the loss the loops report (the original's step is written inline and the migrated step returns "
+                "nothing: a loss printed or kept inside the step is not seen)"
+            )
+        if a is None:
+            return "not compared: the loss the loops report (the original's step is written inline and the migration reports through fit's logs)"
+        if b is None:
+            return (
+                "not compared: what the migrated step returns (the original's step is written inline and makes several updates, "
+                "or differentiates no scalar: which loss it reports is not known)"
+            )
+        if not isinstance(a, float):
+            return (
+                "not compared: what the migrated step returns (not one number: the original's step is written inline, and only the "
+                "loss it differentiates is known of what it reports)"
+            )
+    return None
+
+
+_MISSING = object()
 
 
 def _first_different(a: Any, b: Any, where: str = "") -> tuple[str, Any, Any] | None:
