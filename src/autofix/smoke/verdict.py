@@ -165,6 +165,9 @@ def judge_pair(migrated: SmokeReport, reference: SmokeReport, replicas: int, ori
         variables = outcome.compared
         quiet = max(quiet, outcome.skipped)
 
+    inline = inline_loss(mine.get("reported") or {}, theirs.get("reported") or {}, steps, replicas)
+    if inline is not None:
+        return _unless_unsure(Judged(inline[0], f"{where}: {inline[1]}", steps, variables, worst, {"kind": "reported"}), unsure)
     shown = reported(mine.get("reported") or {}, theirs.get("reported") or {}, steps, replicas)
     unread = unreported(mine.get("reported") or {}, theirs.get("reported") or {}, steps)
     if unread is not None and unread not in said:
@@ -406,22 +409,10 @@ def _noise_layers(mine: list[list[Any]], theirs: list[list[Any]]) -> str | None:
 
 
 def reported(mine: dict[str, Any], theirs: dict[str, Any], steps: int, replicas: int) -> str | None:
-    """What the script reports in each step (its step's return, fit's logs, metrics). An
-    original whose step is written inline returns nothing: what its loop reports is the loss
-    its update differentiated (the micro-steps' averaged, as the replicas' are), compared with a
-    migrated step that returns one number."""
+    """What the script reports in each step (its step's return, fit's logs, metrics)."""
     for step in range(steps):
         for kind, label in (("returns", "what its step returns"), ("logs", "what fit logs")):
             a, b = (mine.get(kind) or {}).get(str(step)), (theirs.get(kind) or {}).get(str(step))
-            if kind == "returns" and b is None and isinstance(a, float) and not theirs.get("returns"):
-                b = (theirs.get("losses") or {}).get(str(step))
-                label = "the loss its step returns"
-                if b is not None and _first_different(a, b) is not None:
-                    return (
-                        f"{label} differs in step {step + 1}: {_value(a)} in the migration, {_value(b)} in the original "
-                        f"(the loss its loop differentiates){_reported_ratio(a, b, replicas)}"
-                    )
-                continue
             if a is None or b is None:
                 continue
             different = _first_different(a, b)
@@ -447,6 +438,28 @@ def reported(mine: dict[str, Any], theirs: dict[str, Any], steps: int, replicas:
                     f"the metric {o_metric['name']} ({o_metric['class']}) reads {_value(x)} after step {step} in the migration, "
                     f"{_value(y)} in the original{_reported_ratio(x, y, replicas)}"
                 )
+    return None
+
+
+def inline_loss(mine: dict[str, Any], theirs: dict[str, Any], steps: int, replicas: int) -> tuple[str, str] | None:
+    """An original whose step is written inline returns nothing: what its loop reports is taken
+    to be the loss its update differentiated (its micro-steps' averaged, as the replicas' are),
+    set against a migrated step that returns one number. ``("different", why)`` when it is
+    N x or 1/N of it (a replica's share reported, or the replicas' losses summed);
+    ``("not-compared", why)`` for another difference: the original may print another value
+    than the one it differentiates (a loss without its regularization term)."""
+    if theirs.get("returns"):
+        return None
+    returns, losses = mine.get("returns") or {}, theirs.get("losses") or {}
+    for step in range(steps):
+        a, b = returns.get(str(step)), losses.get(str(step))
+        if not isinstance(a, float) or not isinstance(b, float) or _first_different(a, b) is None:
+            continue
+        text = f"the loss its step returns differs in step {step + 1}: {_value(a)} in the migration, {_value(b)} in the original (the loss its loop differentiates)"
+        ratio = _reported_ratio(a, b, replicas)
+        if replicas > 1 and b and (abs(a / b - 1 / replicas) < 0.05 / replicas or abs(a / b - replicas) < 0.05 * replicas):
+            return "different", text + ratio
+        return "not-compared", f"{text}{ratio}: the original's loop may report another value than the one it differentiates"
     return None
 
 
