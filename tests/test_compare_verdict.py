@@ -208,6 +208,32 @@ def test_what_the_script_reports_is_compared_step_by_step(tmp_path):
     assert "what fit logs differs in step 1 (accuracy): 0.25 in the migration, 0.5 in the original" in _judge(tmp_path, logs, logs_ref).message
 
 
+def test_the_loss_a_loop_written_inline_reports_is_compared_with_what_the_migrated_step_returns(tmp_path):
+    """An original whose step is written inline returns nothing: what its loop reports is the
+    loss its update differentiated (micro-steps averaged). A migrated step returning 1/N of it
+    (ReduceOp.MEAN of shares) or N x it is different; one that returns nothing, or more than a
+    number, is proven with what was not compared said."""
+    inline = _trace(tmp_path / "r.npz", START, STEPS, reported={"losses": {"0": 1.2, "1": 1.1}})
+    share = _judge(tmp_path, _trace(tmp_path / "m.npz", START, STEPS, reported={"returns": {"0": 0.6, "1": 0.55}}), inline)
+    assert share.status == "different"
+    assert "the loss its step returns differs in step 1: 0.6 in the migration, 1.2 in the original (the loss its loop differentiates) (1/2: each replica's share" in share.message
+    summed = _judge(tmp_path, _trace(tmp_path / "s.npz", START, STEPS, reported={"returns": {"0": 2.4, "1": 2.2}}), inline)
+    assert summed.status == "different" and "(2 x: the replicas' values summed" in summed.message
+    right = _judge(tmp_path, _trace(tmp_path / "g.npz", START, STEPS, reported={"returns": {"0": 1.2000001, "1": 1.1}}), inline)
+    assert right.status == "equivalent" and "not compared: the loss" not in right.message, right.message
+    silent = _judge(tmp_path, _trace(tmp_path / "n.npz", START, STEPS), inline)
+    assert silent.status == "equivalent"
+    assert "not compared: the loss the loops report (the original's step is written inline and the migrated step returns nothing" in silent.message
+    # Another difference may be the original printing another value than it differentiates.
+    other = _judge(tmp_path, _trace(tmp_path / "o.npz", START, STEPS, reported={"returns": {"0": 1.0, "1": 1.1}}), inline)
+    assert other.status == "inconclusive" and "the original's loop may report another value than the one it differentiates" in other.message
+    pair = _judge(tmp_path, _trace(tmp_path / "t.npz", START, STEPS, reported={"returns": {"0": [1.2, 0.5], "1": [1.1, 0.5]}}), inline)
+    assert pair.status == "equivalent" and "not compared: what the migrated step returns (not one number" in pair.message
+    several = _trace(tmp_path / "v.npz", START, STEPS, reported={"losses": {"0": None, "1": None}})
+    unknown = _judge(tmp_path, _trace(tmp_path / "u.npz", START, STEPS, reported={"returns": {"0": 0.6, "1": 0.55}}), several)
+    assert unknown.status == "equivalent" and "not compared: what the migrated step returns (the original's step is written inline and makes several updates" in unknown.message
+
+
 def test_randomness_that_cannot_be_held_equal_is_inconclusive_never_different_nor_proven(tmp_path):
     drawn = _trace(tmp_path / "m.npz", START, [[[-0.2, 0.1], [0.05]], *STEPS[1:]], unheld=["np.random.normal"])
     result = _judge(tmp_path, drawn)

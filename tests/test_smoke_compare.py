@@ -59,7 +59,7 @@ CASES = {
     "metric": ("metric.migrated.py", "metric.py", "equivalent", "the same 3 steps"),
     "pretrained": ("pretrained.migrated.py", "pretrained.py", "equivalent", "the same 3 steps"),
     "seeded_layer": ("seeded_layer.migrated.py", "seeded_layer.py", "equivalent", "the same 3 steps"),
-    "inline": ("inline.migrated.py", "inline.py", "equivalent", "the same 3 steps"),
+    "inline": ("inline.migrated.py", "inline.py", "equivalent", "not compared: the loss the loops report (the original's step is written inline and the migrated step returns nothing"),
     "clipped": ("clipped.migrated.py", "clipped.py", "equivalent", "the same 3 steps"),
     "batchnorm": ("batchnorm.migrated.py", "batchnorm.py", "equivalent", "1 of them with a gradient at rounding level"),
     # noise drawn outside training (a preview of a test batch) before the step's own draws
@@ -86,6 +86,14 @@ CASES = {
     "noise_before_wrong_mean": ("noise_before.wrong_mean.py", "noise_before.py", "different", "it is 2.00 x the original's (2 x: is the loss averaged per replica"),
     "legacy_noise_wrong_stddev": ("legacy_noise.wrong_stddev.py", "legacy_noise.py", "different", "in step 1, the gradient of dense/kernel differs"),
     "clipped_wrong_per_replica": ("clipped.wrong_per_replica.py", "clipped.py", "different", "or are the gradients clipped by each replica's norm, not the all-reduced one"),
+    # what the migrated step returns, against an original written inline (the loss its loop
+    # differentiates) and one whose step draws its batch itself (micro-steps' returns averaged)
+    "inline_reported": ("inline_reported.migrated.py", "inline_reported.py", "equivalent", "the same 3 steps"),
+    "inline_reported_wrong_mean": ("inline_reported.wrong_mean.py", "inline_reported.py", "different", "the loss its step returns differs in step 1"),
+    "inline_reported_wrong_sum": ("inline_reported.wrong_sum.py", "inline_reported.py", "different", "(2 x: the replicas' values summed where they should be averaged?)"),
+    "drawn": ("drawn.migrated.py", "drawn.py", "equivalent", "on 1 replica: the same 3 steps as the original"),
+    "drawn_wrong_mean": ("drawn.wrong_mean.py", "drawn.py", "different", "(1/2: each replica's share of the loss, not the loss?)"),
+    "drawn_wrong_sum": ("drawn.wrong_sum.py", "drawn.py", "different", "(2 x: the replicas' values summed where they should be averaged?)"),
     "unheld": ("unheld.migrated.py", "unheld.py", "inconclusive", "np.random.normal in the migrated run's step is random in a way the comparison cannot hold equal"),
     "generated": ("generated.migrated.py", "generated.py", "inconclusive", "were fed"),
     "sequential_gan": ("sequential_gan.migrated.py", "sequential_gan.py", "inconclusive", "the original's step cannot be computed as replicas: a gradient is taken after the update"),

@@ -215,9 +215,13 @@ def _function_call(original):
                 _digest(record)
             updates.step_done(step, result, args, kwds)
             if snapshot.active():
-                if not replicas.count() and not accumulate.count() and not step.runs:
+                # (A step function given no examples draws its batch itself: what it was fed is
+                # not seen, as an inline loop's is not.)
+                if not replicas.count() and not accumulate.count() and not step.runs and feeds.rows((args, kwds)):
                     feeds.record(number, 0, (args, kwds), call=id(self))
-                reported.returned(number, result)
+                # A micro-step that draws its batch itself starts (and ends the step before it)
+                # inside the call: it belongs to the step running when it returns.
+                reported.returned(snapshot.step() if accumulate.count() else number, result)
                 if not accumulate.count():
                     snapshot.end_step(ran=bool(step.loops) or any(r.applies_gradients for r in step.runs))
             recorder.publish()

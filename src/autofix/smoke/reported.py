@@ -24,6 +24,9 @@ _active = False
 # accumulated reference, averaged)
 _returns: dict[int, list[Any]] = {}
 _logs: dict[int, dict[str, float]] = {}
+# step -> the loss each eager update of the script's own loop differentiated in it (a step
+# written inline returns nothing: what its loop reports is that loss; micro-steps: one each)
+_losses: dict[int, list[float | None]] = {}
 _metrics: dict[int, list[dict[str, Any]]] = {}
 # Keras metrics in the order they were first updated (weak: a script may make many).
 _updated: list[weakref.ref] = []
@@ -33,6 +36,7 @@ def start(active: bool) -> None:
     global _active
     _active = active
     _returns.clear()
+    _losses.clear()
     _logs.clear()
     _metrics.clear()
     del _updated[:]
@@ -105,6 +109,13 @@ def returned(step: int, value: Any) -> None:
         _returns.setdefault(step, []).append(_plain(value))
 
 
+def differentiated(step: int, value: float | None) -> None:
+    """An eager update of the script's own loop in ``step`` (from 0), made with the gradient of
+    ``value`` (None: not a scalar)."""
+    if _active:
+        _losses.setdefault(step, []).append(value)
+
+
 def logged(step: int, logs: dict[str, Any] | None) -> None:
     """``fit``'s logs at the end of batch ``step`` (from 0)."""
     if not _active or not logs:
@@ -140,9 +151,21 @@ def step_ended(step: int) -> None:
 def recorded() -> dict[str, Any]:
     return {
         "returns": {str(k): _averaged(v) for k, v in sorted(_returns.items())},
+        "losses": {str(k): _one_loss(v) for k, v in sorted(_losses.items())},
         "logs": {str(k): v for k, v in sorted(_logs.items())},
         "metrics": {str(k): v for k, v in sorted(_metrics.items())},
     }
+
+
+def _one_loss(values: list[float | None]) -> float | None:
+    """The loss a step's loop reports: the one its update differentiated (the micro-steps' of
+    a reference, averaged, as the replicas' are); None when a step makes several updates (which
+    loss it reports is not known) or its loss is not a scalar."""
+    from autofix.smoke import accumulate
+
+    if len(values) != max(1, accumulate.count()) or any(not isinstance(v, float) for v in values):
+        return None
+    return sum(values) / len(values)
 
 
 def _averaged(values: list[Any]) -> Any:

@@ -24,7 +24,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from autofix.smoke import accumulate, controls, multiworker, replicas, snapshot
+from autofix.smoke import accumulate, controls, multiworker, replicas, reported, snapshot
 from autofix.smoke.state import LoopRec, StepFunction, StepLimitReached, place, recorder, scalar, user_site
 
 
@@ -116,6 +116,11 @@ def _apply(original, method: str):
         if accumulate.deferring():
             # A micro-step of the reference run: held back, or the mean of the step's updates.
             args, kwargs, pairs = _updated(args, kwargs)
+            _differentiated()
+            if _script_thread():
+                # Its step function is known from its first micro-step (what it returns then
+                # is part of the step's report).
+                _loop_record(self, method)
             mean = accumulate.update(self, pairs)
             if mean is None:
                 return None
@@ -155,6 +160,8 @@ def _update(optimizer: Any, original, method: str, args: tuple, kwargs: dict) ->
             raise StepLimitReached(f"{record.name} called {record.steps} times at {record.site}")
         if not accumulate.count():
             snapshot.before_update(record)
+        if not accumulate.deferring():
+            _differentiated()
     args, kwargs, pairs = _keep_variables(record, args, kwargs)
     _recorded_update(optimizer, pairs)
     recorder.applying += 1
@@ -170,6 +177,13 @@ def _update(optimizer: Any, original, method: str, args: tuple, kwargs: dict) ->
         record.weights = multiworker.digest(recorder.run_variables.get(id(record)))
         recorder.publish()
     return result
+
+
+def _differentiated() -> None:
+    """With --compare: the loss an eager update of the script's own loop differentiated, for
+    the step it is made in (what a loop written inline reports)."""
+    if snapshot.active() and _script_thread() and not tf.inside_function():
+        reported.differentiated(snapshot.step(), recorder.gradient_loss)
 
 
 def _recorded_update(optimizer: Any, pairs: list[tuple[Any, Any]]) -> None:

@@ -165,7 +165,13 @@ def judge_pair(migrated: SmokeReport, reference: SmokeReport, replicas: int, ori
         variables = outcome.compared
         quiet = max(quiet, outcome.skipped)
 
+    inline = inline_loss(mine.get("reported") or {}, theirs.get("reported") or {}, steps, replicas)
+    if inline is not None:
+        return _unless_unsure(Judged(inline[0], f"{where}: {inline[1]}", steps, variables, worst, {"kind": "reported"}), unsure)
     shown = reported(mine.get("reported") or {}, theirs.get("reported") or {}, steps, replicas)
+    unread = unreported(mine.get("reported") or {}, theirs.get("reported") or {}, steps)
+    if unread is not None and unread not in said:
+        said = [*said, unread]
     if shown is not None:
         return _unless_unsure(Judged("different", f"{where}: {shown}", steps, variables, worst, {"kind": "reported"}), unsure)
 
@@ -439,6 +445,63 @@ def reported(mine: dict[str, Any], theirs: dict[str, Any], steps: int, replicas:
                     f"{_value(y)} in the original{_reported_ratio(x, y, replicas)}"
                 )
     return None
+
+
+def inline_loss(mine: dict[str, Any], theirs: dict[str, Any], steps: int, replicas: int) -> tuple[str, str] | None:
+    """An original whose step is written inline returns nothing: what its loop reports is taken
+    to be the loss its update differentiated (its micro-steps' averaged, as the replicas' are),
+    set against a migrated step that returns one number. ``("different", why)`` when it is
+    N x or 1/N of it (a replica's share reported, or the replicas' losses summed);
+    ``("not-compared", why)`` for another difference: the original may print another value
+    than the one it differentiates (a loss without its regularization term)."""
+    if theirs.get("returns"):
+        return None
+    returns, losses = mine.get("returns") or {}, theirs.get("losses") or {}
+    for step in range(steps):
+        a, b = returns.get(str(step)), losses.get(str(step))
+        if not isinstance(a, float) or not isinstance(b, float) or _first_different(a, b) is None:
+            continue
+        text = f"the loss its step returns differs in step {step + 1}: {_value(a)} in the migration, {_value(b)} in the original (the loss its loop differentiates)"
+        ratio = _reported_ratio(a, b, replicas)
+        if replicas > 1 and b and (abs(a / b - 1 / replicas) < 0.05 / replicas or abs(a / b - replicas) < 0.05 * replicas):
+            return "different", text + ratio
+        return "not-compared", f"{text}{ratio}: the original's loop may report another value than the one it differentiates"
+    return None
+
+
+def unreported(mine: dict[str, Any], theirs: dict[str, Any], steps: int) -> str | None:
+    """What a proof did not compare of what the scripts report, said with it: an original whose
+    step is written inline (it returns nothing, its loop reports what it computes) against a
+    migrated step whose return cannot be set against the loss the original differentiates."""
+    if theirs.get("returns") or not theirs.get("losses"):
+        return None
+    returns = mine.get("returns") or {}
+    losses = theirs.get("losses") or {}
+    for step in range(steps):
+        a, b = returns.get(str(step)), losses.get(str(step), _MISSING)
+        if b is _MISSING:
+            continue
+        if a is None and not mine.get("logs"):
+            return (
+                "not compared: the loss the loops report (the original's step is written inline and the migrated step returns "
+                "nothing: a loss printed or kept inside the step is not seen)"
+            )
+        if a is None:
+            return "not compared: the loss the loops report (the original's step is written inline and the migration reports through fit's logs)"
+        if b is None:
+            return (
+                "not compared: what the migrated step returns (the original's step is written inline and makes several updates, "
+                "or differentiates no scalar: which loss it reports is not known)"
+            )
+        if not isinstance(a, float):
+            return (
+                "not compared: what the migrated step returns (not one number: the original's step is written inline, and only the "
+                "loss it differentiates is known of what it reports)"
+            )
+    return None
+
+
+_MISSING = object()
 
 
 def _first_different(a: Any, b: Any, where: str = "") -> tuple[str, Any, Any] | None:
