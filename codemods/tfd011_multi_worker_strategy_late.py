@@ -181,9 +181,11 @@ class MultiWorkerStrategyLate(Rule):
             return
         body = list(block.body)
         source = next(i for i, s in enumerate(body) if s is statement)
-        first = self._first_op(body[:source])
+        start = self._program_start(block, body, source)
+        first = self._first_op(body[start:source])
         if first is not None:
             index, op = first
+            index += start
             what = self.program.module.code_for_node(op.func) + "()"
             message = AFTER_OPS.format(what=what, line=self.program.line(op))
             self.fix(call, message, lambda edits: self._move(edits, block, body, source, index, up=True))
@@ -194,13 +196,86 @@ class MultiWorkerStrategyLate(Rule):
             message = AFTER_OPS.format(what=what, line=self.program.line(outer))
             self.report(call, message, f"the op runs outside the block that makes the strategy (line {self.program.line(outer)}): make the strategy before it by hand")
             return
+        later = self._strategies_in(body)[0]
         for index in range(source + 1, len(body)):
-            if is_wall(body[index]):
+            if is_wall(body[index]) or index in later:
+                # A later multi-worker strategy: what follows is its program's setup.
                 break
             if self._sets_tf_config(body[index]):
+                if self._sets_up_next(body, index, later) or (block is self.program.module and self._section_end(body, source, len(body)) < index):
+                    # Another program's setup, or nothing after it in the file uses the
+                    # strategy (nor what was made with it): not what the strategy waits for.
+                    break
                 message = BEFORE_CONFIG.format(line=self.program.line(body[index]))
                 self.fix(call, message, lambda edits, i=index: self._move(edits, block, body, source, i, up=False))
                 return
+
+    # --- a file of several programs --------------------------------------------------------------
+
+    def _strategies_in(self, body: list[cst.BaseStatement]) -> tuple[set[int], set[int]]:
+        """The indexes of the statements of ``body`` that make a multi-worker strategy, and of
+        those that make a strategy of another kind (outside the functions they define)."""
+        multi: set[int] = set()
+        other: set[int] = set()
+        for index, statement in enumerate(body):
+            finder = _Calls()
+            statement.visit(finder)
+            for call in finder.calls:
+                classes = self._class_names(call)
+                if classes & MULTI_WORKER:
+                    multi.add(index)
+                elif any(name.endswith("Strategy") for name in classes):
+                    other.add(index)
+        return multi, other
+
+    def _program_start(self, block, body: list[cst.BaseStatement], source: int) -> int:
+        """The index of the first statement of ``body`` that belongs to the program that makes
+        the strategy at ``source``, when the file holds several programs one after another (a
+        reproducer that repeats a tutorial, a guide that shows each strategy in turn). An
+        earlier program is an earlier multi-worker strategy of the block (or, at module level,
+        a strategy of another kind: a guide's ``MirroredStrategy`` section) with the statements
+        that use what it made (its strategy, the model built in its scope, that model's
+        ``fit``...); a TF_CONFIG set after it starts the next program. The ops of an earlier
+        program are not this strategy's: they are the earlier strategy's finding if they came
+        before it, and after a multi-worker strategy has configured the collective ops a second
+        one does not fail on them (``configure_collective_ops`` returns: no "must be configured
+        at program startup")."""
+        multi, other = self._strategies_in(body[:source])
+        earlier = sorted(multi | (other if block is self.program.module else set()))
+        start = 0
+        for index in earlier:
+            start = max(start, self._section_end(body, index, source) + 1)
+        if earlier:
+            for index in range(earlier[0] + 1, source):
+                if self._sets_tf_config(body[index]):
+                    start = max(start, index)
+        return start
+
+    def _section_end(self, body: list[cst.BaseStatement], first: int, stop: int) -> int:
+        """The last statement before ``stop`` that uses what ``body[first]`` made, directly or
+        through what the statements using it made (a name bound again in between is not)."""
+        live = set(effects_of(self.program, body[first]).writes)
+        end = first
+        for index in range(first + 1, stop):
+            effects = effects_of(self.program, body[index])
+            if effects.reads & live:
+                live |= effects.writes
+                end = index
+            else:
+                live -= effects.writes
+        return end
+
+    def _sets_up_next(self, body: list[cst.BaseStatement], index: int, multi: set[int]) -> bool:
+        """Whether the TF_CONFIG set at ``index`` is the setup of a later multi-worker strategy:
+        one is made after it before TF_CONFIG is set again. A strategy reads TF_CONFIG once,
+        when it is made: that write starts another program, not the one of a strategy made
+        before it."""
+        for later in range(index + 1, len(body)):
+            if later in multi:
+                return True
+            if self._sets_tf_config(body[later]):
+                return False
+        return False
 
     # --- what runs before ------------------------------------------------------------------------
 
@@ -235,7 +310,8 @@ class MultiWorkerStrategyLate(Rule):
                 return None
             statements = list(outer.body)
             index = next(i for i, s in enumerate(statements) if s is owner)
-            first = self._first_op(statements[:index])
+            start = self._program_start(outer, statements, index)
+            first = self._first_op(statements[start:index])
             if first is not None:
                 return first[1]
             current = owner
