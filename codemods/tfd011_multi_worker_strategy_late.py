@@ -22,6 +22,15 @@ that runs ops either (which would make it too late again).
 Ops run before the strategy's block (before the ``if __name__ == "__main__":`` it is in, or
 before the module-level call of the one function that makes it) are reported without a fix.
 
+A file may hold several programs one after another (a bug report that repeats the tutorial
+three times, a guide that shows each strategy in turn); each strategy is judged with its own
+program. A ``TF_CONFIG`` set after a multi-worker strategy is not what that strategy waits for
+when another multi-worker strategy is made after it (before ``TF_CONFIG`` is set again): it is
+that strategy's setup; nor, at module level, when nothing after it uses the strategy or what was
+made with it. The ops counted before a strategy leave out those of an earlier program: an
+earlier multi-worker strategy of the block (or, at module level, a strategy of another kind)
+with the statements that use what it made, and what comes before a ``TF_CONFIG`` set after it.
+
 Not findings: a strategy whose ``TF_CONFIG`` the script removes first (one worker, as the
 tutorials' notebooks do), a ``TF_CONFIG`` set in another block than the strategy's, ops in a
 function called from several places or from another function, calls that do not start the runtime (measured:
