@@ -27,9 +27,11 @@ three times, a guide that shows each strategy in turn); each strategy is judged 
 program. A ``TF_CONFIG`` set after a multi-worker strategy is not what that strategy waits for
 when another multi-worker strategy is made after it (before ``TF_CONFIG`` is set again): it is
 that strategy's setup; nor, at module level, when nothing after it uses the strategy or what was
-made with it. The ops counted before a strategy leave out those of an earlier program: an
-earlier multi-worker strategy of the block (or, at module level, a strategy of another kind)
-with the statements that use what it made, and what comes before a ``TF_CONFIG`` set after it.
+made with it. The ops counted before a strategy leave out those of an earlier program: all
+that ran after an earlier multi-worker strategy of the block (it configured the collective ops,
+and a second strategy does not fail on them, measured) up to a ``TF_CONFIG`` set after it, which
+starts the next program; and at module level the section of a strategy of another kind (from it
+to the last statement that uses what it made).
 
 Not findings: a strategy whose ``TF_CONFIG`` the script removes first (one worker, as the
 tutorials' notebooks do), a ``TF_CONFIG`` set in another block than the strategy's, ops in a
@@ -238,26 +240,30 @@ class MultiWorkerStrategyLate(Rule):
         return multi, other
 
     def _program_start(self, block, body: list[cst.BaseStatement], source: int) -> int:
-        """The index of the first statement of ``body`` that belongs to the program that makes
-        the strategy at ``source``, when the file holds several programs one after another (a
-        reproducer that repeats a tutorial, a guide that shows each strategy in turn). An
-        earlier program is an earlier multi-worker strategy of the block (or, at module level,
-        a strategy of another kind: a guide's ``MirroredStrategy`` section) with the statements
-        that use what it made (its strategy, the model built in its scope, that model's
-        ``fit``...); a TF_CONFIG set after it starts the next program. The ops of an earlier
-        program are not this strategy's: they are the earlier strategy's finding if they came
-        before it, and after a multi-worker strategy has configured the collective ops a second
-        one does not fail on them (``configure_collective_ops`` returns: no "must be configured
-        at program startup")."""
+        """The index of the first statement of ``body`` whose ops count against the strategy
+        made at ``source``, when the file holds several programs one after another (a
+        reproducer that repeats a tutorial, a guide that shows each strategy in turn):
+
+        - after an earlier multi-worker strategy of the block, none: it configured the
+          collective ops, and a second one does not fail on what ran since (measured:
+          fixtures/multiworker/measure/second_strategy.py); the ops before it are its own
+          finding;
+        - unless TF_CONFIG is set after it: that starts the next program, whose ops are those
+          after the write;
+        - at module level, not those of the section of a strategy of another kind (a guide's
+          ``MirroredStrategy`` section): the statements from it to the last one that uses
+          what the section made (its strategy, the model built in its scope, that model's
+          ``fit``...)."""
         multi, other = self._strategies_in(body[:source])
-        earlier = sorted(multi | (other if block is self.program.module else set()))
-        start = 0
-        for index in earlier:
+        if block is not self.program.module:
+            other = set()
+        first = min(multi | other, default=source)
+        writes = [i for i in range(first + 1, source) if self._sets_tf_config(body[i])]
+        start = max(writes, default=0)
+        if multi and max(multi) > start:
+            start = source
+        for index in other:
             start = max(start, self._section_end(body, index, source) + 1)
-        if earlier:
-            for index in range(earlier[0] + 1, source):
-                if self._sets_tf_config(body[index]):
-                    start = max(start, index)
         return start
 
     def _section_end(self, body: list[cst.BaseStatement], first: int, stop: int) -> int:
