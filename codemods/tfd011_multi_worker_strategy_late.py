@@ -22,6 +22,17 @@ that runs ops either (which would make it too late again).
 Ops run before the strategy's block (before the ``if __name__ == "__main__":`` it is in, or
 before the module-level call of the one function that makes it) are reported without a fix.
 
+A file may hold several programs one after another (a bug report that repeats the tutorial
+three times, a guide that shows each strategy in turn); each strategy is judged with its own
+program. A ``TF_CONFIG`` set after a multi-worker strategy is not what that strategy waits for
+when another multi-worker strategy is made after it (before ``TF_CONFIG`` is set again): it is
+that strategy's setup; nor, at module level, when nothing after it uses the strategy or what was
+made with it. The ops counted before a strategy leave out those of an earlier program: all
+that ran after an earlier multi-worker strategy of the block (it configured the collective ops,
+and a second strategy does not fail on them, measured) up to a ``TF_CONFIG`` set after it, which
+starts the next program; and at module level the section of a strategy of another kind (from it
+to the last statement that uses what it made).
+
 Not findings: a strategy whose ``TF_CONFIG`` the script removes first (one worker, as the
 tutorials' notebooks do), a ``TF_CONFIG`` set in another block than the strategy's, ops in a
 function called from several places or from another function, calls that do not start the runtime (measured:
@@ -181,9 +192,11 @@ class MultiWorkerStrategyLate(Rule):
             return
         body = list(block.body)
         source = next(i for i, s in enumerate(body) if s is statement)
-        first = self._first_op(body[:source])
+        start = self._program_start(block, body, source)
+        first = self._first_op(body[start:source])
         if first is not None:
             index, op = first
+            index += start
             what = self.program.module.code_for_node(op.func) + "()"
             message = AFTER_OPS.format(what=what, line=self.program.line(op))
             self.fix(call, message, lambda edits: self._move(edits, block, body, source, index, up=True))
@@ -194,13 +207,90 @@ class MultiWorkerStrategyLate(Rule):
             message = AFTER_OPS.format(what=what, line=self.program.line(outer))
             self.report(call, message, f"the op runs outside the block that makes the strategy (line {self.program.line(outer)}): make the strategy before it by hand")
             return
+        later = self._strategies_in(body)[0]
         for index in range(source + 1, len(body)):
-            if is_wall(body[index]):
+            if is_wall(body[index]) or index in later:
+                # A later multi-worker strategy: what follows is its program's setup.
                 break
             if self._sets_tf_config(body[index]):
+                if self._sets_up_next(body, index, later) or (block is self.program.module and self._section_end(body, source, len(body)) < index):
+                    # Another program's setup, or nothing after it in the file uses the
+                    # strategy (nor what was made with it): not what the strategy waits for.
+                    break
                 message = BEFORE_CONFIG.format(line=self.program.line(body[index]))
                 self.fix(call, message, lambda edits, i=index: self._move(edits, block, body, source, i, up=False))
                 return
+
+    # --- a file of several programs --------------------------------------------------------------
+
+    def _strategies_in(self, body: list[cst.BaseStatement]) -> tuple[set[int], set[int]]:
+        """The indexes of the statements of ``body`` that make a multi-worker strategy, and of
+        those that make a strategy of another kind (outside the functions they define)."""
+        multi: set[int] = set()
+        other: set[int] = set()
+        for index, statement in enumerate(body):
+            finder = _Calls()
+            statement.visit(finder)
+            for call in finder.calls:
+                classes = self._class_names(call)
+                if classes & MULTI_WORKER:
+                    multi.add(index)
+                elif any(name.endswith("Strategy") for name in classes):
+                    other.add(index)
+        return multi, other
+
+    def _program_start(self, block, body: list[cst.BaseStatement], source: int) -> int:
+        """The index of the first statement of ``body`` whose ops count against the strategy
+        made at ``source``, when the file holds several programs one after another (a
+        reproducer that repeats a tutorial, a guide that shows each strategy in turn):
+
+        - after an earlier multi-worker strategy of the block, none: it configured the
+          collective ops, and a second one does not fail on what ran since (measured:
+          fixtures/multiworker/measure/second_strategy.py); the ops before it are its own
+          finding;
+        - unless TF_CONFIG is set after it: that starts the next program, whose ops are those
+          after the write;
+        - at module level, not those of the section of a strategy of another kind (a guide's
+          ``MirroredStrategy`` section): the statements from it to the last one that uses
+          what the section made (its strategy, the model built in its scope, that model's
+          ``fit``...)."""
+        multi, other = self._strategies_in(body[:source])
+        if block is not self.program.module:
+            other = set()
+        first = min(multi | other, default=source)
+        writes = [i for i in range(first + 1, source) if self._sets_tf_config(body[i])]
+        start = max(writes, default=0)
+        if multi and max(multi) > start:
+            start = source
+        for index in other:
+            start = max(start, self._section_end(body, index, source) + 1)
+        return start
+
+    def _section_end(self, body: list[cst.BaseStatement], first: int, stop: int) -> int:
+        """The last statement before ``stop`` that uses what ``body[first]`` made, directly or
+        through what the statements using it made (a name bound again in between is not)."""
+        live = set(effects_of(self.program, body[first]).writes)
+        end = first
+        for index in range(first + 1, stop):
+            effects = effects_of(self.program, body[index])
+            if effects.reads & live:
+                live |= effects.writes
+                end = index
+            else:
+                live -= effects.writes
+        return end
+
+    def _sets_up_next(self, body: list[cst.BaseStatement], index: int, multi: set[int]) -> bool:
+        """Whether the TF_CONFIG set at ``index`` is the setup of a later multi-worker strategy:
+        one is made after it before TF_CONFIG is set again. A strategy reads TF_CONFIG once,
+        when it is made: that write starts another program, not the one of a strategy made
+        before it."""
+        for later in range(index + 1, len(body)):
+            if later in multi:
+                return True
+            if self._sets_tf_config(body[later]):
+                return False
+        return False
 
     # --- what runs before ------------------------------------------------------------------------
 
@@ -235,7 +325,8 @@ class MultiWorkerStrategyLate(Rule):
                 return None
             statements = list(outer.body)
             index = next(i for i, s in enumerate(statements) if s is owner)
-            first = self._first_op(statements[:index])
+            start = self._program_start(outer, statements, index)
+            first = self._first_op(statements[start:index])
             if first is not None:
                 return first[1]
             current = owner

@@ -165,3 +165,84 @@ def test_the_measurement_probe_is_reported_in_exactly_the_modes_that_failed():
     failed = {"config_after", "op_first", "devices_first", "dataset_first", "variable_first", "keras_model_first"}
     assert flagged == failed
     assert set(modes.values()) - failed == {"config_before", "physical_first"}
+
+
+# --- a file of several programs one after another ----------------------------------------------
+
+_SETUP = "import json\nimport os\nimport tensorflow as tf\n"
+_WRITE = 'os.environ["TF_CONFIG"] = json.dumps(config)\n'
+_MWMS = "strategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
+_TRAIN = "with strategy.scope():\n    model = tf.keras.Sequential([tf.keras.Input((1,)), tf.keras.layers.Dense(1)])\nmodel.fit(data, epochs=1)\n"
+_DATA = "data = tf.data.Dataset.range(8).batch(2)\n"
+
+
+def _findings(*parts: str) -> list[tuple[int, str]]:
+    """(which multi-worker strategy of the file, counted from 1; "ops" or "config") per finding."""
+    source = _SETUP + "".join(parts)
+    made = [n for n, line in enumerate(source.splitlines(), 1) if "MultiWorkerMirroredStrategy()" in line]
+    return [(made.index(f.line) + 1, "ops" if "after TensorFlow ran ops" in f.message else "config") for f in analyse(source, OPTIONS).findings]
+
+
+def test_a_tf_config_set_for_a_later_strategy_is_not_an_earlier_ones():
+    # One program: the strategy made before TF_CONFIG is set.
+    assert _findings(_MWMS, _WRITE, _DATA, _TRAIN) == [(1, "config")]
+    # Two programs: the second write is the setup of the second strategy.
+    assert _findings(_WRITE, _MWMS, _DATA, _TRAIN, _WRITE, _MWMS, _DATA, _TRAIN) == []
+    # The first program relies on the launcher's TF_CONFIG, the second sets its own.
+    assert _findings(_MWMS, _DATA, _TRAIN, _WRITE, _MWMS, _DATA, _TRAIN) == []
+    # A second program that makes its strategy before its own TF_CONFIG: that one is reported.
+    assert _findings(_WRITE, _MWMS, _DATA, _TRAIN, _MWMS, _WRITE, _DATA, _TRAIN) == [(2, "config")]
+    # A TF_CONFIG set after everything that uses the strategy (a guide's closing section)...
+    assert _findings(_MWMS, _DATA, _TRAIN, _WRITE) == []
+    # ... but not when the strategy is used after it.
+    assert _findings(_MWMS, _DATA, _WRITE, _TRAIN) == [(1, "config")]
+
+
+def test_the_ops_of_an_earlier_program_are_not_a_later_strategys():
+    # Each program builds its data after its strategy: nothing to report.
+    assert _findings(_WRITE, _MWMS, _DATA, _TRAIN, _WRITE, _MWMS, _DATA, _TRAIN) == []
+    # The second program builds its data before its strategy, after its own TF_CONFIG: reported.
+    assert _findings(_WRITE, _MWMS, _DATA, _TRAIN, _WRITE, _DATA, _MWMS, _TRAIN) == [(2, "ops")]
+    # Ops between the first program and the second's TF_CONFIG: the first program's.
+    assert _findings(_WRITE, _MWMS, _DATA, _TRAIN, "x = tf.constant(1.0)\n", _WRITE, _MWMS, _TRAIN) == []
+    # No TF_CONFIG between them: a second strategy made after the first does not fail on the
+    # ops that ran between them (measured: second_strategy.py), nor in a block of its own.
+    assert _findings(_MWMS, _DATA, _TRAIN, "x = tf.constant(1.0)\n", _MWMS, _TRAIN) == []
+    assert _findings(_MWMS, _DATA, "try:\n    ", _MWMS, "except ValueError:\n    pass\n") == []
+    # Inside a function: the multi-worker strategy made after a MirroredStrategy (which started
+    # the runtime) is reported, the second multi-worker strategy is not.
+    assert _findings("def main():\n    m = tf.distribute.MirroredStrategy()\n    ", _MWMS, "    ", _DATA, "    ", _MWMS) == [(1, "ops")]
+    # One program with ops before its only strategy: reported as before.
+    assert _findings(_DATA, _WRITE, _MWMS, _TRAIN) == [(1, "ops")]
+
+
+def test_a_section_of_another_strategy_ends_where_its_uses_end():
+    mirrored = "mirrored = tf.distribute.MirroredStrategy()\nwith mirrored.scope():\n    m = tf.keras.Sequential([tf.keras.Input((1,)), tf.keras.layers.Dense(1)])\nm.fit(data, epochs=1)\n"
+    # The dataset made before the section's fit belongs to the section.
+    assert _findings(mirrored.replace("m.fit", _DATA + "m.fit"), _MWMS, _TRAIN) == []
+    # A dataset made after the MirroredStrategy section, for the multi-worker one: reported.
+    assert _findings(mirrored.replace("m.fit(data", "m.fit(d0"), _DATA, _MWMS, _TRAIN) == [(1, "ops")]
+    # Inside a function another strategy is no guide's section: it started the runtime.
+    body = "def main():\n" + "".join("    " + line + "\n" for line in (mirrored.replace("m.fit(data", "m.fit(d0") + _MWMS + _TRAIN).splitlines())
+    findings = analyse(_SETUP + body, OPTIONS).findings
+    assert len(findings) == 1 and "after TensorFlow ran ops (tf.distribute.MirroredStrategy()" in findings[0].message
+
+
+@pytest.mark.tf
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
+def test_a_second_strategy_made_after_ops_does_not_fail_at_startup():
+    """Why the ops after an earlier multi-worker strategy do not count against a later one:
+    on two workers, a second strategy made after a dataset and a tf.constant is made (2
+    replicas); one made after TF_CONFIG changed raises ValueError, never the startup error."""
+    from fixturecases import FIXTURES
+
+    measure = FIXTURES / "multiworker" / "measure"
+    result = subprocess.run(
+        [sys.executable, str(measure / "launch.py"), "--timeout", "240", str(measure / "second_strategy.py"), "other"],
+        capture_output=True, text=True, timeout=300, env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": ""},
+    )
+    output = result.stdout + result.stderr
+    for index in (0, 1):
+        assert f"worker {index}: second strategy made after ops, replicas 2" in output, output[-3000:]
+        assert f"worker {index}: third (other TF_CONFIG): ValueError: Collective ops are already configured." in output
+    assert "must be configured at program startup" not in output
