@@ -230,7 +230,7 @@ def test_a_section_of_another_strategy_ends_where_its_uses_end():
 
 @pytest.mark.tf
 @pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
-def test_a_second_strategy_made_after_ops_does_not_fail_at_startup():
+def test_a_second_strategy_made_after_ops_does_not_fail_at_startup(tmp_path):
     """Why the ops after an earlier multi-worker strategy do not count against a later one:
     on two workers, a second strategy made after a dataset and a tf.constant is made (2
     replicas); one made after TF_CONFIG changed raises ValueError, never the startup error."""
@@ -240,6 +240,7 @@ def test_a_second_strategy_made_after_ops_does_not_fail_at_startup():
     result = subprocess.run(
         [sys.executable, str(measure / "launch.py"), "--timeout", "240", str(measure / "second_strategy.py"), "other"],
         capture_output=True, text=True, timeout=300, env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": ""},
+        cwd=tmp_path,  # the launcher writes worker<N>.log where it runs
     )
     output = result.stdout + result.stderr
     for index in (0, 1):
