@@ -452,6 +452,9 @@ class MigrateToStrategy(Rule):
             edits.replace(call.func, lambda _node, wrapper=wrapper: cst.Name(wrapper))
         if step.decorator is not None:
             edits.replace(function, lambda node: node.with_changes(decorators=[d for d in node.decorators if not _is_same(d, step.decorator)]))
+        if step.passed:
+            self._wrapper_in_caller(step, definition, block, inserts)
+            return
         # After the step; a method's wrapper after its class, where the object is in view.
         defined = _class_of(program, function) if step.method else function
         home = program.block_of(defined) if defined is not None else None
@@ -470,6 +473,40 @@ class MigrateToStrategy(Rule):
                     "function is not in view"
                 )
         after_strategy.append(definition)
+
+
+    def _wrapper_in_caller(self, step: CustomStep, definition: cst.BaseStatement, block, inserts: "_Inserts") -> None:
+        """A method step the loop calls on a parameter (``def train(gan, ds): gan.step(x)``):
+        its wrapper is made first in that function, where the object is the parameter; the
+        strategy it reads is the module's, made before every call of the function."""
+        program = self.program
+        functions = {id(f): f for f in (program.enclosing_function(call) for call in step.calls)}
+        if len(functions) != 1 or None in functions.values():
+            raise NotFound(f"{step.function.name.value}() is called through a parameter from more than one function")
+        (function,) = functions.values()
+        if program.enclosing_function(function) is not None or not isinstance(function.body, cst.IndentedBlock):
+            raise NotFound(f"{function.name.value}(), which calls {step.function.name.value}() through a parameter, is not a function of the module")
+        if not isinstance(block, cst.Module) and program.enclosing_function(block) is not None:
+            raise NotFound(
+                f"the strategy is made in a function, where {function.name.value}(), which runs the step, does not see it"
+            )
+        for site, _value in step.passed:
+            if not _runs_in(program, site, block):
+                raise NotFound(
+                    f"{function.name.value}() is called on line {program.line(site)}, where the strategy is not made"
+                )
+        body = function.body.body
+        start = 1 if body and _is_docstring_statement(body[0]) else 0
+        inserts.add(function.body, start, [definition])
+
+
+def _is_docstring_statement(statement: cst.BaseStatement) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
 
 
 def _plain_args(names: list[str]) -> list[cst.Arg]:

@@ -94,7 +94,10 @@ class MethodSteps:
                 )
             bindings = self.facts.bindings(receiver) or []
             if len(bindings) == 1 and isinstance(bindings[0], cst.Param):
-                return call, self._through_parameter(method, call, receiver, bindings[0])
+                why = self.parameter_problem(method, call, receiver, bindings[0])
+                if why is not None:
+                    return call, why
+                continue
             values = [self.facts.assigned_value(b) for b in bindings]
             cls = self.callables.instance_class(receiver)
             if len(bindings) != 1 or not isinstance(values[0], cst.Call) or cls is None:
@@ -156,6 +159,78 @@ class MethodSteps:
                     f"{self.program.line(call)}, which may call it: a step run by a function of another module is not "
                     "migrated (it would have to run per replica there)"
                 )
+        return None
+
+    def passed_objects(self, calls: list[cst.Call]) -> list[tuple[cst.Call, cst.BaseExpression]]:
+        """For a step the loop calls on a parameter, each call of the function and the object
+        it passes for it; empty for a step called on an object made where it is called."""
+        receiver = calls[0].func.value if calls and isinstance(calls[0].func, cst.Attribute) else None
+        bindings = self.facts.bindings(receiver) or [] if isinstance(receiver, cst.Name) else []
+        if len(bindings) != 1 or not isinstance(bindings[0], cst.Param):
+            return []
+        passed = self.callables.passed_arguments(bindings[0])
+        return [] if isinstance(passed, str) else passed
+
+    def parameter_problem(self, method: cst.FunctionDef, call: cst.Call, receiver: cst.Name, param: cst.Param) -> str | None:
+        """Why a step called on a parameter (``def train(gan, ds): gan.step(x)``) cannot be run
+        per replica in that function, or None when it can: every call of the function passes
+        an object of one Keras class of this file, each a construction of it or a name bound
+        once to one (what the rules put in the strategy's scope)."""
+        passed = self.callables.passed_arguments(param)
+        if isinstance(passed, str) or not passed:
+            return self._through_parameter(method, call, receiver, param)
+        classes = {self.callables.instance_class(value) for _site, value in passed}
+        if len(classes) != 1 or None in classes:
+            return self._through_parameter(method, call, receiver, param)
+        (cls,) = classes
+        name, line = method.name.value, self.program.line(call)
+        function = self.program.enclosing_function(param)
+        owner = f"{function.name.value}()" if function is not None else "its function"
+        head = f"{name}() is called on {receiver.value}, a parameter of {owner} (line {line})"
+        if cls not in self.facts.keras_classes:
+            return (
+                f"{head}; {cls.name.value} is not a Keras model or layer: what making it makes is not known to autofix, "
+                "so it cannot be made in the strategy's scope"
+            )
+        for site, value in passed:
+            if isinstance(value, cst.Call):
+                continue
+            bindings = self.facts.bindings(value) if isinstance(value, cst.Name) else None
+            if not bindings or len(bindings) != 1 or not isinstance(self.facts.assigned_value(bindings[0]), cst.Call):
+                code = self.program.module.code_for_node(value)
+                return (
+                    f"{head}; the call of {owner} at line {self.program.line(site)} passes {code}, which is not bound once "
+                    "to an object made in this file: which object the step trains cannot be followed to where it is made"
+                )
+        return self._batch_problem(call, function, head, owner)
+
+    def _batch_problem(self, call: cst.Call, function: cst.FunctionDef | None, head: str, owner: str) -> str | None:
+        """Why what the step is given in ``function`` is not shown to be a batch of a dataset
+        the function is given (``for x, _ in ds`` / ``enumerate(ds)`` / ``ds.take(n)`` over a
+        parameter): only such a dataset is distributed there, before its loop."""
+        params = list(function.params.params) if function is not None else []
+        for arg in call.args:
+            value = arg.value
+            bindings = (self.facts.bindings(value) or []) if isinstance(value, cst.Name) and not arg.keyword else []
+            loops = [self._loop_binding(b) for b in bindings]
+            roots = [_dataset_root(loop.iter) if loop is not None else None for loop in loops]
+            given = [(self.facts.bindings(root) or []) if root is not None else [] for root in roots]
+            if not bindings or any(len(found) != 1 or not any(found[0] is p for p in params) for found in given):
+                code = self.program.module.code_for_node(value)
+                return (
+                    f"{head}; it is given {code} (line {self.program.line(call)}), which is not a batch of a for loop over a "
+                    f"dataset {owner} is given as a parameter: only such a dataset can be distributed there"
+                )
+        return None
+
+    def _loop_binding(self, binding: cst.CSTNode) -> cst.For | None:
+        """The ``for`` loop whose target binds ``binding``, if that is what binds it."""
+        for ancestor in [binding, *self.program.ancestors(binding)]:
+            parent = self.program.parent(ancestor)
+            if isinstance(parent, cst.For) and parent.target is ancestor:
+                return parent
+            if isinstance(ancestor, (cst.For, cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                return None
         return None
 
     def _through_parameter(self, method: cst.FunctionDef, call: cst.Call, receiver: cst.Name, param: cst.Param) -> str:
@@ -237,6 +312,20 @@ class MethodSteps:
                             f"{self.program.line(node)}): run once per replica, it would change N times per step"
                         )
         return None
+
+
+def _dataset_root(expr: cst.BaseExpression) -> cst.Name | None:
+    """``ds`` of ``ds``, ``enumerate(ds)``, ``ds.take(n)``, ``enumerate(ds.shuffle(n))``: the
+    dataset a loop's header iterates, cut or reordered only."""
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "enumerate" and expr.args:
+        expr = expr.args[0].value
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _HEADER_METHODS:
+        expr = expr.func.value
+    return expr if isinstance(expr, cst.Name) else None
+
+
+# Dataset methods that cut, repeat or reorder its batches without changing them.
+_HEADER_METHODS = frozenset({"take", "skip", "shuffle", "repeat", "prefetch", "cache"})
 
 
 def _targets(target: cst.BaseExpression) -> list[cst.BaseExpression]:
