@@ -24,7 +24,12 @@ body is first moved into a function of its own that the loop calls with the batc
 migrates that function as any custom step. A method of a Keras model of
 this file that the loop calls on the one object it makes (``model.train(x)``) is such a step
 too: the wrapper runs ``strategy.run(model.train, ...)``, and the object's construction (with
-what its ``__init__`` makes) goes into the scope. ``tf.Variable`` objects a step trains, made by
+what its ``__init__`` makes) goes into the scope. So is a method the loop calls on a parameter of a
+module-level function (``def train(gan, ds): for x, _ in ds: gan.step(x)``) when every call of
+the function passes one object of one Keras class of this file: the wrapper is made first in
+that function (``strategy.run(gan.step, ...)``, the object being the parameter there), the
+dataset parameter is distributed there, and the passed objects' constructions go into the scope
+where the entry trains. ``tf.Variable`` objects a step trains, made by
 hand in the training block, are made in the scope where they are (they become mirrored).
 A step (or a model's ``train_step``) that clips its gradients with ``tf.clip_by_global_norm``
 clips by the norm of the all-reduced gradient (``use_norm=``): each replica has only its share
@@ -57,11 +62,12 @@ Not fixed (not migrated; reported with the reason):
   of this file, also called by the class itself, keeping Python state on its object
   (``self.steps += 1``: N times per step), or applying an optimizer that cannot be followed to
   where it is made;
-- a method step called on a function's parameter (``def train(gan, ds): gan.step(x)``): linked
-  to the class of what every call of the function passes, and refused at the call, saying what
-  is not migrated yet (the wrapper and the distributed dataset would be made in that function)
-  or what a call passes that cannot be followed; a method step whose object the file hands to a
-  function of another module of the project (refused at that call, naming the module);
+- a method step called on a function's parameter (``def train(gan, ds): gan.step(x)``) where
+  a call of the function passes what cannot be followed to one object of one Keras class of
+  this file, the step is given what is not a batch of a ``for`` loop over a parameter of the
+  function (batches sampled by hand), or the strategy is made inside a function (which the
+  loop's function does not see); a method step whose object the file hands to a function of
+  another module of the project (refused at that call, naming the module);
 - a step whose loss has a term of unknown reduction (a ``tf.compat.v1`` loss, a loss function
   from another module);
 - ``tf.Variable`` objects a step trains that are made where a scope cannot be added around

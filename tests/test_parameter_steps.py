@@ -7,7 +7,8 @@ The call is linked to the method through what every call of ``train()`` passes f
 ``train()`` over the dataset distributed there, or declines with what could not be followed, at
 its line (never "nothing in this file calls it"); ``check`` reports the step not run by ``strategy.run`` (TFD003) and the loss of
 such a step run by it (TFD004). The trees are fixtures/projects/param_step/ and
-fixtures/repo_findings/param_step/. No TensorFlow runs here.
+fixtures/repo_findings/param_step/; the one-file migration is proven on 2 replicas with
+fixtures/tfd010/method_step_parameter (the one test marked tf).
 """
 
 from __future__ import annotations

@@ -6,7 +6,11 @@ The step is the method the training loop calls on the object, ``obj.method(batch
 per replica as a function step is (``strategy.run(obj.method, args=(batch,))`` in a generated
 wrapper), which is right only when ``obj`` is one object, made in this file by a construction of
 the class (so that the rules put it, and the variables it makes, in the strategy's scope), and
-when running the method once per replica changes nothing that one call would not: the method
+when running the method once per replica changes nothing that one call would not. The object
+may be a parameter of a module-level function that runs the loop (``def train(gan, ds):
+gan.step(x)``) when every call of the function passes one object of one Keras class of this
+file and the step is given the batches of a ``for`` loop over a parameter: the wrapper is then
+made in that function (:meth:`parameter_problem`). The method
 neither keeps Python state on the object (``self.steps += 1`` would count N per step) nor is
 reached from other methods of the class as well (then it is not only the loop's step).
 """
@@ -236,8 +240,7 @@ class MethodSteps:
     def _through_parameter(self, method: cst.FunctionDef, call: cst.Call, receiver: cst.Name, param: cst.Param) -> str:
         """Why a step called on a parameter (``def train(gan, ds): gan.step(x)``) is not run per
         replica: what every call of the function passes for it cannot be followed to objects of
-        one class of this file (naming the call that shows it), or, when it can, what the
-        migration does not rewrite yet."""
+        one class of this file (naming the call that shows it)."""
         name, line = method.name.value, self.program.line(call)
         function = self.program.enclosing_function(param)
         owner = f"{function.name.value}()" if function is not None else "its function"
@@ -263,10 +266,8 @@ class MethodSteps:
         (cls,) = classes
         sites = ", ".join(str(self.program.line(site)) for site, _value in passed)
         return (
-            f"{head}; every call of {owner} passes an object of {cls} (line{'s' if len(passed) > 1 else ''} {sites}), but a step "
-            "called through a parameter is not migrated yet: autofix writes the per-replica wrapper "
-            f"(strategy.run({receiver.value}.{name}, ...)) and the distributed dataset only where the strategy is made, "
-            f"not in {owner}, which is given the object and its batches as parameters"
+            f"{head}; every call of {owner} passes an object of {cls} (line{'s' if len(passed) > 1 else ''} {sites}), but "
+            f"this call is not linked to {cls}.{name}(): which method it runs is not known"
         )
 
     def optimizer_problem(self, updates: list[cst.Call], calls: list[cst.Call], training) -> tuple[cst.CSTNode, str] | None:
