@@ -228,8 +228,21 @@ def test_the_step_run_per_replica_in_the_loop_function_trains_as_the_original(tm
     assert right.count(scaled) == 1
     (tmp_path / "right.py").write_text(right)
     (tmp_path / "wrong.py").write_text(right.replace(scaled, "head_loss = tf.reduce_mean(self.loss_fn(y, pred))"))
-    proven, told = compare_many(
-        [ComparePair(str(tmp_path / "right.py"), str(original)), ComparePair(str(tmp_path / "wrong.py"), str(original))], replicas=2, offline=True
+    # The object made in the call itself: the call of train() goes into the scope.
+    direct = tmp_path / "direct.py"
+    direct.write_text(original.read_text().replace("    net = TwoPart(5)\n    train(net, ds, EPOCHS)", "    train(TwoPart(5), ds, EPOCHS)"))
+    direct_migrated = process_path(str(direct), MIGRATE).new_text
+    assert "    with strategy.scope():\n        train(TwoPart(5), ds, EPOCHS)\n" in direct_migrated
+    (tmp_path / "direct_migrated.py").write_text(direct_migrated)
+    proven, told, direct_proven = compare_many(
+        [
+            ComparePair(str(tmp_path / "right.py"), str(original)),
+            ComparePair(str(tmp_path / "wrong.py"), str(original)),
+            ComparePair(str(tmp_path / "direct_migrated.py"), str(direct)),
+        ],
+        replicas=2,
+        offline=True,
     )
     assert proven.compare.status == "equivalent", proven.compare.message
     assert told.compare.status == "different", told.compare.message
+    assert direct_proven.compare.status == "equivalent", direct_proven.compare.message
