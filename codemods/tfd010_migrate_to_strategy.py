@@ -24,7 +24,12 @@ body is first moved into a function of its own that the loop calls with the batc
 migrates that function as any custom step. A method of a Keras model of
 this file that the loop calls on the one object it makes (``model.train(x)``) is such a step
 too: the wrapper runs ``strategy.run(model.train, ...)``, and the object's construction (with
-what its ``__init__`` makes) goes into the scope. ``tf.Variable`` objects a step trains, made by
+what its ``__init__`` makes) goes into the scope. So is a method the loop calls on a parameter of a
+module-level function (``def train(gan, ds): for x, _ in ds: gan.step(x)``) when every call of
+the function passes one object of one Keras class of this file: the wrapper is made first in
+that function (``strategy.run(gan.step, ...)``, the object being the parameter there), the
+dataset parameter is distributed there, and the passed objects' constructions go into the scope
+where the entry trains. ``tf.Variable`` objects a step trains, made by
 hand in the training block, are made in the scope where they are (they become mirrored).
 A step (or a model's ``train_step``) that clips its gradients with ``tf.clip_by_global_norm``
 clips by the norm of the all-reduced gradient (``use_norm=``): each replica has only its share
@@ -57,11 +62,12 @@ Not fixed (not migrated; reported with the reason):
   of this file, also called by the class itself, keeping Python state on its object
   (``self.steps += 1``: N times per step), or applying an optimizer that cannot be followed to
   where it is made;
-- a method step called on a function's parameter (``def train(gan, ds): gan.step(x)``): linked
-  to the class of what every call of the function passes, and refused at the call, saying what
-  is not migrated yet (the wrapper and the distributed dataset would be made in that function)
-  or what a call passes that cannot be followed; a method step whose object the file hands to a
-  function of another module of the project (refused at that call, naming the module);
+- a method step called on a function's parameter (``def train(gan, ds): gan.step(x)``) where
+  a call of the function passes what cannot be followed to one object of one Keras class of
+  this file, the step is given what is not a batch of a ``for`` loop over a parameter of the
+  function (batches sampled by hand), or the strategy is made inside a function (which the
+  loop's function does not see); a method step whose object the file hands to a function of
+  another module of the project (refused at that call, naming the module);
 - a step whose loss has a term of unknown reduction (a ``tf.compat.v1`` loss, a loss function
   from another module);
 - ``tf.Variable`` objects a step trains that are made where a scope cannot be added around
@@ -452,6 +458,9 @@ class MigrateToStrategy(Rule):
             edits.replace(call.func, lambda _node, wrapper=wrapper: cst.Name(wrapper))
         if step.decorator is not None:
             edits.replace(function, lambda node: node.with_changes(decorators=[d for d in node.decorators if not _is_same(d, step.decorator)]))
+        if step.passed:
+            self._wrapper_in_caller(step, definition, block, inserts)
+            return
         # After the step; a method's wrapper after its class, where the object is in view.
         defined = _class_of(program, function) if step.method else function
         home = program.block_of(defined) if defined is not None else None
@@ -470,6 +479,40 @@ class MigrateToStrategy(Rule):
                     "function is not in view"
                 )
         after_strategy.append(definition)
+
+
+    def _wrapper_in_caller(self, step: CustomStep, definition: cst.BaseStatement, block, inserts: "_Inserts") -> None:
+        """A method step the loop calls on a parameter (``def train(gan, ds): gan.step(x)``):
+        its wrapper is made first in that function, where the object is the parameter; the
+        strategy it reads is the module's, made before every call of the function."""
+        program = self.program
+        functions = {id(f): f for f in (program.enclosing_function(call) for call in step.calls)}
+        if len(functions) != 1 or None in functions.values():
+            raise NotFound(f"{step.function.name.value}() is called through a parameter from more than one function")
+        (function,) = functions.values()
+        if program.enclosing_function(function) is not None or not isinstance(function.body, cst.IndentedBlock):
+            raise NotFound(f"{function.name.value}(), which calls {step.function.name.value}() through a parameter, is not a function of the module")
+        if not isinstance(block, cst.Module) and program.enclosing_function(block) is not None:
+            raise NotFound(
+                f"the strategy is made in a function, where {function.name.value}(), which runs the step, does not see it"
+            )
+        for site, _value in step.passed:
+            if not _runs_in(program, site, block):
+                raise NotFound(
+                    f"{function.name.value}() is called on line {program.line(site)}, where the strategy is not made"
+                )
+        body = function.body.body
+        start = 1 if body and _is_docstring_statement(body[0]) else 0
+        inserts.add(function.body, start, [definition])
+
+
+def _is_docstring_statement(statement: cst.BaseStatement) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
 
 
 def _plain_args(names: list[str]) -> list[cst.Arg]:

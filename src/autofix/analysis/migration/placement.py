@@ -57,6 +57,12 @@ class Placement(Derived):
                     found.extend(m for m in self.training.makers(attribute.value) if self.training.is_model_maker(m))
             if step.variables is not None:
                 found.extend(step.variables.calls)
+            if step.method:
+                # A step called on a parameter (``def train(gan, ds): gan.step(x)``): the calls
+                # of that function and the objects they pass train too.
+                for site, value in step.passed:
+                    found.append(site)
+                    found.extend(self.training.makers(value) if isinstance(value, cst.Name) else [value])
         return found
 
     def chain(self, node: cst.CSTNode) -> list[Block]:

@@ -104,6 +104,10 @@ class CustomStep:
     # Arguments the loop computes from the batch (``step(x / 255.0, y)``): the wrapper takes
     # the batch and computes them in the replica (:mod:`.step_inputs`).
     inputs: ComputedInputs | None = None
+    # A method step the loop calls on a parameter of its function (``def train(gan, ds):
+    # gan.step(x)``): each call of that function and the object it passes; the wrapper is
+    # made in that function.
+    passed: list[tuple[cst.Call, cst.BaseExpression]] = field(default_factory=list)
 
     @property
     def params(self) -> list[cst.Param]:
@@ -406,6 +410,7 @@ class SingleDevice(Derived):
             )
             if problem is not None:
                 return Refusal(*problem)
+            step.passed = methods.passed_objects(calls)
         returns = [r for r in self.facts.functions[function].returns]
         shapes = {_arity(r) for r in returns} or {0}
         if len(shapes) != 1:

@@ -6,7 +6,11 @@ The step is the method the training loop calls on the object, ``obj.method(batch
 per replica as a function step is (``strategy.run(obj.method, args=(batch,))`` in a generated
 wrapper), which is right only when ``obj`` is one object, made in this file by a construction of
 the class (so that the rules put it, and the variables it makes, in the strategy's scope), and
-when running the method once per replica changes nothing that one call would not: the method
+when running the method once per replica changes nothing that one call would not. The object
+may be a parameter of a module-level function that runs the loop (``def train(gan, ds):
+gan.step(x)``) when every call of the function passes one object of one Keras class of this
+file and the step is given the batches of a ``for`` loop over a parameter: the wrapper is then
+made in that function (:meth:`parameter_problem`). The method
 neither keeps Python state on the object (``self.steps += 1`` would count N per step) nor is
 reached from other methods of the class as well (then it is not only the loop's step).
 """
@@ -94,7 +98,10 @@ class MethodSteps:
                 )
             bindings = self.facts.bindings(receiver) or []
             if len(bindings) == 1 and isinstance(bindings[0], cst.Param):
-                return call, self._through_parameter(method, call, receiver, bindings[0])
+                why = self.parameter_problem(method, call, receiver, bindings[0])
+                if why is not None:
+                    return call, why
+                continue
             values = [self.facts.assigned_value(b) for b in bindings]
             cls = self.callables.instance_class(receiver)
             if len(bindings) != 1 or not isinstance(values[0], cst.Call) or cls is None:
@@ -158,11 +165,82 @@ class MethodSteps:
                 )
         return None
 
+    def passed_objects(self, calls: list[cst.Call]) -> list[tuple[cst.Call, cst.BaseExpression]]:
+        """For a step the loop calls on a parameter, each call of the function and the object
+        it passes for it; empty for a step called on an object made where it is called."""
+        receiver = calls[0].func.value if calls and isinstance(calls[0].func, cst.Attribute) else None
+        bindings = self.facts.bindings(receiver) or [] if isinstance(receiver, cst.Name) else []
+        if len(bindings) != 1 or not isinstance(bindings[0], cst.Param):
+            return []
+        passed = self.callables.passed_arguments(bindings[0])
+        return [] if isinstance(passed, str) else passed
+
+    def parameter_problem(self, method: cst.FunctionDef, call: cst.Call, receiver: cst.Name, param: cst.Param) -> str | None:
+        """Why a step called on a parameter (``def train(gan, ds): gan.step(x)``) cannot be run
+        per replica in that function, or None when it can: every call of the function passes
+        an object of one Keras class of this file, each a construction of it or a name bound
+        once to one (what the rules put in the strategy's scope)."""
+        passed = self.callables.passed_arguments(param)
+        if isinstance(passed, str) or not passed:
+            return self._through_parameter(method, call, receiver, param)
+        classes = {self.callables.instance_class(value) for _site, value in passed}
+        if len(classes) != 1 or None in classes:
+            return self._through_parameter(method, call, receiver, param)
+        (cls,) = classes
+        name, line = method.name.value, self.program.line(call)
+        function = self.program.enclosing_function(param)
+        owner = f"{function.name.value}()" if function is not None else "its function"
+        head = f"{name}() is called on {receiver.value}, a parameter of {owner} (line {line})"
+        if cls not in self.facts.keras_classes:
+            return (
+                f"{head}; {cls.name.value} is not a Keras model or layer: what making it makes is not known to autofix, "
+                "so it cannot be made in the strategy's scope"
+            )
+        for site, value in passed:
+            if isinstance(value, cst.Call):
+                continue
+            bindings = self.facts.bindings(value) if isinstance(value, cst.Name) else None
+            if not bindings or len(bindings) != 1 or not isinstance(self.facts.assigned_value(bindings[0]), cst.Call):
+                code = self.program.module.code_for_node(value)
+                return (
+                    f"{head}; the call of {owner} at line {self.program.line(site)} passes {code}, which is not bound once "
+                    "to an object made in this file: which object the step trains cannot be followed to where it is made"
+                )
+        return self._batch_problem(call, function, head, owner)
+
+    def _batch_problem(self, call: cst.Call, function: cst.FunctionDef | None, head: str, owner: str) -> str | None:
+        """Why what the step is given in ``function`` is not shown to be a batch of a dataset
+        the function is given (``for x, _ in ds`` / ``enumerate(ds)`` / ``ds.take(n)`` over a
+        parameter): only such a dataset is distributed there, before its loop."""
+        params = list(function.params.params) if function is not None else []
+        for arg in call.args:
+            value = arg.value
+            bindings = (self.facts.bindings(value) or []) if isinstance(value, cst.Name) and not arg.keyword else []
+            loops = [self._loop_binding(b) for b in bindings]
+            roots = [_dataset_root(loop.iter) if loop is not None else None for loop in loops]
+            given = [(self.facts.bindings(root) or []) if root is not None else [] for root in roots]
+            if not bindings or any(len(found) != 1 or not any(found[0] is p for p in params) for found in given):
+                code = self.program.module.code_for_node(value)
+                return (
+                    f"{head}; it is given {code} (line {self.program.line(call)}), which is not a batch of a for loop over a "
+                    f"dataset {owner} is given as a parameter: only such a dataset can be distributed there"
+                )
+        return None
+
+    def _loop_binding(self, binding: cst.CSTNode) -> cst.For | None:
+        """The ``for`` loop whose target binds ``binding``, if that is what binds it."""
+        for ancestor in [binding, *self.program.ancestors(binding)]:
+            parent = self.program.parent(ancestor)
+            if isinstance(parent, cst.For) and parent.target is ancestor:
+                return parent
+            if isinstance(ancestor, (cst.For, cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                return None
+        return None
+
     def _through_parameter(self, method: cst.FunctionDef, call: cst.Call, receiver: cst.Name, param: cst.Param) -> str:
         """Why a step called on a parameter (``def train(gan, ds): gan.step(x)``) is not run per
         replica: what every call of the function passes for it cannot be followed to objects of
-        one class of this file (naming the call that shows it), or, when it can, what the
-        migration does not rewrite yet."""
+        one class of this file (naming the call that shows it)."""
         name, line = method.name.value, self.program.line(call)
         function = self.program.enclosing_function(param)
         owner = f"{function.name.value}()" if function is not None else "its function"
@@ -188,10 +266,8 @@ class MethodSteps:
         (cls,) = classes
         sites = ", ".join(str(self.program.line(site)) for site, _value in passed)
         return (
-            f"{head}; every call of {owner} passes an object of {cls} (line{'s' if len(passed) > 1 else ''} {sites}), but a step "
-            "called through a parameter is not migrated yet: autofix writes the per-replica wrapper "
-            f"(strategy.run({receiver.value}.{name}, ...)) and the distributed dataset only where the strategy is made, "
-            f"not in {owner}, which is given the object and its batches as parameters"
+            f"{head}; every call of {owner} passes an object of {cls} (line{'s' if len(passed) > 1 else ''} {sites}), but "
+            f"this call is not linked to {cls}.{name}(): which method it runs is not known"
         )
 
     def optimizer_problem(self, updates: list[cst.Call], calls: list[cst.Call], training) -> tuple[cst.CSTNode, str] | None:
@@ -237,6 +313,20 @@ class MethodSteps:
                             f"{self.program.line(node)}): run once per replica, it would change N times per step"
                         )
         return None
+
+
+def _dataset_root(expr: cst.BaseExpression) -> cst.Name | None:
+    """``ds`` of ``ds``, ``enumerate(ds)``, ``ds.take(n)``, ``enumerate(ds.shuffle(n))``: the
+    dataset a loop's header iterates, cut or reordered only."""
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "enumerate" and expr.args:
+        expr = expr.args[0].value
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _HEADER_METHODS:
+        expr = expr.func.value
+    return expr if isinstance(expr, cst.Name) else None
+
+
+# Dataset methods that cut, repeat or reorder its batches without changing them.
+_HEADER_METHODS = frozenset({"take", "skip", "shuffle", "repeat", "prefetch", "cache"})
 
 
 def _targets(target: cst.BaseExpression) -> list[cst.BaseExpression]:
