@@ -11,7 +11,7 @@ from functools import cached_property
 import libcst as cst
 
 from autofix.analysis.facts.strategies import UNKNOWN_STRATEGY
-from autofix.analysis.syntax import argument_value, attribute_path
+from autofix.analysis.syntax import argument, argument_value, attribute_path
 from autofix.tf.symbols import SINGLE_REPLICA
 
 # Model methods that train it (evaluate and predict do not: what they use is not trained).
@@ -75,9 +75,64 @@ class Sites:
                     self._add_step_members(site, steps)
                     self._add_bound_object(site, call.args[0].value)
                     found.append(site)
+        single = self._single_device_constructions
         for site in found:
+            if single:
+                site.members[:] = [m for m in site.members if not self._for_single_device(m, single)]
             self._add_restores(site)
         return found
+
+    @cached_property
+    def _single_device_constructions(self) -> list[cst.Call]:
+        """Objects of a class of this file that takes an optional strategy (``def __init__(self,
+        model, strategy=None)``, kept as the strategy it trains under) constructed without one
+        (``Trainer(model)``): they train on one device on purpose, whatever a file that also
+        distributes does elsewhere; what is made for them takes no part in distributed training."""
+        found: list[cst.Call] = []
+        for cls in self.facts.classes:
+            body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+            init = next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+            if init is None:
+                continue
+            optional = [p for p in (*init.params.params[1:], *init.params.kwonly_params) if self._optional_strategy(cls, init, p)]
+            if not optional:
+                continue
+            calls, _passed_on = self.facts.values.calls_of(init)
+            params = list(init.params.params)
+            for call, offset in calls:
+                if offset != 1 or any(a.star for a in call.args):
+                    continue
+                if any(argument(call, p.name.value, params.index(p) - 1 if p in params else None) is None for p in optional):
+                    found.append(call)
+        return found
+
+    def _optional_strategy(self, cls: cst.ClassDef, init: cst.FunctionDef, param: cst.Param) -> bool:
+        """Whether ``param`` of ``__init__`` defaults to None and is the strategy the objects
+        keep (``self.strategy = strategy``, an attribute the class uses as a strategy)."""
+        if not (isinstance(param.default, cst.Name) and param.default.value == "None"):
+            return False
+        attributes = {a for c, a, _classes in self.facts.strategy_attributes() if c in self.facts.values.family(cls)}
+        for statement in init.body.body if isinstance(init.body, cst.IndentedBlock) else ():
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) and small.value.value == param.name.value:
+                    for target in small.targets:
+                        path = attribute_path(target.target)
+                        if path is not None and len(path) == 2 and path[1] in attributes:
+                            return True
+        return False
+
+    def _for_single_device(self, member: cst.Call, constructions: list[cst.Call]) -> bool:
+        """Whether ``member`` is made only for objects constructed without their strategy: it
+        is inside such a construction's arguments, or bound to a name read only there."""
+        if any(a in constructions for a in self.program.ancestors(member)):
+            return True
+        name = self.facts.assigned_name(member)
+        if name is None:
+            return False
+        uses = self.facts.uses(name)
+        return bool(uses) and all(any(a in constructions for a in self.program.ancestors(u)) for u in uses)
 
     def _trained_where_a_strategy_exists(self, call: cst.Call, receiver: cst.BaseExpression, models: list[cst.Call]) -> list[cst.Call]:
         """The models ``fit`` may train under a strategy. A helper (``def compile_and_fit(model):
