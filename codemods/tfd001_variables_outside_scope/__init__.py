@@ -31,7 +31,15 @@ Not fixed (reported with the reason):
   unit stays, since a model left outside with its compile moved in does not train;
 - a model kept in an attribute of a trainer class (``self.model = self.build()``);
 - a function that builds a model but is called both inside and outside a scope; two
-  strategies in one block; a strategy that may be None where the scope would go.
+  strategies in one block; a strategy that may be None where the scope would go (a
+  ``strategy = None`` placeholder not yet overwritten there).
+
+A strategy that is an optional parameter (``def __init__(self, model, strategy=None)``, a
+trainer whose single-device path passes none) gets ``with (strategy or
+tf.distribute.get_strategy()).scope():``, which changes nothing where it is None
+(docs/optional-strategy.md); an object of such a class constructed without it, or a call of
+such a function made without it, trains on one device on purpose and is neither moved nor
+reported.
 """
 from __future__ import annotations
 
