@@ -420,10 +420,11 @@ def may_be_none(program, code: str, at: cst.CSTNode | None = None, placeholders:
     the order of its bindings (TFD001's contexts)."""
     module = program.module
     attribute = code.startswith("self.")
-    function = program.enclosing_function(at) if at is not None and not attribute else None
-    for node in _walk(module):
-        if at is not None and not attribute and program.enclosing_function(node) is not function and node is not function:
-            continue
+    nodes = _walk(module)
+    if at is not None and not attribute:
+        function = program.enclosing_function(at)
+        nodes = _walk_own(function) if function is not None else _walk_own(module)
+    for node in nodes:
         if isinstance(node, cst.Comparison) and module.code_for_node(node.left) == code:
             if any(_is_none(c.comparator) for c in node.comparisons) and not _rebinding_guard(program, node, code):
                 return node
@@ -448,6 +449,15 @@ def _walk(node: cst.CSTNode):
     yield node
     for child in node.children:
         yield from _walk(child)
+
+
+def _walk_own(node: cst.CSTNode):
+    """``node`` and what is in it, but not in the functions, classes and lambdas it defines
+    (``node`` itself may be a function: its parameters are its own)."""
+    yield node
+    for child in node.children:
+        if not isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            yield from _walk_own(child)
 
 
 def _rebinding_guard(program, comparison: cst.Comparison, code: str) -> bool:
