@@ -176,3 +176,18 @@ def test_fixed_scripts_train_on_both_paths():
     done = subprocess.run([sys.executable, "-c", child, *map(str, scripts)], capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("ran ") == len(scripts)
+
+
+def test_a_global_read_in_a_function_is_looked_up_where_it_is_bound():
+    program = _program(
+        """
+        import tensorflow as tf
+
+        strategy = None
+
+        def step():
+            return strategy.num_replicas_in_sync
+        """
+    )
+    read = _first(program, "strategy.num_replicas_in_sync")
+    assert isinstance(may_be_none(program, "strategy", read), cst.Assign)

@@ -422,7 +422,11 @@ def may_be_none(program, code: str, at: cst.CSTNode | None = None, placeholders:
     attribute = code.startswith("self.")
     nodes = _walk(module)
     if at is not None and not attribute:
+        # The function that binds the name (a read of a global or a closure's name looks
+        # outwards, as Python does).
         function = program.enclosing_function(at)
+        while function is not None and not _binds(program, function, code):
+            function = program.enclosing_function(function)
         nodes = _walk_own(function) if function is not None else _walk_own(module)
     for node in nodes:
         if isinstance(node, cst.Comparison) and module.code_for_node(node.left) == code:
@@ -458,6 +462,21 @@ def _walk_own(node: cst.CSTNode):
     for child in node.children:
         if not isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             yield from _walk_own(child)
+
+
+def _binds(program, function: cst.FunctionDef, name: str) -> bool:
+    """Whether ``name`` is a local of ``function``: a parameter, or assigned in its own code
+    without a ``global`` / ``nonlocal`` declaration."""
+    params = function.params
+    if any(p.name.value == name for p in (*params.params, *params.kwonly_params, *params.posonly_params)):
+        return True
+    bound = False
+    for node in _walk_own(function.body):
+        if isinstance(node, (cst.Global, cst.Nonlocal)) and any(n.name.value == name for n in node.names):
+            return False
+        if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name) and node.target.value == name:
+            bound = True
+    return bound
 
 
 def _rebinding_guard(program, comparison: cst.Comparison, code: str) -> bool:
