@@ -83,9 +83,11 @@ from autofix.codegen import (
     fresh_names,
     keras_spelling,
     module_alias,
+    on_both_paths,
     per_example_loss,
     visible_at,
 )
+from autofix.analysis.facts.strategies import may_be_none
 from autofix.rule import Example, Rule
 from autofix.tf.symbols import SINGLE_REPLICA, TRAIN_METHODS, Kind
 
@@ -388,6 +390,15 @@ class StrategyRunModel(Rule):
             raise NotFound("the loop is not a statement of a block")
         name = fresh_names(program, [f"dist_{plan.dataset.value}"])[f"dist_{plan.dataset.value}"]
         code = program.module.code_for_node(strategy)
+        # Distributed before the outermost loop, which may also run where the strategy is None
+        # (a trainer's single-device path): spelled so that it works there too.
+        spelled = on_both_paths(program, code, plan.before)
+        if spelled is None:
+            raise NotFound(
+                f"{code} may be None (line {program.line(may_be_none(program, code, plan.before))}), and the file does not "
+                "import tensorflow by name to distribute the dataset where it is None"
+            )
+        code = spelled
         statement = cst.parse_statement(f"{name} = {code}.experimental_distribute_dataset({program.module.code_for_node(iterated)})\n")
         edits.replace(iterated, lambda _node: cst.Name(name))
         for again in plan.also:

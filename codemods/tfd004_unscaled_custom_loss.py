@@ -94,6 +94,7 @@ import os
 import libcst as cst
 
 from autofix.analysis.facts.callees import Callables, tf_names
+from autofix.analysis.facts.strategies import may_be_none
 from autofix.analysis.migration.clipping import PER_TENSOR, Clipping
 from autofix.analysis.steps.lossobjects import keras_own, loss_objects, object_uses
 from autofix.analysis.steps.losses import RemoteTerm, Term, is_batch_sum, loss_walk
@@ -891,7 +892,7 @@ class UnscaledCustomLoss(Rule):
         program = self.program
         receivers = [run.func.value for root in roots for run in self.steps.roots[root]]  # type: ignore[union-attr]
         codes = {program.module.code_for_node(r) for r in receivers}
-        if len(codes) == 1 and not _may_be_none(program, next(iter(codes))):
+        if len(codes) == 1 and may_be_none(program, next(iter(codes)), receivers[0]) is None:
             receiver = receivers[0]
             if isinstance(receiver, cst.Name) and visible_at(program, receiver, site):
                 return f"{receiver.value}.num_replicas_in_sync"
@@ -1010,47 +1011,6 @@ def _needs_parens(program, node: cst.CSTNode) -> bool:
         right_bound = (cst.Divide, cst.FloorDivide, cst.Modulo, cst.MatrixMultiply)
         return isinstance(parent.operator, cst.Power) or parent.right is node and isinstance(parent.operator, right_bound)
     return isinstance(parent, (cst.Attribute, cst.Subscript)) or isinstance(parent, cst.Call) and parent.func is node
-
-
-def _may_be_none(program, code: str) -> bool:
-    """Whether the strategy spelled ``code`` (``strategy``, ``self.strategy``) may be None
-    where the step runs: the file compares it with None, binds None to it, or binds it from a
-    parameter whose default is None (a trainer whose single-device path passes no strategy
-    and runs the same step). Its replica count would then fail there; the replica context's
-    count is 1 outside any strategy and the strategy's inside one."""
-    module = program.module
-    attribute = code.startswith("self.")
-    for node in _walk(module):
-        if isinstance(node, cst.Comparison) and module.code_for_node(node.left) == code:
-            if any(isinstance(c.comparator, cst.Name) and c.comparator.value == "None" for c in node.comparisons):
-                return True
-        if isinstance(node, cst.Assign) and any(module.code_for_node(t.target) == code for t in node.targets):
-            value = node.value
-            if isinstance(value, cst.Name) and value.value == "None":
-                return True
-            if attribute and isinstance(value, cst.Name) and _none_default(program, node, value.value):
-                return True
-    return False
-
-
-def _walk(node: cst.CSTNode):
-    yield node
-    for child in node.children:
-        yield from _walk(child)
-
-
-def _none_default(program, statement: cst.CSTNode, name: str) -> bool:
-    """Whether ``name`` is a parameter of the function around ``statement`` whose default is None."""
-    node = program.parent(statement)
-    while node is not None and not isinstance(node, cst.FunctionDef):
-        node = program.parent(node)
-    if node is None:
-        return False
-    params = node.params
-    for param in (*params.params, *params.kwonly_params):
-        if param.name.value == name:
-            return isinstance(param.default, cst.Name) and param.default.value == "None"
-    return False
 
 
 def _in_method_of(program, site: cst.CSTNode, methods: list[cst.FunctionDef]) -> bool:

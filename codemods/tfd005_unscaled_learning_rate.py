@@ -36,7 +36,8 @@ from autofix.analysis.facts.contexts import Contexts
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.steps.custom import REPLICA_WORDS, named_for, words
-from autofix.codegen import scaled
+from autofix.analysis.facts.strategies import may_be_none
+from autofix.codegen import on_both_paths, scaled
 from autofix.rule import Example, Rule
 from autofix.tf.symbols import SINGLE_REPLICA, Kind
 
@@ -158,9 +159,13 @@ class UnscaledLearningRate(Rule):
         ):
             self.report(value, MESSAGE, "the optimizer is made before the strategy exists; TFD001 moves it into strategy.scope() first, after which it is scaled")
             return
+        name = on_both_paths(program, context.strategy.name, context.block, placeholders=False)
+        if name is None:
+            none = may_be_none(program, context.strategy.name, context.block, False)
+            self.report(value, MESSAGE, f"{context.strategy.name} may be None (line {program.line(none)}), and the file does not import tensorflow by name to scale by a replica count that exists without it")
+            return
         if not self.report(value, MESSAGE):
             return
-        name = context.strategy.name
 
         positional = [a for a in call.args if a.keyword is None and not a.star]
         if arg.keyword is None and len(positional) > 1:

@@ -43,6 +43,7 @@ import libcst as cst
 from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker
 from autofix.analysis.syntax import argument, argument_value
 from autofix.analysis.training.model import TrainingModel
+from autofix.analysis.facts.strategies import may_be_none
 from autofix.codegen import BlockEdits, NotFound, fresh_name, module_alias
 from autofix.rule import Example, Rule
 
@@ -239,6 +240,10 @@ class EveryWorkerWrites(Rule):
         tf = module_alias(program, "tensorflow")
         if strategy is None or tf is None:
             raise NotFound("the strategy (or TensorFlow) is not known by one name here")
+        none = may_be_none(program, strategy, call)
+        if none is not None:
+            # The helpers read its cluster resolver, which neither None nor the default strategy has.
+            raise NotFound(f"{strategy} may be None (line {program.line(none)}): the chief test the fix writes reads its cluster_resolver")
         if self._read_back(path, manager):
             raise NotFound("the file reads the saved path back, which workers that do not share the chief's file system would not find")
         block = program.parent(statement)

@@ -31,7 +31,15 @@ Not fixed (reported with the reason):
   unit stays, since a model left outside with its compile moved in does not train;
 - a model kept in an attribute of a trainer class (``self.model = self.build()``);
 - a function that builds a model but is called both inside and outside a scope; two
-  strategies in one block; a strategy that may be None where the scope would go.
+  strategies in one block; a strategy that may be None where the scope would go (a
+  ``strategy = None`` placeholder not yet overwritten there).
+
+A strategy that is an optional parameter (``def __init__(self, model, strategy=None)``, a
+trainer whose single-device path passes none) gets ``with (strategy or
+tf.distribute.get_strategy()).scope():``, which changes nothing where it is None
+(docs/optional-strategy.md); an object of such a class constructed without it, or a call of
+such a function made without it, trains on one device on purpose and is neither moved nor
+reported.
 """
 from __future__ import annotations
 
@@ -42,12 +50,12 @@ import libcst as cst
 from autofix.analysis.facts import ordering
 from autofix.analysis.facts.contexts import Context, Contexts, index_of
 from autofix.analysis.facts.keras_objects import COMPILE, TRAIN
-from autofix.analysis.facts.strategies import Strategy
+from autofix.analysis.facts.strategies import Strategy, may_be_none
 from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker
 from autofix.analysis.syntax import calls_in, is_wall, names_in, root_name
 from autofix.analysis.training.model import TrainingModel
 from autofix.analysis.training.sites import Site
-from autofix.codegen import BlockEdits, ScopeSpan, reordered, wrap_spans
+from autofix.codegen import BlockEdits, ScopeSpan, on_both_paths, reordered, wrap_spans
 from autofix.rule import SUPPRESSED, Example, Rule
 from autofix.tf.symbols import NO_VARIABLE_LAYERS, Kind
 
@@ -403,6 +411,12 @@ class _Planner:
             order = self._order(body, info, context)
             start = order.index(context.index) + 1
         conflict = context.conflict or self._maybe_none(context)
+        spelled = on_both_paths(self.program, context.strategy.name, block, placeholders=False)
+        if conflict is None and spelled is None:
+            conflict = (
+                f"{context.strategy.name} may be None (line {self.program.line(may_be_none(self.program, context.strategy.name, block, False))}), "
+                "and the file does not import tensorflow by name to write a scope that works without it"
+            )
         if conflict is None and any(i.category == BLOCKED for i in info[: context.index or 0]):
             # A model that stays outside leaves anything compiled or loaded into it broken:
             # a partial fix would not train, so the rest is reported, not changed.
@@ -457,7 +471,7 @@ class _Planner:
         if spans or order != sorted(order):
             up = {context.index} if context.index is not None and order.index(context.index) < context.index else set()
             down = {i for i, statement in enumerate(body) if id(statement) in self.moved_down}
-            self.edits.add(block, _reorder_and_wrap(order, _merge(spans), context.strategy.name, up, down))
+            self.edits.add(block, _reorder_and_wrap(order, _merge(spans), spelled or context.strategy.name, up, down))
 
     def _belonging(self, body, info: list[_Statement], order: list[int], first: int, between: list[int], following: int) -> int:
         """How many of the statements ``between`` (positions after ``first``), from the first

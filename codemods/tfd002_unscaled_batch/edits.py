@@ -9,7 +9,7 @@ import libcst as cst
 from autofix.analysis.facts.contexts import Context
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.syntax import argument_value
-from autofix.codegen import BlockEdits, add_argument, add_keyword, fresh_name, scaled
+from autofix.codegen import BlockEdits, add_argument, add_keyword, fresh_name, on_both_paths, scaled
 
 from .helpers import with_parameter
 from .uses import DEFINITION, Webs
@@ -35,7 +35,7 @@ class FixWriter:
         self._parameters: dict[int, tuple[cst.FunctionDef, list]] = {}
 
     def commit(self, plan: Plan, context: Context | None) -> None:
-        name = context.strategy.name if context is not None else ""
+        name = _spelled(self.facts.program, context) if context is not None else ""
         for value in plan.scale:
             self.edits.replace(value, lambda node, name=name: scaled(node, name))
         for call, keyword, default in plan.keywords:
@@ -54,7 +54,7 @@ class FixWriter:
         """``fit``'s validation set batched by ``min(<its global batch>, <its size> // N * N)``
         (its size read at run time, ``len(x_val)``): a first batch that splits evenly over N
         replicas (see :mod:`.first_batches`)."""
-        replicas = f"{context.strategy.name}.num_replicas_in_sync"
+        replicas = f"{_spelled(self.facts.program, context)}.num_replicas_in_sync"
 
         def edit(node: cst.Call) -> cst.Call:
             batch = argument_value(node, "batch_size", 2)
@@ -67,7 +67,7 @@ class FixWriter:
 
     def _redefine(self, redefinition: Redefinition) -> None:
         web, context = redefinition.web, redefinition.context
-        strategy = context.strategy.name
+        strategy = _spelled(self.facts.program, context)
         new = self._defined.get(id(web))
         if new is None:
             if redefinition.rename:
@@ -142,3 +142,10 @@ def _global_name(label: str) -> str:
     if label.lower().startswith("global"):
         return f"{label}_ALL_REPLICAS" if label.isupper() else f"{label}_all_replicas"
     return f"GLOBAL_{label}" if label.isupper() else f"global_{label}"
+
+
+def _spelled(program, context: Context) -> str:
+    """The strategy as the fix writes it: ``(strategy or tf.distribute.get_strategy())`` where
+    it may be None (a function's optional strategy parameter), whose replica count is 1 there."""
+    name = context.strategy.name
+    return on_both_paths(program, name, context.block, placeholders=False) or name

@@ -20,6 +20,7 @@ from typing import Collection, Callable, Mapping, Sequence
 import libcst as cst
 
 from autofix.analysis.facts.script import Facts
+from autofix.analysis.facts.strategies import may_be_none
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import names_in
 from autofix.tf.symbols import Kind
@@ -162,12 +163,32 @@ class ScopeSpan:
 
 
 def strategy_expression(strategy: str) -> cst.BaseExpression:
-    """``strategy`` or ``self.strategy`` (a strategy held in an attribute), as an expression."""
+    """``strategy`` or ``self.strategy`` (a strategy held in an attribute), as an expression;
+    any other spelling (``(strategy or tf.distribute.get_strategy())``) is parsed."""
+    if not all(part.isidentifier() for part in strategy.split(".")):
+        return cst.parse_expression(strategy)
     first, *rest = strategy.split(".")
     expr: cst.BaseExpression = cst.Name(first)
     for part in rest:
         expr = cst.Attribute(value=expr, attr=cst.Name(part))
     return expr
+
+
+def on_both_paths(program: Program, strategy: str, at: cst.CSTNode | None = None, placeholders: bool = True) -> str | None:
+    """How generated code spells the strategy ``strategy`` (``strategy``, ``self.strategy``):
+    as it is, or, where the file shows it may be None (a trainer whose single-device path passes
+    no strategy: ``facts.strategies.may_be_none``), ``(strategy or tf.distribute.get_strategy())``,
+    which is the strategy when there is one and otherwise the strategy in effect (outside every
+    scope the default one: its ``scope()`` changes nothing, its ``num_replicas_in_sync`` is 1,
+    its ``experimental_distribute_dataset`` hands the dataset back, its ``run`` calls the
+    function; measured, docs/tf-distribute-facts.md). None where the file does not
+    import ``tensorflow`` by that name (a fix must then be refused). ``at``: where the code
+    goes (a plain name is looked up in the function around it); ``placeholders``: see
+    ``may_be_none``."""
+    if may_be_none(program, strategy, at, placeholders) is None:
+        return strategy
+    tf = module_alias(program, "tensorflow")
+    return f"({strategy} or {tf}.distribute.get_strategy())" if tf is not None else None
 
 
 def scope_call(strategy: str) -> cst.Call:

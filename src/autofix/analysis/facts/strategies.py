@@ -400,3 +400,120 @@ def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
     if isinstance(target, cst.StarredElement):
         return _target_names(target.value)
     return []
+
+
+# --- a strategy that may be None ---------------------------------------------------------------
+
+
+def may_be_none(program, code: str, at: cst.CSTNode | None = None, placeholders: bool = True) -> cst.CSTNode | None:
+    """Where the file shows that the strategy spelled ``code`` (``strategy``, ``self.strategy``)
+    may be None, or None: the file compares it with None, binds None to it, or binds it from a
+    parameter whose default is None (a trainer whose single-device path passes no strategy and
+    runs the same code). Code a fix writes with it (``<code>.scope()``,
+    ``<code>.num_replicas_in_sync``, ``<code>.run``) would then fail on that path: a fix must
+    use what works on both (``tf.distribute.get_strategy()``, the replica context) or be
+    refused. A guard that rebinds it (``if strategy is None: strategy = ...``) is not such a
+    sign, and ``strategy or tf.distribute.get_strategy()`` is never None. A plain name is
+    looked for in the function around ``at`` only (where given): another function's
+    ``strategy=None`` is another variable. ``placeholders=False``: a plain name bound to None
+    (``strategy = None`` before a helper or a branch sets it) is left to the caller, which knows
+    the order of its bindings (TFD001's contexts)."""
+    module = program.module
+    attribute = code.startswith("self.")
+    nodes = _walk(module)
+    if at is not None and not attribute:
+        # The function that binds the name (a read of a global or a closure's name looks
+        # outwards, as Python does).
+        function = program.enclosing_function(at)
+        while function is not None and not _binds(program, function, code):
+            function = program.enclosing_function(function)
+        nodes = _walk_own(function) if function is not None else _walk_own(module)
+    for node in nodes:
+        if isinstance(node, cst.Comparison) and module.code_for_node(node.left) == code:
+            if any(_is_none(c.comparator) for c in node.comparisons) and not _rebinding_guard(program, node, code):
+                return node
+        if isinstance(node, cst.Assign) and any(module.code_for_node(t.target) == code for t in node.targets):
+            value = node.value
+            if _is_none(value) and (attribute or placeholders):
+                return node
+            if attribute and isinstance(value, cst.Name) and _none_default(program, node, value.value):
+                return node
+        if not attribute and isinstance(node, cst.Param) and node.name.value == code and _is_none(node.default):
+            function = program.enclosing_function(node)
+            if function is None or not _guarded(program, function, code):
+                return node
+    return None
+
+
+def _is_none(node: cst.CSTNode | None) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+def _walk(node: cst.CSTNode):
+    yield node
+    for child in node.children:
+        yield from _walk(child)
+
+
+def _walk_own(node: cst.CSTNode):
+    """``node`` and what is in it, but not in the functions, classes and lambdas it defines
+    (``node`` itself may be a function: its parameters are its own)."""
+    yield node
+    for child in node.children:
+        if not isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            yield from _walk_own(child)
+
+
+def _binds(program, function: cst.FunctionDef, name: str) -> bool:
+    """Whether ``name`` is a local of ``function``: a parameter, or assigned in its own code
+    without a ``global`` / ``nonlocal`` declaration."""
+    params = function.params
+    if any(p.name.value == name for p in (*params.params, *params.kwonly_params, *params.posonly_params)):
+        return True
+    bound = False
+    for node in _walk_own(function.body):
+        if isinstance(node, (cst.Global, cst.Nonlocal)) and any(n.name.value == name for n in node.names):
+            return False
+        if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name) and node.target.value == name:
+            bound = True
+    return bound
+
+
+def _rebinding_guard(program, comparison: cst.Comparison, code: str) -> bool:
+    """``if <code> is None: <code> = ...`` (or ``raise``): after it, the value is not None."""
+    parent = program.parent(comparison)
+    if not (isinstance(parent, cst.If) and parent.test is comparison and isinstance(parent.body, cst.IndentedBlock)):
+        return False
+    if not all(isinstance(c.operator, (cst.Is, cst.Equal)) for c in comparison.comparisons):
+        return False
+    module = program.module
+    for statement in parent.body.body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Raise):
+                    return True
+                if isinstance(small, cst.Assign) and any(module.code_for_node(t.target) == code for t in small.targets):
+                    return not _is_none(small.value)
+    return False
+
+
+def _guarded(program, function: cst.FunctionDef, code: str) -> bool:
+    """Whether ``function`` rebinds ``code`` when it is None (``if strategy is None: ...``)."""
+    for node in _walk(function.body):
+        if isinstance(node, cst.Comparison) and program.module.code_for_node(node.left) == code:
+            if any(_is_none(c.comparator) for c in node.comparisons) and _rebinding_guard(program, node, code):
+                return True
+    return False
+
+
+def _none_default(program, statement: cst.CSTNode, name: str) -> bool:
+    """Whether ``name`` is a parameter of the function around ``statement`` whose default is
+    None (and that the function does not rebind when it is None)."""
+    function = program.enclosing_function(statement)
+    if function is None:
+        return False
+    params = function.params
+    for param in (*params.params, *params.kwonly_params):
+        if param.name.value == name:
+            return _is_none(param.default) and not _guarded(program, function, name)
+    return False

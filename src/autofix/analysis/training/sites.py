@@ -11,7 +11,7 @@ from functools import cached_property
 import libcst as cst
 
 from autofix.analysis.facts.strategies import UNKNOWN_STRATEGY
-from autofix.analysis.syntax import argument_value, attribute_path
+from autofix.analysis.syntax import argument, argument_value, attribute_path
 from autofix.tf.symbols import SINGLE_REPLICA
 
 # Model methods that train it (evaluate and predict do not: what they use is not trained).
@@ -75,9 +75,91 @@ class Sites:
                     self._add_step_members(site, steps)
                     self._add_bound_object(site, call.args[0].value)
                     found.append(site)
+        single = self._single_device_constructions
         for site in found:
+            if single:
+                site.members[:] = [m for m in site.members if not self._for_single_device(m, single)]
             self._add_restores(site)
         return found
+
+    @cached_property
+    def _single_device_constructions(self) -> list[cst.Call]:
+        """Objects of a class of this file that takes an optional strategy (``def __init__(self,
+        model, strategy=None)``, kept as the strategy it trains under) constructed without one
+        (``Trainer(model)``), and calls of a function of the file that takes one, made without
+        it (``build()``): they train on one device on purpose, whatever a file that also
+        distributes does elsewhere; what is made for them takes no part in distributed training."""
+        found: list[cst.Call] = []
+        for cls in self.facts.classes:
+            body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+            init = next((s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+            if init is None:
+                continue
+            optional = [p for p in (*init.params.params[1:], *init.params.kwonly_params) if self._optional_strategy(cls, init, p)]
+            if not optional:
+                continue
+            calls, _passed_on = self.facts.values.calls_of(init)
+            params = list(init.params.params)
+            for call, offset in calls:
+                if offset != 1 or any(a.star for a in call.args):
+                    continue
+                if any(argument(call, p.name.value, params.index(p) - 1 if p in params else None) is None for p in optional):
+                    found.append(call)
+        # A function of the file that takes an optional strategy (``def build(strategy=None)``),
+        # called without it.
+        for function, info in self.facts.functions.items():
+            if info.is_method:
+                continue
+            params = list(function.params.params)
+            optional = [
+                p for p in (*params, *function.params.kwonly_params)
+                if isinstance(p.default, cst.Name) and p.default.value == "None" and self._strategy_parameter(p)
+            ]
+            if not optional:
+                continue
+            calls, _passed_on = self.facts.values.calls_of(function)
+            for call, offset in calls:
+                if offset != 0 or any(a.star for a in call.args):
+                    continue
+                if any(argument(call, p.name.value, params.index(p) if p in params else None) is None for p in optional):
+                    found.append(call)
+        return found
+
+    def _strategy_parameter(self, param: cst.Param) -> bool:
+        strategy = self.facts.strategy_for_name(param.name)
+        return strategy is not None and strategy.is_parameter
+
+    def _optional_strategy(self, cls: cst.ClassDef, init: cst.FunctionDef, param: cst.Param) -> bool:
+        """Whether ``param`` of ``__init__`` defaults to None and is the strategy the objects
+        keep (``self.strategy = strategy``, an attribute the class uses as a strategy)."""
+        if not (isinstance(param.default, cst.Name) and param.default.value == "None"):
+            return False
+        attributes = {a for c, a, _classes in self.facts.strategy_attributes() if c in self.facts.values.family(cls)}
+        for statement in init.body.body if isinstance(init.body, cst.IndentedBlock) else ():
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) and small.value.value == param.name.value:
+                    for target in small.targets:
+                        path = attribute_path(target.target)
+                        if path is not None and len(path) == 2 and path[1] in attributes:
+                            return True
+        return False
+
+    def _for_single_device(self, member: cst.Call, constructions: list[cst.Call]) -> bool:
+        """Whether ``member`` is made only for objects constructed without their strategy: it
+        is inside such a construction's arguments, or bound to a name read only there."""
+        for node in (member, *self.program.ancestors(member)):
+            if node in constructions:
+                return True
+            if not isinstance(node, cst.Call):
+                continue
+            name = self.facts.assigned_name(node)
+            if name is not None:
+                uses = self.facts.uses(name)
+                if uses and all(any(a in constructions for a in self.program.ancestors(u)) for u in uses):
+                    return True
+        return False
 
     def _trained_where_a_strategy_exists(self, call: cst.Call, receiver: cst.BaseExpression, models: list[cst.Call]) -> list[cst.Call]:
         """The models ``fit`` may train under a strategy. A helper (``def compile_and_fit(model):
@@ -119,6 +201,8 @@ class Sites:
         (``compile_and_fit(model)`` called on baselines first, then in the scope)."""
         if self.facts.under_scope(node):
             return True
+        if self._under_scope_where_distributed_object(node):
+            return True
         function = self.program.enclosing_function(node)
         if function is None or function not in self.facts.functions or self.facts.functions[function].is_method:
             return False
@@ -130,6 +214,18 @@ class Sites:
             return False
         distributed = [c for c in calls if not self.runs_without_strategy(c)]
         return bool(distributed) and len(distributed) < len(calls) and all(self.facts.under_scope(c) for c in distributed)
+
+    def _under_scope_where_distributed_object(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` is code of a function (``__init__``) whose every call but those
+        that make objects on one device on purpose (:attr:`_single_device_constructions`) is
+        inside a strategy scope."""
+        single = self._single_device_constructions
+        function = self.program.enclosing_function(node)
+        if not single or function is None or function not in self.facts.functions:
+            return False
+        calls, passed_on = self.facts.values.calls_of(function)
+        rest = [c for c, _offset in calls if c not in single]
+        return not passed_on and bool(rest) and len(rest) < len(calls) and all(self.facts.under_scope(c) for c in rest)
 
     def creates_optimizer(self, compile_call: cst.Call) -> bool:
         """Whether ``model.compile(...)`` makes its own optimizer (none given: RMSprop, or a
