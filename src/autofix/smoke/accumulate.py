@@ -43,6 +43,9 @@ def start(count: int) -> None:
     """Before each script: ``count`` micro-steps a step (0: off)."""
     global _count, _micro, _fetched, _complete
     _count, _micro, _fetched, _complete = count, -1, False, False
+    from autofix.smoke import reported
+
+    reported.micro_steps(count)
     tf.config.run_functions_eagerly(bool(count) or tf.config.functions_run_eagerly())
     if count:
         from autofix.smoke.state import recorder

@@ -157,13 +157,21 @@ def recorded() -> dict[str, Any]:
     }
 
 
+_micro_steps = 0
+
+
+def micro_steps(count: int) -> None:
+    """How many micro-steps each step of this run is made of (0: none; set by
+    ``accumulate.start``, which imports this module, not the other way round)."""
+    global _micro_steps
+    _micro_steps = count
+
+
 def _one_loss(values: list[float | None]) -> float | None:
     """The loss a step's loop reports: the one its update differentiated (the micro-steps' of
     a reference, averaged, as the replicas' are); None when a step makes several updates (which
     loss it reports is not known) or its loss is not a scalar."""
-    from autofix.smoke import accumulate
-
-    if len(values) != max(1, accumulate.count()) or any(not isinstance(v, float) for v in values):
+    if len(values) != max(1, _micro_steps) or any(not isinstance(v, float) for v in values):
         return None
     return sum(values) / len(values)
 
