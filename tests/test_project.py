@@ -866,19 +866,21 @@ def test_write_all_writes_every_file_or_none(tmp_path):
 
 
 @pytest.mark.tf
-def test_a_two_file_migration_is_proven_by_compare(tmp_path):  # pragma: no cover - runs TensorFlow
-    """vae_train_step migrated in both files (test.py and model.py) makes the original's
+@pytest.mark.parametrize("name, entry", [("vae_train_step", "test.py"), ("model_method", "train.py")])
+def test_a_two_file_migration_is_proven_by_compare(tmp_path, name, entry):  # pragma: no cover - runs TensorFlow
+    """A project migrated in both files (vae_train_step: test.py and model.py's train_step;
+    model_method: train.py and classes/Model.py's training method) makes the original's
     data-parallel steps on 2 replicas (smoke --compare)."""
     import json
     import subprocess
     import sys
 
-    original = project(tmp_path / "original", "vae_train_step")
-    migrated = project(tmp_path / "migrated", "vae_train_step")
-    result = process_path(str(migrated / "test.py"), MIGRATE, write=True)
+    original = project(tmp_path / "original", name)
+    migrated = project(tmp_path / "migrated", name)
+    result = process_path(str(migrated / entry), MIGRATE, write=True)
     assert result.written and result.also, reasons(result)
     outcome = subprocess.run(
-        [sys.executable, "-m", "autofix", "smoke", str(migrated / "test.py"), "--compare", str(original / "test.py"), "--replicas", "2", "--json", str(tmp_path / "report.json")],
+        [sys.executable, "-m", "autofix", "smoke", str(migrated / entry), "--compare", str(original / entry), "--replicas", "2", "--json", str(tmp_path / "report.json")],
         cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     assert outcome.returncode == 0, outcome.stdout + outcome.stderr
@@ -1136,26 +1138,6 @@ def test_a_two_file_fix_is_shown_and_written_whole_with_the_result_cache_on(tmp_
     assert "strategy.scope()" in (root / "train.py").read_text()
 
 
-@pytest.mark.tf
-def test_a_two_file_method_migration_is_proven_by_compare(tmp_path):  # pragma: no cover - runs TensorFlow
-    """model_method migrated in both files (train.py and classes/Model.py) makes the original's
-    data-parallel steps on 2 replicas (smoke --compare)."""
-    import json
-    import subprocess
-    import sys
-
-    original = project(tmp_path / "original", "model_method")
-    migrated = project(tmp_path / "migrated", "model_method")
-    result = process_path(str(migrated / "train.py"), MIGRATE, write=True)
-    assert result.written and result.also, reasons(result)
-    outcome = subprocess.run(
-        [sys.executable, "-m", "autofix", "smoke", str(migrated / "train.py"), "--compare", str(original / "train.py"), "--replicas", "2", "--json", str(tmp_path / "report.json")],
-        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
-    assert outcome.returncode == 0, outcome.stdout + outcome.stderr
-    report = json.loads((tmp_path / "report.json").read_text())
-    report = report[0] if isinstance(report, list) else report
-    assert report["compare"]["status"] == "equivalent", report["compare"]["message"]
 
 
 def test_two_scripts_training_the_same_method_show_its_edit_once_and_the_run_diff_applies(tmp_path, monkeypatch):
