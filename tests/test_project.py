@@ -1138,8 +1138,6 @@ def test_a_two_file_fix_is_shown_and_written_whole_with_the_result_cache_on(tmp_
     assert "strategy.scope()" in (root / "train.py").read_text()
 
 
-
-
 def test_two_scripts_training_the_same_method_show_its_edit_once_and_the_run_diff_applies(tmp_path, monkeypatch):
     import subprocess
 
