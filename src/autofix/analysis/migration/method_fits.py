@@ -160,31 +160,49 @@ class MethodFits(Derived):
         if len(trained) != 1:
             lines = ", ".join(str(self.program.line(c)) for c, _n in trained)
             return f"{prefix}, and the object is trained on lines {lines}: autofix migrates one training call of it, not several: migrate it by hand"
-        fits = [c for c in nodes_in(method.body, cst.Call) if isinstance(c.func, cst.Attribute) and c.func.attr.value in ("fit", "train_on_batch", "fit_generator")]
-        if len(fits) != 1 or fits[0].func.attr.value != "fit":
-            return f"{prefix}, not with one fit call: migrate it by hand"
-        fit = fits[0]
-        receiver = fit.func.value
-        if not (isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and receiver.value.value == "self"):
-            return f"{prefix}: its fit (line {other.line(fit)}) is not on a model the object keeps (self.<name>): migrate it by hand"
-        attr = receiver.attr.value
+        found_fit = _one_fit(other, method, prefix)
+        if isinstance(found_fit, str):
+            return found_fit
+        fit, attr = found_fit
         fit_line = other.line(fit)
-        if argument(fit, "y", 1) is None:
-            return f"{prefix}: its fit (line {fit_line}) is given no y, so it trains on a dataset or generator whose batch is fixed where it is made: migrate it by hand"
-        if argument(fit, "steps_per_epoch") is not None:
-            return f"{prefix}: its fit (line {fit_line}) is given steps_per_epoch, which would then count global batches: migrate it by hand"
-        if any(a.star for a in fit.args):
-            return f"{prefix}: its fit (line {fit_line}) is given unpacked arguments: migrate it by hand"
         params = method.params
         if params.star_kwarg is not None or not isinstance(params.star_arg, cst.MaybeSentinel) or params.kwonly_params or params.posonly_params:
             return f"{prefix}: its parameters (*args, **options or keyword-only ones) are not followed: migrate it by hand"
         names = [p.name.value for p in params.params]
-        # What in the method makes or compiles the model it trains: refused (it is not in the scope).
-        for node in nodes_in(method.body, cst.Call):
+        builders = self._builders(made, resolved, calls, call, other, methods, method_name, attr, fit_line, prefix)
+        if isinstance(builders, str):
+            return builders
+        # What else keeps the class from being migrated so (its one fit is what this follows).
+        problems = [reason for line, reason in definition.problems if line != fit_line]
+        if problems:
+            return f"{prefix}: " + "; ".join(problems[:3]) + ": migrate it by hand"
+        if any(a.star for a in call.args):
+            return f"{prefix}: it is called with unpacked arguments (line {self.program.line(call)}): migrate it by hand"
+        keywords = {id(a.keyword) for a in nodes_in(method.body, cst.Arg) if a.keyword is not None}
+        taken = set(names) | {n.value for n in nodes_in(method.body, cst.Name) if id(n) not in keywords}
+        validation = self._validation(call, method, fit, names, prefix)
+        validation_keyword = VALIDATION
+        if isinstance(validation, tuple) and len(validation) == 1:
+            return validation[0]
+        added: list[tuple[str, str]] = []
+        if isinstance(validation, tuple):
+            validation, validation_keyword = validation  # the method's parameter already
+        elif validation is not None:
+            if VALIDATION in taken:
+                return f"{prefix}: the name {VALIDATION} is taken in it: migrate it by hand"
+            added.append((VALIDATION, "None"))
+        plan = dict(call=call, builders=builders, construction=made, path=resolved.path, other=other, method=method, fit=fit, cls=definition.name, validation=validation, validation_keyword=validation_keyword)
+        return self._with_batch(plan, call, method, fit, names, taken, added, prefix)
+
+    def _builders(self, made, resolved: Resolved, calls, call: cst.Call, other: Program, methods: dict, method_name: str, attr: str, fit_line: int, prefix: str) -> list[cst.Call] | str:
+        """The calls of this file that make or compile the model the training method fits
+        (``self.<attr>``), which go into the scope: the construction when ``__init__`` does it,
+        and calls of the other methods that do, each before the training; or why not. What
+        the training method itself makes or compiles would stay outside the scope: refused."""
+        definition = resolved.definition
+        for node in nodes_in(methods[method_name].body, cst.Call):
             if isinstance(node.func, cst.Attribute) and node.func.attr.value == "compile":
                 return f"{prefix}: it compiles the model too (line {other.line(node)}), which would then be outside strategy.scope(): migrate it by hand"
-        # The methods that make the model it fits, or compile it: run in the scope, each through
-        # a call of this file on the object (or its construction), never by the training method.
         making = {n for n, m in methods.items() if _assigns(m, attr, real=True) or _compiles(m, attr)}
         reach = {n: _reached(methods, n) for n in methods}
         inside = sorted(reach[method_name] & making)
@@ -213,26 +231,14 @@ class MethodFits(Derived):
                 f"{prefix}: the model it fits is made or compiled by {definition.name}.{missing[0]} "
                 f"({resolved.where(self.imports.path, other.line(methods[missing[0]]))}), which this file does not call on the object: migrate it by hand"
             )
-        # What else keeps the class from being migrated so (its one fit is what this follows).
-        problems = [reason for line, reason in definition.problems if line != fit_line]
-        if problems:
-            return f"{prefix}: " + "; ".join(problems[:3]) + ": migrate it by hand"
-        if any(a.star for a in call.args):
-            return f"{prefix}: it is called with unpacked arguments (line {self.program.line(call)}): migrate it by hand"
-        keywords = {id(a.keyword) for a in nodes_in(method.body, cst.Arg) if a.keyword is not None}
-        taken = set(names) | {n.value for n in nodes_in(method.body, cst.Name) if id(n) not in keywords}
-        validation = self._validation(call, method, fit, names, prefix)
-        validation_keyword = VALIDATION
-        if isinstance(validation, tuple) and len(validation) == 1:
-            return validation[0]
-        added: list[tuple[str, str]] = []
-        if isinstance(validation, tuple):
-            validation, validation_keyword = validation  # the method's parameter already
-        elif validation is not None:
-            if VALIDATION in taken:
-                return f"{prefix}: the name {VALIDATION} is taken in it: migrate it by hand"
-            added.append((VALIDATION, "None"))
-        plan = dict(call=call, builders=builders, construction=made, path=resolved.path, other=other, method=method, fit=fit, cls=definition.name, validation=validation, validation_keyword=validation_keyword)
+        return builders
+
+    def _with_batch(self, plan: dict, call: cst.Call, method: cst.FunctionDef, fit: cst.Call, names: list[str], taken: set[str], added: list, prefix: str) -> MethodFit | str:
+        """The plan with the batch the call passes: a parameter added for a fit given none (or a
+        number, its default), the method's own batch parameter scaled where the call passes it
+        or from its default; or why the batch cannot be shown per replica."""
+        fit_line, params = plan["other"].line(fit), method.params
+        method_name = method.name.value
         batch = argument(fit, "batch_size", 2)
         written_none = batch is not None and isinstance(batch.value, cst.Name) and batch.value.value == "None"
         if batch is None or batch.keyword is not None and (isinstance(batch.value, cst.Integer) or written_none):
@@ -336,3 +342,23 @@ def _assigns_name(function: cst.FunctionDef, name: str) -> bool:
         if any(name in {n.value for n in nodes_in(t, cst.Name)} for t in targets):
             return True
     return False
+
+
+def _one_fit(other: Program, method: cst.FunctionDef, prefix: str) -> tuple[cst.Call, str] | str:
+    """The training method's one ``self.<attr>.fit(x, y, ...)`` call and ``attr``, or why it
+    is not one fit on arrays of a model the object keeps that the migration can follow."""
+    fits = [c for c in nodes_in(method.body, cst.Call) if isinstance(c.func, cst.Attribute) and c.func.attr.value in ("fit", "train_on_batch", "fit_generator")]
+    if len(fits) != 1 or fits[0].func.attr.value != "fit":  # type: ignore[union-attr]
+        return f"{prefix}, not with one fit call: migrate it by hand"
+    fit = fits[0]
+    receiver = fit.func.value  # type: ignore[union-attr]
+    if not (isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and receiver.value.value == "self"):
+        return f"{prefix}: its fit (line {other.line(fit)}) is not on a model the object keeps (self.<name>): migrate it by hand"
+    fit_line = other.line(fit)
+    if argument(fit, "y", 1) is None:
+        return f"{prefix}: its fit (line {fit_line}) is given no y, so it trains on a dataset or generator whose batch is fixed where it is made: migrate it by hand"
+    if argument(fit, "steps_per_epoch") is not None:
+        return f"{prefix}: its fit (line {fit_line}) is given steps_per_epoch, which would then count global batches: migrate it by hand"
+    if any(a.star for a in fit.args):
+        return f"{prefix}: its fit (line {fit_line}) is given unpacked arguments: migrate it by hand"
+    return fit, receiver.attr.value
