@@ -384,6 +384,55 @@ class MigrateToStrategy(Rule):
         function = step.function
         name = function.name.value
         wrapper = fresh_name(taken, f"distributed_{name}")
+        signature, params, body = self._wrapper_body(step, strategy, tf, taken, wrapper)
+        if step.decorator is not None:
+            decorator = f"@{program.module.code_for_node(step.decorator.decorator)}\n"
+        elif python_effect(program, Steps.of(program), function) is None:
+            # An eager step with nothing in it that tracing would run once: run as a graph, as
+            # strategy.run is meant to be (an eager one is correct, only slow).
+            decorator = f"@{tf}.function\n"
+        else:
+            decorator = ""
+        definition = cst.parse_statement(f"{decorator}def {wrapper}({signature}):\n{body}")
+        for call in step.calls:
+            if step.inputs is not None:
+                edits.replace(call, lambda node, wrapper=wrapper, params=params: node.with_changes(
+                    func=cst.Name(wrapper), args=_plain_args(params)
+                ))
+                continue
+            edits.replace(call.func, lambda _node, wrapper=wrapper: cst.Name(wrapper))
+        if step.decorator is not None:
+            edits.replace(function, lambda node: node.with_changes(decorators=[d for d in node.decorators if not _is_same(d, step.decorator)]))
+        if step.passed:
+            self._wrapper_in_caller(step, definition, block, inserts)
+            return
+        # After the step; a method's wrapper after its class, where the object is in view.
+        defined = _class_of(program, function) if step.method else function
+        home = program.block_of(defined) if defined is not None else None
+        if home is not None and (home is block or isinstance(home, cst.Module) and isinstance(block, cst.Module) or _inside(program, defined, block)):
+            if step.method:
+                _receiver_in_view(program, step, defined)
+            index = next(i for i, s in enumerate(home.body) if s is defined)  # type: ignore[union-attr]
+            inserts.add(home, index + 1, [definition])
+            return
+        if step.method:
+            _receiver_in_view(program, step, block.body[0] if block.body else block)
+        for call in step.calls:
+            if not _runs_in(program, call, block):
+                raise NotFound(
+                    f"{name}() is called on line {program.line(call)}, where the strategy made in the training "
+                    "function is not in view"
+                )
+        after_strategy.append(definition)
+
+
+    def _wrapper_body(self, step: CustomStep, strategy: str, tf: str, taken: set[str], wrapper: str) -> tuple[str, list[str], str]:
+        """The generated wrapper's signature, parameters and body: it runs the step with
+        ``strategy.run`` (first computing its inputs on every replica from the batch, when the
+        loop computes them) and combines what the step returns over the replicas."""
+        program = self.program
+        function = step.function
+        name = function.name.value
         params = [p.name.value for p in step.params]
         signature = program.module.code_for_node(function.params.with_changes(params=step.params))
         args = ", ".join(params) + ("," if len(params) == 1 else "")
@@ -439,47 +488,7 @@ class MigrateToStrategy(Rule):
             names = [fresh_name(local, _base(value, i)) for i, value in enumerate(step.returned)]
             reduced = ", ".join(combined(kind, op, n) for kind, op, n in zip(step.combined, ops, names))
             body = f"    {', '.join(names)} = {run}\n    return {reduced}\n"
-        body = prelude + body
-        if step.decorator is not None:
-            decorator = f"@{program.module.code_for_node(step.decorator.decorator)}\n"
-        elif python_effect(program, Steps.of(program), function) is None:
-            # An eager step with nothing in it that tracing would run once: run as a graph, as
-            # strategy.run is meant to be (an eager one is correct, only slow).
-            decorator = f"@{tf}.function\n"
-        else:
-            decorator = ""
-        definition = cst.parse_statement(f"{decorator}def {wrapper}({signature}):\n{body}")
-        for call in step.calls:
-            if step.inputs is not None:
-                edits.replace(call, lambda node, wrapper=wrapper, params=params: node.with_changes(
-                    func=cst.Name(wrapper), args=_plain_args(params)
-                ))
-                continue
-            edits.replace(call.func, lambda _node, wrapper=wrapper: cst.Name(wrapper))
-        if step.decorator is not None:
-            edits.replace(function, lambda node: node.with_changes(decorators=[d for d in node.decorators if not _is_same(d, step.decorator)]))
-        if step.passed:
-            self._wrapper_in_caller(step, definition, block, inserts)
-            return
-        # After the step; a method's wrapper after its class, where the object is in view.
-        defined = _class_of(program, function) if step.method else function
-        home = program.block_of(defined) if defined is not None else None
-        if home is not None and (home is block or isinstance(home, cst.Module) and isinstance(block, cst.Module) or _inside(program, defined, block)):
-            if step.method:
-                _receiver_in_view(program, step, defined)
-            index = next(i for i, s in enumerate(home.body) if s is defined)  # type: ignore[union-attr]
-            inserts.add(home, index + 1, [definition])
-            return
-        if step.method:
-            _receiver_in_view(program, step, block.body[0] if block.body else block)
-        for call in step.calls:
-            if not _runs_in(program, call, block):
-                raise NotFound(
-                    f"{name}() is called on line {program.line(call)}, where the strategy made in the training "
-                    "function is not in view"
-                )
-        after_strategy.append(definition)
-
+        return signature, params, prelude + body
 
     def _wrapper_in_caller(self, step: CustomStep, definition: cst.BaseStatement, block, inserts: "_Inserts") -> None:
         """A method step the loop calls on a parameter (``def train(gan, ds): gan.step(x)``):
