@@ -98,6 +98,9 @@ def test_killed_part_way_every_file_is_old_or_new(tmp_path, expected, signum):
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            # A test run started in the background of a non-interactive shell ignores SIGINT,
+            # and a child inherits that: the signal must do to autofix what Ctrl-C does.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         # Kill once some files are written and others are not (the run takes seconds).
         deadline = time.monotonic() + 60
