@@ -98,6 +98,22 @@ def test_what_each_replica_is_fed_must_partition_the_global_batch_and_be_the_ori
     assert other.status == "inconclusive" and "fed other examples than the original (the data was not held equal)" in other.message
 
 
+def test_a_global_batch_the_reference_could_not_scale_is_not_compared_never_different(tmp_path):
+    """The original's fit fed by a Python generator or a PyDataset, which the reference cannot
+    ask for N x its batch: a migration feeding the replicas N x the examples the reference saw
+    is inconclusive, said why; the same numbers for a batcher the reference did scale are
+    different (the global batch is not N x the original's)."""
+    rows = [f"r{k}" for k in range(8)]
+    pipeline = {"fits": [{"epochs": 1, "initial_epoch": 0, "unscaled": "a Python generator"}]}
+    unscalable = _trace(tmp_path / "r.npz", START, STEPS[:1], feeds=_feeds([rows[:2], rows[2:4]]), pipeline=pipeline)
+    scaled = _trace(tmp_path / "s.npz", START, STEPS[:1], feeds=_feeds([rows[:2], rows[2:4]]))
+    migrated = _trace(tmp_path / "m.npz", START, STEPS[:1], feeds=_feeds([rows[:4], rows[4:]]))
+    judged = _judge(tmp_path, migrated, unscalable)
+    assert judged.status == "inconclusive", judged.message
+    assert "fed by a Python generator, whose batch the reference cannot ask for 2 x" in judged.message
+    assert _judge(tmp_path, migrated, scaled).status == "different"
+
+
 def test_of_several_strategy_runs_in_a_step_the_one_fed_the_originals_examples_is_the_steps(tmp_path):
     """A migration computing on every replica what its step is then given runs strategy.run
     twice a step: the run fed the reference's examples is compared; when none is, the first."""

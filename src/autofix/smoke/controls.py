@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import random
 import sys
 import threading
 from typing import Any
 
 import numpy as np
+
 import tensorflow as tf
 
 from autofix.smoke import context, noise
@@ -192,6 +194,9 @@ def fit_arguments(given: dict[str, Any], array_input: bool) -> None:
     if not _active:
         return
     _fits.append({"epochs": _plain_number(given.get("epochs", 1)), "initial_epoch": _plain_number(given.get("initial_epoch", 0))})
+    unscaled = _unscaled_batcher(given.get("x"))
+    if unscaled is not None:
+        _fits[-1]["unscaled"] = unscaled
     given["shuffle"] = False
     if array_input and _scale > 1 and given.get("batch_size"):
         given["batch_size"] = int(given["batch_size"]) * _scale
@@ -301,7 +306,12 @@ def _flow(original):
                 if site not in _shuffled:
                     _shuffled.append(site)
                 shuffle = False
-        return original(self, x, y, batch_size, shuffle, *args, **kwargs)
+        made = original(self, x, y, batch_size, shuffle, *args, **kwargs)
+        try:
+            made._autofix_smoke_scaled = True  # its batch is the one this run asked for
+        except AttributeError:
+            pass
+        return made
 
     return flow
 
@@ -374,6 +384,20 @@ def _wrap_filled(module: Any, name: str) -> None:
     wrapped = functools.wraps(original)(filled)
     wrapped._autofix_smoke_control = True
     setattr(module, name, wrapped)
+
+
+def _unscaled_batcher(x: Any) -> str | None:
+    """What ``fit`` is fed when it is a Python-side batcher whose batch this harness cannot ask
+    k x of (a generator, a ``PyDataset`` / ``Sequence`` of the script's own; an
+    ``ImageDataGenerator.flow`` is scaled where it is made), else None."""
+    if inspect.isgenerator(x):
+        return "a Python generator"
+    if getattr(x, "_autofix_smoke_scaled", False):
+        return None
+    names = {c.__name__ for c in type(x).__mro__}
+    if names & {"PyDataset", "Sequence"}:
+        return f"{type(x).__name__} (a keras.utils.PyDataset)"
+    return None
 
 
 def _saw(what: str, how: str | None = None) -> None:

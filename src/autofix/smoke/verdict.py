@@ -111,7 +111,8 @@ def judge_pair(migrated: SmokeReport, reference: SmokeReport, replicas: int, ori
     if piped is not None:
         return Judged("different", f"{where}: {piped}", steps)
 
-    fed = feeds(mine.get("feeds") or {}, theirs.get("feeds") or {}, replicas, steps, trace(original_one) if original_one else None)
+    unscaled = next((f["unscaled"] for f in (theirs.get("pipeline") or {}).get("fits", []) if f.get("unscaled")), None)
+    fed = feeds(mine.get("feeds") or {}, theirs.get("feeds") or {}, replicas, steps, trace(original_one) if original_one else None, unscaled)
     if fed.status == "different":
         return Judged("different", f"{where}: {fed.message}", steps)
     if fed.status == "not-compared":
@@ -238,9 +239,14 @@ def pipeline(mine: dict[str, Any] | None, theirs: dict[str, Any] | None) -> str 
     return None
 
 
-def feeds(mine: dict[str, Any], theirs: dict[str, Any], replicas: int, steps: int, original: dict[str, Any] | None) -> Judged:
+def feeds(
+    mine: dict[str, Any], theirs: dict[str, Any], replicas: int, steps: int, original: dict[str, Any] | None, unscaled: str | None = None
+) -> Judged:
     """What the replicas were fed: a partition of the global batch (else different), the
-    reference's examples in its order (else not-compared: the data was not held equal)."""
+    reference's examples in its order (else not-compared: the data was not held equal).
+    ``unscaled``: what the original's ``fit`` was fed when the reference could not ask it for
+    N x its batch (a Python generator, a PyDataset): a global batch of another size is then
+    not-compared, never different."""
     unseen = None
     for step in range(steps):
         calls = mine.get(str(step)) or []
@@ -282,6 +288,12 @@ def feeds(mine: dict[str, Any], theirs: dict[str, Any], replicas: int, steps: in
             continue
         wanted = [row for r in range(replicas) for row in reference.get(str(r), [])]
         fed = [row for rows in got for row in rows]
+        if len(fed) != len(wanted) and unscaled is not None:
+            return Judged(
+                "not-compared",
+                f"the original's fit is fed by {unscaled}, whose batch the reference cannot ask for {replicas} x: "
+                f"in step {step + 1} the replicas were fed {len(fed)} examples in all, the reference {len(wanted)}",
+            )
         if len(fed) != len(wanted):
             return Judged(
                 "different",
