@@ -788,19 +788,25 @@ def test_a_train_step_of_another_module_is_divided_there_and_both_files_are_one_
     assert any("1 outside any strategy" in message for _p, _l, message in finding.related)
 
 
-def test_a_two_file_migration_is_one_diff_git_applies_and_is_written_whole(tmp_path, monkeypatch):
+def _git_applies(root, diff: bytes, *options: str) -> None:
+    """``git apply`` (with ``options``, e.g. ``--check``) takes ``diff`` in a repository made at
+    ``root``, as a user applies what ``autofix migrate`` shows."""
     import subprocess
 
+    (root / "patch.diff").write_bytes(diff)
+    subprocess.run(["git", "init", "-q", "."], cwd=root, check=True)
+    applies = subprocess.run(["git", "apply", *options, "patch.diff"], cwd=root, capture_output=True, text=True)
+    assert applies.returncode == 0, applies.stderr
+    (root / "patch.diff").unlink()
+
+
+def test_a_two_file_migration_is_one_diff_git_applies_and_is_written_whole(tmp_path, monkeypatch):
     root = project(tmp_path, "vae_train_step")
     monkeypatch.chdir(root)
     shown = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "."], catch_exceptions=False)
     assert shown.exit_code == 1
     assert "--- a/test.py" in shown.stdout and "--- a/model.py" in shown.stdout
-    (root / "patch.diff").write_text(shown.stdout)
-    subprocess.run(["git", "init", "-q", "."], check=True)
-    applies = subprocess.run(["git", "apply", "--check", "patch.diff"], capture_output=True, text=True)
-    assert applies.returncode == 0, applies.stderr
-    (root / "patch.diff").unlink()
+    _git_applies(root, shown.stdout_bytes, "--check")
     written = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "--write", "."], catch_exceptions=False)
     assert written.exit_code == 0, written.stderr
     assert "num_replicas_in_sync" in (root / "test.py").read_text()
@@ -947,18 +953,12 @@ def test_a_method_of_another_module_that_fits_is_migrated_in_both_files(tmp_path
 
 
 def test_a_two_file_method_migration_is_one_diff_git_applies_written_whole_and_idempotent(tmp_path, monkeypatch):
-    import subprocess
-
     root = project(tmp_path, "model_method")
     monkeypatch.chdir(root)
     shown = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "train.py"], catch_exceptions=False)
     assert shown.exit_code == 1
     assert "--- a/train.py" in shown.stdout and "--- a/classes/Model.py" in shown.stdout
-    (root / "patch.diff").write_text(shown.stdout)
-    subprocess.run(["git", "init", "-q", "."], check=True)
-    applies = subprocess.run(["git", "apply", "--check", "patch.diff"], capture_output=True, text=True)
-    assert applies.returncode == 0, applies.stderr
-    (root / "patch.diff").unlink()
+    _git_applies(root, shown.stdout_bytes, "--check")
     written = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "--write", "train.py"], catch_exceptions=False)
     assert written.exit_code == 0, written.stderr
     assert "migrated classes/Model.py (with train.py)" in written.stderr
@@ -1097,8 +1097,6 @@ def test_the_refused_method_projects_are_named_at_the_call(tmp_path, name, line,
 def test_the_other_files_diff_and_write_keep_its_own_encoding_and_newlines(tmp_path, monkeypatch):
     """classes/Model.py in Latin-1 with CRLF lines, train.py in UTF-8: the diff is in each
     file's bytes (git applies it) and --write keeps each file's encoding and newlines."""
-    import subprocess
-
     root = project(tmp_path, "model_method")
     other = root / "classes" / "Model.py"
     # A Latin-1 character next to the edit: in the diff's context lines.
@@ -1108,11 +1106,7 @@ def test_the_other_files_diff_and_write_keep_its_own_encoding_and_newlines(tmp_p
     monkeypatch.chdir(root)
     shown = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "train.py"], catch_exceptions=False)
     assert shown.exit_code == 1
-    (root / "patch.diff").write_bytes(shown.stdout_bytes)
-    subprocess.run(["git", "init", "-q", "."], check=True)
-    applies = subprocess.run(["git", "apply", "--check", "patch.diff"], capture_output=True, text=True)
-    assert applies.returncode == 0, applies.stderr
-    (root / "patch.diff").unlink()
+    _git_applies(root, shown.stdout_bytes, "--check")
     written = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "--write", "train.py"], catch_exceptions=False)
     assert written.exit_code == 0, written.stderr
     data = other.read_bytes()
@@ -1139,8 +1133,6 @@ def test_a_two_file_fix_is_shown_and_written_whole_with_the_result_cache_on(tmp_
 
 
 def test_two_scripts_training_the_same_method_show_its_edit_once_and_the_run_diff_applies(tmp_path, monkeypatch):
-    import subprocess
-
     root = project(tmp_path, "model_method")
     shutil.copy(root / "train.py", root / "again.py")
     monkeypatch.chdir(root)
@@ -1148,11 +1140,7 @@ def test_two_scripts_training_the_same_method_show_its_edit_once_and_the_run_dif
     assert shown.exit_code == 1
     assert shown.stdout.count("--- a/classes/Model.py") == 1 and "--- a/again.py" in shown.stdout
     assert "its edit of classes/Model.py is" in shown.stderr
-    (root / "patch.diff").write_text(shown.stdout)
-    subprocess.run(["git", "init", "-q", "."], check=True)
-    applies = subprocess.run(["git", "apply", "patch.diff"], capture_output=True, text=True)
-    assert applies.returncode == 0, applies.stderr
-    (root / "patch.diff").unlink()
+    _git_applies(root, shown.stdout_bytes)
     again = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "train.py", "again.py"], catch_exceptions=False)
     assert again.exit_code == 0 and again.stdout == "", again.stdout
 
