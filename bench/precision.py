@@ -1,6 +1,6 @@
 """Precision, recall, fix quality and false parse errors of autofix on the real-world corpus.
 
-    python bench/precision.py [--files DIR] [--autofix PATH] [--json OUT] [--part A|B|C]
+    python bench/precision.py [--files DIR] [--autofix PATH] [--json OUT] [--part A|B|C|D|E]
 
 Runs the autofix engine (default options) on every file of bench/realworld/manifest.json and
 compares what it finds and fixes with the hand triage in bench/realworld/triage.json (format:
@@ -36,6 +36,7 @@ PARTS = {
     "B": "84 files from 43 other repositories (trainer classes, research loops, TPU notebooks, multi-worker launchers)",
     "C": "62 files from 48 other repositories, gathered and triaged before the tool was run on them (a blind part)",
     "D": "74 files from 62 other repositories, gathered and triaged before the tool was run on them (the second blind part)",
+    "E": "62 files from 42 other repositories, gathered and triaged before the tool was run on them (the third blind part)",
 }
 RULES = ("TFD001", "TFD002", "TFD003", "TFD004", "TFD005", "TFD006", "TFD007", "TFD008", "TFD009", "TFD011", "TFD012")
 
