@@ -416,6 +416,7 @@ REASON_LINES = [
     (re.compile(r"(?P<what>[\w.]+)\(\) is called (?:with \*\*kwargs )?on line (?P<line>\d+)"), "call"),
     (re.compile(r"it uses '(?P<what>\w+)', which is only set on line (?P<line>\d+)"), "what"),
     (re.compile(r"a constant global batch \((?P<what>[^,]+), line (?P<line>\d+)\)"), "what"),
+    (re.compile(r"without the strategy \((?P<what>[\w.]+), line (?P<line>\d+)\)"), "what"),
 ]
 
 
@@ -633,6 +634,10 @@ def test_a_batch_fed_to_keras3_train_on_batch_is_no_finding():
         ("fits in memory on our GPUs", None),
         ("x86 host", None),
         ("double the default", None),
+        ("Double the batch size", "global"),
+        ("batch size doubled", "global"),
+        ("twice the batch", "global"),
+        ("double the learning rate", None),
         ("64 x 2", None),
         ("tuned on the GPU", None),
         ("batch size", None),

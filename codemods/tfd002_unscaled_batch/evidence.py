@@ -17,6 +17,11 @@ helpers are called with) and off where the value goes:
   (a validation set the same helper makes with its default batch says nothing);
 - it is not written in the file but chosen when it runs (a command-line flag, a hyperparameter
   search, a configuration, an entry point's parameter): nothing says it is per replica;
+- the file writes out, as numbers, how many steps an epoch of the trained arrays takes at this
+  batch (``50000/391``, ``assert steps == 391``-style arithmetic of literals: the examples
+  over the steps, 391 being 50000 / 128 rounded): a step is that whole batch whatever the
+  device count (:meth:`Evidence.steps_written_out`; a step count *computed* from the batch,
+  ``N // BATCH``, is what per-replica code computes too and says nothing);
 - the script treats it as global: it divides it by the replica count
   (``PER_REPLICA = GLOBAL // strategy.num_replicas_in_sync``) or checks that it divides evenly
   by it (``assert BATCH % strategy.num_replicas_in_sync == 0``), passes it as
@@ -42,6 +47,7 @@ import libcst as cst
 
 from autofix.analysis.facts.dataflow import DataFlow
 from autofix.analysis.facts.script import Facts
+from autofix.analysis.facts.sizes import Sizes
 from autofix.analysis.program import Program
 from autofix.analysis.project.imports import ProjectImports, program_of
 from autofix.analysis.steps.custom import Steps
@@ -159,6 +165,49 @@ class Evidence:
         for call in finder.calls:
             if self._returns_global(call, seen, by_name):
                 return True
+        return False
+
+    def steps_written_out(self, fit: cst.Call, batch: cst.BaseExpression) -> bool:
+        """Whether the file writes out the steps of an epoch of the arrays ``fit`` trains on
+        at ``batch``: a division of two numbers written in the code (``50000/391``, as a
+        notebook shows it, or in a ``print`` or an ``assert``) whose dividend is the number of
+        training examples and whose divisor is that number over the batch, rounded up or
+        down. The author counted an epoch in steps of the whole batch: scaled with the
+        replicas, the epoch would no longer take those steps."""
+        sizes = Sizes.of(self.program)
+        value = sizes.number(batch)
+        data = argument_value(fit, "x", 0)
+        rows = sizes.rows(data) if data is not None else None
+        if not isinstance(value, int) or value <= 0 or rows is None or rows <= value:
+            return False
+        steps = {rows // value, -(-rows // value)}
+        for node in self._written_divisions:
+            if int(node.left.value, 0) == rows and int(node.right.value, 0) in steps:  # type: ignore[attr-defined]
+                return True
+        return False
+
+    @cached_property
+    def _written_divisions(self) -> list[cst.BinaryOperation]:
+        """``a / b`` and ``a // b`` of two integers written out, where the file shows or
+        checks them: a bare expression statement, a ``print``'s argument, an ``assert``."""
+        found = []
+        for node in _walk(self.program.module):
+            if not (isinstance(node.operator, (cst.Divide, cst.FloorDivide)) and isinstance(node.left, cst.Integer) and isinstance(node.right, cst.Integer)):
+                continue
+            if int(node.right.value, 0) == 0:
+                continue
+            if self._shown_or_checked(node):
+                found.append(node)
+        return found
+
+    def _shown_or_checked(self, node: cst.CSTNode) -> bool:
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, (cst.Expr, cst.Assert)):
+                return True
+            if isinstance(ancestor, cst.Call) and "builtins.print" in self.facts.names_of(ancestor.func):
+                return True
+            if isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                return False
         return False
 
     def counts_local_devices_only(self, expr: cst.BaseExpression, by_name: bool = True) -> bool:
@@ -459,3 +508,14 @@ class _Finder(cst.CSTVisitor):
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.append(node)
+
+
+def _walk(module: cst.Module) -> list[cst.BinaryOperation]:
+    found: list[cst.BinaryOperation] = []
+
+    class _Divisions(cst.CSTVisitor):
+        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+            found.append(node)
+
+    module.visit(_Divisions())
+    return found
