@@ -9,7 +9,8 @@ helpers are called with) and off where the value goes:
   (``per_worker_batch * num_workers``), also multiplied in place (``BATCH *= n_gpus``) or
   returned by a local function (``def batch_size(): return 64 * len(gpus)``);
 - a name or flag says so: a name with the word ``global`` or ``total`` in it, or a command-line
-  flag whose help text says "global" or "total";
+  flag whose help text says "global" or "total"; or one device's batch by its name times a
+  number written by hand (``PER_GPU_BATCH * 2``: the batch of the devices counted);
 - a comment on the value says it is the batch of all devices (``BATCH = 128  # double the
   batch size for the two GPUs``, on its line or in the comment block above it; read by
   :func:`.comments.meaning`, which takes "per GPU" alone as the opposite);
@@ -72,6 +73,34 @@ def _words(name: str) -> list[str]:
     """``GLOBAL_BATCH_SIZE`` -> global, batch, size; ``numGpus`` -> num, gpus."""
     spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
     return [w for w in spaced.lower().split("_") if w]
+
+
+def _per_device(name: str) -> bool:
+    """A name for one device's batch: ``PER_GPU_BATCH``, ``batch_size_per_replica``,
+    ``batch_per_device``."""
+    words = _words(name)
+    return any(w == "per" and i + 1 < len(words) and words[i + 1].rstrip("s") in _COUNTED for i, w in enumerate(words))
+
+
+def _per_device_times_count(node: cst.BinaryOperation) -> bool:
+    """``PER_GPU_BATCH * 2``: one device's batch, by its name, times a number written by hand
+    (the devices it is meant for): the batch of all of them."""
+    sides = (node.left, node.right)
+    named = [s for s in sides if isinstance(s, cst.Name) and _per_device(s.value) or isinstance(s, cst.Attribute) and _per_device(s.attr.value)]
+    counted = [s for s in sides if isinstance(s, cst.Integer) and int(s.value, 0) > 1]
+    return bool(named) and bool(counted)
+
+
+def _products(expr: cst.CSTNode) -> list[cst.BinaryOperation]:
+    found: list[cst.BinaryOperation] = []
+
+    class _Products(cst.CSTVisitor):
+        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+            if isinstance(node.operator, cst.Multiply):
+                found.append(node)
+
+    expr.visit(_Products())
+    return found
 
 
 def _says_global(name: str) -> bool:
@@ -140,6 +169,8 @@ class Evidence:
         if finder.found:
             return True
         if by_name and self.comment_says(expr) == comments.GLOBAL:
+            return True
+        if by_name and any(_per_device_times_count(node) for node in _products(expr)):
             return True
         if by_name and isinstance(expr, cst.BaseExpression) and self.chosen_at_run_time(expr):
             return True
