@@ -39,6 +39,7 @@ NOT_RUNNABLE = {
     "tfd002/loader_default": "reads an image folder that does not exist",
     "tfd002/default_beside_written_batch": "loads arrays from .npy files that do not exist, and keeps one fit at Keras's default (global) batch on purpose",
     "tfd002/other_model_keeps_batch": "trains a baseline on one device on purpose, which the smoke test counts as a failure",
+    "tfd002/twin_fit_at_another_batch": "trains a model on one device on purpose, which the smoke test counts as a failure",
     "tfd001/trainer_optional_strategy": "trains a baseline on one device on purpose (tests/test_optional_strategy.py runs it on both paths)",
     "tfd002/optional_strategy_parameter": "trains a baseline on one device on purpose (tests/test_optional_strategy.py runs it on both paths)",
     "tfd003/trainer_optional_strategy": "trains a baseline on one device on purpose (tests/test_optional_strategy.py runs it on both paths)",

@@ -416,6 +416,7 @@ REASON_LINES = [
     (re.compile(r"(?P<what>[\w.]+)\(\) is called (?:with \*\*kwargs )?on line (?P<line>\d+)"), "call"),
     (re.compile(r"it uses '(?P<what>\w+)', which is only set on line (?P<line>\d+)"), "what"),
     (re.compile(r"a constant global batch \((?P<what>[^,]+), line (?P<line>\d+)\)"), "what"),
+    (re.compile(r"without the strategy \((?P<what>[\w.]+), line (?P<line>\d+)\)"), "what"),
 ]
 
 
@@ -633,6 +634,10 @@ def test_a_batch_fed_to_keras3_train_on_batch_is_no_finding():
         ("fits in memory on our GPUs", None),
         ("x86 host", None),
         ("double the default", None),
+        ("Double the batch size", "global"),
+        ("batch size doubled", "global"),
+        ("twice the batch", "global"),
+        ("double the learning rate", None),
         ("64 x 2", None),
         ("tuned on the GPU", None),
         ("batch size", None),
@@ -728,3 +733,34 @@ def test_a_batch_of_this_machines_devices_is_one_workers_under_multi_worker(batc
 )
 def test_a_multi_worker_batch_shown_global_otherwise_is_no_finding(batch):
     assert analyse(MULTI_WORKER.format(kind="MultiWorkerMirroredStrategy", batch=batch), TFD002).findings == []
+
+
+# --- a model built alike and kept on one device: a comparison at one batch -------------------
+
+TWIN = (
+    "import numpy as np\n"
+    "import tensorflow as tf\n"
+    "x = np.ones((512, 4), 'float32')\n"
+    "train_ds = tf.data.Dataset.from_tensor_slices((x, x)).batch(64)\n"
+    "strategy = tf.distribute.MirroredStrategy()\n"
+    "with strategy.scope():\n"
+    "    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(4)])\n"
+    "    model.compile(optimizer='adam', loss='mse')\n"
+    "model.fit(train_ds, epochs=1)\n"
+    "plain = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense({units})])\n"
+    "plain.compile(optimizer='adam', loss='mse')\n"
+    "plain.fit({data}, epochs=1)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "units, data, reported",
+    [
+        (4, "train_ds", False),  # the twin is fit on the very dataset: the batch compared
+        (8, "train_ds", True),  # another model on the same data compares nothing
+        (4, "tf.data.Dataset.from_tensor_slices((x, x)).batch(32)", True),  # the twin at another batch
+    ],
+)
+def test_a_twin_fit_on_the_same_batch_makes_it_the_batch_compared(units, data, reported):
+    findings = analyse(TWIN.format(units=units, data=data), TFD002).findings
+    assert bool(findings) is reported

@@ -57,8 +57,15 @@ Not findings (already global, or not a training batch):
   the step run on every replica, a file whose comments say its batch is split across the
   replicas, a comment on the value saying it is the batch of all devices (``# double the batch
   for the two GPUs``, ``# 64 per GPU x 2``, ``# total``/``# effective batch``, ``# across
-  replicas``; "per GPU" alone says the opposite: :mod:`.comments`) (unless its code says
-  otherwise, above); a step count made from the batch (``N // BATCH``) is no sign;
+  replicas``, ``#Double the batch size``; "per GPU" alone says the opposite: :mod:`.comments`)
+  (unless its code says otherwise, above); a step count made from the batch (``N // BATCH``)
+  is no sign, but the steps of an epoch written out as numbers for it (``50000/391``: the
+  training examples over the steps an epoch took at 128) count the epoch in steps of the
+  whole batch;
+- a batch that a model built by the same code and kept on one device on purpose is fit at
+  too (the same number or name, or the same dataset): the file compares one device with
+  several at that batch (a course's ``model_normal`` against ``model_distributed``), a
+  global batch (:mod:`autofix.analysis.training.comparisons`);
 - Keras's default batch, ``fit(x, y)`` with no ``batch_size``: under a strategy the default 32
   is the global batch, which nothing the author wrote asks to scale (``autofix migrate``, which
   converts one-device code, still scales it so each replica keeps 32);
@@ -82,6 +89,8 @@ Not fixed (reported with the reason, each line number the line of what it names)
 - a batch fed to a custom step that divides its loss by a constant global batch
   (``compute_average_loss(..., global_batch_size=128)``): scaled, the batch would grow with the
   replicas and the divisor would not;
+- a batch fit beside a model built by the same code without the strategy that is never fit
+  here: the comparison is meant, but at which batch is not shown;
 - a value also read inside the step run on every replica (where it may mean either batch), or
   used both for the data of a model trained without the strategy and for something computed;
 - a value set where a global batch cannot be defined once after it (a loop target, ``:=``, in

@@ -11,8 +11,11 @@ The words are read for their meaning, not matched as whole sentences:
   batch of several devices (``across replicas``, ``over all GPUs``, ``for 2 GPUs``): the batch
   of all devices.
 
-A multiplication says so only beside a device word: ``# double the default`` is a bigger
-batch, not a global one.
+A multiplication says so beside a device word, or when what it multiplies is the batch itself
+(``#Double the batch size``: only comments on a batch that trains under a strategy with
+several replicas are read, and there a batch multiplied by hand is the one-device batch made
+the batch of all of them); ``# double the default`` is a bigger batch, not a global one, and
+"per GPU" beside it says the per-device batch was changed.
 """
 
 from __future__ import annotations
@@ -38,6 +41,13 @@ _MULTIPLIED = re.compile(
     r"|\bmultiplied by\s+(?:\d+|two|three|four|eight)\b",
     re.IGNORECASE,
 )
+# The batch itself multiplied (``double the batch size``, ``batch size doubled``).
+_BATCH_MULTIPLIED = re.compile(
+    r"\b(?:double[ds]?|doubling|triple[ds]?|tripling|quadruple[ds]?|quadrupling|twice|thrice)\s+"
+    r"(?:the\s+|our\s+|its\s+|this\s+)?(?:original\s+|old\s+|usual\s+)?batch\b"
+    r"|\bbatch(?:[-_ ]?size)?\s+(?:is\s+|was\s+)?(?:doubled|tripled|quadrupled)\b",
+    re.IGNORECASE,
+)
 _WHOLE = re.compile(r"\b(?:total|effective|overall|global|combined|aggregated?)\b", re.IGNORECASE)
 # Spread over devices (``across replicas``, ``over all the GPUs``), or sized for a number of them
 # (``for 8 GPUs``, ``on both GPUs``; not ``on our GPUs``, which is where one batch fits).
@@ -57,6 +67,8 @@ def meaning(text: str) -> str | None:
         return GLOBAL
     if _PER_DEVICE.search(text):
         return PER_DEVICE
+    if _BATCH_MULTIPLIED.search(text):
+        return GLOBAL
     if _WHOLE.search(text) or _SEVERAL.search(text):
         return GLOBAL
     return None

@@ -9,7 +9,8 @@ helpers are called with) and off where the value goes:
   (``per_worker_batch * num_workers``), also multiplied in place (``BATCH *= n_gpus``) or
   returned by a local function (``def batch_size(): return 64 * len(gpus)``);
 - a name or flag says so: a name with the word ``global`` or ``total`` in it, or a command-line
-  flag whose help text says "global" or "total";
+  flag whose help text says "global" or "total"; or one device's batch by its name times a
+  number written by hand (``PER_GPU_BATCH * 2``: the batch of the devices counted);
 - a comment on the value says it is the batch of all devices (``BATCH = 128  # double the
   batch size for the two GPUs``, on its line or in the comment block above it; read by
   :func:`.comments.meaning`, which takes "per GPU" alone as the opposite);
@@ -17,6 +18,11 @@ helpers are called with) and off where the value goes:
   (a validation set the same helper makes with its default batch says nothing);
 - it is not written in the file but chosen when it runs (a command-line flag, a hyperparameter
   search, a configuration, an entry point's parameter): nothing says it is per replica;
+- the file writes out, as numbers, how many steps an epoch of the trained arrays takes at this
+  batch (``50000/391``, ``assert steps == 391``-style arithmetic of literals: the examples
+  over the steps, 391 being 50000 / 128 rounded): a step is that whole batch whatever the
+  device count (:meth:`Evidence.steps_written_out`; a step count *computed* from the batch,
+  ``N // BATCH``, is what per-replica code computes too and says nothing);
 - the script treats it as global: it divides it by the replica count
   (``PER_REPLICA = GLOBAL // strategy.num_replicas_in_sync``) or checks that it divides evenly
   by it (``assert BATCH % strategy.num_replicas_in_sync == 0``), passes it as
@@ -42,6 +48,7 @@ import libcst as cst
 
 from autofix.analysis.facts.dataflow import DataFlow
 from autofix.analysis.facts.script import Facts
+from autofix.analysis.facts.sizes import Sizes
 from autofix.analysis.program import Program
 from autofix.analysis.project.imports import ProjectImports, program_of
 from autofix.analysis.steps.custom import Steps
@@ -66,6 +73,34 @@ def _words(name: str) -> list[str]:
     """``GLOBAL_BATCH_SIZE`` -> global, batch, size; ``numGpus`` -> num, gpus."""
     spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
     return [w for w in spaced.lower().split("_") if w]
+
+
+def _per_device(name: str) -> bool:
+    """A name for one device's batch: ``PER_GPU_BATCH``, ``batch_size_per_replica``,
+    ``batch_per_device``."""
+    words = _words(name)
+    return any(w == "per" and i + 1 < len(words) and words[i + 1].rstrip("s") in _COUNTED for i, w in enumerate(words))
+
+
+def _per_device_times_count(node: cst.BinaryOperation) -> bool:
+    """``PER_GPU_BATCH * 2``: one device's batch, by its name, times a number written by hand
+    (the devices it is meant for): the batch of all of them."""
+    sides = (node.left, node.right)
+    named = [s for s in sides if isinstance(s, cst.Name) and _per_device(s.value) or isinstance(s, cst.Attribute) and _per_device(s.attr.value)]
+    counted = [s for s in sides if isinstance(s, cst.Integer) and int(s.value, 0) > 1]
+    return bool(named) and bool(counted)
+
+
+def _products(expr: cst.CSTNode) -> list[cst.BinaryOperation]:
+    found: list[cst.BinaryOperation] = []
+
+    class _Products(cst.CSTVisitor):
+        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+            if isinstance(node.operator, cst.Multiply):
+                found.append(node)
+
+    expr.visit(_Products())
+    return found
 
 
 def _says_global(name: str) -> bool:
@@ -135,6 +170,8 @@ class Evidence:
             return True
         if by_name and self.comment_says(expr) == comments.GLOBAL:
             return True
+        if by_name and any(_per_device_times_count(node) for node in _products(expr)):
+            return True
         if by_name and isinstance(expr, cst.BaseExpression) and self.chosen_at_run_time(expr):
             return True
         if by_name:
@@ -159,6 +196,49 @@ class Evidence:
         for call in finder.calls:
             if self._returns_global(call, seen, by_name):
                 return True
+        return False
+
+    def steps_written_out(self, fit: cst.Call, batch: cst.BaseExpression) -> bool:
+        """Whether the file writes out the steps of an epoch of the arrays ``fit`` trains on
+        at ``batch``: a division of two numbers written in the code (``50000/391``, as a
+        notebook shows it, or in a ``print`` or an ``assert``) whose dividend is the number of
+        training examples and whose divisor is that number over the batch, rounded up or
+        down. The author counted an epoch in steps of the whole batch: scaled with the
+        replicas, the epoch would no longer take those steps."""
+        sizes = Sizes.of(self.program)
+        value = sizes.number(batch)
+        data = argument_value(fit, "x", 0)
+        rows = sizes.rows(data) if data is not None else None
+        if not isinstance(value, int) or value <= 0 or rows is None or rows <= value:
+            return False
+        steps = {rows // value, -(-rows // value)}
+        for node in self._written_divisions:
+            if int(node.left.value, 0) == rows and int(node.right.value, 0) in steps:  # type: ignore[attr-defined]
+                return True
+        return False
+
+    @cached_property
+    def _written_divisions(self) -> list[cst.BinaryOperation]:
+        """``a / b`` and ``a // b`` of two integers written out, where the file shows or
+        checks them: a bare expression statement, a ``print``'s argument, an ``assert``."""
+        found = []
+        for node in _walk(self.program.module):
+            if not (isinstance(node.operator, (cst.Divide, cst.FloorDivide)) and isinstance(node.left, cst.Integer) and isinstance(node.right, cst.Integer)):
+                continue
+            if int(node.right.value, 0) == 0:
+                continue
+            if self._shown_or_checked(node):
+                found.append(node)
+        return found
+
+    def _shown_or_checked(self, node: cst.CSTNode) -> bool:
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, (cst.Expr, cst.Assert)):
+                return True
+            if isinstance(ancestor, cst.Call) and "builtins.print" in self.facts.names_of(ancestor.func):
+                return True
+            if isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                return False
         return False
 
     def counts_local_devices_only(self, expr: cst.BaseExpression, by_name: bool = True) -> bool:
@@ -459,3 +539,14 @@ class _Finder(cst.CSTVisitor):
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.append(node)
+
+
+def _walk(module: cst.Module) -> list[cst.BinaryOperation]:
+    found: list[cst.BinaryOperation] = []
+
+    class _Divisions(cst.CSTVisitor):
+        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+            found.append(node)
+
+    module.visit(_Divisions())
+    return found

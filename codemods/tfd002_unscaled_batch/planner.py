@@ -20,7 +20,8 @@ from autofix.analysis.facts.dataflow import DataFlow, Flow
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.facts.strategies import UNKNOWN_STRATEGY
 from autofix.analysis.steps.step_losses import normalizers
-from autofix.analysis.syntax import parameter_argument
+from autofix.analysis.syntax import argument_value, parameter_argument
+from autofix.analysis.training.comparisons import Comparisons
 from autofix.analysis.training.model import TrainingModel
 from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker
 from autofix.rule import SUPPRESSED, Rule
@@ -75,6 +76,7 @@ class BatchPlanner:
         self.writer = FixWriter(self.facts, self.webs, rule.edits)
         self.first_batches = FirstBatches(rule.program)
         self.helpers = Helpers(self)
+        self.sites: list[Site] = []
 
     # --- sites -------------------------------------------------------------------------------
 
@@ -87,6 +89,7 @@ class BatchPlanner:
             if context is not None:
                 self.extra.append(context)
         sites = Sites(self.program, self.evidence).find()
+        self.sites = sites
         findings: dict[int, Finding] = {}
         for site in sites:
             finding = self._finding(site)
@@ -174,6 +177,11 @@ class BatchPlanner:
             return None  # evaluation, prediction, or training under no multi-replica strategy
         if any(_fixed_batch(member) for t in trained for member in t.members):
             return None  # the model is built for one batch size: the data's is global
+        compared = None if per_replica else self._compared(site, [t.call for t in trained])
+        if compared is True:
+            return None  # the batch a single-device twin is given too: the batch compared
+        if not per_replica and site.kind == "fit" and site.arg is not None and self.evidence.steps_written_out(site.call, site.arg.value):
+            return None  # the file counts an epoch in steps of this whole batch
         classes = set().union(*(t.strategies for t in trained))
         if (TPU in classes or UNKNOWN_STRATEGY in classes) and not per_replica:
             # On TPUs batch sizes are global by convention (a strategy made elsewhere may be
@@ -206,7 +214,58 @@ class BatchPlanner:
         why = self.first_batches.why(site.call, site.arg, site.default) if site.kind == "fit" else None
         if why is None and self.program.migration is None and site.flow is not None and any(s.kind == "step" for s in site.flow.sinks):
             why = self._constant_divisor()
+        if why is None and isinstance(compared, str):
+            why = compared
         return Finding(site, context, why, per_replica)
+
+    def _compared(self, site: Site, fits: list[cst.Call]) -> bool | str | None:
+        """What a single-device twin of the trained model (:mod:`~autofix.analysis.training.comparisons`)
+        says of the batch: True when the twin is fit at the same batch (the same number or
+        name, or the same dataset), so that the file compares one device with several at one
+        global batch; a reason to leave the batch alone when the twin is built beside it but
+        never fit here (what it is compared at is not shown); None otherwise."""
+        comparisons = Comparisons.of(self.program)
+        refused: str | None = None
+        for fit in fits:
+            for twin in comparisons.twins(fit):
+                if not twin.fits and refused is None:
+                    refused = (
+                        f"the file builds the same model without the strategy ({self._named(twin.maker)}, "
+                        f"line {self.program.line(twin.maker)}) "
+                        "to compare one device with several: whether this batch is the one both are meant to get "
+                        "(a global batch) or each replica's is for the author to say"
+                    )
+                if any(self._fed_alike(site, fit, plain, comparisons) for plain in twin.fits):
+                    return True
+        return refused
+
+    def _named(self, maker: cst.Call) -> str:
+        """What holds the model ``maker`` makes (``model_normal``), or what it calls."""
+        parent = self.program.parent(maker)
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+            return parent.targets[0].target.value
+        return self.program.module.code_for_node(maker.func)
+
+    def _fed_alike(self, site: Site, fit: cst.Call, plain: cst.Call, comparisons: Comparisons) -> bool:
+        """Whether the single-device ``plain`` fit gets the batch the site gives ``fit``."""
+        if site.kind == "fit":
+            if site.arg is None:
+                return False
+            batch = comparisons.fit_batch(plain)
+            return batch is not None and comparisons.same_batch(site.arg.value, batch)
+        if site.arg is None:
+            return False
+        ours, theirs = argument_value(fit, "x", 0), argument_value(plain, "x", 0)
+        if ours is not None and theirs is not None and comparisons.same_batch(ours, theirs):
+            return True  # the very dataset
+        return any(
+            other.arg is not None
+            and other.flow is not None
+            and any(sink.call is plain for sink in other.flow.sinks)
+            and comparisons.same_batch(site.arg.value, other.arg.value)
+            for other in self.sites
+            if other is not site
+        )
 
     def _constant_divisor(self) -> str | None:
         """Why a batch fed to a custom step cannot be scaled when the step divides its loss
