@@ -310,7 +310,9 @@ def test_a_batch_of_pairs_read_whole_in_the_loop_keeps_the_dataset_as_it_is():
 )
 def test_what_wraps_a_dataset_for_iteration_is_never_distributed(loop, why):
     """A name bound to what wraps the dataset for iteration is not a dataset: distributing it
-    fails (measured: experimental_distribute_dataset of a tqdm bar or an enumerate object raises)."""
+    fails (measured on TF 2.21: experimental_distribute_dataset of an enumerate, zip or iter
+    object, or of a Python object iterating a dataset as a tqdm bar does, raises
+    "AttributeError: 'enumerate' object has no attribute '_variant_tensor'")."""
     analysis = _check(FED.replace("{loop}", loop))
     (finding,) = analysis.findings
     assert not finding.fixable and why in finding.reason

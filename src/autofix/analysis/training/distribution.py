@@ -22,8 +22,9 @@ strategy running the steps is in view at the loop; the loop is not in a ``tf.fun
 step divides its loss by a global batch other than the dataset's (split over the replicas,
 that loss would change; a division by the dataset's own batch becomes right), nor reads that
 batch otherwise (``tf.zeros((BATCH,) + shape)`` for its labels: each replica's share is smaller).
-A progress bar held in a name (``bar = tqdm(ds)``, ``for batch in bar``) is not a dataset (a
-distributed bar fails): the dataset inside it is distributed; any other wrapper held in a name
+A progress bar held in a name (``bar = tqdm(ds)``, ``for batch in bar``) is not a dataset
+(measured: ``experimental_distribute_dataset`` of an object that is not one raises
+"AttributeError: ... has no attribute '_variant_tensor'"): the dataset inside it is distributed; any other wrapper held in a name
 (``enumerate``, ``zip``, ``iter``, ``itertools``) is refused with that reason.
 """
 
