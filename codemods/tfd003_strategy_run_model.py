@@ -25,7 +25,8 @@ on the whole batch (:mod:`autofix.analysis.training.inputs`: followed through na
 parameters and returns). Fixed by distributing the dataset once, before the outermost loop, and
 iterating that (:mod:`autofix.analysis.training.distribution` says when that is safe): as the loop's
 header has it (``enumerate(ds.take(n), 1)``, ``zip(range(n), ds)``, ``tqdm(ds)``, or
-``it = iter(ds)`` read by ``next(it)``), and a read of the batch in the loop or after it that is
+``it = iter(ds)`` read by ``next(it)``; a progress bar held in a name, ``bar = tqdm(ds)``, gets
+the distributed dataset inside it, the bar itself is not a dataset), and a read of the batch in the loop or after it that is
 not fed to the step (a display) reads the global batch, ``strategy.gather(batch, axis=0)``.
 
 A training step that applies gradients with an optimizer made in the scope of a strategy with
@@ -57,8 +58,11 @@ Not fixed (reported with the reason):
   Python iterator (inside a ``tf.function`` each would happen only while tracing);
 - undistributed data that is a NumPy array or a shard, that is distributed on some paths only,
   a dataset that is a parameter (other files may pass a distributed one), batches also used
-  outside ``strategy.run``, and a step that divides its loss by a global batch other than the
-  dataset's (split over the replicas, the loss would change). TPU strategies, one-replica
+  outside ``strategy.run``, a step that divides its loss by a global batch other than the
+  dataset's (split over the replicas, the loss would change) or reads the dataset's batch size
+  otherwise (``tf.zeros((BATCH,) + shape)`` for its labels: a replica's share is smaller), and
+  a loop over another wrapper of the dataset held in a name (``batches = enumerate(ds)``,
+  ``zip``, ``iter``, ``itertools``: the dataset would be distributed inside it). TPU strategies, one-replica
   strategies, steps that apply no gradients, and values that are not batches are left alone.
 """
 

@@ -24,7 +24,9 @@ Not findings: saves under a test of which worker runs them (``if is_chief:``, ``
 0``, ``strategy.extended.should_checkpoint``, the task part of ``TF_CONFIG`` read with
 ``["task"]`` or ``.get("task", {})``, directly or through a helper, a flag or name for the task
 or worker number compared with 0 such as ``args.task == 0``, an early ``return``), to a path that differs by worker (the tutorial's
-``write_filepath(...)``, a path naming the task id), a strategy with one worker (``TF_CONFIG``
+``write_filepath(...)``, a path naming the task id, a path chosen by a chief test: ``if
+resolver.task_type == "chief": model_dir = ... else: model_dir = <a temporary folder>``, a
+path in a folder ``tempfile.mkdtemp()`` or ``TemporaryDirectory()`` makes for this process), a strategy with one worker (``TF_CONFIG``
 removed before it is made), Keras callbacks (Keras 2's ``ModelCheckpoint`` and
 ``BackupAndRestore`` already write this way, measured; Keras 3's do not, but Keras 3 ``fit``
 fails under this strategy anyway, see TFD006), and writes of other kinds (logs, plots).
@@ -156,7 +158,7 @@ class EveryWorkerWrites(Rule):
             if workers.chief_only(call):
                 self._chief_only(workers, call, what, path)
                 continue
-            if path is None or workers.mentions_worker(path):
+            if path is None or workers.mentions_worker(path) or workers.chosen_by_worker(path):
                 continue
             self.fix(call, MESSAGE.format(what=what), lambda edits, c=call, p=path, m=manager: self._plan(edits, workers, c, p, m))
         if self._first:

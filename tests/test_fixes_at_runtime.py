@@ -32,6 +32,7 @@ pytestmark = [
 # Fixtures that cannot run here, and why: they are checked statically only.
 NOT_RUNNABLE = {
     "tfd001/imported_factory": "imports a models package that is not part of the fixture",
+    "tfd001/pretrained_encoder_passed_in": "downloads a pretrained transformer (transformers is not installed here)",
     "tfd001/strategy_kinds": "TPU, multi-worker and central-storage strategies need hardware or a cluster",
     "tfd001/strategy_known_by_use": "imports its strategy from a module that is not part of the fixture",
     "tfd001/strategy_parameter_of_an_entry_point": "a library function: nothing in the file calls it",

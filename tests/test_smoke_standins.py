@@ -55,9 +55,10 @@ def test_a_missing_plotting_package_is_stood_in_for_and_noted():
 
 @pytest.mark.skipif(not _missing("tqdm"), reason="tqdm is installed: the real one is used")
 def test_tqdm_hands_back_what_it_wraps():
-    result = _run("tqdm", "from tqdm.autonotebook import tqdm\nprint(sum(tqdm(range(4))))\n")
+    body = "from tqdm.autonotebook import tqdm\nbar = tqdm(range(4))\nprint(sum(bar), len(bar))\nbar.set_description('x')\nbar.close()\n"
+    result = _run("tqdm", body)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[0] == "6"
+    assert result.stdout.splitlines()[0] == "6 4"
 
 
 def test_an_installed_package_and_a_package_that_computes_are_never_stood_in_for():

@@ -278,3 +278,33 @@ def test_a_metric_a_models_train_step_updates_takes_part_in_fit():
     fixed = result.new_text
     assert "with strategy.scope():\n    hits = keras.metrics.SparseCategoricalAccuracy" in fixed
     assert analyse(fixed, TFD001).findings == [] and analyse(fixed, TFD001).new_text in (None, fixed)
+
+
+@pytest.mark.parametrize(
+    "imports, made",
+    [
+        ("from transformers import TFAutoModel", 'TFAutoModel.from_pretrained("bert-base-uncased")'),
+        ("import transformers", 'transformers.TFBertModel.from_pretrained("bert-base-uncased")'),
+        ("import tensorflow_hub as hub", 'hub.KerasLayer("https://tfhub.dev/x/1", trainable=True)'),
+        ("from tensorflow import keras", "keras.models.load_model('encoder.keras')"),
+        ("from tensorflow import keras", "keras.applications.ResNet50(weights=None, include_top=False)"),
+    ],
+)
+def test_a_pretrained_layer_passed_to_a_model_built_in_the_scope_moves_with_it(imports, made):
+    """What holds the variables the model trains, made by a call outside the scope and passed
+    to the helper that builds the model in the fix's scope, moves into the scope with it."""
+    source = (
+        f"import tensorflow as tf\n{imports}\n"
+        "strategy = tf.distribute.MirroredStrategy()\n"
+        "def build(encoder):\n"
+        "    x = tf.keras.Input((8,))\n"
+        "    model = tf.keras.Model(x, tf.keras.layers.Dense(2)(encoder(x)))\n"
+        "    model.compile(tf.keras.optimizers.Adam(1e-5), loss='mse')\n"
+        "    return model\n"
+        f"encoder = {made}\n"
+        "model = build(encoder)\n"
+        "model.fit(tf.zeros((8, 8)), tf.zeros((8, 2)))\n"
+    )
+    analysis = analyse(source, TFD001)
+    assert {f.line for f in analysis.findings} == {9, 10}
+    assert f"with strategy.scope():\n    encoder = {made}\n    model = build(encoder)\n" in analysis.new_text

@@ -298,3 +298,40 @@ def test_a_part_of_a_batch_of_pairs_read_in_the_loop_reads_that_part_of_the_glob
 def test_a_batch_of_pairs_read_whole_in_the_loop_keeps_the_dataset_as_it_is():
     (finding,) = _check(PAIRS.replace("{loop}", "for batch in ds:\n    print(batch)\n    step(batch[0], batch[1])")).findings
     assert not finding.fixable and "the batch is also used on line 18" in finding.reason
+
+
+@pytest.mark.parametrize(
+    "loop, why",
+    [
+        ("for epoch in range(2):\n    numbered = enumerate(ds)\n    for i, x in numbered:\n        step(x)", "numbered is enumerate(...) of the dataset, not a dataset"),
+        ("batches = zip(ds, ds)\nfor x, y in batches:\n    step(x, y)", "batches is zip(...) of the dataset, not a dataset"),
+        ("from tqdm import tqdm\nbar = tqdm(ds)\nprint(len(bar))\nfor x in bar:\n    step(x)", "the progress bar bar is also read on line"),
+    ],
+)
+def test_what_wraps_a_dataset_for_iteration_is_never_distributed(loop, why):
+    """A name bound to what wraps the dataset for iteration is not a dataset: distributing it
+    fails (measured on TF 2.21: experimental_distribute_dataset of an enumerate, zip or iter
+    object, or of a Python object iterating a dataset as a tqdm bar does, raises
+    "AttributeError: 'enumerate' object has no attribute '_variant_tensor'")."""
+    analysis = _check(FED.replace("{loop}", loop))
+    (finding,) = analysis.findings
+    assert not finding.fixable and why in finding.reason
+    assert "experimental_distribute_dataset" not in (analysis.new_text or "")
+
+
+def test_a_progress_bar_held_in_a_name_gets_the_distributed_dataset_inside_it():
+    source = FED.replace("{loop}", "from tqdm import tqdm\nfor epoch in range(2):\n    bar = tqdm(ds, total=3)\n    for x in bar:\n        step(x)\n        bar.set_description('x')")
+    analysis = _check(source)
+    (finding,) = analysis.findings
+    assert finding.fixable
+    assert "dist_ds = strategy.experimental_distribute_dataset(ds)\nfor epoch in range(2):\n    bar = tqdm(dist_ds, total=3)\n" in analysis.new_text
+
+
+def test_a_step_shaped_by_the_datasets_batch_is_not_distributed():
+    """``tf.zeros((BATCH,) + shape)`` in the step: split over the replicas, the batch no longer
+    has BATCH examples."""
+    source = FED.replace("tf.nn.compute_average_loss(tf.reduce_sum(m(x), axis=1))", "tf.nn.compute_average_loss(tf.reduce_sum(m(x) - tf.zeros((B, 1)), axis=1))")
+    source = source.replace(".batch(4)", ".batch(B)").replace("ds = make()", "B = 4\nds = make()")
+    analysis = _check(source.replace("{loop}", "for x in ds:\n    step(x)"))
+    (finding,) = analysis.findings
+    assert not finding.fixable and "the step reads B on line 9" in finding.reason

@@ -167,3 +167,24 @@ def test_chief_tests_written_other_ways(guard, reported):
     source = _SAVER + guard + "\n    model.save_weights('weights.weights.h5')\n"
     findings = [f for f in analyse(source, Options(select=("TFD007",))).findings if f.code == "TFD007"]
     assert bool(findings) is reported
+
+
+@pytest.mark.parametrize(
+    "choice, reported",
+    [
+        ("if strategy.cluster_resolver.task_type == 'chief':\n    path = 'out/w.h5'\nelse:\n    path = 'tmp/w.h5'\n", False),
+        ("resolver = strategy.cluster_resolver\nif resolver.task_id == 0:\n    path = 'out/w.h5'\nelse:\n    path = 'tmp/w.h5'\n", False),
+        ("is_chief = strategy.cluster_resolver.task_id == 0\nfolder = 'out' if is_chief else 'tmp'\npath = os.path.join(folder, 'w.h5')\n", False),
+        ("import tempfile\npath = os.path.join(tempfile.mkdtemp(), 'w.h5')\n", False),
+        ("import tempfile\nwith tempfile.TemporaryDirectory() as scratch:\n    pass\npath = os.path.join(scratch, 'w.h5')\n", False),
+        # Chosen by something else than the worker: every worker writes the one path.
+        ("if len(sys.argv) > 1:\n    path = 'a/w.h5'\nelse:\n    path = 'b/w.h5'\n", True),
+        ("import tempfile\npath = os.path.join(tempfile.gettempdir(), 'w.h5')\n", True),
+    ],
+)
+def test_a_path_chosen_by_which_worker_runs_is_not_one_path(choice, reported):
+    """A path bound under a chief test (or made in a folder only this process gets) differs by
+    worker: no finding."""
+    source = _SAVER + choice + "model.save_weights(path)\n"
+    findings = [f for f in analyse(source, Options(select=("TFD007",))).findings if f.code == "TFD007"]
+    assert bool(findings) is reported

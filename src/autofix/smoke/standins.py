@@ -7,7 +7,7 @@ tutorial that imports matplotlib at its top would otherwise stop before it train
 package, when it is not installed, is served by a stand-in whose every attribute, call, item
 and result is another stand-in (iterating one gives two, so ``fig, ax = plt.subplots()``
 works), and the report notes it (``matplotlib is not installed: a stand-in that draws nothing
-was used``). tqdm's stand-in hands back the iterable it wraps. An installed package is always
+was used``). tqdm's stand-in is a bar that iterates what it wraps (its other methods are stand-ins). An installed package is always
 the real one; nothing else is stood in for (pandas, scipy and other packages that compute are
 the script's own business: without them it fails as it would anywhere).
 """
@@ -78,9 +78,23 @@ class StandIn:
     __neg__ = __pos__ = __abs__ = _same
 
 
+class _Bar(StandIn):
+    """A tqdm bar's stand-in: it iterates (and counts) what it wraps; every other use of it
+    (``bar.set_description(...)``, ``bar.update()``, ``bar.close()``) is a stand-in."""
+
+    def __init__(self, iterable) -> None:
+        self._iterable = iterable
+
+    def __iter__(self):
+        return iter(self._iterable)
+
+    def __len__(self) -> int:
+        return len(self._iterable)
+
+
 def _tqdm(iterable=None, *args, **kwargs):
-    """tqdm's stand-in: the iterable it wraps, or a bar that counts nothing."""
-    return iterable if iterable is not None else StandIn()
+    """tqdm's stand-in: a bar over the iterable it wraps, or a bar that counts nothing."""
+    return _Bar(iterable) if iterable is not None else StandIn()
 
 
 def _trange(*args, **kwargs):

@@ -139,6 +139,10 @@ _MODEL_BASES = frozenset(
 _LAYER_BASES = frozenset({"keras.layers.Layer", "keras.Layer", "keras.engine.base_layer.Layer"})
 
 
+# Layers of other libraries that load pretrained variables (a model built from one trains them).
+_PRETRAINED_LAYERS = frozenset({"tensorflow_hub.KerasLayer", "tensorflow_hub.keras_layer.KerasLayer"})
+
+
 def _is_class_name(last: str) -> bool:
     return last[:1].isupper()
 
@@ -153,6 +157,12 @@ def keras_kind(name: str) -> Kind | None:
     if head.startswith("keras.applications") and _is_class_name(last):
         return Kind.MODEL
     if name in ("keras.Input", "keras.layers.Input", "keras.Layer"):
+        return Kind.LAYER
+    if name.startswith("transformers.TF") and last == "from_pretrained" and head.count(".") == 1:
+        # ``TFAutoModel.from_pretrained(name)``: a Keras model with its pretrained variables,
+        # trained with the model built from it.
+        return Kind.LOAD
+    if name in _PRETRAINED_LAYERS:
         return Kind.LAYER
     if head.startswith("keras.layers") and _is_class_name(last):
         return Kind.LAYER

@@ -252,7 +252,8 @@ class KerasObjects:
     def needs_keras2(self) -> str | None:
         """What makes the file unable to run on Keras 3 (TensorFlow 2.16 and later), if
         anything: a method Keras 3 or TensorFlow no longer has (``strategy.experimental_run_v2``,
-        ``model.fit_generator``), an optimizer given ``lr=`` (Keras 3 rejects the argument), or
+        ``model.fit_generator``), an optimizer given ``lr=`` or a ``fit`` given ``workers=`` /
+        ``use_multiprocessing=`` / ``max_queue_size=`` (Keras 3 rejects the arguments), or
         TensorFlow Addons (which needs Keras 2), or a notebook that installs a TensorFlow
         older than 2.16 (:mod:`autofix.analysis.environment`). Where a file can only run on
         Keras 2, what fails only on Keras 3 is not a bug of it."""
@@ -265,6 +266,9 @@ class KerasObjects:
                 return f"it calls {func.attr.value}() (line {self.program.line(call)}), which TensorFlow 2.16+ no longer has"
             if any(a.keyword is not None and a.keyword.value == "lr" for a in call.args) and self.call_kind(call) is Kind.OPTIMIZER:
                 return f"its optimizer takes lr= (line {self.program.line(call)}), which Keras 3 rejects"
+            removed = self._removed_keyword(call)
+            if removed is not None:
+                return f"its {func.attr.value}() takes {removed}= (line {self.program.line(call)}), which Keras 3 rejects"  # type: ignore[union-attr]
         for binding in self.program.index.bindings.values():
             if binding.kind == "import" and binding.path is not None and binding.path.split(".")[0] == "tensorflow_addons":
                 return "it imports tensorflow_addons, which needs Keras 2"
@@ -276,6 +280,20 @@ class KerasObjects:
             node, name = used
             return f"it uses {name} (line {self.program.line(node)}), which only TensorFlow 2.15 and older (Keras 2) has"
         return None
+
+    # What Keras 2's fit, evaluate and predict take for their Python data feeders and Keras 3's
+    # do not (measured on Keras 3.15: fit and predict raise "TypeError: TensorFlowTrainer.fit()
+    # got an unexpected keyword argument 'workers'", evaluate "ValueError: Arguments not
+    # recognized"; tf_keras 2.21 takes them).
+    _REMOVED_KEYWORDS = ("workers", "use_multiprocessing", "max_queue_size")
+
+    def _removed_keyword(self, call: cst.Call) -> str | None:
+        """The keyword of ``model.fit(..., workers=4)`` (or evaluate / predict) that Keras 3
+        no longer takes, if any."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value in ("fit", "evaluate", "predict")) or self.call_kind(call) != TRAIN:
+            return None
+        return next((a.keyword.value for a in call.args if a.keyword is not None and a.keyword.value in self._REMOVED_KEYWORDS), None)
 
     def _installs_keras2(self) -> str | None:
         """A ``pip install`` the file runs itself (``os.system``, ``subprocess``, an exported

@@ -20,7 +20,12 @@ dataset of tuples or dicts) too, except plain reads in the loop's body or after 
 does not reach a step, which read the global batch instead (``strategy.gather``); the
 strategy running the steps is in view at the loop; the loop is not in a ``tf.function``; and no
 step divides its loss by a global batch other than the dataset's (split over the replicas,
-that loss would change; a division by the dataset's own batch becomes right).
+that loss would change; a division by the dataset's own batch becomes right), nor reads that
+batch otherwise (``tf.zeros((BATCH,) + shape)`` for its labels: each replica's share is smaller).
+A progress bar held in a name (``bar = tqdm(ds)``, ``for batch in bar``) is not a dataset
+(measured: ``experimental_distribute_dataset`` of an object that is not one raises
+"AttributeError: ... has no attribute '_variant_tensor'"): the dataset inside it is distributed; any other wrapper held in a name
+(``enumerate``, ``zip``, ``iter``, ``itertools``) is refused with that reason.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from autofix.analysis.facts.callees import words
-from autofix.analysis.facts.dataflow import progress_bar_iterable
+from autofix.analysis.facts.dataflow import PROGRESS_BARS, progress_bar_iterable
 from autofix.analysis.training.inputs import Feed, Inputs, is_self_attribute
 from autofix.analysis.steps.losses import loss_terms_of
 from autofix.analysis.syntax import argument_value, nodes_in
@@ -98,6 +103,14 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
         dataset = _chain_root(dataset)  # type: ignore[assignment]
     if site is None or target is None and not nexts or not isinstance(dataset, cst.Name):
         raise NotDistributable("the batches are not those of a for loop or an iterator over a dataset named in view")
+    wrapped = _wrapped(inputs, dataset) if not nexts else None
+    if wrapped is not None:
+        # ``bar = tqdm(dataset)``, iterated by ``for batch in bar``: the bar is not a dataset
+        # (a distributed bar fails); the dataset inside it is distributed, where the bar is made.
+        iterated, site = wrapped
+        dataset = iterated if isinstance(iterated, cst.Name) else _chain_root(iterated)  # type: ignore[assignment]
+        if not isinstance(dataset, cst.Name):
+            raise NotDistributable("the progress bar does not iterate a dataset named in view")
     bindings = facts.bindings(dataset) or []
     reaching = facts.reaching_bindings(dataset) or []
     if len(bindings) > 1 and len(reaching) == 1 and all(program.line(b) <= program.line(reaching[0]) for b in bindings):
@@ -132,6 +145,7 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
         runs[id(run)] = run
     strategy = _strategy_at(inputs, list(runs.values()), site)
     _scaled_for(inputs, list(runs.values()), dataset, batches[0])  # type: ignore[arg-type]
+    _sized_by(inputs, list(runs.values()), dataset, batches[0])  # type: ignore[arg-type]
     # Not above the loop that makes the dataset anew (``for epoch ...: ds = make()``).
     before = _outermost_loop(program, site, bindings[0])
     if iterated is not dataset:
@@ -502,6 +516,80 @@ def _scaled_for(inputs: Inputs, runs: list[cst.Call], dataset: cst.Name, batch: 
                             f"{program.line(divisor)}), which is not the batch {dataset.value} is made with: "
                             "split over the replicas, its loss would change"
                         )
+
+
+def _sized_by(inputs: Inputs, runs: list[cst.Call], dataset: cst.Name, batch: cst.BaseExpression) -> None:
+    """Raises when a step reads the size the dataset is batched with other than as the divisor
+    of its loss (``tf.zeros((BATCH,) + shape)`` for its labels): the step is written for a batch
+    of that size, and split over the replicas each replica's batch is smaller (the shapes no
+    longer match, or the count is wrong)."""
+    program, steps = inputs.program, inputs.steps
+    code = program.module.code_for_node
+    if not isinstance(batch, (cst.Name, cst.Attribute)):
+        return
+    for run in runs:
+        target = steps.run_target(run)
+        root = steps.definition(target) if target is not None else None
+        if not isinstance(root, cst.FunctionDef):
+            continue
+        for read in nodes_in(root.body, type(batch)):
+            if code(read) != code(batch) or not _same(inputs, read, batch) and isinstance(batch, cst.Name):
+                continue
+            parent = program.parent(read)
+            if isinstance(parent, cst.Attribute) and parent.value is read:
+                continue  # ``self.batch.x``: another value
+            if isinstance(parent, cst.BinaryOperation) and parent.right is read and isinstance(parent.operator, cst.Divide):
+                continue  # a loss divided by the global batch: right once the dataset is split
+            if isinstance(parent, cst.Arg) and parent.keyword is not None and parent.keyword.value == "global_batch_size":
+                continue  # ``compute_average_loss(..., global_batch_size=BATCH)``: the same
+            raise NotDistributable(
+                f"the step reads {code(batch)} on line {program.line(read)}, the batch {dataset.value} is made "
+                "with: split over the replicas, each replica's batch is smaller than that"
+            )
+
+
+def _wrapped(inputs: Inputs, name: cst.Name) -> tuple[cst.BaseExpression, cst.BaseStatement] | None:
+    """For a loop over ``name`` bound once to what wraps a dataset for iteration: a progress
+    bar (``bar = tqdm(dataset, total=n)``), what it iterates and the statement that makes it;
+    None when ``name`` is bound to something else. Raises for any other wrapper (``enumerate``,
+    ``zip``, ``iter``, ``itertools``: a distributed dataset would go inside it), and for a bar
+    read otherwise than by its methods (``len(bar)``, which a distributed dataset has not)."""
+    program, facts = inputs.program, inputs.facts
+    bindings = facts.bindings(name) or []
+    values = [facts.assigned_value(b) for b in bindings]
+    calls = [v for v in values if isinstance(v, cst.Call)]
+    if not bindings or len(calls) != len(values):
+        return None
+    wrappers = [c for c in calls if facts.names_of(c.func) & _WRAPPERS]
+    if not wrappers:
+        return None
+    what = sorted(facts.names_of(wrappers[0].func) & _WRAPPERS)[0].rsplit(".", 1)[-1]
+    wrapped = progress_bar_iterable(facts, wrappers[0])
+    if wrapped is None or len(bindings) != 1:
+        raise NotDistributable(
+            f"{name.value} is {what}(...) of the dataset, not a dataset: the dataset would be distributed inside "
+            f"it, where {name.value} is made (line {program.line(wrappers[0])}), which this fix does not write"
+        )
+    loop_reads = 0
+    for use in facts.uses(bindings[0]):
+        parent = program.parent(use)
+        if isinstance(parent, cst.For) and parent.iter is use:
+            loop_reads += 1
+        elif not (isinstance(parent, cst.Attribute) and parent.value is use):
+            raise NotDistributable(
+                f"the progress bar {name.value} is also read on line {program.line(use)}, where a bar over a "
+                "distributed dataset may not do (it has no length)"
+            )
+    statement = program.statement_of(wrappers[0])
+    if loop_reads != 1 or statement is None:
+        raise NotDistributable(f"the progress bar {name.value} is iterated by more than one loop")
+    return wrapped, statement
+
+
+# What wraps a dataset for iteration without being one.
+_WRAPPERS = PROGRESS_BARS | {"builtins.enumerate", "builtins.zip", "builtins.iter", "builtins.reversed", "builtins.map", "builtins.filter"} | {
+    f"itertools.{f}" for f in ("islice", "cycle", "chain", "tee", "zip_longest", "starmap", "takewhile", "dropwhile")
+}
 
 
 def _same(inputs: Inputs, a: cst.BaseExpression, b: cst.BaseExpression | None) -> bool:

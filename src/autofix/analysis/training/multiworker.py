@@ -24,7 +24,7 @@ from autofix.analysis.facts.script import Facts
 from autofix.analysis.facts.strategies import Strategy
 from autofix.analysis.program import Program
 from autofix.analysis.project.imports import environment_sets
-from autofix.analysis.syntax import attribute_path, names_in
+from autofix.analysis.syntax import attribute_path, calls_in, names_in
 from autofix.analysis.training.model import TrainingModel
 
 MULTI_WORKER = frozenset({"MultiWorkerMirroredStrategy", "CollectiveAllReduceStrategy"})
@@ -278,6 +278,30 @@ class MultiWorker(Derived):
                     return True
         return False
 
+    def chosen_by_worker(self, expr: cst.BaseExpression | None, _depth: int = 0) -> bool:
+        """Whether the value of ``expr`` (a path) differs by worker where no name in it says
+        so: a name it reads is bound under a test of which worker runs it (``if
+        resolver.task_type == "chief": model_dir = os.getenv("AIP_MODEL_DIR") else: model_dir =
+        tmp / "model"``), or it is made in a folder or file ``tempfile`` makes (a name no other
+        process gets); followed through the names it reads, a few levels deep."""
+        if expr is None or _depth > 4:
+            return False
+        if _per_process(self.facts, expr):
+            return True
+        for name in names_in(expr):
+            for binding in self.facts.reaching_bindings(name) or self.facts.bindings(name) or ():
+                if isinstance(binding, (cst.Param, cst.FunctionDef, cst.ClassDef)):
+                    continue
+                if self.chief_only(binding):
+                    return True
+                value = self.facts.assigned_value(binding)
+                holder = self.program.parent(self.program.parent(binding))
+                if value is None and isinstance(holder, cst.WithItem):
+                    value = holder.item  # ``with tempfile.TemporaryDirectory() as folder``
+                if value is not None and value is not expr and self.chosen_by_worker(value, _depth + 1):
+                    return True
+        return False
+
     def mentions_worker(self, expr: cst.BaseExpression | None, _depth: int = 0) -> bool:
         """Whether ``expr`` depends on which worker runs it: it names the chief, a task id or
         type, a worker index, the tutorial's ``write_filepath``... (directly, or through the
@@ -310,6 +334,16 @@ class MultiWorker(Derived):
                 if value is not None and value is not expr and self.mentions_worker(value, _depth + 1):
                     return True
         return False
+
+
+# Calls that make a name no other process gets: a path in one differs by worker.
+_PER_PROCESS_PATHS = frozenset(
+    {"tempfile.mkdtemp", "tempfile.mkstemp", "tempfile.TemporaryDirectory", "tempfile.NamedTemporaryFile", "tempfile.TemporaryFile"}
+)
+
+
+def _per_process(facts, expr: cst.BaseExpression) -> bool:
+    return any(facts.names_of(call.func) & _PER_PROCESS_PATHS for call in calls_in(expr))
 
 
 def _identifier_words(node: cst.CSTNode) -> set[str]:
