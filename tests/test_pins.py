@@ -110,18 +110,18 @@ def test_the_formats(tmp_path):
           - tensorflow-gpu=2.4.1=cuda_build
           - pip:
             - keras==2.4.3
-        """) == [(3, "tensorflow-gpu==2.4.1.*", 2), (5, "keras==2.4.3", 2)]
+        """) == [(3, "tensorflow-gpu=2.4.1=cuda_build", 2), (5, "keras==2.4.3", 2)]
     assert read_pins(tmp_path, "Dockerfile", """\
         FROM tensorflow/tensorflow:2.11.0-gpu
         RUN apt-get update && \\
             pip install --no-cache-dir "tensorflow==2.12.0" pandas
-        """) == [(1, "tensorflow==2.11.0", 2), (2, "tensorflow==2.12.0", 2)]
+        """) == [(1, "FROM tensorflow/tensorflow:2.11.0-gpu", 2), (2, "tensorflow==2.12.0", 2)]
     assert read_pins(tmp_path, "Dockerfile", "FROM tensorflow/tensorflow:latest-gpu\n") == []
-    assert read_pins(tmp_path, "Dockerfile", "FROM python:3.8-slim\n") == [(1, "python==3.8.*", 2)]
+    assert read_pins(tmp_path, "Dockerfile", "FROM python:3.8-slim\n") == [(1, "FROM python:3.8-slim", 2)]
     assert read_pins(tmp_path, "run.sh", "#!/bin/sh\n# pip install tensorflow==2.4\npip3 install tensorflow==2.9.1 && python train.py\n") == [
         (3, "tensorflow==2.9.1", 2)
     ]
-    assert read_pins(tmp_path, "Makefile", "run:\n\tTF_CONFIG='{}' python3.7 main.py\n") == [(2, "python==3.7.*", 2)]
+    assert read_pins(tmp_path, "Makefile", "run:\n\tTF_CONFIG='{}' python3.7 main.py\n") == [(2, "python3.7", 2)]
 
 
 # --- the CLI on a folder ------------------------------------------------------------------------
@@ -140,10 +140,14 @@ def test_a_requirements_pin_of_tensorflow_2_12_silences_tfd006(tmp_path, monkeyp
     assert Path("train.py").read_bytes() == before
 
 
-def test_a_requirements_pin_of_tensorflow_2_17_keeps_tfd006(tmp_path, monkeypatch):
+def test_a_requirements_pin_of_tensorflow_2_17_keeps_tfd006_and_names_the_pin(tmp_path, monkeypatch):
     project(tmp_path, "tf217", monkeypatch)
     code, out, _ = run("check", "--no-cache", ".")
     assert codes(out) == ["TFD006"] and code == 1
+    assert "requirements.txt:2 pins tensorflow==2.17.0: Keras 3" in out
+    code, out, _ = run("check", "--no-cache", "--format", "json", ".")
+    [finding] = json.loads(out)
+    assert finding["related"] == [{"path": "requirements.txt", "line": 2, "message": "requirements.txt:2 pins tensorflow==2.17.0: Keras 3"}]
 
 
 def test_a_dockerfile_on_tensorflow_2_11_silences_tfd006(tmp_path, monkeypatch):
@@ -164,7 +168,7 @@ def test_the_requirements_file_nearest_the_script_decides(tmp_path, monkeypatch)
     assert "TFD006" not in codes(run("check", "--no-cache", ".")[1])
     (root / "scripts" / "requirements-worker.txt").unlink()
     out = run("check", "--no-cache", ".")[1]
-    assert "TFD006" in codes(out)
+    assert "TFD006" in codes(out) and "requirements.txt:1 pins tensorflow==2.17.0: Keras 3" in out
     # Files of one folder that disagree decide nothing.
     (root / "scripts" / "requirements-worker.txt").write_text("tensorflow==2.15.1\n")
     (root / "scripts" / "Dockerfile").write_text("FROM tensorflow/tensorflow:2.17.0\n")
@@ -236,3 +240,38 @@ def test_a_notebook_that_installs_tensorflow_itself_runs_what_it_installs(tmp_pa
     (root / "train.py").unlink()
     (root / "train.ipynb").write_text(notebook([install, script]))
     assert ("TFD006" in codes(run("check", "--no-cache", ".")[1])) is reported
+
+
+def test_a_tfd001_finding_whose_fix_leaves_the_optimizer_outside_names_the_pin(tmp_path, monkeypatch):
+    root = project(tmp_path, "optimizer_outside", monkeypatch)
+    train = root / "train.py"
+    train.write_text(train.read_text().replace(
+        "with strategy.scope():\n    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])\n",
+        "model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])\nwith strategy.scope():\n",
+    ))
+    out = run("check", "--no-cache", ".")[1]
+    assert codes(out) == ["TFD001"]
+    assert "(environment.yml:6 pins tensorflow=2.11: Keras 2, which trains with the optimizer made outside the scope (line 8), so it stays there)" in out
+    run("fix", "--no-cache", ".")
+    assert "optimizer = tf.keras.optimizers.Adam(1e-3)\n\nwith strategy.scope():\n    model = tf.keras.Sequential(" in train.read_text()
+
+
+def test_what_decides_is_named_with_its_place(tmp_path, monkeypatch):
+    from autofix.analysis.facts.script import Facts
+    from autofix.analysis.program import Program
+    import libcst as cst
+
+    def needs_keras2(path: Path) -> str | None:
+        text = path.read_text()
+        return Facts.of(Program(cst.parse_module(text), text, path=str(path))).needs_keras2
+
+    root = project(tmp_path, "nested", monkeypatch)
+    assert needs_keras2(root / "scripts" / "train.py") == (
+        "its repository pins tensorflow==2.15.1 (requirements-worker.txt:1), whose Keras is Keras 2"
+    )
+    (root / "scripts" / "requirements-worker.txt").unlink()
+    (root / "Makefile").write_text("train:\n\tpython3.8 scripts/train.py\n")
+    (root / "requirements.txt").write_text("numpy\n")
+    assert needs_keras2(root / "scripts" / "train.py") == (
+        "its repository runs it with python3.8 (Makefile:2), on which no TensorFlow 2.16+ (Keras 3) installs: its Keras is Keras 2"
+    )

@@ -88,9 +88,7 @@ class Pin:
         Keras is Keras 2``."""
         where = self.where(importer)
         if self.subject == PYTHON:
-            version = re.search(r"\d+(?:\.\d+)?", self.text)
-            python = f"Python {version.group(0)}" if version and self.text.startswith("python==") else self.text
-            return f"its repository runs it with {python} ({where}), on which no TensorFlow 2.16+ (Keras 3) installs: its Keras is Keras 2"
+            return f"its repository runs it with {self.text} ({where}), on which no TensorFlow 2.16+ (Keras 3) installs: its Keras is Keras 2"
         return f"its repository pins {self.text} ({where}), whose Keras is Keras {self.keras}"
 
 
@@ -156,10 +154,10 @@ def _pins_of(name: str, key: str, data: bytes) -> tuple[tuple[int, str, int, str
     else:  # requirements*.txt, setup.cfg
         items = _requirement_lines(text)
     found = []
-    for line, written in items:
+    for line, written, *shown in items:
         meaning = _meaning(written)
         if meaning is not None:
-            found.append((line, written, *meaning))
+            found.append((line, shown[0] if shown else written, *meaning))
     return tuple(found)
 
 
@@ -192,6 +190,9 @@ def _keras_of(subject: str, specifier: SpecifierSet) -> tuple[int, str] | None:
 
 
 # --- the formats -------------------------------------------------------------------------------
+
+
+# Each format gives (line, requirement) or (line, requirement, as written where it differs).
 
 
 def _requirement_lines(text: str) -> list[tuple[int, str]]:
@@ -272,7 +273,7 @@ def _poetry(version: str) -> str | None:
     return version
 
 
-def _conda(text: str) -> list[tuple[int, str]]:
+def _conda(text: str) -> list[tuple[int, str, str]]:
     """The dependencies of a conda ``environment.yml``: ``- tensorflow=2.11`` (conda's ``=``
     means the release and its patches), ``- tensorflow-gpu==2.4.1``, its ``pip:`` list."""
     found = []
@@ -285,7 +286,7 @@ def _conda(text: str) -> list[tuple[int, str]]:
         if conda is not None:
             version = conda.group(1).rstrip(".*")
             spec = f"=={version}.*" if version else ""
-        found.append((number, f"{name}{spec}"))
+        found.append((number, f"{name}{spec}", f"{name}{match.group(2).strip()}"))
     return found
 
 
@@ -296,19 +297,21 @@ _PIP = re.compile(r"\bpip3?\s+install\b(.*)")
 _PYTHON = re.compile(r"(?<![\w/.-])(?:\S*/)?python(\d\.\d+)(?![\w.])")
 
 
-def _dockerfile(text: str) -> list[tuple[int, str]]:
-    found = []
+def _dockerfile(text: str) -> list[tuple]:
+    found: list[tuple] = []
     for match in _FROM.finditer(text):
         image, version = match.groups()
         name = "python" if image == "python" else "tensorflow"
-        found.append((_line_of(text, match.start()), f"{name}=={version}.*" if version.count(".") < 2 or name == "python" else f"{name}=={version}"))
+        requirement = f"{name}=={version}.*" if version.count(".") < 2 or name == "python" else f"{name}=={version}"
+        shown = text[match.start():].splitlines()[0].strip()
+        found.append((_line_of(text, match.start()), requirement, shown))
     return found + _commands(text)
 
 
-def _commands(text: str) -> list[tuple[int, str]]:
+def _commands(text: str) -> list[tuple]:
     """``pip install`` requirements and versioned Python interpreters of shell lines (a
     Dockerfile's ``RUN``, a shell script, a Makefile's recipes); continued lines joined."""
-    found = []
+    found: list[tuple] = []
     lines = text.splitlines()
     number = 0
     while number < len(lines):
@@ -328,5 +331,5 @@ def _commands(text: str) -> list[tuple[int, str]]:
                     if word and not word.startswith("-"):
                         found.append((start + 1, word))
             for interpreter in _PYTHON.finditer(part):
-                found.append((start + 1, f"python=={interpreter.group(1)}.*"))
+                found.append((start + 1, f"python=={interpreter.group(1)}.*", f"python{interpreter.group(1)}"))
     return found
