@@ -37,6 +37,15 @@ model built by a function or model class of another module of the project that u
 alone is reported like one built here, naming where it is built; the switch to tf_keras is then
 not made (it would have to change that module too).
 
+Nor is a file whose repository pins Keras 2 outside it, as it runs it: a ``requirements*.txt``
+(``tensorflow==2.12``, ``tensorflow<2.16``, ``keras<3``), the dependencies of ``setup.py``,
+``setup.cfg`` or ``pyproject.toml``, a conda ``environment.yml``, a Dockerfile's ``FROM
+tensorflow/tensorflow:2.11.0-gpu`` or ``pip install tensorflow==2.x``, a shell script's or
+Makefile's ``pip install``, or a Python older than 3.9 they run it with (``python3.7 main.py``,
+``FROM python:3.8``): the nearest folder from the file's own up to the project's root whose
+files pin a version decides, and nothing does when they disagree. Where a pin says Keras 3
+(``tensorflow>=2.16``, ``keras>=3``), the finding names it (``requirements.txt:2``).
+
 Not fixed (reported with the reason): a file that uses a Keras 3-only API (``keras.ops``,
 ``keras.random``...; the list is the measured difference of the two APIs), imports a module
 that may make Keras objects of its own (``keras_cv``, a local module...), or imports Keras
@@ -51,6 +60,7 @@ import sys
 import libcst as cst
 
 from autofix.analysis.facts.keras_objects import COMPILE
+from autofix.analysis.project import pins
 from autofix.analysis.project.imports import ProjectImports, program_of
 from autofix.analysis.training.multiworker import KERAS3, LEGACY_KERAS, MULTI_WORKER, TF_KERAS, MultiWorker
 from autofix.analysis.syntax import argument_value
@@ -151,7 +161,7 @@ class Keras3MultiWorker(Rule):
                 self.report(call, message(call.func.attr.value), "another place this fix would change is suppressed", self._related(call))
             return
         for index, call in enumerate(sites):
-            self.fix(call, message(call.func.attr.value), plan if index == 0 else _nothing)
+            self.fix(call, message(call.func.attr.value), plan if index == 0 else _nothing, self._related(call))
 
     def _fails(self, workers: MultiWorker, call: cst.Call) -> bool:
         func = call.func
@@ -221,7 +231,11 @@ class Keras3MultiWorker(Rule):
         return True
 
     def _related(self, call: cst.Call) -> tuple[tuple[str, int, str], ...]:
-        return tuple(dict.fromkeys(self.sources.get(call, ())))
+        related = list(self.sources.get(call, ()))
+        pin = pins.keras_pin(self.program.path)
+        if pin is not None and pin.keras == 3:
+            related.append((pin.path, pin.line, f"{pin.where(self.program.path)} pins {pin.text}: Keras 3"))
+        return tuple(dict.fromkeys(related))
 
     # --- the switch to tf_keras ------------------------------------------------------------------
 

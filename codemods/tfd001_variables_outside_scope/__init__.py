@@ -25,7 +25,11 @@ Not findings (measured, or kept apart on purpose):
   default strategy); code that runs before the strategy exists and is not trained under it;
 - an optimizer (or ``compile``'s own) made outside the scope in a file that can only run on
   Keras 2 (it calls ``experimental_run_v2`` or ``fit_generator``, gives an optimizer ``lr=``,
-  imports TensorFlow Addons): Keras 2 trains with it, only Keras 3 refuses it.
+  imports TensorFlow Addons, or its repository pins Keras 2: a ``requirements.txt`` on
+  ``tensorflow==2.12``, a Dockerfile on ``tensorflow/tensorflow:2.11.0-gpu``...; see
+  docs/keras-versions.md): Keras 2 trains with it, only Keras 3 refuses it. When such a pin is
+  why an optimizer stays outside while a model made outside is moved in, the finding names the
+  pin and its line.
 
 Not fixed (reported with the reason):
 - a training unit any part of which cannot be moved (suppressed, made in an ``if`` or ``while``
@@ -53,6 +57,7 @@ from autofix.analysis.facts import ordering
 from autofix.analysis.facts.contexts import Context, Contexts, index_of
 from autofix.analysis.facts.keras_objects import COMPILE, TRAIN
 from autofix.analysis.facts.strategies import Strategy, may_be_none
+from autofix.analysis.project import pins
 from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker
 from autofix.analysis.syntax import calls_in, is_wall, names_in, root_name
 from autofix.analysis.training.model import TrainingModel
@@ -211,6 +216,9 @@ class _Planner:
         self.internal: set[cst.FunctionDef] = set()
         # Statements the plan moves down to where they are used (by id).
         self.moved_down: set[int] = set()
+        # Optimizers (and compiles making one) left outside the scope because the file runs
+        # Keras 2, which trains with them.
+        self.kept_for_keras2: set[cst.Call] = set()
 
     def commit(self) -> None:
         reported = {id(self.program.statement_of(call)) for call, _kind, _why in self.reports}
@@ -221,9 +229,29 @@ class _Planner:
             if statement not in reported and self._needs_scope(call):
                 unreached.setdefault(statement, []).append((call, self._kind(call), why))
         self.reports.extend(min(calls, key=lambda ck: _rank(ck[1])) for calls in unreached.values())
+        related = self._keras2_pin()
         for call, kind, why in self.reports:
-            self.rule.report(call, _message(call, kind), why)
+            self.rule.report(call, _message(call, kind), why, related)
         self.rule.edits.extend(self.edits)
+
+    def _keras2_pin(self) -> tuple[tuple[str | None, int, str], ...]:
+        """Where the repository pins Keras 2, when that pin is why an optimizer made outside
+        the scope (and used under it) is left there: the place the findings name."""
+        path = self.program.path
+        pin = pins.keras2_pin(path)
+        if pin is None or self.facts.needs_keras2 != pin.reason(path):
+            return ()
+        kept = sorted(
+            self.program.line(call)
+            for call in self.kept_for_keras2
+            if not self.training.under_scope_where_distributed(call) and self.training.takes_part(call)
+            and (self._kind(call) is Kind.OPTIMIZER or self.training.creates_optimizer(call))
+        )
+        if not kept:
+            return ()
+        lines = ", ".join(str(line) for line in dict.fromkeys(kept))
+        return ((pin.path, pin.line, f"{pin.where(path)} pins {pin.text}: Keras 2, which trains with the optimizer made "
+                 f"outside the scope (line {lines}), so it stays there"),)
 
     def broken_units(self) -> dict[cst.Call, str]:
         """Members of training units that this plan would fix only in part, each with why the
@@ -302,6 +330,7 @@ class _Planner:
         if kind in (COMPILE, Kind.OPTIMIZER) and self.facts.needs_keras2:
             # Keras 2 trains with an optimizer made outside the scope; only Keras 3 refuses it,
             # and this file cannot run on Keras 3.
+            self.kept_for_keras2.add(call)
             return False
         if kind == COMPILE:
             return self.training.creates_optimizer(call)

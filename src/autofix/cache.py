@@ -367,9 +367,14 @@ def _still(read: tuple[tuple[str, str], ...]) -> bool:
     still absent)."""
     if not read:
         return True
-    from autofix.analysis.project.layout import digest
+    from autofix.analysis.project.layout import digest, pin_listing
 
     for path, wanted in read:
+        if path.endswith(os.sep):
+            # A folder whose files that may pin a TensorFlow version were listed.
+            if pin_listing(path) != wanted:
+                return False
+            continue
         try:
             with open(path, "rb") as fh:
                 data = fh.read()

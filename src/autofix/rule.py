@@ -237,19 +237,23 @@ class Rule:
         self._reports[key] = Report(node, message, reason, related=related)
         return reason is None
 
-    def fix(self, node: cst.CSTNode, message: str, plan: Callable[[BlockEdits], None]) -> bool:
+    def fix(
+        self, node: cst.CSTNode, message: str, plan: Callable[[BlockEdits], None],
+        related: tuple[tuple[str | None, int, str], ...] = (),
+    ) -> bool:
         """Report ``node`` and plan its fix with ``plan(edits)``. When ``plan`` raises
         :class:`~autofix.codegen.NotFound`, nothing it planned is kept and the finding says
-        why; a suppressed place is reported without calling it. Returns whether it was fixed."""
+        why; a suppressed place is reported without calling it. Returns whether it was fixed.
+        ``related``: as for :meth:`report`."""
         if self.suppressed(node):
-            return self.report(node, message)
+            return self.report(node, message, related=related)
         edits = BlockEdits()
         try:
             plan(edits)
         except NotFound as why:
-            return self.report(node, message, str(why))
+            return self.report(node, message, str(why), related)
         self.edits.extend(edits)
-        return self.report(node, message)
+        return self.report(node, message, related=related)
 
     def suppressed(self, node: cst.CSTNode) -> bool:
         """Whether an ``# autofix: ignore`` comment for this rule covers ``node``."""

@@ -23,6 +23,9 @@ class Environment:
     # A notebook's ``%env NAME=VALUE`` lines: (the bytes of the literal that stands for the line
     # in the program the rules see, NAME, VALUE), so that a rule can tell where it runs.
     env: tuple[tuple[bytes, str, str], ...] = ()
+    # The notebook's own ``pip install`` line of TensorFlow or Keras, whatever version: what it
+    # runs is what it installs, not what its repository pins (``project/pins.py``).
+    installs: str | None = None
 
 
 _CURRENT: ContextVar[Environment] = ContextVar("autofix_environment", default=Environment())
@@ -72,8 +75,21 @@ def keras2_pin(command: str) -> str | None:
 def from_shell_lines(lines: Iterable[str], env: tuple[tuple[bytes, str, str], ...] = ()) -> Environment:
     """The environment a notebook's shell and magic lines set up (``env``: its ``%env`` lines,
     see :attr:`Environment.env`)."""
+    lines = list(lines)
     found = _keras2(lines)
-    return Environment(keras2=found, env=env)
+    return Environment(keras2=found, env=env, installs=_installs(lines))
+
+
+# TensorFlow or Keras named in a ``pip install`` line (not ``tensorflow-datasets``, ``keras-cv``).
+_INSTALLED = re.compile(r"(?<![\w.-])(?:tensorflow(?:-gpu|-cpu|-macos|-intel)?|keras)(?![\w.-])", re.IGNORECASE)
+
+
+def _installs(lines: Iterable[str]) -> str | None:
+    for line in lines:
+        match = _PIP.search(line)
+        if match is not None and _INSTALLED.search(match.group(1)):
+            return line.strip()
+    return None
 
 
 def _keras2(lines: Iterable[str]) -> str | None:

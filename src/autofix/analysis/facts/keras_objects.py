@@ -9,6 +9,7 @@ from functools import cached_property
 import libcst as cst
 
 from autofix.analysis import environment
+from autofix.analysis.project import pins
 from autofix.analysis.project.imports import ProjectImports
 from autofix.tf import symbols
 from autofix.tf.keras2_only import keras2_only
@@ -255,7 +256,9 @@ class KerasObjects:
         ``model.fit_generator``), an optimizer given ``lr=`` or a ``fit`` given ``workers=`` /
         ``use_multiprocessing=`` / ``max_queue_size=`` (Keras 3 rejects the arguments), or
         TensorFlow Addons (which needs Keras 2), or a notebook that installs a TensorFlow
-        older than 2.16 (:mod:`autofix.analysis.environment`). Where a file can only run on
+        older than 2.16 (:mod:`autofix.analysis.environment`), or whose repository pins Keras 2
+        outside it (a requirements file, a Dockerfile...: :mod:`autofix.analysis.project.pins`).
+        Where a file can only run on
         Keras 2, what fails only on Keras 3 is not a bug of it."""
         pinned = environment.current().keras2
         if pinned is not None:
@@ -279,6 +282,10 @@ class KerasObjects:
         if used is not None:
             node, name = used
             return f"it uses {name} (line {self.program.line(node)}), which only TensorFlow 2.15 and older (Keras 2) has"
+        # (A notebook that installs TensorFlow or Keras itself runs what it installs.)
+        pin = pins.keras2_pin(self.program.path) if environment.current().installs is None else None
+        if pin is not None:
+            return pin.reason(self.program.path)
         return None
 
     # What Keras 2's fit, evaluate and predict take for their Python data feeders and Keras 3's

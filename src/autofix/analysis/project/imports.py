@@ -47,6 +47,13 @@ def reading() -> Iterator[dict[str, str]]:
         _READ = previous
 
 
+def record(path: str, key: str) -> None:
+    """Record that the analysis read ``path`` as ``key`` (a folder's listing: ``path`` ends
+    with the separator, see :func:`~.layout.pin_listing`)."""
+    if _READ is not None:
+        _READ[path] = key
+
+
 def _read(path: str) -> tuple[bytes, str] | None:
     """The bytes of the project file ``path`` and their digest, None when it cannot be read;
     the read (or the absence) recorded as :func:`reading` says."""

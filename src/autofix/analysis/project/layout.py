@@ -87,6 +87,34 @@ def is_package(path: str) -> bool:
     return os.path.basename(path) == "__init__.py"
 
 
+def _may_pin(name: str) -> bool:
+    lower = name.lower()
+    return (
+        (lower.startswith("requirements") and lower.endswith(".txt"))
+        or lower in ("setup.py", "setup.cfg", "pyproject.toml", "makefile", "gnumakefile")
+        or (lower.startswith(("environment", "conda")) and lower.endswith((".yml", ".yaml")))
+        or lower.startswith("dockerfile")
+        or lower.endswith((".dockerfile", ".sh"))
+    )
+
+
+def pin_files(folder: str) -> list[str]:
+    """The names of the files in ``folder`` that may pin the TensorFlow or Keras its programs
+    run on (requirements files, setup and project files, conda environments, Dockerfiles,
+    shell scripts, a Makefile), sorted; :mod:`.pins` reads them."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return sorted(n for n in names if _may_pin(n) and os.path.isfile(os.path.join(folder, n)))
+
+
+def pin_listing(folder: str) -> str:
+    """The digest of :func:`pin_files` of ``folder``: the result cache checks by it that no
+    such file was added or removed."""
+    return digest("\n".join(pin_files(folder)).encode("utf-8"))
+
+
 def digest(data: bytes) -> str:
     """The digest that names a module's content: summaries are kept by it, and the result
     cache checks the modules an analysis read by it (this module imports nothing heavy)."""

@@ -1,0 +1,335 @@
+"""Which Keras a file's repository runs it with, as the repository's own files pin it.
+
+A repository says which TensorFlow its programs run on outside their Python code: a
+``requirements*.txt`` line (``tensorflow==2.11``, ``tensorflow<2.16``, ``keras<3``), the
+dependencies of ``setup.py``, ``setup.cfg`` or ``pyproject.toml``, a conda ``environment.yml``
+(``tensorflow=2.11``, ``python=3.7``), a Dockerfile's base image (``FROM
+tensorflow/tensorflow:2.11.0-gpu``, ``FROM python:3.8``) or its ``RUN pip install``, and the
+``pip install`` lines and Python interpreters (``python3.7 main.py``) of its shell scripts and
+Makefile. TensorFlow 2.16 made Keras 3 its Keras, and Keras 3.0 is Keras 3: a pin that allows
+only older versions (or a Python older than 3.9, on which no TensorFlow 2.16 installs) means
+the file runs Keras 2 as its repository runs it; a pin that allows only newer ones means
+Keras 3.
+
+:func:`keras_pin` reads the folders from the file's own up to its project's root
+(:func:`~.layout.project_root`): the nearest folder whose files pin a version decides (a
+requirements file nearer the script wins over the root's); when that folder's files disagree,
+nothing is decided. A file given alone (no path) has no project and no pin.
+
+What is read is recorded as :func:`~.imports.reading` says: every file looked at, with its
+digest, and each folder's list of the files that may pin (``folder/`` with the digest of the
+names, :func:`~.layout.pin_listing`), so that editing, adding or removing a requirements file
+re-checks the files it decides for.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from autofix.analysis.project import layout
+from autofix.analysis.project.imports import _read, record
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover
+    import tomli as tomllib  # type: ignore[no-redef]
+
+# Distributions whose version says which Keras ``tf.keras`` (and ``import keras``) is.
+TENSORFLOW = frozenset({"tensorflow", "tensorflow-gpu", "tensorflow-cpu", "tensorflow-macos", "tensorflow-intel", "tensorflow-aarch64", "intel-tensorflow"})
+KERAS = "keras"
+PYTHON = "python"
+
+# Versions probed against a specifier: those whose Keras is Keras 2 and those whose is Keras 3.
+_OLD = {
+    "tensorflow": [f"1.{m}.0" for m in range(16)] + [f"2.{m}.{p}" for m in range(16) for p in range(5)],
+    "keras": [f"1.{m}.0" for m in range(3)] + [f"2.{m}.{p}" for m in range(16) for p in range(5)],
+    # No TensorFlow 2.16 (Keras 3) installs on a Python older than 3.9.
+    "python": ["2.7"] + [f"3.{m}" for m in range(9)] + [f"3.{m}.{p}" for m in range(5, 9) for p in range(20)],
+}
+_NEW = {
+    "tensorflow": [f"2.{m}.{p}" for m in range(16, 40) for p in range(4)] + ["3.0.0"],
+    "keras": [f"3.{m}.{p}" for m in range(30) for p in range(4)] + ["4.0.0"],
+    "python": [f"3.{m}" for m in range(9, 20)] + [f"3.{m}.{p}" for m in range(9, 15) for p in range(20)] + ["4.0"],
+}
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One pin of a repository file: where it is, as written, and the Keras it means (2 or 3)."""
+
+    path: str
+    line: int
+    text: str
+    keras: int
+    # What the pin is about: "tensorflow", "keras" or "python".
+    subject: str
+
+    def where(self, importer: str | None = None) -> str:
+        """``requirements.txt:3``, relative to the importing file's folder when the pin is there
+        or below, else to the project's root."""
+        shown = self.path
+        if importer is not None:
+            here = os.path.dirname(os.path.abspath(importer))
+            base = here if layout.inside(self.path, here) else layout.project_root(importer)
+            try:
+                shown = os.path.relpath(self.path, base)
+            except ValueError:
+                pass
+        return f"{shown}:{self.line}"
+
+    def reason(self, importer: str | None = None) -> str:
+        """Why the file runs this Keras: ``requirements.txt:3 pins tensorflow==2.12, whose
+        Keras is Keras 2``."""
+        where = self.where(importer)
+        if self.subject == PYTHON:
+            return f"its repository runs it with {self.text} ({where}), on which no TensorFlow 2.16+ (Keras 3) installs: its Keras is Keras 2"
+        return f"its repository pins {self.text} ({where}), whose Keras is Keras {self.keras}"
+
+
+def keras_pin(path: str | None) -> Pin | None:
+    """The pin that decides which Keras the file ``path`` runs as its repository runs it: that
+    of the nearest folder (the file's own, up to its project's root) whose files pin one; None
+    when none does, when that folder's files disagree, or for a file given alone."""
+    if path is None:
+        return None
+    path = os.path.abspath(path)
+    root = layout.project_root(path)
+    folder = os.path.dirname(path)
+    if not layout.inside(folder, root):
+        return None
+    while True:
+        found = _folder_pins(folder)
+        if found:
+            kinds = {pin.keras for pin in found}
+            return found[0] if len(kinds) == 1 else None
+        if folder == root:
+            return None
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def keras2_pin(path: str | None) -> Pin | None:
+    """:func:`keras_pin` when it means Keras 2."""
+    pin = keras_pin(path)
+    return pin if pin is not None and pin.keras == 2 else None
+
+
+def _folder_pins(folder: str) -> list[Pin]:
+    """The pins of the files in ``folder`` that may pin (the listing is recorded)."""
+    names = layout.pin_files(folder)
+    record(folder.rstrip(os.sep) + os.sep, layout.digest("\n".join(names).encode("utf-8")))  # = pin_listing
+    found: list[Pin] = []
+    for name in names:
+        candidate = os.path.join(folder, name)
+        read = _read(candidate)
+        if read is None:
+            continue
+        found.extend(Pin(candidate, line, text, keras, subject) for line, text, keras, subject in _pins_of(name, read[1], read[0]))
+    return found
+
+
+@lru_cache(maxsize=1024)
+def _pins_of(name: str, key: str, data: bytes) -> tuple[tuple[int, str, int, str], ...]:
+    """(line, requirement as written, Keras 2 or 3, subject) of the file named ``name``."""
+    text = data.decode("utf-8", errors="replace")
+    lower = name.lower()
+    if lower == "pyproject.toml":
+        items = _pyproject(text)
+    elif lower == "setup.py":
+        items = _strings(text)
+    elif lower.endswith((".yml", ".yaml")):
+        items = _conda(text)
+    elif "dockerfile" in lower:
+        items = _dockerfile(text)
+    elif lower.endswith(".sh") or lower in ("makefile", "gnumakefile"):
+        items = _commands(text)
+    else:  # requirements*.txt, setup.cfg
+        items = _requirement_lines(text)
+    found = []
+    for line, written, *shown in items:
+        meaning = _meaning(written)
+        if meaning is not None:
+            found.append((line, shown[0] if shown else written, *meaning))
+    return tuple(found)
+
+
+# --- what one requirement means ------------------------------------------------------------------
+
+
+def _meaning(written: str) -> tuple[int, str] | None:
+    """(Keras 2 or 3, subject) for a requirement on TensorFlow, Keras or Python whose versions
+    are all older, or all newer, than the first with Keras 3; None otherwise."""
+    try:
+        requirement = Requirement(written)
+    except InvalidRequirement:
+        return None
+    name = requirement.name.lower().replace("_", "-")
+    subject = "tensorflow" if name in TENSORFLOW else name if name in (KERAS, PYTHON) else None
+    if subject is None or not requirement.specifier:
+        return None
+    return _keras_of(subject, requirement.specifier)
+
+
+def _keras_of(subject: str, specifier: SpecifierSet) -> tuple[int, str] | None:
+    old = any(specifier.contains(v, prereleases=True) for v in _OLD[subject])
+    new = any(specifier.contains(v, prereleases=True) for v in _NEW[subject])
+    if old and not new:
+        return 2, subject
+    if new and not old and subject != PYTHON:
+        # (A Python 3.9+ runs TensorFlow 2.15 as well: it says nothing of Keras 3.)
+        return 3, subject
+    return None
+
+
+# --- the formats -------------------------------------------------------------------------------
+
+
+# Each format gives (line, requirement) or (line, requirement, as written where it differs).
+
+
+def _requirement_lines(text: str) -> list[tuple[int, str]]:
+    """``requirements.txt`` lines, and the requirements of ``setup.cfg`` (one per line, or
+    after ``install_requires =``)."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.split(" #", 1)[0].split("\t#", 1)[0].strip()
+        if not line or line.startswith(("#", "-", "[")):
+            continue
+        option = re.match(r"[\w.-]+\s*=\s*(.*)$", line)
+        if option is not None and not re.match(r"[\w.-]+\s*==", line):
+            line = option.group(1).strip()
+        found.append((number, line))
+    return found
+
+
+def _line_of(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def _strings(text: str) -> list[tuple[int, str]]:
+    """Every string literal of ``setup.py`` that may be a requirement."""
+    return [(_line_of(text, m.start()), m.group(2).strip()) for m in re.finditer(r"""(['"])([^'"\n]{1,200})\1""", text)]
+
+
+def _pyproject(text: str) -> list[tuple[int, str]]:
+    """PEP 621 ``dependencies`` and ``requires-python``, Poetry's dependencies."""
+    try:
+        data = tomllib.loads(text)
+    except Exception:  # a file that does not parse pins nothing
+        return []
+    found: list[tuple[int, str]] = []
+
+    def at(needle: str) -> int:
+        offset = text.find(needle)
+        return _line_of(text, offset) if offset >= 0 else 1
+
+    project = data.get("project") if isinstance(data.get("project"), dict) else {}
+    for item in project.get("dependencies", []) or []:
+        if isinstance(item, str):
+            found.append((at(item), item))
+    python = project.get("requires-python")
+    if isinstance(python, str):
+        found.append((at(python), f"python{python}"))
+    poetry = data.get("tool", {}).get("poetry", {}) if isinstance(data.get("tool"), dict) else {}
+    dependencies = poetry.get("dependencies", {}) if isinstance(poetry, dict) else {}
+    for name, value in (dependencies.items() if isinstance(dependencies, dict) else ()):
+        version = value.get("version") if isinstance(value, dict) else value
+        if isinstance(version, str):
+            specifier = _poetry(version)
+            if specifier is not None:
+                found.append((at(f"{name}"), f"{name}{specifier}"))
+    return found
+
+
+def _poetry(version: str) -> str | None:
+    """A Poetry constraint (``^2.11``, ``~2.11``, ``2.11.0``, ``>=2.10,<2.16``) as a PEP 440
+    specifier."""
+    version = version.strip()
+    if version in ("", "*"):
+        return None
+    match = re.fullmatch(r"([\^~])\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?", version)
+    if match is not None:
+        kind, major, minor, patch = match.groups()
+        base = ".".join(p for p in (major, minor, patch) if p is not None)
+        if kind == "^":
+            upper = f"{int(major) + 1}.0" if int(major) else f"0.{int(minor or 0) + 1}"
+        else:
+            upper = f"{major}.{int(minor) + 1}" if minor is not None else f"{int(major) + 1}.0"
+        return f">={base},<{upper}"
+    if re.fullmatch(r"\d+(\.\d+)*(\.\*)?", version):
+        return f"=={version}"
+    try:
+        SpecifierSet(version)
+    except InvalidSpecifier:
+        return None
+    return version
+
+
+def _conda(text: str) -> list[tuple[int, str, str]]:
+    """The dependencies of a conda ``environment.yml``: ``- tensorflow=2.11`` (conda's ``=``
+    means the release and its patches), ``- tensorflow-gpu==2.4.1``, its ``pip:`` list."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        match = re.match(r"\s*-\s*['\"]?([A-Za-z0-9_.-]+)\s*(.*?)['\"]?\s*(?:#.*)?$", line)
+        if match is None:
+            continue
+        name, spec = match.group(1), match.group(2).strip()
+        conda = re.fullmatch(r"=\s*([\d.*]+)(?:=\S+)?", spec)
+        if conda is not None:
+            version = conda.group(1).rstrip(".*")
+            spec = f"=={version}.*" if version else ""
+        found.append((number, f"{name}{spec}", f"{name}{match.group(2).strip()}"))
+    return found
+
+
+# ``FROM tensorflow/tensorflow:2.11.0-gpu``, ``FROM python:3.8-slim``.
+_FROM = re.compile(r"(?im)^\s*FROM\s+(?:--\S+\s+)*(?:docker\.io/)?(?:library/)?(tensorflow/tensorflow|python):(\d+(?:\.\d+)*)")
+_PIP = re.compile(r"\bpip3?\s+install\b(.*)")
+# A Python interpreter run by version: ``python3.7 main.py``.
+_PYTHON = re.compile(r"(?<![\w/.-])(?:\S*/)?python(\d\.\d+)(?![\w.])")
+
+
+def _dockerfile(text: str) -> list[tuple]:
+    found: list[tuple] = []
+    for match in _FROM.finditer(text):
+        image, version = match.groups()
+        name = "python" if image == "python" else "tensorflow"
+        requirement = f"{name}=={version}.*" if version.count(".") < 2 or name == "python" else f"{name}=={version}"
+        shown = text[match.start():].splitlines()[0].strip()
+        found.append((_line_of(text, match.start()), requirement, shown))
+    return found + _commands(text)
+
+
+def _commands(text: str) -> list[tuple]:
+    """``pip install`` requirements and versioned Python interpreters of shell lines (a
+    Dockerfile's ``RUN``, a shell script, a Makefile's recipes); continued lines joined."""
+    found: list[tuple] = []
+    lines = text.splitlines()
+    number = 0
+    while number < len(lines):
+        start = number
+        line = lines[number]
+        while line.rstrip().endswith("\\") and number + 1 < len(lines):
+            number += 1
+            line = line.rstrip()[:-1] + " " + lines[number]
+        number += 1
+        if line.lstrip().startswith("#"):
+            continue
+        for part in re.split(r"&&|;|\|\|", line):
+            match = _PIP.search(part)
+            if match is not None:
+                for word in match.group(1).split():
+                    word = word.strip("'\"")
+                    if word and not word.startswith("-"):
+                        found.append((start + 1, word))
+            for interpreter in _PYTHON.finditer(part):
+                found.append((start + 1, f"python=={interpreter.group(1)}.*", f"python{interpreter.group(1)}"))
+    return found

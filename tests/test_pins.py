@@ -1,0 +1,277 @@
+"""Which Keras a file runs as its repository runs it (autofix.analysis.project.pins): a Keras 2
+pin the repository makes outside the file (requirements, setup files, a conda environment, a
+Dockerfile, a shell script or Makefile) silences what fails only on Keras 3 (TFD006, TFD001's
+optimizer made outside the scope); a Keras 3 pin, or none, changes nothing, and TFD006 then names
+the pin. The projects are fixtures/pins/<name>/, copied into a temporary folder; `autofix check`
+runs on the folder, as a user would. No TensorFlow runs here.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from autofix.analysis.project import pins
+from autofix.cli import main
+from fixturecases import FIXTURES
+
+PINS = FIXTURES / "pins"
+
+
+def project(tmp_path: Path, name: str, monkeypatch) -> Path:
+    target = tmp_path / name
+    shutil.copytree(PINS / name, target)
+    monkeypatch.chdir(target)
+    return target
+
+
+def run(*args: str, stdin: str | None = None):
+    result = CliRunner().invoke(main, [*args, "-j", "1"], input=stdin, catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def codes(output: str) -> list[str]:
+    return [word for line in output.splitlines() for word in line.split() if word.startswith("TFD") and word[3:].isdigit()]
+
+
+# --- what one pin means -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "written, meaning",
+    [
+        ("tensorflow==2.12.0", (2, "tensorflow")),
+        ("tensorflow<2.16", (2, "tensorflow")),
+        ("tensorflow-gpu~=2.4.1", (2, "tensorflow")),
+        ("tensorflow>=2.10,<2.16", (2, "tensorflow")),
+        ("tensorflow[and-cuda]==2.15.1; python_version >= '3.9'", (2, "tensorflow")),
+        ("keras<3", (2, "keras")),
+        ("keras==2.15.0", (2, "keras")),
+        ("python==3.7.*", (2, "python")),
+        ("tensorflow==2.17.0", (3, "tensorflow")),
+        ("tensorflow>=2.16", (3, "tensorflow")),
+        ("keras>=3", (3, "keras")),
+        # Not pins: no version, versions on both sides, a Python on which TF 2.15 runs too.
+        ("tensorflow", None),
+        ("tensorflow>=2.10", None),
+        ("tensorflow~=2.12", None),
+        ("tensorflow!=2.16.0", None),
+        ("python==3.10.*", None),
+        ("tensorflow-datasets==4.8.0", None),
+        ("tf-keras", None),
+        ("not a requirement", None),
+    ],
+)
+def test_what_a_requirement_says_of_keras(written, meaning):
+    assert pins._meaning(written) == meaning
+
+
+def read_pins(tmp_path: Path, name: str, text: str) -> list[tuple[int, str, int]]:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return [(line, written, keras) for line, written, keras, _ in pins._pins_of(name, "", path.read_bytes())]
+
+
+def test_the_formats(tmp_path):
+    assert read_pins(tmp_path, "requirements-gpu.txt", """\
+        # training
+        -r base.txt
+        numpy>=1.22
+        tensorflow-gpu==2.11.0  # the cluster's
+        """) == [(4, "tensorflow-gpu==2.11.0", 2)]
+    assert read_pins(tmp_path, "setup.cfg", """\
+        [options]
+        install_requires =
+            numpy
+            tensorflow>=2.10,<2.16
+        """) == [(4, "tensorflow>=2.10,<2.16", 2)]
+    assert read_pins(tmp_path, "setup.py", """\
+        from setuptools import setup
+        setup(name="x", install_requires=["numpy", 'keras<3'])
+        """) == [(2, "keras<3", 2)]
+    assert read_pins(tmp_path, "pyproject.toml", """\
+        [project]
+        name = "x"
+        dependencies = ["numpy", "tensorflow>=2.16"]
+        """) == [(3, "tensorflow>=2.16", 3)]
+    assert read_pins(tmp_path, "pyproject.toml", """\
+        [tool.poetry.dependencies]
+        python = "^3.8"
+        tensorflow = "~2.11"
+        """) == [(3, "tensorflow>=2.11,<2.12", 2)]
+    assert read_pins(tmp_path, "environment.yml", """\
+        dependencies:
+          - python=3.10
+          - tensorflow-gpu=2.4.1=cuda_build
+          - pip:
+            - keras==2.4.3
+        """) == [(3, "tensorflow-gpu=2.4.1=cuda_build", 2), (5, "keras==2.4.3", 2)]
+    assert read_pins(tmp_path, "Dockerfile", """\
+        FROM tensorflow/tensorflow:2.11.0-gpu
+        RUN apt-get update && \\
+            pip install --no-cache-dir "tensorflow==2.12.0" pandas
+        """) == [(1, "FROM tensorflow/tensorflow:2.11.0-gpu", 2), (2, "tensorflow==2.12.0", 2)]
+    assert read_pins(tmp_path, "Dockerfile", "FROM tensorflow/tensorflow:latest-gpu\n") == []
+    assert read_pins(tmp_path, "Dockerfile", "FROM python:3.8-slim\n") == [(1, "FROM python:3.8-slim", 2)]
+    assert read_pins(tmp_path, "run.sh", "#!/bin/sh\n# pip install tensorflow==2.4\npip3 install tensorflow==2.9.1 && python train.py\n") == [
+        (3, "tensorflow==2.9.1", 2)
+    ]
+    assert read_pins(tmp_path, "Makefile", "run:\n\tTF_CONFIG='{}' python3.7 main.py\n") == [(2, "python3.7", 2)]
+
+
+# --- the CLI on a folder ------------------------------------------------------------------------
+
+
+def test_a_requirements_pin_of_tensorflow_2_12_silences_tfd006(tmp_path, monkeypatch):
+    project(tmp_path, "tf212", monkeypatch)
+    code, out, _ = run("check", "--no-cache", ".")
+    assert "TFD006" not in codes(out)
+    # The same file given alone (standard input: no project) is reported as today.
+    code, out, _ = run("check", "--no-cache", "-", stdin=Path("train.py").read_text())
+    assert "TFD006" in codes(out)
+    # And no fix is made for Keras 3 where the repository runs Keras 2.
+    before = Path("train.py").read_bytes()
+    run("fix", "--no-cache", "--unsafe-fixes", ".")
+    assert Path("train.py").read_bytes() == before
+
+
+def test_a_requirements_pin_of_tensorflow_2_17_keeps_tfd006_and_names_the_pin(tmp_path, monkeypatch):
+    project(tmp_path, "tf217", monkeypatch)
+    code, out, _ = run("check", "--no-cache", ".")
+    assert codes(out) == ["TFD006"] and code == 1
+    assert "requirements.txt:2 pins tensorflow==2.17.0: Keras 3" in out
+    code, out, _ = run("check", "--no-cache", "--format", "json", ".")
+    [finding] = json.loads(out)
+    assert finding["related"] == [{"path": "requirements.txt", "line": 2, "message": "requirements.txt:2 pins tensorflow==2.17.0: Keras 3"}]
+
+
+def test_a_dockerfile_on_tensorflow_2_11_silences_tfd006(tmp_path, monkeypatch):
+    root = project(tmp_path, "docker211", monkeypatch)
+    assert "TFD006" not in codes(run("check", "--no-cache", ".")[1])
+    (root / "Dockerfile").write_text("FROM tensorflow/tensorflow:latest-gpu\n")
+    assert "TFD006" in codes(run("check", "--no-cache", ".")[1])
+
+
+def test_setup_py_install_requires_silences_tfd006(tmp_path, monkeypatch):
+    project(tmp_path, "setup_py", monkeypatch)
+    assert "TFD006" not in codes(run("check", "--no-cache", ".")[1])
+
+
+def test_the_requirements_file_nearest_the_script_decides(tmp_path, monkeypatch):
+    root = project(tmp_path, "nested", monkeypatch)
+    # scripts/requirements-worker.txt pins 2.15 (Keras 2), the root's 2.17 (Keras 3).
+    assert "TFD006" not in codes(run("check", "--no-cache", ".")[1])
+    (root / "scripts" / "requirements-worker.txt").unlink()
+    out = run("check", "--no-cache", ".")[1]
+    assert "TFD006" in codes(out) and "requirements.txt:1 pins tensorflow==2.17.0: Keras 3" in out
+    # Files of one folder that disagree decide nothing.
+    (root / "scripts" / "requirements-worker.txt").write_text("tensorflow==2.15.1\n")
+    (root / "scripts" / "Dockerfile").write_text("FROM tensorflow/tensorflow:2.17.0\n")
+    assert "TFD006" in codes(run("check", "--no-cache", ".")[1])
+
+
+def test_a_keras_3_only_tfd001_finding_is_not_reported_under_a_keras_2_pin(tmp_path, monkeypatch):
+    root = project(tmp_path, "optimizer_outside", monkeypatch)
+    assert "TFD001" not in codes(run("check", "--no-cache", ".")[1])
+    (root / "environment.yml").unlink()
+    assert "TFD001" in codes(run("check", "--no-cache", ".")[1])
+
+
+def test_a_makefile_running_python_3_7_silences_tfd006(tmp_path, monkeypatch):
+    """mory91/tf-dist: its Makefile runs main.py with python3.7, on which TensorFlow stops at
+    2.11 (Keras 2)."""
+    root = project(tmp_path, "tf217", monkeypatch)
+    (root / "requirements.txt").unlink()
+    assert "TFD006" in codes(run("check", "--no-cache", ".")[1])
+    (root / "Makefile").write_text("run:\n\tTF_CONFIG='{}' python3.7 train.py\n")
+    assert "TFD006" not in codes(run("check", "--no-cache", ".")[1])
+
+
+# --- the cache ----------------------------------------------------------------------------------
+
+
+def test_editing_adding_or_removing_a_pin_file_checks_the_file_again(tmp_path, monkeypatch, cached):
+    root = project(tmp_path, "tf212", monkeypatch)
+
+    def check():
+        before = len(cached)
+        outcome = run("check", ".")
+        return outcome, len(cached) - before
+
+    cold, count = check()
+    assert count == 1 and "TFD006" not in codes(cold[1])
+    warm, count = check()
+    assert count == 0 and warm == cold
+    requirements = root / "requirements.txt"
+    requirements.write_text(requirements.read_text().replace("2.12.0", "2.17.0"))
+    edited, count = check()
+    assert count == 1 and "TFD006" in codes(edited[1]) and edited == run("check", "--no-cache", ".")
+    # A requirements file added beside it, of another name, is read too.
+    (root / "requirements-cluster.txt").write_text("tensorflow==2.17.0\nkeras==3.5.0\n")
+    _, count = check()
+    assert count == 1
+    requirements.unlink()
+    (root / "requirements-cluster.txt").write_text("tensorflow<2.16\n")
+    added, count = check()
+    assert count == 1 and "TFD006" not in codes(added[1]) and added == run("check", "--no-cache", ".")
+    (root / "requirements-cluster.txt").unlink()
+    gone, count = check()
+    assert count == 1 and "TFD006" in codes(gone[1])
+
+
+def notebook(cells: list[str]) -> str:
+    return json.dumps({
+        "cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": cell} for cell in cells],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}, "language_info": {"name": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    })
+
+
+@pytest.mark.parametrize("install, reported", [("!pip install tensorflow==2.17.0", True), ("!pip install -q tensorflow-datasets", False)])
+def test_a_notebook_that_installs_tensorflow_itself_runs_what_it_installs(tmp_path, monkeypatch, install, reported):
+    root = project(tmp_path, "tf212", monkeypatch)
+    script = (root / "train.py").read_text().split('"""', 2)[2]
+    (root / "train.py").unlink()
+    (root / "train.ipynb").write_text(notebook([install, script]))
+    assert ("TFD006" in codes(run("check", "--no-cache", ".")[1])) is reported
+
+
+def test_a_tfd001_finding_whose_fix_leaves_the_optimizer_outside_names_the_pin(tmp_path, monkeypatch):
+    root = project(tmp_path, "optimizer_outside", monkeypatch)
+    train = root / "train.py"
+    train.write_text(train.read_text().replace(
+        "with strategy.scope():\n    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])\n",
+        "model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])\nwith strategy.scope():\n",
+    ))
+    out = run("check", "--no-cache", ".")[1]
+    assert codes(out) == ["TFD001"]
+    assert "(environment.yml:6 pins tensorflow=2.11: Keras 2, which trains with the optimizer made outside the scope (line 8), so it stays there)" in out
+    run("fix", "--no-cache", ".")
+    assert "optimizer = tf.keras.optimizers.Adam(1e-3)\n\nwith strategy.scope():\n    model = tf.keras.Sequential(" in train.read_text()
+
+
+def test_what_decides_is_named_with_its_place(tmp_path, monkeypatch):
+    from autofix.analysis.facts.script import Facts
+    from autofix.analysis.program import Program
+    import libcst as cst
+
+    def needs_keras2(path: Path) -> str | None:
+        text = path.read_text()
+        return Facts.of(Program(cst.parse_module(text), text, path=str(path))).needs_keras2
+
+    root = project(tmp_path, "nested", monkeypatch)
+    assert needs_keras2(root / "scripts" / "train.py") == (
+        "its repository pins tensorflow==2.15.1 (requirements-worker.txt:1), whose Keras is Keras 2"
+    )
+    (root / "scripts" / "requirements-worker.txt").unlink()
+    (root / "Makefile").write_text("train:\n\tpython3.8 scripts/train.py\n")
+    (root / "requirements.txt").write_text("numpy\n")
+    assert needs_keras2(root / "scripts" / "train.py") == (
+        "its repository runs it with python3.8 (Makefile:2), on which no TensorFlow 2.16+ (Keras 3) installs: its Keras is Keras 2"
+    )
