@@ -1320,6 +1320,19 @@ def test_what_a_helper_returns_that_cannot_be_combined_is_refused_at_its_line(tm
     assert found and any(wanted in f.reason for f in found), reasons(result)
 
 
+def test_a_training_loop_of_another_module_given_an_object_that_trains_through_its_base_is_refused(tmp_path):
+    """ls_gan.py: an LSGAN (a subclass of gan.GAN, whose helpers train) handed to gan.train():
+    named at that call with the loop's and the base class's file and line, never "it does not
+    train"."""
+    root = project(tmp_path, "gan_helper_returns")
+    result = migrate(root / "ls_gan.py")
+    assert result.skipped is None and result.new_text is None
+    (found,) = [f for f in result.findings if f.code == "TFD010"]
+    assert found.line == 27, reasons(result)
+    assert "m is given to train() of gan.py:58 on line 27" in found.reason
+    assert "LSGAN's base class GAN of gan.py:19 (train_d() (line 32), train_g() (line 40), step() (line 49) train)" in found.reason
+
+
 @pytest.mark.tf
 def test_a_step_combining_its_helpers_returns_is_proven_by_compare(tmp_path):  # pragma: no cover - runs TensorFlow
     import json
