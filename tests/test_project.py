@@ -1219,3 +1219,118 @@ def test_a_train_step_wrapper_of_another_module_with_no_call_is_refused(tmp_path
     assert result.new_text is None and result.also == ()
     (finding,) = result.findings
     assert "has a train_step (model.py:" in finding.reason and "but no call() or build()" in finding.reason, reasons(result)
+
+
+# --- a step's values unpacked from helper methods; a training loop of another module ----------
+
+
+def test_what_a_step_unpacks_from_its_helper_methods_is_combined_by_what_each_element_is(tmp_path):
+    """gan_helper_returns: ``d_loss, d_acc = self.train_d(...)``; each helper returns the loss
+    it differentiates and a mean over its batch (an accuracy): the losses are summed over the
+    replicas, the accuracies averaged."""
+    root = project(tmp_path, "gan_helper_returns")
+    result = migrate(root / "gan.py")
+    assert result.new_text is not None, reasons(result)
+    assert (
+        "d_loss, d_acc, g_loss, g_acc = strategy.run(gan.step, args=(img,))\n"
+        "        return strategy.reduce(tf.distribute.ReduceOp.SUM, d_loss, axis=None), "
+        "strategy.reduce(tf.distribute.ReduceOp.MEAN, d_acc, axis=None), "
+        "strategy.reduce(tf.distribute.ReduceOp.SUM, g_loss, axis=None), "
+        "strategy.reduce(tf.distribute.ReduceOp.MEAN, g_acc, axis=None)"
+    ) in result.new_text
+    assert migrate_text(result.new_text, root / "gan.py") == result.new_text  # idempotent
+
+
+def migrate_text(text: str, path: Path) -> str:
+    path.write_text(text)
+    again = migrate(path)
+    return again.new_text if again.new_text is not None else text
+
+
+def test_an_accuracy_kept_in_a_module_global_of_another_module_is_refused_naming_it(tmp_path):
+    """gan_shared_metric: the accuracy each helper returns is utils.binary_accuracy's metric,
+    made on its first call in a module global: every replica would share it."""
+    root = project(tmp_path, "gan_shared_metric")
+    result = migrate(root / "gan.py")
+    assert result.new_text is None
+    (found,) = [f for f in result.findings if f.code == "TFD010"]
+    assert found.line == 52, reasons(result)
+    assert "binary_accuracy(label, pred) (line 35)" in found.reason
+    assert "binary_accuracy() (utils.py:8) keeps state in the module global _b_acc (utils.py:9)" in found.reason
+
+
+@pytest.mark.parametrize(
+    "returned, wanted",
+    [
+        ("loss, tf.reduce_max(pred)", "it is a maximum, minimum or product over the batch"),
+        ("loss", "does not return a tuple of which the step's line 17 unpacks element 1"),
+        ("loss, helpers.accuracy(label, pred)", "accuracy() is defined in helpers.py:4, and autofix does not follow what it returns into another module"),
+    ],
+)
+def test_what_a_helper_returns_that_cannot_be_combined_is_refused_at_its_line(tmp_path, returned, wanted):
+    root = write(tmp_path, {
+        "helpers.py": """\
+            import tensorflow as tf
+
+
+            def accuracy(label, pred):
+                return tf.reduce_mean(tf.cast(tf.equal(label, tf.round(pred)), tf.float32))
+            """,
+        "train.py": f"""\
+            import tensorflow as tf
+            from tensorflow import keras
+
+            import helpers
+
+
+            class Net(keras.Model):
+                def __init__(self):
+                    super().__init__()
+                    self.d = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+                    self.opt = keras.optimizers.Adam()
+
+                def call(self, x, training=None):
+                    return self.d(x, training=training)
+
+                def step(self, x, label):
+                    loss, acc = self.update(x, label)
+                    return loss, acc
+
+                def update(self, x, label):
+                    with tf.GradientTape() as tape:
+                        pred = self.d(x, training=True)
+                        loss = tf.reduce_mean(tf.square(label - pred))
+                    grads = tape.gradient(loss, self.d.trainable_variables)
+                    self.opt.apply_gradients(zip(grads, self.d.trainable_variables))
+                    return {returned}
+
+
+            def train(net, ds):
+                for x, y in ds:
+                    loss, acc = net.step(x, y)
+                print(float(loss), float(acc))
+
+
+            if __name__ == "__main__":
+                ds = tf.data.Dataset.from_tensor_slices((tf.random.uniform((64, 4)), tf.zeros((64, 1)))).batch(16)
+                train(Net(), ds)
+            """,
+    })
+    result = migrate(root / "train.py")
+    assert result.new_text is None
+    found = [f for f in result.findings if f.code == "TFD010"]
+    assert found and any(wanted in f.reason for f in found), reasons(result)
+
+
+def test_a_training_loop_of_another_module_given_an_object_that_trains_through_its_base_is_refused(tmp_path):
+    """ls_gan.py: an LSGAN (a subclass of gan.GAN, whose helpers train) handed to gan.train():
+    named at that call with the loop's and the base class's file and line, never "it does not
+    train"."""
+    root = project(tmp_path, "gan_helper_returns")
+    result = migrate(root / "ls_gan.py")
+    assert result.skipped is None and result.new_text is None
+    (found,) = [f for f in result.findings if f.code == "TFD010"]
+    assert found.line == 27, reasons(result)
+    assert "m is given to train() of gan.py:58 on line 27" in found.reason
+    assert "LSGAN's base class GAN of gan.py:19 (train_d() (line 32), train_g() (line 40), step() (line 49) train)" in found.reason
+

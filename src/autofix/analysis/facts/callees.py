@@ -300,6 +300,12 @@ class Callables(Derived):
         found = []
         for ref in self.facts.references(function):
             call = self.program.parent(ref)
+            run = self._run_arguments(ref, function, param)
+            if run is not None:
+                if isinstance(run, str):
+                    return run
+                found.append(run)
+                continue
             if not (isinstance(call, cst.Call) and call.func is ref):
                 return f"{name} is used otherwise than called (line {self.program.line(ref)})"
             arg = parameter_argument(function, call, param)
@@ -307,6 +313,36 @@ class Callables(Derived):
                 return f"the call of {name} at line {self.program.line(call)} does not pass {param.name.value} by position or name"
             found.append((call, arg.value))
         return found
+
+    def _run_arguments(
+        self, ref: cst.CSTNode, function: cst.FunctionDef, param: cst.Param
+    ) -> tuple[cst.Call, cst.BaseExpression] | str | None:
+        """``strategy.run(function, args=(a, b))`` (or ``experimental_run_v2``): the call and
+        the element of ``args`` passed for ``param``; why not, when ``args`` cannot be read;
+        None for any other use of ``ref``."""
+        arg = self.program.parent(ref)
+        run = self.program.parent(arg) if isinstance(arg, cst.Arg) else None
+        if not (
+            isinstance(run, cst.Call)
+            and isinstance(run.func, cst.Attribute)
+            and run.func.attr.value in ("run", "experimental_run_v2")
+            and run.args
+            and run.args[0] is arg
+            and arg.keyword is None
+        ):
+            return None
+        line = self.program.line(run)
+        if any(a.keyword is not None and a.keyword.value == "kwargs" for a in run.args):
+            return f"{function.name.value}() is run with kwargs= at line {line}"
+        passed = next((a.value for a in run.args[1:] if a.keyword is not None and a.keyword.value == "args"), None)
+        if passed is None:
+            passed = run.args[1].value if len(run.args) > 1 and run.args[1].keyword is None else None
+        if not isinstance(passed, (cst.Tuple, cst.List)) or any(isinstance(e, cst.StarredElement) for e in passed.elements):
+            return f"what {function.name.value}() is given by the run at line {line} is not a tuple written out"
+        position = list(function.params.params).index(param)
+        if position >= len(passed.elements):
+            return f"the run at line {line} does not pass {param.name.value} to {function.name.value}()"
+        return run, passed.elements[position].value
 
     def method(self, cls: cst.ClassDef, name: str, depth: int = 0) -> cst.FunctionDef | None:
         """The method ``name`` of ``cls``, or of a local base class it inherits it from."""

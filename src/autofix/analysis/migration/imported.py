@@ -21,11 +21,13 @@ from functools import cached_property
 import libcst as cst
 
 from autofix.analysis import Derived
+from autofix.analysis.facts.callees import Callables
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.migration.companions import Companions, StepPlan
 from autofix.analysis.migration.method_fits import MethodFits
 from autofix.analysis.program import Program
 from autofix.analysis.project.imports import ProjectImports, Resolved
+from autofix.analysis.syntax import nodes_in
 from autofix.analysis.training.model import TrainingModel
 from autofix.analysis.training.sites import FIT_METHODS
 
@@ -44,7 +46,7 @@ class ImportedTraining(Derived):
     def refusals(self) -> list[tuple[cst.CSTNode, str]]:
         if not self.imports.active:
             return []
-        return self.factories + self.unfollowed + self.trainers + MethodFits.of(self.program).refusals
+        return self.factories + self.unfollowed + self.trainers + self.loops + MethodFits.of(self.program).refusals
 
     @cached_property
     def handled(self) -> set[int]:
@@ -236,3 +238,58 @@ class ImportedTraining(Derived):
                 "file autofix migrates, or migrate it by hand"
             )))
         return found
+
+    @cached_property
+    def loops(self) -> list[tuple[cst.CSTNode, str]]:
+        """Calls that give a function of another module of the project (``train(m, ds,
+        epochs)``, ``from dcgan import train``) an object whose training is a project class's:
+        made from it, or from a class of this file deriving from it (``class LSGAN(DCGAN)``,
+        whose ``step`` calls the ``train_d`` it inherits). That function's loop runs the
+        training; the migration would have to make its steps run per replica and distribute
+        its dataset there. A class of this file whose own methods apply gradients is named by
+        :mod:`~autofix.analysis.steps.method_steps` instead."""
+        callables = Callables.of(self.program)
+        code = self.program.module.code_for_node
+        found = []
+        for call, _owner in self.facts.calls:
+            loop = self.imports.resolve(call.func)
+            if loop is None or loop.path is None or loop.definition is None or loop.definition.kind != "function":
+                continue
+            for arg in call.args:
+                trained = self._trained_through_project(arg.value, callables)
+                if trained is None:
+                    continue
+                found.append((call, (
+                    f"{code(arg.value)} is given to {code(call.func)}() of {loop.where(self.imports.path)} on line "
+                    f"{self.program.line(call)}, and trains through {trained}: the training loop is in another module of "
+                    "the project, which the migration does not follow (its steps would have to run per replica and its "
+                    "dataset be distributed there); move the loop into this file, or migrate it by hand"
+                )))
+                break
+        return found
+
+    def _trained_through_project(self, value: cst.BaseExpression, callables: Callables) -> str | None:
+        """What in another module trains an object (its class there, and the methods that
+        train), or None."""
+        if not isinstance(value, (cst.Name, cst.Call)):
+            return None
+        local = callables.instance_class(value)
+        if local is not None:
+            if any(
+                isinstance(c.func, cst.Attribute) and c.func.attr.value in ("apply_gradients", "minimize")
+                for c in nodes_in(local, cst.Call)
+            ):
+                return None  # trains here: named where its step is looked for
+            classes = [self.imports.resolve(base.value) for base in local.bases]
+            prefix = f"{local.name.value}'s base class "
+        else:
+            made = [o.node for o in self.facts.values.origins(value, enter=False)] if isinstance(value, cst.Name) else [value]
+            classes = [self.imports.resolve(m.func) for m in made if isinstance(m, cst.Call)]
+            prefix = "its class "
+        for resolved in classes:
+            definition = resolved.definition if resolved is not None else None
+            if definition is None or definition.kind != "class" or not definition.training_methods:
+                continue
+            methods = ", ".join(f"{m}() (line {line})" for m, line, _why in definition.training_methods)
+            return f"{prefix}{definition.name} of {resolved.where(self.imports.path)} ({methods} train)"  # type: ignore[union-attr]
+        return None

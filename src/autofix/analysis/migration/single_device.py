@@ -483,7 +483,10 @@ class SingleDevice(Derived):
         known = self._known_kind(value, function)
         if known is not None:
             return known
-        combining = Combining(self.program, function, step.params, lambda v: self._known_kind(v, function))
+        combining = Combining(
+            self.program, function, step.params, lambda v: self._known_kind(v, function),
+            known_in=lambda helper: lambda v: self._known_kind(v, helper),
+        )
         made = self._returned_dict(value, function)
         if made is None:
             return combining.kind(value)

@@ -35,10 +35,11 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from autofix.analysis.facts.callees import tf_names
+from autofix.analysis.facts.callees import Callables, tf_names
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.migration.step_logs import LOGS, METRIC
 from autofix.analysis.program import Program
+from autofix.analysis.project.imports import ProjectImports, program_of
 from autofix.analysis.steps.lossobjects import loss_objects
 from autofix.analysis.syntax import argument_value, nodes_in
 from autofix.tf.losses import MEANS, SUMS
@@ -82,6 +83,9 @@ _PICKS = frozenset(
     }
 )
 _DEPTH = 12
+# Where the calls ``_call`` knows come from: anything else may be a function of the file or
+# of the project, followed by ``_returned``.
+_LIBRARIES = frozenset({"tensorflow", "keras", "tf_keras", "numpy", "builtins"})
 
 
 def _has_zero(axis: cst.BaseExpression) -> bool:
@@ -116,6 +120,7 @@ class Combining:
         batch: list[cst.CSTNode],
         known: Callable[[cst.BaseExpression], str | None],
         inside: Callable[[cst.CSTNode], bool] | None = None,
+        known_in: Callable[[cst.FunctionDef], Callable[[cst.BaseExpression], str | None]] | None = None,
     ) -> None:
         self.program = program
         self.facts = Facts.of(program)
@@ -126,6 +131,9 @@ class Combining:
         self.known = known
         # Whether a binding is the step's own (a step written inline: one of its statements).
         self.inside = inside or (lambda binding: program.enclosing_function(binding) is step)
+        # The ``known`` of another function of the file: what a helper the step calls returns
+        # (``d_loss, d_acc = self.train_d(x, y)``) is read there (None: not followed).
+        self.known_in = known_in
 
     def kind(self, value: cst.BaseExpression) -> str | Declined:
         """``MEAN``, ``SUM``, a kind ``known`` gave, or why it is neither."""
@@ -147,6 +155,10 @@ class Combining:
         if isinstance(value, (cst.Integer, cst.Float)):
             return _NUMBER
         if isinstance(value, cst.Name):
+            unpacked = self._unpacked(value)
+            if unpacked is not None:
+                call, position = unpacked
+                return self._returned(call, position, depth)
             made = self._made_in_step(value)
             if isinstance(made, Declined):
                 return made
@@ -160,6 +172,84 @@ class Combining:
         if isinstance(value, cst.Call):
             return self._call(value, depth)
         return Declined(value, "it is not reduced over the batch (a value per example, or one the step does not reduce)")
+
+    def _unpacked(self, name: cst.Name) -> tuple[cst.Call, int] | None:
+        """``(call, i)`` when the one binding of ``name`` in the step is the ``i``-th target of
+        a tuple unpacked from a call (``d_loss, d_acc = self.train_d(img, label)``)."""
+        bindings = self.facts.reaching_bindings(name) or []
+        if len(bindings) != 1 or not self.inside(bindings[0]):
+            return None
+        element = self.program.parent(bindings[0])
+        targets = self.program.parent(element) if isinstance(element, cst.Element) else None
+        target = self.program.parent(targets) if isinstance(targets, (cst.Tuple, cst.List)) else None
+        assign = self.program.parent(target) if isinstance(target, cst.AssignTarget) else None
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or not isinstance(assign.value, cst.Call):
+            return None
+        if any(isinstance(e, cst.StarredElement) for e in targets.elements):  # type: ignore[union-attr]
+            return None
+        return assign.value, list(targets.elements).index(element)  # type: ignore[union-attr]
+
+    def _returned(self, call: cst.Call, position: int | None, depth: int) -> str | Declined:
+        """The kind of what a call of a function of this file returns (its element
+        ``position`` when the step unpacks a tuple): followed into that function, the
+        parameters the call passes the batch in (or values computed from it) standing for the
+        batch there. A function of another module of the project is named, not followed."""
+        shown = self.program.module.code_for_node(call.func)
+        callees, complete = Callables.of(self.program).of_call(call.func)
+        functions = [c for c in callees if isinstance(c.function, cst.FunctionDef)]
+        if self.known_in is None or not complete or len(functions) != 1 or len(callees) != 1:
+            return self._elsewhere(call, position)
+        callee = functions[0]
+        function: cst.FunctionDef = callee.function  # type: ignore[assignment]
+        info = self.facts.functions.get(function)
+        returns = [r.value for r in info.returns] if info is not None else []
+        if not returns or any(r is None for r in returns):
+            return Declined(call, f"{shown}() (line {self.program.line(function)}) returns nothing on some path")
+        elements = []
+        for value in returns:
+            if position is None:
+                elements.append(value)
+                continue
+            if not isinstance(value, cst.Tuple) or any(isinstance(e, cst.StarredElement) for e in value.elements) or position >= len(value.elements):
+                return Declined(value, f"{shown}() does not return a tuple of which the step's line {self.program.line(call)} unpacks element {position + 1}")
+            elements.append(value.elements[position].value)
+        batch: list[cst.CSTNode] = []
+        params = list(function.params.params)
+        for param in params:
+            argument = callee.argument(call, param)
+            if argument is not None and self._from_batch(argument.value):
+                batch.append(param)
+        inner = Combining(self.program, function, batch, self.known_in(function), known_in=self.known_in)
+        kinds = set()
+        for element in elements:
+            kind = inner._kind(element, depth + 1)
+            if isinstance(kind, Declined):
+                return kind
+            kinds.add(kind)
+        if len(kinds) != 1:
+            return Declined(call, f"{shown}() returns values of different kinds on different paths (line {self.program.line(function)})")
+        return kinds.pop()
+
+    def _elsewhere(self, call: cst.Call, position: int | None) -> Declined:
+        """Why what a call returns is not followed: a function of another module of the
+        project is named with its file and line (and a module-level state it keeps, which
+        every replica would share)."""
+        imports = ProjectImports.of(self.program)
+        resolved = imports.resolve(call.func)
+        shown = self.program.module.code_for_node(call.func)
+        what = f"element {position + 1} of what {shown}() returns" if position is not None else f"what {shown}() returns"
+        if resolved is None or resolved.path is None or resolved.name is None:
+            return Declined(call, f"{what} is not known: it is not one function of this file autofix can follow")
+        where = resolved.where(imports.path)
+        state = _module_state(resolved.path, resolved.name)
+        if state is not None:
+            names, line = state
+            return Declined(call, (
+                f"{what}: {resolved.name}() ({where}) keeps state in the module global {', '.join(names)} "
+                f"({resolved.where(imports.path, line)}): run on every replica at once, the replicas would share that one "
+                "object instead of each having its own; compute the value in the step (a mean over its batch), then migrate"
+            ))
+        return Declined(call, f"{what}: {resolved.name}() is defined in {where}, and autofix does not follow what it returns into another module")
 
     def _made_in_step(self, name: cst.Name) -> cst.BaseExpression | Declined:
         bindings = self.facts.reaching_bindings(name) or []
@@ -224,6 +314,10 @@ class Combining:
             if not self._from_batch(positional[0]):
                 return Declined(call, "it counts what the step does not compute from its batch")
             return self._mixes_rows(positional[0]) or SUM
+        if not any(n.split(".", 1)[0] in _LIBRARIES for n in names):
+            callees, _complete = Callables.of(self.program).of_call(call.func)
+            if callees or ProjectImports.of(self.program).resolve(call.func) is not None:
+                return self._returned(call, None, depth)
         if loss_objects(self.facts, call.func):
             return Declined(call, (
                 "it is a Keras loss object's value that the step does not differentiate: inside a replica Keras 3 divides it "
@@ -303,3 +397,17 @@ class Combining:
                     if made is not None:
                         todo.append(made)
         return False
+
+
+def _module_state(path: str, name: str) -> tuple[list[str], int] | None:
+    """The module globals the top-level function ``name`` of the project file ``path``
+    declares ``global`` (and the line of that statement), or None."""
+    program = program_of(path)
+    if program is None:
+        return None
+    function = next((s for s in program.module.body if isinstance(s, cst.FunctionDef) and s.name.value == name), None)
+    if function is None:
+        return None
+    for node in nodes_in(function, cst.Global):
+        return [n.name.value for n in node.names], program.line(node)
+    return None
