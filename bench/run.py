@@ -1,6 +1,7 @@
 """Benchmark: autofix against the floor (libcst's no-op codemod) and tf_upgrade_v2.
 
     python bench/run.py [--jobs N] [--out DIR] [--skip-tf-upgrade] [--realworld DIR] [--only-realworld]
+                        [--repos DIR] [--only-repos]
 
 Builds these corpora in DIR (default: a new temporary folder):
 
@@ -15,7 +16,12 @@ Builds these corpora in DIR (default: a new temporary folder):
   has fetched it; the files are never part of the repository): its scripts and notebooks
   twice, the second copy with one more newline at the end of each file so that no two files
   have the same bytes (the result cache finds entries by content); and its scripts alone
-  twice, which libcst's no-op codemod can read (it does not read notebooks).
+  twice, which libcst's no-op codemod can read (it does not read notebooks);
+- repos-x2, when the repository corpus is at hand (``--repos DIR``, else
+  ``bench/repos/files`` once ``bench/repos/fetch.py`` has fetched it): every program's tree
+  (its entry and the project modules it imports, with the pins beside them) twice, the second
+  copy with one more newline at the end of each Python file; ``check`` follows each entry's
+  imports into the modules of its own tree, as it does on a repository.
 
 Then times, one after another on the same files with the same number of processes: ``autofix
 check`` and ``autofix diff`` (``--no-cache``: the analysis itself); ``python -m libcst.tool
@@ -110,6 +116,29 @@ def build_realworld_corpus(source: Path, target: Path, notebooks: bool = True) -
     return count
 
 
+def build_repos_corpus(source: Path, target: Path) -> int:
+    """Each tree of the repository corpus twice (``a/<id>``, ``b/<id>``: one more newline at
+    the end of each Python file); notebooks are left out, as libcst's no-op codemod skips them.
+    Returns the number of Python files."""
+    count = 0
+    for tree in sorted(p for p in source.iterdir() if p.is_dir()):
+        for path in sorted(p for p in tree.rglob("*") if p.is_file() and p.suffix != ".ipynb"):
+            for copy, extra in (("a", b""), ("b", b"\n")):
+                destination = target / copy / tree.name / path.relative_to(tree)
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                python = path.suffix == ".py"
+                destination.write_bytes(path.read_bytes() + (extra if python else b""))
+                count += python
+    return count
+
+
+def repos_folder(given: Path | None) -> Path | None:
+    for candidate in (given, ROOT / "bench" / "repos" / "files"):
+        if candidate and Path(candidate).is_dir() and any(Path(candidate).iterdir()):
+            return Path(candidate)
+    return None
+
+
 def realworld_folder(given: Path | None) -> Path | None:
     for candidate in (given, os.environ.get("AUTOFIX_CORPUS"), ROOT / "bench" / "realworld" / "files"):
         if candidate and Path(candidate).is_dir() and any(Path(candidate).iterdir()):
@@ -165,6 +194,8 @@ def main() -> None:
     parser.add_argument("--skip-tf-upgrade", action="store_true")
     parser.add_argument("--realworld", type=Path, default=None, help="folder of the real-world corpus")
     parser.add_argument("--only-realworld", action="store_true", help="measure the real-world corpus only")
+    parser.add_argument("--repos", type=Path, default=None, help="folder of the repository corpus (bench/repos/files)")
+    parser.add_argument("--only-repos", action="store_true", help="measure the repository corpus only")
     args = parser.parse_args()
 
     out = args.out or Path(tempfile.mkdtemp(prefix="autofix-bench-"))
@@ -209,7 +240,7 @@ def main() -> None:
         shutil.rmtree(outtree, ignore_errors=True)
         return seconds
 
-    if not args.only_realworld:
+    if not (args.only_realworld or args.only_repos):
         tf_corpus, real_corpus, mixed_corpus, big_corpus = (fresh(n) for n in ("tf-only", "tf-real-size", "mixed", "tf-only-x4"))
         tf_files = build_tf_corpus(tf_corpus, args.minimum)
         real_files = build_real_size_corpus(real_corpus, args.minimum)
@@ -225,8 +256,15 @@ def main() -> None:
         run("autofix diff", mixed_corpus, mixed_files, [*diff, mixed_corpus.name])
         run("autofix check", big_corpus, big_files, [*check, big_corpus.name])
 
+    repos = repos_folder(args.repos)
+    if repos is not None and not args.only_realworld:
+        trees = fresh("repos-x2")
+        tree_files = build_repos_corpus(repos, trees)
+        run("libcst no-op codemod", trees, tree_files, [*noop, trees.name])
+        run("autofix check", trees, tree_files, [*check, trees.name])
+
     source = realworld_folder(args.realworld)
-    if source is not None:
+    if source is not None and not args.only_repos:
         both, scripts = fresh("realworld-x2"), fresh("realworld-py-x2")
         both_files = build_realworld_corpus(source, both)
         script_files = build_realworld_corpus(source, scripts, notebooks=False)
@@ -254,7 +292,7 @@ def main() -> None:
             print(f"| {what} | {walls[a] / walls[b]:.2f}x | {cpus[a] / cpus[b]:.2f}x | {target} |")
 
     floor = "libcst no-op codemod"
-    for corpus, target in (("tf-only", "<= 1.0x"), ("tf-real-size", ""), ("realworld-py-x2", "<= 0.6x")):
+    for corpus, target in (("tf-only", "<= 1.0x"), ("tf-real-size", ""), ("realworld-py-x2", "<= 0.6x"), ("repos-x2", "<= 0.7x")):
         ratio(f"{corpus}: `check` / no-op codemod", ("autofix check", corpus), (floor, corpus), target)
     for corpus in ("tf-only", "tf-real-size", "realworld-py-x2"):
         ratio(f"{corpus}: `diff` / no-op codemod", ("autofix diff", corpus), (floor, corpus), "<= 1.5x")
