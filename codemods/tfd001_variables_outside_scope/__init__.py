@@ -2,9 +2,8 @@
 
 A model trained with ``fit`` / ``train_on_batch`` (or by a step that ``strategy.run`` runs and
 that applies gradients) under a strategy with more than one replica must be made in
-``strategy.scope()``, with the layers it is built from (pretrained ones passed in too: a
-transformers ``TF*.from_pretrained``, a ``hub.KerasLayer``, ``keras.applications``,
-``load_model``: their variables are the model's), the optimizer and metric objects it is
+``strategy.scope()``, with the layers it is built from (pretrained ones too: a transformers
+``TF*.from_pretrained``, a ``hub.KerasLayer``, ``keras.applications``), the optimizer and metric objects it is
 compiled or trained with, a model loaded with ``load_model``, and a ``compile`` that makes its
 optimizer from a name (``optimizer="adam"``, or none). Outside the scope, ``fit`` silently trains
 on one replica, or fails: Keras 3 with "Mixing different tf.distribute.Strategy objects" (an
