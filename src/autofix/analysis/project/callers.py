@@ -34,7 +34,8 @@ class Caller:
 
     path: str
     program: Program = field(compare=False, repr=False)
-    call: cst.Call = field(compare=False, repr=False)
+    # The call (for :func:`users`, the read of the name when it is not called).
+    call: cst.BaseExpression = field(compare=False, repr=False)
 
     @property
     def line(self) -> int:
@@ -46,13 +47,25 @@ def callers(path: str, name: str) -> tuple[Caller, ...] | None:
     another module of its project (resolved through that module's imports: ``from fit import
     *``, ``import fit``, a package's re-export), in path order; None when the project is too
     large to search. The files read are recorded for the result cache."""
+    found = users(path, name)
+    if found is None:
+        return None
+    return tuple(u for u in found if isinstance(u.call, cst.Call))
+
+
+def users(path: str, name: str) -> tuple[Caller, ...] | None:
+    """Every use of the top-level definition ``name`` of the project file ``path`` by another
+    module of its project: a call of it (``call`` is the call), or any other read of the name
+    that resolves to it (``call`` is the name or attribute read: a base class, a value passed
+    on); in path order, None when the project is too large to search. Recorded as
+    :func:`callers`."""
     root = layout.project_root(path)
     found = mentions(root, name)
     record(root + os.sep + MENTION + name, mentions_digest(root, found))
     if found is None:
         return None
     target = os.path.normpath(os.path.abspath(path))
-    calls: list[Caller] = []
+    uses: list[Caller] = []
     for other, _ in found:
         if os.path.normpath(os.path.abspath(other)) == target:
             continue
@@ -60,21 +73,28 @@ def callers(path: str, name: str) -> tuple[Caller, ...] | None:
         if program is None:
             continue
         imports = ProjectImports.of(program)
-        for call in _calls_named(program.module, name):
-            resolved = imports.resolve(call.func)
+        for node in _reads_named(program, name):
+            resolved = imports.resolve(node)
             if resolved is None or resolved.path is None or resolved.definition is None:
                 continue
             if os.path.normpath(os.path.abspath(resolved.path)) == target and resolved.definition.name == name:
-                calls.append(Caller(other, program, call))
-    return tuple(calls)
+                parent = program.parent(node)
+                use = parent if isinstance(parent, cst.Call) and parent.func is node else node
+                uses.append(Caller(other, program, use))  # type: ignore[arg-type]
+    return tuple(uses)
 
 
-def _calls_named(module: cst.Module, name: str) -> list[cst.Call]:
+def _reads_named(program: Program, name: str) -> list[cst.BaseExpression]:
+    """The names ``name`` read and the attributes ``<...>.name`` of ``program``, outermost
+    first (not the names an import statement binds)."""
     from autofix.analysis.syntax import nodes_in
 
-    found = []
-    for call in nodes_in(module, cst.Call):
-        func = call.func
-        if isinstance(func, cst.Name) and func.value == name or isinstance(func, cst.Attribute) and func.attr.value == name:
-            found.append(call)
+    found: list[cst.BaseExpression] = []
+    for node in nodes_in(program.module, (cst.Name, cst.Attribute)):
+        if isinstance(node, cst.Attribute) and node.attr.value == name:
+            found.append(node)
+        elif isinstance(node, cst.Name) and node.value == name and program.index.accesses.get(node) is not None:
+            parent = program.parent(node)
+            if not (isinstance(parent, cst.Attribute) and parent.attr is node):
+                found.append(node)
     return found
