@@ -701,3 +701,59 @@ def test_the_caller_object_finding_follows_the_callers_with_the_cache_on(tmp_pat
     (root / "again.py").unlink()
     back, _count = check()
     assert back == cold
+
+
+# --- a loss function passed in by a caller in another module -----------------------------------
+
+
+def test_a_loss_function_a_caller_in_another_module_passes_is_followed_to_its_module(tmp_path):
+    """trainer.py's fit_one_epoch(..., loss_fn) is called only by train.py, which passes
+    losses.compute_loss; the step run per replica calls loss_fn: TFD004 at the mean in
+    losses.py, naming the step in trainer.py."""
+    root = tree(tmp_path, "passed_loss_caller")
+    result = process_path(str(root / "trainer.py"), Options())
+    [finding] = [f for f in result.findings if f.code == "TFD004"]
+    step = line_of(root / "trainer.py", "loss = loss_fn(")
+    assert (finding.path, finding.line) == (str(root / "losses.py"), line_of(root / "losses.py", "return tf.reduce_mean(per_example)"))
+    assert finding.related == ((str(root / "trainer.py"), step, f"used by trainer.py:{step}"),)
+    assert not finding.fixable and not result.changed
+
+
+def test_a_loss_function_defined_by_the_caller_is_followed_there(tmp_path):
+    root = tree(tmp_path, "passed_loss_caller")
+    train = root / "train.py"
+    train.write_text(train.read_text().replace("from losses import compute_loss\n", "").replace(
+        "GLOBAL_BATCH = 64\n",
+        "GLOBAL_BATCH = 64\n\n\ndef compute_loss(labels, predictions):\n"
+        "    return tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(labels, predictions, from_logits=True))\n",
+    ))
+    [finding] = [f for f in process_path(str(root / "trainer.py"), Options()).findings if f.code == "TFD004"]
+    assert (finding.path, finding.line) == (str(train), line_of(train, "return tf.reduce_mean("))
+
+
+@pytest.mark.parametrize("old, new", [
+    # The caller passes a loss averaged over the global batch: right.
+    ("fit_one_epoch(model, optimizer, strategy, dataset, compute_loss)", "fit_one_epoch(model, optimizer, strategy, dataset, global_loss)"),
+    # A lambda: not followed.
+    ("fit_one_epoch(model, optimizer, strategy, dataset, compute_loss)", "fit_one_epoch(model, optimizer, strategy, dataset, lambda y, p: compute_loss(y, p))"),
+    # Another call passes what it was given.
+    ("for epoch in range(2):", "def again(fn):\n    fit_one_epoch(model, optimizer, strategy, dataset, fn)\n\n\nfor epoch in range(2):"),
+])
+def test_a_passed_in_loss_that_is_right_or_cannot_be_followed_is_no_finding(tmp_path, old, new):
+    root = tree(tmp_path, "passed_loss_caller")
+    train = root / "train.py"
+    text = train.read_text()
+    assert old in text
+    train.write_text(text.replace(old, new).replace("from losses import compute_loss", "from losses import compute_loss, global_loss"))
+    assert [f for f in process_path(str(root / "trainer.py"), Options()).findings if f.code == "TFD004"] == []
+
+
+def test_the_passed_in_loss_finding_follows_the_caller_with_the_cache_on(tmp_path, monkeypatch, cached):
+    root = tree(tmp_path, "passed_loss_caller")
+    monkeypatch.chdir(root)
+    cold = run("check", "trainer.py")
+    assert "losses.py:9:12: TFD004" in cold[1] and run("check", "trainer.py") == cold
+    train = root / "train.py"
+    train.write_text(train.read_text().replace("import compute_loss", "import global_loss").replace(", compute_loss)", ", global_loss)"))
+    edited = run("check", "trainer.py")
+    assert "TFD004" not in edited[1] and edited == run("check", "--no-cache", "trainer.py")
