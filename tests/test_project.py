@@ -223,6 +223,42 @@ def test_the_files_read_are_recorded_with_their_digest_or_as_absent(tmp_path):
     assert read[str(tmp_path / "gone.py")] == ""
 
 
+def test_callers_are_the_calls_other_modules_make_resolved_through_their_imports(tmp_path, monkeypatch):
+    """Who calls a function, from which module, with what: every form of import, never a
+    function of the same name defined elsewhere, and the files that spell the name recorded
+    (by their digest) for the result cache."""
+    from autofix.analysis.project import callers as project_callers
+
+    root = write(tmp_path, {
+        "pyproject.toml": "",
+        "pkg/__init__.py": "",
+        "pkg/fit.py": "def fit_dist(obj, steps):\n    return obj\n",
+        "pkg/models.py": "from .fit import *\n\n\nclass Solver:\n    def fit(self):\n        fit_dist(self, 3)\n",
+        "scripts/run.py": "import pkg.fit\n\npkg.fit.fit_dist(None, 1)\nprint(pkg.fit.fit_dist)\n",
+        "other.py": "def fit_dist(a, b):\n    return a\n\n\nfit_dist(1, 2)\n",
+        "notes.py": "X = 1\n",
+    })
+    monkeypatch.chdir(root)
+    target = str(root / "pkg" / "fit.py")
+    with reading() as read:
+        found = project_callers.callers(target, "fit_dist")
+    assert [(os.path.relpath(c.path, root), c.line) for c in found] == [("pkg/models.py", 6), ("scripts/run.py", 3)]
+    assert [type(c.call).__name__ for c in found] == ["Call", "Call"]
+    used = project_callers.users(target, "fit_dist")
+    assert [(os.path.relpath(u.path, root), u.line, type(u.call).__name__) for u in used] == [
+        ("pkg/models.py", 6, "Call"), ("scripts/run.py", 3, "Call"), ("scripts/run.py", 4, "Attribute"),
+    ]
+    key = str(root) + os.sep + layout.MENTION + "fit_dist"
+    assert read[key] == layout.mentions_key(str(root), "fit_dist")
+    assert layout.mentions_still(key, read[key])
+    (root / "notes.py").write_text("X = 2\n")
+    assert layout.mentions_still(key, read[key])  # a file that does not spell it
+    (root / "other.py").write_text("fit_dist = None\n")
+    assert not layout.mentions_still(key, read[key])
+    monkeypatch.setattr(layout, "MAX_FILES", 3)
+    assert project_callers.callers(target, "fit_dist") is None
+
+
 def test_a_program_without_a_path_has_no_project():
     text = "from model import build\nbuild()\n"
     program = Program(cst.parse_module(text), text)
