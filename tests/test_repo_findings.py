@@ -659,6 +659,22 @@ def test_a_caller_object_that_is_right_or_cannot_be_followed_is_no_finding(tmp_p
     assert [f for f in process_path(str(root / "fit.py"), Options()).findings if f.code == "TFD004"] == []
 
 
+def test_an_object_a_caller_makes_of_a_class_it_imports_is_followed_to_that_class(tmp_path):
+    """run.py makes the Solver (imported from solver.py) and hands it to fit_dist itself."""
+    root = tree(tmp_path, "caller_object")
+    solver = root / "solver.py"
+    solver.write_text(solver.read_text().replace("        fit_dist(self, steps)", "        pass"))
+    run_py = root / "run.py"
+    run_py.write_text(run_py.read_text().replace(
+        "Solver(x, tf.reduce_sum(x, axis=1, keepdims=True)).fit(4)",
+        "from fit import fit_dist\n\nsolver = Solver(x, tf.reduce_sum(x, axis=1, keepdims=True))\nfit_dist(solver, 4)",
+    ))
+    mean, step = caller_object_places(root)
+    [finding] = [f for f in process_path(str(root / "fit.py"), Options()).findings if f.code == "TFD004"]
+    assert (finding.path, finding.line) == (str(root / "losses.py"), mean)
+    assert finding.related == ((str(root / "fit.py"), step, f"used by fit.py:{step}"),)
+
+
 def test_another_caller_passing_an_unknown_object_stops_the_finding(tmp_path):
     root = tree(tmp_path, "caller_object")
     (root / "tools").mkdir()

@@ -6,7 +6,8 @@ applies what ``obj.grad()`` returns. What ``obj`` is, and so what ``grad()`` dif
 is known only to the module that calls ``fit_dist(self, ...)`` (``models.py``, in a method of
 ``CollocationSolverND``). :func:`caller_gradients` asks the project who calls the function
 (:mod:`autofix.analysis.project.callers`), and when every caller passes an object of one class
-of its module (``self`` in a method of it, or an instance it makes), walks what that class's
+(``self`` in a method of it, or an instance the caller makes of a class of its module or of one
+it imports from the project), walks what that class's
 method differentiates, there, as a step's loss is walked (:mod:`.losses`): each term becomes a
 :class:`~.losses.RemoteTerm` at its place in that module (or deeper, in a module that one
 imports), found through the call of the method here.
@@ -26,6 +27,7 @@ from autofix.analysis.core.value_flow import Values
 from autofix.analysis.facts.callees import Callables
 from autofix.analysis.program import Program
 from autofix.analysis.project.callers import callers
+from autofix.analysis.project.imports import ProjectImports, project_program
 from autofix.analysis.steps.custom import Steps
 from autofix.analysis.steps.losses import _KINDS, RemoteTerm, Term, loss_walk
 from autofix.analysis.syntax import parameter_argument
@@ -85,42 +87,64 @@ def _method_terms(path: str, function: cst.FunctionDef, param: cst.Param, method
         arg = parameter_argument(function, caller.call, param)
         if arg is None:
             return []
-        cls = _class_of(caller.program, arg.value)
-        if cls is None:
+        made = _class_of(caller.program, caller.path, arg.value)
+        if made is None:
             return []
-        walked = _differentiated_terms(caller.program, caller.path, cls, method, here)
+        program, where, cls = made
+        walked = _differentiated_terms(program, where, cls, method, here)
         if walked is None:
             return []
         terms.extend(walked)
     return terms
 
 
-def _class_of(program: Program, expr: cst.BaseExpression) -> cst.ClassDef | None:
-    """The one class of ``program`` whose instance ``expr`` is: ``self`` of its method, or an
-    object it makes; None when a class of the module derives from it."""
+def _class_of(program: Program, path: str, expr: cst.BaseExpression) -> tuple[Program, str, cst.ClassDef] | None:
+    """The one class whose instance ``expr`` (read in ``program``, the module ``path``) is:
+    ``self`` of its method, or an object made there of a class of that module or of one it
+    imports from the project; with the class's module (parsed) and path. None when another
+    class of that module derives from it (the object may be of either)."""
     values = Values.of(program)
-    classes: dict[int, cst.ClassDef] = {}
+    classes: dict[tuple[str, str], tuple[Program, str, cst.ClassDef]] = {}
     for origin in values.origins(expr):
         if not origin.whole:
             return None
         node = origin.node
-        cls = None
+        found: tuple[Program, str, cst.ClassDef] | None = None
         if isinstance(node, cst.Param) and values.is_self(node):
             function = values.enclosing_function(node)
             cls = values.class_of(function) if function is not None else None
+            found = (program, path, cls) if cls is not None else None
         elif isinstance(node, cst.Call):
             made = values.local_definition(node.func)
-            cls = made if isinstance(made, cst.ClassDef) else None
-        if cls is None:
+            if isinstance(made, cst.ClassDef):
+                found = (program, path, made)
+            elif made is None:
+                found = _imported_class(program, node.func)
+        if found is None:
             return None
-        classes[id(cls)] = cls
+        classes[(found[1], found[2].name.value)] = found
     if len(classes) != 1:
         return None
-    (cls,) = classes.values()
-    for other in program.module.body:
-        if isinstance(other, cst.ClassDef) and any(values.local_definition(b.value) is cls for b in other.bases):
+    ((owner, where, cls),) = classes.values()
+    owner_values = Values.of(owner)
+    for other in owner.module.body:
+        if isinstance(other, cst.ClassDef) and any(owner_values.local_definition(b.value) is cls for b in other.bases):
             return None
-    return cls
+    return owner, where, cls
+
+
+def _imported_class(program: Program, func: cst.BaseExpression) -> tuple[Program, str, cst.ClassDef] | None:
+    """The top-level class of another module of the project that ``func`` (a name ``program``
+    imports) is, parsed with its path."""
+    resolved = ProjectImports.of(program).resolve(func)
+    if resolved is None or resolved.path is None or resolved.definition is None or resolved.definition.kind != "class":
+        return None
+    owner = project_program(resolved.path)
+    if owner is None:
+        return None
+    name = resolved.definition.name
+    found = [s for s in owner.module.body if isinstance(s, cst.ClassDef) and s.name.value == name]
+    return (owner, resolved.path, found[0]) if len(found) == 1 else None
 
 
 def _differentiated_terms(program: Program, path: str, cls: cst.ClassDef, method: str, here: cst.Call) -> list[Term] | None:
