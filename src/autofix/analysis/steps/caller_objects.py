@@ -45,7 +45,7 @@ def caller_gradients(steps: Steps, root: cst.FunctionDef) -> list[tuple[cst.Call
     found: list[tuple[cst.Call, list[Term]]] = []
     for call in steps.calls(root):
         func = call.func
-        if not isinstance(func, cst.Attribute) or steps.callables.of_call(func)[0]:
+        if not isinstance(func, cst.Attribute) or steps.facts.is_module_reference(func.value) or steps.callables.of_call(func)[0]:
             continue
         param = _entry_parameter(values, func.value)
         if param is None:
