@@ -96,6 +96,7 @@ import libcst as cst
 from autofix.analysis.facts.callees import Callables, tf_names
 from autofix.analysis.facts.strategies import may_be_none
 from autofix.analysis.migration.clipping import PER_TENSOR, Clipping
+from autofix.analysis.steps.caller_objects import caller_gradients
 from autofix.analysis.steps.lossobjects import keras_own, loss_objects, object_uses
 from autofix.analysis.steps.losses import RemoteTerm, Term, is_batch_sum, loss_walk
 from autofix.analysis.steps.masking import mask_source
@@ -243,6 +244,13 @@ class UnscaledCustomLoss(Rule):
                     losses[call] = ([root], walk.terms)
                     for term, reducing in walk.under:
                         self.under.setdefault(id(term.node), reducing)
+            # What a method of an object given by another module's caller differentiates
+            # (``loss_value, grads = obj.grad()``): its terms are that module's.
+            for call, terms in caller_gradients(self.steps, root):
+                if call in losses:
+                    losses[call][0].append(root)
+                else:
+                    losses[call] = ([root], terms)
         findings: dict[object, _Finding] = {}
         for gradient, (roots, terms) in losses.items():
             for term in terms:

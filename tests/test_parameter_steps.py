@@ -53,6 +53,8 @@ def migrated(path: Path) -> str:
 
 def test_a_step_called_on_a_parameter_is_run_per_replica_in_that_function(tmp_path):
     root = copy(tmp_path, SINGLE)
+    # (wide.py imports TinyGAN and train(), which the migration would break: see below.)
+    (root / "wide.py").unlink()
     gan = root / "gan.py"
     text = migrated(gan)
     # The wrapper is made first in train(), where gan is the object every call passes.
@@ -87,7 +89,14 @@ def test_on_the_command_line_the_migration_is_shown(tmp_path, monkeypatch):
     monkeypatch.chdir(root)
     result = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "."], catch_exceptions=False)
     assert result.exit_code == 1
-    assert "+    def distributed_step(real):" in result.stdout and "wide.py" in result.stderr
+    # wide.py runs train() and subclasses TinyGAN: migrated, both would read the strategy only
+    # gan.py's __main__ block makes, and wide.py would fail with NameError. Refused, named.
+    assert "+    def distributed_step(real):" not in result.stdout
+    assert "wide.py:10 uses TinyGAN of this module" in result.stdout + result.stderr
+    assert "wide.py:24 uses train() of this module" in result.stdout + result.stderr
+    (root / "wide.py").unlink()
+    result = CliRunner().invoke(main, ["migrate", "--no-cache", "-j", "1", "."], catch_exceptions=False)
+    assert result.exit_code == 1 and "+    def distributed_step(real):" in result.stdout
 
 
 def test_a_function_also_called_with_another_dataset_is_not_migrated(tmp_path):

@@ -223,6 +223,42 @@ def test_the_files_read_are_recorded_with_their_digest_or_as_absent(tmp_path):
     assert read[str(tmp_path / "gone.py")] == ""
 
 
+def test_callers_are_the_calls_other_modules_make_resolved_through_their_imports(tmp_path, monkeypatch):
+    """Who calls a function, from which module, with what: every form of import, never a
+    function of the same name defined elsewhere, and the files that spell the name recorded
+    (by their digest) for the result cache."""
+    from autofix.analysis.project import callers as project_callers
+
+    root = write(tmp_path, {
+        "pyproject.toml": "",
+        "pkg/__init__.py": "",
+        "pkg/fit.py": "def fit_dist(obj, steps):\n    return obj\n",
+        "pkg/models.py": "from .fit import *\n\n\nclass Solver:\n    def fit(self):\n        fit_dist(self, 3)\n",
+        "scripts/run.py": "import pkg.fit\n\npkg.fit.fit_dist(None, 1)\nprint(pkg.fit.fit_dist)\n",
+        "other.py": "def fit_dist(a, b):\n    return a\n\n\nfit_dist(1, 2)\n",
+        "notes.py": "X = 1\n",
+    })
+    monkeypatch.chdir(root)
+    target = str(root / "pkg" / "fit.py")
+    with reading() as read:
+        found = project_callers.callers(target, "fit_dist")
+    assert [(os.path.relpath(c.path, root), c.line) for c in found] == [("pkg/models.py", 6), ("scripts/run.py", 3)]
+    assert [type(c.call).__name__ for c in found] == ["Call", "Call"]
+    used = project_callers.users(target, "fit_dist")
+    assert [(os.path.relpath(u.path, root), u.line, type(u.call).__name__) for u in used] == [
+        ("pkg/models.py", 6, "Call"), ("scripts/run.py", 3, "Call"), ("scripts/run.py", 4, "Attribute"),
+    ]
+    key = str(root) + os.sep + layout.MENTION + "fit_dist"
+    assert read[key] == layout.mentions_key(str(root), "fit_dist")
+    assert layout.mentions_still(key, read[key])
+    (root / "notes.py").write_text("X = 2\n")
+    assert layout.mentions_still(key, read[key])  # a file that does not spell it
+    (root / "other.py").write_text("fit_dist = None\n")
+    assert not layout.mentions_still(key, read[key])
+    monkeypatch.setattr(layout, "MAX_FILES", 3)
+    assert project_callers.callers(target, "fit_dist") is None
+
+
 def test_a_program_without_a_path_has_no_project():
     text = "from model import build\nbuild()\n"
     program = Program(cst.parse_module(text), text)
@@ -1227,8 +1263,10 @@ def test_a_train_step_wrapper_of_another_module_with_no_call_is_refused(tmp_path
 def test_what_a_step_unpacks_from_its_helper_methods_is_combined_by_what_each_element_is(tmp_path):
     """gan_helper_returns: ``d_loss, d_acc = self.train_d(...)``; each helper returns the loss
     it differentiates and a mean over its batch (an accuracy): the losses are summed over the
-    replicas, the accuracies averaged."""
+    replicas, the accuracies averaged. (Without ls_gan.py, which uses what the migration
+    changes: see below.)"""
     root = project(tmp_path, "gan_helper_returns")
+    (root / "ls_gan.py").unlink()
     result = migrate(root / "gan.py")
     assert result.new_text is not None, reasons(result)
     assert (
@@ -1333,4 +1371,52 @@ def test_a_training_loop_of_another_module_given_an_object_that_trains_through_i
     assert found.line == 27, reasons(result)
     assert "m is given to train() of gan.py:58 on line 27" in found.reason
     assert "LSGAN's base class GAN of gan.py:19 (train_d() (line 32), train_g() (line 40), step() (line 49) train)" in found.reason
+
+
+# --- a migration that would break another module of the project that imports it ---------------
+
+
+def test_a_migration_that_would_break_an_importer_is_refused_naming_it(tmp_path):
+    """gan_helper_returns: migrated, gan.py's train() and GAN's helpers would read the strategy
+    its ``__main__`` block makes; ls_gan.py imports both and runs them without that block
+    (NameError). Refused at each definition, naming ls_gan.py's use; nothing written."""
+    root = project(tmp_path, "gan_helper_returns")
+    result = migrate(root / "gan.py")
+    assert result.new_text is None and not result.also
+    found = {f.line: f.reason for f in result.findings if f.code == "TFD010" and "NameError" in (f.reason or "")}
+    assert sorted(found) == [19, 58], reasons(result)
+    assert found[19].startswith("no automatic fix: ls_gan.py:11 uses GAN of this module (line 19), which the migration makes read strategy (line 35)")
+    assert "ls_gan.py:27 uses train() of this module (line 58)" in found[58]
+    assert "gan.py makes it only when it runs as a script" in found[58]
+
+
+@pytest.mark.parametrize("importer", [
+    # Uses nothing the migration changes.
+    "from gan import accuracy, LATENT\n\nprint(accuracy, LATENT)\n",
+    # Spells the names, imports nothing of gan.py.
+    "def train(GAN):\n    return GAN\n",
+])
+def test_an_importer_of_what_the_migration_leaves_alone_does_not_stop_it(tmp_path, importer):
+    root = project(tmp_path, "gan_helper_returns")
+    (root / "ls_gan.py").write_text(importer)
+    result = migrate(root / "gan.py")
+    assert result.new_text is not None, reasons(result)
+
+
+def test_an_importer_added_later_refuses_the_migration_with_the_cache_on(tmp_path, monkeypatch, cached):
+    root = project(tmp_path, "gan_helper_returns")
+    importer = (root / "ls_gan.py").read_text()
+    (root / "ls_gan.py").unlink()
+    monkeypatch.chdir(root)
+
+    def diff():
+        result = CliRunner().invoke(main, ["migrate", "-j", "1", "gan.py"], catch_exceptions=False)
+        return result.exit_code, result.stdout + result.stderr
+
+    code, out = diff()
+    assert code == 1 and "+    strategy = tf.distribute.MirroredStrategy()" in out
+    assert diff() == (code, out)
+    (root / "ls_gan.py").write_text(importer)
+    code, out = diff()
+    assert code == 1 and "+++ b/gan.py" not in out and "ls_gan.py:27 uses train()" in out
 

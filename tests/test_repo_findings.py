@@ -615,3 +615,161 @@ def test_a_passed_loss_function_that_cannot_be_followed_is_not_guessed(tmp_path,
     assert old in trainer.read_text()
     trainer.write_text(trainer.read_text().replace(old, new))
     assert _tfd004(root) == []
+
+
+# --- a step's object known only from a caller in another module -------------------------------
+
+
+def caller_object_places(root: Path) -> tuple[int, int]:
+    return line_of(root / "losses.py", "return tf.reduce_mean("), line_of(root / "fit.py", "loss_value, grads = obj.grad()")
+
+
+def test_a_step_whose_object_comes_from_a_caller_in_another_module_is_reported_at_the_mean(tmp_path):
+    """fit.py's step applies what obj.grad() returns; obj is fit_dist's parameter, which only
+    solver.py calls, with self (a Solver): Solver.grad differentiates losses.mse's mean."""
+    root = tree(tmp_path, "caller_object")
+    mean, step = caller_object_places(root)
+    result = process_path(str(root / "fit.py"), Options())
+    [finding] = [f for f in result.findings if f.code == "TFD004"]
+    assert (finding.path, finding.line) == (str(root / "losses.py"), mean)
+    assert finding.related == ((str(root / "fit.py"), step, f"used by fit.py:{step}"),)
+    assert not finding.fixable and not result.changed
+    for other in ("solver.py", "losses.py", "run.py"):
+        assert [f for f in process_path(str(root / other), Options()).findings if f.code == "TFD004"] == []
+
+
+@pytest.mark.parametrize("path, old, new", [
+    # The method divides by the replica count: right.
+    ("solver.py", "loss_value = self.update_loss()", "loss_value = self.update_loss() / self.strategy.num_replicas_in_sync"),
+    # The method takes no gradient.
+    ("solver.py", "grads = tape.gradient(loss_value, self.model.trainable_variables)", "grads = [tf.zeros_like(v) for v in self.model.trainable_variables]"),
+    # A class of solver.py derives from Solver: the object may be of either.
+    ("solver.py", "    def fit(self, steps):", "    def fit(self, steps):\n        return Solver.fit(self, steps)\n\n\nclass Other(Solver):\n    def grad(self):\n        return 0.0, []\n\n\nclass Third:\n    def fit(self, steps):"),
+    # The caller passes what it was given.
+    ("solver.py", "fit_dist(self, steps)", "fit_dist(steps.obj, steps)"),
+    # fit.py calls fit_dist itself too: its own callers speak for it.
+    ("fit.py", "        distributed_train_step(obj, next(batches))", "        distributed_train_step(obj, next(batches))\n\n\nfit_dist(None, 0)"),
+])
+def test_a_caller_object_that_is_right_or_cannot_be_followed_is_no_finding(tmp_path, path, old, new):
+    root = tree(tmp_path, "caller_object")
+    target = root / path
+    text = target.read_text()
+    assert old in text
+    target.write_text(text.replace(old, new))
+    assert [f for f in process_path(str(root / "fit.py"), Options()).findings if f.code == "TFD004"] == []
+
+
+def test_an_object_a_caller_makes_of_a_class_it_imports_is_followed_to_that_class(tmp_path):
+    """run.py makes the Solver (imported from solver.py) and hands it to fit_dist itself."""
+    root = tree(tmp_path, "caller_object")
+    solver = root / "solver.py"
+    solver.write_text(solver.read_text().replace("        fit_dist(self, steps)", "        pass"))
+    run_py = root / "run.py"
+    run_py.write_text(run_py.read_text().replace(
+        "Solver(x, tf.reduce_sum(x, axis=1, keepdims=True)).fit(4)",
+        "from fit import fit_dist\n\nsolver = Solver(x, tf.reduce_sum(x, axis=1, keepdims=True))\nfit_dist(solver, 4)",
+    ))
+    mean, step = caller_object_places(root)
+    [finding] = [f for f in process_path(str(root / "fit.py"), Options()).findings if f.code == "TFD004"]
+    assert (finding.path, finding.line) == (str(root / "losses.py"), mean)
+    assert finding.related == ((str(root / "fit.py"), step, f"used by fit.py:{step}"),)
+
+
+def test_another_caller_passing_an_unknown_object_stops_the_finding(tmp_path):
+    root = tree(tmp_path, "caller_object")
+    (root / "tools").mkdir()
+    (root / "tools" / "again.py").write_text("from fit import fit_dist\n\n\ndef again(thing):\n    fit_dist(thing, 1)\n")
+    assert [f for f in process_path(str(root / "fit.py"), Options()).findings if f.code == "TFD004"] == []
+
+
+def test_the_caller_object_finding_follows_the_callers_with_the_cache_on(tmp_path, monkeypatch, cached):
+    """fit.py's answer depends on the modules that spell fit_dist (and what they read): editing
+    the caller, or adding a module that calls fit_dist, checks fit.py again; a module that does
+    not spell it leaves fit.py's answer in the cache."""
+    root = tree(tmp_path, "caller_object")
+    monkeypatch.chdir(root)
+    mean, step = caller_object_places(root)
+
+    def check():
+        before = len(cached)
+        outcome = run("check", "fit.py")
+        return outcome, len(cached) - before
+
+    cold, count = check()
+    assert count == 1 and f"losses.py:{mean}:12: TFD004" in cold[1] and f"(used by fit.py:{step})" in cold[1]
+    assert check() == (cold, 0)
+
+    (root / "run.py").write_text((root / "run.py").read_text() + "# edited\n")
+    (root / "notes.py").write_text("NOTE = 1\n")
+    assert check() == (cold, 0)
+
+    solver = root / "solver.py"
+    original = solver.read_text()
+    solver.write_text(original.replace("loss_value = self.update_loss()", "loss_value = self.update_loss() / self.strategy.num_replicas_in_sync"))
+    edited, count = check()
+    assert count == 1 and "TFD004" not in edited[1] and edited == run("check", "--no-cache", "fit.py")
+    solver.write_text(original)
+    assert check()[0] == cold
+
+    (root / "again.py").write_text("from fit import fit_dist\n\n\ndef again(thing):\n    fit_dist(thing, 1)\n")
+    added, count = check()
+    assert count == 1 and "TFD004" not in added[1] and added == run("check", "--no-cache", "fit.py")
+    (root / "again.py").unlink()
+    back, _count = check()
+    assert back == cold
+
+
+# --- a loss function passed in by a caller in another module -----------------------------------
+
+
+def test_a_loss_function_a_caller_in_another_module_passes_is_followed_to_its_module(tmp_path):
+    """trainer.py's fit_one_epoch(..., loss_fn) is called only by train.py, which passes
+    losses.compute_loss; the step run per replica calls loss_fn: TFD004 at the mean in
+    losses.py, naming the step in trainer.py."""
+    root = tree(tmp_path, "passed_loss_caller")
+    result = process_path(str(root / "trainer.py"), Options())
+    [finding] = [f for f in result.findings if f.code == "TFD004"]
+    step = line_of(root / "trainer.py", "loss = loss_fn(")
+    assert (finding.path, finding.line) == (str(root / "losses.py"), line_of(root / "losses.py", "return tf.reduce_mean(per_example)"))
+    assert finding.related == ((str(root / "trainer.py"), step, f"used by trainer.py:{step}"),)
+    assert not finding.fixable and not result.changed
+
+
+def test_a_loss_function_defined_by_the_caller_is_followed_there(tmp_path):
+    root = tree(tmp_path, "passed_loss_caller")
+    train = root / "train.py"
+    train.write_text(train.read_text().replace("from losses import compute_loss\n", "").replace(
+        "GLOBAL_BATCH = 64\n",
+        "GLOBAL_BATCH = 64\n\n\ndef compute_loss(labels, predictions):\n"
+        "    return tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(labels, predictions, from_logits=True))\n",
+    ))
+    [finding] = [f for f in process_path(str(root / "trainer.py"), Options()).findings if f.code == "TFD004"]
+    assert (finding.path, finding.line) == (str(train), line_of(train, "return tf.reduce_mean("))
+
+
+@pytest.mark.parametrize("old, new", [
+    # The caller passes a loss averaged over the global batch: right.
+    ("fit_one_epoch(model, optimizer, strategy, dataset, compute_loss)", "fit_one_epoch(model, optimizer, strategy, dataset, global_loss)"),
+    # A lambda: not followed.
+    ("fit_one_epoch(model, optimizer, strategy, dataset, compute_loss)", "fit_one_epoch(model, optimizer, strategy, dataset, lambda y, p: compute_loss(y, p))"),
+    # Another call passes what it was given.
+    ("for epoch in range(2):", "def again(fn):\n    fit_one_epoch(model, optimizer, strategy, dataset, fn)\n\n\nfor epoch in range(2):"),
+])
+def test_a_passed_in_loss_that_is_right_or_cannot_be_followed_is_no_finding(tmp_path, old, new):
+    root = tree(tmp_path, "passed_loss_caller")
+    train = root / "train.py"
+    text = train.read_text()
+    assert old in text
+    train.write_text(text.replace(old, new).replace("from losses import compute_loss", "from losses import compute_loss, global_loss"))
+    assert [f for f in process_path(str(root / "trainer.py"), Options()).findings if f.code == "TFD004"] == []
+
+
+def test_the_passed_in_loss_finding_follows_the_caller_with_the_cache_on(tmp_path, monkeypatch, cached):
+    root = tree(tmp_path, "passed_loss_caller")
+    monkeypatch.chdir(root)
+    cold = run("check", "trainer.py")
+    assert "losses.py:9:12: TFD004" in cold[1] and run("check", "trainer.py") == cold
+    train = root / "train.py"
+    train.write_text(train.read_text().replace("import compute_loss", "import global_loss").replace(", compute_loss)", ", global_loss)"))
+    edited = run("check", "trainer.py")
+    assert "TFD004" not in edited[1] and edited == run("check", "--no-cache", "trainer.py")

@@ -367,9 +367,14 @@ def _still(read: tuple[tuple[str, str], ...]) -> bool:
     still absent)."""
     if not read:
         return True
-    from autofix.analysis.project.layout import digest, pin_listing
+    from autofix.analysis.project.layout import MENTION, digest, mentions_still, pin_listing
 
     for path, wanted in read:
+        if MENTION in path:
+            # The files of a project that spell a name (its callers were looked for).
+            if not mentions_still(path, wanted):
+                return False
+            continue
         if path.endswith(os.sep):
             # A folder whose files that may pin a TensorFlow version were listed.
             if pin_listing(path) != wanted:

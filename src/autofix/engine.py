@@ -83,7 +83,7 @@ def analyse(text: str, options: Options, path: str | None = None) -> Analysis:
     if new_text == text:
         return Analysis(findings)
     if program.migration is not None:
-        migrated = _migrated(text, new_text, fixed, settled, findings, fixers, options, path)
+        migrated = _migrated(text, new_text, fixed, settled, findings, fixers, options, path, program)
         return crossfile.with_other_files(migrated, program, options) if migrated.new_text is not None else migrated
     try:
         # The second pass starts from what the first one learned about the fixed text: its
@@ -105,9 +105,12 @@ def _migrated(
     fixers: list[type[Rule]],
     options: Options,
     path: str | None = None,
+    original: Program | None = None,
 ) -> Analysis:
     """A migration (see :mod:`autofix.migrating`): the rules run again on what they wrote until
-    nothing changes, and the result is kept only when ``check`` finds nothing left in it."""
+    nothing changes, and the result is kept only when ``check`` finds nothing left in it, and no
+    other module of the project that uses what it changes would break (``original``: the
+    original's program)."""
     for _ in range(migrating.ROUNDS):
         try:
             again, fixed, settled = _apply(new_text, fixers, settled, fixed, options.unsafe_fixes)
@@ -138,6 +141,11 @@ def _migrated(
     if unscaled:
         why = "a batch of the migrated code is not shown to be the global batch"
         found = migrating.refused(findings, why) + migrating.unscaled_refusals(rule.CODE, rule.NAME, text, new_text, unscaled)
+        return Analysis(found, None, why)
+    broken = migrating.importers_broken(original, fixed, new_text) if original is not None else []
+    if broken:
+        why = "another module of the project uses what the migration changes, and would break"
+        found = migrating.refused(findings, why) + migrating.unscaled_refusals(rule.CODE, rule.NAME, text, new_text, broken)
         return Analysis(found, None, why)
     return Analysis(findings, new_text)
 

@@ -12,9 +12,13 @@ such finding named (as a TFD010 finding, at the original line it comes from).
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from dataclasses import replace
 
+import libcst as cst
+
+from autofix.analysis.migration.importers import broken_importers
 from autofix.analysis.migration.migrated import unscaled_batches
 from autofix.analysis.migration.single_device import SingleDevice
 from autofix.analysis.program import Program
@@ -40,6 +44,18 @@ def unscaled(program: Program) -> list[tuple[int, str]]:
     """Where migrated code feeds training a batch not shown to be the global batch: (line,
     why) for each."""
     return [(program.line(r.node), r.reason) for r in unscaled_batches(program)]
+
+
+def importers_broken(original: Program, migrated: Program | None, new_text: str) -> list[tuple[int, str]]:
+    """Where the migration makes a definition read a global bound only when the module runs as
+    a script, while another module of the project uses it: (line of the migrated code, why)
+    for each (see :mod:`autofix.analysis.migration.importers`)."""
+    if original.path is None:
+        return []
+    if migrated is None:
+        migrated = Program(cst.parse_module(new_text), new_text)
+    module = os.path.basename(original.path)
+    return [(b.read.line, b.reason(module)) for b in broken_importers(original, migrated)]
 
 
 def unfinished(program: Program, outcome) -> list[tuple[int, str]]:

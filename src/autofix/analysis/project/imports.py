@@ -95,6 +95,28 @@ def program_of(path: str) -> Program | None:
     return _PROGRAMS[key]
 
 
+_PATHED: dict[tuple[str, str], Program | None] = {}
+
+
+def project_program(path: str) -> Program | None:
+    """The project file ``path`` parsed as a program of its own with its path, so that its
+    own imports of the project are followed when it is analysed (a caller found by
+    :mod:`.callers`), once per content and path; None when it cannot be read or parsed. The
+    read is recorded as :func:`reading` says."""
+    read = _read(path)
+    if read is None:
+        return None
+    data, key = read
+    slot = (key, os.path.normpath(os.path.abspath(path)))
+    if slot not in _PATHED:
+        text = summary_of(data).text
+        try:
+            _PATHED[slot] = Program(cst.parse_module(text), text, path=slot[1])
+        except Exception:  # a module that does not parse tells nothing
+            _PATHED[slot] = None
+    return _PATHED[slot]
+
+
 # Files through which a repository says how its programs run (Docker, environment files).
 ENVIRONMENT_FILES = ("Dockerfile", ".env", "docker-compose.yml", "docker-compose.yaml")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from functools import lru_cache
 
 MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
@@ -119,3 +120,70 @@ def digest(data: bytes) -> str:
     """The digest that names a module's content: summaries are kept by it, and the result
     cache checks the modules an analysis read by it (this module imports nothing heavy)."""
     return hashlib.blake2b(data, digest_size=20).hexdigest()
+
+
+# --- the files that spell a name (for :mod:`.callers`) ---------------------------------------
+
+# Folders never listed: version control, environments, caches, builds.
+_SKIPPED = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist", "venv", "env", ".autofix_cache"})
+# A project with more Python files than this is not searched for callers (the answer is None).
+MAX_FILES = 3000
+# The separator of a mention key's recorded path (``<root>/\0<name>``): no file has that name.
+MENTION = "\0"
+
+
+def python_files(root: str) -> list[str] | None:
+    """The ``.py`` files under ``root`` (not in hidden folders, environments, caches or
+    builds), sorted; None when there are more than :data:`MAX_FILES` (or the tree holds more
+    than 20 times as many entries: a home folder, a data set)."""
+    found: list[str] = []
+    seen = 0
+    for folder, folders, files in os.walk(root):
+        folders[:] = sorted(f for f in folders if not f.startswith(".") and f not in _SKIPPED and not f.endswith(".egg-info"))
+        seen += len(folders) + len(files)
+        if seen > 20 * MAX_FILES:
+            return None
+        for name in sorted(files):
+            if name.endswith(".py"):
+                found.append(os.path.join(folder, name))
+                if len(found) > MAX_FILES:
+                    return None
+    return found
+
+
+def mentions(root: str, name: str) -> list[tuple[str, str]] | None:
+    """The project files that spell ``name`` as a word, each with its digest."""
+    files = python_files(root)
+    if files is None:
+        return None
+    word = re.compile(rb"\b" + re.escape(name.encode("utf-8")) + rb"\b")
+    found = []
+    for path in files:
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue
+        if word.search(data):
+            found.append((path, digest(data)))
+    return found
+
+
+def mentions_key(root: str, name: str) -> str:
+    """The digest of the files under ``root`` that spell ``name`` and of their contents: the
+    result cache compares it to the one recorded (``"-"``: too many files to search)."""
+    return mentions_digest(root, mentions(root, name))
+
+
+def mentions_digest(root: str, found: list[tuple[str, str]] | None) -> str:
+    """The key of :func:`mentions_key` for what :func:`mentions` found."""
+    if found is None:
+        return "-"
+    return digest("\n".join(f"{os.path.relpath(p, root)}\0{d}" for p, d in found).encode("utf-8", "surrogateescape"))
+
+
+def mentions_still(recorded_path: str, wanted: str) -> bool:
+    """Whether a mention key recorded as ``recorded_path`` (``<root>/\\0<name>``) is still
+    ``wanted``."""
+    root, _, name = recorded_path.partition(os.sep + MENTION)
+    return mentions_key(root, name) == wanted

@@ -42,13 +42,26 @@ class Steps(Derived):
     @cached_property
     def runs(self) -> list[cst.Call]:
         """``strategy.run`` / ``experimental_run_v2`` calls (on a strategy, or on a name or
-        ``self`` attribute named for one)."""
+        ``self`` attribute named for one; or on an attribute named for one of an object given
+        to this code, ``obj.strategy.run(step, args=(...))``, when the call passes ``args=``
+        as only ``strategy.run`` is called)."""
         found = []
         for call, _owner in self.facts.calls:
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value in RUN_METHODS and call.args and self.is_strategy(func.value):
+            if isinstance(func, cst.Attribute) and func.attr.value in RUN_METHODS and call.args and (
+                self.is_strategy(func.value) or self._held_strategy(func.value, call)
+            ):
                 found.append(call)
         return found
+
+    def _held_strategy(self, expr: cst.BaseExpression, call: cst.Call) -> bool:
+        """``obj.strategy`` of ``obj.strategy.run(fn, args=(...))``: an attribute named for a
+        strategy of an object (a parameter, a module), asked to run a function with
+        ``args=``."""
+        path = attribute_path(expr)
+        if path is None or len(path) != 2 or not words(path[-1]) & {"strategy", "strat"}:
+            return False
+        return any(a.keyword is not None and a.keyword.value == "args" for a in call.args) and argument_value(call, "fn", 0) is not None
 
     def is_strategy(self, expr: cst.BaseExpression) -> bool:
         """A strategy, or a name or ``self`` attribute named for one (a strategy passed in from

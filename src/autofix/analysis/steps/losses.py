@@ -51,6 +51,7 @@ import libcst as cst
 from autofix.analysis.facts.callees import Callables, Callee, tf_names
 from autofix.analysis.steps.lossobjects import common_reduction, construction_reduction, keras_loss_class, keras_loss_function, keras_own, loss_objects
 from autofix.analysis.program import Program
+from autofix.analysis.project.callers import callers
 from autofix.analysis.project.imports import ProjectImports, program_of
 from autofix.analysis.project.layout import digest
 from autofix.analysis.steps.custom import Steps, counts_replicas, inverse_count
@@ -529,7 +530,11 @@ class LossWalk:
                 return False
             references = self.facts.references(function)
             if not references:
-                return False
+                # A top-level function only other modules call (``fit_one_epoch(net,
+                # compute_loss, ...)`` in train.py): what their calls pass.
+                if not self._passed_by_callers(function, param, found):
+                    return False
+                continue
             for ref in references:
                 parent = self.program.parent(ref)
                 if isinstance(parent, cst.Call) and parent.func is ref:
@@ -539,6 +544,27 @@ class LossWalk:
                     value = self.callables._run_argument(ref, function, param)
                 if value is None or not self._passed_functions(value, found, depth + 1):
                     return False
+        return True
+
+    def _passed_by_callers(self, function: cst.FunctionDef, param: cst.Param, found: set[tuple[str, str]]) -> bool:
+        """Every call of the top-level ``function`` (which nothing in this file uses) that the
+        other modules of the project make passes, for ``param``, a function of the project: a
+        top-level function of the caller's module, or one it imports. Each is added to
+        ``found``; False when one passes anything else, or no module calls it."""
+        path = self.program.path
+        if path is None or not isinstance(self.program.parent(function), cst.Module):
+            return False
+        calls = callers(path, function.name.value)
+        if not calls:
+            return False
+        for caller in calls:
+            arg = parameter_argument(function, caller.call, param)  # type: ignore[arg-type]
+            if arg is None or not isinstance(arg.value, cst.Name):
+                return False
+            passed = _function_named(caller.program, caller.path, arg.value)
+            if passed is None:
+                return False
+            found.add(passed)
         return True
 
     def instance_of(self, func: cst.BaseExpression) -> list[tuple[str, str]] | None:
@@ -904,6 +930,24 @@ def _terms(program: Program, name: str, item: str | None, position: int | None) 
             )
         )
     return tuple(found)
+
+
+def _function_named(program: Program, path: str, name: cst.Name) -> tuple[str, str] | None:
+    """The project function ``name`` (read in ``program``, the module ``path``) is: a top-level
+    function defined there and bound nowhere else, or one it imports from the project."""
+    resolved = ProjectImports.of(program).resolve(name)
+    if resolved is not None:
+        definition = resolved.definition
+        if resolved.path is None or definition is None or definition.kind != "function":
+            return None
+        return resolved.path, definition.name
+    access = program.access(name)
+    bindings = access.referents if access is not None else []
+    if len(bindings) != 1 or bindings[0].kind != "def" or not isinstance(bindings[0].node, cst.FunctionDef):
+        return None
+    if not isinstance(program.parent(bindings[0].node), cst.Module):
+        return None
+    return path, bindings[0].node.name.value
 
 
 def _is_self_attribute(node: cst.CSTNode, name: str) -> bool:

@@ -1,0 +1,100 @@
+"""Who calls a function of the project, from which module, with what: the reverse of
+:mod:`.imports`.
+
+A function of one module often gets its values from a caller in another (``fit_dist(self,
+...)`` in ``models.py`` for ``fit.py``'s ``def fit_dist(obj, ...)``): what a parameter holds
+is known only there. :func:`callers` answers, for a top-level function ``name`` of the
+project file ``path``, every call of it made by the project's other modules, each with the
+caller's module parsed (with its path, so that its own imports are followed too) and the call.
+
+Only files that spell ``name`` as a word can call it (an import names it, ``module.name``
+names it), so the project's Python files are listed and read as text, and only those are
+parsed (once per content: :func:`~.imports.project_program`). What the answer depends on is
+recorded for the result cache (:func:`~.layout.mentions_key`): the files that spell the name and their
+contents; a file added, removed or edited that spells it makes the answer stale, any other
+file does not.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from autofix.analysis.program import Program
+from autofix.analysis.project import layout
+from autofix.analysis.project.imports import ProjectImports, project_program, record
+from autofix.analysis.project.layout import MENTION, mentions, mentions_digest
+
+
+@dataclass(frozen=True)
+class Caller:
+    """One call of the function, in another module of the project."""
+
+    path: str
+    program: Program = field(compare=False, repr=False)
+    # The call (for :func:`users`, the read of the name when it is not called).
+    call: cst.BaseExpression = field(compare=False, repr=False)
+
+    @property
+    def line(self) -> int:
+        return self.program.line(self.call)
+
+
+def callers(path: str, name: str) -> tuple[Caller, ...] | None:
+    """Every call of the top-level function ``name`` of the project file ``path`` made by
+    another module of its project (resolved through that module's imports: ``from fit import
+    *``, ``import fit``, a package's re-export), in path order; None when the project is too
+    large to search. The files read are recorded for the result cache."""
+    found = users(path, name)
+    if found is None:
+        return None
+    return tuple(u for u in found if isinstance(u.call, cst.Call))
+
+
+def users(path: str, name: str) -> tuple[Caller, ...] | None:
+    """Every use of the top-level definition ``name`` of the project file ``path`` by another
+    module of its project: a call of it (``call`` is the call), or any other read of the name
+    that resolves to it (``call`` is the name or attribute read: a base class, a value passed
+    on); in path order, None when the project is too large to search. Recorded as
+    :func:`callers`."""
+    root = layout.project_root(path)
+    found = mentions(root, name)
+    record(root + os.sep + MENTION + name, mentions_digest(root, found))
+    if found is None:
+        return None
+    target = os.path.normpath(os.path.abspath(path))
+    uses: list[Caller] = []
+    for other, _ in found:
+        if os.path.normpath(os.path.abspath(other)) == target:
+            continue
+        program = project_program(other)
+        if program is None:
+            continue
+        imports = ProjectImports.of(program)
+        for node in _reads_named(program, name):
+            resolved = imports.resolve(node)
+            if resolved is None or resolved.path is None or resolved.definition is None:
+                continue
+            if os.path.normpath(os.path.abspath(resolved.path)) == target and resolved.definition.name == name:
+                parent = program.parent(node)
+                use = parent if isinstance(parent, cst.Call) and parent.func is node else node
+                uses.append(Caller(other, program, use))  # type: ignore[arg-type]
+    return tuple(uses)
+
+
+def _reads_named(program: Program, name: str) -> list[cst.BaseExpression]:
+    """The names ``name`` read and the attributes ``<...>.name`` of ``program``, outermost
+    first (not the names an import statement binds)."""
+    from autofix.analysis.syntax import nodes_in
+
+    found: list[cst.BaseExpression] = []
+    for node in nodes_in(program.module, (cst.Name, cst.Attribute)):
+        if isinstance(node, cst.Attribute) and node.attr.value == name:
+            found.append(node)
+        elif isinstance(node, cst.Name) and node.value == name and program.index.accesses.get(node) is not None:
+            parent = program.parent(node)
+            if not (isinstance(parent, cst.Attribute) and parent.attr is node):
+                found.append(node)
+    return found
