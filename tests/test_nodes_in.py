@@ -21,7 +21,7 @@ from a.b import (c as d, e)
 class Model(Base, metaclass=Meta):
     x: int = 3
     @property
-    def f(self, a, /, b=2, *args, c, d=lambda q=1, *r, s=2, **t: q + s, **kw) -> "T":
+    def f(self, a, /, b=2, *args, c, d=lambda q=1, *r, s=2, **t: q + s, e=lambda p, /, q: p, **kw) -> "T":
         y = a if b else (c if d else kw)
         z = {k: v for k, v in kw.items() if v async for w in a}
         w = [i * j for i in range(a) for j in range(i) if j]

@@ -105,8 +105,8 @@ def nodes_in(root: cst.CSTNode, kind: type | tuple[type, ...], stop: tuple[type,
     to one function's own body).
 
     The tree is walked through the nodes' fields, not with a libcst visitor, which rebuilds
-    every node it passes (several times slower); the few node types whose fields are not in
-    source order give their children as libcst does. Punctuation and whitespace nodes may come
+    every node it passes (several times slower); the few node types whose fields are not
+    declared in source order are read in the order the code is written. Punctuation and whitespace nodes may come
     out of order among their siblings: asked for, they are found by libcst's own walk."""
     walked = _WALKABLE.get(kind)
     if walked is None:
@@ -150,18 +150,31 @@ _PUNCTUATION = (
 )
 _WALKABLE: dict[object, bool] = {}  # whether what is asked for is never punctuation
 # Node types whose fields are declared in another order than the code is written in (a
-# keyword argument's name after its value, decorators after the body...).
-_REORDERED = (cst.Arg, cst.ClassDef, cst.FunctionDef, cst.IfExp, cst.ExceptHandler, cst.ExceptStarHandler,
-              cst.Parameters, cst.Lambda, cst.Param, cst.DictComp, cst.CompFor, cst.MatchCase, cst.MatchAs)
+# keyword argument's name after its value, decorators after the body...): the fields that hold
+# code, in the order it is written; their other fields follow.
+_SOURCE_ORDER: dict[type, tuple[str, ...]] = {
+    cst.Arg: ("keyword", "value"),
+    cst.FunctionDef: ("leading_lines", "decorators", "name", "type_parameters", "params", "returns", "body"),
+    cst.ClassDef: ("leading_lines", "decorators", "name", "type_parameters", "bases", "keywords", "body"),
+    cst.IfExp: ("body", "test", "orelse"),
+    cst.ExceptHandler: ("type", "name", "body"),
+    cst.ExceptStarHandler: ("type", "name", "body"),
+    cst.Parameters: ("posonly_params", "posonly_ind", "params", "star_arg", "kwonly_params", "star_kwarg"),
+    cst.MatchCase: ("pattern", "guard", "body"),
+}
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
+def _field_order(kind: type) -> tuple[str, ...]:
+    declared = tuple(f.name for f in dataclasses.fields(kind))
+    first = tuple(name for name in _SOURCE_ORDER.get(kind, ()) if name in declared)
+    return first + tuple(name for name in declared if name not in first)
+
+
 def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
-    if isinstance(node, _REORDERED):
-        return list(node.children)
     names = _FIELDS.get(type(node))
     if names is None:
-        names = _FIELDS[type(node)] = tuple(f.name for f in dataclasses.fields(node))
+        names = _FIELDS[type(node)] = _field_order(type(node))
     children: list[cst.CSTNode] = []
     for name in names:
         value = getattr(node, name)
