@@ -23,8 +23,8 @@ FAMILIES = {
         "report_step_returns_max", 21, "it is a maximum, minimum or product over the batch, which strategy.reduce cannot combine",
     ),
     "batches drawn with next() from iter(ds)": (
-        ("custom_loop_iterator", "custom_loop_iterator_made_again"),
-        "report_iterator_batch_shown", 16, "the batch is also used on line 24, where a distributed batch would not do",
+        ("custom_loop_iterator", "custom_loop_iterator_made_again", "custom_loop_iterator_batch_shown"),
+        "report_iterator_batch_mapped_shown", 18, "the batch is also used on line 27, where a distributed batch would not do",
     ),
     "steps counted by zip(range(n), ds)": (
         ("custom_loop_zip_range", "inline_loop_progress_bar_zip"),
