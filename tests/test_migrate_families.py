@@ -51,8 +51,8 @@ FAMILIES = {
         "report_dataset_from_helper_generator", 33, "(line 16), which is not a tf.data dataset that can be distributed",
     ),
     "fit's validation set (validation_split=, a size known at run time) given a batch of its own": (
-        ("fit_validation_split", "fit_validation_split_run_time", "fit_validation_uneven", "fit_validation_data_name"),
-        "report_validation_split", 15, "with validation_split=, a validation set smaller than the scaled global batch is a single batch",
+        ("fit_validation_split", "fit_validation_split_run_time", "fit_validation_split_two_inputs", "fit_validation_uneven", "fit_validation_data_name"),
+        "report_validation_split_inputs_made_in_call", 14, "with validation_split=, a validation set smaller than the scaled global batch is a single batch",
     ),
     "a loss object of Keras's default reduction in a custom train_step (Keras 2)": (
         ("train_step_loss_object_tf_keras",),
