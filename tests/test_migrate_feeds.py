@@ -98,11 +98,24 @@ def test_an_iterator_made_again_of_another_dataset_is_refused():
     assert "the iterator batches is made of more than one dataset" in _reasons(analysis)
 
 
-def test_a_batch_drawn_by_next_and_also_shown_is_refused_at_that_line():
+def test_a_batch_drawn_by_next_and_also_shown_reads_the_global_batch():
     loop = "batches = iter(dataset)\nfor i in range(3):\n    features, labels = next(batches)\n    print(features.shape)\n    step(features, labels)\n"
-    analysis = _migrate(loop)
+    migrated = _migrate(loop).new_text
+    assert migrated is not None
+    assert "    print(strategy.gather(features, axis=0).shape)\n    distributed_step(features, labels)\n" in migrated
+
+
+def test_a_batch_drawn_by_next_whose_parts_are_not_known_and_also_shown_is_refused_at_that_line():
+    """The dataset's items made by map(): strategy.gather of a tuple of parts hands back the
+    first replica's share of each, so a part read outside the step cannot be gathered."""
+    head = HEAD.replace(
+        "dataset = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(8).repeat()\n",
+        "dataset = tf.data.Dataset.from_tensor_slices(x).map(lambda row: (row, row[:1])).batch(8).repeat()\n",
+    )
+    loop = "batches = iter(dataset)\nfor i in range(3):\n    features, labels = next(batches)\n    print(features.shape)\n    step(features, labels)\n"
+    analysis = _migrate(loop, head)
     assert analysis.new_text is None
-    line = _line(HEAD + loop, "print(features.shape)")
+    line = _line(head + loop, "print(features.shape)")
     assert f"the batch is also used on line {line}, where a distributed batch would not do" in _reasons(analysis)
 
 

@@ -212,6 +212,9 @@ RUN_TIME = "validation_batch_size=min(64 * strategy.num_replicas_in_sync, {size}
         # validation_split=: the last len(x) - int(len(x) * (1 - s)) examples, as Keras splits
         ("a = np.load('a.npy')\nmodel.fit(a, y, batch_size=64, validation_split=0.2)\n", "(len(a) - int(len(a) * (1 - 0.2)))"),
         ("a = np.load('a.npy')\nSPLIT = 0.1\nmodel.fit(a, y, batch_size=64, validation_split=SPLIT)\n", "(len(a) - int(len(a) * (1 - SPLIT)))"),
+        # inputs written as a list of arrays: Keras splits them all at the first one's length
+        ("a = np.load('a.npy')\nb = np.load('b.npy')\nmodel.fit([a, b], y, batch_size=64, validation_split=0.2)\n", "(len(a) - int(len(a) * (1 - 0.2)))"),
+        ("a = np.load('a.npy')\nmodel.fit(x, y, batch_size=64, validation_data=([a, a[:, :1]], y[:9]))\n", "len(a)"),
         # a name bound only to (inputs, targets) tuples
         ("a = np.load('a.npy')\nheld = (a[:7], y[:7])\nmodel.fit(x, y, batch_size=64, validation_data=held)\n", "len(held[0])"),
         # inputs cast in the call (a boolean array, by the migration): their length is the array's
@@ -229,7 +232,7 @@ def test_a_validation_set_of_unknown_size_gets_a_batch_from_its_size_at_run_time
     "lines",
     [
         "model.fit(np.load('a.npy'), y, batch_size=64, validation_split=0.2)\n",  # made in the call: read again, made again
-        "a = np.load('a.npy')\nmodel.fit([a, a], y, batch_size=64, validation_split=0.2)\n",  # a list's length is not the examples'
+        "a = np.load('a.npy')\nmodel.fit({'a': a, 'b': a}, y, batch_size=64, validation_split=0.2)\n",  # a dict's length is not the examples'
         "a = np.load('a.npy')\nmodel.fit(a, y, batch_size=64, validation_split=fraction())\n",  # a split computed in the call
         "a = np.load('a.npy')\nmodel.fit(a, y, batch_size=64, validation_split=0.2, **options)\n",  # may hold its own
     ],
@@ -320,9 +323,11 @@ def test_a_validation_set_with_a_batch_of_its_own_runs_on_three_replicas(tmp_pat
 
 @pytest.mark.tf
 @pytest.mark.parametrize("replicas", [2, 3, 4])
-def test_a_validation_batch_from_the_size_at_run_time_is_proven_on_two_three_and_four_replicas(tmp_path, replicas):
-    """fit_validation_split_run_time validates 101 examples (known only at run time), which
-    split evenly over none of 2, 3, 4 replicas: the migration is proven equivalent on each
+@pytest.mark.parametrize("case", ["fit_validation_split_run_time", "fit_validation_split_two_inputs"])
+def test_a_validation_batch_from_the_size_at_run_time_is_proven_on_two_three_and_four_replicas(tmp_path, replicas, case):
+    """fit_validation_split_run_time validates 101 examples (known only at run time), and
+    fit_validation_split_two_inputs, a list of two arrays, 89 (the first array's length read),
+    which split evenly over none of 2, 3, 4 replicas: the migration is proven equivalent on each
     (smoke --compare), and runs its validation there (plain smoke: the comparison's runs stop at
     the steps they compare, before fit validates), where without its validation batch Keras 3
     fails on the first validation batch (AddN)."""
@@ -331,8 +336,8 @@ def test_a_validation_batch_from_the_size_at_run_time_is_proven_on_two_three_and
     from autofix.smoke.compare import ComparePair, compare_many
     from autofix.smoke.jobs import SmokeJob
 
-    original = FIXTURES / "tfd010" / "fit_validation_split_run_time.py"
-    fixed = FIXTURES / "tfd010" / "fit_validation_split_run_time.fixed.py"
+    original = FIXTURES / "tfd010" / f"{case}.py"
+    fixed = FIXTURES / "tfd010" / f"{case}.fixed.py"
     text = fixed.read_text()
     start = text.index(", validation_batch_size=")
     unbatched = tmp_path / "unbatched.py"

@@ -139,9 +139,9 @@ def test_collision_free_names(constant, taken, expected):
 @pytest.mark.parametrize(
     "keyword",
     [
-        # validation inputs that cannot be read again as one array: a call, several inputs
+        # validation inputs that cannot be read again as one array: a call, a dict of inputs
         "validation_data=(np.load('v.npy'), x)",
-        "validation_data=([x, x], x)",
+        "validation_data=({'a': x, 'b': x}, x)",
         "validation_data=(x, x), **options",  # may give a validation_batch_size of its own
     ],
 )
@@ -162,6 +162,7 @@ def test_array_validation_is_reported_not_scaled(keyword):
         ("validation_data=(x, x)", "len(x)"),
         ("validation_data=[x[:40], x[:40]]", "len(x[:40])"),
         ("validation_data=pair", "len(pair[0])"),  # a name bound only to (inputs, targets)
+        ("validation_data=([x, x], x)", "len(x)"),  # several inputs: Keras requires them all as long
         ("validation_split=0.1", "(len(x) - int(len(x) * (1 - 0.1)))"),  # as Keras splits
     ],
 )

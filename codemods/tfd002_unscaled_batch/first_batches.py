@@ -21,7 +21,8 @@ every count, from its size read at run time: ``validation_batch_size=min(<the gl
 <size> // N * N)`` (N the replica count), the size ``len(x_val)`` for
 ``validation_data=(x_val, y_val)`` (``x_val`` an array named in the call, or cast there:
 ``x_val.astype("float32")``), ``len(val[0])`` for ``validation_data=val`` with ``val`` bound
-only to such tuples, and ``(len(x) - int(len(x) * (1 - s)))`` for ``validation_split=s`` (as
+only to such tuples (inputs written as a list or tuple of arrays, ``[words, counts]``: the
+length of the first, at which Keras splits them all), and ``(len(x) - int(len(x) * (1 - s)))`` for ``validation_split=s`` (as
 Keras 3.15 splits: ``split_at = int(math.floor(len(x) * (1.0 - s)))``, the rest validates).
 The global batch when the set holds one, else the set rounded down to a multiple of N (the
 rest, fewer than N examples, is an uneven last batch, which runs). What validation computes
@@ -32,8 +33,8 @@ Keras 3 fails on 3 replicas (``Inputs to operation AddN of type AddN must have t
 and shape``), and with the computed validation batch runs on all three.
 
 Not shown safe, so the batch is reported and not scaled: a validation set of arrays whose size
-no expression reads again unchanged (inputs that are a list or dict of arrays, made by a call
-in the ``fit`` call, a split computed by a call, ``**options`` that may hold a
+no expression reads again unchanged (inputs that are a dict of arrays, made by a call in the
+``fit`` call, a split computed by a call, ``**options`` that may hold a
 ``validation_batch_size``). Not looked at: the training arrays
 (smaller than B x N they would be one batch too, but a training set is rarely that small, and
 its size is seldom known), and validation or evaluation data batched by itself (a dataset, or
@@ -143,7 +144,7 @@ class FirstBatches:
         """The code of the validation set's size, read at run time, or None."""
         code = self.program.module.code_for_node
         if keyword == "validation_split":
-            x = self._rereadable(argument_value(call, "x", 0))
+            x = self._rereadable(_first_input(argument_value(call, "x", 0)))
             split = argument_value(call, "validation_split", 6)
             if x is None or split is None or not _plain(split):
                 return None
@@ -153,7 +154,7 @@ class FirstBatches:
         if isinstance(data, (cst.Tuple, cst.List)):
             if not data.elements or isinstance(data.elements[0], cst.StarredElement):
                 return None
-            inputs = self._rereadable(data.elements[0].value)
+            inputs = self._rereadable(_first_input(data.elements[0].value))
             return f"len({code(inputs)})" if inputs is not None else None
         if isinstance(data, cst.Name):
             origins = self.facts.values.origins(data)
@@ -201,6 +202,18 @@ class FirstBatches:
     def _said(self, reason: str) -> str:
         self.reasons.add(reason)
         return reason
+
+
+def _first_input(inputs: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """The first array of inputs written as a list or tuple of arrays (``[words, counts]``, a
+    model of several inputs), else ``inputs``: Keras splits every array of the inputs at the
+    first one's ``floor(len * (1 - s))``, and requires them all to hold as many examples, so its
+    length is the inputs'."""
+    while isinstance(inputs, (cst.List, cst.Tuple)):
+        if not inputs.elements or any(isinstance(e, cst.StarredElement) for e in inputs.elements):
+            return None
+        inputs = inputs.elements[0].value
+    return inputs
 
 
 def _plain(expr: cst.BaseExpression) -> bool:

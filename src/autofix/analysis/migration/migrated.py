@@ -157,8 +157,21 @@ def _caller(program: Program, facts: Facts, run: cst.Call) -> cst.CSTNode:
 
 
 def _short(program: Program, node: cst.CSTNode) -> str:
-    code = " ".join(program.module.code_for_node(node).split())
+    """The code of ``node`` as the original wrote it, as far as the migration's own scaling
+    goes (``BATCH_SIZE * strategy.num_replicas_in_sync`` shown as ``BATCH_SIZE``): the reason
+    is read beside the original, not the migrated code it never sees."""
+    code = " ".join(program.module.code_for_node(node.visit(_Unscaled())).split())
     return code if len(code) <= 50 else code[:47] + "..."
+
+
+class _Unscaled(cst.CSTTransformer):
+    """``x * <strategy>.num_replicas_in_sync`` back to ``x``."""
+
+    def leave_BinaryOperation(self, original_node: cst.BinaryOperation, updated_node: cst.BinaryOperation) -> cst.BaseExpression:
+        right = updated_node.right
+        if isinstance(updated_node.operator, cst.Multiply) and isinstance(right, cst.Attribute) and right.attr.value == "num_replicas_in_sync":
+            return updated_node.left
+        return updated_node
 
 
 def _run_arguments(run: cst.Call) -> list[cst.BaseExpression]:

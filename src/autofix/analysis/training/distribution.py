@@ -138,7 +138,7 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
     structure = structures[0] if structures and all(x == structures[0] for x in structures) else None
     parts = isinstance(structure, (tuple, dict))
     if nexts:
-        batch_runs, gathered = _next_runs(inputs, nexts, parts), []
+        batch_runs, gathered = _next_runs(inputs, nexts, structure)
     else:
         batch_runs, gathered = _batch_runs(inputs, loop, target, structure)  # type: ignore[arg-type]
     for run in batch_runs:
@@ -252,16 +252,49 @@ def _next_of(inputs: Inputs, node: cst.CSTNode) -> cst.Call | None:
     return None
 
 
-def _next_runs(inputs: Inputs, nexts: list[cst.Call], parts: bool) -> list[cst.Call]:
-    """The ``strategy.run`` calls the batches that ``next`` hands back go to; raises when one
-    goes anywhere else."""
+def _next_runs(inputs: Inputs, nexts: list[cst.Call], structure: object) -> tuple[list[cst.Call], list[cst.BaseExpression]]:
+    """The ``strategy.run`` calls the batches that ``next`` hands back go to, and the reads of
+    a batch unpacked from it (``x, y = next(it)``) that go nowhere near them (a display): those
+    read the global batch, ``strategy.gather``, as a loop's do (:func:`_batch_runs`). Raises
+    when a batch goes anywhere else."""
+    program, facts = inputs.program, inputs.facts
+    parts = isinstance(structure, (tuple, dict))
     runs: list[cst.Call] = []
+    gathered: list[cst.BaseExpression] = []
     for call in nexts:
-        found, elsewhere = _follow(inputs, call, parts)
-        if elsewhere is not None:
-            raise NotDistributable(f"the batch is also used on line {inputs.program.line(elsewhere)}, where a distributed batch would not do")
-        runs.extend(found)
-    return runs
+        assign = program.parent(call)
+        target = assign.targets[0].target if isinstance(assign, cst.Assign) and assign.value is call and len(assign.targets) == 1 else None
+        if target is None or not isinstance(target, (cst.Name, cst.Tuple, cst.List)):
+            found, elsewhere = _follow(inputs, call, parts)
+            if elsewhere is not None:
+                raise NotDistributable(f"the batch is also used on line {program.line(elsewhere)}, where a distributed batch would not do")
+            runs.extend(found)
+            continue
+        for name, path in _names_at(target):
+            for use in facts.uses(name):
+                found, elsewhere = _follow(inputs, use, parts)
+                if elsewhere is None:
+                    runs.extend(found)
+                    continue
+                read = _tensor_read(use, _part(structure, path), program) if not found and _drawn_gatherable(inputs, assign, target, use) else None
+                if read is None:
+                    raise NotDistributable(f"the batch is also used on line {program.line(elsewhere)}, where a distributed batch would not do")
+                gathered.append(read)
+    return runs, gathered
+
+
+def _drawn_gatherable(inputs: Inputs, assign: cst.Assign, target: cst.BaseExpression, use: cst.CSTNode) -> bool:
+    """:func:`_gatherable` for a batch ``next`` hands back: a plain read in the scope of the
+    statement that draws it, outside any tf.function, that only that statement's binding
+    reaches."""
+    program, facts = inputs.program, inputs.facts
+    return (
+        isinstance(use, cst.Name)
+        and program.scope(use) is program.scope(assign)
+        and not _feeds_a_step(inputs, use)
+        and not inputs.steps.in_graph(assign)
+        and all(_inside(program, b, target) or b is target for b in facts.reaching_bindings(use) or [use])
+    )
 
 
 def _batch_runs(inputs: Inputs, loop: cst.For, target: cst.BaseExpression, structure: object) -> tuple[list[cst.Call], list[cst.BaseExpression]]:

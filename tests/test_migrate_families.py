@@ -1,0 +1,88 @@
+"""The families of single-device code that `autofix migrate` once declined (issue 28), each with
+its fixtures: migrations that must appear (fixtures/tfd010/<case>.fixed.py), one shape that must
+still be refused, with its reason at its line, and the proof of each migration by training it
+beside its original (`smoke --compare` on 2 replicas: tests/test_migrate.py,
+test_each_migration_is_proven_to_train_as_its_original[<case>], TensorFlow-marked; the
+validation batch computed at run time also on 3 and 4: tests/test_migrate_fit.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+from fixturecases import FIXTURES, cases, read
+from test_migrate import NOT_THE_SAME
+
+from autofix.engine import Options, analyse
+
+MIGRATE = Options(migrate="mirrored")
+
+# family: (migrations that must appear, the shape refused, its line, what the reason says)
+FAMILIES = {
+    "a step returning more than its loss (a mean, a sum or count, a dict of them)": (
+        ("step_returns_accuracy", "step_returns_counts", "step_returns_dict", "step_returns_logs", "step_returns_predictions"),
+        "report_step_returns_max", 21, "it is a maximum, minimum or product over the batch, which strategy.reduce cannot combine",
+    ),
+    "batches drawn with next() from iter(ds)": (
+        ("custom_loop_iterator", "custom_loop_iterator_made_again", "custom_loop_iterator_batch_shown"),
+        "report_iterator_batch_mapped_shown", 18, "the batch is also used on line 27, where a distributed batch would not do",
+    ),
+    "steps counted by zip(range(n), ds)": (
+        ("custom_loop_zip_range", "inline_loop_progress_bar_zip"),
+        "report_zip_range_listed_batches", 29, "its batches come from list(dataset) (line 28), which is not a tf.data dataset",
+    ),
+    "a progress bar over the dataset, tqdm(ds)": (
+        ("custom_loop_progress_bar",),
+        "report_progress_bar_numpy_batches", 30, "its batches come from dataset.as_numpy_iterator() (line 29), which is not a tf.data dataset",
+    ),
+    "ds.take(n) in the loop header": (
+        ("take_and_display",),
+        "report_take_unbatched", 36, "train_data is not batched where it is made",
+    ),
+    "a dataset made anew in each epoch": (
+        ("custom_loop_dataset_per_epoch",),
+        "report_dataset_per_epoch_batch_grows", 14, "is BATCH_SIZE * (seed + 1) (line 14), which could not be shown to be the global batch",
+    ),
+    "a batch unpacked in the loop body": (
+        ("custom_loop_batch_unpacked", "custom_loop_batch_indexed"),
+        "report_batch_unpacked_size_counted", 21, "the batch is also used on line 32, where a distributed batch would not do",
+    ),
+    "a dataset made by a helper and returned": (
+        ("custom_loop_dataset_from_helper", "custom_loop_datasets_from_helper_tuple"),
+        "report_dataset_from_helper_generator", 33,
+        # as the original writes it: the migration's scaling of the batch it passes is not shown
+        "its batches come from make_dataset(features, targets, BATCH_SIZE) (line 16), which is not a tf.data dataset",
+    ),
+    "fit's validation set (validation_split=, a size known at run time) given a batch of its own": (
+        ("fit_validation_split", "fit_validation_split_run_time", "fit_validation_split_two_inputs", "fit_validation_uneven", "fit_validation_data_name"),
+        "report_validation_split_inputs_made_in_call", 14, "with validation_split=, a validation set smaller than the scaled global batch is a single batch",
+    ),
+    "a loss object of Keras's default reduction in a custom train_step (Keras 2)": (
+        ("train_step_loss_object_tf_keras",),
+        "report_train_step_loss_from_compile_loaded", 18, "whose reduction over the batch is not known",
+    ),
+    "boolean arrays handed to fit": (
+        ("fit_boolean_arrays",),
+        "report_fit_boolean_labels_metric", 22, "is given a boolean array (picks, made on line 18",
+    ),
+}
+
+PAIRS = {c.name for c in cases("tfd010") if c.after is not None}
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_each_family_has_migrations_proven_by_training(family):
+    """Each migration is a fixture pair whose proof (TensorFlow-marked, in test_migrate.py)
+    requires `smoke --compare` to call it equivalent to its original."""
+    migrated, _, _, _ = FAMILIES[family]
+    for name in migrated:
+        assert name in PAIRS, name
+        assert name not in NOT_THE_SAME, name
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_each_family_has_a_shape_refused_with_its_reason_at_its_line(family):
+    _, refused, line, says = FAMILIES[family]
+    analysis = analyse(read(FIXTURES / "tfd010" / f"{refused}.py"), MIGRATE)
+    assert analysis.new_text is None
+    found = [f for f in analysis.findings if f.code == "TFD010" and not f.fixable and f.line == line and says in (f.reason or "")]
+    assert found, [(f.line, f.reason) for f in analysis.findings]
