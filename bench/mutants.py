@@ -2,7 +2,8 @@
 
     python bench/mutants.py [--fixtures] [--files DIR] [--only TEXT] [--part A|B] [--kind KIND]
                             [--heldout] [--json OUT] [--timeout S] [--replicas N] [--steps K]
-                            [--max-per-kind N] [--batch N] [--dry] [--verbose] [--markdown]
+                            [--max-per-kind N] [--sample N] [--assume-proven] [--batch N] [--dry]
+                            [--verbose] [--markdown]
     python bench/mutants.py --report OUT.json [--markdown]
 
 Takes migrations the proof proves (the migration corpus, bench/migrate/manifest.json,
@@ -242,6 +243,24 @@ def prove(pairs: list[tuple[str, str]], args) -> list[tuple[str, str]]:
     return results
 
 
+def sampled(made: list, per_kind: int) -> list:
+    """At most ``per_kind`` mutants of each kind, taken from the files in turn (a file's first
+    mutant of the kind, then the next file's, ...), in the order they were made."""
+    by_kind: dict[str, dict[str, list[int]]] = {}
+    for n, (subject, m) in enumerate(made):
+        by_kind.setdefault(m.kind, {}).setdefault(subject.name, []).append(n)
+    kept: set[int] = set()
+    for files in by_kind.values():
+        queues = list(files.values())
+        taken = 0
+        while taken < per_kind and any(queues):
+            for queue in queues:
+                if queue and taken < per_kind:
+                    kept.add(queue.pop(0))
+                    taken += 1
+    return [item for n, item in enumerate(made) if n in kept]
+
+
 def _place(work: Path, tag: str, name: str, text: str) -> str:
     folder = work / tag
     folder.mkdir(parents=True)
@@ -262,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds each run may take (default 300)")
     parser.add_argument("--max-per-kind", type=int, default=None, help="at most N mutants of each kind per file")
+    parser.add_argument("--sample", type=int, default=None, help="at most N mutants of each kind over all files, taken from the files in turn")
+    parser.add_argument("--assume-proven", action="store_true", help="do not prove the migrations first (an earlier run proved them: name them with --only)")
     parser.add_argument("--batch", type=int, default=40, help="pairs proven in one TensorFlow process (default 40)")
     parser.add_argument("--dry", action="store_true", help="make the mutants and check that they parse; no TensorFlow")
     parser.add_argument("--verbose", action="store_true", help="list every mutant")
@@ -302,7 +323,9 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="autofix-bench-mutants-"))
     try:
-        if not args.dry:
+        if args.assume_proven:
+            print("the migrations are taken as proven (not proven again in this run)")
+        elif not args.dry:
             subjects = _proven(subjects, work, args)
             if not subjects:
                 print("no pair is proven: nothing to score", file=sys.stderr)
@@ -311,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
         for subject in subjects:
             found = mutants.mutants_of(subject.migrated, subject.name, replicas=args.replicas, heldout=args.heldout, only=args.kind, max_per_kind=args.max_per_kind)
             made += [(subject, m) for m in found]
+        if args.sample is not None:
+            made = sampled(made, args.sample)
         counts = Counter((m.kind, m.label) for _, m in made)
         print(f"{len(made)} mutants of {len(subjects)} files: {sum(1 for _, m in made if m.label == mutants.WRONG)} wrong, {sum(1 for _, m in made if m.label == mutants.RIGHT)} right")
         if args.dry or args.verbose:

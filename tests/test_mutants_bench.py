@@ -508,3 +508,27 @@ def test_a_batch_the_harness_fails_on_is_harness_errors(monkeypatch):
     monkeypatch.setattr(autofix.smoke, "compare_many", broken)
     args = driver.argparse.Namespace(batch=2, replicas=2, steps=3, timeout=10)
     assert driver.prove([("a", "b"), ("c", "d"), ("e", "f")], args) == [("harness-error", "RuntimeError: no TensorFlow here")] * 3
+
+
+def test_a_sample_takes_each_kinds_mutants_from_the_files_in_turn():
+    def made(name: str, kind: str, n: int):
+        return (driver.Subject(name, "", ""), mutants.Mutant(kind, "wrong", "loss", f"{name} {n}", "", n))
+
+    items = [made("a.py", "k", 1), made("a.py", "k", 2), made("a.py", "j", 3), made("b.py", "k", 4), made("c.py", "k", 5)]
+    assert [m.what for _, m in driver.sampled(items, 2)] == ["a.py 1", "a.py 3", "b.py 4"]
+    assert [m.what for _, m in driver.sampled(items, 1)] == ["a.py 1", "a.py 3"]
+    assert driver.sampled(items, 10) == items
+
+
+def test_assume_proven_skips_the_proof_of_the_migrations(monkeypatch, capsys):
+    seen = []
+
+    def fake_prove(pairs, args):
+        seen.extend(pairs)
+        return [("different", "2 x")] * len(pairs)
+
+    monkeypatch.setattr(driver, "prove", fake_prove)
+    code = driver.main(["--fixtures", "--only", "loop", "--kind", "mean-per-replica", "--assume-proven"])
+    out = capsys.readouterr().out
+    assert len(seen) == 1 and "the migrations are taken as proven" in out
+    assert code == 0
