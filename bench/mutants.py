@@ -245,13 +245,15 @@ def prove(pairs: list[tuple[str, str]], args) -> list[tuple[str, str]]:
 
 def sampled(made: list, per_kind: int) -> list:
     """At most ``per_kind`` mutants of each kind, taken from the files in turn (a file's first
-    mutant of the kind, then the next file's, ...), in the order they were made."""
+    mutant of the kind, then the next file's, ...), each kind starting at another file so that
+    a small sample still spreads over the files; kept in the order they were made."""
     by_kind: dict[str, dict[str, list[int]]] = {}
     for n, (subject, m) in enumerate(made):
         by_kind.setdefault(m.kind, {}).setdefault(subject.name, []).append(n)
     kept: set[int] = set()
-    for files in by_kind.values():
+    for number, files in enumerate(by_kind.values()):
         queues = list(files.values())
+        queues = queues[number % len(queues) :] + queues[: number % len(queues)]
         taken = 0
         while taken < per_kind and any(queues):
             for queue in queues:

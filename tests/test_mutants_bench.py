@@ -268,6 +268,20 @@ def test_steps_per_execution_only_where_fit_has_no_callbacks():
     assert of(text, "steps-per-execution") == []
 
 
+def test_steps_per_execution_not_where_the_model_class_has_a_compile_of_its_own():
+    # AlexNdungu's trainer (part B): compile(self, optimizer, loss) takes no steps_per_execution.
+    text = migrated("train_step").replace("    def train_step(self, data):", "    def compile(self, optimizer):\n        super().compile(optimizer=optimizer)\n\n    def train_step(self, data):")
+    assert len(of(migrated("train_step"), "steps-per-execution")) == 1
+    assert of(text, "steps-per-execution") == []
+
+
+def test_reduction_not_changed_where_the_step_reads_per_example_losses_through_call():
+    # A migration that reads self.loss.call(y, y_pred) never applies the object's reduction.
+    base = migrated("train_step")
+    assert len(of(base, "reduction-changed")) == 1
+    assert of(base.replace("self.loss_fn(y, y_pred)", "self.loss_fn.call(y, y_pred)"), "reduction-changed") == []
+
+
 def test_take_and_shuffle_need_a_known_size():
     text = migrated("loop").replace("features = rng.random((512, 8), dtype=np.float32)", "features = load_features()").replace("labels = rng.integers(0, 4, size=(512,))", "labels = load_labels()")
     for kind in ("take-added", "shuffle-added", "drop-remainder-flipped", "distribute-from-function"):
@@ -517,6 +531,9 @@ def test_a_sample_takes_each_kinds_mutants_from_the_files_in_turn():
     items = [made("a.py", "k", 1), made("a.py", "k", 2), made("a.py", "j", 3), made("b.py", "k", 4), made("c.py", "k", 5)]
     assert [m.what for _, m in driver.sampled(items, 2)] == ["a.py 1", "a.py 3", "b.py 4"]
     assert [m.what for _, m in driver.sampled(items, 1)] == ["a.py 1", "a.py 3"]
+    # the second kind starts at the second file that has it
+    items.append(made("b.py", "j", 6))
+    assert [m.what for _, m in driver.sampled(items, 1)] == ["a.py 1", "b.py 6"]
     assert driver.sampled(items, 10) == items
 
 
