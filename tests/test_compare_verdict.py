@@ -202,6 +202,13 @@ def test_noise_layers_run_otherwise_are_different(tmp_path):
         ({"fits": [{"epochs": 3, "initial_epoch": 0}]}, {"fits": [{"epochs": 2, "initial_epoch": 0}]}, "different",
          "fit is asked for epochs=3 in the migration, epochs=2 in the original"),
         ({"fits": [{"epochs": 2, "initial_epoch": 0}]}, {"fits": [{"epochs": 2, "initial_epoch": 0}]}, "equivalent", ""),
+        # ... and the steps an epoch: the original's, or the original's divided by the replicas
+        ({"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 1000}]}, {"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 500}]},
+         "different", "fit is asked for steps_per_epoch=1000 in the migration, steps_per_epoch=500 in the original: its epochs end at other steps"),
+        ({"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 500}]}, {"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 500}]}, "equivalent", ""),
+        ({"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 250}]}, {"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 500}]}, "equivalent", ""),
+        ({"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 4}]}, {"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 7}]}, "equivalent", ""),
+        ({"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 500}]}, {"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": "None"}]}, "equivalent", ""),
     ],
 )
 def test_what_holding_the_data_equal_hides_is_compared_where_the_scripts_do_it(tmp_path, mine, theirs, status, says):

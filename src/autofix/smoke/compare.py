@@ -222,7 +222,7 @@ def judge(original: str, o1: SmokeReport, on: SmokeReport, mn: SmokeReport, m1: 
         return made("different", batch)
     judged = [verdict.judge_pair(mn, on, replicas, o1)]
     if replicas > 1:
-        judged.append(verdict.judge_pair(m1, o1, 1))
+        judged.append(verdict.judge_pair(m1, o1, 1, compared=replicas))
     pairs = [j.pair(r) for j, r in zip(judged, (replicas, 1))]
     said = [text for j in judged for text in j.said]
     said = list(dict.fromkeys(said))
