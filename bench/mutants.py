@@ -234,11 +234,12 @@ def prove(pairs: list[tuple[str, str]], args) -> list[tuple[str, str]]:
             results += [("harness-error", f"{type(exc).__name__}: {exc}")] * len(batch)
             print(f"  batch from {start + 1} failed in the harness: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
             continue
-        for report in reports:
+        for (migrated, _), report in zip(batch, reports):
             if report.compare is None:
                 results.append(("harness-error", report.harness_error or "no comparison"))
             else:
                 results.append((report.compare.status, report.compare.message))
+            print(f"    {Path(migrated).parent.name}: {results[-1][0]}: {results[-1][1][:160]}", file=sys.stderr, flush=True)
         print(f"  proved {start + len(batch)} of {len(pairs)} ({time.perf_counter() - begun:.0f} s for this batch)", file=sys.stderr, flush=True)
     return results
 
