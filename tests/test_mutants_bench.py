@@ -462,6 +462,9 @@ def test_score_false_alarms_and_exit_status():
     assert "a.py line 3: momentum-changed: momentum-changed here\n      equivalent: on 2 replicas: the same first update" in text
     assert "a.py line 3: tf-function-toggled: tf-function-toggled here\n      different: the gradient differs" in text
     assert re.search(r"^momentum-changed +loss +1 +0 +0%$", text, re.M)
+    assert "of the survivors" not in text
+    unseen = outcome("mean-per-replica", "wrong", "equivalent", "the same 3 steps; not compared: the training the script does after the steps compared (distiller.fit at line 9)")
+    assert "of the survivors, 1 changed training the proof says it did not compare" in driver.render(driver.summarize([unseen]))
 
 
 def test_exit_status_is_0_only_for_a_full_score_and_no_false_alarm():
