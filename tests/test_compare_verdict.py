@@ -10,6 +10,8 @@ each step, and the optimizer's variables after each step.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 np = pytest.importorskip("numpy")
@@ -17,7 +19,7 @@ np = pytest.importorskip("numpy")
 from compare_records import _report, _trace  # noqa: E402
 
 from autofix.smoke import compare, verdict  # noqa: E402
-from autofix.smoke.report import Check  # noqa: E402
+from autofix.smoke.report import Check, LoopRecord  # noqa: E402
 
 
 START = [[1.0, 2.0], [0.5]]
@@ -202,6 +204,13 @@ def test_noise_layers_run_otherwise_are_different(tmp_path):
         ({"fits": [{"epochs": 3, "initial_epoch": 0}]}, {"fits": [{"epochs": 2, "initial_epoch": 0}]}, "different",
          "fit is asked for epochs=3 in the migration, epochs=2 in the original"),
         ({"fits": [{"epochs": 2, "initial_epoch": 0}]}, {"fits": [{"epochs": 2, "initial_epoch": 0}]}, "equivalent", ""),
+        # ... and the steps an epoch: the original's, or the original's divided by the replicas
+        ({"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 1000}]}, {"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 500}]},
+         "different", "fit is asked for steps_per_epoch=1000 in the migration, steps_per_epoch=500 in the original: its epochs end at other steps"),
+        ({"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 500}]}, {"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 500}]}, "equivalent", ""),
+        ({"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 250}]}, {"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 500}]}, "equivalent", ""),
+        ({"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 4}]}, {"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 7}]}, "equivalent", ""),
+        ({"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 500}]}, {"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": "None"}]}, "equivalent", ""),
     ],
 )
 def test_what_holding_the_data_equal_hides_is_compared_where_the_scripts_do_it(tmp_path, mine, theirs, status, says):
@@ -292,3 +301,30 @@ def test_the_original_failing_and_the_reference_diverging_are_not_failures_of_th
     diverged = _report(None, status="diverged", error="replica 1 ended its step while replica 0 waits to update its weights")
     inconclusive = compare.judge("o.py", fine, diverged, _report(_trace(tmp_path / "m.npz", START, STEPS), 2, 16), fine, 2)
     assert inconclusive.status == "inconclusive" and "could not be computed: replica 1 ended its step" in inconclusive.message
+
+
+def test_training_the_run_never_reached_is_said_with_the_proof(tmp_path):
+    """A comparing run ends once its K steps are recorded: a script that trains a teacher and
+    then distills a student has only the teacher's steps compared, and the proof says so
+    (knowledge_distillation.py of part B: the student's loss averaged per replica was proven)."""
+    script = tmp_path / "distill.py"
+    script.write_text(
+        "import keras\n"
+        "teacher.fit(x, y, batch_size=64)\n"
+        "distiller.fit(\n"
+        "    x, y, batch_size=64)\n"
+        "strategy.run(step, args=(x,))\n"
+        "other.run()\n"
+    )
+    o1, on = _report(_trace(tmp_path / "o1.npz", START, STEPS), 1, 8), _report(_trace(tmp_path / "on.npz", START, STEPS), 1, 16)
+    teacher_only = (LoopRecord(site="distill.py:2", name="fit", steps=3, global_batch=16),)
+    mn = _report(_trace(tmp_path / "m.npz", START, STEPS), 2, 16, script=str(script), loops=teacher_only)
+    m1 = _report(_trace(tmp_path / "m1.npz", START, STEPS), 1, 8)
+    result = compare.judge("o.py", o1, on, mn, m1, 2)
+    assert result.status == "equivalent", result.message
+    said = "not compared: the training the script does after the steps compared (distiller.fit at line 3, strategy.run at line 5)"
+    assert said in result.message and any(said in s for s in result.said)
+    # every training call reached: nothing more is said
+    everything = tuple(LoopRecord(site=f"distill.py:{n}", name="fit", steps=3, global_batch=16) for n in (2, 4, 5))
+    reached = compare.judge("o.py", o1, on, dataclasses.replace(mn, loops=everything), m1, 2)
+    assert reached.status == "equivalent" and "the training the script does after" not in reached.message

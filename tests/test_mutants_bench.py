@@ -268,6 +268,20 @@ def test_steps_per_execution_only_where_fit_has_no_callbacks():
     assert of(text, "steps-per-execution") == []
 
 
+def test_steps_per_execution_not_where_the_model_class_has_a_compile_of_its_own():
+    # AlexNdungu's trainer (part B): compile(self, optimizer, loss) takes no steps_per_execution.
+    text = migrated("train_step").replace("    def train_step(self, data):", "    def compile(self, optimizer):\n        super().compile(optimizer=optimizer)\n\n    def train_step(self, data):")
+    assert len(of(migrated("train_step"), "steps-per-execution")) == 1
+    assert of(text, "steps-per-execution") == []
+
+
+def test_reduction_not_changed_where_the_step_reads_per_example_losses_through_call():
+    # A migration that reads self.loss.call(y, y_pred) never applies the object's reduction.
+    base = migrated("train_step")
+    assert len(of(base, "reduction-changed")) == 1
+    assert of(base.replace("self.loss_fn(y, y_pred)", "self.loss_fn.call(y, y_pred)"), "reduction-changed") == []
+
+
 def test_take_and_shuffle_need_a_known_size():
     text = migrated("loop").replace("features = rng.random((512, 8), dtype=np.float32)", "features = load_features()").replace("labels = rng.integers(0, 4, size=(512,))", "labels = load_labels()")
     for kind in ("take-added", "shuffle-added", "drop-remainder-flipped", "distribute-from-function"):
@@ -448,6 +462,9 @@ def test_score_false_alarms_and_exit_status():
     assert "a.py line 3: momentum-changed: momentum-changed here\n      equivalent: on 2 replicas: the same first update" in text
     assert "a.py line 3: tf-function-toggled: tf-function-toggled here\n      different: the gradient differs" in text
     assert re.search(r"^momentum-changed +loss +1 +0 +0%$", text, re.M)
+    assert "of the survivors" not in text
+    unseen = outcome("mean-per-replica", "wrong", "equivalent", "the same 3 steps; not compared: the training the script does after the steps compared (distiller.fit at line 9)")
+    assert "of the survivors, 1 changed training the proof says it did not compare" in driver.render(driver.summarize([unseen]))
 
 
 def test_exit_status_is_0_only_for_a_full_score_and_no_false_alarm():
@@ -508,3 +525,30 @@ def test_a_batch_the_harness_fails_on_is_harness_errors(monkeypatch):
     monkeypatch.setattr(autofix.smoke, "compare_many", broken)
     args = driver.argparse.Namespace(batch=2, replicas=2, steps=3, timeout=10)
     assert driver.prove([("a", "b"), ("c", "d"), ("e", "f")], args) == [("harness-error", "RuntimeError: no TensorFlow here")] * 3
+
+
+def test_a_sample_takes_each_kinds_mutants_from_the_files_in_turn():
+    def made(name: str, kind: str, n: int):
+        return (driver.Subject(name, "", ""), mutants.Mutant(kind, "wrong", "loss", f"{name} {n}", "", n))
+
+    items = [made("a.py", "k", 1), made("a.py", "k", 2), made("a.py", "j", 3), made("b.py", "k", 4), made("c.py", "k", 5)]
+    assert [m.what for _, m in driver.sampled(items, 2)] == ["a.py 1", "a.py 3", "b.py 4"]
+    assert [m.what for _, m in driver.sampled(items, 1)] == ["a.py 1", "a.py 3"]
+    # the second kind starts at the second file that has it
+    items.append(made("b.py", "j", 6))
+    assert [m.what for _, m in driver.sampled(items, 1)] == ["a.py 1", "b.py 6"]
+    assert driver.sampled(items, 10) == items
+
+
+def test_assume_proven_skips_the_proof_of_the_migrations(monkeypatch, capsys):
+    seen = []
+
+    def fake_prove(pairs, args):
+        seen.extend(pairs)
+        return [("different", "2 x")] * len(pairs)
+
+    monkeypatch.setattr(driver, "prove", fake_prove)
+    code = driver.main(["--fixtures", "--only", "loop", "--kind", "mean-per-replica", "--assume-proven"])
+    out = capsys.readouterr().out
+    assert len(seen) == 1 and "the migrations are taken as proven" in out
+    assert code == 0

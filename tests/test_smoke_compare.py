@@ -85,6 +85,9 @@ CASES = {
     "pretrained_wrong_no_load": ("pretrained.wrong_no_load.py", "pretrained.py", "different", "the original loads them (load_weights at pretrained.py:12), the migration does not"),
     "noise_before_wrong_mean": ("noise_before.wrong_mean.py", "noise_before.py", "different", "it is 2.00 x the original's (2 x: is the loss averaged per replica"),
     "legacy_noise_wrong_stddev": ("legacy_noise.wrong_stddev.py", "legacy_noise.py", "different", "in step 1, the gradient of dense/kernel differs"),
+    # fit's steps_per_epoch as written (every run is capped): the original's, or divided by the replicas
+    "steps_per_epoch": ("steps_per_epoch.migrated.py", "steps_per_epoch.py", "equivalent", "the same 3 steps"),
+    "steps_per_epoch_wrong_doubled": ("steps_per_epoch.wrong_doubled.py", "steps_per_epoch.py", "different", "fit is asked for steps_per_epoch=16 in the migration, steps_per_epoch=8 in the original"),
     "clipped_wrong_per_replica": ("clipped.wrong_per_replica.py", "clipped.py", "different", "or are the gradients clipped by each replica's norm, not the all-reduced one"),
     # what the migrated step returns, against an original written inline (the loss its loop
     # differentiates) and one whose step draws its batch itself (micro-steps' returns averaged)

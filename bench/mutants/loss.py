@@ -184,7 +184,10 @@ def loss_weight_changed(p):
 
 @operator("reduction-changed", WRONG, FAMILY, "a loss object's reduction set to 'sum' (B x the mean)", "the first update (B x the gradient)")
 def reduction_changed(p):
+    called = _called_through_call(p)
     for call in uses.used_losses(p):
+        if _bound_names(p, call) & called:
+            continue  # the step reads its per-example losses (.call): the reduction is never applied
         current = keyword(call, "reduction")
         old = string(current.value) if current is not None else "sum_over_batch_size"
         if current is not None and old is None:
@@ -194,3 +197,28 @@ def reduction_changed(p):
             continue
         yield Edit(p.replace_one(call, with_keyword(call, "reduction", expr('"sum"'))), f"{callee(call)} reduction {old} -> sum", p.line(call))
 
+
+
+def _called_through_call(p) -> set[str]:
+    """What a training step calls ``.call(...)`` on (``self.loss``, ``loss_fn``): a loss object
+    read so gives its per-example losses, whatever its reduction."""
+    found = set()
+    for step in p.facts.steps:
+        for n in walk(step.body):
+            if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "call":
+                found.add(p.code(n.func.value))
+    return found
+
+
+def _bound_names(p, construction: cst.Call) -> set[str]:
+    """The names a step may read a loss object's construction by: a name or ``self.<attr>`` it
+    is assigned to, and ``self.<keyword>`` (Keras's ``self.loss``, ``self.compiled_loss``) where
+    it is given to ``compile``, directly or through a name."""
+    names = set()
+    for node in p.nodes(cst.Assign):
+        if node.value is construction:
+            names |= {p.code(target.target) for target in node.targets}
+    for arg in p.nodes(cst.Arg):
+        if arg.keyword is not None and (arg.value is construction or p.facts.resolve(arg.value) is construction):
+            names |= {f"self.{arg.keyword.value}", "self.loss", "self.compiled_loss"}
+    return names

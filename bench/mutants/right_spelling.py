@@ -63,6 +63,9 @@ def steps_per_execution(p):
     for call, value in p.facts.compiled_models():
         if keyword(call, "steps_per_execution") is not None or not isinstance(call.func, cst.Attribute):
             continue
+        cls = p.facts.classes.get(p.facts.model_class(value) or "")
+        if cls is not None and any(isinstance(m, cst.FunctionDef) and m.name.value == "compile" for m in cls.body.body):
+            continue  # a compile of the script's own: it may take no steps_per_execution
         receiver = call.func.value
         fits = [n for n in p.nodes(cst.Call) if callee(n) == "fit" and isinstance(n.func, cst.Attribute) and p.code(n.func.value) == p.code(receiver)]
         if not fits or any(keyword(f, "callbacks") is not None or any(a.star for a in f.args) for f in fits):

@@ -222,7 +222,7 @@ def judge(original: str, o1: SmokeReport, on: SmokeReport, mn: SmokeReport, m1: 
         return made("different", batch)
     judged = [verdict.judge_pair(mn, on, replicas, o1)]
     if replicas > 1:
-        judged.append(verdict.judge_pair(m1, o1, 1))
+        judged.append(verdict.judge_pair(m1, o1, 1, compared=replicas))
     pairs = [j.pair(r) for j, r in zip(judged, (replicas, 1))]
     said = [text for j in judged for text in j.said]
     said = list(dict.fromkeys(said))
@@ -244,7 +244,57 @@ def judge(original: str, o1: SmokeReport, on: SmokeReport, mn: SmokeReport, m1: 
     message = "; ".join(p.message for p in pairs)
     if said:
         message += "; " + "; ".join(said)
+    unreached = unreached_training(mn)
+    if unreached:
+        said = [*said, unreached]
+        message += "; " + unreached
     return made("equivalent", message + "; " + _unseen(mn, on), pairs, said=said)
+
+
+# The calls that train: every one the run reached is recorded with its place (a fit, a
+# strategy.run site, a loop's step).
+TRAINING_CALLS = ("fit", "train_on_batch", "run", "fit_generator")
+
+
+def unreached_training(report: SmokeReport) -> str | None:
+    """Training the comparing run never reached: a comparing run ends once its K steps are
+    recorded, so a script that trains one model and then another (a teacher, then its student
+    distilled) has only the first one's steps compared. Read from the script's text (a
+    ``.py``): each ``fit`` / ``train_on_batch`` / ``strategy.run`` call none of whose lines the
+    run recorded a training site at. Said with the proof, never hidden in it."""
+    import ast
+
+    script = report.script
+    if not script.endswith(".py") or not os.path.isfile(script):
+        return None
+    try:
+        with open(script, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+    reached: set[int] = set()
+    for record in (*report.fits, *report.runs, *report.loops):
+        line = str(getattr(record, "site", "")).rpartition(":")[2]
+        if line.isdigit():
+            reached.add(int(line))
+    if not reached:
+        return None
+    missed = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in TRAINING_CALLS:
+            if node.func.attr == "run" and "strateg" not in ast.unparse(node.func.value).lower():
+                continue
+            lines = range(node.lineno, (node.end_lineno or node.lineno) + 1)
+            if not any(line in reached for line in lines):
+                missed.append(f"{ast.unparse(node.func)} at line {node.lineno}")
+    if not missed:
+        return None
+    missed.sort(key=lambda text: int(text.rpartition(" ")[2]))
+    shown = ", ".join(missed[:3]) + (", ..." if len(missed) > 3 else "")
+    return (
+        f"not compared: the training the script does after the steps compared ({shown}): "
+        f"its steps are not proven (a model trained after the first one is not compared)"
+    )
 
 
 def _mode(report: SmokeReport, replicas: int) -> str:

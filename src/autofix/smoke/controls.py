@@ -171,7 +171,7 @@ def _plain_number(value: Any) -> Any:
 
 
 def fits() -> list[dict[str, Any]]:
-    """The epochs each ``fit`` of the script was asked for, in order."""
+    """The epochs (and steps an epoch) each ``fit`` of the script was asked for, in order."""
     return [dict(f) for f in _fits]
 
 
@@ -189,11 +189,17 @@ def held() -> list[str]:
 
 
 def fit_arguments(given: dict[str, Any], array_input: bool) -> None:
-    """``fit``'s own shuffling off, and its batch on arrays scaled; how many epochs it was
-    asked for noted (every run is capped to the steps compared)."""
+    """``fit``'s own shuffling off, and its batch on arrays scaled; how many epochs (and steps
+    an epoch) it was asked for noted (every run is capped to the steps compared)."""
     if not _active:
         return
-    _fits.append({"epochs": _plain_number(given.get("epochs", 1)), "initial_epoch": _plain_number(given.get("initial_epoch", 0))})
+    _fits.append(
+        {
+            "epochs": _plain_number(given.get("epochs", 1)),
+            "initial_epoch": _plain_number(given.get("initial_epoch", 0)),
+            "steps_per_epoch": _plain_number(given.get("steps_per_epoch")),
+        }
+    )
     unscaled = _unscaled_batcher(given.get("x"))
     if unscaled is not None:
         _fits[-1]["unscaled"] = unscaled

@@ -76,9 +76,12 @@ def trace(report: SmokeReport) -> dict[str, Any]:
     return report.trace or {}
 
 
-def judge_pair(migrated: SmokeReport, reference: SmokeReport, replicas: int, original_one: SmokeReport | None = None) -> Judged:
+def judge_pair(
+    migrated: SmokeReport, reference: SmokeReport, replicas: int, original_one: SmokeReport | None = None, compared: int | None = None
+) -> Judged:
     """The migrated run on ``replicas`` against ``reference``; ``original_one``: the original
-    as written (to tell data the original itself does not reproduce)."""
+    as written (to tell data the original itself does not reproduce); ``compared``: the
+    replicas the migration is judged on (its step counts written for them hold on 1 too)."""
     import numpy as np
 
     from autofix.smoke import tolerance
@@ -107,7 +110,7 @@ def judge_pair(migrated: SmokeReport, reference: SmokeReport, replicas: int, ori
     if inexact:
         unsure.append(f"the original's step cannot be computed as replicas: {inexact[0]}")
 
-    piped = pipeline(mine.get("pipeline"), theirs.get("pipeline"))
+    piped = pipeline(mine.get("pipeline"), theirs.get("pipeline"), compared or replicas)
     if piped is not None:
         return Judged("different", f"{where}: {piped}", steps)
 
@@ -197,11 +200,11 @@ def _unless_unsure(judged: Judged, unsure: list[str]) -> Judged:
     return Judged("not-compared", f"{judged.message}; but {unsure[0]}, which may explain it", judged.steps, judged.variables, judged.worst, judged.difference)
 
 
-def pipeline(mine: dict[str, Any] | None, theirs: dict[str, Any] | None) -> str | None:
+def pipeline(mine: dict[str, Any] | None, theirs: dict[str, Any] | None, replicas: int = 1) -> str | None:
     """What holding the runs equal hides: every run's shuffles are turned off (so a shuffle the
     migration adds or removes would not show in what the replicas are fed), a partial last
-    batch dropped and the epochs fit is asked for come after the steps compared, and the seeds
-    the script sets are overridden. Compared where the scripts do them."""
+    batch dropped and the epochs (and steps an epoch) fit is asked for come after the steps
+    compared, and the seeds the script sets are overridden. Compared where the scripts do them."""
     if mine is None or theirs is None:
         return None
     m_seeds, o_seeds = [tuple(x) for x in mine.get("seeds") or []], [tuple(x) for x in theirs.get("seeds") or []]
@@ -220,6 +223,9 @@ def pipeline(mine: dict[str, Any] | None, theirs: dict[str, Any] | None) -> str 
         for key in ("epochs", "initial_epoch"):
             if m_fit.get(key) != o_fit.get(key):
                 return f"fit is asked for {key}={m_fit.get(key)} in the migration, {key}={o_fit.get(key)} in the original: it trains for another number of epochs"
+        steps = _steps_per_epoch(m_fit.get("steps_per_epoch"), o_fit.get("steps_per_epoch"), replicas)
+        if steps is not None:
+            return steps
     m_shuffled, o_shuffled = mine.get("shuffled") or [], theirs.get("shuffled") or []
     if len(m_shuffled) > len(o_shuffled):
         return (
@@ -237,6 +243,23 @@ def pipeline(mine: dict[str, Any] | None, theirs: dict[str, Any] | None) -> str 
     if len(m_drop) < len(o_drop):
         return f"the original drops the partial last batch of an epoch (drop_remainder=True at {o_drop[-1]}), the migration trains on it"
     return None
+
+
+def _steps_per_epoch(mine: Any, theirs: Any, replicas: int) -> str | None:
+    """``fit``'s ``steps_per_epoch`` as written (every run is capped to the steps compared): the
+    original's (the same number of steps, each of N x its examples), or the original's divided
+    by the replicas (the same examples an epoch); another number ends its epochs elsewhere.
+    Compared where both scripts give one."""
+    if not isinstance(mine, int) or not isinstance(theirs, int) or isinstance(mine, bool) or isinstance(theirs, bool):
+        return None
+    kept = {theirs} | {theirs // n for n in range(2, replicas + 1)} | {-(-theirs // n) for n in range(2, replicas + 1)}
+    if mine in kept:
+        return None
+    divided = f", or {theirs} / {replicas} for the same examples an epoch" if replicas > 1 else ""
+    return (
+        f"fit is asked for steps_per_epoch={mine} in the migration, steps_per_epoch={theirs} in the original: its epochs end at "
+        f"other steps (a right migration keeps {theirs}{divided})"
+    )
 
 
 def feeds(
