@@ -132,18 +132,16 @@ def build_repos_corpus(source: Path, target: Path) -> int:
     return count
 
 
-def repos_folder(given: Path | None) -> Path | None:
-    for candidate in (given, ROOT / "bench" / "repos" / "files"):
+def corpus_folder(*candidates: Path | str | None) -> Path | None:
+    """The first of ``candidates`` that is a folder holding something."""
+    for candidate in candidates:
         if candidate and Path(candidate).is_dir() and any(Path(candidate).iterdir()):
             return Path(candidate)
     return None
 
 
 def realworld_folder(given: Path | None) -> Path | None:
-    for candidate in (given, os.environ.get("AUTOFIX_CORPUS"), ROOT / "bench" / "realworld" / "files"):
-        if candidate and Path(candidate).is_dir() and any(Path(candidate).iterdir()):
-            return Path(candidate)
-    return None
+    return corpus_folder(given, os.environ.get("AUTOFIX_CORPUS"), ROOT / "bench" / "realworld" / "files")
 
 
 def measure(name: str, command: list[str], cwd: Path, repeat: int, clean: Path | None = None) -> tuple[float, float, float]:
@@ -256,7 +254,7 @@ def main() -> None:
         run("autofix diff", mixed_corpus, mixed_files, [*diff, mixed_corpus.name])
         run("autofix check", big_corpus, big_files, [*check, big_corpus.name])
 
-    repos = repos_folder(args.repos)
+    repos = corpus_folder(args.repos, ROOT / "bench" / "repos" / "files")
     if repos is not None and not args.only_realworld:
         trees = fresh("repos-x2")
         tree_files = build_repos_corpus(repos, trees)

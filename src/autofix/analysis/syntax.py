@@ -106,8 +106,9 @@ def nodes_in(root: cst.CSTNode, kind: type | tuple[type, ...], stop: tuple[type,
 
     The tree is walked through the nodes' fields, not with a libcst visitor, which rebuilds
     every node it passes (several times slower); the few node types whose fields are not
-    declared in source order are read in the order the code is written. Punctuation and whitespace nodes may come
-    out of order among their siblings: asked for, they are found by libcst's own walk."""
+    declared in source order are read in the order the code is written. Punctuation and
+    whitespace nodes may come out of order among their siblings: asked for, they are found by
+    libcst's own walk."""
     walked = _WALKABLE.get(kind)
     if walked is None:
         kinds = kind if isinstance(kind, tuple) else (kind,)
