@@ -773,3 +773,62 @@ def test_the_passed_in_loss_finding_follows_the_caller_with_the_cache_on(tmp_pat
     train.write_text(train.read_text().replace("import compute_loss", "import global_loss").replace(", compute_loss)", ", global_loss)"))
     edited = run("check", "trainer.py")
     assert "TFD004" not in edited[1] and edited == run("check", "--no-cache", "trainer.py")
+
+
+# --- a reduction only behind a guard the step's path rules out ---------------------------------
+
+
+def _tfd004_places(root: Path) -> list[tuple[str, int]]:
+    found = process_path(str(root / "fit.py"), Options()).findings
+    return sorted((Path(f.path).name, f.line) for f in found if f.code == "TFD004")
+
+
+def test_a_mean_only_behind_a_raise_the_callers_path_takes_is_not_reported(tmp_path):
+    """Solver.fit raises for ``self.adaptive and self.dist`` before ``if self.dist:
+    fit_dist(self, ...)``, so the step never runs update_loss's adaptive branches (nor what a
+    flag made only there selects), and mse(pred, y) leaves weights at None: only mse's
+    unweighted mean reaches the gradient."""
+    root = tree(tmp_path, "guarded_branch")
+    plain = line_of(root / "losses.py", "return tf.reduce_mean(tf.square(pred - actual))")
+    assert _tfd004_places(root) == [("losses.py", plain)]
+
+
+@pytest.mark.parametrize("path, old, new", [
+    # No guard: the adaptive branches may run under the strategy.
+    ("solver.py", "        if self.adaptive and self.dist:\n            raise ValueError(\"adaptive solvers do not train distributed\")\n", ""),
+    # The step's module sets the attribute: what the guard said no longer holds.
+    ("fit.py", "        obj.inputs = inputs\n", "        obj.inputs = inputs\n        obj.adaptive = True\n"),
+    # A method the step runs sets it.
+    ("solver.py", "        pred = self.model(self.x)\n", "        pred = self.model(self.x)\n        self.adaptive = bool(self.lambdas)\n"),
+    # A guard that does not always leave says nothing.
+    ("solver.py", "            raise ValueError(\"adaptive solvers do not train distributed\")", "            print(\"adaptive solvers do not train distributed\")"),
+])
+def test_without_a_guard_that_holds_every_branch_is_reported(tmp_path, path, old, new):
+    root = tree(tmp_path, "guarded_branch")
+    target = root / path
+    assert old in target.read_text()
+    target.write_text(target.read_text().replace(old, new))
+    lines = root / "losses.py"
+    expected = sorted(
+        ("losses.py", line_of(lines, text))
+        for text in ("return tf.reduce_mean(tf.square(weights", "return tf.reduce_mean(tf.square(pred - actual))", "return tf.reduce_mean(lambdas")
+    )
+    assert _tfd004_places(root) == expected
+
+
+def test_an_early_return_guards_as_a_raise_does(tmp_path):
+    root = tree(tmp_path, "guarded_branch")
+    solver = root / "solver.py"
+    solver.write_text(solver.read_text().replace("            raise ValueError(\"adaptive solvers do not train distributed\")", "            return None"))
+    plain = line_of(root / "losses.py", "return tf.reduce_mean(tf.square(pred - actual))")
+    assert _tfd004_places(root) == [("losses.py", plain)]
+
+
+def test_a_call_passing_the_parameter_reaches_the_branch_it_guards(tmp_path):
+    root = tree(tmp_path, "guarded_branch")
+    solver = root / "solver.py"
+    solver.write_text(solver.read_text().replace("            loss = mse(pred, self.y)\n", "            loss = mse(pred, self.y, weights=2.0)\n"))
+    lines = root / "losses.py"
+    assert _tfd004_places(root) == sorted(
+        ("losses.py", line_of(lines, text)) for text in ("return tf.reduce_mean(tf.square(weights", "return tf.reduce_mean(tf.square(pred - actual))")
+    )

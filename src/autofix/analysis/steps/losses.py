@@ -48,6 +48,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
+from autofix.analysis.core import guards
 from autofix.analysis.facts.callees import Callables, Callee, tf_names
 from autofix.analysis.steps.lossobjects import common_reduction, construction_reduction, keras_loss_class, keras_loss_function, keras_own, loss_objects
 from autofix.analysis.program import Program
@@ -483,7 +484,7 @@ class LossWalk:
             return False  # an entry of an entry: not followed into the other module
         terms: list[RemoteTerm] = []
         for path, function in made:
-            found = returned_terms(path, function, state.item, position)
+            found = returned_terms(path, function, state.item, position, _passed_arguments(call))
             if not found:
                 return False  # every class the attribute may hold, or none
             terms.extend(found)
@@ -858,7 +859,41 @@ class RemoteTerm:
         return self.program.suppressed(self.node, code)
 
 
-_TERMS: dict[tuple[str, str, str | None, int | None], tuple[RemoteTerm, ...] | None] = {}
+_TERMS: dict[tuple, tuple[RemoteTerm, ...] | None] = {}
+
+# What a call passes: its positional count and keyword names (None: ``*args`` / ``**kwargs``).
+Passed = tuple[int, frozenset[str]] | None
+
+
+def _passed_arguments(call: cst.Call) -> Passed:
+    positional = 0
+    keywords: set[str] = set()
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is None:
+            positional += 1
+        else:
+            keywords.add(arg.keyword.value)
+    return positional, frozenset(keywords)
+
+
+def _left_at_none(function: cst.FunctionDef, passed: Passed) -> guards.Known:
+    """The parameters a call passing ``passed`` leaves at their default ``None``."""
+    if passed is None:
+        return {}
+    positional, keywords = passed
+    params = [*function.params.posonly_params, *function.params.params]
+    known: guards.Known = {}
+    for index, param in enumerate(params):
+        if index < positional or param.name.value in keywords:
+            continue
+        if isinstance(param.default, cst.Name) and param.default.value == "None":
+            known[param.name.value] = guards.NONE
+    for param in function.params.kwonly_params:
+        if param.name.value not in keywords and isinstance(param.default, cst.Name) and param.default.value == "None":
+            known[param.name.value] = guards.NONE
+    return known
 
 
 class _RemoteWalk(LossWalk):
@@ -876,28 +911,33 @@ class _RemoteWalk(LossWalk):
         super().parameter(param, read, state)
 
 
-def returned_terms(path: str, name: str, item: str | None = None, position: int | None = None) -> tuple[RemoteTerm, ...] | None:
+def returned_terms(
+    path: str, name: str, item: str | None = None, position: int | None = None, passed: Passed = None,
+) -> tuple[RemoteTerm, ...] | None:
     """The terms of what the top-level function ``name`` of the project file ``path``
     returns (its element ``position`` when the caller unpacks a tuple, then its entry
     ``item`` when it is a dict read so), or None when it is not followed (not a function, no
-    return autofix follows, or a term of unknown reduction)."""
+    return autofix follows, or a term of unknown reduction). ``passed``: what the call passes
+    (a return only under ``if weights is not None:`` is not reached by a call that leaves
+    ``weights`` at its default ``None``; see :mod:`autofix.analysis.core.guards`)."""
     program = program_of(path)
     if program is None:
         return None
-    key = (digest(program.source.encode("utf-8", errors="replace")), name, item, position)
+    key = (digest(program.source.encode("utf-8", errors="replace")), name, item, position, passed)
     if key not in _TERMS:
-        _TERMS[key] = _terms(program, name, item, position)
+        _TERMS[key] = _terms(program, name, item, position, passed)
     found = _TERMS[key]
     return None if found is None else tuple(replace(t, path=path) for t in found)
 
 
-def _terms(program: Program, name: str, item: str | None, position: int | None) -> tuple[RemoteTerm, ...] | None:
+def _terms(program: Program, name: str, item: str | None, position: int | None, passed: Passed = None) -> tuple[RemoteTerm, ...] | None:
     function = _top_level(program, name)
     if function is None:
         return None
     walk = _RemoteWalk(Steps.of(program))
     info = walk.facts.functions.get(function)
-    values = [r.value for r in info.returns if r.value is not None] if info else []
+    known = _left_at_none(function, passed)
+    values = [r.value for r in info.returns if r.value is not None and not guards.dead(program, r.value, known)] if info else []
     if not values:
         return None
     for value in values:
