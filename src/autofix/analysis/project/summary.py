@@ -154,7 +154,10 @@ def summary_of(data: bytes) -> ModuleSummary:
     found = _SUMMARIES.get(key)
     if found is None:
         text = _text_of(data)
-        found = _SUMMARIES[key] = _summarise(text, program_alone(key, text))
+        module = parsed(key, text)
+        # A program of its own (not kept): what the summariser derives from it is not needed
+        # once the summary is made.
+        found = _SUMMARIES[key] = _summarise(text, None if module is None else Program(module, text))
     return found
 
 
