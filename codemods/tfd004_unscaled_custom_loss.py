@@ -112,6 +112,11 @@ MEAN_MESSAGE = (
     "loss averaged with reduce_mean over one replica's batch: gradients are summed across "
     "replicas, so they come out N times too large; divide it by the number of replicas"
 )
+COUNT_MEAN_MESSAGE = (
+    "loss normalised by a count of one replica's own examples (a mean over them): gradients are "
+    "summed across replicas, so they come out about N times too large; divide it by that count "
+    "summed over the replicas instead"
+)
 CALL_MEAN_MESSAGE = (
     "Loss subclass whose call() returns a mean: Keras passes a scalar through its reduction "
     "without dividing it by the replica count, so gradients come out N times too large"
@@ -267,6 +272,14 @@ class UnscaledCustomLoss(Rule):
                     f"{finding.remote.function}() may also serve code that is right with it (an evaluation "
                     "outside strategy.run); divide its value by the replica count in the step that uses it"
                 )
+                if finding.remote.detail == "count":
+                    finding.why = (
+                        f"{finding.remote.function}() may also serve code that is right with it (an evaluation "
+                        "outside strategy.run); what divides it counts this replica's own examples: sum that "
+                        "count over the replicas (tf.distribute.get_replica_context().all_reduce('sum', count)) "
+                        "for the step, or divide its value by the replica count in the step that uses it (each "
+                        "replica then weighs alike, not each example)"
+                    )
                 finding.final = True
         self._decide(findings, losses)
         at_tape = self._at_the_tape(findings, losses)
@@ -317,7 +330,12 @@ class UnscaledCustomLoss(Rule):
         if kind == "mean" or kind == "regularization":
             if len(scaled) == len(paths):
                 return None  # divided by the replica count on every way to the gradient
-            message = REGULARIZATION_MESSAGE if kind == "regularization" else CALL_MEAN_MESSAGE if detail == "call" else MEAN_MESSAGE
+            message = (
+                REGULARIZATION_MESSAGE if kind == "regularization"
+                else CALL_MEAN_MESSAGE if detail == "call"
+                else COUNT_MEAN_MESSAGE if detail == "count"
+                else MEAN_MESSAGE
+            )
             bypassed = [t for t in paths if t.bypassed and not t.scaling]
             if scaled:
                 finding.why = _mixed(self.program, scaled[0])
@@ -330,6 +348,12 @@ class UnscaledCustomLoss(Rule):
                 )
             elif detail == "call":
                 finding.why = "the mean is in the Loss subclass's call(), which Keras calls wherever the object is used"
+            elif detail == "count" and finding.remote is None:
+                finding.why = (
+                    "what divides it counts this replica's own examples: dividing by the replica count "
+                    "would weigh each replica alike, not each example; divide by the count summed over "
+                    "the replicas (tf.distribute.get_replica_context().all_reduce('sum', count))"
+                )
             elif kind == "regularization" and not isinstance(finding.node, cst.Call):
                 finding.why = "the regularization losses are not summed where they are added; sum them and scale the sum"
             finding.kind = kind

@@ -773,3 +773,148 @@ def test_the_passed_in_loss_finding_follows_the_caller_with_the_cache_on(tmp_pat
     train.write_text(train.read_text().replace("import compute_loss", "import global_loss").replace(", compute_loss)", ", global_loss)"))
     edited = run("check", "trainer.py")
     assert "TFD004" not in edited[1] and edited == run("check", "--no-cache", "trainer.py")
+
+
+# --- a reduction only behind a guard the step's path rules out ---------------------------------
+
+
+def _tfd004_places(root: Path) -> list[tuple[str, int]]:
+    found = process_path(str(root / "fit.py"), Options()).findings
+    return sorted((Path(f.path).name, f.line) for f in found if f.code == "TFD004")
+
+
+def test_a_mean_only_behind_a_raise_the_callers_path_takes_is_not_reported(tmp_path):
+    """Solver.fit raises for ``self.adaptive and self.dist`` before ``if self.dist:
+    fit_dist(self, ...)``, so the step never runs update_loss's adaptive branches (nor what a
+    flag made only there selects), and mse(pred, y) leaves weights at None: only mse's
+    unweighted mean reaches the gradient."""
+    root = tree(tmp_path, "guarded_branch")
+    plain = line_of(root / "losses.py", "return tf.reduce_mean(tf.square(pred - actual))")
+    assert _tfd004_places(root) == [("losses.py", plain)]
+
+
+@pytest.mark.parametrize("path, old, new", [
+    # No guard: the adaptive branches may run under the strategy.
+    ("solver.py", "        if self.adaptive and self.dist:\n            raise ValueError(\"adaptive solvers do not train distributed\")\n", ""),
+    # The step's module sets the attribute: what the guard said no longer holds.
+    ("fit.py", "        obj.inputs = inputs\n", "        obj.inputs = inputs\n        obj.adaptive = True\n"),
+    # A method the step runs sets it.
+    ("solver.py", "        pred = self.model(self.x)\n", "        pred = self.model(self.x)\n        self.adaptive = bool(self.lambdas)\n"),
+    # A guard that does not always leave says nothing.
+    ("solver.py", "            raise ValueError(\"adaptive solvers do not train distributed\")", "            print(\"adaptive solvers do not train distributed\")"),
+])
+def test_without_a_guard_that_holds_every_branch_is_reported(tmp_path, path, old, new):
+    root = tree(tmp_path, "guarded_branch")
+    target = root / path
+    assert old in target.read_text()
+    target.write_text(target.read_text().replace(old, new))
+    lines = root / "losses.py"
+    expected = sorted(
+        ("losses.py", line_of(lines, text))
+        for text in ("return tf.reduce_mean(tf.square(weights", "return tf.reduce_mean(tf.square(pred - actual))", "return tf.reduce_mean(lambdas")
+    )
+    assert _tfd004_places(root) == expected
+
+
+def test_an_early_return_guards_as_a_raise_does(tmp_path):
+    root = tree(tmp_path, "guarded_branch")
+    solver = root / "solver.py"
+    solver.write_text(solver.read_text().replace("            raise ValueError(\"adaptive solvers do not train distributed\")", "            return None"))
+    plain = line_of(root / "losses.py", "return tf.reduce_mean(tf.square(pred - actual))")
+    assert _tfd004_places(root) == [("losses.py", plain)]
+
+
+def test_a_call_passing_the_parameter_reaches_the_branch_it_guards(tmp_path):
+    root = tree(tmp_path, "guarded_branch")
+    solver = root / "solver.py"
+    solver.write_text(solver.read_text().replace("            loss = mse(pred, self.y)\n", "            loss = mse(pred, self.y, weights=2.0)\n"))
+    lines = root / "losses.py"
+    assert _tfd004_places(root) == sorted(
+        ("losses.py", line_of(lines, text)) for text in ("return tf.reduce_mean(tf.square(weights", "return tf.reduce_mean(tf.square(pred - actual))")
+    )
+
+
+# --- a step a factory returns, given a loss a factory of another module makes --------------------
+
+
+def test_a_count_normalised_loss_reaching_a_factory_made_step_is_reported_where_it_divides(tmp_path):
+    """yolox's shape: trainer.get_train_step_fn returns the step strategy.run runs; the loop
+    calls what it returns with the loss_fn train.py passes, made by losses.get_loss (a
+    closure); its loss is a sum divided by the replica's own foreground count."""
+    root = tree(tmp_path, "factory_step")
+    divide = line_of(root / "losses.py", "return loss / num_fg")
+    step = line_of(root / "trainer.py", "loss_value = loss_fn([outputs, targets])")
+    result = process_path(str(root / "trainer.py"), Options())
+    [finding] = [f for f in result.findings if f.code == "TFD004"]
+    assert (finding.path, finding.line) == (str(root / "losses.py"), divide)
+    assert finding.related == ((str(root / "trainer.py"), step, f"used by trainer.py:{step}"),)
+    assert "count of one replica's own examples" in finding.message
+    assert "all_reduce('sum', count)" in finding.reason
+    assert not finding.fixable and not result.changed
+
+
+def test_a_count_a_while_loop_accumulates_is_one_too(tmp_path):
+    root = tree(tmp_path, "factory_step")
+    losses = root / "losses.py"
+    losses.write_text(losses.read_text().replace(
+        "    num_fg = tf.maximum(tf.reduce_sum(foreground), 1.0)\n",
+        "    num_fg = 0.0\n"
+        "\n"
+        "    def body(b, num_fg):\n"
+        "        return b + 1, num_fg + tf.reduce_sum(foreground[b])\n"
+        "\n"
+        "    _, num_fg = tf.while_loop(lambda b, *rest: b < tf.shape(labels)[0], body, [0, num_fg])\n"
+        "    num_fg = tf.cast(tf.maximum(num_fg, 1), tf.float32)\n",
+    ))
+    [finding] = [f for f in process_path(str(root / "trainer.py"), Options()).findings if f.code == "TFD004"]
+    assert (finding.path, finding.line) == (str(losses), line_of(losses, "return loss / num_fg"))
+
+
+@pytest.mark.parametrize("path, old, new", [
+    # The count is summed over the replicas: right.
+    ("losses.py", "    return loss / num_fg", "    num_fg = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, num_fg)\n    return loss / num_fg"),
+    # Divided by what the caller knows (a parameter): not judged.
+    ("losses.py", "    return loss / num_fg", "    return loss / num_classes"),
+    # The step the factory returns is used otherwise than called.
+    ("trainer.py", "    train_step = get_train_step_fn(strategy)\n", "    train_step = get_train_step_fn(strategy)\n    steps = [train_step]\n"),
+    # The loss factory returns one of two functions.
+    ("losses.py", "    return loss_fn\n", "    if num_classes > 1:\n        return loss_fn\n    return get_losses\n"),
+    # The entry passes something else too.
+    ("train.py", "fit_one_epoch(model, loss_fn, optimizer, dataset, strategy)", "fit_one_epoch(model, loss_fn, optimizer, dataset, strategy)\nfit_one_epoch(model, lambda args: 0.0, optimizer, dataset, strategy)"),
+])
+def test_a_factory_step_that_is_right_or_cannot_be_followed_is_no_finding(tmp_path, path, old, new):
+    root = tree(tmp_path, "factory_step")
+    target = root / path
+    assert old in target.read_text()
+    target.write_text(target.read_text().replace(old, new))
+    assert [f for f in process_path(str(root / "trainer.py"), Options()).findings if f.code == "TFD004"] == []
+
+
+def test_a_step_loss_divided_by_its_own_batch_in_one_file_is_reported_and_not_fixed(tmp_path):
+    """The same division in the step itself: tf.shape(x)[0] is the replica's batch."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import tensorflow as tf\n"
+        "\n"
+        "strategy = tf.distribute.MirroredStrategy()\n"
+        "with strategy.scope():\n"
+        "    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])\n"
+        "    optimizer = tf.keras.optimizers.Adam()\n"
+        "\n"
+        "\n"
+        "def train_step(x, y):\n"
+        "    with tf.GradientTape() as tape:\n"
+        "        per_example = tf.square(model(x, training=True) - y)\n"
+        "        loss = tf.reduce_sum(per_example) / tf.cast(tf.shape(x)[0], tf.float32)\n"
+        "    grads = tape.gradient(loss, model.trainable_variables)\n"
+        "    optimizer.apply_gradients(zip(grads, model.trainable_variables))\n"
+        "\n"
+        "\n"
+        "@tf.function\n"
+        "def step(x, y):\n"
+        "    strategy.run(train_step, args=(x, y))\n"
+    )
+    result = process_path(str(script), Options())
+    [finding] = [f for f in result.findings if f.code == "TFD004"]
+    assert finding.line == 12 and "count of one replica's own examples" in finding.message
+    assert not finding.fixable and not result.changed

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from autofix.analysis import Derived
 from autofix.analysis.program import Program
 from autofix.analysis.project import layout
 from autofix.analysis.project.imports import ProjectImports, project_program, record
@@ -87,14 +88,23 @@ def users(path: str, name: str) -> tuple[Caller, ...] | None:
 def _reads_named(program: Program, name: str) -> list[cst.BaseExpression]:
     """The names ``name`` read and the attributes ``<...>.name`` of ``program``, outermost
     first (not the names an import statement binds)."""
-    from autofix.analysis.syntax import nodes_in
+    return _Reads.of(program).named.get(name, [])
 
-    found: list[cst.BaseExpression] = []
-    for node in nodes_in(program.module, (cst.Name, cst.Attribute)):
-        if isinstance(node, cst.Attribute) and node.attr.value == name:
-            found.append(node)
-        elif isinstance(node, cst.Name) and node.value == name and program.index.accesses.get(node) is not None:
-            parent = program.parent(node)
-            if not (isinstance(parent, cst.Attribute) and parent.attr is node):
-                found.append(node)
-    return found
+
+class _Reads(Derived):
+    """Every name read and attribute of a program, by the name they spell (one walk of the
+    program, whatever the number of names looked up in it)."""
+
+    def __init__(self, program: Program) -> None:
+        from autofix.analysis.syntax import nodes_in
+
+        super().__init__(program)
+        self.named: dict[str, list[cst.BaseExpression]] = {}
+        accesses = program.index.accesses
+        for node in nodes_in(program.module, (cst.Name, cst.Attribute)):
+            if isinstance(node, cst.Attribute):
+                self.named.setdefault(node.attr.value, []).append(node)
+            elif accesses.get(node) is not None:
+                parent = program.parent(node)
+                if not (isinstance(parent, cst.Attribute) and parent.attr is node):
+                    self.named.setdefault(node.value, []).append(node)

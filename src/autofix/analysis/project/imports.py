@@ -25,7 +25,7 @@ from autofix.analysis import Derived
 from autofix.analysis.program import Program
 from autofix.analysis.project import layout
 from autofix.analysis.project.layout import digest
-from autofix.analysis.project.summary import Definition, ModuleSummary, summary_of
+from autofix.analysis.project.summary import Definition, ModuleSummary, parsed, program_alone, summary_of
 from autofix.tf.symbols import NO_KERAS_OBJECTS
 
 # Libraries a project does not shadow in practice: their names are not looked for in it.
@@ -75,9 +75,6 @@ def _load(path: str) -> ModuleSummary | None:
     return summary_of(read[0]) if read is not None else None
 
 
-_PROGRAMS: dict[str, Program | None] = {}
-
-
 def program_of(path: str) -> Program | None:
     """The project file ``path`` parsed as a program of its own (no path: its own imports are
     not followed), once per content; None when it cannot be read or parsed. The read is
@@ -86,13 +83,7 @@ def program_of(path: str) -> Program | None:
     if read is None:
         return None
     data, key = read
-    if key not in _PROGRAMS:
-        text = summary_of(data).text
-        try:
-            _PROGRAMS[key] = Program(cst.parse_module(text), text)
-        except Exception:  # a module that does not parse tells nothing
-            _PROGRAMS[key] = None
-    return _PROGRAMS[key]
+    return program_alone(key, summary_of(data).text)
 
 
 _PATHED: dict[tuple[str, str], Program | None] = {}
@@ -110,10 +101,8 @@ def project_program(path: str) -> Program | None:
     slot = (key, os.path.normpath(os.path.abspath(path)))
     if slot not in _PATHED:
         text = summary_of(data).text
-        try:
-            _PATHED[slot] = Program(cst.parse_module(text), text, path=slot[1])
-        except Exception:  # a module that does not parse tells nothing
-            _PATHED[slot] = None
+        module = parsed(key, text)
+        _PATHED[slot] = None if module is None else Program(module, text, path=slot[1])
     return _PATHED[slot]
 
 

@@ -156,17 +156,69 @@ def mentions(root: str, name: str) -> list[tuple[str, str]] | None:
     files = python_files(root)
     if files is None:
         return None
-    word = re.compile(rb"\b" + re.escape(name.encode("utf-8")) + rb"\b")
+    spelled = name.encode("utf-8")
+    plain = _WORD.fullmatch(spelled) is not None
+    word = None if plain else re.compile(rb"\b" + re.escape(spelled) + rb"\b")
     found = []
     for path in files:
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError:
+        read = _words_of(path)
+        if read is None:
             continue
-        if word.search(data):
-            found.append((path, digest(data)))
+        key, words, data = read
+        if word is None:
+            hit = spelled in words
+        else:
+            data = data if data is not None else _bytes(path)
+            hit = data is not None and word.search(data) is not None
+        if hit:
+            found.append((path, key))
     return found
+
+
+# An ASCII word: the words of a file are the runs of these, so a name is spelled in it when
+# it is one of them (``\bname\b``).
+_WORD = re.compile(rb"\w+")
+# Per content digest: the words a file spells.
+_WORDS: dict[str, frozenset[bytes]] = {}
+# Per path: (size, mtime_ns, ctime_ns, inode) -> digest, for a file whose time was not too recent when
+# read (a file written within the clock's granularity of its read may change and keep its
+# time: such a one is read again every time, as git treats "racy" entries).
+_STATS: dict[str, tuple[tuple[int, int, int, int], str]] = {}
+_RACY_NS = 3_000_000_000
+
+
+def _bytes(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def _words_of(path: str) -> tuple[str, frozenset[bytes], bytes | None] | None:
+    """The digest of ``path``'s bytes and the words they spell (and the bytes, when read now),
+    memoised per content: a file unchanged since it was last read is not read again."""
+    import time
+
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    signature = (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+    known = _STATS.get(path)
+    if known is not None and known[0] == signature and known[1] in _WORDS:
+        return known[1], _WORDS[known[1]], None
+    data = _bytes(path)
+    if data is None:
+        return None
+    key = digest(data)
+    if key not in _WORDS:
+        _WORDS[key] = frozenset(_WORD.findall(data))
+    if time.time_ns() - stat.st_mtime_ns > _RACY_NS:
+        _STATS[path] = (signature, key)
+    else:
+        _STATS.pop(path, None)
+    return key, _WORDS[key], data
 
 
 def mentions_key(root: str, name: str) -> str:

@@ -140,6 +140,12 @@ class ModuleSummary:
 
 
 _SUMMARIES: dict[str, ModuleSummary] = {}
+# The module each content parses to (None: it does not parse), shared by the summary, the
+# program of the module alone and the programs of it with a path (:mod:`.imports`): a module
+# is parsed once per content, whichever asks first.
+_PARSED: dict[str, cst.Module | None] = {}
+# The program of the module alone (no path), once per content.
+_ALONE: dict[str, Program | None] = {}
 
 
 def summary_of(data: bytes) -> ModuleSummary:
@@ -147,8 +153,30 @@ def summary_of(data: bytes) -> ModuleSummary:
     key = digest(data)
     found = _SUMMARIES.get(key)
     if found is None:
-        found = _SUMMARIES[key] = _summarise(_text_of(data))
+        text = _text_of(data)
+        module = parsed(key, text)
+        # A program of its own (not kept): what the summariser derives from it is not needed
+        # once the summary is made.
+        found = _SUMMARIES[key] = _summarise(text, None if module is None else Program(module, text))
     return found
+
+
+def parsed(key: str, text: str) -> cst.Module | None:
+    """``text`` (whose bytes have the digest ``key``) parsed, once per content."""
+    if key not in _PARSED:
+        try:
+            _PARSED[key] = cst.parse_module(text)
+        except Exception:  # a module that does not parse tells nothing
+            _PARSED[key] = None
+    return _PARSED[key]
+
+
+def program_alone(key: str, text: str) -> Program | None:
+    """The program of ``text`` (digest ``key``) read alone, without a path, once per content."""
+    if key not in _ALONE:
+        module = parsed(key, text)
+        _ALONE[key] = None if module is None else Program(module, text)
+    return _ALONE[key]
 
 
 def _text_of(data: bytes) -> str:
@@ -164,14 +192,16 @@ def _text_of(data: bytes) -> str:
         return data.decode("utf-8", errors="replace")
 
 
-def _summarise(text: str) -> ModuleSummary:
+def _summarise(text: str, program: Program | None) -> ModuleSummary:
     summary = ModuleSummary(text)
-    try:
-        module = cst.parse_module(text)
-    except Exception as exc:  # a module that does not parse tells nothing
-        summary.error = f"it does not parse ({type(exc).__name__})"
+    if program is None:
+        try:
+            cst.parse_module(text)
+        except Exception as exc:  # a module that does not parse tells nothing
+            summary.error = f"it does not parse ({type(exc).__name__})"
+            return summary
+        summary.error = "it does not parse"
         return summary
-    program = Program(module, text)
     _Summariser(program, summary).run()
     return summary
 

@@ -12,6 +12,12 @@ method differentiates, there, as a step's loss is walked (:mod:`.losses`): each 
 :class:`~.losses.RemoteTerm` at its place in that module (or deeper, in a module that one
 imports), found through the call of the method here.
 
+What the caller's path guarantees about the object (``if self.isAdaptive and self.dist:
+raise ...`` before ``if self.dist: fit_dist(self, ...)``: ``self.isAdaptive`` is false; see
+:mod:`autofix.analysis.core.guards`) holds in the methods walked, for an attribute none of
+them, the caller's method nor this module assigns: a reduction only in a branch that guard
+rules out is not a term.
+
 Not followed: a method that is not the class's own or a base's of the same module, a class
 subclassed in its module (the object may be of the subclass), a caller that passes anything
 else, a function that something in this file calls too, or one the project shows no caller of.
@@ -23,10 +29,11 @@ from dataclasses import replace
 
 import libcst as cst
 
+from autofix.analysis.core import guards
 from autofix.analysis.core.value_flow import Values
 from autofix.analysis.facts.callees import Callables
 from autofix.analysis.program import Program
-from autofix.analysis.project.callers import callers
+from autofix.analysis.project.callers import Caller, callers
 from autofix.analysis.project.imports import ProjectImports, project_program
 from autofix.analysis.steps.custom import Steps
 from autofix.analysis.steps.losses import _KINDS, RemoteTerm, Term, loss_walk
@@ -52,7 +59,7 @@ def caller_gradients(steps: Steps, root: cst.FunctionDef) -> list[tuple[cst.Call
             continue
         function = values.enclosing_function(param)
         assert function is not None
-        terms = _method_terms(program.path, function, param, func.attr.value, call)
+        terms = _method_terms(program, function, param, func.attr.value, call)
         if terms:
             found.append((call, terms))
     return found
@@ -75,11 +82,12 @@ def _entry_parameter(values: Values, expr: cst.BaseExpression) -> cst.Param | No
     return None if calls else param  # type: ignore[return-value]
 
 
-def _method_terms(path: str, function: cst.FunctionDef, param: cst.Param, method: str, here: cst.Call) -> list[Term]:
+def _method_terms(here_program: Program, function: cst.FunctionDef, param: cst.Param, method: str, here: cst.Call) -> list[Term]:
     """The terms of what ``method`` of the objects the project's callers of ``function`` pass
     for ``param`` differentiates, each ending at ``here``; empty when a caller passes something
     else or the method takes no gradient."""
-    found = callers(path, function.name.value)
+    assert here_program.path is not None
+    found = callers(here_program.path, function.name.value)
     if not found:
         return []
     terms: list[Term] = []
@@ -91,7 +99,8 @@ def _method_terms(path: str, function: cst.FunctionDef, param: cst.Param, method
         if made is None:
             return []
         program, where, cls = made
-        walked = _differentiated_terms(program, where, cls, method, here)
+        known = _object_facts(caller, arg.value, here_program)
+        walked = _differentiated_terms(program, where, cls, method, here, known)
         if walked is None:
             return []
         terms.extend(walked)
@@ -147,24 +156,77 @@ def _imported_class(program: Program, func: cst.BaseExpression) -> tuple[Program
     return (owner, resolved.path, found[0]) if len(found) == 1 else None
 
 
-def _differentiated_terms(program: Program, path: str, cls: cst.ClassDef, method: str, here: cst.Call) -> list[Term] | None:
+def _object_facts(caller: Caller, arg: cst.BaseExpression, here_program: Program) -> guards.Known:
+    """What the caller's path guarantees about the attributes of the object it passes
+    (``self.isAdaptive`` false after ``if self.isAdaptive and self.dist: raise``, inside ``if
+    self.dist:``), as facts of ``self`` in its class's methods; only for an attribute this
+    module (``here_program``) never assigns."""
+    prefix = guards.key_of(arg)
+    if prefix is None:
+        return {}
+    known = guards.known_at(caller.program, caller.call)
+    facts: guards.Known = {}
+    assigned = _assigned_attributes(here_program.module)
+    for key, value in known.items():
+        head, dot, attribute = key.rpartition(".")
+        if head == prefix and dot and attribute not in assigned:
+            facts["self." + attribute] = value
+    if facts:
+        facts[_CALLER] = caller.program.enclosing_function(caller.call)  # type: ignore[assignment]
+    return facts
+
+
+# The key under which :func:`_object_facts` keeps the caller's function (its assignments count).
+_CALLER = "\0caller"
+
+
+def _assigned_attributes(node: cst.CSTNode) -> set[str]:
+    """Every attribute name assigned (``x.name = ...``, ``x.name += ...``) in ``node``."""
+    from autofix.analysis.syntax import nodes_in
+
+    found: set[str] = set()
+    for target in nodes_in(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign)):
+        expr = target.target
+        for element in nodes_in(expr, cst.Attribute) if not isinstance(expr, cst.Attribute) else [expr]:
+            found.add(element.attr.value)
+    return found
+
+
+def _differentiated_terms(
+    program: Program, path: str, cls: cst.ClassDef, method: str, here: cst.Call, known: guards.Known | None = None,
+) -> list[Term] | None:
     """The terms of what ``cls.method`` (and what it calls there) differentiates, each a term
-    of another module ending at ``here``; None when it takes no gradient."""
+    of another module ending at ``here``; None when it takes no gradient. ``known``: what
+    holds of ``self`` when it runs (a term only in code that makes dead is none)."""
     function = Callables.of(program).method(cls, method)
     if function is None:
         return None
     steps = Steps.of(program)
+    reached = steps.reached(function)
+    known = dict(known or {})
+    caller_function = known.pop(_CALLER, None)
+    if known:
+        assigned: set[str] = set()
+        for code in (*reached, *([caller_function] if isinstance(caller_function, cst.FunctionDef) else [])):
+            assigned |= _assigned_attributes(code)
+        known = {k: v for k, v in known.items() if k.rpartition(".")[2] not in assigned}
+
+    def live(node: cst.CSTNode) -> bool:
+        return not guards.dead(program, node, known)
+
     targets = [
         target
-        for reached in steps.reached(function)
-        for call in steps.facts.functions[reached].calls
-        if (target := steps.differentiated(call)) is not None
+        for function_reached in reached
+        for call in steps.facts.functions[function_reached].calls
+        if (target := steps.differentiated(call)) is not None and live(call)
     ]
     if not targets:
         return None
     terms: list[Term] = []
     for target in targets:
         for term in loss_walk(steps, target).terms:
+            if known and not all(live(n) for n in (term.node, *term.calls, *term.bindings)):
+                continue
             terms.append(_here(program, path, f"{cls.name.value}.{method}", term, here))
     return terms
 

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
+from autofix.analysis.core import guards
 from autofix.analysis.facts.callees import Callables, Callee, tf_names
 from autofix.analysis.steps.lossobjects import common_reduction, construction_reduction, keras_loss_class, keras_loss_function, keras_own, loss_objects
 from autofix.analysis.program import Program
@@ -226,6 +227,11 @@ class LossWalk:
         elif isinstance(operator, cst.Divide):
             if self.counts_replicas(right):
                 state = state.but(scaling=(*state.scaling, node))
+            elif self.local_count(right):
+                # ``loss / num_fg``: normalised by a count of this replica's own examples, a
+                # mean over them whatever is counted (see ``local_count``).
+                self.end(node, state, "mean", "count")  # type: ignore[arg-type]
+                return
             else:
                 state = state.but(divided=True, divisors=(*state.divisors, right))
             self.value(left, state)
@@ -483,7 +489,7 @@ class LossWalk:
             return False  # an entry of an entry: not followed into the other module
         terms: list[RemoteTerm] = []
         for path, function in made:
-            found = returned_terms(path, function, state.item, position)
+            found = returned_terms(path, function, state.item, position, _passed_arguments(call))
             if not found:
                 return False  # every class the attribute may hold, or none
             terms.extend(found)
@@ -539,12 +545,46 @@ class LossWalk:
                 parent = self.program.parent(ref)
                 if isinstance(parent, cst.Call) and parent.func is ref:
                     arg = parameter_argument(function, parent, param)
-                    value = arg.value if arg is not None else None
+                    values = [arg.value] if arg is not None else [None]
+                elif isinstance(parent, cst.Return) and parent.value is ref:
+                    values = self._factory_call_arguments(function, ref, param) or [None]
                 else:
-                    value = self.callables._run_argument(ref, function, param)
-                if value is None or not self._passed_functions(value, found, depth + 1):
-                    return False
+                    values = [self.callables._run_argument(ref, function, param)]
+                for value in values:
+                    if value is None or not self._passed_functions(value, found, depth + 1):
+                        return False
         return True
+
+    def _factory_call_arguments(self, function: cst.FunctionDef, ref: cst.CSTNode, param: cst.Param) -> list[cst.BaseExpression | None] | None:
+        """``return train_step`` in the factory that defines it (``get_train_step_fn``): what
+        each call of the function the factory returns passes for ``param``, where every use of
+        the factory in this file is ``name = factory(...)`` and every use of ``name`` a call of
+        it (``train_step = get_train_step_fn(strategy)``, then ``train_step(x, y, loss_fn)``).
+        None when a use is anything else, or nothing calls it."""
+        factory = self.program.enclosing_function(ref)
+        if factory is None or self.program.enclosing_function(function) is not factory or factory not in self.facts.functions:
+            return None
+        if self.facts.functions[factory].is_method:
+            return None
+        values: list[cst.BaseExpression | None] = []
+        for use in self.facts.references(factory):
+            call = self.program.parent(use)
+            if not (isinstance(call, cst.Call) and call.func is use):
+                return None
+            name = self.facts.assigned_name(call)
+            binding = self.program.assignment(name) if name is not None else None
+            if binding is None or not binding.references:
+                return None
+            for access in binding.references:
+                read = access.node
+                made = self.program.parent(read)
+                if not (isinstance(made, cst.Call) and made.func is read):
+                    return None
+                if any(b is not binding for b in access.referents):
+                    return None
+                arg = parameter_argument(function, made, param)
+                values.append(arg.value if arg is not None else None)
+        return values or None
 
     def _passed_by_callers(self, function: cst.FunctionDef, param: cst.Param, found: set[tuple[str, str]]) -> bool:
         """Every call of the top-level ``function`` (which nothing in this file uses) that the
@@ -769,8 +809,91 @@ class LossWalk:
     def counts_replicas(self, expr: cst.BaseExpression) -> bool:
         return counts_replicas(self.facts, expr)
 
+    def local_count(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """Whether ``expr`` counts what this replica computes on (a replica's number of
+        foreground anchors, of unmasked tokens, of examples): ``tf.shape(x)[0]``,
+        ``tf.size(x)``, ``tf.reduce_sum(mask)``, ``tf.math.count_nonzero(x)``, or what a
+        ``tf.while_loop`` accumulates from ``0`` (``_, num_fg, ... = tf.while_loop(...)``),
+        through ``tf.cast``, ``tf.maximum(count, 1)``, ``count + eps`` and the local names
+        they are assigned to (each assignment reaching the read so). A parameter, a global, a
+        number, a shape read in Python (``x.shape[0]``, static), or anything else is not."""
+        if depth > _DEPTH:
+            return False
+        expr = _unwrapped(expr)
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+            for count, other in ((expr.left, expr.right), (expr.right, expr.left)):
+                if isinstance(other, (cst.Integer, cst.Float)):
+                    return self.local_count(count, depth + 1)
+            return False
+        if isinstance(expr, cst.Subscript):
+            inner = _unwrapped(expr.value)
+            return isinstance(inner, cst.Call) and bool(tf_names(self.facts, inner.func) & _SHAPES)
+        if isinstance(expr, cst.Call):
+            names = tf_names(self.facts, expr.func)
+            positional = [a.value for a in expr.args if a.keyword is None and not a.star]
+            if names & _COUNTS:
+                return bool(positional) and not isinstance(_unwrapped(positional[0]), (cst.Integer, cst.Float))
+            if names & _CASTS and positional:
+                return self.local_count(positional[0], depth + 1)
+            if names & _BOUNDS and len(positional) == 2:
+                for count, other in ((positional[0], positional[1]), (positional[1], positional[0])):
+                    if isinstance(_unwrapped(other), (cst.Integer, cst.Float)):
+                        return self.local_count(count, depth + 1)
+            return False
+        if isinstance(expr, cst.Name):
+            bindings = self.reaching(expr)
+            if not bindings:
+                return False
+            for binding in bindings:
+                if binding.kind != "assign":
+                    return False
+                node = binding.node
+                parent = self.program.parent(node)
+                if isinstance(parent, cst.AssignTarget):
+                    value = self.facts.assigned_value(node)
+                    if value is None or not self.local_count(value, depth + 1):
+                        return False
+                elif isinstance(parent, cst.Element) and self._loop_accumulated(parent):
+                    continue
+                else:
+                    return False
+            return True
+        return False
+
+    def _loop_accumulated(self, element: cst.Element) -> bool:
+        """``_, num_fg, ... = tf.while_loop(cond, body, [0, 0.0, ...])``: the element's loop
+        variable starts at the number 0 (a count the loop accumulates over this replica's
+        tensors)."""
+        holder = self.program.parent(element)
+        target = self.program.parent(holder) if holder is not None else None
+        assign = self.program.parent(target) if isinstance(target, cst.AssignTarget) else None
+        if not isinstance(holder, (cst.Tuple, cst.List)) or not isinstance(assign, cst.Assign) or not isinstance(assign.value, cst.Call):
+            return False
+        call = assign.value
+        if "tensorflow.while_loop" not in tf_names(self.facts, call.func):
+            return False
+        loop_vars = argument_value(call, "loop_vars", 2)
+        if not isinstance(loop_vars, (cst.List, cst.Tuple)):
+            return False
+        position = list(holder.elements).index(element)
+        if position >= len(loop_vars.elements):
+            return False
+        start = _unwrapped(loop_vars.elements[position].value)
+        if isinstance(start, cst.Name):
+            values = [self.facts.assigned_value(b.node) for b in self.reaching(start)]
+            start = values[0] if len(values) == 1 and values[0] is not None else start
+        return isinstance(start, (cst.Integer, cst.Float)) and start.evaluated_value == 0
+
     def inverse_count(self, expr: cst.BaseExpression) -> bool:
         return inverse_count(self.facts, expr)
+
+
+# What counts the elements of a tensor (``tf.shape(x)[0]``: the replica's batch), what bounds
+# or casts a count, for ``LossWalk.local_count``.
+_SHAPES = frozenset({"tensorflow.shape"})
+_COUNTS = frozenset({"tensorflow.size", "tensorflow.reduce_sum", "tensorflow.math.reduce_sum", "tensorflow.math.count_nonzero", "tensorflow.count_nonzero"})
+_CASTS = frozenset({"tensorflow.cast", "tensorflow.dtypes.cast", "tensorflow.stop_gradient", "keras.backend.cast", "tensorflow.keras.backend.cast"})
+_BOUNDS = frozenset({"tensorflow.maximum", "tensorflow.math.maximum", "tensorflow.minimum", "tensorflow.math.minimum"})
 
 
 def _string_item(node: cst.Subscript) -> str | None:
@@ -858,7 +981,41 @@ class RemoteTerm:
         return self.program.suppressed(self.node, code)
 
 
-_TERMS: dict[tuple[str, str, str | None, int | None], tuple[RemoteTerm, ...] | None] = {}
+_TERMS: dict[tuple, tuple[RemoteTerm, ...] | None] = {}
+
+# What a call passes: its positional count and keyword names (None: ``*args`` / ``**kwargs``).
+Passed = tuple[int, frozenset[str]] | None
+
+
+def _passed_arguments(call: cst.Call) -> Passed:
+    positional = 0
+    keywords: set[str] = set()
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is None:
+            positional += 1
+        else:
+            keywords.add(arg.keyword.value)
+    return positional, frozenset(keywords)
+
+
+def _left_at_none(function: cst.FunctionDef, passed: Passed) -> guards.Known:
+    """The parameters a call passing ``passed`` leaves at their default ``None``."""
+    if passed is None:
+        return {}
+    positional, keywords = passed
+    params = [*function.params.posonly_params, *function.params.params]
+    known: guards.Known = {}
+    for index, param in enumerate(params):
+        if index < positional or param.name.value in keywords:
+            continue
+        if isinstance(param.default, cst.Name) and param.default.value == "None":
+            known[param.name.value] = guards.NONE
+    for param in function.params.kwonly_params:
+        if param.name.value not in keywords and isinstance(param.default, cst.Name) and param.default.value == "None":
+            known[param.name.value] = guards.NONE
+    return known
 
 
 class _RemoteWalk(LossWalk):
@@ -876,28 +1033,33 @@ class _RemoteWalk(LossWalk):
         super().parameter(param, read, state)
 
 
-def returned_terms(path: str, name: str, item: str | None = None, position: int | None = None) -> tuple[RemoteTerm, ...] | None:
+def returned_terms(
+    path: str, name: str, item: str | None = None, position: int | None = None, passed: Passed = None,
+) -> tuple[RemoteTerm, ...] | None:
     """The terms of what the top-level function ``name`` of the project file ``path``
     returns (its element ``position`` when the caller unpacks a tuple, then its entry
     ``item`` when it is a dict read so), or None when it is not followed (not a function, no
-    return autofix follows, or a term of unknown reduction)."""
+    return autofix follows, or a term of unknown reduction). ``passed``: what the call passes
+    (a return only under ``if weights is not None:`` is not reached by a call that leaves
+    ``weights`` at its default ``None``; see :mod:`autofix.analysis.core.guards`)."""
     program = program_of(path)
     if program is None:
         return None
-    key = (digest(program.source.encode("utf-8", errors="replace")), name, item, position)
+    key = (digest(program.source.encode("utf-8", errors="replace")), name, item, position, passed)
     if key not in _TERMS:
-        _TERMS[key] = _terms(program, name, item, position)
+        _TERMS[key] = _terms(program, name, item, position, passed)
     found = _TERMS[key]
     return None if found is None else tuple(replace(t, path=path) for t in found)
 
 
-def _terms(program: Program, name: str, item: str | None, position: int | None) -> tuple[RemoteTerm, ...] | None:
+def _terms(program: Program, name: str, item: str | None, position: int | None, passed: Passed = None) -> tuple[RemoteTerm, ...] | None:
     function = _top_level(program, name)
     if function is None:
         return None
     walk = _RemoteWalk(Steps.of(program))
     info = walk.facts.functions.get(function)
-    values = [r.value for r in info.returns if r.value is not None] if info else []
+    known = _left_at_none(function, passed)
+    values = [r.value for r in info.returns if r.value is not None and not guards.dead(program, r.value, known)] if info else []
     if not values:
         return None
     for value in values:
@@ -934,13 +1096,26 @@ def _terms(program: Program, name: str, item: str | None, position: int | None) 
 
 def _function_named(program: Program, path: str, name: cst.Name) -> tuple[str, str] | None:
     """The project function ``name`` (read in ``program``, the module ``path``) is: a top-level
-    function defined there and bound nowhere else, or one it imports from the project."""
+    function defined there and bound nowhere else, or one it imports from the project, or the
+    function such a function returns (:func:`_factory_made`)."""
+    access = program.access(name)
+    bindings = access.referents if access is not None else []
+    if bindings and all(b.kind == "assign" for b in bindings):
+        return _factory_made(program, path, bindings)
+    return _plain_function(program, path, name)
+
+
+def _plain_function(program: Program, path: str, name: cst.BaseExpression) -> tuple[str, str] | None:
+    """A top-level function of ``program`` bound nowhere else, or a function it imports from
+    the project (``name`` or ``module.name``)."""
     resolved = ProjectImports.of(program).resolve(name)
     if resolved is not None:
         definition = resolved.definition
         if resolved.path is None or definition is None or definition.kind != "function":
             return None
         return resolved.path, definition.name
+    if not isinstance(name, cst.Name):
+        return None
     access = program.access(name)
     bindings = access.referents if access is not None else []
     if len(bindings) != 1 or bindings[0].kind != "def" or not isinstance(bindings[0].node, cst.FunctionDef):
@@ -948,6 +1123,45 @@ def _function_named(program: Program, path: str, name: cst.Name) -> tuple[str, s
     if not isinstance(program.parent(bindings[0].node), cst.Module):
         return None
     return path, bindings[0].node.name.value
+
+
+def _factory_made(program: Program, path: str, bindings: list[Binding]) -> tuple[str, str] | None:
+    """``yolo_loss = get_yolo_loss(...)`` (every assignment of the name so): the function the
+    project function ``get_yolo_loss`` returns, a function defined in it (``def yolo_loss``,
+    every return of the factory returning it), named ``get_yolo_loss().yolo_loss``."""
+    made: set[tuple[str, str]] = set()
+    for binding in bindings:
+        parent = program.parent(binding.node)
+        assign = program.parent(parent) if isinstance(parent, cst.AssignTarget) else None
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or not isinstance(assign.value, cst.Call):
+            return None
+        factory = _plain_function(program, path, assign.value.func)
+        if factory is None or "." in factory[1]:
+            return None
+        returned = _returned_function(*factory)
+        if returned is None:
+            return None
+        made.add((factory[0], f"{factory[1]}().{returned}"))
+    return made.pop() if len(made) == 1 else None
+
+
+def _returned_function(path: str, name: str) -> str | None:
+    """The name of the function defined in the top-level function ``name`` of ``path`` that
+    every return of it returns (a factory of a closure), or None."""
+    program = program_of(path)
+    factory = _top_level(program, name) if program is not None else None
+    if factory is None or not isinstance(factory.body, cst.IndentedBlock):
+        return None
+    nested = {s.name.value for s in factory.body.body if isinstance(s, cst.FunctionDef)}
+    returned = {
+        r.value.value if isinstance(r.value, cst.Name) else None
+        for r in nodes_in(factory.body, cst.Return)
+        if program.enclosing_function(r) is factory  # type: ignore[union-attr]
+    }
+    if len(returned) != 1:
+        return None
+    (found,) = returned
+    return found if found in nested else None
 
 
 def _is_self_attribute(node: cst.CSTNode, name: str) -> bool:
@@ -959,6 +1173,12 @@ def _top_level(program: Program, name: str) -> cst.FunctionDef | None:
     (``VQ.call``)."""
     owner, _, method = name.rpartition(".")
     body: object = program.module.body
+    if owner.endswith("()"):
+        factory = _top_level(program, owner[:-2])
+        if factory is None or not isinstance(factory.body, cst.IndentedBlock):
+            return None
+        found = [s for s in factory.body.body if isinstance(s, cst.FunctionDef) and s.name.value == method]
+        return found[0] if len(found) == 1 and not found[0].decorators else None
     if owner:
         cls = next((s for s in program.module.body if isinstance(s, cst.ClassDef) and s.name.value == owner), None)
         if cls is None or not isinstance(cls.body, cst.IndentedBlock):
