@@ -75,6 +75,11 @@ class Pin:
     # What the pin is about: "tensorflow", "keras" or "python".
     subject: str
 
+    @property
+    def verb(self) -> str:
+        """What the file does with the version: a README ``installs`` it, other files ``pins``."""
+        return "installs" if layout.is_readme(os.path.basename(self.path)) else "pins"
+
     def where(self, importer: str | None = None) -> str:
         """``requirements.txt:3``, relative to the importing file's folder when the pin is there
         or below, else to the project's root."""
