@@ -62,6 +62,7 @@ def codes(output: str) -> list[str]:
         ("tensorflow==2.17.0rc1", (3, "tensorflow")),
         ("tf-nightly-2.0-preview", (2, "tensorflow")),
         ("tf-nightly-gpu-2.0-preview", (2, "tensorflow")),
+        ("tf-nightly-gpu-2.0-preview==2.0.0.dev20190526", (2, "tensorflow")),
         ("tf-nightly", None),
         # Not pins: no version, versions on both sides, a Python on which TF 2.15 runs too.
         ("tensorflow", None),
@@ -147,6 +148,14 @@ def test_the_formats(tmp_path):
         ```
         """) == [(4, "tf-nightly-gpu-2.0-preview", 2), (6, "tensorflow==2.1.0", 2), (8, "tensorflow-gpu=2.1", 2), (11, "keras==2.3.1", 2)]
     assert read_pins(tmp_path, "README.rst", "Needs TensorFlow >= 2.16 (pip install tensorflow==2.17).\n") == []
+    # Inline code that opens a line is not a fence: the prose after it stays prose.
+    assert read_pins(tmp_path, "README.md", """\
+        ```MirroredStrategy``` trains on one machine;
+        tensorflow==2.3
+        ```
+        pip install tensorflow==2.2.0
+        ```
+        """) == [(4, "tensorflow==2.2.0", 2)]
 
 
 # --- the CLI on a folder ------------------------------------------------------------------------

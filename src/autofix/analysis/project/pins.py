@@ -199,8 +199,9 @@ def _meaning(written: str) -> tuple[int, str] | None:
         return None
     name = requirement.name.lower().replace("_", "-")
     preview = _PREVIEW.fullmatch(name)
-    if preview is not None and not requirement.specifier:
-        # ``tf-nightly-2.0-preview``: the nightly builds of one release, named for it.
+    if preview is not None:
+        # ``tf-nightly-2.0-preview`` (``==2.0.0.dev20190526``): the nightly builds of one
+        # release, named for it.
         return _keras_of("tensorflow", SpecifierSet(f"=={preview.group(1)}.*"))
     subject = "tensorflow" if name in TENSORFLOW else name if name in (KERAS, PYTHON) else None
     if subject is None or not requirement.specifier:
@@ -398,6 +399,8 @@ def _readme(text: str) -> list[tuple]:
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
         marker = re.match(r"(`{3,}|~{3,})", stripped)
+        if marker is not None and marker.group(1) in stripped[len(marker.group(1)):]:
+            marker = None  # ````` ```MirroredStrategy``` is ... `````: inline code, not a fence
         if marker is not None:
             if fence is None:
                 fence = marker.group(1)[0]
