@@ -234,7 +234,7 @@ class Keras3MultiWorker(Rule):
         related = list(self.sources.get(call, ()))
         pin = pins.keras_pin(self.program.path)
         if pin is not None and pin.keras == 3:
-            related.append((pin.path, pin.line, f"{pin.where(self.program.path)} pins {pin.text}: Keras 3"))
+            related.append((pin.path, pin.line, f"{pin.where(self.program.path)} {pin.verb} {pin.text}: Keras 3"))
         return tuple(dict.fromkeys(related))
 
     # --- the switch to tf_keras ------------------------------------------------------------------
@@ -247,7 +247,7 @@ class Keras3MultiWorker(Rule):
             if binding.kind != "import" or binding.path is None:
                 continue
             top = binding.path.split(".")[0]
-            if top.startswith("."):
+            if binding.path.startswith("."):  # ``from .base_model import BaseModel``
                 raise NotFound("the file imports a module of its own, which may make Keras 3 objects; switch it to tf_keras too")
             if top not in _NEUTRAL and top not in sys.stdlib_module_names:
                 raise NotFound(f"the file imports {top}, which may make Keras 3 objects of its own")

@@ -44,6 +44,13 @@ NOT_RUNNABLE = {
     "tfd001/trainer_optional_strategy": "trains a baseline on one device on purpose (tests/test_optional_strategy.py runs it on both paths)",
     "tfd002/optional_strategy_parameter": "trains a baseline on one device on purpose (tests/test_optional_strategy.py runs it on both paths)",
     "tfd003/trainer_optional_strategy": "trains a baseline on one device on purpose (tests/test_optional_strategy.py runs it on both paths)",
+    "tfd001/multi_gpu_model_template_also_trained": "calls Keras 2's multi_gpu_model, which TensorFlow 2.21 does not have",
+    "tfd002/multi_gpu_model_other_model_batch": "calls Keras 2's multi_gpu_model, which TensorFlow 2.21 does not have",
+}
+# Broken on Keras 2 only: Keras 3 trains the broken script too (its fix is checked on both, its
+# failure before the fix on Keras 2).
+KERAS2_ONLY = {
+    "tfd001/compile_metric_made_outside_scope": "a metric made outside the scope and given to compile: tf_keras raises ValueError, Keras 3 trains (docs/keras-versions.md)",
 }
 # Fixed for Keras 3 files only: on Keras 2 what the fix leaves alone fails as it did.
 KERAS3_ONLY = {
@@ -92,6 +99,8 @@ def test_tfd001_fixed_script_trains_mirrored_on_every_replica(case):
     for fit in fixed.fits:
         assert fit.replicas == REPLICAS
         assert fit.all_mirrored, fit.unmirrored
+    if case.id in KERAS2_ONLY:
+        return  # the broken script fails on Keras 2 only (test_tfd001_fixes_also_work_on_keras2)
     # The same check fails before the fix.
     assert not broken.ok
     assert any(not fit.all_mirrored or fit.replicas != REPLICAS for fit in broken.fits) or broken.status == "crashed"

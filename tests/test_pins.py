@@ -56,6 +56,14 @@ def codes(output: str) -> list[str]:
         ("tensorflow==2.17.0", (3, "tensorflow")),
         ("tensorflow>=2.16", (3, "tensorflow")),
         ("keras>=3", (3, "keras")),
+        # Pre-releases and the nightlies named for a release.
+        ("tensorflow==2.0.0-alpha0", (2, "tensorflow")),
+        ("tensorflow-gpu==2.0.0rc1", (2, "tensorflow")),
+        ("tensorflow==2.17.0rc1", (3, "tensorflow")),
+        ("tf-nightly-2.0-preview", (2, "tensorflow")),
+        ("tf-nightly-gpu-2.0-preview", (2, "tensorflow")),
+        ("tf-nightly-gpu-2.0-preview==2.0.0.dev20190526", (2, "tensorflow")),
+        ("tf-nightly", None),
         # Not pins: no version, versions on both sides, a Python on which TF 2.15 runs too.
         ("tensorflow", None),
         ("tensorflow>=2.10", None),
@@ -122,6 +130,32 @@ def test_the_formats(tmp_path):
         (3, "tensorflow==2.9.1", 2)
     ]
     assert read_pins(tmp_path, "Makefile", "run:\n\tTF_CONFIG='{}' python3.7 main.py\n") == [(2, "python3.7", 2)]
+    # A README: its install commands (in a code block, indented, or inline code) and the
+    # requirement lines of its code blocks; never its prose.
+    assert read_pins(tmp_path, "README.md", """\
+        Tested with TensorFlow 2.1; tensorflow==2.3 was never tried.
+
+        ```bash
+        pip install tf-nightly-gpu-2.0-preview && python train.py
+        ```
+        Or run `pip3 install tensorflow==2.1.0` first, or
+
+            $ conda install tensorflow-gpu=2.1 numpy
+
+        ```
+        - keras==2.3.1
+        numpy>=1.16
+        ```
+        """) == [(4, "tf-nightly-gpu-2.0-preview", 2), (6, "tensorflow==2.1.0", 2), (8, "tensorflow-gpu=2.1", 2), (11, "keras==2.3.1", 2)]
+    assert read_pins(tmp_path, "README.rst", "Needs TensorFlow >= 2.16 (pip install tensorflow==2.17).\n") == []
+    # Inline code that opens a line is not a fence: the prose after it stays prose.
+    assert read_pins(tmp_path, "README.md", """\
+        ```MirroredStrategy``` trains on one machine;
+        tensorflow==2.3
+        ```
+        pip install tensorflow==2.2.0
+        ```
+        """) == [(4, "tensorflow==2.2.0", 2)]
 
 
 # --- the CLI on a folder ------------------------------------------------------------------------
@@ -192,6 +226,35 @@ def test_a_makefile_running_python_3_7_silences_tfd006(tmp_path, monkeypatch):
     assert "TFD006" not in codes(run("check", "--no-cache", ".")[1])
 
 
+def test_a_readme_that_installs_the_tensorflow_2_0_nightly_silences_tfd001_and_tfd006(tmp_path, monkeypatch):
+    """lambdal's TensorFlow 2 tutorial: no pin file, a README that installs
+    tf-nightly-gpu-2.0-preview (Keras 2), an optimizer made before the scope, a multi-worker fit."""
+    root = project(tmp_path, "readme_nightly", monkeypatch)
+    code, out, _ = run("check", "--no-cache", "--select", "TFD001,TFD006", ".")
+    assert codes(out) == [] and code == 0
+    readme = (root / "README.md").read_text()
+    # Prose alone names no TensorFlow to install.
+    (root / "README.md").write_text(readme.replace("pip install tf-nightly-gpu-2.0-preview matplotlib", "pip install matplotlib"))
+    assert sorted(codes(run("check", "--no-cache", ".")[1])) == ["TFD001", "TFD006"]
+    # A pin file says otherwise: it decides, whatever the README installs.
+    (root / "README.md").write_text(readme)
+    (root / "requirements.txt").write_text("tensorflow==2.17.0\n")
+    assert sorted(codes(run("check", "--no-cache", ".")[1])) == ["TFD001", "TFD006"]
+    # A requirements file that pins nothing says nothing: the README decides again.
+    (root / "requirements.txt").write_text("tensorflow\nmatplotlib\n")
+    assert codes(run("check", "--no-cache", "--select", "TFD001,TFD006", ".")[1]) == []
+
+
+def test_a_readme_pin_is_named_with_its_place(tmp_path, monkeypatch):
+    from autofix.analysis.project.pins import keras_pin
+
+    root = project(tmp_path, "readme_nightly", monkeypatch)
+    pin = keras_pin(str(root / "worker.py"))
+    assert pin is not None and pin.reason(str(root / "worker.py")) == (
+        "its repository's README installs tf-nightly-gpu-2.0-preview (README.md:10), whose Keras is Keras 2"
+    )
+
+
 # --- the cache ----------------------------------------------------------------------------------
 
 
@@ -222,6 +285,10 @@ def test_editing_adding_or_removing_a_pin_file_checks_the_file_again(tmp_path, m
     (root / "requirements-cluster.txt").unlink()
     gone, count = check()
     assert count == 1 and "TFD006" in codes(gone[1])
+    # A README that installs a Keras 2 TensorFlow, added where no file pins: read too.
+    (root / "README.md").write_text("```\npip install tensorflow-gpu==2.4.1\n```\n")
+    readme, count = check()
+    assert count == 1 and "TFD006" not in codes(readme[1])
 
 
 def notebook(cells: list[str]) -> str:

@@ -110,3 +110,17 @@ def test_a_suppressed_fit_keeps_the_whole_file_as_it_is():
     analysis = analyse(source, UNSAFE)
     assert analysis.new_text is None
     assert [f.suppressed for f in analysis.findings] == [False, True]
+
+
+def test_a_relative_import_is_named_as_a_module_of_the_files_own():
+    source = (
+        "from .base import Base\n"
+        "import tensorflow as tf\n"
+        "strategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
+        "with strategy.scope():\n"
+        "    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
+        "    model.compile(optimizer='sgd', loss='mse')\n"
+        "model.fit(dataset)\n"
+    )
+    (finding,) = analyse(source, UNSAFE).findings
+    assert finding.reason == "no automatic fix: the file imports a module of its own, which may make Keras 3 objects; switch it to tf_keras too"

@@ -196,3 +196,48 @@ def test_a_step_run_through_a_wrapper_reads_what_reaches_the_wrappers_calls():
 def test_a_wrapper_also_handed_on_may_run_the_step_after_any_binding():
     source = WRAPPED.format(after="callbacks = [distributed_step]\n")
     assert len(_values_read(source, "model", "step")) == 3
+
+
+def _assigned_before(source: str, function: str) -> list[str | None]:
+    """What each ``self.model`` read in ``function`` reads by :meth:`assigned_before`, as
+    source (None: not shown)."""
+    program = _program(source)
+    values = Facts.of(program).values
+    found: list[str | None] = []
+    for definition in nodes_in(program.module, cst.FunctionDef):
+        if definition.name.value != function:
+            continue
+        for read in nodes_in(definition.body, cst.Attribute):
+            if read.attr.value == "model" and isinstance(program.parent(read), cst.Attribute):
+                value = values.assigned_before(read)
+                found.append(None if value is None else program.module.code_for_node(value))
+    return found
+
+
+METHOD = (
+    "class T:\n"
+    "    def __init__(self):\n"
+    "        self.model = old()\n"
+    "    def train(self, flag, items):\n"
+    "{body}"
+)
+
+
+def test_an_attribute_assigned_earlier_in_the_method_is_what_it_reads():
+    body = "        with scope():\n            self.model = new()\n        self.model.fit()\n"
+    assert _assigned_before(METHOD.format(body=body), "train") == ["new()"]
+    body = "        self.model = new()\n        if flag:\n            self.model.fit()\n        else:\n            self.model.evaluate()\n"
+    assert _assigned_before(METHOD.format(body=body), "train") == ["new()", "new()"]
+
+
+def test_an_attribute_assigned_where_it_may_not_run_is_not_followed():
+    shapes = [
+        "        if flag:\n            self.model = new()\n        self.model.fit()\n",  # a condition
+        "        self.model = new()\n        self.reset()\n        self.model.fit()\n",  # a method may assign it
+        "        self.model = new()\n        helper(self)\n        self.model.fit()\n",  # so may a call given self
+        "        self.model = new()\n        for i in items:\n            self.model.fit()\n            self.model = other()\n",
+        "        try:\n            self.model = new()\n            run()\n        except E:\n            self.model.fit()\n",
+        "        self.model.fit()\n        self.model = new()\n",  # assigned after the read
+    ]
+    for body in shapes:
+        assert _assigned_before(METHOD.format(body=body), "train")[0] is None, body

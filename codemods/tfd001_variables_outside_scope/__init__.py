@@ -249,7 +249,7 @@ class _Planner:
         if not kept:
             return ()
         lines = ", ".join(str(line) for line in dict.fromkeys(kept))
-        return ((pin.path, pin.line, f"{pin.where(path)} pins {pin.text}: Keras 2, which trains with the optimizer made "
+        return ((pin.path, pin.line, f"{pin.where(path)} {pin.verb} {pin.text}: Keras 2, which trains with the optimizer made "
                  f"outside the scope (line {lines}), so it stays there"),)
 
     def broken_units(self) -> dict[cst.Call, str]:

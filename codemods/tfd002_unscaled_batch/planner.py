@@ -25,6 +25,7 @@ from autofix.analysis.training.comparisons import Comparisons
 from autofix.analysis.training.model import TrainingModel
 from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker
 from autofix.rule import SUPPRESSED, Rule
+from autofix.tf import symbols
 
 from .edits import FixWriter
 from .evidence import Evidence
@@ -177,6 +178,8 @@ class BatchPlanner:
             return None  # evaluation, prediction, or training under no multi-replica strategy
         if any(_fixed_batch(member) for t in trained for member in t.members):
             return None  # the model is built for one batch size: the data's is global
+        if any(symbols.makes_parallel_model(self.facts.names_of(member.func)) for t in trained for member in t.members):
+            return None  # Keras 2's multi_gpu_model slices the batch it is fed over its GPUs: it is global
         compared = None if per_replica else self._compared(site, [t.call for t in trained])
         if compared is True:
             return None  # the batch a single-device twin is given too: the batch compared

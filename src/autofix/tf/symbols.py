@@ -180,6 +180,20 @@ def keras_kind(name: str) -> Kind | None:
     return None
 
 
+# Keras 2's ``multi_gpu_model(template, gpus=N)``: a model that slices every batch it is given
+# into N parts, one per GPU, and runs the template on each (its weights the template's, which
+# Keras's documentation builds under ``tf.device("/cpu:0")``). The batch fed to it is the
+# global batch; the template is not an ingredient to make anywhere else.
+PARALLEL_MODEL_FUNCTIONS = frozenset(
+    {"keras.utils.multi_gpu_model", "keras.utils.training_utils.multi_gpu_model", "keras.utils.multi_gpu_utils.multi_gpu_model"}
+)
+
+
+def makes_parallel_model(names: frozenset[str]) -> bool:
+    """Whether a call of one of ``names`` (canonical qualified names) is ``multi_gpu_model``."""
+    return bool(names & PARALLEL_MODEL_FUNCTIONS)
+
+
 # Layers that hold no variables: ``keras.Input`` makes a symbolic tensor (and its InputLayer),
 # so a model built in a scope from an Input made outside it is mirrored all the same.
 NO_VARIABLE_LAYERS = frozenset({"keras.Input", "keras.layers.Input", "keras.layers.InputLayer"})

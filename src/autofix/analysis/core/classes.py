@@ -10,7 +10,7 @@ import libcst as cst
 
 from autofix.analysis.core.origins import Origin
 from autofix.analysis.program import Program
-from autofix.analysis.syntax import attribute_path
+from autofix.analysis.syntax import attribute_path, nodes_in
 
 
 class Classes:
@@ -176,6 +176,78 @@ class Classes:
                 if node is not None:
                     found.setdefault(node, {}).setdefault(name, []).append(attribute)
         return found
+
+    def assigned_before(self, read: cst.Attribute) -> cst.BaseExpression | None:
+        """The value of the ``self.<name> = value`` that a method runs before ``read`` (a
+        ``self.<name>`` read in the same method) on every path to it, when no other assignment
+        of the attribute can come in between: the value ``read`` reads, whatever other methods
+        assign (``self.model = build()`` in the scope, then ``self.model.fit(...)``). None when
+        that is not shown: no such assignment, one under a condition, in a loop or ``try`` the
+        read is in, or a call between them that may assign it (a method of ``self``, a call
+        given ``self``)."""
+        owner = read.value
+        if not isinstance(owner, cst.Name):
+            return None
+        bound = self.bindings(owner) or ()
+        if not (len(bound) == 1 and isinstance(bound[0], cst.Param) and self.is_self(bound[0])):
+            return None
+        method = self.enclosing_function(bound[0])
+        if method is None or self.program.enclosing_function(read) is not method:
+            return None
+        attribute = read.attr.value
+        node: cst.CSTNode = read
+        for ancestor in self.program.ancestors(read):
+            if ancestor is method:
+                return None
+            if isinstance(ancestor, (cst.For, cst.While)) and self._assigns_attribute(ancestor, owner.value, attribute):
+                return None  # a later turn of the loop may read what the loop assigns
+            if isinstance(ancestor, cst.Try) and node is not ancestor.body and self._assigns_attribute(ancestor.body, owner.value, attribute):
+                return None  # a handler runs after part of the body
+            if isinstance(ancestor, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+                statements = list(ancestor.body)
+                before = statements[: next(i for i, s in enumerate(statements) if s is node)]
+                found = self._last_assignment(before, owner.value, attribute)
+                if found is not None:
+                    return found or None
+            node = ancestor
+        return None
+
+    def _last_assignment(self, statements, owner: str, attribute: str):
+        """The value the last of ``statements`` to assign ``owner.attribute`` gives it; False
+        when that is not certain (an assignment under a condition, a call that may assign it
+        after); None when none of them assigns it (nor may)."""
+        for statement in reversed(statements):
+            if self._assigns_attribute(statement, owner, attribute):
+                if isinstance(statement, cst.SimpleStatementLine):
+                    small = statement.body[-1] if len(statement.body) == 1 else None
+                    if isinstance(small, cst.Assign) and not isinstance(small.value, cst.Yield):
+                        if any(attribute_path(t.target) == (owner, attribute) for t in small.targets):
+                            return small.value
+                    return False
+                if isinstance(statement, cst.With) and isinstance(statement.body, cst.IndentedBlock):
+                    found = self._last_assignment(statement.body.body, owner, attribute)
+                    return False if found is None else found
+                return False
+            if self._may_assign(statement, owner):
+                return False
+        return None
+
+    def _assigns_attribute(self, node: cst.CSTNode, owner: str, attribute: str) -> bool:
+        for target in nodes_in(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.Del)):
+            inner = target.target
+            if any(attribute_path(t) == (owner, attribute) for t in nodes_in(inner, cst.Attribute)):
+                return True
+        return False
+
+    def _may_assign(self, node: cst.CSTNode, owner: str) -> bool:
+        """Whether code in ``node`` may assign attributes of ``owner`` by a call: a method
+        called on it, or a call it is passed to."""
+        for call in nodes_in(node, cst.Call):
+            if isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name) and call.func.value.value == owner:
+                return True
+            if any(isinstance(arg.value, cst.Name) and arg.value.value == owner for arg in call.args):
+                return True
+        return False
 
     def _attribute_pairs(self, assign, owner: str) -> list[tuple[str, cst.CSTNode, cst.BaseExpression]]:
         if isinstance(assign, cst.AnnAssign):

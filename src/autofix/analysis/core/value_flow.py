@@ -103,6 +103,11 @@ class Values(Bindings, Parameters, Classes, Derived):
         if isinstance(expr, cst.Attribute):
             if self.is_module_reference(expr):
                 return [Origin(expr, path)]
+            assigned = self.assigned_before(expr)
+            if assigned is not None:
+                # ``self.model = build()`` earlier in the method: what it reads, whatever other
+                # methods assign.
+                return list(self._follow(assigned, path, frame, depth))
             return self._follow(expr.value, (("attr", expr.attr.value), *path), frame, depth)
         if isinstance(expr, cst.Subscript):
             if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):

@@ -96,13 +96,21 @@ def _may_pin(name: str) -> bool:
         or (lower.startswith(("environment", "conda")) and lower.endswith((".yml", ".yaml")))
         or lower.startswith("dockerfile")
         or lower.endswith((".dockerfile", ".sh"))
+        or is_readme(name)
     )
+
+
+def is_readme(name: str) -> bool:
+    """A README (``README.md``, ``README.rst``, ``README.txt``, ``README``): its install
+    commands name a TensorFlow when no other file of the repository pins one."""
+    lower = name.lower()
+    return lower in ("readme", "readme.md", "readme.markdown", "readme.rst", "readme.txt")
 
 
 def pin_files(folder: str) -> list[str]:
     """The names of the files in ``folder`` that may pin the TensorFlow or Keras its programs
     run on (requirements files, setup and project files, conda environments, Dockerfiles,
-    shell scripts, a Makefile), sorted; :mod:`.pins` reads them."""
+    shell scripts, a Makefile, a README), sorted; :mod:`.pins` reads them."""
     try:
         names = os.listdir(folder)
     except OSError:

@@ -6,7 +6,9 @@ dependencies of ``setup.py``, ``setup.cfg`` or ``pyproject.toml``, a conda ``env
 (``tensorflow=2.11``, ``python=3.7``), a Dockerfile's base image (``FROM
 tensorflow/tensorflow:2.11.0-gpu``, ``FROM python:3.8``) or its ``RUN pip install``, and the
 ``pip install`` lines and Python interpreters (``python3.7 main.py``) of its shell scripts and
-Makefile. TensorFlow 2.16 made Keras 3 its Keras, and Keras 3.0 is Keras 3: a pin that allows
+Makefile; and, when none of those pins one, the install commands a README gives
+(``pip install tf-nightly-2.0-preview``, ``pip install tensorflow==2.1``, a requirement line
+``tensorflow-gpu==2.0.0`` in a code block; never its prose). TensorFlow 2.16 made Keras 3 its Keras, and Keras 3.0 is Keras 3: a pin that allows
 only older versions (or a Python older than 3.9, on which no TensorFlow 2.16 installs) means
 the file runs Keras 2 as its repository runs it; a pin that allows only newer ones means
 Keras 3.
@@ -14,7 +16,9 @@ Keras 3.
 :func:`keras_pin` reads the folders from the file's own up to its project's root
 (:func:`~.layout.project_root`): the nearest folder whose files pin a version decides (a
 requirements file nearer the script wins over the root's); when that folder's files disagree,
-nothing is decided. A file given alone (no path) has no project and no pin.
+nothing is decided. Only when no folder up to the root has a pin, the nearest README that
+names a TensorFlow to install decides (the same way). A file given alone (no path) has no
+project and no pin.
 
 What is read is recorded as :func:`~.imports.reading` says: every file looked at, with its
 digest, and each folder's list of the files that may pin (``folder/`` with the digest of the
@@ -31,6 +35,7 @@ from functools import lru_cache
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 from autofix.analysis.project import layout
 from autofix.analysis.project.imports import _read, record
@@ -70,6 +75,11 @@ class Pin:
     # What the pin is about: "tensorflow", "keras" or "python".
     subject: str
 
+    @property
+    def verb(self) -> str:
+        """What the file does with the version: a README ``installs`` it, other files ``pins``."""
+        return "installs" if layout.is_readme(os.path.basename(self.path)) else "pins"
+
     def where(self, importer: str | None = None) -> str:
         """``requirements.txt:3``, relative to the importing file's folder when the pin is there
         or below, else to the project's root."""
@@ -87,6 +97,8 @@ class Pin:
         """Why the file runs this Keras: ``requirements.txt:3 pins tensorflow==2.12, whose
         Keras is Keras 2``."""
         where = self.where(importer)
+        if layout.is_readme(os.path.basename(self.path)):
+            return f"its repository's README installs {self.text} ({where}), whose Keras is Keras {self.keras}"
         if self.subject == PYTHON:
             return f"its repository runs it with {self.text} ({where}), on which no TensorFlow 2.16+ (Keras 3) installs: its Keras is Keras 2"
         return f"its repository pins {self.text} ({where}), whose Keras is Keras {self.keras}"
@@ -103,17 +115,26 @@ def keras_pin(path: str | None) -> Pin | None:
     folder = os.path.dirname(path)
     if not layout.inside(folder, root):
         return None
+    folders = []
     while True:
+        folders.append(folder)
         found = _folder_pins(folder)
         if found:
             kinds = {pin.keras for pin in found}
             return found[0] if len(kinds) == 1 else None
         if folder == root:
-            return None
+            break
         parent = os.path.dirname(folder)
         if parent == folder:
-            return None
+            break
         folder = parent
+    # No pin file anywhere: what a README says to install (nearest first).
+    for folder in folders:
+        found = _folder_pins(folder, readme=True)
+        if found:
+            kinds = {pin.keras for pin in found}
+            return found[0] if len(kinds) == 1 else None
+    return None
 
 
 def keras2_pin(path: str | None) -> Pin | None:
@@ -122,12 +143,15 @@ def keras2_pin(path: str | None) -> Pin | None:
     return pin if pin is not None and pin.keras == 2 else None
 
 
-def _folder_pins(folder: str) -> list[Pin]:
-    """The pins of the files in ``folder`` that may pin (the listing is recorded)."""
+def _folder_pins(folder: str, readme: bool = False) -> list[Pin]:
+    """The pins of the files in ``folder`` that may pin (the listing is recorded): its READMEs'
+    when ``readme``, else its other files'."""
     names = layout.pin_files(folder)
     record(folder.rstrip(os.sep) + os.sep, layout.digest("\n".join(names).encode("utf-8")))  # = pin_listing
     found: list[Pin] = []
     for name in names:
+        if layout.is_readme(name) != readme:
+            continue
         candidate = os.path.join(folder, name)
         read = _read(candidate)
         if read is None:
@@ -141,7 +165,9 @@ def _pins_of(name: str, key: str, data: bytes) -> tuple[tuple[int, str, int, str
     """(line, requirement as written, Keras 2 or 3, subject) of the file named ``name``."""
     text = data.decode("utf-8", errors="replace")
     lower = name.lower()
-    if lower == "pyproject.toml":
+    if layout.is_readme(name):
+        items = _readme(text)
+    elif lower == "pyproject.toml":
         items = _pyproject(text)
     elif lower == "setup.py":
         items = _strings(text)
@@ -172,15 +198,36 @@ def _meaning(written: str) -> tuple[int, str] | None:
     except InvalidRequirement:
         return None
     name = requirement.name.lower().replace("_", "-")
+    preview = _PREVIEW.fullmatch(name)
+    if preview is not None:
+        # ``tf-nightly-2.0-preview`` (``==2.0.0.dev20190526``): the nightly builds of one
+        # release, named for it.
+        return _keras_of("tensorflow", SpecifierSet(f"=={preview.group(1)}.*"))
     subject = "tensorflow" if name in TENSORFLOW else name if name in (KERAS, PYTHON) else None
     if subject is None or not requirement.specifier:
         return None
     return _keras_of(subject, requirement.specifier)
 
 
+# The nightly builds TensorFlow published under a release's name (``tf-nightly-gpu-2.0-preview``).
+_PREVIEW = re.compile(r"tf-nightly(?:-gpu|-cpu)?-(\d+\.\d+)-preview")
+# The first version whose Keras is Keras 3, by subject (a Python says nothing of Keras 3).
+_FIRST_NEW = {"tensorflow": Version("2.16"), "keras": Version("3.0"), "python": Version("3.9")}
+
+
 def _keras_of(subject: str, specifier: SpecifierSet) -> tuple[int, str] | None:
     old = any(specifier.contains(v, prereleases=True) for v in _OLD[subject])
     new = any(specifier.contains(v, prereleases=True) for v in _NEW[subject])
+    for exact in specifier:
+        # ``==2.0.0-alpha0``, ``==2.0.0rc1``: a pre-release the probes do not hold.
+        if exact.operator in ("==", "===") and "*" not in exact.version:
+            try:
+                version = Version(exact.version)
+            except InvalidVersion:
+                continue
+            if specifier.contains(version, prereleases=True):
+                old = old or version < _FIRST_NEW[subject]
+                new = new or version >= _FIRST_NEW[subject]
     if old and not new:
         return 2, subject
     if new and not old and subject != PYTHON:
@@ -332,4 +379,54 @@ def _commands(text: str) -> list[tuple]:
                         found.append((start + 1, word))
             for interpreter in _PYTHON.finditer(part):
                 found.append((start + 1, f"python=={interpreter.group(1)}.*", f"python{interpreter.group(1)}"))
+    return found
+
+
+# A README line that runs an installer: ``pip install``, ``pip3 install``, ``python -m pip
+# install``, ``conda install`` (after a prompt: ``$``, ``!``, ``%``, ``>>>``, ``sudo``).
+_INSTALL = re.compile(r"^(?:[$>!%]+\s*|sudo\s+)*(?:\S*python[\d.]*\s+-m\s+)?(?:pip3?|conda)\s+install\b(.*)$")
+# A code block line that is a requirement alone, as a requirements file writes it, bulleted or not.
+_REQUIREMENT_LINE = re.compile(r"^(?:[-*+]\s+)?([A-Za-z0-9][\w.-]*\s*(?:===?|~=|!=|<=?|>=?)\s*[\w.*+!-]+(?:\s*,\s*(?:===?|~=|!=|<=?|>=?)\s*[\w.*+!-]+)*)$")
+
+
+def _readme(text: str) -> list[tuple]:
+    """What a README says to install: the requirements of its install commands (a line of a
+    code block, fenced or indented, or a span of inline code) and the lines of its code
+    blocks that are a requirement alone (``tensorflow-gpu==2.0.0``). Prose is not read:
+    "tested with TensorFlow 2.1" pins nothing."""
+    found: list[tuple] = []
+    fence = None
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        marker = re.match(r"(`{3,}|~{3,})", stripped)
+        if marker is not None and marker.group(1) in stripped[len(marker.group(1)):]:
+            marker = None  # ````` ```MirroredStrategy``` is ... `````: inline code, not a fence
+        if marker is not None:
+            if fence is None:
+                fence = marker.group(1)[0]
+            elif stripped.startswith(fence * 3):
+                fence = None
+            continue
+        code = fence is not None or line.startswith(("    ", "\t"))
+        pieces = [stripped] if code else re.findall(r"`+([^`]+)`+", line)
+        for piece in pieces:
+            piece = piece.strip()
+            installs = [_INSTALL.match(part.strip()) for part in re.split(r"&&|;|\|\|", piece)]
+            for install in filter(None, installs):
+                conda = re.search(r"\bconda\s+install\b", install.group(0)) is not None
+                for word in install.group(1).split():
+                    word = word.strip("'\"")
+                    if word.startswith("#"):
+                        break
+                    if not word or word.startswith("-"):
+                        continue
+                    single = re.fullmatch(r"([A-Za-z0-9][\w.-]*)=([\d.*]+)", word) if conda else None
+                    if single is not None:  # conda's ``tensorflow=2.1``: the release and its patches
+                        found.append((number, f"{single.group(1)}=={single.group(2).rstrip('.*')}.*", word))
+                    else:
+                        found.append((number, word))
+            if code and not any(installs):
+                requirement = _REQUIREMENT_LINE.match(piece)
+                if requirement is not None:
+                    found.append((number, requirement.group(1).replace(" ", "")))
     return found

@@ -7,6 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.analysis.syntax import parameter_argument
+from autofix.tf import symbols
 from autofix.tf.symbols import Kind
 
 _MODEL_KINDS = (Kind.MODEL, Kind.LOAD)
@@ -88,6 +89,11 @@ class Makers:
     def ingredients(self, call: cst.Call) -> list[cst.Call]:
         """The Keras objects a model is built from: layers (and models) whose results flow into
         the construction, followed back through names and calls."""
+        if symbols.makes_parallel_model(self.facts.names_of(call.func)):
+            # ``multi_gpu_model(template, gpus=2)``: the template is built where Keras says to
+            # build it (on the CPU, ``tf.device("/cpu:0")``), and the parallel model trains its
+            # weights on every GPU itself; it is not made again in a scope.
+            return []
         found: list[cst.Call] = []
         seen: set[int] = {id(call)}
         pending: list[cst.CSTNode] = [call.func, *(a.value for a in call.args)]
@@ -105,6 +111,9 @@ class Makers:
                         pending.append(value)
                 continue
             if isinstance(node, cst.Call):
+                if symbols.makes_parallel_model(self.facts.names_of(node.func)):
+                    found.append(node)  # a model; what it is made of, below
+                    continue
                 kind = self.facts.call_kind(node)
                 if isinstance(kind, Kind) and kind in (Kind.LAYER, Kind.MODEL, Kind.LOAD):
                     found.append(node)

@@ -266,7 +266,12 @@ class Members:
                     self._add(site, optimizers)
                 else:
                     self._add_model(site, receiver.value)
-            elif method in ("update_state", "reset_state", "reset_states"):
+            elif method in ("update_state", "reset_state", "reset_states") and self.program.migration:
+                # A metric the step only updates is no member of code that is already written:
+                # made outside the scope, it is updated from every replica and reads the
+                # single-device result on Keras 3.15 and tf_keras 2.21, in a ``tf.function`` or
+                # eagerly (measured: docs/keras-versions.md); one given to ``compile`` is a
+                # member through it. A migration still makes it in the scope, as the tutorials do.
                 self._add(site, [m for m in self.makers(receiver) if facts.call_kind(m) is Kind.METRIC])
         inside = set(steps)
         for name in VARIABLE_ATTRIBUTES:

@@ -251,6 +251,8 @@ class Sites:
         path = attribute_path(receiver)
         if path is None or len(path) != 2:
             return None
+        if isinstance(receiver, cst.Attribute) and self.facts.values.assigned_before(receiver) is not None:
+            return None  # the method trains the model it has just assigned: followed as any value
         method = self.program.enclosing_function(call)
         if method is None or not self.facts.functions[method].is_method or not method.params.params:
             return None
