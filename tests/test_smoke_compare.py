@@ -88,6 +88,11 @@ CASES = {
     # fit's steps_per_epoch as written (every run is capped): the original's, or divided by the replicas
     "steps_per_epoch": ("steps_per_epoch.migrated.py", "steps_per_epoch.py", "equivalent", "the same 3 steps"),
     "steps_per_epoch_wrong_doubled": ("steps_per_epoch.wrong_doubled.py", "steps_per_epoch.py", "different", "fit is asked for steps_per_epoch=16 in the migration, steps_per_epoch=8 in the original"),
+    # every phase of training compared: a teacher's fit, then its student distilled by a
+    # Distiller's own train_step (before, only the teacher's steps were compared)
+    "distill": ("distill.migrated.py", "distill.py", "equivalent", "the same 6 steps in 2 phases of training"),
+    "distill_wrong_student_mean": ("distill.wrong_student_mean.py", "distill.py", "different", "in step 4, the gradient of student/"),
+    "distill_wrong_no_student": ("distill.wrong_no_student.py", "distill.py", "different", "the original's fit at distill.py:56 has no counterpart in the migration"),
     "clipped_wrong_per_replica": ("clipped.wrong_per_replica.py", "clipped.py", "different", "or are the gradients clipped by each replica's norm, not the all-reduced one"),
     # what the migrated step returns, against an original written inline (the loss its loop
     # differentiates) and one whose step draws its batch itself (micro-steps' returns averaged)

@@ -150,6 +150,9 @@ def _fit(original, callback: type, version: str, package: str):
         record = FitRec("fit", user_site(), _plain(user), capped, keras=version)
         recorder.fits.append(record)
         given["callbacks"] = _with_callback(given.get("callbacks"), callback(record))
+        # Another phase of training, when the one before has its steps (a student distilled
+        # after its teacher's fit).
+        snapshot.begin("fit", record.site)
         recorder.current_fit = record
         try:
             with _Keras(), _stepping(self):
@@ -263,6 +266,7 @@ def _train_on_batch(original, version: str):
         if record.steps >= recorder.steps * max(1, accumulate.count()):
             snapshot.finish()
             raise StepLimitReached(f"train_on_batch called {record.steps} times")
+        snapshot.begin("train_on_batch", record.site)
         if replicas.count() and snapshot.active():
             # The script slices its batches itself: they cannot be scaled, only accumulated.
             raise replicas.NotSplittable(f"train_on_batch at {user_site()} is given batches the script cuts itself")
