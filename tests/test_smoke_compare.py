@@ -88,11 +88,6 @@ CASES = {
     # fit's steps_per_epoch as written (every run is capped): the original's, or divided by the replicas
     "steps_per_epoch": ("steps_per_epoch.migrated.py", "steps_per_epoch.py", "equivalent", "the same 3 steps"),
     "steps_per_epoch_wrong_doubled": ("steps_per_epoch.wrong_doubled.py", "steps_per_epoch.py", "different", "fit is asked for steps_per_epoch=16 in the migration, steps_per_epoch=8 in the original"),
-    # every phase of training compared: a teacher's fit, then its student distilled by a
-    # Distiller's own train_step (before, only the teacher's steps were compared)
-    "distill": ("distill.migrated.py", "distill.py", "equivalent", "the same 6 steps in 2 phases of training"),
-    "distill_wrong_student_mean": ("distill.wrong_student_mean.py", "distill.py", "different", "in step 4, the gradient of student/"),
-    "distill_wrong_no_student": ("distill.wrong_no_student.py", "distill.py", "different", "the original's fit at distill.py:56 has no counterpart in the migration"),
     "clipped_wrong_per_replica": ("clipped.wrong_per_replica.py", "clipped.py", "different", "or are the gradients clipped by each replica's norm, not the all-reduced one"),
     # what the migrated step returns, against an original written inline (the loss its loop
     # differentiates) and one whose step draws its batch itself (micro-steps' returns averaged)
@@ -129,6 +124,27 @@ def test_each_pair_gets_the_verdict_it_deserves_and_says_why(compared, name):
     assert result.status == status, result.message
     assert says in result.message, result.message
     assert result.exit_code == {"equivalent": 0, "different": 1, "inconclusive": 2, "original-fails": 2}[status]
+
+
+# Every phase of training compared, K steps each: a teacher's fit, then its student distilled by a
+# Distiller's own train_step (before, only the teacher's steps were compared, and a wrong student
+# loss was proven); a phase missing is different.
+PHASES = {
+    "distill": ("distill.migrated.py", "equivalent", "the same 6 steps in 2 phases of training (fit at distill.migrated.py:55, fit at distill.migrated.py:60)"),
+    "distill_wrong_student_mean": ("distill.wrong_student_mean.py", "different", "in step 4, the gradient of student/dense_2/kernel differs"),
+    "distill_wrong_no_student": (
+        "distill.wrong_no_student.py", "different", "the original trains in 2 (fit at distill.py:52: 3 steps, fit at distill.py:56: 3 steps): "
+        "the original's fit at distill.py:56 has no counterpart in the migration",
+    ),
+}
+
+
+@tf_test
+def test_every_phase_of_training_is_compared_in_order():
+    pairs = [ComparePair(str(PAIRS / migrated), str(PAIRS / "distill.py")) for migrated, _, _ in PHASES.values()]
+    for (name, (_, status, says)), report in zip(PHASES.items(), compare_many(pairs, replicas=2, steps=3, offline=True)):
+        assert report.compare.status == status, (name, report.compare.message)
+        assert says in report.compare.message, (name, report.compare.message)
 
 
 @tf_test
