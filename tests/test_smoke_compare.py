@@ -136,12 +136,17 @@ PHASES = {
         "distill.wrong_no_student.py", "different", "the original trains in 2 (fit at distill.py:52: 3 steps, fit at distill.py:56: 3 steps): "
         "the original's fit at distill.py:56 has no counterpart in the migration",
     ),
+    # a fit called again (a loop of epochs) ends the run at its second call, said
+    "refit": (
+        "refit.migrated.py", "equivalent", "not compared: the training after both scripts stopped: the migrated script called fit at "
+        "refit.migrated.py:20 again: only its first call is compared; the original called fit at refit.py:18 again",
+    ),
 }
 
 
 @tf_test
 def test_every_phase_of_training_is_compared_in_order():
-    pairs = [ComparePair(str(PAIRS / migrated), str(PAIRS / "distill.py")) for migrated, _, _ in PHASES.values()]
+    pairs = [ComparePair(str(PAIRS / migrated), str(PAIRS / ("refit.py" if name == "refit" else "distill.py"))) for name, (migrated, _, _) in PHASES.items()]
     for (name, (_, status, says)), report in zip(PHASES.items(), compare_many(pairs, replicas=2, steps=3, offline=True)):
         assert report.compare.status == status, (name, report.compare.message)
         assert says in report.compare.message, (name, report.compare.message)

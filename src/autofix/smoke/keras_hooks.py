@@ -147,12 +147,13 @@ def _fit(original, callback: type, version: str, package: str):
         if validates:
             given["validation_steps"] = 1
         capped = {"epochs": 1, "steps_per_epoch": steps, "validation_steps": 1 if validates else None}
-        record = FitRec("fit", user_site(), _plain(user), capped, keras=version)
+        site = user_site()
+        # Another phase of training, when the one before has its steps (a student distilled
+        # after its teacher's fit); a fit whose phase is recorded ends the run here, unrecorded.
+        snapshot.begin("fit", site)
+        record = FitRec("fit", site, _plain(user), capped, keras=version)
         recorder.fits.append(record)
         given["callbacks"] = _with_callback(given.get("callbacks"), callback(record))
-        # Another phase of training, when the one before has its steps (a student distilled
-        # after its teacher's fit).
-        snapshot.begin("fit", record.site)
         recorder.current_fit = record
         try:
             with _Keras(), _stepping(self):

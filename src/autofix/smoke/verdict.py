@@ -195,8 +195,10 @@ def judge_pair(
     phased = mine.get("phases") or []
     over = f" in {len(phased)} phases of training ({', '.join(_phase_text(p) for p in phased)})" if len(phased) > 1 else ""
     message = f"{where}: the same {_plural(steps, 'step')}{short}{over} as {against} ({variables} variables, within {worst:.1g}{noise})"
-    stops = [f"not compared: the training after the {side} {recorded['stopped']}" for side, recorded in (("migrated script", mine), ("original", theirs)) if recorded.get("stopped")]
-    said = [*said, *(text for text in dict.fromkeys(stops) if text not in said)]
+    stops = [f"the {side} {recorded['stopped']}" for side, recorded in (("migrated script", mine), ("original", theirs)) if recorded.get("stopped")]
+    if stops:
+        text = f"not compared: the training after {'both scripts stopped: ' if len(stops) > 1 else ''}{'; '.join(stops)}"
+        said = [*said, *([text] if text not in said else [])]
     return Judged("same", message, steps, variables, worst, None, said)
 
 
