@@ -94,6 +94,10 @@ CASES = {
     "inline_reported": ("inline_reported.migrated.py", "inline_reported.py", "equivalent", "the same 3 steps"),
     "inline_reported_wrong_mean": ("inline_reported.wrong_mean.py", "inline_reported.py", "different", "the loss its step returns differs in step 1"),
     "inline_reported_wrong_sum": ("inline_reported.wrong_sum.py", "inline_reported.py", "different", "(2 x: the replicas' values summed where they should be averaged?)"),
+    # a step run eagerly (strategy.run outside a tf.function): what the script reduces right after
+    # it is what it reports (before, nothing was seen and ReduceOp.MEAN of the shares was proven)
+    "eager_reduced": ("eager_reduced.migrated.py", "inline_reported.py", "equivalent", "(6 variables, within"),
+    "eager_reduced_wrong_mean": ("eager_reduced.wrong_mean.py", "inline_reported.py", "different", "the loss its step returns differs in step 1"),
     "drawn": ("drawn.migrated.py", "drawn.py", "equivalent", "on 1 replica: the same 3 steps as the original"),
     "drawn_wrong_mean": ("drawn.wrong_mean.py", "drawn.py", "different", "(1/2: each replica's share of the loss, not the loss?)"),
     "drawn_wrong_sum": ("drawn.wrong_sum.py", "drawn.py", "different", "(2 x: the replicas' values summed where they should be averaged?)"),

@@ -280,6 +280,10 @@ def _reduce(original):
     def reduce(self, reduce_op, value, axis=None):
         result = original(self, reduce_op, value, axis)
         if _mine() and not tf.inside_function() and recorder.last_eager_run is not None:
+            if recorder.last_eager_run.applies_gradients:
+                # A step run eagerly (strategy.run outside a tf.function) returns nothing the
+                # harness sees: what the script reduces right after it is what it reports.
+                snapshot.reduced(result)
             loss = updates.loss_of(result)
             if loss is not None:
                 recorder.last_eager_run.losses.append(loss)

@@ -67,13 +67,14 @@ _phases: list[dict[str, Any]] = []
 _phase_base = 0  # steps ended before the phase running now
 _between = False  # the last phase's steps are recorded: nothing is recorded until the next begins
 _stopped: str | None = None  # why the script stopped between phases (a crash after them)
+_reduced_step = 0  # the last step an eager strategy.reduce reported
 
 
 def start(path: str | None, initial_from: str | None = None, steps: int = 1) -> None:
     """Before each script: record its first ``steps`` steps into ``path`` (None: nothing)."""
     global _path, _initial_from, _steps, _step, _open, _clock, _loaded, _phase_base, _between, _stopped
     _path, _initial_from, _steps, _step, _open, _clock, _loaded = path, initial_from, max(1, steps), 0, False, None, None
-    _phase_base, _between, _stopped = 0, False, None
+    _phase_base, _between, _stopped, _reduced_step = 0, False, None, 0
     del _phases[:]
     for kept in (_variables, _optimizers):
         del kept[:]
@@ -136,6 +137,18 @@ def abandon() -> None:
         _between = True
         feeds.forget(_step)
         feeds.pause(True)
+
+
+def reduced(value: Any) -> None:
+    """What an eager ``strategy.reduce`` made of the eager ``strategy.run`` step that has just
+    ended (the step returns nothing the harness sees: this is what the script reports of it).
+    Only the first reduce after the step counts; the step's record is then saved again."""
+    global _reduced_step
+    if _path is None or _step == 0 or _reduced_step == _step or _step - _phase_base > _steps:
+        return
+    _reduced_step = _step
+    reported.returned(_step - 1, value)
+    _save(_step)
 
 
 def stop(reason: str) -> None:
