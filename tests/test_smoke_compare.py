@@ -94,6 +94,10 @@ CASES = {
     "inline_reported": ("inline_reported.migrated.py", "inline_reported.py", "equivalent", "the same 3 steps"),
     "inline_reported_wrong_mean": ("inline_reported.wrong_mean.py", "inline_reported.py", "different", "the loss its step returns differs in step 1"),
     "inline_reported_wrong_sum": ("inline_reported.wrong_sum.py", "inline_reported.py", "different", "(2 x: the replicas' values summed where they should be averaged?)"),
+    # a step run eagerly (strategy.run outside a tf.function): what the script reduces right after
+    # it is what it reports (before, nothing was seen and ReduceOp.MEAN of the shares was proven)
+    "eager_reduced": ("eager_reduced.migrated.py", "inline_reported.py", "equivalent", "(6 variables, within"),
+    "eager_reduced_wrong_mean": ("eager_reduced.wrong_mean.py", "inline_reported.py", "different", "the loss its step returns differs in step 1"),
     "drawn": ("drawn.migrated.py", "drawn.py", "equivalent", "on 1 replica: the same 3 steps as the original"),
     "drawn_wrong_mean": ("drawn.wrong_mean.py", "drawn.py", "different", "(1/2: each replica's share of the loss, not the loss?)"),
     "drawn_wrong_sum": ("drawn.wrong_sum.py", "drawn.py", "different", "(2 x: the replicas' values summed where they should be averaged?)"),
@@ -124,6 +128,32 @@ def test_each_pair_gets_the_verdict_it_deserves_and_says_why(compared, name):
     assert result.status == status, result.message
     assert says in result.message, result.message
     assert result.exit_code == {"equivalent": 0, "different": 1, "inconclusive": 2, "original-fails": 2}[status]
+
+
+# Every phase of training compared, K steps each: a teacher's fit, then its student distilled by a
+# Distiller's own train_step (before, only the teacher's steps were compared, and a wrong student
+# loss was proven); a phase missing is different.
+PHASES = {
+    "distill": ("distill.migrated.py", "equivalent", "the same 6 steps in 2 phases of training (fit at distill.migrated.py:55, fit at distill.migrated.py:60)"),
+    "distill_wrong_student_mean": ("distill.wrong_student_mean.py", "different", "in step 4, the gradient of student/dense_2/kernel differs"),
+    "distill_wrong_no_student": (
+        "distill.wrong_no_student.py", "different", "the original trains in 2 (fit at distill.py:52: 3 steps, fit at distill.py:56: 3 steps): "
+        "the original's fit at distill.py:56 has no counterpart in the migration",
+    ),
+    # a fit called again (a loop of epochs) ends the run at its second call, said
+    "refit": (
+        "refit.migrated.py", "equivalent", "not compared: the training after both scripts stopped: the migrated script called fit at "
+        "refit.migrated.py:20 again: only its first call is compared; the original called fit at refit.py:18 again",
+    ),
+}
+
+
+@tf_test
+def test_every_phase_of_training_is_compared_in_order():
+    pairs = [ComparePair(str(PAIRS / migrated), str(PAIRS / ("refit.py" if name == "refit" else "distill.py"))) for name, (migrated, _, _) in PHASES.items()]
+    for (name, (_, status, says)), report in zip(PHASES.items(), compare_many(pairs, replicas=2, steps=3, offline=True)):
+        assert report.compare.status == status, (name, report.compare.message)
+        assert says in report.compare.message, (name, report.compare.message)
 
 
 @tf_test

@@ -304,8 +304,10 @@ def _mode(report: SmokeReport, replicas: int) -> str:
 def _unseen(migrated: SmokeReport, reference: SmokeReport) -> str:
     """What a proof does not cover, said with it: after its steps, nothing is compared."""
     steps = int((migrated.trace or {}).get("steps", 0))
+    phased = (migrated.trace or {}).get("phases") or []
+    after = f"the {_plural(int(phased[0].get('steps', 0)), 'step')} of each phase of training" if len(phased) > 1 else _plural(steps, "step")
     return (
-        f"not compared: what the scripts do after {_plural(steps, 'step')} (evaluation, predictions, checkpoints, "
+        f"not compared: what the scripts do after {after} (evaluation, predictions, checkpoints, "
         f"learning-rate changes the script makes itself between epochs)"
     )
 

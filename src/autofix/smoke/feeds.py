@@ -34,14 +34,31 @@ _open: dict[tuple, dict[int, list[str]]] = {}
 _drawn: dict[int, list[dict[int, list[str]]]] = {}
 _lock = threading.Lock()
 MAX_ROWS = 4096
+_paused = False  # between two phases of training: what a step is fed is not a training step's
 
 
 def start(active: bool) -> None:
-    global _active
-    _active = active
+    global _active, _paused
+    _active, _paused = active, False
     _calls.clear()
     _open.clear()
     _drawn.clear()
+
+
+def pause(paused: bool) -> None:
+    """Between two phases of training (:mod:`autofix.smoke.snapshot`): nothing is recorded."""
+    global _paused
+    _paused = paused
+
+
+def forget(step: int) -> None:
+    """What ``step`` was fed by a call that turned out not to train (an evaluation step run
+    between two phases)."""
+    with _lock:
+        _calls.pop(step, None)
+        _drawn.pop(step, None)
+        for key in [k for k in _open if k[0] == step]:
+            del _open[key]
 
 
 def rows(structure: Any) -> list[str]:
@@ -83,6 +100,8 @@ def record(step: int, replica: int, structure: Any, call: Any = None) -> None:
 
 
 def _add(step: int, replica: int, digests: list[str], call: Any) -> None:
+    if _paused:
+        return
     with _lock:
         calls = (_drawn if call == "drawn" else _calls).setdefault(step, [])
         key = (step, call)

@@ -147,7 +147,11 @@ def _fit(original, callback: type, version: str, package: str):
         if validates:
             given["validation_steps"] = 1
         capped = {"epochs": 1, "steps_per_epoch": steps, "validation_steps": 1 if validates else None}
-        record = FitRec("fit", user_site(), _plain(user), capped, keras=version)
+        site = user_site()
+        # Another phase of training, when the one before has its steps (a student distilled
+        # after its teacher's fit); a fit whose phase is recorded ends the run here, unrecorded.
+        snapshot.begin("fit", site)
+        record = FitRec("fit", site, _plain(user), capped, keras=version)
         recorder.fits.append(record)
         given["callbacks"] = _with_callback(given.get("callbacks"), callback(record))
         recorder.current_fit = record
@@ -263,6 +267,7 @@ def _train_on_batch(original, version: str):
         if record.steps >= recorder.steps * max(1, accumulate.count()):
             snapshot.finish()
             raise StepLimitReached(f"train_on_batch called {record.steps} times")
+        snapshot.begin("train_on_batch", record.site)
         if replicas.count() and snapshot.active():
             # The script slices its batches itself: they cannot be scaled, only accumulated.
             raise replicas.NotSplittable(f"train_on_batch at {user_site()} is given batches the script cuts itself")

@@ -23,7 +23,7 @@ import tensorflow as tf
 from tensorflow.python.distribute import distribute_lib, mirrored_run
 from tensorflow.python.eager.polymorphic_function import polymorphic_function
 
-from autofix.smoke import accumulate, controls, feeds, multiworker, replicas, reported, snapshot, updates
+from autofix.smoke import accumulate, controls, feeds, multiworker, phases, replicas, reported, snapshot, updates
 from autofix.smoke.state import (
     RunRec,
     StepFunction,
@@ -80,6 +80,8 @@ def _run(original):
         elif eager_step and record.steps >= recorder.steps:
             snapshot.finish()
             raise StepLimitReached(f"strategy.run called {record.steps} times at {site}")
+        phases.reached_here()
+        started = snapshot.begin("run", site) if eager_step else False
         record.calls += 1
         if record.global_batch is None:
             record.global_batch = recorder.last_user_batch
@@ -102,6 +104,8 @@ def _run(original):
             _digest(record)
             if record.applies_gradients:
                 snapshot.end_step()
+            elif started:
+                snapshot.abandon()
             recorder.publish()
         return result
 
@@ -198,6 +202,7 @@ def _function_call(original):
             raise StepLimitReached(f"{getattr(self, '__name__', 'the step function')} called {step.calls} times")
         if accumulate.deferring():
             accumulate.called((args, kwds), _leading_dimension((args, kwds)))
+        started = snapshot.begin("loop", updates.function_site(self))
         recorder.function_stack.append(self)
         number = snapshot.step()
         try:
@@ -205,6 +210,8 @@ def _function_call(original):
         finally:
             recorder.function_stack.pop()
         step = recorder.step_functions.get(id(self))
+        if started and not (step is not None and (step.loops or any(r.applies_gradients for r in step.runs))):
+            snapshot.abandon()  # not a training step (an evaluation step, a preprocessing function)
         if step is not None:
             step.calls += 1
             loss = updates.loss_of(result)
@@ -273,6 +280,10 @@ def _reduce(original):
     def reduce(self, reduce_op, value, axis=None):
         result = original(self, reduce_op, value, axis)
         if _mine() and not tf.inside_function() and recorder.last_eager_run is not None:
+            if recorder.last_eager_run.applies_gradients:
+                # A step run eagerly (strategy.run outside a tf.function) returns nothing the
+                # harness sees: what the script reduces right after it is what it reports.
+                snapshot.reduced(result)
             loss = updates.loss_of(result)
             if loss is not None:
                 recorder.last_eager_run.losses.append(loss)

@@ -197,7 +197,7 @@ class _Loader(importlib.abc.Loader):
 
 
 def _run_one(job: dict[str, Any], replicas: int) -> dict[str, Any]:
-    from autofix.smoke import accumulate, context, controls, snapshot
+    from autofix.smoke import accumulate, context, controls, phases, snapshot
     from autofix.smoke import replicas as virtual
 
     path = os.path.abspath(job["path"])
@@ -224,6 +224,7 @@ def _run_one(job: dict[str, Any], replicas: int) -> dict[str, Any]:
         virtual.start(virtual_count)
         accumulate.start(micro)
         snapshot.start(compare.get("snapshot"), compare.get("initial"), int(compare.get("steps") or recorder.steps))
+        phases.start(path, _program_text(job, path)) if compare.get("snapshot") else phases.start(None, None)
         if "program" in job:
             _run_program(path, job["program"], job.get("cells"))
         else:
@@ -234,13 +235,20 @@ def _run_one(job: dict[str, Any], replicas: int) -> dict[str, Any]:
     except (virtual.NotSplittable, virtual.Diverged) as exc:
         # The reference run cannot run this original's steps as replicas: said, not a crash.
         result.update(status="unsplittable" if isinstance(exc, virtual.NotSplittable) else "diverged", error=str(exc))
-    except SystemExit as exc:
-        if exc.code not in (None, 0):
-            result.update(status="exited", exit_code=exc.code if isinstance(exc.code, int) else 1)
-            result["error"] = None if isinstance(exc.code, int) else str(exc.code)
     except BaseException as exc:
-        traceback.print_exc()
-        result.update(status="crashed", error=describe_exception(exc), error_site=_error_site(exc))
+        if compare and snapshot.between() and not isinstance(exc, KeyboardInterrupt) and not _clean_exit(exc):
+            # After a phase of training had its steps recorded, and before the next one: the
+            # run ends with what it recorded, and the verdict says where the script stopped.
+            result["status"] = "step-limit"
+            snapshot.stop(f"stopped after a phase of training: {_stopped_by(exc)}")
+            recorder.note(f"compare: the script stopped between two phases of training ({_stopped_by(exc)}): the steps recorded are compared")
+        elif isinstance(exc, SystemExit):
+            if exc.code not in (None, 0):
+                result.update(status="exited", exit_code=exc.code if isinstance(exc.code, int) else 1)
+                result["error"] = None if isinstance(exc.code, int) else str(exc.code)
+        else:
+            traceback.print_exc()
+            result.update(status="crashed", error=describe_exception(exc), error_site=_error_site(exc))
     finally:
         result["seconds"] = round(time.perf_counter() - started, 3)
         try:
@@ -265,6 +273,29 @@ def _run_one(job: dict[str, Any], replicas: int) -> dict[str, Any]:
     if _hook_errors:
         result["harness_error"] = "; ".join(_hook_errors)
     return result
+
+
+def _clean_exit(exc: BaseException) -> bool:
+    return isinstance(exc, SystemExit) and exc.code in (None, 0)
+
+
+def _stopped_by(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"sys.exit({exc.code!r})"
+    site = _error_site(exc)
+    return f"{describe_exception(exc)}{f' at {site}' if site else ''}"
+
+
+def _program_text(job: dict[str, Any], path: str) -> str | None:
+    """The text of the program a comparing run runs (a notebook's joined cells), for the
+    training it has ahead (:mod:`autofix.smoke.phases`)."""
+    if "program" in job:
+        return job["program"]
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _run_program(path: str, program: str, cells: list[Any] | None) -> None:

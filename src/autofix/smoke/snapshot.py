@@ -10,6 +10,13 @@ step returns, ``fit``'s logs, every metric's result: :mod:`autofix.smoke.reporte
 noise layers it called and the draws that could not be held equal
 (:mod:`autofix.smoke.noise`).
 
+*A phase* is a run of K steps that trains (a ``fit``, a custom loop, ``train_on_batch``): a
+script that trains a teacher and then distils a student has two. Once a phase's K steps are
+recorded, nothing is recorded until the next training call of the script starts another
+(:func:`begin`); the run ends once the script has no training call ahead
+(:mod:`autofix.smoke.phases`), or at a training call whose phase was already recorded (a
+``fit`` called again in a loop of epochs). Steps are numbered through the phases.
+
 *A step ends* at the end of a ``fit`` batch, when a call of the script's step function
 returns (its ``tf.function`` that calls ``strategy.run`` or applies gradients), or, in an
 eager loop, before the next update of the call site that updated first (or at the end of the
@@ -35,8 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from autofix.smoke import context, controls, feeds, noise, origins, reported
-from autofix.smoke.state import recorder
+from autofix.smoke import context, controls, feeds, noise, origins, phases, reported
+from autofix.smoke.state import StepLimitReached, recorder
 
 _path: str | None = None
 _initial_from: str | None = None
@@ -55,12 +62,20 @@ _learning_rates: dict[int, list[float | None]] = {}
 _schedules: dict[int, Any] = {}
 _clock: Any = None
 _loaded: list[tuple[str, np.ndarray, dict]] | None = None
+# The phases of training (each K steps): what started each, and its steps.
+_phases: list[dict[str, Any]] = []
+_phase_base = 0  # steps ended before the phase running now
+_between = False  # the last phase's steps are recorded: nothing is recorded until the next begins
+_stopped: str | None = None  # why the script stopped between phases (a crash after them)
+_reduced_step = 0  # the last step an eager strategy.reduce reported
 
 
 def start(path: str | None, initial_from: str | None = None, steps: int = 1) -> None:
     """Before each script: record its first ``steps`` steps into ``path`` (None: nothing)."""
-    global _path, _initial_from, _steps, _step, _open, _clock, _loaded
+    global _path, _initial_from, _steps, _step, _open, _clock, _loaded, _phase_base, _between, _stopped
     _path, _initial_from, _steps, _step, _open, _clock, _loaded = path, initial_from, max(1, steps), 0, False, None, None
+    _phase_base, _between, _stopped, _reduced_step = 0, False, None, 0
+    del _phases[:]
     for kept in (_variables, _optimizers):
         del kept[:]
     for kept in (_initial, _transplanted, _gradients, _arrays, _learning_rates, _schedules):
@@ -73,13 +88,75 @@ def start(path: str | None, initial_from: str | None = None, steps: int = 1) -> 
 
 
 def active() -> bool:
-    """Still recording: a comparing run whose steps are not all recorded yet."""
-    return _path is not None and _step < _steps
+    """Still recording: a comparing run in a phase whose steps are not all recorded yet."""
+    return _path is not None and not _between and _step - _phase_base < _steps
 
 
 def recorded() -> bool:
-    """Every step this comparing run compares has been recorded."""
-    return _path is not None and _step >= _steps
+    """Every step this comparing run compares has been recorded: the phase running has its
+    steps, and the script has no training call ahead (the run may end)."""
+    return _path is not None and (_between or _step - _phase_base >= _steps) and not phases.ahead()
+
+
+def between() -> bool:
+    """A phase's steps are recorded and the next phase has not begun (a crash now ends the run
+    after what it recorded)."""
+    return _path is not None and _between
+
+
+def begin(kind: str, site: str) -> bool:
+    """A training call (``kind`` at ``site``) is made: between phases, it starts the next one
+    (True: a phase was started, which :func:`abandon` takes back if the call did not train);
+    a site whose phase was already recorded ends the run."""
+    global _between, _phase_base, _clock, _stopped
+    if _path is None:
+        return False
+    phases.reached_here()
+    if not _phases:
+        _phases.append({"kind": kind, "site": site, "steps": 0})
+        return True
+    if not _between:
+        return False
+    if any(p["site"] == site for p in _phases):
+        _stopped = f"called {kind} at {site} again: only its first call is compared"
+        _save(_step)
+        raise StepLimitReached(f"{kind} at {site} again: its phase is recorded")
+    _phases.append({"kind": kind, "site": site, "steps": 0})
+    _between, _phase_base, _clock = False, _step, None
+    feeds.pause(False)
+    return True
+
+
+def abandon() -> None:
+    """The call :func:`begin` started a phase for did not train (an evaluation step): no phase."""
+    global _between
+    if not _phases or _phases[-1]["steps"]:
+        return
+    _phases.pop()
+    if _phases:
+        _between = True
+        feeds.forget(_step)
+        feeds.pause(True)
+
+
+def reduced(value: Any) -> None:
+    """What an eager ``strategy.reduce`` made of the eager ``strategy.run`` step that has just
+    ended (the step returns nothing the harness sees: this is what the script reports of it).
+    Only the first reduce after the step counts; the step's record is then saved again."""
+    global _reduced_step
+    if _path is None or _step == 0 or _reduced_step == _step or _step - _phase_base > _steps:
+        return
+    _reduced_step = _step
+    reported.returned(_step - 1, value)
+    _save(_step)
+
+
+def stop(reason: str) -> None:
+    """The script stopped between phases (it crashed after its training): the run ends there."""
+    global _stopped
+    _stopped = reason
+    if _step:
+        _save(_step)
 
 
 def step() -> int:
@@ -92,6 +169,7 @@ def applied(optimizer: Any, variables: list[Any] | None = None) -> None:
     global _open
     if not active():
         return
+    phases.reached_here()
     _open = True
     if optimizer is not None and not any(optimizer is o for o in _optimizers):
         _optimizers.append(optimizer)
@@ -255,13 +333,20 @@ def end_step(ran: bool = False) -> None:
     """The step that ran has ended: record it (``ran``: a training step certainly ran, as a
     traced step function's call or a ``fit`` batch, whose updates were seen only when traced)."""
     global _step, _open
+    global _between
     if not active() or not (_open or ran):
         return
     _step += 1
     _open = False
+    if not _phases:
+        _phases.append({"kind": "training", "site": "?", "steps": 0})
+    _phases[-1]["steps"] += 1
     context.set_step(_step)
     _take(_step)
     noise.set_step(_step)
+    if _step - _phase_base >= _steps:
+        _between = True
+        feeds.pause(True)
 
 
 def finish() -> None:
@@ -338,6 +423,9 @@ def _save(step: int) -> None:
         "loaded": origins.loads(),
         "inexact": context.inexact(),
         "done": context.done(),
+        "phases": [dict(p) for p in _phases],
+        "ahead": phases.ahead(),
+        "stopped": _stopped,
     }
     recorder.publish()
 

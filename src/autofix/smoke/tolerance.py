@@ -86,7 +86,11 @@ def compare(
     mine, theirs = ([v for v in entries if v["kind"] == "weight"] for entries in everything)
 
     def before(arrays: dict[str, np.ndarray], key: Any) -> np.ndarray | None:
-        return arrays.get(f"i{key}") if step == 1 else arrays.get(f"w{key}_{step - 1}")
+        # (A variable a later phase of training starts to update, a student distilled after its
+        # teacher's steps, has no value after the steps before its first: its initial value.)
+        if step == 1 or f"w{key}_{step - 1}" not in arrays:
+            return arrays.get(f"i{key}")
+        return arrays.get(f"w{key}_{step - 1}")
 
     gradients = [o.get(f"g{theirs[j]['key']}_{step}") for _, j in pairs]
     largest = max((_rms(g) for g in gradients if g is not None), default=0.0)
@@ -99,10 +103,13 @@ def compare(
     for (k, j), gradient in zip(pairs, gradients):
         mv, ov = mine[k], theirs[j]
         name = ov["name"]
+        if f"w{mv['key']}_{step}" not in m and f"w{ov['key']}_{step}" not in o and f"w{ov['key']}_{step - 1}" not in o:
+            continue  # trained by a later phase only (a student distilled after its teacher's steps)
         m_before, o_before = before(m, mv["key"]), before(o, ov["key"])
         if o_before is None:
             return Outcome(False, not_compared=f"the original's weights before step {step} were not seen ({name})")
-        if step == 1 and m_before is not None and not _within(m_before, o_before, 0.0, ABSOLUTE * max(_rms(o_before), 1e-3))[0]:
+        starting = step == 1 or f"w{ov['key']}_{step - 1}" not in o
+        if starting and m_before is not None and not _within(m_before, o_before, 0.0, ABSOLUTE * max(_rms(o_before), 1e-3))[0]:
             return Outcome(False, not_compared=f"the runs start from different weights ({name})", difference={"name": name, "kind": "initial"})
         m_gradient = m.get(f"g{mv['key']}_{step}")
         every_gradient = every_gradient and gradient is not None and m_gradient is not None

@@ -158,6 +158,7 @@ def _update(optimizer: Any, original, method: str, args: tuple, kwargs: dict) ->
         if record.steps >= recorder.steps:
             snapshot.finish()
             raise StepLimitReached(f"{record.name} called {record.steps} times at {record.site}")
+        snapshot.begin("update", record.site)
         if not accumulate.count():
             snapshot.before_update(record)
         if not accumulate.deferring():

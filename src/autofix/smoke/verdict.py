@@ -96,6 +96,9 @@ def judge_pair(
     steps = min(int(mine.get("steps", 0)), int(theirs.get("steps", 0)))
     if steps == 0:
         return Judged("not-compared", f"{where}: no training step was recorded")
+    phased = _phases(mine, theirs)
+    if phased is not None:
+        return Judged(phased[0], f"{where}: {phased[1]}", steps)
     if int(mine.get("steps", 0)) != int(theirs.get("steps", 0)):
         return Judged(
             "different",
@@ -189,8 +192,49 @@ def judge_pair(
         if quiet
         else ""
     )
-    message = f"{where}: the same {_plural(steps, 'step')}{short} as {against} ({variables} variables, within {worst:.1g}{noise})"
+    phased = mine.get("phases") or []
+    over = f" in {len(phased)} phases of training ({', '.join(_phase_text(p) for p in phased)})" if len(phased) > 1 else ""
+    message = f"{where}: the same {_plural(steps, 'step')}{short}{over} as {against} ({variables} variables, within {worst:.1g}{noise})"
+    stops = [f"the {side} {recorded['stopped']}" for side, recorded in (("migrated script", mine), ("original", theirs)) if recorded.get("stopped")]
+    if stops:
+        text = f"not compared: the training after {'both scripts stopped: ' if len(stops) > 1 else ''}{'; '.join(stops)}"
+        said = [*said, *([text] if text not in said else [])]
     return Judged("same", message, steps, variables, worst, None, said)
+
+
+def _phase_text(phase: dict[str, Any]) -> str:
+    return f"{phase.get('kind')} at {phase.get('site')}"
+
+
+def _phases(mine: dict[str, Any], theirs: dict[str, Any]) -> tuple[str, str] | None:
+    """Every phase of training (a fit, a custom loop, train_on_batch: K steps each) in the same
+    order and of the same length in both runs: a phase missing or extra is a training the
+    migration does not do, or does that the original does not. ``(status, why)``, or None when
+    they agree (or a run recorded none)."""
+    m_phases, o_phases = mine.get("phases") or [], theirs.get("phases") or []
+    if not m_phases or not o_phases:
+        return None
+    m_steps, o_steps = [int(p.get("steps", 0)) for p in m_phases], [int(p.get("steps", 0)) for p in o_phases]
+    if m_steps == o_steps:
+        return None
+    shown = lambda phases: ", ".join(f"{_phase_text(p)}: {_plural(int(p.get('steps', 0)), 'step')}" for p in phases)  # noqa: E731
+    text = (
+        f"the migrated script trains in {_plural(len(m_phases), 'phase')} ({shown(m_phases)}) where the original trains in "
+        f"{len(o_phases)} ({shown(o_phases)})"
+    )
+    if len(m_phases) < len(o_phases):
+        text += f": the original's {_phase_text(o_phases[len(m_phases)])} has no counterpart in the migration"
+    elif len(m_phases) > len(o_phases):
+        text += f": the migration's {_phase_text(m_phases[len(o_phases)])} has no counterpart in the original"
+    else:
+        first = next(n for n, (a, b) in enumerate(zip(m_steps, o_steps)) if a != b)
+        text += f": phase {first + 1} trains {m_steps[first]} steps in the migration, {o_steps[first]} in the original"
+    shorter = theirs if (len(o_phases), sum(o_steps)) < (len(m_phases), sum(m_steps)) else mine
+    if shorter.get("stopped"):
+        if shorter is theirs:
+            return "not-compared", f"{text}; the original {shorter['stopped']}: its later training cannot be compared"
+        return "different", f"{text}; the migrated script {shorter['stopped']}"
+    return "different", text
 
 
 def _unless_unsure(judged: Judged, unsure: list[str]) -> Judged:
@@ -468,8 +512,12 @@ def reported(mine: dict[str, Any], theirs: dict[str, Any], steps: int, replicas:
         return None
     for step in range(1, last + 1):
         m_list, o_list = (mine.get("metrics") or {}).get(str(step)) or [], (theirs.get("metrics") or {}).get(str(step)) or []
-        for o_metric in o_list:
-            m_metric = next((m for m in m_list if m["name"] == o_metric["name"] and m["class"] == o_metric["class"]), None)
+        for n, o_metric in enumerate(o_list):
+            # Metrics of one name (a teacher's fit and its distiller both track a "loss"): the
+            # k-th of that name and class in each run, in the order they were first updated.
+            same = lambda metric, o_metric=o_metric: metric["name"] == o_metric["name"] and metric["class"] == o_metric["class"]  # noqa: E731
+            k = sum(1 for earlier in o_list[:n] if same(earlier))
+            m_metric = next(iter([m for m in m_list if same(m)][k : k + 1]), None)
             if m_metric is None or m_metric.get("value") is None or o_metric.get("value") is None:
                 continue
             different = _first_different(m_metric["value"], o_metric["value"])
