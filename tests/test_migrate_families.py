@@ -60,6 +60,10 @@ FAMILIES = {
         ("train_step_loss_object_tf_keras",),
         "report_train_step_loss_from_compile_loaded", 18, "whose reduction over the batch is not known",
     ),
+    "random numbers a step draws with NumPy (a GAN's noise), drawn with tf.random per replica": (
+        ("step_numpy_noise",),
+        "report_step_numpy_noise", 17, "it is drawn in sample(), which the step calls and code outside the step may call too",
+    ),
     "boolean arrays handed to fit": (
         ("fit_boolean_arrays",),
         "report_fit_boolean_labels_metric", 22, "is given a boolean array (picks, made on line 18",
