@@ -76,9 +76,15 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
     origins = [o for feed in feeds for o in feed.origins if o.kind != "unknown"]
     if any(o.kind != "dataset" for o in origins):
         kinds = sorted({o.kind for o in origins if o.kind != "dataset"})
+        arrays = [o.node for o in origins if o.kind == "array"]
+        # Where the array is made, in the original's words (a sampler's call, each step).
+        made = (
+            f" ({_short(program.module.code_for_node(arrays[0]))}, line {program.line(arrays[0])})"
+            if arrays and "distributed" not in kinds else ""
+        )
         raise NotDistributable(
             "some of it is distributed and some is not" if "distributed" in kinds else
-            f"it is a {'NumPy array' if 'array' in kinds else 'replica shard'}, not a dataset that can be distributed in place"
+            f"it is a {'NumPy array' if 'array' in kinds else 'replica shard'}{made}, not a dataset that can be distributed in place"
         )
     # ``it = iter(dataset)`` read by ``next(it)`` (made again where it runs out): one place.
     iterators = [_iterators(inputs, o.node) if o.loop is None else None for o in origins]
@@ -676,3 +682,8 @@ def _names(target: cst.BaseExpression) -> list[cst.Name]:
     if isinstance(target, (cst.Tuple, cst.List)):
         return [n for e in target.elements for n in _names(e.value)]
     return []
+
+
+def _short(code: str, limit: int = 60) -> str:
+    code = " ".join(code.split())
+    return code if len(code) <= limit else code[: limit - 3] + "..."
