@@ -64,6 +64,10 @@ FAMILIES = {
         ("step_numpy_noise",),
         "report_step_numpy_noise", 17, "it is drawn in sample(), which the step calls and code outside the step may call too",
     ),
+    "a batch reshaped to one row per example in an inline step, and read after the loop": (
+        ("inline_batch_reshaped_read_after", "inline_batch_read_after_adam"),
+        "report_inline_batch_halves_read_after", 15, "it is the batch reshaped otherwise than to one row per example",
+    ),
     "boolean arrays handed to fit": (
         ("fit_boolean_arrays",),
         "report_fit_boolean_labels_metric", 22, "is given a boolean array (picks, made on line 18",

@@ -314,6 +314,8 @@ def _batch_runs(inputs: Inputs, loop: cst.For, target: cst.BaseExpression, struc
     gathered: list[cst.BaseExpression] = []
     for name, path in _names_at(target):
         for use in facts.uses(name):
+            if _rebound_before_exit(inputs, loop, name, use):
+                continue
             found, elsewhere = _follow(inputs, use, isinstance(structure, (tuple, dict)))
             if elsewhere is None:
                 runs.extend(found)
@@ -323,6 +325,29 @@ def _batch_runs(inputs: Inputs, loop: cst.For, target: cst.BaseExpression, struc
                 raise NotDistributable(f"the batch is also used on line {program.line(elsewhere)}, where a distributed batch would not do")
             gathered.append(read)
     return runs, gathered
+
+
+def _rebound_before_exit(inputs: Inputs, loop: cst.For, target: cst.Name, use: cst.CSTNode) -> bool:
+    """A read after the loop of a name the loop binds, which every pass of the body binds
+    again (``x = step(x)``, a statement of the body itself, no ``break`` or ``continue`` in
+    it): the loop leaves the name holding that value, never the batch it bound at its head
+    (what a dataflow that binds the target at the loop's head cannot tell)."""
+    program, facts = inputs.program, inputs.facts
+    if _inside(program, use, loop) or loop.orelse is not None or not isinstance(loop.body, cst.IndentedBlock):
+        return False
+    if nodes_in(loop.body, (cst.Break, cst.Continue), stop=(cst.For, cst.While, cst.FunctionDef, cst.ClassDef)):
+        return False
+    for statement in loop.body.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Assign) and any(
+                isinstance(t.target, cst.Name) and t.target.value == target.value
+                or isinstance(t.target, (cst.Tuple, cst.List)) and any(isinstance(e.value, cst.Name) and e.value.value == target.value for e in t.target.elements)
+                for t in small.targets
+            ):
+                return True
+    return False
 
 
 def _names_at(target: cst.BaseExpression, path: tuple[int, ...] = ()) -> list[tuple[cst.Name, tuple[int, ...]]]:
