@@ -15,6 +15,11 @@ global batch, the same in every run:
   step counts from the start of its graph, a virtual replica of the reference from the start
   of its call of the step (:func:`_key`): the same ``k`` for the same draw, whatever the
   script drew outside its steps before;
+- NumPy's draws of those distributions (``np.random.normal``, ``uniform``, ``randn``, ``rand``,
+  ``standard_normal``, ``random``), made eagerly in a step with a shape: drawn as the
+  ``tf.random`` draw of the same order, parameters and shape (in float32, handed back as
+  float64), which is what the migration writes in their place (``analysis/migration/host_draws.py``);
+  a NumPy draw in a traced step, or without a shape, is not held;
 - a draw whose first axis is the replica's batch, or a whole number of batches (the labels of
   ``concat([generated, real])``), takes on replica ``r`` of ``N`` its rows of the draw one
   device makes for the global batch: every example gets the mask one device gives it, on any
@@ -25,7 +30,7 @@ stddev, and the ``training`` it ran with: a step that runs Dropout as in inferen
 another rate, is seen even where its masks would not show it), and each draw in a step that
 is *not* held (``tf.random.shuffle``, ``categorical``, a ``tf.random.Generator``, Keras's
 ``shuffle``, ``randint``, ``categorical``, ``gamma``, ``binomial``, ``beta``, NumPy's global
-generator): named, such a pair cannot be proven. The NumPy seed Keras 3's legacy backend draws
+generator's other draws): named, such a pair cannot be proven. The NumPy seed Keras 3's legacy backend draws
 for a tf.random draw (``tf.keras.backend.random_normal``) is not drawn in a step: it would only
 seed a draw that is held (:func:`_seeds_a_held_draw`).
 """
