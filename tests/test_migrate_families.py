@@ -94,3 +94,13 @@ def test_each_family_has_a_shape_refused_with_its_reason_at_its_line(family):
     assert analysis.new_text is None
     found = [f for f in analysis.findings if f.code == "TFD010" and not f.fixable and f.line == line and says in (f.reason or "")]
     assert found, [(f.line, f.reason) for f in analysis.findings]
+
+
+def test_a_step_fed_by_a_numpy_sampler_is_refused_naming_the_sampler_at_its_line():
+    """issue_34187's family: no migration is written (the sampler's arrays are no dataset that
+    can be distributed in place); the reason names the call that draws each batch, and its
+    line in the original (the line the migration moved it from)."""
+    analysis = analyse(read(FIXTURES / "tfd010" / "report_step_fed_by_numpy_sampler.py"), MIGRATE)
+    assert analysis.new_text is None
+    reasons = [f.reason or "" for f in analysis.findings if f.code == "TFD010"]
+    assert any("it is a NumPy array (y, from loader.get_batch(batch_size), line 25, at every step)" in r for r in reasons), reasons

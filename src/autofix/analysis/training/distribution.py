@@ -77,8 +77,11 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
     if any(o.kind != "dataset" for o in origins):
         kinds = sorted({o.kind for o in origins if o.kind != "dataset"})
         arrays = [o.node for o in origins if o.kind == "array"]
-        # Where the array is made, in the original's words (a sampler's call, each step).
+        # Where the array comes from: the call that binds what the step's caller passes (a
+        # sampler drawing each batch), else where the array is made.
+        drawn = _drawn_by(inputs, feeds) if arrays else None
         made = (
+            f" ({drawn})" if drawn is not None and "distributed" not in kinds else
             f" ({_short(program.module.code_for_node(arrays[0]))}, line {program.line(arrays[0])})"
             if arrays and "distributed" not in kinds else ""
         )
@@ -712,3 +715,37 @@ def _names(target: cst.BaseExpression) -> list[cst.Name]:
 def _short(code: str, limit: int = 60) -> str:
     code = " ".join(code.split())
     return code if len(code) <= limit else code[: limit - 3] + "..."
+
+
+def _drawn_by(inputs: Inputs, feeds: list[Feed]) -> str | None:
+    """``X, from data_loader.get_batch(batch_size), line 45``: the call whose result the code
+    that calls the function running ``strategy.run`` passes it, when a feed is a parameter of
+    that function (a step's generated wrapper) bound there by a call."""
+    program, facts = inputs.program, inputs.facts
+    for feed in feeds:
+        argument = feed.argument
+        function = program.enclosing_function(feed.run)
+        if not isinstance(argument, cst.Name) or function is None:
+            continue
+        names = [p.name.value for p in function.params.params]
+        if argument.value not in names:
+            continue
+        index = names.index(argument.value)
+        for call in nodes_in(program.module, cst.Call):
+            if not (isinstance(call.func, cst.Name) and call.func.value == function.name.value) or len(call.args) <= index:
+                continue
+            passed = call.args[index]
+            if passed.keyword is not None or passed.star or not isinstance(passed.value, cst.Name):
+                continue
+            for binding in facts.reaching_bindings(passed.value) or []:
+                value = facts.assigned_value(binding)
+                if value is None:
+                    statement = program.statement_of(binding)
+                    assign = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and statement.body else None
+                    value = assign.value if isinstance(assign, cst.Assign) else None
+                if isinstance(value, cst.Call):
+                    return (
+                        f"{passed.value.value}, from {_short(program.module.code_for_node(value))}, line {program.line(value)}, "
+                        "at every step"
+                    )
+    return None
