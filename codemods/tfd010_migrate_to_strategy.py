@@ -387,13 +387,15 @@ class MigrateToStrategy(Rule):
         signature, params, body = self._wrapper_body(step, strategy, tf, taken, wrapper)
         if step.decorator is not None:
             decorator = f"@{program.module.code_for_node(step.decorator.decorator)}\n"
-        elif python_effect(program, Steps.of(program), function) is None:
+        elif python_effect(program, Steps.of(program), function, tuple(d.node for d in step.host_draws)) is None:
             # An eager step with nothing in it that tracing would run once: run as a graph, as
             # strategy.run is meant to be (an eager one is correct, only slow).
             decorator = f"@{tf}.function\n"
         else:
             decorator = ""
         definition = cst.parse_statement(f"{decorator}def {wrapper}({signature}):\n{body}")
+        for draw in step.host_draws:
+            edits.replace(draw.node, lambda _node, draw=draw: cst.parse_expression(draw.code(tf)))
         for call in step.calls:
             if step.inputs is not None:
                 edits.replace(call, lambda node, wrapper=wrapper, params=params: node.with_changes(

@@ -8,6 +8,8 @@ validation batch computed at run time also on 3 and 4: tests/test_migrate_fit.py
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 from fixturecases import FIXTURES, cases, read
 from test_migrate import NOT_THE_SAME
@@ -60,6 +62,14 @@ FAMILIES = {
         ("train_step_loss_object_tf_keras",),
         "report_train_step_loss_from_compile_loaded", 18, "whose reduction over the batch is not known",
     ),
+    "random numbers a step draws with NumPy (a GAN's noise), drawn with tf.random per replica": (
+        ("step_numpy_noise",),
+        "report_step_numpy_noise", 17, "it is drawn in sample(), which the step calls and code outside the step may call too",
+    ),
+    "a batch reshaped to one row per example in an inline step, and read after the loop": (
+        ("inline_batch_reshaped_read_after", "inline_batch_read_after_adam"),
+        "report_inline_batch_halves_read_after", 15, "it is the batch reshaped otherwise than to one row per example",
+    ),
     "boolean arrays handed to fit": (
         ("fit_boolean_arrays",),
         "report_fit_boolean_labels_metric", 22, "is given a boolean array (picks, made on line 18",
@@ -86,3 +96,34 @@ def test_each_family_has_a_shape_refused_with_its_reason_at_its_line(family):
     assert analysis.new_text is None
     found = [f for f in analysis.findings if f.code == "TFD010" and not f.fixable and f.line == line and says in (f.reason or "")]
     assert found, [(f.line, f.reason) for f in analysis.findings]
+
+
+def test_a_step_fed_by_a_numpy_sampler_is_refused_naming_the_sampler_at_its_line():
+    """issue_34187's family: no migration is written (the sampler's arrays are no dataset that
+    can be distributed in place); the reason names the call that draws each batch, and its
+    line in the original (the line the migration moved it from)."""
+    analysis = analyse(read(FIXTURES / "tfd010" / "report_step_fed_by_numpy_sampler.py"), MIGRATE)
+    assert analysis.new_text is None
+    reasons = [f.reason or "" for f in analysis.findings if f.code == "TFD010"]
+    assert any("it is a NumPy array (y, from loader.get_batch(batch_size), line 25, at every step)" in r for r in reasons), reasons
+
+
+@pytest.mark.tf
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
+def test_a_numpy_draw_made_a_tf_random_draw_is_held_equal_and_a_moved_mean_is_not(tmp_path):
+    """The proof holds the original's NumPy draw and the migration's tf.random draw equal (the
+    same stateless numbers for the global batch): the migration is proven; a migration whose
+    draw has another mean is called different, not proven."""
+    from autofix.smoke.compare import ComparePair, compare_many
+
+    original = FIXTURES / "tfd010" / "step_numpy_noise.py"
+    fixed = (FIXTURES / "tfd010" / "step_numpy_noise.fixed.py").read_text()
+    assert "tf.random.normal([batch_size, noise_dim], mean=-1., stddev=1.)" in fixed
+    moved = tmp_path / "moved_mean.py"
+    moved.write_text(fixed.replace("mean=-1.", "mean=3."))
+    right, wrong = compare_many(
+        [ComparePair(str(FIXTURES / "tfd010" / "step_numpy_noise.fixed.py"), str(original)), ComparePair(str(moved), str(original))],
+        replicas=2, offline=True,
+    )
+    assert right.compare.status == "equivalent", right.compare.message
+    assert wrong.compare.status == "different", wrong.compare.message

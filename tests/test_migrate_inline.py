@@ -315,7 +315,8 @@ def test_what_the_inline_step_sets_and_no_replica_op_combines_is_not_handed_back
     assert analysis.new_text is None
     assert any(
         "seen, which the step sets (line 21), is read after it (line 25): strategy.run can hand back only the loss (summed over "
-        "the replicas), a mean over the batch (averaged) or a sum or a count over it (summed), and it is none of them "
+        "the replicas), a mean over the batch (averaged), a sum or a count over it (summed) or one row per example of it "
+        "(gathered), and it is none of them "
         "(tf.reduce_max(logits), line 21: it is a maximum, minimum or product over the batch" in (f.reason or "")
         for f in analysis.findings
     ), [f.reason for f in analysis.findings]

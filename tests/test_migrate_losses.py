@@ -104,6 +104,18 @@ def test_a_clip_of_each_gradient_tensor_is_refused_at_its_line():
     )
 
 
+def test_a_clip_whose_result_is_dropped_clips_nothing_and_is_left_as_it_is():
+    """``tf.clip_by_norm(g, 15)`` as a statement of its own (dragen1860's VAE): nothing is
+    clipped on one device or on N, so nothing is refused."""
+    source = read(FIXTURES / "tfd010" / "report_clip_by_norm.py")
+    line = next(l for l in source.splitlines() if "tf.clip_by_norm(g, 1.0)" in l)
+    indent = line[: len(line) - len(line.lstrip())]
+    dropped = source.replace(line, f"{indent}for g in grads:\n{indent}    tf.clip_by_norm(g, 1.0)")
+    migrated = analyse(dropped, MIGRATE).new_text
+    assert migrated is not None
+    assert "    for g in grads:\n        tf.clip_by_norm(g, 1.0)\n" in migrated
+
+
 def test_a_clip_of_something_else_than_gradients_is_not_one():
     """``tf.clip_by_value`` of predictions in a loss helper clips no gradient."""
     source = CLIPPED.replace("tf.clip_by_global_norm(grads, 1.0)", "grads, tf.constant(0.0)").replace(

@@ -134,6 +134,20 @@ def refused(findings: list[Finding], why: str) -> list[Finding]:
     return [replace(f, message=NOT_MIGRATED, fixable=False, reason=f"no automatic fix: {why}") if f.fixable else f for f in findings]
 
 
+def _unique_lines(lines: list[str]) -> dict[str, int]:
+    """Each line of code (stripped, more than a bracket or a keyword) found only once, with its number."""
+    seen: dict[str, int] = {}
+    twice: set[str] = set()
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if len(text) < 12 or text.startswith("#"):
+            continue
+        if text in seen:
+            twice.add(text)
+        seen[text] = number
+    return {text: number for text, number in seen.items() if text not in twice}
+
+
 class LineMap:
     """Lines of migrated code mapped back to the original's: an unchanged line to itself, a
     changed one to the original line it replaces (line by line; lines added by the change
@@ -145,10 +159,17 @@ class LineMap:
         self.old = old
         self.count = max(len(old), 1)
         self.map: dict[int, int] = {}
+        # A statement the migration moved (the loop's sampler call, now after the step it
+        # made a function of): a line found once, word for word, in each text is that line.
+        unique_old = _unique_lines(old)
+        unique_new = _unique_lines(new)
         for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
             for j in range(j1, j2):
+                moved = new[j].strip()
                 if tag == "equal":
                     self.map[j + 1] = i1 + (j - j1) + 1
+                elif moved in unique_old and moved in unique_new:
+                    self.map[j + 1] = unique_old[moved]
                 elif tag == "replace":
                     self.map[j + 1] = i1 + min(j - j1, i2 - i1 - 1) + 1
                 else:

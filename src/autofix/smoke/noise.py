@@ -15,6 +15,11 @@ global batch, the same in every run:
   step counts from the start of its graph, a virtual replica of the reference from the start
   of its call of the step (:func:`_key`): the same ``k`` for the same draw, whatever the
   script drew outside its steps before;
+- NumPy's draws of those distributions (``np.random.normal``, ``uniform``, ``randn``, ``rand``,
+  ``standard_normal``, ``random``), made eagerly in a step with a shape: drawn as the
+  ``tf.random`` draw of the same order, parameters and shape (in float32, handed back as
+  float64), which is what the migration writes in their place (``analysis/migration/host_draws.py``);
+  a NumPy draw in a traced step, or without a shape, is not held;
 - a draw whose first axis is the replica's batch, or a whole number of batches (the labels of
   ``concat([generated, real])``), takes on replica ``r`` of ``N`` its rows of the draw one
   device makes for the global batch: every example gets the mask one device gives it, on any
@@ -25,7 +30,7 @@ stddev, and the ``training`` it ran with: a step that runs Dropout as in inferen
 another rate, is seen even where its masks would not show it), and each draw in a step that
 is *not* held (``tf.random.shuffle``, ``categorical``, a ``tf.random.Generator``, Keras's
 ``shuffle``, ``randint``, ``categorical``, ``gamma``, ``binomial``, ``beta``, NumPy's global
-generator): named, such a pair cannot be proven. The NumPy seed Keras 3's legacy backend draws
+generator's other draws): named, such a pair cannot be proven. The NumPy seed Keras 3's legacy backend draws
 for a tf.random draw (``tf.keras.backend.random_normal``) is not drawn in a step: it would only
 seed a draw that is held (:func:`_seeds_a_held_draw`).
 """
@@ -49,7 +54,21 @@ NOISE_LAYERS = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropo
 # Draws in a step that cannot be held equal.
 UNHELD_TF = ("shuffle", "categorical", "poisson", "gamma")
 UNHELD_KERAS = ("shuffle", "categorical", "randint", "gamma", "binomial", "beta")
-UNHELD_NUMPY = ("rand", "randn", "random", "normal", "uniform", "randint", "choice", "shuffle", "permutation", "binomial")
+UNHELD_NUMPY = ("randint", "choice", "shuffle", "permutation", "binomial")
+# NumPy's draws of a distribution tf.random draws too, held when drawn eagerly in a step with
+# a shape: (the tf.random draw, its parameters in NumPy's order, the shape given as numbers).
+# The migration draws them so (analysis/migration/host_draws.py); each is drawn as the tf.random
+# draw of its order in the step is, in float32 then as NumPy's float64, so a step's
+# ``.astype(np.float32)`` gets back the very numbers the migrated tf.random draw makes.
+NUMPY_HELD = {
+    "normal": ("normal", (("loc", "mean"), ("scale", "stddev")), False),
+    "standard_normal": ("normal", (), False),
+    "randn": ("normal", (), True),
+    "uniform": ("uniform", (("low", "minval"), ("high", "maxval")), False),
+    "random": ("uniform", (), False),
+    "random_sample": ("uniform", (), False),
+    "rand": ("uniform", (), True),
+}
 
 _active = False
 _floatx: str | None = None
@@ -71,6 +90,8 @@ def install() -> None:
     for name in ("normal", "uniform", "truncated_normal", "binomial", "uniform_full_int"):
         if hasattr(generator, name):
             _wrap_module(generator, name, _not_held(f"tf.random.Generator.{name}"))
+    for name, how in NUMPY_HELD.items():
+        _wrap_module(np.random, name, _held_numpy(how, f"np.random.{name}"))
     for name in UNHELD_NUMPY:
         _wrap_module(np.random, name, _not_held(f"np.random.{name}"))
 
@@ -380,6 +401,40 @@ def _not_held(shown: str):
             return original(*args, **kwargs)
 
         return draw
+
+    return make
+
+
+def _held_numpy(how: tuple[str, tuple[tuple[str, str], ...], bool], shown: str):
+    draw, names, separate = how
+    unheld = _not_held(shown)
+
+    def make(original):
+        fallback = unheld(original)
+
+        def drawn(*args, **kwargs):
+            if not holding(sys._getframe(1)) or tf.inside_function():
+                return fallback(*args, **kwargs)
+            shape: Any = None
+            params: dict[str, Any] = {}
+            if separate:
+                shape = list(args) if args and not kwargs else None
+            elif len(args) <= len(names) + 1:
+                given = dict(zip([n for n, _ in names] + ["size"], args))
+                given.update(kwargs)
+                shape = given.pop("size", None)
+                params = {tf_name: given.pop(numpy_name) for numpy_name, tf_name in names if numpy_name in given}
+                if given:
+                    shape = None
+            if isinstance(shape, (int, np.integer)):
+                shape = [shape]
+            if not isinstance(shape, (list, tuple)) or not shape or not all(isinstance(d, (int, np.integer)) for d in shape):
+                return fallback(*args, **kwargs)
+            params["dtype"] = _floatx or tf.float32
+            _noted(f"{shown} in a step", "drawn as one device draws the same tf.random draw for the global batch")
+            return np.asarray(aligned(draw, [int(d) for d in shape], params).numpy(), dtype=np.float64)
+
+        return drawn
 
     return make
 

@@ -15,6 +15,8 @@ on TF 2.21 with 2 logical CPUs, docs/migrate.md: 1.141 x the definition's update
   ``skip_gradients_aggregation``);
 - ``tf.clip_by_norm`` / ``tf.clip_by_value`` of a step's gradients clip each tensor, or each
   entry, of each share (``clip_by_norm``: 1.016 x): not rewritten, refused with the reason;
+- a clip written as a statement of its own (``tf.clip_by_norm(g, 15)``, its result dropped)
+  clips nothing, on one device or on N: left as it is;
 - an optimizer given ``clipnorm=``, ``global_clipnorm=`` or ``clipvalue=``: Keras 3 clips in
   ``apply`` before it all-reduces the gradients (keras/src/backend/tensorflow/optimizer.py), so
   each share (1.141 x, 1.016 x, 1.261 x, in ``fit`` and in a custom step alike); tf_keras sums
@@ -77,6 +79,10 @@ class Clipping(Derived):
                     if clipped is None or not (CLIP_BY_GLOBAL_NORM in names or names & PER_TENSOR.keys()):
                         continue
                     if not self._of_gradients(clipped, function):
+                        continue
+                    if isinstance(self.program.parent(call), cst.Expr):
+                        # ``tf.clip_by_norm(g, 15)`` as a statement: its result is dropped, nothing
+                        # is clipped (on one device or on N).
                         continue
                     line = self.program.line(call)
                     if CLIP_BY_GLOBAL_NORM not in names:

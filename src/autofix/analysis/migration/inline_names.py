@@ -202,8 +202,8 @@ def _returns(owner: Analyses, loop, step: list[cst.BaseStatement], flow: Flow, m
         if declined is not None:
             raise Unsplittable(nodes[-1], (
                 f"{name}, which the step sets (line {program.line(nodes[-1])}), is read after it (line {program.line(later[0])}): "
-                "strategy.run can hand back only the loss (summed over the replicas), a mean over the batch (averaged) or "
-                "a sum or a count over it (summed), and it is none of them ("
+                "strategy.run can hand back only the loss (summed over the replicas), a mean over the batch (averaged), "
+                "a sum or a count over it (summed) or one row per example of it (gathered), and it is none of them ("
                 + (f"{_short(program, declined.node)}, line {program.line(declined.node)}: " if declined.node is not final[-1] else "")
                 + f"{declined.why}); read it in the step, or compute it again after it, then migrate"
             ))

@@ -24,6 +24,7 @@ from autofix.analysis import Derived
 from autofix.analysis.migration.boolean_casts import BooleanCasts, boolean_casts
 from autofix.analysis.migration.eval_batches import EvalBatches, eval_batches
 from autofix.analysis.migration.refusal import Refusal
+from autofix.analysis.migration.host_draws import HostDraw, host_draws
 from autofix.analysis.migration.few_examples import few_examples, one_device_predicts
 from autofix.analysis.migration.clipping import Clipping, GlobalClip, optimizer_clip_reason
 from autofix.analysis.migration.compiled_losses import CompiledLosses, PerExample, Weighed
@@ -108,6 +109,8 @@ class CustomStep:
     # gan.step(x)``): each call of that function and the object it passes; the wrapper is
     # made in that function.
     passed: list[tuple[cst.Call, cst.BaseExpression]] = field(default_factory=list)
+    # NumPy draws in it, drawn with tf.random once it runs per replica (:mod:`.host_draws`).
+    host_draws: list[HostDraw] = field(default_factory=list)
 
     @property
     def params(self) -> list[cst.Param]:
@@ -448,12 +451,10 @@ class SingleDevice(Derived):
             return device
         drawn = host_random(self.steps_analysis, function)
         if drawn is not None:
-            return Refusal(drawn, (
-                f"the step draws random numbers in Python ({_short(self.program, drawn.func)}, line {self.program.line(drawn)}): "
-                "in a traced step they would be drawn once, a constant; run on every replica, each would draw in turn "
-                "from the one generator, not its share of the original's draw; draw them with tf.random from the "
-                "batch's shape, then migrate (the numbers then differ from the original's)"
-            ))
+            draws = host_draws(self.program, self.steps_analysis, function, drawn)
+            if isinstance(draws, Refusal):
+                return draws
+            step.host_draws = draws
         unknown = unknown_term(self.program, function)
         if unknown is not None:
             return Refusal(*unknown)

@@ -58,6 +58,14 @@ _SAME = frozenset({"tensorflow.cast", "tensorflow.identity", "tensorflow.convert
 _COUNTS = frozenset({"tensorflow.math.count_nonzero", "tensorflow.count_nonzero"})
 _SIZES = frozenset({"tensorflow.size"})
 _SHAPES = frozenset({"tensorflow.shape"})
+_RESHAPES = frozenset({"tensorflow.reshape"})
+
+
+def _minus_one(node: cst.BaseExpression) -> bool:
+    return (
+        isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus)
+        and isinstance(node.expression, cst.Integer) and node.expression.evaluated_value == 1
+    )
 _EXTREMES = frozenset(
     {
         "tensorflow.reduce_max",
@@ -310,6 +318,13 @@ class Combining:
                     + (": every replica would add it once more" if not names & MEANS else "")
                 ))
             return self._mixes_rows(reduced) or (MEAN if names & MEANS else SUM)
+        if names & _RESHAPES and positional and self._from_batch(positional[0]):
+            if self._reshaped_rows(call, positional):
+                return ROWS
+            return Declined(call, (
+                "it is the batch reshaped otherwise than to one row per example (tf.reshape(batch, [-1, ...])): "
+                "the replicas' rows gathered would not be the global batch's"
+            ))
         if names & _SIZES and positional:
             if not self._from_batch(positional[0]):
                 return Declined(call, "it counts what the step does not compute from its batch")
@@ -324,6 +339,25 @@ class Combining:
                 "by the replica count and tf_keras refuses it; compute it with reduction=\"none\" and tf.reduce_mean, then migrate"
             ))
         return Declined(call, "it is not a mean, a sum or a count over the batch")
+
+    def _reshaped_rows(self, call: cst.Call, positional: list[cst.BaseExpression]) -> bool:
+        """``tf.reshape(x, [-1, d, ...])`` of the batch itself, the other sizes not computed
+        from it: rows of the batch's examples in order. A replica's rows are its examples'
+        (where its reshape runs, its examples' values are a whole number of rows), so the
+        replicas' rows, gathered in order, are the global batch's rows: row-major order does
+        not change across the cut between replicas' examples."""
+        if not positional or not isinstance(positional[0], cst.Name):
+            return False
+        bindings = self.facts.reaching_bindings(positional[0]) or []
+        if not bindings or any(id(b) not in {id(p) for p in self.batch} for b in bindings):
+            return False
+        shape = argument_value(call, "shape", 1)
+        if not isinstance(shape, (cst.List, cst.Tuple)) or len(shape.elements) < 2:
+            return False
+        first, *rest = [e.value for e in shape.elements if isinstance(e, cst.Element)]
+        if len(rest) + 1 != len(shape.elements) or not _minus_one(first):
+            return False
+        return not any(_minus_one(e) or self._from_batch(e) for e in rest)
 
     def _batch_count(self, subscript: cst.Subscript) -> str | Declined:
         """``tf.shape(x)[0]`` of a tensor computed from the batch: how many examples it holds."""

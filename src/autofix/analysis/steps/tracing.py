@@ -39,12 +39,14 @@ TRACEABLE_BUILTINS = frozenset({"builtins.zip", "builtins.len", "builtins.range"
 _VARIABLE_METHODS = frozenset({"gradient", "apply_gradients", "update_state", "reset_state", "result", "assign", "assign_add", "assign_sub", "minimize"})
 
 
-def python_effect(program: Program, steps: Steps, function: cst.FunctionDef) -> str | None:
+def python_effect(program: Program, steps: Steps, function: cst.FunctionDef, replaced: tuple[cst.CSTNode, ...] = ()) -> str | None:
     """Why ``function`` would behave differently inside a ``tf.function`` (what it does in
-    Python), or None. A function that already runs as a graph has nothing to lose."""
+    Python), or None. A function that already runs as a graph has nothing to lose. Calls in
+    ``replaced`` (a NumPy draw the migration draws with tf.random) are not looked at."""
     if steps.compiled(function):
         return None
     visitor = _Effects(program, steps, function)
+    visitor.replaced = {id(node) for node in replaced}
     function.body.visit(visitor)
     return visitor.why
 
@@ -58,6 +60,8 @@ class _Effects(cst.CSTVisitor):
         self.why: str | None = None
         # Local functions looked into already (a helper called twice, recursion).
         self.seen = seen if seen is not None else {id(function)}
+        # Calls not looked at: code the caller replaces.
+        self.replaced: set[int] = set()
 
     def found(self, why: str) -> None:
         self.why = self.why or why
@@ -124,9 +128,11 @@ class _Effects(cst.CSTVisitor):
 
     # --- calls -------------------------------------------------------------------------------
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: cst.Call) -> bool | None:
         if self.why:
-            return
+            return None
+        if id(node) in self.replaced:
+            return False
         facts = self.facts
         func = node.func
         names = facts.names_of(func)

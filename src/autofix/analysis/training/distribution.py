@@ -76,9 +76,18 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
     origins = [o for feed in feeds for o in feed.origins if o.kind != "unknown"]
     if any(o.kind != "dataset" for o in origins):
         kinds = sorted({o.kind for o in origins if o.kind != "dataset"})
+        arrays = [o.node for o in origins if o.kind == "array"]
+        # Where the array comes from: the call that binds what the step's caller passes (a
+        # sampler drawing each batch), else where the array is made.
+        drawn = _drawn_by(inputs, feeds) if arrays else None
+        made = (
+            f" ({drawn})" if drawn is not None and "distributed" not in kinds else
+            f" ({_short(program.module.code_for_node(arrays[0]))}, line {program.line(arrays[0])})"
+            if arrays and "distributed" not in kinds else ""
+        )
         raise NotDistributable(
             "some of it is distributed and some is not" if "distributed" in kinds else
-            f"it is a {'NumPy array' if 'array' in kinds else 'replica shard'}, not a dataset that can be distributed in place"
+            f"it is a {'NumPy array' if 'array' in kinds else 'replica shard'}{made}, not a dataset that can be distributed in place"
         )
     # ``it = iter(dataset)`` read by ``next(it)`` (made again where it runs out): one place.
     iterators = [_iterators(inputs, o.node) if o.loop is None else None for o in origins]
@@ -308,6 +317,8 @@ def _batch_runs(inputs: Inputs, loop: cst.For, target: cst.BaseExpression, struc
     gathered: list[cst.BaseExpression] = []
     for name, path in _names_at(target):
         for use in facts.uses(name):
+            if _rebound_before_exit(inputs, loop, name, use):
+                continue
             found, elsewhere = _follow(inputs, use, isinstance(structure, (tuple, dict)))
             if elsewhere is None:
                 runs.extend(found)
@@ -317,6 +328,29 @@ def _batch_runs(inputs: Inputs, loop: cst.For, target: cst.BaseExpression, struc
                 raise NotDistributable(f"the batch is also used on line {program.line(elsewhere)}, where a distributed batch would not do")
             gathered.append(read)
     return runs, gathered
+
+
+def _rebound_before_exit(inputs: Inputs, loop: cst.For, target: cst.Name, use: cst.CSTNode) -> bool:
+    """A read after the loop of a name the loop binds, which every pass of the body binds
+    again (``x = step(x)``, a statement of the body itself, no ``break`` or ``continue`` in
+    it): the loop leaves the name holding that value, never the batch it bound at its head
+    (what a dataflow that binds the target at the loop's head cannot tell)."""
+    program, facts = inputs.program, inputs.facts
+    if _inside(program, use, loop) or loop.orelse is not None or not isinstance(loop.body, cst.IndentedBlock):
+        return False
+    if nodes_in(loop.body, (cst.Break, cst.Continue), stop=(cst.For, cst.While, cst.FunctionDef, cst.ClassDef)):
+        return False
+    for statement in loop.body.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Assign) and any(
+                isinstance(t.target, cst.Name) and t.target.value == target.value
+                or isinstance(t.target, (cst.Tuple, cst.List)) and any(isinstance(e.value, cst.Name) and e.value.value == target.value for e in t.target.elements)
+                for t in small.targets
+            ):
+                return True
+    return False
 
 
 def _names_at(target: cst.BaseExpression, path: tuple[int, ...] = ()) -> list[tuple[cst.Name, tuple[int, ...]]]:
@@ -676,3 +710,42 @@ def _names(target: cst.BaseExpression) -> list[cst.Name]:
     if isinstance(target, (cst.Tuple, cst.List)):
         return [n for e in target.elements for n in _names(e.value)]
     return []
+
+
+def _short(code: str, limit: int = 60) -> str:
+    code = " ".join(code.split())
+    return code if len(code) <= limit else code[: limit - 3] + "..."
+
+
+def _drawn_by(inputs: Inputs, feeds: list[Feed]) -> str | None:
+    """``X, from data_loader.get_batch(batch_size), line 45``: the call whose result the code
+    that calls the function running ``strategy.run`` passes it, when a feed is a parameter of
+    that function (a step's generated wrapper) bound there by a call."""
+    program, facts = inputs.program, inputs.facts
+    for feed in feeds:
+        argument = feed.argument
+        function = program.enclosing_function(feed.run)
+        if not isinstance(argument, cst.Name) or function is None:
+            continue
+        names = [p.name.value for p in function.params.params]
+        if argument.value not in names:
+            continue
+        index = names.index(argument.value)
+        for call in nodes_in(program.module, cst.Call):
+            if not (isinstance(call.func, cst.Name) and call.func.value == function.name.value) or len(call.args) <= index:
+                continue
+            passed = call.args[index]
+            if passed.keyword is not None or passed.star or not isinstance(passed.value, cst.Name):
+                continue
+            for binding in facts.reaching_bindings(passed.value) or []:
+                value = facts.assigned_value(binding)
+                if value is None:
+                    statement = program.statement_of(binding)
+                    assign = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and statement.body else None
+                    value = assign.value if isinstance(assign, cst.Assign) else None
+                if isinstance(value, cst.Call):
+                    return (
+                        f"{passed.value.value}, from {_short(program.module.code_for_node(value))}, line {program.line(value)}, "
+                        "at every step"
+                    )
+    return None
