@@ -75,7 +75,7 @@ def _words(name: str) -> list[str]:
     return [w for w in spaced.lower().split("_") if w]
 
 
-def _per_device(name: str) -> bool:
+def per_device_name(name: str) -> bool:
     """A name for one device's batch: ``PER_GPU_BATCH``, ``batch_size_per_replica``,
     ``batch_per_device``."""
     words = _words(name)
@@ -86,7 +86,7 @@ def _per_device_times_count(node: cst.BinaryOperation) -> bool:
     """``PER_GPU_BATCH * 2``: one device's batch, by its name, times a number written by hand
     (the devices it is meant for): the batch of all of them."""
     sides = (node.left, node.right)
-    named = [s for s in sides if isinstance(s, cst.Name) and _per_device(s.value) or isinstance(s, cst.Attribute) and _per_device(s.attr.value)]
+    named = [s for s in sides if isinstance(s, cst.Name) and per_device_name(s.value) or isinstance(s, cst.Attribute) and per_device_name(s.attr.value)]
     counted = [s for s in sides if isinstance(s, cst.Integer) and int(s.value, 0) > 1]
     return bool(named) and bool(counted)
 
