@@ -304,6 +304,8 @@ class BatchPlanner:
                 name = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else None
                 if name is not None and per_device_name(name):
                     return True
+                if self.evidence.imported_said_per_device(node):
+                    return True  # config.BATCH_SIZE, written "= 64  # per GPU" in config.py
                 for binding in (self.facts.bindings(node) or ()) if isinstance(node, cst.Name) else ():
                     target = binding.name if isinstance(binding, cst.Param) else None
                     if target is not None and per_device_name(target.value):
