@@ -11,7 +11,8 @@ device's of that batch), so there it is no finding.
 
 A constant batch is fixed by default only where the file says it is one replica's: a name
 (``BATCH_SIZE_PER_REPLICA``, ``per_gpu_batch``, through helper parameters and their callers), a
-comment (``# per GPU``), the file's own code multiplying it by the replica count elsewhere
+comment (``# per GPU``; for a constant of another module of the project, its name or comment
+there), the file's own code multiplying it by the replica count elsewhere
 (``GLOBAL = BATCH * strategy.num_replicas_in_sync``), or ``autofix migrate`` (the file trained on
 one device). Where nothing says so (a bare ``.batch(64)``), the batch may be the global batch its
 author chose (real code does both): it is reported with that reason, left as it is, and
