@@ -3,6 +3,10 @@
 Two independent fixes: global_strategy_main.py (TFD002 scales its ``.batch(BATCH)``, TFD001
 wraps main()'s model); a fix that cannot stand alone: strategy_after_model.py (the strategy moves above the
 model: the deletion and the insertion are one fix).
+
+Nothing in global_strategy_main.py says whether ``BATCH = 64`` is each replica's batch or the
+global one: TFD002 scales it only with --unsafe-fixes, which the sessions below are given
+(test_a_bare_batch_is_not_offered_without_unsafe_fixes is the default).
 """
 
 from __future__ import annotations
@@ -27,8 +31,11 @@ MOVED = FIXTURES / "tfd001" / "strategy_after_model.py"
 NOTEBOOK = FIXTURES / "notebooks" / "train.ipynb"
 
 
+UNSAFE = Options(unsafe_fixes=True)
+
+
 def fixed_text(path: Path) -> str:
-    result = process_path(str(path), Options())
+    result = process_path(str(path), UNSAFE)
     assert result.changed
     return result.new_text
 
@@ -41,8 +48,9 @@ def repo(tmp_path, monkeypatch):
     return tmp_path
 
 
-def interact(answers: str, *args: str):
-    return CliRunner().invoke(main, ["fix", "--interactive", "-j", "1", *args], input=answers, catch_exceptions=False)
+def interact(answers: str, *args: str, unsafe_fixes: bool = True):
+    unsafe = ["--unsafe-fixes"] if unsafe_fixes else []
+    return CliRunner().invoke(main, ["fix", "--interactive", "-j", "1", *unsafe, *args], input=answers, catch_exceptions=False)
 
 
 def test_each_fix_is_shown_with_its_findings_and_diff(repo):
@@ -59,13 +67,26 @@ def test_each_fix_is_shown_with_its_findings_and_diff(repo):
     assert "0 files changed" not in result.stderr and "files changed" not in result.stderr
 
 
+def test_a_bare_batch_is_not_offered_without_unsafe_fixes(repo):
+    """By default the one fix offered in a_two.py is TFD001's; its TFD002 finding is reported
+    with the reason, and its batch left as it is."""
+    result = interact("y\nn\n", "a_two.py", unsafe_fixes=False)
+    assert result.exit_code == 0
+    assert "a_two.py: fix 1 of 1" in result.stdout and "fix 1 of 2" not in result.stdout
+    assert result.stdout.count("Apply this fix?") == 1
+    written = (repo / "a_two.py").read_text()
+    assert "with strategy.scope():" in written and ".batch(BATCH)\n" in written
+    [batch] = [f for f in process_path(str(repo / "a_two.py"), Options()).findings if f.code == "TFD002"]
+    assert not batch.fixable and "--unsafe-fixes" in batch.reason
+
+
 def test_only_accepted_fixes_are_written_and_what_is_written_is_part_of_the_whole_fix(repo):
     result = interact("n\ny\nn\n", ".")
     assert result.exit_code == 0
     written = (repo / "a_two.py").read_text()
     assert "with strategy.scope():" in written and ".batch(BATCH)\n" in written
     # It parses, and fixing it gives the whole fix: the skipped fix can still be made later.
-    again = process_text(written, "a_two.py", Options())
+    again = process_text(written, "a_two.py", UNSAFE)
     assert again.error is None and again.new_text == fixed_text(TWO_FIXES)
     assert (repo / "b_moved.py").read_bytes() == MOVED.read_bytes()
     assert "fixed a_two.py (1 of 2 fixes)" in result.stderr
@@ -116,8 +137,8 @@ def test_a_fix_that_cannot_stand_alone_is_offered_with_what_it_needs():
 
 
 def test_independent_fixes_are_offered_one_by_one():
-    result = process_path(str(TWO_FIXES), Options())
-    pieces = Review(result, Options()).pieces()
+    result = process_path(str(TWO_FIXES), UNSAFE)
+    pieces = Review(result, UNSAFE).pieces()
     assert [[f.code for f in piece.findings] for piece in pieces] == [["TFD002"], ["TFD001", "TFD001"]]
 
 
@@ -132,7 +153,7 @@ def test_a_notebook_fix_by_cell(tmp_path, monkeypatch):
     assert changed == [4]
     assert after["cells"][4]["outputs"] == before["cells"][4]["outputs"]
     assert "with strategy.scope():" in "".join(after["cells"][4]["source"])
-    again = process_path(str(tmp_path / "train.ipynb"), Options())
+    again = process_path(str(tmp_path / "train.ipynb"), UNSAFE)
     assert again.new_text == fixed_text(NOTEBOOK)
 
 
@@ -174,7 +195,7 @@ def test_show_fixes_lists_what_was_accepted(repo):
 
 def test_a_real_terminal_session_driven_through_a_pipe(repo):
     """The installed command, answers piped to its standard input."""
-    command = [sys.executable, "-m", "autofix", "fix", "--interactive", "a_two.py"]
+    command = [sys.executable, "-m", "autofix", "fix", "--interactive", "--unsafe-fixes", "a_two.py"]
     done = subprocess.run(command, input="n\ny\n", capture_output=True, text=True, cwd=repo, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("Apply this fix?") == 2

@@ -15,6 +15,7 @@ prove every migration by training it):
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import replace
 
 import libcst as cst
 import pytest
@@ -29,6 +30,9 @@ from codemods.tfd002_unscaled_batch.first_batches import MAX_REPLICAS, uneven
 
 MIGRATE = Options(migrate="mirrored")
 TFD002 = Options(select=("TFD002",))
+# What says that a batch written as a number is each replica's: TFD002 fixes such a batch by
+# default (a bare one is reported and scaled only with --unsafe-fixes, as test_tfd002 checks).
+PER_REPLICA = "  # per replica"
 
 
 def _program(source: str) -> Program:
@@ -187,10 +191,16 @@ FIT = LOADED + (
     ],
 )
 def test_a_validation_set_is_scaled_only_when_it_splits_on_every_replica_count(call, fixed):
-    analysis = analyse(FIT + call + "\n", TFD002)
+    analysis = analyse(FIT + call + PER_REPLICA + "\n", TFD002)
     (finding,) = analysis.findings
     assert finding.fixable is fixed
     assert (analysis.new_text is not None) is fixed
+    # The bare batch: reported, fixed (the same way) only with --unsafe-fixes.
+    (bare,) = analyse(FIT + call + "\n", TFD002).findings
+    assert not bare.fixable and ("--unsafe-fixes" in bare.reason or not fixed)
+    unsafe = analyse(FIT + call + "\n", replace(TFD002, unsafe_fixes=True))
+    assert unsafe.findings[0].fixable is fixed
+    assert unsafe.new_text == (analysis.new_text.replace(PER_REPLICA, "") if fixed else None)
 
 
 def test_an_uneven_validation_set_is_named_with_the_replica_counts_it_fails_on():
@@ -222,7 +232,7 @@ RUN_TIME = "validation_batch_size=min(64 * strategy.num_replicas_in_sync, {size}
     ],
 )
 def test_a_validation_set_of_unknown_size_gets_a_batch_from_its_size_at_run_time(lines, size):
-    analysis = analyse(FIT + lines, TFD002)
+    analysis = analyse(FIT + lines.removesuffix("\n") + PER_REPLICA + "\n", TFD002)  # (on fit's line)
     assert analysis.new_text is not None, [f.reason for f in analysis.findings]
     assert RUN_TIME.format(size=size) in analysis.new_text
     assert analyse(analysis.new_text, TFD002).findings == []
@@ -376,7 +386,7 @@ def test_boolean_arrays_cast_in_the_call_train_on_two_replicas_where_uncast_they
 
 HELPER = LOADED + (
     "def load(x, **options):\n"
-    "    return tf.data.Dataset.from_tensor_slices(x).batch(64)\n"
+    "    return tf.data.Dataset.from_tensor_slices(x).batch(64)" + PER_REPLICA + "\n"
     "\n"
     "def main(options):\n"
     "    strategy = tf.distribute.MirroredStrategy()\n"
@@ -427,7 +437,7 @@ def test_a_dataset_rebound_then_taken_from_is_shown_to_be_batched_globally():
 def test_an_asserted_batch_keeps_its_value_and_the_training_batch_is_scaled_where_it_is_made():
     source = LOADED + (
         "strategy = tf.distribute.MirroredStrategy()\n"
-        "BATCH = 32\n"
+        "BATCH = 32" + PER_REPLICA + "\n"
         "assert BATCH <= 64, f'{BATCH} is too large'\n"
         "x = np.random.rand(256, 4).astype('float32')\n"
         "ds = tf.data.Dataset.from_tensor_slices((x, x)).batch(BATCH)\n"

@@ -37,7 +37,8 @@ def test_findings_name_their_cell_in_the_order_of_the_cells(notebook):
 
 def test_fix_keeps_outputs_metadata_ids_and_magics(notebook):
     before = json.loads(notebook.read_text())
-    result = process_path(str(notebook), Options(select=("TFD001", "TFD002")), write=True)
+    # (--unsafe-fixes: cell 3's bare .batch(32) is scaled too; see the next test.)
+    result = process_path(str(notebook), Options(select=("TFD001", "TFD002"), unsafe_fixes=True), write=True)
     assert result.written and result.error is None
     after = json.loads(notebook.read_text())
     nbformat.validate(nbformat.reads(notebook.read_text(), as_version=4))
@@ -61,10 +62,23 @@ def test_fix_keeps_outputs_metadata_ids_and_magics(notebook):
     assert text == nbformat.writes(nbformat.reads(text, as_version=4)) + "\n"
 
 
-def test_fixed_notebook_is_stable_and_unchanged_notebook_is_byte_identical(notebook):
-    process_path(str(notebook), Options(), write=True)
+def test_a_bare_batch_of_a_notebook_is_reported_and_its_cell_left_by_default(notebook):
+    """Cell 3's ``.batch(32)``: nothing says whether it is each replica's batch or the global
+    one, so it is reported and its cell left as it is; the model's cell is fixed."""
+    before = json.loads(notebook.read_text())
+    result = process_path(str(notebook), Options(select=("TFD001", "TFD002")), write=True)
+    assert result.written and result.error is None
+    [batch] = [f for f in result.findings if f.code == "TFD002"]
+    assert batch.cell == 3 and not batch.fixable and "--unsafe-fixes" in batch.reason
+    after = json.loads(notebook.read_text())
+    assert [i for i, (a, b) in enumerate(zip(before["cells"], after["cells"])) if a != b] == [4]
+
+
+@pytest.mark.parametrize("unsafe_fixes", [False, True])
+def test_fixed_notebook_is_stable_and_unchanged_notebook_is_byte_identical(notebook, unsafe_fixes):
+    process_path(str(notebook), Options(unsafe_fixes=unsafe_fixes), write=True)
     fixed = notebook.read_bytes()
-    again = process_path(str(notebook), Options(), write=True)
+    again = process_path(str(notebook), Options(unsafe_fixes=unsafe_fixes), write=True)
     assert not again.written and notebook.read_bytes() == fixed
 
 

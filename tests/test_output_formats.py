@@ -82,7 +82,9 @@ def apply_lines(text: str, edits: list[tuple[int, int, str]]) -> str:
 @pytest.fixture(scope="module")
 def fixture_run(tmp_path_factory):
     """Every case of RULE_DIRS copied into a git work tree (`<rule>_<case>.py`), and the
-    output of each format run on it with only that rule selected, from the tree's root."""
+    output of each format run on it with only that rule selected, from the tree's root (with
+    --unsafe-fixes for TFD002, as test_tfd002 fixes its cases: most of them leave unsaid
+    whether their batch is per replica)."""
     root = tmp_path_factory.mktemp("fixtures")
     (root / ".git").mkdir()
     expected: dict[str, str] = {}
@@ -101,7 +103,7 @@ def fixture_run(tmp_path_factory):
         mp.chdir(root)
         for rule in RULE_DIRS:
             files = sorted(str(p.relative_to(root)) for p in (root / rule).glob("*.py"))
-            with Runner(Options(select=(rule.upper(),))) as runner:
+            with Runner(Options(select=(rule.upper(),), unsafe_fixes=rule == "tfd002")) as runner:
                 results = list(runner.process(files))
             for fmt in outputs:
                 formatter = FORMATS[fmt]()
@@ -624,8 +626,10 @@ def test_the_review_workflow_posts_suggestions_on_the_lines_of_the_diff(tmp_path
     (tmp_path / ".git").mkdir()
     (tmp_path / "train.py").write_text(BROKEN)
     # A private constant: its fix renames it (line 4) as well as moving lines 7-8 below the
-    # strategy (a public one would keep its name and value).
+    # strategy (a public one would keep its name and value). Its comment says it is each GPU's
+    # batch, so that the fix is made by default.
     private = (FIXTURES / "tfd002" / "constant_before_strategy.py").read_text().replace("BATCH_SIZE", "_BATCH_SIZE")
+    private = private.replace("_BATCH_SIZE = 32\n", "_BATCH_SIZE = 32  # per GPU\n")
     (tmp_path / "batch.py").write_text(private)
     (tmp_path / "untouched.py").write_text(BROKEN)
     monkeypatch.chdir(tmp_path)
@@ -722,7 +726,7 @@ def test_each_notebook_finding_carries_its_own_cells_fix(tmp_path, monkeypatch, 
     text = _notebook(
         ["import tensorflow as tf\n", "strategy = tf.distribute.MirroredStrategy()"],
         ["Some prose."],
-        ["ds = tf.data.Dataset.range(64).batch(32)"],
+        ["ds = tf.data.Dataset.range(64).batch(32)  # per replica"],
         ["model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n", "model.compile(optimizer='adam', loss='mse')"],
         ["model.fit(ds)"],
     )

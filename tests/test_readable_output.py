@@ -20,7 +20,7 @@ ORDERED = (
     "import tensorflow as tf\n"
     "\n"
     "strategy = tf.distribute.MirroredStrategy()\n"
-    "ds = tf.data.Dataset.range(8).batch(32)\n"
+    "ds = tf.data.Dataset.range(8).batch(32)  # per replica\n"
     "model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
     "model.compile(optimizer='adam', loss='mse')\n"
     "model.fit(ds)\n"

@@ -295,11 +295,17 @@ def test_tf_keras_model_module_under_the_legacy_switch_is_no_finding(tmp_path):
 def test_a_batch_constant_of_a_config_module_is_reported_and_scaled_where_it_is_used(tmp_path):
     root = tree(tmp_path, "config_batch")
     config = (root / "config.py").read_bytes()
+    # Nothing says whether config.py's 64 is each replica's batch or the global one: reported,
+    # the file left as it is, scaled only with --unsafe-fixes.
     result = process_path(str(root / "train.py"), Options())
     [finding] = [f for f in result.findings if f.code == "TFD002"]
     assert finding.line == line_of(root / "train.py", ".batch(config.BATCH_SIZE)")
     size = line_of(root / "config.py", "BATCH_SIZE = 64")
     assert finding.related == ((str(root / "config.py"), size, f"BATCH_SIZE = 64 in config.py:{size}"),)
+    assert not finding.fixable and "--unsafe-fixes" in finding.reason
+    assert result.new_text is None
+    result = process_path(str(root / "train.py"), Options(unsafe_fixes=True))
+    [finding] = [f for f in result.findings if f.code == "TFD002"]
     assert finding.fixable
     # The fix is the entry's alone: each replica gets config.BATCH_SIZE; config.py, which other
     # modules may read, is not changed.
@@ -329,11 +335,19 @@ def test_a_config_constant_said_global_or_not_written_is_no_finding(tmp_path, ol
 
 
 @pytest.mark.parametrize(
-    "comment",
-    ["  # per GPU", "  # batch size per replica", "\n# Each GPU gets this many examples a step.", "  # tuned on the GPU"],
+    "comment, per_device",
+    [
+        ("  # per GPU", True),
+        ("  # batch size per replica", True),
+        ("\n# Each GPU gets this many examples a step.", True),
+        ("  # tuned on the GPU", False),
+    ],
 )
-def test_a_config_constant_said_per_device_is_a_finding(tmp_path, comment):
-    """Words for one device do not make the value global (the comment is about its device)."""
+def test_a_config_constant_said_per_device_is_a_finding(tmp_path, comment, per_device):
+    """Words for one device do not make the value global (the comment is about its device).
+    Words saying it is one device's batch make the fix a default one, read by the attribute
+    or by a name imported from config.py; "tuned on the GPU" says neither: reported, fixed
+    only with --unsafe-fixes."""
     root = tree(tmp_path, "config_batch")
     config = root / "config.py"
     text = config.read_text()
@@ -342,8 +356,16 @@ def test_a_config_constant_said_per_device_is_a_finding(tmp_path, comment):
     else:
         text = text.replace("BATCH_SIZE = 64", "BATCH_SIZE = 64" + comment)
     config.write_text(text)
-    findings = [f for f in process_path(str(root / "train.py"), Options()).findings if f.code == "TFD002"]
-    assert len(findings) == 1 and findings[0].fixable
+    train = root / "train.py"
+    for _ in ("attribute", "imported by name"):
+        findings = [f for f in process_path(str(train), Options()).findings if f.code == "TFD002"]
+        assert len(findings) == 1 and findings[0].fixable is per_device
+        if not per_device:
+            assert "--unsafe-fixes" in findings[0].reason
+            findings = [f for f in process_path(str(train), Options(unsafe_fixes=True)).findings if f.code == "TFD002"]
+            assert len(findings) == 1 and findings[0].fixable
+        train.write_text(train.read_text().replace("import config\n", "from config import BATCH_SIZE as BATCH, EPOCHS, LEARNING_RATE\n")
+                         .replace("config.BATCH_SIZE", "BATCH").replace("config.", ""))
 
 
 def test_a_config_attribute_without_a_project_is_chosen_at_run_time(tmp_path):
@@ -424,10 +446,13 @@ def test_a_batch_constant_imported_by_name_names_where_it_is_written(tmp_path):
     train = root / "train.py"
     train.write_text(train.read_text().replace("import config\n", "from config import BATCH_SIZE as BATCH, EPOCHS, LEARNING_RATE\n")
                      .replace("config.BATCH_SIZE", "BATCH").replace("config.", ""))
-    result = process_path(str(train), Options())
-    [finding] = [f for f in result.findings if f.code == "TFD002"]
     size = line_of(root / "config.py", "BATCH_SIZE = 64")
-    assert finding.related == ((str(root / "config.py"), size, f"BATCH_SIZE = 64 in config.py:{size}"),)
+    # Reported by default (nothing says the 64 is per replica), fixed with --unsafe-fixes.
+    for options in (Options(), Options(unsafe_fixes=True)):
+        result = process_path(str(train), options)
+        [finding] = [f for f in result.findings if f.code == "TFD002"]
+        assert finding.related == ((str(root / "config.py"), size, f"BATCH_SIZE = 64 in config.py:{size}"),)
+        assert finding.fixable is options.unsafe_fixes
     assert ".batch(BATCH * strategy.num_replicas_in_sync)" in result.new_text
 
 

@@ -58,7 +58,7 @@ with strategy.scope():
     model = build_model()
     optimizer = tf.keras.optimizers.SGD(0.1)
 
-dataset = tf.data.Dataset.from_tensor_slices((tf.ones((64, 4)), tf.ones((64, 1)))).batch(16)
+dataset = tf.data.Dataset.from_tensor_slices((tf.ones((64, 4)), tf.ones((64, 1)))).batch(16)  # 16 per replica
 dist = strategy.experimental_distribute_dataset(dataset)
 
 

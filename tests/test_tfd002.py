@@ -11,7 +11,11 @@ import pytest
 from autofix.engine import Options, analyse
 from fixturecases import FIXTURES, assert_fixed_is_clean, assert_fixes_to_expected, assert_left_alone, params, read
 
-TFD002 = Options(select=("TFD002",))
+# The fixes of the fixtures, as applied where the file does not say whether its batch is meant
+# per replica (a bare ``.batch(64)``): only with --unsafe-fixes. ``DEFAULT`` is what a plain run
+# does (tests at the end of this file).
+TFD002 = Options(select=("TFD002",), unsafe_fixes=True)
+DEFAULT = Options(select=("TFD002",))
 
 
 @pytest.mark.parametrize("case", params("tfd002", "fixed"))
@@ -600,7 +604,7 @@ TRAIN_ON_BATCH = Path(__file__).resolve().parent / "data" / "train_on_batch_tf_k
 def test_a_batch_fed_to_tf_keras_train_on_batch_is_scaled():
     """tf_keras splits what train_on_batch is handed over the replicas (measured,
     docs/losses.md), as fit does."""
-    analysis = analyse(TRAIN_ON_BATCH.read_text(), Options(select=("TFD002",)))
+    analysis = analyse(TRAIN_ON_BATCH.read_text(), TFD002)
     assert [f.code for f in analysis.findings] == ["TFD002"] and analysis.findings[0].fixable
     assert ".batch(BATCH_SIZE * strategy.num_replicas_in_sync)" in analysis.new_text
 
@@ -765,3 +769,107 @@ TWIN = (
 def test_a_twin_fit_on_the_same_batch_makes_it_the_batch_compared(units, data, reported):
     findings = analyse(TWIN.format(units=units, data=data), TFD002).findings
     assert bool(findings) is reported
+
+
+# --- what the file says the batch means ---------------------------------------------------
+
+
+def _fit_on(batch_line: str, batch: str = "BATCH") -> str:
+    return HEADER + batch_line + f"ds = tf.data.Dataset.from_tensor_slices((x, x)).batch({batch})\n" + MODEL + "model.fit(ds)\n"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "BATCH = 64\n",
+        "BATCH = 64  # batch size\n",
+        "BATCH = 16 * 4\n",
+    ],
+)
+def test_a_batch_nothing_says_is_per_replica_is_reported_and_left_alone(line):
+    """A constant the file does not call per replica may be the global batch its author chose:
+    scaling it would change what correct code trains. It is reported with that reason, left
+    as it is, and scaled only with --unsafe-fixes."""
+    source = _fit_on(line)
+    analysis = analyse(source, DEFAULT)
+    assert analysis.new_text is None
+    (finding,) = analysis.findings
+    assert not finding.fixable and "meant per replica or as the global batch" in finding.reason
+    assert "--unsafe-fixes" in finding.reason
+    unsafe = analyse(source, TFD002)
+    assert unsafe.findings[0].fixable and "strategy.num_replicas_in_sync" in unsafe.new_text
+
+
+@pytest.mark.parametrize("comment", ["  # global batch", "  # total batch over all GPUs"])
+def test_a_batch_the_file_calls_global_is_no_finding(comment):
+    """The reason's advice works: a comment saying the batch is global settles it."""
+    assert analyse(_fit_on(f"BATCH = 64{comment}\n"), DEFAULT).findings == []
+
+
+@pytest.mark.parametrize(
+    "line, batch",
+    [
+        ("BATCH_PER_REPLICA = 64\n", "BATCH_PER_REPLICA"),
+        ("per_gpu_batch = 64\n", "per_gpu_batch"),
+        ("BATCH = 64  # per GPU\n", "BATCH"),
+        ("# the batch of each replica\nBATCH = 64\n", "BATCH"),
+    ],
+)
+def test_a_batch_the_file_calls_per_replica_is_fixed_by_default(line, batch):
+    source = _fit_on(line, batch)
+    analysis = analyse(source, DEFAULT)
+    (finding,) = analysis.findings
+    assert not finding.unsafe and finding.fixable
+    assert f"{batch} * strategy.num_replicas_in_sync" in analysis.new_text
+
+
+def test_a_batch_the_file_multiplies_by_the_replicas_elsewhere_is_fixed_by_default():
+    """``GLOBAL = BATCH * strategy.num_replicas_in_sync`` beside ``.batch(BATCH)``: the file's code
+    says BATCH is each replica's."""
+    source = _fit_on("BATCH = 64\nGLOBAL = BATCH * strategy.num_replicas_in_sync\nprint(GLOBAL)\n")
+    analysis = analyse(source, DEFAULT)
+    assert analysis.findings and not analysis.findings[0].unsafe
+    assert analysis.new_text != source
+
+
+def test_a_per_replica_default_of_a_helper_is_read_through_the_parameter():
+    source = (
+        HEADER
+        + "def make(per_replica_batch=64):\n    return tf.data.Dataset.from_tensor_slices((x, x)).batch(per_replica_batch)\n"
+        + MODEL
+        + "model.fit(make())\n"
+    )
+    analysis = analyse(source, DEFAULT)
+    assert analysis.findings and not analysis.findings[0].unsafe
+
+
+@pytest.mark.parametrize(
+    "rate",
+    [
+        "0.001 * strategy.num_replicas_in_sync",
+        "0.001 * world_size",
+        "base_lr",
+    ],
+)
+def test_a_learning_rate_scaled_with_the_replicas_says_the_batch_is_per_replica(rate):
+    """``Adam(learning_rate=0.001 * world_size)`` beside ``.batch(128)``: the file takes its
+    global batch to be 128 times that count, so 128 is each replica's."""
+    source = (
+        HEADER
+        + "world_size = strategy.num_replicas_in_sync\nbase_lr = 0.001 * world_size\n"
+        + "ds = tf.data.Dataset.from_tensor_slices((x, x)).batch(128)\n"
+        + "with strategy.scope():\n"
+        + "    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(4)])\n"
+        + f"    model.compile(optimizer=tf.keras.optimizers.Adam(learning_rate={rate}), loss='mse')\n"
+        + "model.fit(ds)\n"
+    )
+    analysis = analyse(source, DEFAULT)
+    (finding,) = analysis.findings
+    assert finding.fixable, finding.reason
+    assert ".batch(128 * strategy.num_replicas_in_sync)" in analysis.new_text
+
+
+def test_a_constant_learning_rate_says_nothing_of_the_batch():
+    source = _fit_on("BATCH = 64\n").replace("optimizer='adam'", "optimizer=tf.keras.optimizers.Adam(learning_rate=0.001 * 2)")
+    (finding,) = analyse(source, DEFAULT).findings
+    assert not finding.fixable

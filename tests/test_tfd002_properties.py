@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from autofix.engine import Options, analyse
 
-TFD002 = Options(select=("TFD002",))
+# The fix mechanics, as --unsafe-fixes applies them to a batch the file does not call per replica.
+TFD002 = Options(select=("TFD002",), unsafe_fixes=True)
 
 FORMS = {
     "plain": "{B} = 64\n",

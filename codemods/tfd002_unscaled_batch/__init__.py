@@ -7,7 +7,17 @@ a step run by ``strategy.run`` that applies gradients) under a strategy with mor
 replica is considered, and only when nothing shows it is already global. A batch handed to
 ``train_on_batch`` counts only on tf_keras, which splits it over the replicas as ``fit`` does;
 Keras 3 hands the whole of it to every replica (measured, docs/losses.md: the update is the one
-device's of that batch), so there it is no finding. The fix makes the
+device's of that batch), so there it is no finding.
+
+A constant batch is fixed by default only where the file says it is one replica's: a name
+(``BATCH_SIZE_PER_REPLICA``, ``per_gpu_batch``, through helper parameters and their callers), a
+comment (``# per GPU``; for a constant of another module of the project, its name or comment
+there), the file's own code multiplying it by the replica count elsewhere
+(``GLOBAL = BATCH * strategy.num_replicas_in_sync``), or ``autofix migrate`` (the file trained on
+one device). Where nothing says so (a bare ``.batch(64)``), the batch may be the global batch its
+author chose (real code does both): it is reported with that reason, left as it is, and
+scaled only with ``--unsafe-fixes``; a comment (``# global batch``) or a name saying which it is
+settles it. The fix makes the
 batch global where it enters, by ``strategy.num_replicas_in_sync``, and accounts for every
 other read of the same value (however it is bound: plain, tuple or augmented assignments,
 ``:=``, loop targets, ``global``, imports, attributes such as ``args.batch_size``, dict keys):
@@ -125,7 +135,8 @@ class UnscaledBatch(Rule):
                 "import tensorflow as tf\n"
                 "\n"
                 "strategy = tf.distribute.MirroredStrategy()\n"
-                "train_ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)\n"
+                "BATCH_PER_REPLICA = 64\n"
+                "train_ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH_PER_REPLICA)\n"
                 "with strategy.scope():\n"
                 "    model = tf.keras.Sequential([tf.keras.layers.Dense(10)])\n"
                 '    model.compile(optimizer="adam", loss="mse")\n'
@@ -135,7 +146,8 @@ class UnscaledBatch(Rule):
                 "import tensorflow as tf\n"
                 "\n"
                 "strategy = tf.distribute.MirroredStrategy()\n"
-                "train_ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64 * strategy.num_replicas_in_sync)\n"
+                "BATCH_PER_REPLICA = 64\n"
+                "train_ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH_PER_REPLICA * strategy.num_replicas_in_sync)\n"
                 "with strategy.scope():\n"
                 "    model = tf.keras.Sequential([tf.keras.layers.Dense(10)])\n"
                 '    model.compile(optimizer="adam", loss="mse")\n'

@@ -75,7 +75,7 @@ def _words(name: str) -> list[str]:
     return [w for w in spaced.lower().split("_") if w]
 
 
-def _per_device(name: str) -> bool:
+def per_device_name(name: str) -> bool:
     """A name for one device's batch: ``PER_GPU_BATCH``, ``batch_size_per_replica``,
     ``batch_per_device``."""
     words = _words(name)
@@ -86,7 +86,7 @@ def _per_device_times_count(node: cst.BinaryOperation) -> bool:
     """``PER_GPU_BATCH * 2``: one device's batch, by its name, times a number written by hand
     (the devices it is meant for): the batch of all of them."""
     sides = (node.left, node.right)
-    named = [s for s in sides if isinstance(s, cst.Name) and _per_device(s.value) or isinstance(s, cst.Attribute) and _per_device(s.attr.value)]
+    named = [s for s in sides if isinstance(s, cst.Name) and per_device_name(s.value) or isinstance(s, cst.Attribute) and per_device_name(s.attr.value)]
     counted = [s for s in sides if isinstance(s, cst.Integer) and int(s.value, 0) > 1]
     return bool(named) and bool(counted)
 
@@ -100,6 +100,17 @@ def _products(expr: cst.CSTNode) -> list[cst.BinaryOperation]:
                 found.append(node)
 
     expr.visit(_Products())
+    return found
+
+
+def _comment_meaning(source: str, line: int) -> str | None:
+    """What the comment on ``line`` of ``source`` says (:func:`comments.meaning`), or, when it
+    says nothing, the comment block right above that line."""
+    texts = comments.comments_by_line(source)
+    found = comments.meaning(texts.get(line, ""))
+    if found is None:
+        above = comments.comment_lines_above(source.splitlines(), line)
+        found = comments.meaning(" ".join(texts.get(n, "") for n in reversed(above)))
     return found
 
 
@@ -388,6 +399,21 @@ class Evidence:
             return False
         return self._said_global(resolved.path, definition.name, definition.line)
 
+    def imported_said_per_device(self, node: cst.BaseExpression) -> bool:
+        """``config.BATCH_SIZE`` (or ``from config import BATCH``) where the module of the
+        project that writes it calls it one device's (``BATCH_PER_GPU = 64``) or says so in
+        its comment (``BATCH_SIZE = 64  # per GPU``, or the comment lines above it)."""
+        if not isinstance(node, (cst.Name, cst.Attribute)):
+            return False
+        resolved = ProjectImports.of(self.program).resolve(node)
+        definition = resolved.definition if resolved is not None else None
+        if resolved is None or resolved.path is None or definition is None or definition.kind != "assignment":
+            return False
+        if per_device_name(definition.name):
+            return True
+        program = program_of(resolved.path)
+        return program is not None and _comment_meaning(program.source, definition.line) == comments.PER_DEVICE
+
     def _said_global(self, path: str, name: str, line: int) -> bool:
         if _says_global(name):
             return True
@@ -398,12 +424,7 @@ class Evidence:
             return True
         # Its comment, or the comment block above it, read as in this file (a value "per GPU"
         # is per device; "for 2 GPUs", "total", "64 per GPU x 2" say it is global).
-        texts = comments.comments_by_line(program.source)
-        found = comments.meaning(texts.get(line, ""))
-        if found is None:
-            above = comments.comment_lines_above(program.source.splitlines(), line)
-            found = comments.meaning(" ".join(texts.get(n, "") for n in reversed(above)))
-        return found == comments.GLOBAL
+        return _comment_meaning(program.source, line) == comments.GLOBAL
 
     def _parameter_global(self, param: cst.Param, seen: dict[int, bool | None], by_name: bool) -> bool:
         """Every call of the parameter's function passes a global batch (or the default is)."""

@@ -11,12 +11,14 @@ several replicas, and is the batch not already global), and the plans checked an
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import libcst as cst
 
 from autofix.analysis.facts import ordering
 from autofix.analysis.facts.contexts import Context, Contexts
 from autofix.analysis.facts.dataflow import DataFlow, Flow
+from autofix.tf.symbols import Kind
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.facts.strategies import UNKNOWN_STRATEGY
 from autofix.analysis.steps.step_losses import normalizers
@@ -27,8 +29,9 @@ from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker
 from autofix.rule import SUPPRESSED, Rule
 from autofix.tf import symbols
 
+from . import comments
 from .edits import FixWriter
-from .evidence import Evidence
+from .evidence import Evidence, per_device_name
 from .first_batches import FirstBatches
 from .helpers import Helpers
 from .sites import Site, Sites
@@ -43,6 +46,12 @@ LOCAL_DEVICES = (
     "<per-replica batch> * strategy.num_replicas_in_sync (or multiply by the number of workers)"
 )
 KERAS_NOTE = "; note that Keras 3 fails when the first batch does not split evenly over the replicas"
+UNSAID = (
+    "nothing in the file says whether this batch is meant per replica or as the global batch: "
+    "scaling it would change what the file trains if it is the global batch its author chose. "
+    "If it is each replica's batch, scale it (--unsafe-fixes does), or say so (a name such as "
+    "BATCH_SIZE_PER_REPLICA, or a comment '# per replica'); if it is global, say so ('# global batch')"
+)
 
 
 @dataclass(eq=False)
@@ -56,6 +65,11 @@ class Finding:
     why: str | None = None
     # The file's own code says the batch is per replica (so names saying global do not count).
     per_replica: bool = False
+    # Something in the file says the batch is meant per replica: its code, a name or a
+    # comment (``PER_GPU_BATCH``, ``# per replica``), or migrating it. Without that, the batch
+    # may be the global batch the author chose: it is reported, and scaled only with
+    # --unsafe-fixes.
+    meant_per_replica: bool = True
 
 
 class BatchPlanner:
@@ -113,6 +127,7 @@ class BatchPlanner:
                     self.entry_values.update(id(v) for v in (entry.value, factor) if v is not None)
         entries_planner = EntryPlanner(self)
         plans = []
+        unsaid: set[int] = set()
         for site, finding, entries, why in resolved:
             plan = Plan()
             for entry in entries if why is None else ():
@@ -120,21 +135,33 @@ class BatchPlanner:
                 if why:
                     break
             plans.append((site, finding.context, plan, why))
-        self._check_moves(plans)
-        for site, context, plan, why in plans:
+            if not finding.meant_per_replica:
+                unsaid.add(id(site))
+        # What is not fixed by default moves nothing.
+        moving = [p for p in plans if id(p[0]) not in unsaid or self.rule.unsafe_fixes]
+        self._check_moves(moving)
+        checked = {id(p[0]): p for p in moving}
+        for site, context, plan, why in [checked.get(id(p[0]), p) for p in plans]:
             node = site.arg.value if site.arg is not None else site.call
+            if id(site) in unsaid and why is None and not self.rule.unsafe_fixes:
+                # Whether the author meant this batch per replica is not said: scaling it
+                # would change the global batch, and so what correct code trains.
+                why = UNSAID
             if why:
                 # A reason that asks the reader to scale by hand warns about uneven batches;
                 # the suppression and the first batches' reasons say all there is to say.
-                note = "" if why in (SUPPRESSED, LOCAL_DEVICES) or why in self.first_batches.reasons else KERAS_NOTE
+                note = "" if why in (SUPPRESSED, LOCAL_DEVICES, UNSAID) or why in self.first_batches.reasons else KERAS_NOTE
                 self.rule.report(node, _message(site), why + note, self.evidence.constants_in(node))
                 continue
             if self.rule.report(node, _message(site), related=self.evidence.constants_in(node)):
-                self.writer.commit(plan, context)
-                size = self.first_batches.validation_batches.get(id(site.call))
-                if size is not None and context is not None:
-                    self.writer.validation_batch(site.call, size, context)
+                self._commit(site, plan, context)
         self.writer.apply()
+
+    def _commit(self, site: Site, plan: Plan, context: Context | None) -> None:
+        self.writer.commit(plan, context)
+        size = self.first_batches.validation_batches.get(id(site.call))
+        if size is not None and context is not None:
+            self.writer.validation_batch(site.call, size, context)
 
     def _finding(self, site: Site) -> Finding | None:
         """The finding at ``site``, or None when it is not about training under a strategy
@@ -219,7 +246,91 @@ class BatchPlanner:
             why = self._constant_divisor()
         if why is None and isinstance(compared, str):
             why = compared
-        return Finding(site, context, why, per_replica)
+        meant = per_replica or self._said_per_replica(site) or self._rate_follows_replicas
+        return Finding(site, context, why, per_replica, meant)
+
+    @cached_property
+    def _rate_follows_replicas(self) -> bool:
+        """Whether the file scales an optimizer's learning rate with the replicas or workers
+        (``Adam(learning_rate=0.001 * world_size)``): it takes its global batch to be its
+        constant batch times that count, so the constant is meant per replica."""
+        for call, _owner in self.facts.calls:
+            if self.facts.call_kind(call) is not Kind.OPTIMIZER:
+                continue
+            rate = argument_value(call, "learning_rate", 0) or argument_value(call, "lr")
+            if rate is not None and self._times_a_count(rate, 0):
+                return True
+        return False
+
+    def _times_a_count(self, expr: cst.CSTNode, depth: int) -> bool:
+        """``expr`` is a product one of whose factors counts replicas, devices or workers."""
+        if depth > 4:
+            return False
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+            return any(self._a_count(side, depth) for side in (expr.left, expr.right)) or any(
+                self._times_a_count(side, depth + 1) for side in (expr.left, expr.right)
+            )
+        if isinstance(expr, cst.Name):
+            for binding in self.facts.bindings(expr) or ():
+                value = None if isinstance(binding, cst.Param) else self.facts.assigned_value(binding)
+                if value is not None and self._times_a_count(value, depth + 1):
+                    return True
+        return False
+
+    def _a_count(self, expr: cst.BaseExpression, depth: int) -> bool:
+        if self.evidence.counts_replicas(expr):
+            return True
+        if isinstance(expr, cst.Name):
+            if "world" in expr.value.lower():
+                return True  # world_size: the number of workers (or replicas)
+            for binding in self.facts.bindings(expr) or ():
+                value = None if isinstance(binding, cst.Param) else self.facts.assigned_value(binding)
+                if value is not None and depth < 4 and self._a_count(value, depth + 1):
+                    return True
+        return False
+
+    def _said_per_replica(self, site: Site) -> bool:
+        """Whether a name or comment the site's batch comes through says it is one replica's
+        (``BATCH_SIZE_PER_REPLICA``, ``per_gpu_batch``, ``BATCH = 64  # per GPU``)."""
+        if site.arg is None:
+            return False
+        values: list[cst.CSTNode] = [site.arg.value]
+        seen: set[int] = set()
+        while values:
+            value = values.pop()
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            if self.evidence.comment_says(value) == comments.PER_DEVICE:
+                return True
+            for node in self.webs.operands(value) if isinstance(value, cst.BaseExpression) else ():
+                name = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else None
+                if name is not None and per_device_name(name):
+                    return True
+                if self.evidence.imported_said_per_device(node):
+                    return True  # config.BATCH_SIZE, written "= 64  # per GPU" in config.py
+                for binding in (self.facts.bindings(node) or ()) if isinstance(node, cst.Name) else ():
+                    target = binding.name if isinstance(binding, cst.Param) else None
+                    if target is not None and per_device_name(target.value):
+                        return True
+                    assigned = None if isinstance(binding, cst.Param) else self.facts.assigned_value(binding)
+                    if assigned is not None:
+                        values.append(assigned)
+                    elif isinstance(binding, cst.Param):
+                        values.extend(self._arguments(binding))
+        return False
+
+    def _arguments(self, param: cst.Param) -> list[cst.CSTNode]:
+        """What the calls of ``param``'s function pass it, and its default."""
+        function = self.program.enclosing_function(param)
+        found: list[cst.CSTNode] = [param.default] if param.default is not None else []
+        for ref in self.facts.references(function) if function is not None else ():
+            call = self.program.parent(ref)
+            if isinstance(call, cst.Call) and call.func is ref:
+                arg = parameter_argument(function, call, param)
+                if arg is not None:
+                    found.append(arg.value)
+        return found
 
     def _compared(self, site: Site, fits: list[cst.Call]) -> bool | str | None:
         """What a single-device twin of the trained model (:mod:`~autofix.analysis.training.comparisons`)

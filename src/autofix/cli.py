@@ -49,7 +49,7 @@ def _common(func):
     options = [
         click.option("--select", metavar="CODES", help="Only these rules (comma-separated codes or prefixes)."),
         click.option("--ignore", metavar="CODES", help="Skip these rules (comma-separated codes or prefixes)."),
-        click.option("--unsafe-fixes/--no-unsafe-fixes", default=None, help="Also apply fixes that may change results (TFD005)."),
+        click.option("--unsafe-fixes/--no-unsafe-fixes", default=None, help="Also apply fixes that may change results (TFD005; TFD002 on a batch not said to be per replica)."),
         click.option("--exclude", multiple=True, metavar="GLOB", help="Skip paths matching this gitignore-style glob (repeatable)."),
         click.option("--include", multiple=True, metavar="GLOB", help=f"File names to pick up in directories (default: {', '.join(DEFAULT_INCLUDE)})."),
         click.option("--no-gitignore", is_flag=True, help="Do not honour .gitignore files."),
