@@ -8,7 +8,7 @@ wins, and a ``pyproject.toml`` without one is passed over. Keys follow Ruff's sp
     [tool.autofix]
     select = ["TFD001", "TFD002"]      # rules to run (codes or prefixes; default: all)
     ignore = ["TFD005"]                # rules to skip
-    unsafe-fixes = false               # also apply unsafe fixes (TFD005)
+    unsafe-fixes = false               # also apply unsafe fixes (TFD005; TFD002 on a batch not said per replica)
     include = ["*.py"]                 # file names picked up in directories
     exclude = ["legacy/"]              # gitignore-style globs of paths to skip
     extend-exclude = ["scratch/"]      # more globs, kept even when --exclude is given
