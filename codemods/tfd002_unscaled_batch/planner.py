@@ -18,7 +18,6 @@ import libcst as cst
 from autofix.analysis.facts import ordering
 from autofix.analysis.facts.contexts import Context, Contexts
 from autofix.analysis.facts.dataflow import DataFlow, Flow
-from autofix.tf.symbols import Kind
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.facts.strategies import UNKNOWN_STRATEGY
 from autofix.analysis.steps.step_losses import normalizers
@@ -255,7 +254,7 @@ class BatchPlanner:
         (``Adam(learning_rate=0.001 * world_size)``): it takes its global batch to be its
         constant batch times that count, so the constant is meant per replica."""
         for call, _owner in self.facts.calls:
-            if self.facts.call_kind(call) is not Kind.OPTIMIZER:
+            if self.facts.call_kind(call) is not symbols.Kind.OPTIMIZER:
                 continue
             rate = argument_value(call, "learning_rate", 0) or argument_value(call, "lr")
             if rate is not None and self._times_a_count(rate, 0):
@@ -281,7 +280,7 @@ class BatchPlanner:
         if self.evidence.counts_replicas(expr):
             return True
         if isinstance(expr, cst.Name):
-            if "world" in expr.value.lower():
+            if "world" in expr.value.lower().split("_"):
                 return True  # world_size: the number of workers (or replicas)
             for binding in self.facts.bindings(expr) or ():
                 value = None if isinstance(binding, cst.Param) else self.facts.assigned_value(binding)
