@@ -46,6 +46,7 @@ import tensorflow as tf
 
 from autofix.smoke import context
 from autofix.smoke.state import recorder
+from autofix.tf.numpy_draws import NUMPY_DRAWS
 
 SEED = 1234
 RANDOM = ("normal", "uniform", "truncated_normal")
@@ -55,20 +56,10 @@ NOISE_LAYERS = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropo
 UNHELD_TF = ("shuffle", "categorical", "poisson", "gamma")
 UNHELD_KERAS = ("shuffle", "categorical", "randint", "gamma", "binomial", "beta")
 UNHELD_NUMPY = ("randint", "choice", "shuffle", "permutation", "binomial")
-# NumPy's draws of a distribution tf.random draws too, held when drawn eagerly in a step with
-# a shape: (the tf.random draw, its parameters in NumPy's order, the shape given as numbers).
-# The migration draws them so (analysis/migration/host_draws.py); each is drawn as the tf.random
-# draw of its order in the step is, in float32 then as NumPy's float64, so a step's
+# NumPy's draws of a distribution tf.random draws too (NUMPY_DRAWS, the table the migration
+# rewrites them by) are held when drawn eagerly in a step with a shape: each is drawn as the
+# tf.random draw of its order in the step is, in float32 then as NumPy's float64, so a step's
 # ``.astype(np.float32)`` gets back the very numbers the migrated tf.random draw makes.
-NUMPY_HELD = {
-    "normal": ("normal", (("loc", "mean"), ("scale", "stddev")), False),
-    "standard_normal": ("normal", (), False),
-    "randn": ("normal", (), True),
-    "uniform": ("uniform", (("low", "minval"), ("high", "maxval")), False),
-    "random": ("uniform", (), False),
-    "random_sample": ("uniform", (), False),
-    "rand": ("uniform", (), True),
-}
 
 _active = False
 _floatx: str | None = None
@@ -90,7 +81,7 @@ def install() -> None:
     for name in ("normal", "uniform", "truncated_normal", "binomial", "uniform_full_int"):
         if hasattr(generator, name):
             _wrap_module(generator, name, _not_held(f"tf.random.Generator.{name}"))
-    for name, how in NUMPY_HELD.items():
+    for name, how in NUMPY_DRAWS.items():
         _wrap_module(np.random, name, _held_numpy(how, f"np.random.{name}"))
     for name in UNHELD_NUMPY:
         _wrap_module(np.random, name, _not_held(f"np.random.{name}"))

@@ -30,18 +30,8 @@ from autofix.analysis.migration.refusal import Refusal
 from autofix.analysis.program import Program
 from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import nodes_in
+from autofix.tf.numpy_draws import NUMPY_DRAWS
 
-# NumPy's draw -> (the tf.random draw, its parameters as NumPy names them, in order, with the
-# names tf.random gives them; whether the shape is given as separate numbers, randn's way).
-_DRAWS: dict[str, tuple[str, tuple[tuple[str, str], ...], bool]] = {
-    "normal": ("normal", (("loc", "mean"), ("scale", "stddev")), False),
-    "standard_normal": ("normal", (), False),
-    "randn": ("normal", (), True),
-    "uniform": ("uniform", (("low", "minval"), ("high", "maxval")), False),
-    "random": ("uniform", (), False),
-    "random_sample": ("uniform", (), False),
-    "rand": ("uniform", (), True),
-}
 _FLOAT32 = ("numpy.float32",)
 
 
@@ -97,10 +87,10 @@ def _refused(program: Program, call: cst.Call, why: str) -> Refusal:
 def _rewritten(program: Program, facts, function: cst.FunctionDef, call: cst.Call) -> HostDraw | Refusal:
     names = facts.names_of(call.func)
     numpy = sorted(n.removeprefix("numpy.random.") for n in names if n.startswith("numpy.random."))
-    if not numpy or numpy[0] not in _DRAWS:
+    if not numpy or numpy[0] not in NUMPY_DRAWS:
         shown = program.module.code_for_node(call.func)
         return _refused(program, call, f"{shown} has no tf.random draw of the same distribution that autofix writes")
-    draw, parameters, separate = _DRAWS[numpy[0]]
+    draw, parameters, separate = NUMPY_DRAWS[numpy[0]]
     if any(arg.star for arg in call.args):
         return _refused(program, call, "its arguments are unpacked (*args)")
     code = program.module.code_for_node
