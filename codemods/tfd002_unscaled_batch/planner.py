@@ -319,16 +319,18 @@ class BatchPlanner:
                         values.extend(self._arguments(binding))
         return False
 
-    def _arguments(self, param: cst.Param) -> list[cst.CSTNode]:
-        """What the calls of ``param``'s function pass it, and its default."""
+    def _arguments(self, param: cst.Param) -> list[cst.BaseExpression]:
+        """What the calls of ``param``'s function pass it, then its default."""
         function = self.program.enclosing_function(param)
-        found: list[cst.CSTNode] = [param.default] if param.default is not None else []
+        found: list[cst.BaseExpression] = []
         for ref in self.facts.references(function) if function is not None else ():
             call = self.program.parent(ref)
             if isinstance(call, cst.Call) and call.func is ref:
                 arg = parameter_argument(function, call, param)
                 if arg is not None:
                     found.append(arg.value)
+        if param.default is not None:
+            found.append(param.default)
         return found
 
     def _compared(self, site: Site, fits: list[cst.Call]) -> bool | str | None:
@@ -451,14 +453,8 @@ class BatchPlanner:
             if id(param) in seen or function is None:
                 continue
             seen.add(id(param))
-            for ref in self.facts.references(function):
-                call = self.program.parent(ref)
-                if isinstance(call, cst.Call) and call.func is ref:
-                    arg = parameter_argument(function, call, param)
-                    if arg is not None:
-                        found += self._sources(arg.value, seen)
-            if param.default is not None:
-                found += self._sources(param.default, seen)
+            for value in self._arguments(param):
+                found += self._sources(value, seen)
         return found
 
     def _destinations(self, sites: list[Site], findings: dict[int, Finding]) -> dict[int, str]:
