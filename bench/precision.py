@@ -38,6 +38,7 @@ PARTS = {
     "D": "74 files from 62 other repositories, gathered and triaged before the tool was run on them (the second blind part)",
     "E": "62 files from 42 other repositories, gathered and triaged before the tool was run on them (the third blind part)",
     "F": "61 files from 47 other repositories, gathered and triaged before the tool was run on them (the fourth blind part)",
+    "G": "60 files from 47 other repositories, gathered and triaged before the tool was run on them (the fifth blind part)",
 }
 RULES = ("TFD001", "TFD002", "TFD003", "TFD004", "TFD005", "TFD006", "TFD007", "TFD008", "TFD009", "TFD011", "TFD012")
 
