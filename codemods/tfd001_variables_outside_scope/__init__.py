@@ -17,6 +17,14 @@ Not findings (measured, or kept apart on purpose):
   hold no variables: a model built in the scope from an Input made outside it is mirrored);
   ``compile`` given an optimizer object, and weights loaded or a checkpoint restored into a
   model made in the scope (both work outside it);
+- Keras preprocessing layers that hold nothing to mirror (``Rescaling``, ``Resizing``,
+  ``Hashing``, ``CategoryEncoding``, the ``Random*`` augmentation layers, a ``Sequential`` of
+  them), and the adapted ones (``Normalization``, ``Discretization``, the lookups and
+  ``TextVectorization``) in a file that runs on Keras 3, which trains with what ``adapt()``
+  computed outside the scope; on tf_keras such a layer built into the model moves into the
+  scope with its ``adapt()``, or is reported when its ``adapt()`` cannot move with it
+  (docs/keras-versions.md, "Preprocessing layers"). A layer used only in the input pipeline
+  is no part of what is trained;
 - training kept apart from the strategy: nothing of it made or run in a scope of a file that
   enters one elsewhere (a baseline, a model reloaded "without a strategy"), or a branch whose
   other branch enters the scope (``if replicas == 1``);
