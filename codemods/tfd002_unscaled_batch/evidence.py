@@ -33,6 +33,12 @@ A count of this machine's devices (a device list, its length, a name bound to on
 replica under ``MirroredStrategy`` but one worker's under ``MultiWorkerMirroredStrategy``:
 ``counts_local_devices_only`` tells the planner when that is all the evidence there is.
 
+The other way round, what says a constant batch is one replica's (the planner fixes it by
+default only then): a name or comment it comes through (``BATCH_SIZE_PER_REPLICA``, ``BATCH =
+64  # per GPU``, also in the project module that writes it: :meth:`Evidence.said_per_replica`,
+:meth:`Evidence.imported_said_per_device`), or a learning rate the file scales with the
+replicas or workers (:attr:`Evidence.rate_follows_replicas`).
+
 Evidence from names, flags and the file's words gives way to its code: a value the file
 multiplies by the replica count (``GLOBAL = BATCH * strategy.num_replicas_in_sync``) is per
 replica whatever it is called (``already_global(..., by_name=False)``).
