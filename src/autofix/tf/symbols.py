@@ -290,8 +290,11 @@ NO_KERAS_OBJECTS = frozenset(
 # Keras preprocessing layers (``keras.layers.X``, also spelled
 # ``keras.layers.experimental.preprocessing.X``). Measured on TF 2.21 with Keras 3.15 and
 # tf_keras 2.21, two replicas (docs/keras-versions.md, "Preprocessing layers (TFD001)"):
-# - these hold no variables on either Keras: made outside the scope, in the input pipeline or
-#   in a model built in the scope, they train the same as made inside it;
+# - these hold no weights on either Keras (Keras 3's random layers: a seed generator's state,
+#   which training does not need mirrored): made outside the scope, in the input pipeline or in
+#   a model built in the scope, they train as made inside it (trained: Rescaling, Resizing,
+#   Hashing, CategoryEncoding, RandomFlip, RandomRotation, RandomZoom, RandomContrast; the
+#   others checked for weights only);
 STATELESS_PREPROCESSING = frozenset(
     {
         "Rescaling", "Resizing", "CenterCrop", "Hashing", "HashedCrossing", "CategoryEncoding",
