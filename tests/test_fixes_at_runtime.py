@@ -44,6 +44,7 @@ NOT_RUNNABLE = {
     "tfd001/trainer_optional_strategy": "trains a baseline on one device on purpose (tests/test_optional_strategy.py runs it on both paths)",
     "tfd002/optional_strategy_parameter": "trains a baseline on one device on purpose (tests/test_optional_strategy.py runs it on both paths)",
     "tfd003/trainer_optional_strategy": "trains a baseline on one device on purpose (tests/test_optional_strategy.py runs it on both paths)",
+    "tfd001/adapted_layer_keras2": "tf_keras only: Keras 3 trains the broken script too (tests/test_preprocessing_at_runtime.py runs it on tf_keras)",
     "tfd001/multi_gpu_model_template_also_trained": "calls Keras 2's multi_gpu_model, which TensorFlow 2.21 does not have",
     "tfd002/multi_gpu_model_other_model_batch": "calls Keras 2's multi_gpu_model, which TensorFlow 2.21 does not have",
 }

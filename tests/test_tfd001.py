@@ -308,3 +308,29 @@ def test_a_pretrained_layer_passed_to_a_model_built_in_the_scope_moves_with_it(i
     analysis = analyse(source, TFD001)
     assert {f.line for f in analysis.findings} == {9, 10}
     assert f"with strategy.scope():\n    encoder = {made}\n    model = build(encoder)\n" in analysis.new_text
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["keras.layers.Normalization", "tf_keras.layers.experimental.preprocessing.Normalization", "tf.keras.layers.experimental.preprocessing.Normalization"],
+)
+def test_an_adapted_layer_is_moved_with_its_adapt_only_where_tf_keras_may_run(spelling):
+    """docs/keras-versions.md, "Preprocessing layers": Keras 3 trains with it made outside;
+    tf_keras needs it made and adapted in the scope."""
+    body = (
+        "strategy = tf.distribute.MirroredStrategy()\n"
+        f"norm = {spelling}()\n"
+        "norm.adapt(x)\n"
+        "with strategy.scope():\n"
+        "    model = keras.Sequential([keras.Input((3,)), norm, keras.layers.Dense(1)])\n"
+        '    model.compile(optimizer="adam", loss="mse")\n'
+        "model.fit(x, y)\n"
+    )
+    if not spelling.startswith("tf_keras"):
+        keras3 = analyse("import keras\nimport tensorflow as tf\n" + body, TFD001)
+        assert keras3.findings == [] and keras3.new_text is None
+    legacy = "import os\nos.environ['TF_USE_LEGACY_KERAS'] = '1'\nimport tensorflow as tf\nimport tf_keras\nimport tf_keras as keras\n"
+    keras2 = analyse(legacy + body, TFD001)
+    assert [f.line for f in keras2.findings] == [7]
+    assert "with strategy.scope():\n    norm = " in keras2.new_text
+    assert "    norm.adapt(x)\n    model = " in keras2.new_text

@@ -17,6 +17,14 @@ Not findings (measured, or kept apart on purpose):
   hold no variables: a model built in the scope from an Input made outside it is mirrored);
   ``compile`` given an optimizer object, and weights loaded or a checkpoint restored into a
   model made in the scope (both work outside it);
+- Keras preprocessing layers that hold nothing to mirror (``Rescaling``, ``Resizing``,
+  ``Hashing``, ``CategoryEncoding``, the ``Random*`` augmentation layers, a ``Sequential`` of
+  them), and the adapted ones (``Normalization``, ``Discretization``, the lookups and
+  ``TextVectorization``) in a file that runs on Keras 3, which trains with what ``adapt()``
+  computed outside the scope; on tf_keras such a layer built into the model moves into the
+  scope with its ``adapt()``, or is reported when its ``adapt()`` cannot move with it
+  (docs/keras-versions.md, "Preprocessing layers"). A layer used only in the input pipeline
+  is no part of what is trained;
 - training kept apart from the strategy: nothing of it made or run in a scope of a file that
   enters one elsewhere (a baseline, a model reloaded "without a strategy"), or a branch whose
   other branch enters the scope (``if replicas == 1``);
@@ -58,12 +66,12 @@ from autofix.analysis.facts.keras_objects import COMPILE, TRAIN
 from autofix.analysis.facts.strategies import Strategy, may_be_none
 from autofix.analysis.project import pins
 from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker
-from autofix.analysis.syntax import calls_in, is_wall, names_in, root_name
+from autofix.analysis.syntax import argument_value, calls_in, is_wall, names_in, root_name
 from autofix.analysis.training.model import TrainingModel
 from autofix.analysis.training.sites import Site
 from autofix.codegen import BlockEdits, ScopeSpan, on_both_paths, reordered, wrap_spans
 from autofix.rule import SUPPRESSED, Example, Rule
-from autofix.tf.symbols import NO_VARIABLE_LAYERS, Kind
+from autofix.tf.symbols import ADAPT_MAKES_VARIABLES, ADAPTED_PREPROCESSING, NO_VARIABLE_LAYERS, STATELESS_PREPROCESSING, Kind, preprocessing_layer
 
 _WHAT = {
     Kind.MODEL: "model built",
@@ -87,11 +95,18 @@ _MESSAGES = {
         '("created inside a different distribution strategy")'
     ),
 }
+# A preprocessing layer adapted outside the scope and built into a model trained under it
+# (measured: docs/keras-versions.md, "Preprocessing layers"); Keras 3 trains with it.
+_PREPROCESSING = (
+    "{} made outside strategy.scope() but built into a model trained under it: tf_keras fails "
+    '("was not created in the distribution strategy scope"); make it, and adapt it, in the scope'
+)
 # Keras methods that fail on Keras 3 under a multi-worker strategy (measured; TFD006).
 KERAS3_FAILING = frozenset({"fit", "fit_generator", "evaluate", "evaluate_generator", "train_on_batch", "test_on_batch"})
 # Calls that load into objects that exist already: they need no scope of their own, but stay
 # next to the objects they load into when those move.
 _JOINING_LOADS = frozenset({"load_weights", "restore"})
+_SEQUENTIAL = frozenset({"keras.Sequential", "keras.models.Sequential"})
 
 NEEDS, TRAINS, MIXED, NEUTRAL, SCOPE, BLOCKED = "needs", "trains", "mixed", "neutral", "scope", "blocked"
 # A statement that only compiles or loads into objects being moved: it joins their scope.
@@ -207,6 +222,8 @@ class _Planner:
         self.reports: list[tuple[cst.Call, object, str | None]] = []
         # Calls that the plan wraps in a scope, and calls it leaves outside (with why).
         self.wrapped: set[cst.Call] = set()
+        # Statements the plan wraps in a scope (by id).
+        self.wrapped_statements: set[int] = set()
         self.blocked: dict[cst.Call, str] = {}
         # Members of training units that cannot be fixed whole, with the reason.
         self.units = units or {}
@@ -230,7 +247,9 @@ class _Planner:
         self.reports.extend(min(calls, key=lambda ck: _rank(ck[1])) for calls in unreached.values())
         related = self._keras2_pin()
         for call, kind, why in self.reports:
-            self.rule.report(call, _message(call, kind), why, related)
+            layer = preprocessing_layer(self.facts.names_of(call.func)) if kind is Kind.LAYER else None
+            message = _PREPROCESSING.format(layer) if layer else _message(call, kind)
+            self.rule.report(call, message, why, related)
         self.rule.edits.extend(self.edits)
 
     def _keras2_pin(self) -> tuple[tuple[str | None, int, str], ...]:
@@ -259,10 +278,12 @@ class _Planner:
         for site in self.training.distributed_sites:
             needing = [m for m in site.members if self._needs_scope(m)]
             missing = [m for m in needing if m not in self.wrapped and not self._covered(m)]
+            left = {m: why for m in needing if m in self.wrapped for why in [self._adapt_left_outside(m)] if why}
+            missing += [m for m in left if m not in missing]
             if not missing:
                 continue
             first = missing[0]
-            why = self.blocked.get(first) or self._unreached(first, site)
+            why = left.get(first) or self.blocked.get(first) or self._unreached(first, site)
             if len(needing) == 1:
                 reason = why
             else:
@@ -335,9 +356,90 @@ class _Planner:
             return self.training.creates_optimizer(call)
         if kind is Kind.LAYER and self.facts.names_of(call.func) & NO_VARIABLE_LAYERS:
             return False  # ``keras.Input``: a symbolic tensor, no variables
+        if kind is Kind.LAYER and not self._preprocessing_needs_scope(call):
+            return False
+        if kind is Kind.MODEL and self._preprocessing_only(call):
+            return False  # ``Sequential([RandomFlip(), RandomRotation(0.1)])``
         if kind is Kind.LOAD:
             return not (isinstance(call.func, cst.Attribute) and call.func.attr.value in _JOINING_LOADS)
         return isinstance(kind, Kind) and kind is not Kind.LOSS
+
+    # --- preprocessing layers (measured: docs/keras-versions.md, "Preprocessing layers") ------
+
+    @property
+    def _keras3(self) -> bool:
+        """Whether every Keras the file names is Keras 3 (which keeps what ``adapt()``
+        computes where training with it made outside the scope works)."""
+        return MultiWorker.of(self.program).keras.keras3
+
+    def _preprocessing_needs_scope(self, call: cst.Call) -> bool:
+        """A Keras preprocessing layer holds variables a model built in the scope must get
+        from the scope only when ``adapt()`` fills them and the file may run on tf_keras;
+        the others hold none (a lookup table, or nothing), or none that training updates."""
+        layer = preprocessing_layer(self.facts.names_of(call.func))
+        if layer is None:
+            return True
+        return layer in ADAPTED_PREPROCESSING and not self._keras3
+
+    def _preprocessing_only(self, call: cst.Call) -> bool:
+        """``Sequential([...])`` of preprocessing layers that hold no variables to mirror."""
+        if not self.facts.names_of(call.func) & _SEQUENTIAL:
+            return False
+        layers = argument_value(call, "layers", 0)
+        if not isinstance(layers, (cst.List, cst.Tuple)) or not layers.elements:
+            return False
+        for element in layers.elements:
+            value = element.value
+            if not isinstance(value, cst.Call) or isinstance(element, cst.StarredElement):
+                return False
+            names = self.facts.names_of(value.func)
+            if names & NO_VARIABLE_LAYERS:
+                continue
+            if preprocessing_layer(names) is None or self._preprocessing_needs_scope(value):
+                return False
+        return True
+
+    def _adapt_calls(self, call: cst.Call) -> list[cst.Call]:
+        """The ``adapt()`` calls of the adapted preprocessing layer ``call`` makes (through the
+        name it is bound to)."""
+        if preprocessing_layer(self.facts.names_of(call.func)) not in ADAPTED_PREPROCESSING:
+            return []
+        target = self.facts.assigned_name(call)
+        found = []
+        for use in self.facts.uses(target) if target is not None else ():
+            attribute = self.program.parent(use)
+            if isinstance(attribute, cst.Attribute) and attribute.value is use and attribute.attr.value == "adapt":
+                adapt = self.program.parent(attribute)
+                if isinstance(adapt, cst.Call) and adapt.func is attribute:
+                    found.append(adapt)
+        return found
+
+    def _adapts_layer_moved(self, call: cst.Call) -> bool:
+        """``norm.adapt(x)`` where ``norm`` is made outside the scope and must move into it:
+        on tf_keras its variables are made by ``adapt()``, so it moves with the layer."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "adapt" and isinstance(func.value, cst.Name)):
+            return False
+        for binding in self.facts.bindings(func.value) or ():
+            value = None if isinstance(binding, cst.Param) else self.facts.assigned_value(binding)
+            if isinstance(value, cst.Call) and call in self._adapt_calls(value) and self._needs_scope(value):
+                return True
+        return False
+
+    def _adapt_left_outside(self, call: cst.Call) -> str | None:
+        """Why moving the preprocessing layer ``call`` makes would change nothing: one of its
+        ``adapt()`` calls stays outside the scope, and tf_keras makes its variables there."""
+        if preprocessing_layer(self.facts.names_of(call.func)) not in ADAPT_MAKES_VARIABLES:
+            return None
+        for adapt in self._adapt_calls(call):
+            if any(id(a) in self.wrapped_statements for a in self.program.ancestors(adapt)) or self.training.under_scope_where_distributed(adapt):
+                continue
+            return (
+                f"its adapt() (line {self.program.line(adapt)}) cannot move into strategy.scope() with it: tf_keras "
+                "makes the layer's variables where adapt() runs, so moving the layer alone changes nothing; make and "
+                "adapt it in the scope"
+            )
+        return None
 
     def plan(self) -> None:
         contexts = list(self.contexts.created)
@@ -378,6 +480,9 @@ class _Planner:
             kind = self.facts.call_kind(call)
             if kind == TRAIN:
                 trains = True
+                continue
+            if self._adapts_layer_moved(call):
+                joins = True  # ``norm.adapt(x)``: tf_keras makes the layer's variables here
                 continue
             if isinstance(kind, cst.FunctionDef):
                 effects = self.facts.effects.get(kind)
@@ -498,6 +603,7 @@ class _Planner:
         for span in spans:
             for position in range(span.first, span.last + 1):
                 self.wrapped.update(call for call, _kind in info[order[position]].needing)
+                self.wrapped_statements.add(id(body[order[position]]))
         if spans or order != sorted(order):
             up = {context.index} if context.index is not None and order.index(context.index) < context.index else set()
             down = {i for i, statement in enumerate(body) if id(statement) in self.moved_down}

@@ -33,6 +33,12 @@ A count of this machine's devices (a device list, its length, a name bound to on
 replica under ``MirroredStrategy`` but one worker's under ``MultiWorkerMirroredStrategy``:
 ``counts_local_devices_only`` tells the planner when that is all the evidence there is.
 
+The other way round, what says a constant batch is one replica's (the planner fixes it by
+default only then): a name or comment it comes through (``BATCH_SIZE_PER_REPLICA``, ``BATCH =
+64  # per GPU``, also in the project module that writes it: :meth:`Evidence.said_per_replica`,
+:meth:`Evidence.imported_said_per_device`), or a learning rate the file scales with the
+replicas or workers (:attr:`Evidence.rate_follows_replicas`).
+
 Evidence from names, flags and the file's words gives way to its code: a value the file
 multiplies by the replica count (``GLOBAL = BATCH * strategy.num_replicas_in_sync``) is per
 replica whatever it is called (``already_global(..., by_name=False)``).
@@ -43,6 +49,7 @@ from __future__ import annotations
 import os
 import re
 from functools import cached_property
+from typing import Callable
 
 import libcst as cst
 
@@ -53,7 +60,7 @@ from autofix.analysis.program import Program
 from autofix.analysis.project.imports import ProjectImports, program_of
 from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import argument_value, parameter_argument
-from autofix.tf.symbols import IN_BATCH_OBJECTIVES
+from autofix.tf.symbols import IN_BATCH_OBJECTIVES, Kind
 
 from . import comments
 
@@ -413,6 +420,91 @@ class Evidence:
             return True
         program = program_of(resolved.path)
         return program is not None and _comment_meaning(program.source, definition.line) == comments.PER_DEVICE
+
+    def said_per_replica(self, value: cst.BaseExpression, operands: Callable[[cst.BaseExpression], list[cst.BaseExpression]]) -> bool:
+        """Whether a name or comment the batch ``value`` comes through says it is one replica's
+        (``BATCH_SIZE_PER_REPLICA``, ``per_gpu_batch``, ``BATCH = 64  # per GPU``), followed
+        through the names and paths ``operands`` says it carries, their assignments and what
+        the calls of a helper pass its parameter."""
+        values: list[cst.CSTNode] = [value]
+        seen: set[int] = set()
+        while values:
+            value = values.pop()  # type: ignore[assignment]
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            if self.comment_says(value) == comments.PER_DEVICE:
+                return True
+            for node in operands(value) if isinstance(value, cst.BaseExpression) else ():
+                name = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else None
+                if name is not None and per_device_name(name):
+                    return True
+                if self.imported_said_per_device(node):
+                    return True  # config.BATCH_SIZE, written "= 64  # per GPU" in config.py
+                for binding in (self.facts.bindings(node) or ()) if isinstance(node, cst.Name) else ():
+                    target = binding.name if isinstance(binding, cst.Param) else None
+                    if target is not None and per_device_name(target.value):
+                        return True
+                    assigned = None if isinstance(binding, cst.Param) else self.facts.assigned_value(binding)
+                    if assigned is not None:
+                        values.append(assigned)
+                    elif isinstance(binding, cst.Param):
+                        values.extend(self.arguments(binding))
+        return False
+
+    def arguments(self, param: cst.Param) -> list[cst.BaseExpression]:
+        """What the calls of ``param``'s function pass it, then its default."""
+        function = self.program.enclosing_function(param)
+        found: list[cst.BaseExpression] = []
+        for ref in self.facts.references(function) if function is not None else ():
+            call = self.program.parent(ref)
+            if isinstance(call, cst.Call) and call.func is ref:
+                arg = parameter_argument(function, call, param)
+                if arg is not None:
+                    found.append(arg.value)
+        if param.default is not None:
+            found.append(param.default)
+        return found
+
+    @cached_property
+    def rate_follows_replicas(self) -> bool:
+        """Whether the file scales an optimizer's learning rate with the replicas or workers
+        (``Adam(learning_rate=0.001 * world_size)``): it takes its global batch to be its
+        constant batch times that count, so the constant is meant per replica."""
+        for call, _owner in self.facts.calls:
+            if self.facts.call_kind(call) is not Kind.OPTIMIZER:
+                continue
+            rate = argument_value(call, "learning_rate", 0) or argument_value(call, "lr")
+            if rate is not None and self._times_a_count(rate, 0):
+                return True
+        return False
+
+    def _times_a_count(self, expr: cst.CSTNode, depth: int) -> bool:
+        """``expr`` is a product one of whose factors counts replicas, devices or workers."""
+        if depth > 4:
+            return False
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+            return any(self._a_count(side, depth) for side in (expr.left, expr.right)) or any(
+                self._times_a_count(side, depth + 1) for side in (expr.left, expr.right)
+            )
+        if isinstance(expr, cst.Name):
+            for binding in self.facts.bindings(expr) or ():
+                value = None if isinstance(binding, cst.Param) else self.facts.assigned_value(binding)
+                if value is not None and self._times_a_count(value, depth + 1):
+                    return True
+        return False
+
+    def _a_count(self, expr: cst.BaseExpression, depth: int) -> bool:
+        if self.counts_replicas(expr):
+            return True
+        if isinstance(expr, cst.Name):
+            if "world" in expr.value.lower().split("_"):
+                return True  # world_size: the number of workers (or replicas)
+            for binding in self.facts.bindings(expr) or ():
+                value = None if isinstance(binding, cst.Param) else self.facts.assigned_value(binding)
+                if value is not None and depth < 4 and self._a_count(value, depth + 1):
+                    return True
+        return False
 
     def _said_global(self, path: str, name: str, line: int) -> bool:
         if _says_global(name):

@@ -28,9 +28,8 @@ from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker
 from autofix.rule import SUPPRESSED, Rule
 from autofix.tf import symbols
 
-from . import comments
 from .edits import FixWriter
-from .evidence import Evidence, per_device_name
+from .evidence import Evidence
 from .first_batches import FirstBatches
 from .helpers import Helpers
 from .sites import Site, Sites
@@ -245,93 +244,12 @@ class BatchPlanner:
             why = self._constant_divisor()
         if why is None and isinstance(compared, str):
             why = compared
-        meant = per_replica or self._said_per_replica(site) or self._rate_follows_replicas
+        meant = (
+            per_replica
+            or (site.arg is not None and self.evidence.said_per_replica(site.arg.value, self.webs.operands))
+            or self.evidence.rate_follows_replicas
+        )
         return Finding(site, context, why, per_replica, meant)
-
-    @cached_property
-    def _rate_follows_replicas(self) -> bool:
-        """Whether the file scales an optimizer's learning rate with the replicas or workers
-        (``Adam(learning_rate=0.001 * world_size)``): it takes its global batch to be its
-        constant batch times that count, so the constant is meant per replica."""
-        for call, _owner in self.facts.calls:
-            if self.facts.call_kind(call) is not symbols.Kind.OPTIMIZER:
-                continue
-            rate = argument_value(call, "learning_rate", 0) or argument_value(call, "lr")
-            if rate is not None and self._times_a_count(rate, 0):
-                return True
-        return False
-
-    def _times_a_count(self, expr: cst.CSTNode, depth: int) -> bool:
-        """``expr`` is a product one of whose factors counts replicas, devices or workers."""
-        if depth > 4:
-            return False
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
-            return any(self._a_count(side, depth) for side in (expr.left, expr.right)) or any(
-                self._times_a_count(side, depth + 1) for side in (expr.left, expr.right)
-            )
-        if isinstance(expr, cst.Name):
-            for binding in self.facts.bindings(expr) or ():
-                value = None if isinstance(binding, cst.Param) else self.facts.assigned_value(binding)
-                if value is not None and self._times_a_count(value, depth + 1):
-                    return True
-        return False
-
-    def _a_count(self, expr: cst.BaseExpression, depth: int) -> bool:
-        if self.evidence.counts_replicas(expr):
-            return True
-        if isinstance(expr, cst.Name):
-            if "world" in expr.value.lower().split("_"):
-                return True  # world_size: the number of workers (or replicas)
-            for binding in self.facts.bindings(expr) or ():
-                value = None if isinstance(binding, cst.Param) else self.facts.assigned_value(binding)
-                if value is not None and depth < 4 and self._a_count(value, depth + 1):
-                    return True
-        return False
-
-    def _said_per_replica(self, site: Site) -> bool:
-        """Whether a name or comment the site's batch comes through says it is one replica's
-        (``BATCH_SIZE_PER_REPLICA``, ``per_gpu_batch``, ``BATCH = 64  # per GPU``)."""
-        if site.arg is None:
-            return False
-        values: list[cst.CSTNode] = [site.arg.value]
-        seen: set[int] = set()
-        while values:
-            value = values.pop()
-            if id(value) in seen:
-                continue
-            seen.add(id(value))
-            if self.evidence.comment_says(value) == comments.PER_DEVICE:
-                return True
-            for node in self.webs.operands(value) if isinstance(value, cst.BaseExpression) else ():
-                name = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else None
-                if name is not None and per_device_name(name):
-                    return True
-                if self.evidence.imported_said_per_device(node):
-                    return True  # config.BATCH_SIZE, written "= 64  # per GPU" in config.py
-                for binding in (self.facts.bindings(node) or ()) if isinstance(node, cst.Name) else ():
-                    target = binding.name if isinstance(binding, cst.Param) else None
-                    if target is not None and per_device_name(target.value):
-                        return True
-                    assigned = None if isinstance(binding, cst.Param) else self.facts.assigned_value(binding)
-                    if assigned is not None:
-                        values.append(assigned)
-                    elif isinstance(binding, cst.Param):
-                        values.extend(self._arguments(binding))
-        return False
-
-    def _arguments(self, param: cst.Param) -> list[cst.BaseExpression]:
-        """What the calls of ``param``'s function pass it, then its default."""
-        function = self.program.enclosing_function(param)
-        found: list[cst.BaseExpression] = []
-        for ref in self.facts.references(function) if function is not None else ():
-            call = self.program.parent(ref)
-            if isinstance(call, cst.Call) and call.func is ref:
-                arg = parameter_argument(function, call, param)
-                if arg is not None:
-                    found.append(arg.value)
-        if param.default is not None:
-            found.append(param.default)
-        return found
 
     def _compared(self, site: Site, fits: list[cst.Call]) -> bool | str | None:
         """What a single-device twin of the trained model (:mod:`~autofix.analysis.training.comparisons`)
@@ -453,7 +371,7 @@ class BatchPlanner:
             if id(param) in seen or function is None:
                 continue
             seen.add(id(param))
-            for value in self._arguments(param):
+            for value in self.evidence.arguments(param):
                 found += self._sources(value, seen)
         return found
 

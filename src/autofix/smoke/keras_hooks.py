@@ -413,9 +413,30 @@ def _cause(model: Any, unmirrored_model_vars: list[str]) -> str | None:
 
 def _model_variables(model: Any) -> list[Any]:
     try:
-        return list(model.weights)
+        weights = list(model.weights)
     except Exception:  # an unbuilt subclassed model has none yet
         return []
+    fixed = _preprocessing_state(model)
+    return [w for w in weights if id(w) not in fixed]
+
+
+def _preprocessing_state(model: Any) -> set[int]:
+    """The non-trainable variables of the model's Keras preprocessing layers (Normalization's
+    mean and variance, set by ``adapt()``): training never updates them, and Keras 3 trains
+    with them made outside the scope (docs/keras-versions.md, "Preprocessing layers"), so
+    they are not what tells whether training was distributed."""
+    try:
+        layers = list(model._flatten_layers(include_self=False))
+    except Exception:
+        return set()
+    found: set[int] = set()
+    for layer in layers:
+        if ".layers.preprocessing." in type(layer).__module__:
+            try:
+                found.update(id(w) for w in layer.non_trainable_weights)
+            except Exception:
+                continue
+    return found
 
 
 def _optimizer_variables(model: Any) -> list[Any]:

@@ -285,3 +285,40 @@ NO_KERAS_OBJECTS = frozenset(
         "numpy", "pandas", "matplotlib", "PIL", "cv2", "scipy", "tensorflow",
     }
 )
+
+
+# Keras preprocessing layers (``keras.layers.X``, also spelled
+# ``keras.layers.experimental.preprocessing.X``). Measured on TF 2.21 with Keras 3.15 and
+# tf_keras 2.21, two replicas (docs/keras-versions.md, "Preprocessing layers (TFD001)"):
+# - these hold no weights on either Keras (Keras 3's random layers: a seed generator's state,
+#   which training does not need mirrored): made outside the scope, in the input pipeline or in
+#   a model built in the scope, they train as made inside it (trained: Rescaling, Resizing,
+#   Hashing, CategoryEncoding, RandomFlip, RandomRotation, RandomZoom, RandomContrast; the
+#   others checked for weights only);
+STATELESS_PREPROCESSING = frozenset(
+    {
+        "Rescaling", "Resizing", "CenterCrop", "Hashing", "HashedCrossing", "CategoryEncoding",
+        "RandomFlip", "RandomRotation", "RandomZoom", "RandomContrast", "RandomTranslation",
+        "RandomCrop", "RandomBrightness", "RandomHeight", "RandomWidth",
+    }
+)
+# - these hold what ``adapt()`` computes (a vocabulary, a mean and variance, bin boundaries):
+#   Keras 3 keeps it in lookup tables or non-trainable variables that training never updates,
+#   and trains with them made outside the scope; tf_keras keeps it in variables that a model
+#   built in the scope refuses when they were made outside ("was not created in the
+#   distribution strategy scope"), made where ``adapt()`` runs, not where the layer is made.
+ADAPTED_PREPROCESSING = frozenset({"TextVectorization", "StringLookup", "IntegerLookup", "Normalization", "Discretization"})
+# Of those, the ones whose tf_keras variables ``adapt()`` makes: made in the scope but adapted
+# outside it, they still fail (the lookups made in the scope train, adapted anywhere).
+ADAPT_MAKES_VARIABLES = frozenset({"Normalization", "Discretization"})
+_PREPROCESSING_MODULES = ("keras.layers", "keras.layers.experimental.preprocessing", "keras.layers.preprocessing")
+
+
+def preprocessing_layer(names: frozenset[str]) -> str | None:
+    """The class name when one of ``names`` (canonical qualified names) is a Keras
+    preprocessing layer of :data:`STATELESS_PREPROCESSING` or :data:`ADAPTED_PREPROCESSING`."""
+    for name in names:
+        head, _, last = name.rpartition(".")
+        if head in _PREPROCESSING_MODULES and last in STATELESS_PREPROCESSING | ADAPTED_PREPROCESSING:
+            return last
+    return None
