@@ -101,6 +101,11 @@ CASES = {
     "drawn": ("drawn.migrated.py", "drawn.py", "equivalent", "on 1 replica: the same 3 steps as the original"),
     "drawn_wrong_mean": ("drawn.wrong_mean.py", "drawn.py", "different", "(1/2: each replica's share of the loss, not the loss?)"),
     "drawn_wrong_sum": ("drawn.wrong_sum.py", "drawn.py", "different", "(2 x: the replicas' values summed where they should be averaged?)"),
+    # a tf.function helper drawing noise inside the step, traced twice (the optimizer's slots
+    # are made by the first call): the draw's replica and batch are numbers, not tensors of the
+    # first trace, which the helper's trace kept ("out of scope" in the second)
+    "nested_draw": ("nested_draw.migrated.py", "nested_draw.py", "equivalent", "on 1 replica: the same 3 steps as the original"),
+    "nested_draw_wrong_mean": ("nested_draw.wrong_mean.py", "nested_draw.py", "different", "2.00 x the original's"),
     "unheld": ("unheld.migrated.py", "unheld.py", "inconclusive", "np.random.normal in the migrated run's step is random in a way the comparison cannot hold equal"),
     "generated": ("generated.migrated.py", "generated.py", "inconclusive", "were fed"),
     "sequential_gan": ("sequential_gan.migrated.py", "sequential_gan.py", "inconclusive", "the original's step cannot be computed as replicas: a gradient is taken after the update"),

@@ -232,7 +232,7 @@ def judge(original: str, o1: SmokeReport, on: SmokeReport, mn: SmokeReport, m1: 
         message = (
             f"{different[0].message}: a difference this small ({100 * apart.get('relative', 0.0):.2g}% in direction, its size the "
             f"same within {100 * NORMALIZATION_SLACK:g}%) is what float32's rounding, magnified over the steps by the optimizer "
-            f"(Adam's update is lr * g / (|g| + eps): about lr for any g well above eps) and the model (BatchNormalization), "
+            f"(Adam's update is lr * g / (|g| + eps): about lr for any g well above eps) and the model (a BatchNormalization, for one), "
             f"can make; it cannot be proven or disproven in float32"
         )
         return made("inconclusive", message, pairs, rounding=True, said=said)

@@ -356,12 +356,19 @@ def replica(strategy_context: Any, inputs: Any):
         yield
         return
     count = strategy_context.num_replicas_in_sync
+    # Python numbers wherever the trace knows them: a tensor of this graph, read by a nested
+    # tf.function's draw, is captured by that function's trace, which a later trace of the step
+    # (a partial last batch) reuses from a graph where it no longer exists ("out of scope").
+    replica = strategy_context.replica_id_in_sync_group
+    known = tf.get_static_value(replica)
+    replica = replica if known is None else int(known)
     batch = None
     for value in tf.nest.flatten(inputs, expand_composites=True):
         if isinstance(value, tf.Tensor) and value.shape.rank:
-            batch = tf.shape(value)[0]
+            lead = value.shape[0]
+            batch = int(lead) if lead is not None else tf.shape(value)[0]
             break
-    previous = context.enter_replica(strategy_context.replica_id_in_sync_group, batch, count)
+    previous = context.enter_replica(replica, batch, count)
     try:
         yield
     finally:
