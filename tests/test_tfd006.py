@@ -148,5 +148,11 @@ def test_a_hub_layer_outside_any_model_says_nothing_of_keras():
     assert analyse(in_model, SAFE_ONLY).findings == []
     added = eager.replace("    model.compile", "    model.add(hub.KerasLayer('https://tfhub.dev/x/1'))\n    model.compile")
     assert analyse(added, SAFE_ONLY).findings == []
+    # Given to a subclassed model, which calls it on real tensors: not measured, nothing said.
+    subclassed = eager.replace(
+        "    model = tf.keras.Sequential([tf.keras.Input((50,)), tf.keras.layers.Dense(1)])\n",
+        "    model = Head(embed)\n",
+    ).replace("strategy = tf.distribute", "class Head(tf.keras.Model):\n    def __init__(self, body):\n        super().__init__()\n        self.body = body\n\n    def call(self, x):\n        return self.body(x)\n\n\nstrategy = tf.distribute")
+    assert [f.code for f in analyse(subclassed, SAFE_ONLY).findings] == ["TFD006"]
     program = Program(cst.parse_module(in_model), in_model)
     assert Facts.of(program).needs_keras2 == "it puts hub.KerasLayer (line 4) in a Keras model, which only Keras 2 (tf_keras) takes"

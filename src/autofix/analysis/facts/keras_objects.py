@@ -15,6 +15,9 @@ from autofix.tf import symbols
 from autofix.tf.keras2_only import keras2_only
 from autofix.tf.symbols import Kind
 
+# Keras's Sequential, which refuses a layer that is not a Keras 3 layer.
+_SEQUENTIAL = frozenset({"keras.Sequential", "keras.models.Sequential"})
+
 # What a call does, beyond the Keras kinds: compile a model, train it, call a local function.
 COMPILE = "compile"
 TRAIN = "train"
@@ -308,8 +311,9 @@ class KerasObjects:
 
     def _hub_layer_in_a_model(self) -> cst.Call | None:
         """A ``hub.KerasLayer(...)`` (TensorFlow Hub) put in a Keras model: in the layers given
-        to ``Sequential(...)`` (or another model constructor), to ``model.add(...)``, or called
-        on a Keras tensor (the functional API); itself or through the name it is assigned to. Hub's layer is a tf_keras layer: Keras 3 refuses it
+        to ``Sequential(...)``, to ``model.add(...)``, or called on a Keras tensor (the
+        functional API); itself or through the name it is assigned to. (Given to a subclassed
+        model, which calls it on real tensors, it was not measured: nothing is said.) Hub's layer is a tf_keras layer: Keras 3 refuses it
         (``Only instances of `keras.Layer` can be added to a Sequential model``, ``A KerasTensor
         cannot be used as input to a TensorFlow function``), so such a file runs on Keras 2."""
         index = self.program.index
@@ -335,7 +339,7 @@ class KerasObjects:
         while parent is not None and not isinstance(parent, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
             if isinstance(parent, cst.Call) and child is not parent.func:
                 func = parent.func
-                if self.call_kind(parent) is Kind.MODEL or (isinstance(func, cst.Attribute) and func.attr.value == "add"):
+                if self.names_of(func) & _SEQUENTIAL or (isinstance(func, cst.Attribute) and func.attr.value == "add"):
                     return True
             child, parent = parent, index.parents.get(parent)
         return False
