@@ -342,3 +342,110 @@ def test_what_decides_is_named_with_its_place(tmp_path, monkeypatch):
     assert needs_keras2(root / "scripts" / "train.py") == (
         "its repository runs it with python3.8 (Makefile:2), on which no TensorFlow 2.16+ (Keras 3) installs: its Keras is Keras 2"
     )
+
+
+# --- how the repository runs its programs: TF_USE_LEGACY_KERAS, manifests ---------------------
+
+
+def test_the_runtime_formats(tmp_path):
+    assert read_pins(tmp_path, "Dockerfile", """\
+        FROM gcr.io/deeplearning-platform-release/tf2-gpu.2-4
+        # ENV TF_USE_LEGACY_KERAS=0
+        ENV PYTHONUNBUFFERED=1 TF_USE_LEGACY_KERAS 1
+        FROM tensorflow/tensorflow:${TF_VERSION}
+        """) == [(1, "FROM gcr.io/deeplearning-platform-release/tf2-gpu.2-4", 2), (3, "TF_USE_LEGACY_KERAS=1", 2)]
+    assert read_pins(tmp_path, "run.sh", """\
+        export TF_USE_LEGACY_KERAS=1
+        TF_USE_LEGACY_KERAS=0 python eval.py
+        export TF_USE_LEGACY_KERAS=$LEGACY
+        echo $TF_USE_LEGACY_KERAS
+        """) == [(1, "TF_USE_LEGACY_KERAS=1", 2), (2, "TF_USE_LEGACY_KERAS=0", 3)]
+    assert read_pins(tmp_path, "Makefile", "export TF_USE_LEGACY_KERAS := True\nrun:\n\tpython main.py\n") == [(1, "TF_USE_LEGACY_KERAS=True", 2)]
+    # TensorFlow takes "1", "true" and "True" as set; any other value it shows is not set.
+    assert read_pins(tmp_path, ".env", "TF_USE_LEGACY_KERAS=yes\n") == [(1, "TF_USE_LEGACY_KERAS=yes", 3)]
+    assert read_pins(tmp_path, "k8s.yaml", """\
+        kind: Job
+        spec:
+          template:
+            spec:
+              containers:
+                - image: tensorflow/tensorflow:2.4.1-gpu
+                  command: ["sh", "-c", "pip install 'keras<3' && python3.7 train.py"]
+                  env:
+                    - name: TF_USE_LEGACY_KERAS
+                      value: "1"
+        """) == [(6, "image: tensorflow/tensorflow:2.4.1-gpu", 2), (7, "keras<3", 2), (7, "python3.7", 2), (9, "TF_USE_LEGACY_KERAS=1", 2)]
+    assert read_pins(tmp_path, "vertex_job.yaml", """\
+        workerPoolSpecs:
+          - containerSpec:
+              imageUri: us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-17.py310:latest
+        """) == [(3, "imageUri: us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-17.py310:latest", 3)]
+    assert read_pins(tmp_path, "docker-compose.yml", """\
+        services:
+          worker:
+            image: python:3.11
+            environment:
+              TF_USE_LEGACY_KERAS: "1"
+        """) == [(5, "TF_USE_LEGACY_KERAS=1", 2)]
+    # A YAML file that names no image is no manifest: its commands are not read.
+    assert read_pins(tmp_path, "config.yaml", "lr: 0.1\nrun: python3.7 train.py\n") == []
+
+
+@pytest.mark.parametrize(
+    "name, reported",
+    [("docker_legacy", False), ("tfjob", False), ("conflicting", True)],
+)
+def test_how_the_repository_runs_its_program_decides_tfd006(tmp_path, monkeypatch, name, reported):
+    """A Dockerfile that sets TF_USE_LEGACY_KERAS=1 over TensorFlow 2.17, a Kubeflow TFJob on
+    the image of TensorFlow 2.4: Keras 2, no TFD006. A Dockerfile on 2.11 beside a Kubernetes
+    job on 2.17: nothing decided, the finding stays as without pins."""
+    project(tmp_path, name, monkeypatch)
+    code, out, _ = run("check", "--no-cache", ".")
+    assert ("TFD006" in codes(out)) is reported and code == (1 if reported else 0)
+
+
+def test_tf_use_legacy_keras_must_be_set_where_the_program_runs(tmp_path, monkeypatch):
+    root = project(tmp_path, "docker_legacy", monkeypatch)
+    dockerfile = root / "Dockerfile"
+    text = dockerfile.read_text()
+    # Without the variable, the image's TensorFlow 2.17 (Keras 3) decides, and is named.
+    dockerfile.write_text(text.replace("ENV TF_USE_LEGACY_KERAS=1\n", ""))
+    out = run("check", "--no-cache", ".")[1]
+    assert "TFD006" in codes(out) and "Dockerfile:1 pins FROM tensorflow/tensorflow:2.17.0: Keras 3" in out
+    # Set by the script that runs the program, or by a nearer folder's file, it counts too.
+    (root / "run.sh").write_text("#!/bin/sh\nTF_USE_LEGACY_KERAS=1 python train.py\n")
+    assert "TFD006" not in codes(run("check", "--no-cache", ".")[1])
+    (root / "run.sh").unlink()
+    # A value TensorFlow does not take as set: Keras 3.
+    dockerfile.write_text(text.replace("TF_USE_LEGACY_KERAS=1", "TF_USE_LEGACY_KERAS=0"))
+    assert "TFD006" in codes(run("check", "--no-cache", ".")[1])
+    # The variable switches tf.keras only: a program that imports keras stays on Keras 3.
+    dockerfile.write_text(text)
+    train = root / "train.py"
+    train.write_text(train.read_text().replace("import tensorflow as tf\n", "import keras\nimport tensorflow as tf\n").replace("tf.keras.", "keras."))
+    assert "TFD006" in codes(run("check", "--no-cache", ".")[1])
+
+
+def test_editing_the_dockerfile_checks_the_file_again(tmp_path, monkeypatch, cached):
+    root = project(tmp_path, "docker_legacy", monkeypatch)
+
+    def check():
+        before = len(cached)
+        outcome = run("check", ".")
+        return outcome, len(cached) - before
+
+    cold, count = check()
+    assert count == 1 and "TFD006" not in codes(cold[1])
+    warm, count = check()
+    assert count == 0 and warm == cold
+    dockerfile = root / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text().replace("TF_USE_LEGACY_KERAS=1", "TF_USE_LEGACY_KERAS=0"))
+    edited, count = check()
+    assert count == 1 and "TFD006" in codes(edited[1]) and edited == run("check", "--no-cache", ".")
+    # A Kubernetes manifest added beside it, on TensorFlow 2.4's image, is read too.
+    (root / "job.yaml").write_text("kind: Job\nspec:\n  containers:\n    - image: tensorflow/tensorflow:2.4.1\n")
+    added, count = check()
+    assert count == 1 and "TFD006" in codes(added[1])  # 2.17 (Dockerfile) and 2.4 (job.yaml) disagree
+    dockerfile.unlink()
+    removed, count = check()
+    assert count == 1 and "TFD006" not in codes(removed[1]) and removed == run("check", "--no-cache", ".")

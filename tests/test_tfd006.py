@@ -124,3 +124,35 @@ def test_a_relative_import_is_named_as_a_module_of_the_files_own():
     )
     (finding,) = analyse(source, UNSAFE).findings
     assert finding.reason == "no automatic fix: the file imports a module of its own, which may make Keras 3 objects; switch it to tf_keras too"
+
+
+def test_a_hub_layer_outside_any_model_says_nothing_of_keras():
+    """hub.KerasLayer is a tf_keras layer, which no Keras 3 model takes (docs/keras-versions.md):
+    put in the model, the file runs on Keras 2 (fixtures/tfd006/noop_hub_keras_layer*.py). Called
+    eagerly on a tensor, or handed to a helper autofix does not follow, it says nothing: the
+    finding stays."""
+    from autofix.analysis.facts.script import Facts
+    from autofix.analysis.program import Program
+    import libcst as cst
+
+    model = (
+        "with strategy.scope():\n"
+        "    model = tf.keras.Sequential([tf.keras.Input((50,)), tf.keras.layers.Dense(1)])\n"
+        "    model.compile(optimizer='adam', loss='mse')\n"
+        "model.fit(tf.data.Dataset.from_tensor_slices((vectors, [1.0, 0.0])).batch(2), epochs=1)\n"
+    )
+    head = "import tensorflow as tf\nimport tensorflow_hub as hub\nstrategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
+    eager = head + "embed = hub.KerasLayer('https://tfhub.dev/google/nnlm-en-dim50/2')\nvectors = embed(tf.constant(['good', 'bad']))\n" + model
+    assert [f.code for f in analyse(eager, SAFE_ONLY).findings] == ["TFD006"]
+    in_model = eager.replace("tf.keras.Input((50,)), ", "embed, ")
+    assert analyse(in_model, SAFE_ONLY).findings == []
+    added = eager.replace("    model.compile", "    model.add(hub.KerasLayer('https://tfhub.dev/x/1'))\n    model.compile")
+    assert analyse(added, SAFE_ONLY).findings == []
+    # Given to a subclassed model, which calls it on real tensors: not measured, nothing said.
+    subclassed = eager.replace(
+        "    model = tf.keras.Sequential([tf.keras.Input((50,)), tf.keras.layers.Dense(1)])\n",
+        "    model = Head(embed)\n",
+    ).replace("strategy = tf.distribute", "class Head(tf.keras.Model):\n    def __init__(self, body):\n        super().__init__()\n        self.body = body\n\n    def call(self, x):\n        return self.body(x)\n\n\nstrategy = tf.distribute")
+    assert [f.code for f in analyse(subclassed, SAFE_ONLY).findings] == ["TFD006"]
+    program = Program(cst.parse_module(in_model), in_model)
+    assert Facts.of(program).needs_keras2 == "it puts hub.KerasLayer (line 4) in a Keras model, which only Keras 2 (tf_keras) takes"

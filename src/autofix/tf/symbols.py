@@ -139,8 +139,11 @@ _MODEL_BASES = frozenset(
 _LAYER_BASES = frozenset({"keras.layers.Layer", "keras.Layer", "keras.engine.base_layer.Layer"})
 
 
+# TensorFlow Hub's Keras layer: a tf_keras (Keras 2) layer, which no Keras 3 model takes
+# (measured: docs/keras-versions.md, "What a file builds").
+HUB_KERAS_LAYERS = frozenset({"tensorflow_hub.KerasLayer", "tensorflow_hub.keras_layer.KerasLayer"})
 # Layers of other libraries that load pretrained variables (a model built from one trains them).
-_PRETRAINED_LAYERS = frozenset({"tensorflow_hub.KerasLayer", "tensorflow_hub.keras_layer.KerasLayer"})
+_PRETRAINED_LAYERS = HUB_KERAS_LAYERS
 
 
 def _is_class_name(last: str) -> bool:

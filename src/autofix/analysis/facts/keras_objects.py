@@ -15,6 +15,9 @@ from autofix.tf import symbols
 from autofix.tf.keras2_only import keras2_only
 from autofix.tf.symbols import Kind
 
+# Keras's Sequential, which refuses a layer that is not a Keras 3 layer.
+_SEQUENTIAL = frozenset({"keras.Sequential", "keras.models.Sequential"})
+
 # What a call does, beyond the Keras kinds: compile a model, train it, call a local function.
 COMPILE = "compile"
 TRAIN = "train"
@@ -255,7 +258,8 @@ class KerasObjects:
         anything: a method Keras 3 or TensorFlow no longer has (``strategy.experimental_run_v2``,
         ``model.fit_generator``), an optimizer given ``lr=`` or a ``fit`` given ``workers=`` /
         ``use_multiprocessing=`` / ``max_queue_size=`` (Keras 3 rejects the arguments), or
-        TensorFlow Addons (which needs Keras 2), or a notebook that installs a TensorFlow
+        TensorFlow Addons (which needs Keras 2), a TensorFlow Hub layer put in a model (a
+        tf_keras layer, which Keras 3 models refuse), or a notebook that installs a TensorFlow
         older than 2.16 (:mod:`autofix.analysis.environment`), or whose repository pins Keras 2
         outside it (a requirements file, a Dockerfile...: :mod:`autofix.analysis.project.pins`).
         Where a file can only run on
@@ -278,6 +282,9 @@ class KerasObjects:
         installed = self._installs_keras2()
         if installed is not None:
             return installed
+        hub = self._hub_layer_in_a_model()
+        if hub is not None:
+            return f"it puts hub.KerasLayer (line {self.program.line(hub)}) in a Keras model, which only Keras 2 (tf_keras) takes"
         used = self._keras2_only_use()
         if used is not None:
             node, name = used
@@ -301,6 +308,51 @@ class KerasObjects:
         if not (isinstance(func, cst.Attribute) and func.attr.value in ("fit", "evaluate", "predict")) or self.call_kind(call) != TRAIN:
             return None
         return next((a.keyword.value for a in call.args if a.keyword is not None and a.keyword.value in self._REMOVED_KEYWORDS), None)
+
+    def _hub_layer_in_a_model(self) -> cst.Call | None:
+        """A ``hub.KerasLayer(...)`` (TensorFlow Hub) put in a Keras model: in the layers given
+        to ``Sequential(...)``, to ``model.add(...)``, or called on a Keras tensor (the
+        functional API); itself or through the name it is assigned to. (Given to a subclassed
+        model, which calls it on real tensors, it was not measured: nothing is said.) Hub's layer is a tf_keras layer: Keras 3 refuses it
+        (``Only instances of `keras.Layer` can be added to a Sequential model``, ``A KerasTensor
+        cannot be used as input to a TensorFlow function``), so such a file runs on Keras 2."""
+        index = self.program.index
+        for call, _owner in self.calls:
+            if not self.names_of(call.func) & symbols.HUB_KERAS_LAYERS:
+                continue
+            uses: list[cst.CSTNode] = [call]
+            parent = index.parents.get(call)
+            if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+                binding = index.bindings.get(parent.targets[0].target)
+                uses.extend(access.node for access in (binding.references if binding is not None else ()))
+            if any(self._in_a_model(use) for use in uses):
+                return call
+        return None
+
+    def _in_a_model(self, node: cst.CSTNode) -> bool:
+        index = self.program.index
+        parent = index.parents.get(node)
+        if isinstance(parent, cst.Call) and parent.func is node:
+            # ``hub.KerasLayer(...)(x)`` of a Keras tensor: a layer of a functional model.
+            return any(self._symbolic(arg.value) for arg in parent.args)
+        child = node
+        while parent is not None and not isinstance(parent, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            if isinstance(parent, cst.Call) and child is not parent.func:
+                func = parent.func
+                if self.names_of(func) & _SEQUENTIAL or (isinstance(func, cst.Attribute) and func.attr.value == "add"):
+                    return True
+            child, parent = parent, index.parents.get(parent)
+        return False
+
+    def _symbolic(self, expr: cst.BaseExpression, _depth: int = 0) -> bool:
+        """Whether ``expr`` is a Keras tensor of a functional model: ``keras.Input(...)``, what a
+        layer returns when called (``Dense(4)(x)``), or a name bound to one of them."""
+        if isinstance(expr, cst.Call):
+            return bool(self.names_of(expr.func) & {"keras.Input", "keras.layers.Input"}) or isinstance(expr.func, cst.Call)
+        if isinstance(expr, cst.Name) and _depth < 4:
+            values = [self.assigned_value(b) for b in self.bindings(expr) or ()]
+            return bool(values) and all(v is not None and self._symbolic(v, _depth + 1) for v in values)
+        return False
 
     def _installs_keras2(self) -> str | None:
         """A ``pip install`` the file runs itself (``os.system``, ``subprocess``, an exported

@@ -14,7 +14,6 @@ long as the modules its analysis read are unchanged, and absent ones still absen
 from __future__ import annotations
 
 import os
-import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
@@ -104,28 +103,6 @@ def project_program(path: str) -> Program | None:
         module = parsed(key, text)
         _PATHED[slot] = None if module is None else Program(module, text, path=slot[1])
     return _PATHED[slot]
-
-
-# Files through which a repository says how its programs run (Docker, environment files).
-ENVIRONMENT_FILES = ("Dockerfile", ".env", "docker-compose.yml", "docker-compose.yaml")
-
-
-def environment_sets(path: str, variable: str) -> str | None:
-    """The file of ``path``'s project (in the file's own folder or at the root) that sets the
-    environment variable ``variable`` to 1 or true where the program runs (``ENV
-    TF_USE_LEGACY_KERAS=1`` in a Dockerfile, a ``.env`` line, a compose file's environment),
-    or None. Each file looked for is recorded as :func:`reading` says."""
-    pattern = re.compile(
-        rf"(?m)^(?:\s*ENV\b[^\n]*?\s|\s*export\s+|\s*-\s*|\s*){re.escape(variable)}\s*[=:\s]\s*[\"']?(?:1|true|True)\b"
-    )
-    folders = dict.fromkeys([os.path.dirname(os.path.abspath(path)), layout.project_root(path)])
-    for folder in folders:
-        for name in ENVIRONMENT_FILES:
-            candidate = os.path.join(folder, name)
-            read = _read(candidate)
-            if read is not None and pattern.search(read[0].decode("utf-8", errors="replace")):
-                return candidate
-    return None
 
 
 @dataclass(frozen=True)

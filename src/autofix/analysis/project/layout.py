@@ -92,8 +92,10 @@ def _may_pin(name: str) -> bool:
     lower = name.lower()
     return (
         (lower.startswith("requirements") and lower.endswith(".txt"))
-        or lower in ("setup.py", "setup.cfg", "pyproject.toml", "makefile", "gnumakefile")
-        or (lower.startswith(("environment", "conda")) and lower.endswith((".yml", ".yaml")))
+        or lower in ("setup.py", "setup.cfg", "pyproject.toml", "makefile", "gnumakefile", ".env")
+        # conda environments, compose files, Kubernetes / Kubeflow / Vertex manifests (not a
+        # hidden file: CI configurations are not how the program runs)
+        or (lower.endswith((".yml", ".yaml")) and not lower.startswith("."))
         or lower.startswith("dockerfile")
         or lower.endswith((".dockerfile", ".sh"))
         or is_readme(name)
@@ -110,7 +112,8 @@ def is_readme(name: str) -> bool:
 def pin_files(folder: str) -> list[str]:
     """The names of the files in ``folder`` that may pin the TensorFlow or Keras its programs
     run on (requirements files, setup and project files, conda environments, Dockerfiles,
-    shell scripts, a Makefile, a README), sorted; :mod:`.pins` reads them."""
+    compose files and other YAML manifests, ``.env``, shell scripts, a Makefile, a README),
+    sorted; :mod:`.pins` reads them."""
     try:
         names = os.listdir(folder)
     except OSError:

@@ -49,6 +49,9 @@ except ModuleNotFoundError:  # pragma: no cover
 TENSORFLOW = frozenset({"tensorflow", "tensorflow-gpu", "tensorflow-cpu", "tensorflow-macos", "tensorflow-intel", "tensorflow-aarch64", "intel-tensorflow"})
 KERAS = "keras"
 PYTHON = "python"
+# The environment variable that makes ``tf.keras`` Keras 2 (tf_keras) on TensorFlow 2.16+; a
+# :class:`Pin` of this subject is a setting of it (Keras 2: set to 1; Keras 3: set to 0).
+LEGACY = "TF_USE_LEGACY_KERAS"
 
 # Versions probed against a specifier: those whose Keras is Keras 2 and those whose is Keras 3.
 _OLD = {
@@ -99,6 +102,8 @@ class Pin:
         where = self.where(importer)
         if layout.is_readme(os.path.basename(self.path)):
             return f"its repository's README installs {self.text} ({where}), whose Keras is Keras {self.keras}"
+        if self.subject == LEGACY:
+            return f"its repository runs it with {self.text} ({where}): its tf.keras is Keras 2 (tf_keras)"
         if self.subject == PYTHON:
             return f"its repository runs it with {self.text} ({where}), on which no TensorFlow 2.16+ (Keras 3) installs: its Keras is Keras 2"
         return f"its repository pins {self.text} ({where}), whose Keras is Keras {self.keras}"
@@ -108,33 +113,61 @@ def keras_pin(path: str | None) -> Pin | None:
     """The pin that decides which Keras the file ``path`` runs as its repository runs it: that
     of the nearest folder (the file's own, up to its project's root) whose files pin one; None
     when none does, when that folder's files disagree, or for a file given alone."""
+    folders = _folders(path)
+    found = _nearest(folders, lambda pin: pin.subject != LEGACY)
+    if found is not _NONE:
+        return found
+    # No pin file anywhere: what a README says to install (nearest first).
+    found = _nearest(folders, lambda pin: True, readme=True)
+    return None if found is _NONE else found
+
+
+def legacy_keras(path: str | None) -> Pin | None:
+    """Where the repository's way of running the file ``path`` sets ``TF_USE_LEGACY_KERAS=1``
+    (a Dockerfile's ``ENV``, an ``export`` or a ``TF_USE_LEGACY_KERAS=1 python ...`` of a shell
+    script or Makefile, ``.env``, a compose file's or Kubernetes manifest's ``environment``):
+    there ``tf.keras`` is Keras 2 (tf_keras), whatever TensorFlow runs; ``import keras`` is
+    not changed. The nearest folder that sets the variable decides; None when none does, when
+    it sets it to 0, or when its files disagree."""
+    found = _nearest(_folders(path), lambda pin: pin.subject == LEGACY)
+    return None if found is _NONE or found is None or found.keras != 2 else found
+
+
+# ``_nearest`` found no folder that says anything.
+_NONE = Pin("", 0, "", 0, "")
+
+
+def _folders(path: str | None) -> list[str]:
+    """The folders from the file's own up to its project's root (none for a file given alone)."""
     if path is None:
-        return None
+        return []
     path = os.path.abspath(path)
     root = layout.project_root(path)
     folder = os.path.dirname(path)
     if not layout.inside(folder, root):
-        return None
+        return []
     folders = []
     while True:
         folders.append(folder)
-        found = _folder_pins(folder)
-        if found:
-            kinds = {pin.keras for pin in found}
-            return found[0] if len(kinds) == 1 else None
         if folder == root:
             break
         parent = os.path.dirname(folder)
         if parent == folder:
             break
         folder = parent
-    # No pin file anywhere: what a README says to install (nearest first).
+    return folders
+
+
+def _nearest(folders: list[str], wanted, readme: bool = False) -> Pin | None:
+    """The pin of the nearest folder whose files say something ``wanted`` (None when they
+    disagree), or :data:`_NONE` when no folder does. Folders are read (and recorded) in order,
+    up to the one that decides."""
     for folder in folders:
-        found = _folder_pins(folder, readme=True)
+        found = [pin for pin in _folder_pins(folder, readme) if wanted(pin)]
         if found:
             kinds = {pin.keras for pin in found}
             return found[0] if len(kinds) == 1 else None
-    return None
+    return _NONE
 
 
 def keras2_pin(path: str | None) -> Pin | None:
@@ -162,21 +195,31 @@ def _folder_pins(folder: str, readme: bool = False) -> list[Pin]:
 
 @lru_cache(maxsize=1024)
 def _pins_of(name: str, key: str, data: bytes) -> tuple[tuple[int, str, int, str], ...]:
-    """(line, requirement as written, Keras 2 or 3, subject) of the file named ``name``."""
+    """(line, requirement as written, Keras 2 or 3, subject) of the file named ``name``; a
+    setting of ``TF_USE_LEGACY_KERAS`` is one of subject :data:`LEGACY`."""
     text = data.decode("utf-8", errors="replace")
     lower = name.lower()
+    settings: list[tuple[int, str, int]] = []
     if layout.is_readme(name):
         items = _readme(text)
     elif lower == "pyproject.toml":
         items = _pyproject(text)
     elif lower == "setup.py":
         items = _strings(text)
-    elif lower.endswith((".yml", ".yaml")):
+    elif lower.endswith((".yml", ".yaml")) and lower.startswith(("environment", "conda")):
         items = _conda(text)
+    elif lower.endswith((".yml", ".yaml")):
+        items = _manifest(text)
+        settings = _legacy_settings(text)
     elif "dockerfile" in lower:
         items = _dockerfile(text)
+        settings = _legacy_settings(text)
     elif lower.endswith(".sh") or lower in ("makefile", "gnumakefile"):
         items = _commands(text)
+        settings = _legacy_settings(text)
+    elif lower == ".env":
+        items = []
+        settings = _legacy_settings(text)
     else:  # requirements*.txt, setup.cfg
         items = _requirement_lines(text)
     found = []
@@ -184,7 +227,8 @@ def _pins_of(name: str, key: str, data: bytes) -> tuple[tuple[int, str, int, str
         meaning = _meaning(written)
         if meaning is not None:
             found.append((line, shown[0] if shown else written, *meaning))
-    return tuple(found)
+    found.extend((line, shown, keras, LEGACY) for line, shown, keras in settings)
+    return tuple(sorted(found))
 
 
 # --- what one requirement means ------------------------------------------------------------------
@@ -337,22 +381,100 @@ def _conda(text: str) -> list[tuple[int, str, str]]:
     return found
 
 
-# ``FROM tensorflow/tensorflow:2.11.0-gpu``, ``FROM python:3.8-slim``.
-_FROM = re.compile(r"(?im)^\s*FROM\s+(?:--\S+\s+)*(?:docker\.io/)?(?:library/)?(tensorflow/tensorflow|python):(\d+(?:\.\d+)*)")
+# ``FROM tensorflow/tensorflow:2.11.0-gpu``, ``FROM python:3.8-slim`` (the image, then its tag).
+_FROM = re.compile(r"(?im)^[ \t]*FROM[ \t]+(?:--\S+[ \t]+)*(\S+)")
+# An image named in a YAML manifest: Kubernetes, a Kubeflow TFJob (``image:``), compose,
+# Vertex AI (``imageUri:``, ``image_uri:``).
+_IMAGE_KEY = re.compile(r"(?im)^[ \t]*(?:-[ \t]*)?(?:image|imageUri|image_uri|imageURI)[ \t]*:[ \t]*['\"]?([^\s'\"#]+)")
+# Google's prebuilt TensorFlow containers (Vertex AI training and prediction, Deep Learning
+# Containers), named for the release: ``tf-gpu.2-11``, ``tf2-cpu.2-4``.
+_PREBUILT = re.compile(r"tf2?-(?:cpu|gpu)\.(\d+)-(\d+)(?![\d-])")
 _PIP = re.compile(r"\bpip3?\s+install\b(.*)")
 # A Python interpreter run by version: ``python3.7 main.py``.
 _PYTHON = re.compile(r"(?<![\w/.-])(?:\S*/)?python(\d\.\d+)(?![\w.])")
 
 
+def _image(reference: str) -> str | None:
+    """The requirement a container image stands for: ``tensorflow/tensorflow:2.11.0-gpu``
+    (``tensorflow==2.11.0``), ``python:3.8-slim`` (``python==3.8.*``), a prebuilt
+    ``.../tf-gpu.2-11.py310:latest`` (``tensorflow==2.11.*``); None for another image, or a tag
+    that names no version (``latest``, ``nightly``, ``${TF_VERSION}``)."""
+    name, _, tag = reference.rpartition(":") if ":" in reference.rsplit("/", 1)[-1] else (reference, "", "")
+    name = re.sub(r"^(?:index\.)?docker\.io/", "", name.lower())
+    name = re.sub(r"^library/", "", name)
+    if name in ("tensorflow/tensorflow", "python"):
+        version = re.match(r"(\d+(?:\.\d+)*)(?![\w.])|(\d+(?:\.\d+)*)-", tag)
+        if version is None:
+            return None
+        number = version.group(1) or version.group(2)
+        if name == "python":
+            return f"python=={number}.*"
+        return f"tensorflow=={number}.*" if number.count(".") < 2 else f"tensorflow=={number}"
+    prebuilt = _PREBUILT.search(name.rsplit("/", 1)[-1])
+    if prebuilt is not None:
+        return f"tensorflow=={prebuilt.group(1)}.{prebuilt.group(2)}.*"
+    return None
+
+
 def _dockerfile(text: str) -> list[tuple]:
     found: list[tuple] = []
     for match in _FROM.finditer(text):
-        image, version = match.groups()
-        name = "python" if image == "python" else "tensorflow"
-        requirement = f"{name}=={version}.*" if version.count(".") < 2 or name == "python" else f"{name}=={version}"
-        shown = text[match.start():].splitlines()[0].strip()
-        found.append((_line_of(text, match.start()), requirement, shown))
+        requirement = _image(match.group(1))
+        if requirement is not None:
+            shown = text[match.start():].splitlines()[0].strip()
+            found.append((_line_of(text, match.start()), requirement, shown))
     return found + _commands(text)
+
+
+def _manifest(text: str) -> list[tuple]:
+    """A YAML manifest's images (a Kubernetes pod or job, a Kubeflow ``TFJob``, a compose
+    service, a Vertex AI job: ``image: tensorflow/tensorflow:2.4.1-gpu``) and, in one that
+    names an image, the ``pip install`` and versioned interpreters of its commands."""
+    found: list[tuple] = []
+    for match in _IMAGE_KEY.finditer(text):
+        requirement = _image(match.group(1))
+        if requirement is not None:
+            found.append((_line_of(text, match.start()), requirement, match.group(0).strip().lstrip("- ")))
+    if _IMAGE_KEY.search(text) is not None:
+        found.extend(_commands(text))
+    return found
+
+
+# A setting of TF_USE_LEGACY_KERAS on one line: ``ENV TF_USE_LEGACY_KERAS=1`` (or ``... 1``),
+# ``export TF_USE_LEGACY_KERAS=1``, ``TF_USE_LEGACY_KERAS=1 python train.py``, a Makefile's
+# ``export TF_USE_LEGACY_KERAS := 1``, ``.env``'s ``TF_USE_LEGACY_KERAS=1``, compose's
+# ``TF_USE_LEGACY_KERAS: "1"`` or ``- TF_USE_LEGACY_KERAS=1``.
+_SETS = re.compile(r"(?<![\w$])TF_USE_LEGACY_KERAS['\"]?(?:[ \t]*:?=[ \t]*|[ \t]*:[ \t]*|[ \t]+)['\"]?([^\s'\";&|)#]*)")
+# Kubernetes' ``- name: TF_USE_LEGACY_KERAS`` (its ``value:`` on the next line).
+_NAMED = re.compile(r"^[ \t]*(?:-[ \t]*)?name[ \t]*:[ \t]*['\"]?TF_USE_LEGACY_KERAS['\"]?[ \t]*$")
+_VALUE = re.compile(r"^[ \t]*value[ \t]*:[ \t]*['\"]?([^\s'\"#]*)")
+# What TensorFlow takes as set (``os.environ.get("TF_USE_LEGACY_KERAS") in ("true", "True",
+# "1")`` in its ``__init__.py`` and ``lazy_loader.py``); any other value is not.
+_ON = frozenset({"1", "true", "True"})
+
+
+def _legacy_settings(text: str) -> list[tuple[int, str, int]]:
+    """(line, as written, Keras 2 or 3) for each line that sets ``TF_USE_LEGACY_KERAS``: to what
+    TensorFlow takes as set (``tf.keras`` is Keras 2), or to another value it shows (``0``:
+    it is not); comments, and values read from elsewhere (``$VAR``), are not read."""
+    found: list[tuple[int, str, int]] = []
+    lines = text.splitlines()
+    for number, line in enumerate(lines, 1):
+        if line.lstrip().startswith("#"):
+            continue
+        value: str | None = None
+        named = _NAMED.match(line)
+        if named is not None:
+            following = next((later for later in lines[number:] if later.strip()), "")
+            setting = _VALUE.match(following)
+            value = setting.group(1) if setting is not None else None
+        else:
+            match = _SETS.search(line.split(" #", 1)[0])
+            value = match.group(1) if match is not None else None
+        if value is None or any(mark in value for mark in "$%{}(<"):
+            continue  # a value the file does not show (``$LEGACY``, ``${LEGACY:-1}``)
+        found.append((number, f"{LEGACY}={value}", 2 if value in _ON else 3))
+    return found
 
 
 def _commands(text: str) -> list[tuple]:
@@ -374,7 +496,7 @@ def _commands(text: str) -> list[tuple]:
             match = _PIP.search(part)
             if match is not None:
                 for word in match.group(1).split():
-                    word = word.strip("'\"")
+                    word = word.strip("'\"[](),")
                     if word and not word.startswith("-"):
                         found.append((start + 1, word))
             for interpreter in _PYTHON.finditer(part):

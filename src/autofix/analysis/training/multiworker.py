@@ -23,7 +23,7 @@ from autofix.analysis.facts.contexts import Contexts
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.facts.strategies import Strategy
 from autofix.analysis.program import Program
-from autofix.analysis.project.imports import environment_sets
+from autofix.analysis.project import pins
 from autofix.analysis.syntax import attribute_path, calls_in, names_in
 from autofix.analysis.training.model import TrainingModel
 
@@ -57,8 +57,8 @@ class KerasUse:
     """Which Keras a file uses: the nodes spelling each kind (imports, ``tf.keras`` attributes)."""
 
     nodes: dict[str, list[cst.CSTNode]]
-    # The file names TF_USE_LEGACY_KERAS (sets it, or says to), or its project's Dockerfile,
-    # ``.env`` or compose file sets it: ``tf.keras`` may be Keras 2.
+    # The file names TF_USE_LEGACY_KERAS (sets it, or says to), or its repository's way of
+    # running it sets it (``pins.legacy_keras``): ``tf.keras`` may be Keras 2.
     legacy_env: bool
     # Why the file can only run on Keras 2 whatever it imports (a pin in a ``pip install``
     # line, an API only Keras 2 has: ``Facts.needs_keras2``), or None.
@@ -192,9 +192,9 @@ class MultiWorker(Derived):
                 kind = _keras_kind(f"{path}.keras")
                 if kind is not None and kind != KERAS3:
                     nodes[kind].append(parent)
-        # The file names TF_USE_LEGACY_KERAS, or its repository's way of running it sets it.
-        path = self.program.path
-        legacy = LEGACY_KERAS in self.program.source or (path is not None and environment_sets(path, LEGACY_KERAS) is not None)
+        # The file names TF_USE_LEGACY_KERAS, or its repository's way of running it sets it
+        # (a Dockerfile's ENV, a script's export, .env, a manifest's env: project/pins.py).
+        legacy = LEGACY_KERAS in self.program.source or pins.legacy_keras(self.program.path) is not None
         return KerasUse(nodes, legacy, self.facts.needs_keras2)
 
     # --- which worker runs what -------------------------------------------------------------------
