@@ -76,6 +76,7 @@ from autofix.analysis.training.distribution import NotDistributable, distributio
 from autofix.analysis.training.inputs import Feed, Inputs
 from autofix.analysis.program import Program
 from autofix.analysis.steps.custom import Steps, words
+from autofix.analysis.steps.run_targets import KERAS_LOOPS, Handed, RunTargets
 from autofix.analysis.syntax import argument_value, attribute_path, names_in, root_name
 from autofix.analysis.steps.tracing import python_effect
 from autofix.analysis.training.compiled import batch_size_of, compile_of, fit_datasets
@@ -123,6 +124,27 @@ EAGER_MESSAGE = "strategy.run is called eagerly in a training loop: every step r
 FEED_MESSAGE = (
     "strategy.run is given {what}, which is not distributed: every replica gets the whole batch "
     "(no data parallelism, and the replicas' gradients of the same batch are summed)"
+)
+KERAS_STEP_MESSAGE = (
+    "strategy.run is called in {cls}.{method}(), which {loop} already runs on every replica: inside a replica, "
+    "strategy.run raises (\"RuntimeError: Method requires being in cross-replica context, use "
+    "get_replica_context().merge_call()\")"
+)
+KERAS_STEP_REASON = (
+    "{method}() already runs per replica, on the replica's share of the batch: compute the loss and apply the "
+    "gradients in it directly, without strategy.run or strategy.reduce"
+)
+RESULT_MESSAGE = (
+    "strategy.run is given what {name}() returns, not a function: {name}() runs once, on one device with the "
+    "whole batch, then strategy.run raises (\"TypeError: ... object is not callable\")"
+)
+ZIP_MESSAGE = (
+    "strategy.run hands one zip(...) of gradients to apply_gradients on every replica: the first replica uses it "
+    "up and the next gets nothing (\"ValueError: not enough values to unpack (expected 2, got 0)\")"
+)
+ZIP_REASON = (
+    "compute the gradients and apply them in one step function that strategy.run runs on every replica, on "
+    "batches of strategy.experimental_distribute_dataset(...)"
 )
 COMMENT = "# strategy.run takes a per-replica step function, not a model: train one step on real data."
 
@@ -249,9 +271,22 @@ class StrategyRunModel(Rule):
     def check(self) -> None:
         steps = self.steps = Steps.of(self.program)
         facts = self.facts
+        handed_over = RunTargets.of(self.program)
+        # A step called in strategy.run's own line (or bound to what it is handed) is that
+        # finding's, not one of a step run outside strategy.run.
+        self._handed_calls: set[int] = set()
         for call in steps.runs:
             target = steps.run_target(call)
             if target is None:
+                continue
+            keras_step = handed_over.in_keras_step(call)
+            if keras_step is not None:
+                self._report_keras_step(call, keras_step)
+                continue
+            handed = handed_over.handed(call)
+            if handed is not None:
+                self._handed_calls.add(id(handed.call))
+                self._report_handed(call, handed)
                 continue
             method = _keras_method(facts, steps, call, target)
             if method is not None:
@@ -276,6 +311,59 @@ class StrategyRunModel(Rule):
         self._undistributed()
         self._steps_outside_run()
 
+    # --- strategy.run where it cannot run, or given what is not a function ------------------------
+
+    def _report_keras_step(self, call: cst.Call, step: cst.FunctionDef) -> None:
+        cls = next((a for a in self.program.ancestors(step) if isinstance(a, cst.ClassDef)), None)
+        method = step.name.value
+        message = KERAS_STEP_MESSAGE.format(cls=cls.name.value if cls else "the model", method=method, loop=KERAS_LOOPS[method])
+        self.report(call, message, KERAS_STEP_REASON.format(method=method))
+
+    def _report_handed(self, call: cst.Call, handed: Handed) -> None:
+        if handed.kind == "zip":
+            self.report(call, ZIP_MESSAGE, ZIP_REASON)
+            return
+        name = handed.step.name.value if handed.step is not None else "the step"
+        message = RESULT_MESSAGE.format(name=name)
+        self.fix(call, message, lambda edits: self._hand_the_step(call, handed, edits))
+
+    def _hand_the_step(self, run: cst.Call, handed: Handed, edits: BlockEdits) -> None:
+        """``strategy.run(step(x, y))`` (or with ``args=(x, y)`` as well): ``strategy.run(step,
+        args=(x, y))``, so that every replica runs the step on what it was given."""
+        program = self.program
+        step_call = handed.call
+        if self.steps.run_target(run) is not step_call:
+            raise NotFound(f"what {handed.step.name.value}() returns is handed to strategy.run through a name")  # type: ignore[union-attr]
+        if any(a.keyword is not None or a.star for a in step_call.args):
+            raise NotFound("the step is called with keyword or starred arguments")
+        fn = run.args[0]
+        if fn.keyword is not None and fn.keyword.value != "fn" or fn.star:
+            raise NotFound("the step's call is not strategy.run's first argument")
+        passed = [a.value for a in step_call.args]
+        given = argument_value(run, "args", 1)
+        if argument_value(run, "kwargs", 2) is not None or len(run.args) > (2 if given is not None else 1):
+            raise NotFound("strategy.run is given other arguments as well")
+        if given is not None:
+            same = isinstance(given, (cst.Tuple, cst.List)) and len(given.elements) == len(passed) and all(
+                not isinstance(e, cst.StarredElement) and e.value.deep_equals(p) for e, p in zip(given.elements, passed)
+            )
+            if not same:
+                raise NotFound("strategy.run's args= are not what the step is called with, so which the step should run on is not known")
+        inputs = Inputs.of(program)
+        for value in passed:
+            kinds = {o.kind for o in inputs.origins(value)}
+            if kinds & {"dataset", "array", "shard"}:
+                raise NotFound(
+                    f"{program.module.code_for_node(value)} is not distributed either: handed to strategy.run, every "
+                    "replica would get the whole batch (distribute the dataset first)"
+                )
+        strategy = program.module.code_for_node(run.func)
+        func = program.module.code_for_node(step_call.func)
+        args = ", ".join(program.module.code_for_node(v) for v in passed)
+        comma = "," if len(passed) == 1 else ""
+        replacement = f"{strategy}({func}, args=({args}{comma}))" if passed else f"{strategy}({func})"
+        edits.replace(run, lambda _node: cst.parse_expression(replacement))
+
     def _steps_outside_run(self) -> None:
         """A training step that applies gradients with an optimizer made in the scope of a
         strategy with several replicas, called outside ``strategy.run``: it computes on one
@@ -294,7 +382,7 @@ class StrategyRunModel(Rule):
                 continue
             calls, _passed_on = values.calls_of(function)
             for call, offset in calls:
-                if offset < 0 or values.enclosing_function(call) in replica_side:
+                if offset < 0 or values.enclosing_function(call) in replica_side or id(call) in self._handed_calls:
                     continue
                 self.report(
                     call,
