@@ -131,16 +131,18 @@ KERAS_STEP_MESSAGE = (
     "get_replica_context().merge_call()\")"
 )
 KERAS_STEP_REASON = (
-    "{method}() already runs per replica, on the replica's share of the batch: compute the loss and apply the "
-    "gradients in it directly, without strategy.run or strategy.reduce"
+    "{method}() already runs per replica, on the replica's share of the batch: {what} in it directly, without "
+    "strategy.run or strategy.reduce"
 )
 RESULT_MESSAGE = (
-    "strategy.run is given what {name}() returns, not a function: {name}() runs once, on one device with the "
-    "whole batch, then strategy.run raises (\"TypeError: ... object is not callable\")"
+    "strategy.run is given what {name}() returns, not a function: {name}() is called once, outside the replicas "
+    "(on a distributed batch that call raises \"ValueError: Attempt to convert a value (PerReplica...)\"; on a plain "
+    "one it trains on one device with the whole batch), then strategy.run raises \"TypeError: ... object is not callable\""
 )
 ZIP_MESSAGE = (
     "strategy.run hands one zip(...) of gradients to apply_gradients on every replica: the first replica uses it "
-    "up and the next gets nothing (\"ValueError: not enough values to unpack (expected 2, got 0)\")"
+    "up and the next gets nothing (Keras 3: \"ValueError: not enough values to unpack (expected 2, got 0)\"; "
+    "tf_keras: \"RuntimeError: Some replicas made a different number of replica_context().merge_call() calls\")"
 )
 ZIP_REASON = (
     "compute the gradients and apply them in one step function that strategy.run runs on every replica, on "
@@ -317,7 +319,8 @@ class StrategyRunModel(Rule):
         cls = next((a for a in self.program.ancestors(step) if isinstance(a, cst.ClassDef)), None)
         method = step.name.value
         message = KERAS_STEP_MESSAGE.format(cls=cls.name.value if cls else "the model", method=method, loop=KERAS_LOOPS[method])
-        self.report(call, message, KERAS_STEP_REASON.format(method=method))
+        what = "compute the loss and apply the gradients" if method == "train_step" else "compute"
+        self.report(call, message, KERAS_STEP_REASON.format(method=method, what=what))
 
     def _report_handed(self, call: cst.Call, handed: Handed) -> None:
         if handed.kind == "zip":

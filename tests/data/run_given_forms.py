@@ -27,6 +27,7 @@ FORMS = (
     "strategy.run(step(x)) in a tf.function",
     "strategy.run(step(x), args=(x,))",
     "strategy.run(step(x)) of a step returning None",
+    "strategy.run(step(x)) of a distributed batch in a tf.function",
     "strategy.run(apply_gradients, args=(zip(grads, vars),))",
     "strategy.run(apply_gradients, args=(zip(grads, vars),)) in a tf.function",
     "strategy.run(apply_gradients, args=(list(zip(grads, vars)),))",
@@ -76,6 +77,8 @@ def measure(form: str, keras2: bool) -> None:
 
     def note(batch):
         """Records (replica, batch size) each time a replica runs the step."""
+        if isinstance(batch, tf.distribute.DistributedValues):
+            return tf.constant(0)  # outside the replicas: what the step does with it is measured
         context = tf.distribute.get_replica_context()
         replica = context.replica_id_in_sync_group if context is not None else -1
         return tf.py_function(record, [replica, tf.shape(batch)[0]], tf.int32)
@@ -111,7 +114,7 @@ def measure(form: str, keras2: bool) -> None:
         return loss
 
     try:
-        if form.endswith(("under fit", "under evaluate")):
+        if "under fit" in form or "under evaluate" in form:
             held = form.startswith("self.") and "distribute_strategy" or "strategy"
 
             class Wrapped(keras.Model):
@@ -155,7 +158,7 @@ def measure(form: str, keras2: bool) -> None:
             say(f"runs; the step's (replica, batch) {sorted(seen)}")
         elif form.startswith("strategy.run(step(x))") or form == "strategy.run(step(x), args=(x,))":
             before = model.get_weights()
-            batch = next(iter(ds))
+            batch = next(iter(strategy.experimental_distribute_dataset(ds) if "distributed" in form else ds))
             returned = None if "returning None" in form else True
 
             def called(inputs):
@@ -192,7 +195,11 @@ def measure(form: str, keras2: bool) -> None:
     except Exception as exc:  # noqa: BLE001 - the failure is the measurement
         lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
         # A failure inside a tf.function starts "in user code:" and ends with the error.
-        first = (lines[-1] if lines[0] == "in user code:" else lines[0]) if lines else ""
+        if lines and lines[0] == "in user code:":
+            # The error's own first line, after the traced frames.
+            named = [i for i, line in enumerate(lines) if line.startswith(f"{type(exc).__name__}: ")]
+            lines = [lines[named[-1]].split(": ", 1)[1]] if named else lines[-1:]
+        first = lines[0] if lines else ""
         # The line of this script the failure comes from (``run`` or ``reduce``).
         ours = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == __file__]
         where = f" (raised by: {ours[-1].line.strip()})" if ours else ""
