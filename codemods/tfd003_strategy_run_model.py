@@ -2,9 +2,24 @@
 training steps run eagerly.
 
 Found: ``strategy.run`` given a model with no inputs, a model whose outputs are used as a
-training loss, or Keras's own training methods; a training step given batches that are not
-distributed; a training step of the strategy's optimizer never run by ``strategy.run``; and a
-training step called eagerly in a loop (a suggestion).
+training loss, or Keras's own training methods; ``strategy.run`` given what is not a function
+(what calling the step returns, a ``zip`` of gradients for ``apply_gradients``) or called inside
+a Keras model's ``train_step`` / ``test_step`` / ``predict_step``; a training step given
+batches that are not distributed; a training step of the strategy's optimizer never run by
+``strategy.run``; and a training step called eagerly in a loop (a suggestion).
+
+What ``strategy.run`` is handed and where it is called is
+:mod:`autofix.analysis.steps.run_targets`' answer (measured on TF 2.21, docs/losses.md).
+``strategy.run(train_step(batch))`` (also with ``args=(batch,)``) calls the step once, outside
+the replicas (on a distributed batch that fails: "ValueError: Attempt to convert a value
+(PerReplica...)"), and then raises "TypeError: ... object is not callable": fixed to
+``strategy.run(train_step, args=(batch,))``, only where the step's arguments are its plain
+positional ones, ``args=`` (if given) is the same, and none of them is undistributed data.
+``strategy.run(optimizer.apply_gradients, args=(zip(grads, variables),))`` hands the one zip to
+every replica: the first uses it up, the next fails. ``strategy.run`` inside a Keras model's
+``train_step`` (which ``fit`` already runs per replica, in a model made in the scope of a
+strategy with several replicas) raises "RuntimeError: Method requires being in cross-replica
+context".
 
 ``strategy.run`` takes a per-replica step *function*. Given a model and real inputs
 (``strategy.run(model, args=(x,))``) it is valid distributed inference: it returns the
@@ -22,7 +37,8 @@ value that was used is the per-replica loss reduced with ``strategy.reduce(SUM, 
 A step that applies gradients, run by ``strategy.run`` on batches of a plain ``tf.data``
 dataset, on NumPy arrays or on one replica's shard (``batch.values[0]``), trains every replica
 on the whole batch (:mod:`autofix.analysis.training.inputs`: followed through names, loops, iterators,
-parameters and returns). Fixed by distributing the dataset once, before the outermost loop, and
+parameters and returns, ``self`` attributes, and a constructor's parameters to what the class's
+constructions pass). Fixed by distributing the dataset once, before the outermost loop, and
 iterating that (:mod:`autofix.analysis.training.distribution` says when that is safe): as the loop's
 header has it (``enumerate(ds.take(n), 1)``, ``zip(range(n), ds)``, ``tqdm(ds)``, or
 ``it = iter(ds)`` read by ``next(it)``; a progress bar held in a name, ``bar = tqdm(ds)``, gets
@@ -46,6 +62,9 @@ the step's Python code runs: when the step is safe to trace (no Python side effe
 outermost loop.
 
 Not fixed (reported with the reason):
+- ``strategy.run`` inside a Keras ``train_step`` (the step must be rewritten per replica),
+  a zip of gradients computed outside (the whole step must run per replica), and a step's
+  result handed through a name, with other ``args=`` than its call's, or on undistributed data;
 - a model's outputs used as a training loss, and ``model.train_on_batch`` / ``fit`` /
   ``predict`` run by ``strategy.run`` (they fail in a replica; call them directly instead);
 - a model that is not compiled, or compiled with a loss that cannot be rebuilt per example;
@@ -62,7 +81,9 @@ Not fixed (reported with the reason):
   dataset's (split over the replicas, the loss would change) or reads the dataset's batch size
   otherwise (``tf.zeros((BATCH,) + shape)`` for its labels: a replica's share is smaller), and
   a loop over another wrapper of the dataset held in a name (``batches = enumerate(ds)``,
-  ``zip``, ``iter``, ``itertools``: the dataset would be distributed inside it). TPU strategies, one-replica
+  ``zip``, ``iter``, ``itertools``: the dataset would be distributed inside it), an iterator
+  held in a ``self`` attribute (``self.train_iter = iter(ds)``) or made by a helper and passed
+  in (distributed where the dataset is made, by hand). TPU strategies, one-replica
   strategies, steps that apply no gradients, and values that are not batches are left alone.
 """
 
@@ -154,7 +175,7 @@ COMMENT = "# strategy.run takes a per-replica step function, not a model: train 
 class StrategyRunModel(Rule):
     CODE = "TFD003"
     NAME = "strategy-run-model"
-    DESCRIPTION = "strategy.run given what it cannot run (a model without inputs, batches that are not distributed), or a training step run eagerly"
+    DESCRIPTION = "strategy.run given what it cannot run (a model without inputs, a step's result, batches that are not distributed) or called where it cannot run (a Keras train_step), or a training step run eagerly"
     EXAMPLES = (
         Example(
             before=(
