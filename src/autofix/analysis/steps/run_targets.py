@@ -21,7 +21,9 @@ Each is answered only where the code shows it: a step is a function of this file
 applies gradients and returns no function (no lambda, no local function, no ``tf.function`` or
 ``functools.partial`` value, no parameter); a name handed to ``strategy.run`` is judged by
 every value that reaches it; a Keras step by a class of this file whose objects are made in
-the scope of a strategy with several replicas.
+the scope of a strategy with several replicas, and that no code of the file calls by its name
+(a custom loop calling ``model.train_step(batch)`` runs it in cross-replica context, where
+``strategy.run`` is right).
 """
 
 from __future__ import annotations
@@ -153,9 +155,17 @@ class RunTargets(Derived):
                 continue
             for method in KERAS_STEP_METHODS:
                 step = self._own_method(cls, method)
-                if step is not None and step not in found:
+                if step is not None and step not in found and not self._called_by_name(method):
                     found.append(step)
         return found
+
+    def _called_by_name(self, method: str) -> bool:
+        """Whether code of this file calls a method named ``method`` itself (``model.train_step(batch)``
+        in a custom loop, from cross-replica context): then it is not only Keras's loop that
+        runs it."""
+        return any(
+            isinstance(call.func, cst.Attribute) and call.func.attr.value == method for call, _owner in self.facts.calls
+        )
 
     def _made_under_replicas(self, cls: cst.ClassDef) -> bool:
         """Whether an object of ``cls`` (or of a subclass of this file) is made in the scope of
