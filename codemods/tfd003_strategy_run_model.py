@@ -3,7 +3,7 @@ training steps run eagerly.
 
 Found: ``strategy.run`` given a model with no inputs, a model whose outputs are used as a
 training loss, or Keras's own training methods; ``strategy.run`` given what is not a function
-(what calling the step returns, a ``zip`` of gradients for ``apply_gradients``) or called inside
+(what calling the step returns, gradients, a ``zip`` of them for ``apply_gradients``) or called inside
 a Keras model's ``train_step`` / ``test_step`` / ``predict_step``; a training step given
 batches that are not distributed; a training step of the strategy's optimizer never run by
 ``strategy.run``; and a training step called eagerly in a loop (a suggestion).
@@ -63,7 +63,7 @@ outermost loop.
 
 Not fixed (reported with the reason):
 - ``strategy.run`` inside a Keras ``train_step`` (the step must be rewritten per replica),
-  a zip of gradients computed outside (the whole step must run per replica), and a step's
+  gradients or a zip of them computed outside (the whole step must run per replica), and a step's
   result handed through a name, with other ``args=`` than its call's, or on undistributed data;
 - a model's outputs used as a training loss, and ``model.train_on_batch`` / ``fit`` /
   ``predict`` run by ``strategy.run`` (they fail in a replica; call them directly instead);
@@ -164,6 +164,10 @@ ZIP_MESSAGE = (
     "strategy.run hands one zip(...) of gradients to apply_gradients on every replica: the first replica uses it "
     "up and the next gets nothing (Keras 3: \"ValueError: not enough values to unpack (expected 2, got 0)\"; "
     "tf_keras: \"RuntimeError: Some replicas made a different number of replica_context().merge_call() calls\")"
+)
+GRADIENTS_MESSAGE = (
+    "strategy.run is given gradients taken outside the replicas, not a function: it raises "
+    "\"TypeError: 'list' object is not callable\""
 )
 ZIP_REASON = (
     "compute the gradients and apply them in one step function that strategy.run runs on every replica, on "
@@ -344,8 +348,8 @@ class StrategyRunModel(Rule):
         self.report(call, message, KERAS_STEP_REASON.format(method=method, what=what))
 
     def _report_handed(self, call: cst.Call, handed: Handed) -> None:
-        if handed.kind == "zip":
-            self.report(call, ZIP_MESSAGE, ZIP_REASON)
+        if handed.kind in ("zip", "gradients"):
+            self.report(call, ZIP_MESSAGE if handed.kind == "zip" else GRADIENTS_MESSAGE, ZIP_REASON)
             return
         name = handed.step.name.value if handed.step is not None else "the step"
         message = RESULT_MESSAGE.format(name=name)

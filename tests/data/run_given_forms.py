@@ -6,7 +6,7 @@
   ``evaluate`` run (already once per replica);
 - something other than a per-replica function: the result of calling the step
   (``strategy.run(step(x))``, with or without ``args=``), ``optimizer.apply_gradients`` fed a
-  zip (or a list) of gradients computed outside, a tensor;
+  zip (or a list) of gradients computed outside, the gradients themselves, a tensor;
 - batches of an iterator over a plain dataset (``next(iter(ds))``) against one over the
   distributed dataset.
 
@@ -32,6 +32,7 @@ FORMS = (
     "strategy.run(apply_gradients, args=(zip(grads, vars),)) in a tf.function",
     "strategy.run(apply_gradients, args=(list(zip(grads, vars)),))",
     "strategy.run(a tensor)",
+    "strategy.run(grads)",
     "next(iter(ds)) fed to strategy.run",
     "next(iter(distributed ds)) fed to strategy.run",
 )
@@ -185,6 +186,13 @@ def measure(form: str, keras2: bool) -> None:
             else:
                 strategy.run(optimizer.apply_gradients, args=(zip(grads, model.trainable_variables),))
             say(f"runs; update {update_multiple(before, xb, yb)}")
+        elif form == "strategy.run(grads)":
+            xb, yb = next(iter(ds))
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(loss_fn(yb, model(xb, training=True)))
+            grads = tape.gradient(loss, model.trainable_variables)
+            strategy.run(grads)
+            say("runs")
         elif form == "strategy.run(a tensor)":
             strategy.run(tf.constant(1.0))
             say("runs")

@@ -9,6 +9,8 @@ Measured on TF 2.21 with 2 logical CPUs (Keras 3.15 and tf_keras 2.21;
   ``args=``): the step runs once, eagerly or while tracing, on one device and on the whole
   batch, then ``strategy.run`` raises ``TypeError: 'EagerTensor' object is not callable``
   (``'NoneType'`` for a step that returns nothing; ``'SymbolicTensor'`` in a ``tf.function``);
+- handed the gradients themselves (``grads = tape.gradient(...)``, ``strategy.run(grads)``):
+  ``TypeError: 'list' object is not callable``;
 - handed ``optimizer.apply_gradients`` with ``args=(zip(grads, variables),)``: the one zip
   object goes to every replica; the first uses it up and the next gets nothing
   (``ValueError: not enough values to unpack (expected 2, got 0)``);
@@ -51,7 +53,8 @@ class Handed:
     """What a ``strategy.run`` call is given instead of a per-replica function.
 
     ``kind``: ``"result"`` (what calling ``step`` returns: ``call`` is that call, in the
-    ``strategy.run`` line itself or where the name handed to it is bound), or ``"zip"`` (a
+    ``strategy.run`` line itself or where the name handed to it is bound), ``"gradients"``
+    (what ``tape.gradient`` returns: ``call`` is that call), or ``"zip"`` (a
     ``zip`` of gradients and variables handed to ``apply_gradients`` through ``args``:
     ``call`` is the ``zip``)."""
 
@@ -76,11 +79,17 @@ class RunTargets(Derived):
         if target is None:
             return None
         if isinstance(target, cst.Call):
+            if self.steps.differentiated(target) is not None:
+                return Handed("gradients", target)
             step = self.step_result(target)
             return Handed("result", target, step) if step is not None else None
         if isinstance(target, cst.Name):
             values = [self.facts.assigned_value(b) for b in self.facts.reaching_bindings(target) or ()]
-            if values and all(isinstance(v, cst.Call) and self.step_result(v) is not None for v in values):
+            if not values or not all(isinstance(v, cst.Call) for v in values):
+                return None
+            if all(self.steps.differentiated(v) is not None for v in values):  # type: ignore[arg-type]
+                return Handed("gradients", values[0])  # type: ignore[arg-type]
+            if all(self.step_result(v) is not None for v in values):  # type: ignore[arg-type]
                 first = values[0]
                 return Handed("result", first, self.step_result(first))  # type: ignore[arg-type]
             return None
