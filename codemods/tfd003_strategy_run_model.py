@@ -11,8 +11,8 @@ batches that are not distributed; a training step of the strategy's optimizer ne
 What ``strategy.run`` is handed and where it is called is
 :mod:`autofix.analysis.steps.run_targets`' answer (measured on TF 2.21, docs/losses.md).
 ``strategy.run(train_step(batch))`` (also with ``args=(batch,)``) calls the step once, outside
-the replicas (on a distributed batch that fails: a ValueError about the PerReplica value), and then
-raises "TypeError: ... object is not callable": fixed to
+the replicas (on a distributed batch that fails on the PerReplica value: a ValueError on Keras 3, a
+TypeError on tf_keras), and then raises "TypeError: ... object is not callable": fixed to
 ``strategy.run(train_step, args=(batch,))``, only where the step's arguments are its plain
 positional ones, ``args=`` (if given) is the same, and none of them is undistributed data.
 ``strategy.run(optimizer.apply_gradients, args=(zip(grads, variables),))`` hands the one zip to
@@ -157,8 +157,8 @@ KERAS_STEP_REASON = (
 )
 RESULT_MESSAGE = (
     "strategy.run is given what {name}() returns, not a function: {name}() is called once, outside the replicas "
-    "(on a distributed batch that call fails, a ValueError about the PerReplica value; on a plain one it trains "
-    "on one device with the whole batch), then strategy.run raises \"TypeError: ... object is not callable\""
+    "(on a distributed batch that call fails on the PerReplica value; on a plain one it trains on one device "
+    "with the whole batch), then strategy.run raises \"TypeError: ... object is not callable\""
 )
 ZIP_MESSAGE = (
     "strategy.run hands one zip(...) of gradients to apply_gradients on every replica: the first replica uses it "
