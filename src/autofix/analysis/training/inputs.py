@@ -14,10 +14,11 @@ that may reach the read: a value rebuilt on one branch counts), ``for`` loops an
 unpacking, subscripts, the parameters of local functions (to what their callers pass) and their
 returns, and ``self`` attributes (an iterator or dataset kept in one, ``self.train_iter =
 iter(ds)``, is iterated where it is read), and a class's ``__init__`` parameters to what the
-class's constructions in this file pass (none in view: unknown). An origin is ``distributed``, ``dataset`` (a ``tf.data`` /
-Keras / TFDS dataset, with the expression iterated), ``array`` (NumPy, or a Keras
-``load_data``), ``shard``, or unknown (scalars, step counters, tensors made by TensorFlow,
-values from other modules, what a local generator yields: never a finding).
+class's constructions in this file pass (none in view: unknown). An origin is
+``distributed``, ``dataset`` (a ``tf.data`` / Keras / TFDS dataset, with the expression
+iterated), ``array`` (NumPy, or a Keras ``load_data``), ``shard``, or unknown (scalars, step
+counters, tensors made by TensorFlow, values from other modules, what a local generator
+yields: never a finding).
 """
 
 from __future__ import annotations
