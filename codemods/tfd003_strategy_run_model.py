@@ -2,9 +2,24 @@
 training steps run eagerly.
 
 Found: ``strategy.run`` given a model with no inputs, a model whose outputs are used as a
-training loss, or Keras's own training methods; a training step given batches that are not
-distributed; a training step of the strategy's optimizer never run by ``strategy.run``; and a
-training step called eagerly in a loop (a suggestion).
+training loss, or Keras's own training methods; ``strategy.run`` given what is not a function
+(what calling the step returns, gradients, a ``zip`` of them for ``apply_gradients``) or called inside
+a Keras model's ``train_step`` / ``test_step`` / ``predict_step``; a training step given
+batches that are not distributed; a training step of the strategy's optimizer never run by
+``strategy.run``; and a training step called eagerly in a loop (a suggestion).
+
+What ``strategy.run`` is handed and where it is called is
+:mod:`autofix.analysis.steps.run_targets`' answer (measured on TF 2.21, docs/losses.md).
+``strategy.run(train_step(batch))`` (also with ``args=(batch,)``) calls the step once, outside
+the replicas (on a distributed batch that fails on the PerReplica value: a ValueError on Keras 3, a
+TypeError on tf_keras), and then raises "TypeError: ... object is not callable": fixed to
+``strategy.run(train_step, args=(batch,))``, only where the step's arguments are its plain
+positional ones, ``args=`` (if given) is the same, and none of them is undistributed data.
+``strategy.run(optimizer.apply_gradients, args=(zip(grads, variables),))`` hands the one zip to
+every replica: the first uses it up, the next fails. ``strategy.run`` inside a Keras model's
+``train_step`` (which ``fit`` already runs per replica, in a model made in the scope of a
+strategy with several replicas) raises "RuntimeError: Method requires being in cross-replica
+context".
 
 ``strategy.run`` takes a per-replica step *function*. Given a model and real inputs
 (``strategy.run(model, args=(x,))``) it is valid distributed inference: it returns the
@@ -22,7 +37,8 @@ value that was used is the per-replica loss reduced with ``strategy.reduce(SUM, 
 A step that applies gradients, run by ``strategy.run`` on batches of a plain ``tf.data``
 dataset, on NumPy arrays or on one replica's shard (``batch.values[0]``), trains every replica
 on the whole batch (:mod:`autofix.analysis.training.inputs`: followed through names, loops, iterators,
-parameters and returns). Fixed by distributing the dataset once, before the outermost loop, and
+parameters and returns, ``self`` attributes, and a constructor's parameters to what the class's
+constructions pass). Fixed by distributing the dataset once, before the outermost loop, and
 iterating that (:mod:`autofix.analysis.training.distribution` says when that is safe): as the loop's
 header has it (``enumerate(ds.take(n), 1)``, ``zip(range(n), ds)``, ``tqdm(ds)``, or
 ``it = iter(ds)`` read by ``next(it)``; a progress bar held in a name, ``bar = tqdm(ds)``, gets
@@ -46,6 +62,9 @@ the step's Python code runs: when the step is safe to trace (no Python side effe
 outermost loop.
 
 Not fixed (reported with the reason):
+- ``strategy.run`` inside a Keras ``train_step`` (the step must be rewritten per replica),
+  gradients or a zip of them computed outside (the whole step must run per replica), and a step's
+  result handed through a name, with other ``args=`` than its call's, or on undistributed data;
 - a model's outputs used as a training loss, and ``model.train_on_batch`` / ``fit`` /
   ``predict`` run by ``strategy.run`` (they fail in a replica; call them directly instead);
 - a model that is not compiled, or compiled with a loss that cannot be rebuilt per example;
@@ -62,7 +81,9 @@ Not fixed (reported with the reason):
   dataset's (split over the replicas, the loss would change) or reads the dataset's batch size
   otherwise (``tf.zeros((BATCH,) + shape)`` for its labels: a replica's share is smaller), and
   a loop over another wrapper of the dataset held in a name (``batches = enumerate(ds)``,
-  ``zip``, ``iter``, ``itertools``: the dataset would be distributed inside it). TPU strategies, one-replica
+  ``zip``, ``iter``, ``itertools``: the dataset would be distributed inside it), an iterator
+  held in a ``self`` attribute (``self.train_iter = iter(ds)``) or made by a helper and passed
+  in (distributed where the dataset is made, by hand). TPU strategies, one-replica
   strategies, steps that apply no gradients, and values that are not batches are left alone.
 """
 
@@ -76,6 +97,7 @@ from autofix.analysis.training.distribution import NotDistributable, distributio
 from autofix.analysis.training.inputs import Feed, Inputs
 from autofix.analysis.program import Program
 from autofix.analysis.steps.custom import Steps, words
+from autofix.analysis.steps.run_targets import KERAS_LOOPS, Handed, RunTargets
 from autofix.analysis.syntax import argument_value, attribute_path, names_in, root_name
 from autofix.analysis.steps.tracing import python_effect
 from autofix.analysis.training.compiled import batch_size_of, compile_of, fit_datasets
@@ -124,13 +146,40 @@ FEED_MESSAGE = (
     "strategy.run is given {what}, which is not distributed: every replica gets the whole batch "
     "(no data parallelism, and the replicas' gradients of the same batch are summed)"
 )
+KERAS_STEP_MESSAGE = (
+    "strategy.run is called in {cls}.{method}(), which {loop} already runs on every replica: inside a replica, "
+    "strategy.run raises (\"RuntimeError: Method requires being in cross-replica context, use "
+    "get_replica_context().merge_call()\")"
+)
+KERAS_STEP_REASON = (
+    "{method}() already runs per replica, on the replica's share of the batch: {what} in it directly, without "
+    "strategy.run or strategy.reduce"
+)
+RESULT_MESSAGE = (
+    "strategy.run is given what {name}() returns, not a function: {name}() is called once, outside the replicas "
+    "(on a distributed batch that call fails on the PerReplica value; on a plain one it trains on one device "
+    "with the whole batch), then strategy.run raises \"TypeError: ... object is not callable\""
+)
+ZIP_MESSAGE = (
+    "strategy.run hands one zip(...) of gradients to apply_gradients on every replica: the first replica uses it "
+    "up and the next gets nothing (Keras 3: \"ValueError: not enough values to unpack (expected 2, got 0)\"; "
+    "tf_keras: \"RuntimeError: Some replicas made a different number of replica_context().merge_call() calls\")"
+)
+GRADIENTS_MESSAGE = (
+    "strategy.run is given gradients taken outside the replicas, not a function: it raises "
+    "\"TypeError: 'list' object is not callable\""
+)
+ZIP_REASON = (
+    "compute the gradients and apply them in one step function that strategy.run runs on every replica, on "
+    "batches of strategy.experimental_distribute_dataset(...)"
+)
 COMMENT = "# strategy.run takes a per-replica step function, not a model: train one step on real data."
 
 
 class StrategyRunModel(Rule):
     CODE = "TFD003"
     NAME = "strategy-run-model"
-    DESCRIPTION = "strategy.run given what it cannot run (a model without inputs, batches that are not distributed), or a training step run eagerly"
+    DESCRIPTION = "strategy.run given what it cannot run (a model without inputs, a step's result, batches that are not distributed) or called where it cannot run (a Keras train_step), or a training step run eagerly"
     EXAMPLES = (
         Example(
             before=(
@@ -249,9 +298,22 @@ class StrategyRunModel(Rule):
     def check(self) -> None:
         steps = self.steps = Steps.of(self.program)
         facts = self.facts
+        handed_over = RunTargets.of(self.program)
+        # A step called in strategy.run's own line (or bound to what it is handed) is that
+        # finding's, not one of a step run outside strategy.run.
+        self._handed_calls: set[int] = set()
         for call in steps.runs:
             target = steps.run_target(call)
             if target is None:
+                continue
+            keras_step = handed_over.in_keras_step(call)
+            if keras_step is not None:
+                self._report_keras_step(call, keras_step)
+                continue
+            handed = handed_over.handed(call)
+            if handed is not None:
+                self._handed_calls.add(id(handed.call))
+                self._report_handed(call, handed)
                 continue
             method = _keras_method(facts, steps, call, target)
             if method is not None:
@@ -276,6 +338,60 @@ class StrategyRunModel(Rule):
         self._undistributed()
         self._steps_outside_run()
 
+    # --- strategy.run where it cannot run, or given what is not a function ------------------------
+
+    def _report_keras_step(self, call: cst.Call, step: cst.FunctionDef) -> None:
+        cls = next((a for a in self.program.ancestors(step) if isinstance(a, cst.ClassDef)), None)
+        method = step.name.value
+        message = KERAS_STEP_MESSAGE.format(cls=cls.name.value if cls else "the model", method=method, loop=KERAS_LOOPS[method])
+        what = "compute the loss and apply the gradients" if method == "train_step" else "compute"
+        self.report(call, message, KERAS_STEP_REASON.format(method=method, what=what))
+
+    def _report_handed(self, call: cst.Call, handed: Handed) -> None:
+        if handed.kind in ("zip", "gradients"):
+            self.report(call, ZIP_MESSAGE if handed.kind == "zip" else GRADIENTS_MESSAGE, ZIP_REASON)
+            return
+        name = handed.step.name.value if handed.step is not None else "the step"
+        message = RESULT_MESSAGE.format(name=name)
+        self.fix(call, message, lambda edits: self._hand_the_step(call, handed, edits))
+
+    def _hand_the_step(self, run: cst.Call, handed: Handed, edits: BlockEdits) -> None:
+        """``strategy.run(step(x, y))`` (or with ``args=(x, y)`` as well): ``strategy.run(step,
+        args=(x, y))``, so that every replica runs the step on what it was given."""
+        program = self.program
+        step_call = handed.call
+        if self.steps.run_target(run) is not step_call:
+            raise NotFound(f"what {handed.step.name.value}() returns is handed to strategy.run through a name")  # type: ignore[union-attr]
+        if any(a.keyword is not None or a.star for a in step_call.args):
+            raise NotFound("the step is called with keyword or starred arguments")
+        fn = run.args[0]
+        if fn.keyword is not None and fn.keyword.value != "fn" or fn.star:
+            raise NotFound("the step's call is not strategy.run's first argument")
+        passed = [a.value for a in step_call.args]
+        given = argument_value(run, "args", 1)
+        if argument_value(run, "kwargs", 2) is not None or len(run.args) > (2 if given is not None else 1):
+            raise NotFound("strategy.run is given other arguments as well")
+        if given is not None:
+            same = isinstance(given, (cst.Tuple, cst.List)) and len(given.elements) == len(passed) and all(
+                not isinstance(e, cst.StarredElement) and e.value.deep_equals(p) for e, p in zip(given.elements, passed)
+            )
+            if not same:
+                raise NotFound("strategy.run's args= are not what the step is called with, so which the step should run on is not known")
+        inputs = Inputs.of(program)
+        for value in passed:
+            kinds = {o.kind for o in inputs.origins(value)}
+            if kinds & {"dataset", "array", "shard"}:
+                raise NotFound(
+                    f"{program.module.code_for_node(value)} is not distributed either: handed to strategy.run, every "
+                    "replica would get the whole batch (distribute the dataset first)"
+                )
+        strategy = program.module.code_for_node(run.func)
+        func = program.module.code_for_node(step_call.func)
+        args = ", ".join(program.module.code_for_node(v) for v in passed)
+        comma = "," if len(passed) == 1 else ""
+        replacement = f"{strategy}({func}, args=({args}{comma}))" if passed else f"{strategy}({func})"
+        edits.replace(run, lambda _node: cst.parse_expression(replacement))
+
     def _steps_outside_run(self) -> None:
         """A training step that applies gradients with an optimizer made in the scope of a
         strategy with several replicas, called outside ``strategy.run``: it computes on one
@@ -294,7 +410,7 @@ class StrategyRunModel(Rule):
                 continue
             calls, _passed_on = values.calls_of(function)
             for call, offset in calls:
-                if offset < 0 or values.enclosing_function(call) in replica_side:
+                if offset < 0 or values.enclosing_function(call) in replica_side or id(call) in self._handed_calls:
                     continue
                 self.report(
                     call,

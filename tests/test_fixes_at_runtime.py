@@ -168,6 +168,25 @@ def test_tfd003_step_loss_matches_fit_on_the_same_batch_and_weights(legacy_keras
     assert run.losses[0] == pytest.approx(fit.losses[0], rel=1e-5)
 
 
+def _handed_pairs() -> list:
+    return [c for c in pairs("tfd003") if c.name.startswith("step_result_")]
+
+
+@pytest.mark.parametrize("case", _handed_pairs(), ids=lambda c: c.id)
+def test_tfd003_step_handed_itself_runs_on_every_replica(case):
+    """``strategy.run(step(batch))`` calls the step outside the replicas, where a distributed
+    batch cannot be computed with (the PerReplica value fails to convert); the fix,
+    ``strategy.run(step, args=(batch,))``, runs the step on both replicas. These pairs alone, in
+    a process of their own."""
+    paths = tuple(str(p) for c in _handed_pairs() for p in (c.before, c.after))
+    reports = _batch(paths, steps=2)
+    broken, fixed = reports[str(case.before)], reports[str(case.after)]
+    assert broken.status == "crashed" and "PerReplica" in " ".join(broken.failures)
+    assert fixed.ok, fixed.failures
+    assert fixed.runs and all(r.num_replicas == REPLICAS and r.replicas_observed for r in fixed.runs)
+    assert all(math.isfinite(loss) for r in fixed.runs for loss in r.losses)
+
+
 # --- TFD004: the loss is finite and falls ---------------------------------------------------------
 
 

@@ -1,6 +1,7 @@
 """The measured facts TFD003 and TFD004 rest on (docs/losses.md), measured again: each loss form
 of a custom step on 2 replicas, as a multiple of the single-device gradient, on Keras 3 and
-tf_keras; what each replica is fed; what a Python counter in a tf.function counts."""
+tf_keras; what each replica is fed; what a Python counter in a tf.function counts; what
+strategy.run does with what it is handed, and inside a Keras train_step."""
 
 from __future__ import annotations
 
@@ -149,3 +150,67 @@ def test_tf_keras_train_on_batch_splits_the_batch_over_the_replicas():
     assert values["train_on_batch of 8: the one device's update"] == "True"
     assert values["train_on_batch of 7: each replica's batch"] == "[4, 3]"
     assert values["train_on_batch of 1: each replica's batch"] == "[1, 0]"
+
+
+GIVEN = Path(__file__).resolve().parent / "data" / "run_given_forms.py"
+
+
+@lru_cache(maxsize=None)
+def measured_given(keras: int) -> dict[str, str]:
+    announce(f"measuring what strategy.run does with what it is handed on Keras {keras}")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    args = [sys.executable, str(GIVEN)]
+    if keras == 2:
+        env["TF_USE_LEGACY_KERAS"] = "1"
+        args.append("keras2")
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=1200, check=True).stdout
+    return dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+
+
+@pytest.mark.parametrize("keras", [3, 2])
+def test_strategy_run_inside_a_keras_train_step_raises(keras):
+    """Why TFD003 reports strategy.run in a train_step / test_step that fit / evaluate run."""
+    values = measured_given(keras)
+    for form in (
+        "strategy.run in train_step under fit",
+        "self.distribute_strategy.run in train_step under fit",
+        "strategy.run in train_step under fit, no reduce",
+        "strategy.run in test_step under evaluate",
+    ):
+        assert values[form].startswith("fails: RuntimeError: Method requires being in cross-replica context"), form
+        assert values[form].endswith("(raised by: per_replica = run(fn, args=(data,)))"), form
+
+
+@pytest.mark.parametrize("keras", [3, 2])
+def test_strategy_run_given_a_step_result_raises(keras):
+    """Why TFD003 reports strategy.run(step(x)) and hands it the step instead."""
+    values = measured_given(keras)
+    assert values["strategy.run(step(x))"].startswith("fails: TypeError: 'tensorflow.python.framework.ops.EagerTensor' object is not callable")
+    assert values["strategy.run(step(x)) in a tf.function"].startswith("fails: TypeError: 'SymbolicTensor' object is not callable")
+    assert values["strategy.run(step(x), args=(x,))"].startswith("fails: TypeError: 'tensorflow.python.framework.ops.EagerTensor' object is not callable")
+    assert values["strategy.run(step(x)) of a step returning None"].startswith("fails: TypeError: 'NoneType' object is not callable")
+    error = "ValueError" if keras == 3 else "TypeError"
+    assert values["strategy.run(step(x)) of a distributed batch in a tf.function"].startswith(f"fails: {error}")
+    assert "PerReplica" in values["strategy.run(step(x)) of a distributed batch in a tf.function"]
+    assert values["strategy.run(a tensor)"].startswith("fails: TypeError")
+    assert values["strategy.run(grads)"].startswith("fails: TypeError: 'list' object is not callable")
+
+
+@pytest.mark.parametrize("keras", [3, 2])
+def test_a_zip_of_gradients_handed_to_every_replica_fails(keras):
+    """Why TFD003 reports strategy.run(apply_gradients, args=(zip(...),)), and leaves a list alone."""
+    values = measured_given(keras)
+    expected = (
+        "fails: ValueError: not enough values to unpack (expected 2, got 0)" if keras == 3 else
+        "fails: RuntimeError: Some replicas made a different number of replica_context().merge_call() calls."
+    )
+    assert values["strategy.run(apply_gradients, args=(zip(grads, vars),))"].startswith(expected)
+    assert values["strategy.run(apply_gradients, args=(zip(grads, vars),)) in a tf.function"].startswith(expected)
+    assert values["strategy.run(apply_gradients, args=(list(zip(grads, vars)),))"] == "runs; update 1.000"
+
+
+@pytest.mark.parametrize("keras", [3, 2])
+def test_next_of_an_iterator_over_a_plain_dataset_goes_whole_to_every_replica(keras):
+    values = measured_given(keras)
+    assert values["next(iter(ds)) fed to strategy.run"] == "each replica's batch [8, 8]"
+    assert values["next(iter(distributed ds)) fed to strategy.run"] == "each replica's batch [4, 4]"

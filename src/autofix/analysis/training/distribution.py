@@ -221,6 +221,15 @@ def _iterators(inputs: Inputs, node: cst.CSTNode) -> tuple[list[cst.Call], list[
             return [made], [direct]
         name = facts.assigned_name(made)
         if name is None:
+            holder = program.parent(made)
+            if isinstance(holder, cst.Assign) and len(holder.targets) == 1 and isinstance(holder.targets[0].target, cst.Attribute):
+                # ``self.train_iter = iter(ds)``: read in other methods, made from what the
+                # class is given.
+                raise NotDistributable(
+                    f"the iterator made on line {program.line(made)} is held in "
+                    f"{program.module.code_for_node(holder.targets[0].target)}, not in a name the fix can follow; "
+                    "distribute the dataset where it is made"
+                )
             raise NotDistributable(f"the iterator made on line {program.line(made)} is not named once")
         names = [b for b in facts.bindings(name) or () if isinstance(b, cst.Name)]
         iterated = name.value

@@ -12,10 +12,13 @@ Each argument is followed backwards to where its value is made: through names (e
 that may reach the read: a value rebuilt on one branch counts), ``for`` loops and
 ``enumerate`` / ``zip`` / ``iter`` / ``next`` and progress bars (``tqdm(ds)``), tuple
 unpacking, subscripts, the parameters of local functions (to what their callers pass) and their
-returns, and ``self`` attributes. An origin is ``distributed``, ``dataset`` (a ``tf.data`` /
-Keras / TFDS dataset, with the expression iterated), ``array`` (NumPy, or a Keras
-``load_data``), ``shard``, or unknown (scalars, step counters, tensors made by TensorFlow,
-values from other modules, what a local generator yields: never a finding).
+returns, and ``self`` attributes (an iterator or dataset kept in one, ``self.train_iter =
+iter(ds)``, is iterated where it is read), and a class's ``__init__`` parameters to what the
+class's constructions in this file pass (none in view: unknown). An origin is
+``distributed``, ``dataset`` (a ``tf.data`` / Keras / TFDS dataset, with the expression
+iterated), ``array`` (NumPy, or a Keras ``load_data``), ``shard``, or unknown (scalars, step
+counters, tensors made by TensorFlow, values from other modules, what a local generator
+yields: never a finding).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from autofix.analysis import Derived
 from autofix.analysis.facts.callees import Callables
 from autofix.analysis.facts.dataflow import LOADERS, PASSTHROUGH, progress_bar_iterable
 from autofix.analysis.steps.custom import Steps, words
-from autofix.analysis.syntax import argument_value, attribute_path
+from autofix.analysis.syntax import argument, argument_value, attribute_path
 from autofix.tf.symbols import Kind
 
 DISTRIBUTE_METHODS = frozenset(
@@ -299,6 +302,15 @@ class Inputs(Derived):
             else:
                 found.extend(inner)
             return
+        if isinstance(expr, cst.Attribute) and is_self_attribute(expr):
+            # ``self.train_iter = iter(ds)`` in one method, ``next(self.train_iter)`` in
+            # another: what every value assigned to the attribute in its class gives.
+            assigned = self.callables.attribute_assignments(expr)
+            if not assigned:
+                found.append(Origin("unknown", expr))
+            for value, _target in assigned:
+                self._elements(value, found, seen, depth + 1, loop, path)
+            return
         if isinstance(expr, cst.Call) and self._kind(expr) is None:
             callees, complete = self.callables.of_call(expr.func)
             if callees and complete:
@@ -358,7 +370,16 @@ class Inputs(Derived):
             return
         sites = self.callables.call_sites(function)
         if not sites:
-            found.append(Origin("unknown", param))
+            constructed = self._constructed(function, param)
+            if constructed is None:
+                found.append(Origin("unknown", param))
+            for arg in constructed or ():
+                if arg is None:
+                    found.append(Origin("unknown", param))
+                elif iterated:
+                    self._elements(arg, found, seen, depth + 1, None, path)
+                else:
+                    self._value(arg, found, seen, depth + 1)
             return
         star = function.params.star_arg
         for site in sites:
@@ -378,6 +399,29 @@ class Inputs(Derived):
                 self._elements(arg.value, found, seen, depth + 1, None, path)
             else:
                 self._value(arg.value, found, seen, depth + 1)
+
+    def _constructed(self, function: cst.FunctionDef, param: cst.Param) -> list[cst.BaseExpression | None] | None:
+        """For a parameter of a class's ``__init__``: what each construction of the class in
+        this file (``Trainer(strategy, train_ds)``) passes for it (None where it passes nothing
+        or a star); None when it is not such a parameter, or the class is constructed nowhere
+        in view."""
+        cls = self.program.parent(self.program.parent(function)) if function.name.value == "__init__" else None
+        if not isinstance(cls, cst.ClassDef) or param.star or param not in function.params.params:
+            return None
+        position = list(function.params.params).index(param) - 1  # after ``self``
+        if position < 0:
+            return None
+        found: list[cst.BaseExpression | None] = []
+        for ref in self.facts.references(cls):
+            call = self.program.parent(ref)
+            if not (isinstance(call, cst.Call) and call.func is ref):
+                continue
+            if any(a.star for a in call.args):
+                found.append(None)
+                continue
+            arg = argument(call, param.name.value, position)
+            found.append(arg.value if arg is not None else None)
+        return found or None
 
 
 def _arguments(run: cst.Call) -> list[cst.BaseExpression]:
