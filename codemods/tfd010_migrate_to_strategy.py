@@ -47,7 +47,12 @@ only by Keras's own losses and metrics (:mod:`autofix.analysis.migration.boolean
 not given): Keras 3 fails when the first batch does not split evenly over the replicas, and the
 result does not depend on the batch (:mod:`autofix.analysis.migration.eval_batches`); one given
 ``steps=``, ``*args`` or ``**options``, inputs whose size no expression reads again, or a model
-with its own ``test_step`` is left as it is, with a note at the call. The other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
+with its own ``test_step`` is left as it is, with a note at the call. A model class of the file
+with its own ``train_step`` and no ``call()``, around models built where they are made, is marked
+built (Keras 3 builds a model under a strategy by calling it); one compiled with metrics or a
+loss, which Keras 3 builds by calling it even so, gets the ``call()`` returning what its
+``train_step`` hands them, and its optimizer built on the variables the step applies it to
+(:mod:`autofix.analysis.migration.wrapper_build`). The other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
 ``strategy.scope()`` (TFD001), the single-device batch kept as the per-replica batch and
 training fed the global batch (TFD002), the dataset distributed (TFD003), the loss averaged over
 the global batch (TFD004). The migration is written only when the result parses, a second pass
@@ -84,6 +89,9 @@ Not fixed (not migrated; reported with the reason):
   places its work on devices itself (``tf.device`` towers: distributed by hand already), or
   draws random numbers in Python (NumPy's noise: a constant once traced);
 - a model built for a fixed batch (``stateful=True``, ``batch_size=``), an in-batch objective;
+- a model class with its own ``train_step`` and no ``call()`` holding a model or layer not built
+  where it is made, or compiled with metrics or a loss where what its ``train_step`` hands them
+  is not one model it holds called on the inputs of its batch;
 - boolean arrays handed to ``fit`` whose cast is not shown to train the same (a model not built
   where it is made, or of the file's own class, an input of another dtype, a loss or metric of
   the file's own, an array that may be something else than a NumPy boolean array, a validation
