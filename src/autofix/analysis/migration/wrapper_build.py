@@ -111,7 +111,9 @@ def fed_prediction(facts: Facts, cls: cst.ClassDef) -> Fed | str:
     inputs, targets = _unpacked(step, data)
     fed: set[str] = set()
     for call, y_true, y_pred in _feeding(step):
-        if inputs is None or not (isinstance(y_true, cst.Name) and y_true.value == targets):
+        if inputs is None:
+            return f"its train_step does not unpack its batch once as x, y = {data} (line {facts.program.line(step)})"
+        if not (isinstance(y_true, cst.Name) and y_true.value == targets):
             return f"its train_step does not hand its compiled metrics or loss the targets of its batch (line {facts.program.line(call)})"
         model = _model_called_on(step, y_pred, inputs)
         if model is None:
