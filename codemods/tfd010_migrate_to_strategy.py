@@ -47,7 +47,12 @@ only by Keras's own losses and metrics (:mod:`autofix.analysis.migration.boolean
 not given): Keras 3 fails when the first batch does not split evenly over the replicas, and the
 result does not depend on the batch (:mod:`autofix.analysis.migration.eval_batches`); one given
 ``steps=``, ``*args`` or ``**options``, inputs whose size no expression reads again, or a model
-with its own ``test_step`` is left as it is, with a note at the call. The other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
+with its own ``test_step`` is left as it is, with a note at the call. A model class of the file
+with its own ``train_step`` and no ``call()``, around models built where they are made, is marked
+built (Keras 3 builds a model under a strategy by calling it); one compiled with metrics or a
+loss, which Keras 3 builds by calling it even so, gets the ``call()`` returning what its
+``train_step`` hands them, and its optimizer built on the variables the step applies it to
+(:mod:`autofix.analysis.migration.wrapper_build`). The other rules then do the rest in the same pass, until nothing changes: the model, optimizer, metrics and ``compile`` into
 ``strategy.scope()`` (TFD001), the single-device batch kept as the per-replica batch and
 training fed the global batch (TFD002), the dataset distributed (TFD003), the loss averaged over
 the global batch (TFD004). The migration is written only when the result parses, a second pass
@@ -84,6 +89,9 @@ Not fixed (not migrated; reported with the reason):
   places its work on devices itself (``tf.device`` towers: distributed by hand already), or
   draws random numbers in Python (NumPy's noise: a constant once traced);
 - a model built for a fixed batch (``stateful=True``, ``batch_size=``), an in-batch objective;
+- a model class with its own ``train_step`` and no ``call()`` holding a model or layer not built
+  where it is made, or compiled with metrics or a loss where what its ``train_step`` hands them
+  is not one model it holds called on the inputs of its batch;
 - boolean arrays handed to ``fit`` whose cast is not shown to train the same (a model not built
   where it is made, or of the file's own class, an input of another dtype, a loss or metric of
   the file's own, an array that may be something else than a NumPy boolean array, a validation
@@ -142,6 +150,9 @@ EVALUATE_MESSAGE = "evaluate left as it is by the migration: its first batch may
 # What Keras batches arrays by when fit or evaluate is not told.
 KERAS_DEFAULT_BATCH = 32
 BUILT_COMMENT = "# Built: its models are; under a strategy Keras 3 would build it by calling it, and it has no call()."
+# A call() given to such a model compiled with metrics or a loss, which Keras 3 builds with what it returns.
+CALL_COMMENT = "# What train_step hands its compiled metrics: under a strategy Keras 3 builds them before fit by calling the model."
+OPTIMIZER_COMMENT = "# Built on the variables train_step applies it to: under a strategy Keras 3 would build it on every variable of the model."
 
 
 class MigrateToStrategy(Rule):
@@ -258,7 +269,12 @@ class MigrateToStrategy(Rule):
             self._plan_method_fit(method, block, position, strategy, edits, inserts)
         self._scope_variables(single, block, position, strategy, inserts)
         for construction in prep.unbuilt[0]:
-            self._mark_built(construction, inserts)
+            if id(construction) not in prep.called:
+                self._mark_built(construction, inserts)
+        for cls, model in prep.calls.values():
+            self._give_call(cls, model, inserts)
+        for statement, model in prep.optimizers.values():
+            self._build_optimizer(statement, model, inserts)
         for call in prep.default_batches:
             edits.replace(call, _with_default_batch)
         for part in single.boolean_casts.casts:
@@ -376,6 +392,33 @@ class MigrateToStrategy(Rule):
         marked.extend(cst.parse_statement(f"{name.value}.{attribute}.built = True\n") for attribute in ModelPrep.of(self.program).weightless.get(id(construction), ()))
         index = next(i for i, s in enumerate(home.body) if s is statement)
         inserts.add(home, index + 1, marked)
+
+    def _give_call(self, cls: cst.ClassDef, model: str, inserts: "_Inserts") -> None:
+        """``class Distiller(keras.Model)`` compiled with metrics -> and a ``call()`` returning
+        the prediction its train_step hands them, after its ``__init__`` (see
+        :mod:`autofix.analysis.migration.wrapper_build`)."""
+        body = list(cls.body.body) if isinstance(cls.body, cst.IndentedBlock) else []
+        index = next((i + 1 for i, s in enumerate(body) if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+        if index is None or not isinstance(cls.body, cst.IndentedBlock):
+            raise NotFound(f"{cls.name.value} defines no __init__ of its own to put its call() after")
+        definition = cst.parse_statement(
+            "def call(self, inputs, training=False):\n"
+            f"    {CALL_COMMENT}\n"
+            f"    return self.{model}(inputs, training=training)\n"
+        )
+        inserts.add(cls.body, index, [definition])
+
+    def _build_optimizer(self, statement: cst.SimpleStatementLine, model: str, inserts: "_Inserts") -> None:
+        """``super().compile(optimizer=optimizer, ...)`` in a model's own ``compile()`` -> and
+        ``self.optimizer.build(self.student.trainable_variables)`` after it (see
+        :mod:`autofix.analysis.migration.wrapper_build`)."""
+        comment = cst.EmptyLine(comment=cst.Comment(OPTIMIZER_COMMENT))
+        built = cst.parse_statement(f"self.optimizer.build(self.{model}.trainable_variables)\n").with_changes(leading_lines=[comment])
+        home = self.program.block_of(statement)
+        if home is None:
+            raise NotFound("the model's compile() calls Keras's where no statement can follow it")
+        index = next(i for i, s in enumerate(home.body) if s is statement)
+        inserts.add(home, index + 1, [built])
 
     def _plan_step(
         self, step: CustomStep, block, strategy: str, tf: str, taken: set[str], edits: BlockEdits, inserts: "_Inserts", after_strategy: list

@@ -30,6 +30,14 @@ _losses: dict[int, list[float | None]] = {}
 _metrics: dict[int, list[dict[str, Any]]] = {}
 # Keras metrics in the order they were first updated (weak: a script may make many).
 _updated: list[weakref.ref] = []
+# What each metric read when the phase of training running now began, and the metrics that
+# phase's training has changed since: only those are recorded after its steps. A metric of a
+# model trained in an earlier phase reads what happened before this phase (and is alive or not
+# as the garbage collector has run); one an ``evaluate`` changed between the phases reads that
+# evaluation, which is capped to the steps compared at each run's own batch (the migration
+# evaluates N x the original's examples): neither is this phase's training.
+_at_phase_start: list[tuple[weakref.ref, Any]] = []
+_changed: list[weakref.ref] = []
 
 
 def start(active: bool) -> None:
@@ -40,6 +48,8 @@ def start(active: bool) -> None:
     _logs.clear()
     _metrics.clear()
     del _updated[:]
+    del _at_phase_start[:]
+    del _changed[:]
 
 
 def install_keras(module: Any) -> None:
@@ -128,24 +138,44 @@ def logged(step: int, logs: dict[str, Any] | None) -> None:
     _logs[step] = kept
 
 
-def step_ended(step: int) -> None:
-    """After step ``step`` (from 1): every metric's result."""
+def phase_began() -> None:
+    """A phase of training begins: what every metric reads now is what it read before it."""
     if not _active:
         return
-    import tensorflow as tf
+    del _changed[:]
+    _at_phase_start[:] = [(ref, _result(metric)) for ref in _updated if (metric := ref()) is not None]
 
+
+def step_ended(step: int) -> None:
+    """After step ``step`` (from 1): the result of every metric the phase's training changed."""
+    if not _active:
+        return
     results = []
     for ref in _updated:
         metric = ref()
         if metric is None:
             continue
-        try:
-            with tf.init_scope():
-                value = _plain(metric.result())
-        except Exception:
-            value = None
+        value = _result(metric)
+        if not any(r() is metric for r in _changed):
+            before = next((v for r, v in _at_phase_start if r() is metric), _UNSEEN)
+            if before is not _UNSEEN and before == value:
+                continue
+            _changed.append(ref)
         results.append({"name": str(getattr(metric, "name", "?")), "class": type(metric).__name__, "value": value})
     _metrics[step] = results
+
+
+_UNSEEN = object()
+
+
+def _result(metric: Any) -> Any:
+    import tensorflow as tf
+
+    try:
+        with tf.init_scope():
+            return _plain(metric.result())
+    except Exception:
+        return None
 
 
 def recorded() -> dict[str, Any]:

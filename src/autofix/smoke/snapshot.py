@@ -114,6 +114,7 @@ def begin(kind: str, site: str) -> bool:
     phases.reached_here()
     if not _phases:
         _phases.append({"kind": kind, "site": site, "steps": 0})
+        reported.phase_began()
         return True
     if not _between:
         return False
@@ -124,6 +125,7 @@ def begin(kind: str, site: str) -> bool:
     _phases.append({"kind": kind, "site": site, "steps": 0})
     _between, _phase_base, _clock = False, _step, None
     feeds.pause(False)
+    reported.phase_began()
     return True
 
 

@@ -1,6 +1,8 @@
 """What a single-device script leaves to Keras that a migration must spell out: fit's default
 batch on in-memory arrays (written out, so that it becomes each replica's batch), and a model
-wrapper Keras 3 cannot build under a strategy (marked built, or the file is refused)."""
+wrapper Keras 3 cannot build under a strategy (marked built, or given the ``call()`` that builds
+what it is compiled with, its optimizer built on what its ``train_step`` applies it to: see
+:mod:`autofix.analysis.migration.wrapper_build`; or the file is refused)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ import libcst as cst
 from autofix.analysis import Derived
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.migration.refusal import Refusal
+from autofix.analysis.migration.wrapper_build import compiled_with, fed_prediction, keras_compile, optimizer_model
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value, nodes_in
 from autofix.analysis.training.model import TrainingModel
+from autofix.analysis.training.multiworker import MultiWorker
 from autofix.analysis.training.sites import Site
 from autofix.tf.symbols import Kind
 
@@ -28,6 +32,15 @@ class ModelPrep(Derived):
         # For each model marked built (by id of its construction): the attributes holding
         # layers it makes that hold no variables, marked built with it.
         self.weightless: dict[int, list[str]] = {}
+        # Classes given a call() (by id): the class, and the model it holds whose prediction
+        # its train_step hands its compiled metrics and loss (what the call returns); and the
+        # constructions (by id) of those classes, which are not marked built.
+        self.calls: dict[int, tuple[cst.ClassDef, str]] = {}
+        self.called: set[int] = set()
+        # For each class of a model marked built or called (by id): the statement of its own
+        # compile() that calls Keras's, after which its optimizer is built, and the model it
+        # holds whose trainable variables its train_step applies the optimizer to.
+        self.optimizers: dict[int, tuple[cst.SimpleStatementLine, str]] = {}
 
     @cached_property
     def fits(self) -> list[Site]:
@@ -124,9 +137,54 @@ class ModelPrep(Derived):
                         "yourself (or give it a call()), then migrate"
                     )))
                     continue
+                compiled = compiled_with(self.facts, cls, member)
+                if compiled is not None:
+                    fed = fed_prediction(self.facts, cls)
+                    if isinstance(fed, str):
+                        what = "arguments it passes on (**kwargs)" if compiled in ("*", "**") else f"{compiled}="
+                        refused.append(Refusal(member, (
+                            f"{cls.name.value} has a train_step but no call(), and is compiled with {what}: under a strategy Keras 3 "
+                            f"builds its compiled metrics and loss before fit by calling the model, which fails; {fed}, so the "
+                            "call() that builds them as the original does is not known; give it a call() returning what train_step "
+                            "hands them, then migrate"
+                        )))
+                        continue
+                    self.calls[id(cls)] = (cls, fed.model)
+                    self.called.add(id(member))
                 marked.append(member)
                 self.weightless[id(member)] = weightless
+                if len(given) > 1:
+                    # (Holding one model, its variables are the model's: Keras builds it on those.)
+                    self._optimizer_built(cls)
         return marked, refused
+
+    def _optimizer_built(self, cls: cst.ClassDef) -> None:
+        """Keras 3 builds the optimizer of a model it builds under a strategy on all of the
+        model's trainable variables (a distiller's teacher's too), where one device builds it on
+        what the step applies it to: built on those in the class's own ``compile()``, right
+        after Keras's (which runs in the scope), when they are one model the class holds."""
+        if id(cls) in self.optimizers or not MultiWorker.of(self.program).keras.keras3:
+            return
+        model = optimizer_model(self.facts, cls)
+        own = next((s for s in _body(cls) if isinstance(s, cst.FunctionDef) and s.name.value == "compile"), None)
+        if model is None or own is None or not isinstance(own.body, cst.IndentedBlock):
+            return
+        calls = [c for c in nodes_in(own.body, cst.Call) if keras_compile(c)]
+        built = [c for c in nodes_in(own.body, cst.Call) if isinstance(c.func, cst.Attribute) and c.func.attr.value == "build"]
+        # (An optimizer set by the method itself after Keras's compile is another one.)
+        set_here = [t for t in nodes_in(own.body, cst.AssignTarget) if isinstance(t.target, cst.Attribute) and t.target.attr.value == "optimizer"]
+        if len(calls) != 1 or built or set_here:
+            return
+        statement = self.program.statement_of(calls[0])
+        if not (
+            any(statement is s for s in own.body.body)
+            and isinstance(statement, cst.SimpleStatementLine)
+            and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr)
+            and statement.body[0].value is calls[0]
+        ):
+            return
+        self.optimizers[id(cls)] = (statement, model)
 
     def _own_layers(self, cls: cst.ClassDef) -> tuple[list[cst.Call], list[str]]:
         """Layers the class makes for itself (``self.dense = Dense(8)`` in ``__init__``):
@@ -245,3 +303,7 @@ def _methods(facts: Facts, cls: cst.ClassDef) -> set[str]:
         found.update(s.name.value for s in body if isinstance(s, cst.FunctionDef))
         pending.extend(b for b in (facts.local_definition(base.value) for base in current.bases) if isinstance(b, cst.ClassDef))
     return found
+
+
+def _body(cls: cst.ClassDef) -> tuple[cst.BaseStatement, ...]:
+    return tuple(cls.body.body) if isinstance(cls.body, cst.IndentedBlock) else ()
