@@ -354,9 +354,10 @@ class _Planner:
             return False
         if kind == COMPILE:
             return self.training.creates_optimizer(call)
-        if kind is Kind.LAYER and self.facts.names_of(call.func) & NO_VARIABLE_LAYERS:
-            return False  # ``keras.Input``: a symbolic tensor, no variables
-        if kind is Kind.LAYER and not self._preprocessing_needs_scope(call):
+        made = call.func if isinstance(call.func, cst.Call) else call  # ``Dropout(0.5)(x)``: the layer made inline
+        if kind is Kind.LAYER and self._holds_no_variables(made):
+            return False  # ``keras.Input``: a symbolic tensor; ``Dropout``, pooling: no variables
+        if kind is Kind.LAYER and not self._preprocessing_needs_scope(made):
             return False
         if kind is Kind.MODEL and self._preprocessing_only(call):
             return False  # ``Sequential([RandomFlip(), RandomRotation(0.1)])``
@@ -371,6 +372,17 @@ class _Planner:
         """Whether every Keras the file names is Keras 3 (which keeps what ``adapt()``
         computes where training with it made outside the scope works)."""
         return MultiWorker.of(self.program).keras.keras3
+
+    def _holds_no_variables(self, call: cst.Call) -> bool:
+        """Whether ``call`` makes, or calls, a layer of :data:`NO_VARIABLE_LAYERS`: made here
+        (``Dropout(0.5)``), or called through a name every binding of which makes one
+        (``pool = MaxPooling2D()`` ... ``pool(x)``)."""
+        if self.facts.names_of(call.func) & NO_VARIABLE_LAYERS:
+            return True
+        if not isinstance(call.func, cst.Name):
+            return False
+        values = [self.facts.assigned_value(node) for node in self.facts.bindings(call.func) or ()]
+        return bool(values) and all(isinstance(v, cst.Call) and self.facts.names_of(v.func) & NO_VARIABLE_LAYERS for v in values)
 
     def _preprocessing_needs_scope(self, call: cst.Call) -> bool:
         """A Keras preprocessing layer holds variables a model built in the scope must get

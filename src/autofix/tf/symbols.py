@@ -199,7 +199,23 @@ def makes_parallel_model(names: frozenset[str]) -> bool:
 
 # Layers that hold no variables: ``keras.Input`` makes a symbolic tensor (and its InputLayer),
 # so a model built in a scope from an Input made outside it is mirrored all the same.
-NO_VARIABLE_LAYERS = frozenset({"keras.Input", "keras.layers.Input", "keras.layers.InputLayer"})
+# and Keras's layers that compute from their inputs alone (dropout and noise, pooling,
+# reshaping, merging, activations but PReLU): made outside the scope, a model built from them in
+# it holds the same variables, all mirrored (Keras documents none of these with weights).
+_STATELESS_LAYERS = (
+    "Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianDropout",
+    "GaussianNoise", "AlphaDropout", "ActivityRegularization", "Masking", "Identity",
+    "Flatten", "Reshape", "Permute", "RepeatVector", "Cropping1D", "Cropping2D", "Cropping3D",
+    "ZeroPadding1D", "ZeroPadding2D", "ZeroPadding3D", "UpSampling1D", "UpSampling2D", "UpSampling3D",
+    "MaxPooling1D", "MaxPooling2D", "MaxPooling3D", "AveragePooling1D", "AveragePooling2D",
+    "AveragePooling3D", "MaxPool1D", "MaxPool2D", "MaxPool3D", "AvgPool1D", "AvgPool2D", "AvgPool3D",
+    "GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalAveragePooling3D",
+    "GlobalMaxPooling1D", "GlobalMaxPooling2D", "GlobalMaxPooling3D", "GlobalAvgPool1D",
+    "GlobalAvgPool2D", "GlobalAvgPool3D", "GlobalMaxPool1D", "GlobalMaxPool2D", "GlobalMaxPool3D",
+    "Concatenate", "Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum", "Dot",
+    "Activation", "ReLU", "LeakyReLU", "ELU", "Softmax", "ThresholdedReLU",
+)
+NO_VARIABLE_LAYERS = frozenset({"keras.Input", "keras.layers.Input", "keras.layers.InputLayer"} | {f"keras.layers.{name}" for name in _STATELESS_LAYERS})
 
 
 def is_model_base(name: str) -> bool:
