@@ -135,6 +135,33 @@ def test_each_pair_gets_the_verdict_it_deserves_and_says_why(compared, name):
     assert result.exit_code == {"equivalent": 0, "different": 1, "inconclusive": 2, "original-fails": 2}[status]
 
 
+# Other variables updated than the original's (a bias dropped, a variable left out of the update):
+# different (before: inconclusive, "they cannot be compared"); loop.migrated.py itself is proven (CASES).
+OTHER_VARIABLES = {
+    "loop_wrong_no_bias": ("loop.wrong_no_bias.py", "the migrated step updates other variables than the original's (3 against 4, or other shapes)"),
+    "loop_wrong_frozen": ("loop.wrong_frozen.py", "the migrated step updates other variables than the original's (3 against 4, or other shapes)"),
+}
+
+
+@pytest.fixture(scope="module")
+def other_variables(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("other_variables")
+    for name in ("loop.py", *(migrated for migrated, _ in OTHER_VARIABLES.values())):
+        shutil.copy(PAIRS / name, folder / name)
+    pairs = [ComparePair(str(folder / migrated), str(folder / "loop.py")) for migrated, _ in OTHER_VARIABLES.values()]
+    return dict(zip(OTHER_VARIABLES, compare_many(pairs, replicas=2, steps=3, offline=True)))
+
+
+@tf_test
+@pytest.mark.parametrize("name", list(OTHER_VARIABLES))
+def test_a_migration_updating_other_variables_is_different(other_variables, name):
+    _, says = OTHER_VARIABLES[name]
+    result = other_variables[name].compare
+    assert result.status == "different", result.message
+    assert says in result.message, result.message
+    assert result.exit_code == 1
+
+
 # Every phase of training compared, K steps each: a teacher's fit, then its student distilled by a
 # Distiller's own train_step (before, only the teacher's steps were compared, and a wrong student
 # loss was proven); a phase missing is different.

@@ -134,10 +134,16 @@ def judge_pair(
     o_vars = [v for v in theirs.get("variables", ()) if v["kind"] == "weight"]
     pairs = match([v["name"] for v in m_vars], [v["name"] for v in o_vars], [tuple(v["shape"]) for v in m_vars], [tuple(v["shape"]) for v in o_vars])
     if pairs is None:
-        return Judged(
-            "not-compared",
-            f"{where}: the trainable variables updated differ from the original's ({len(m_vars)} against {len(o_vars)}, or other shapes): they cannot be compared",
-            steps,
+        # Both runs are the same scripts' steps on the same data: updating other variables (fewer,
+        # more, of other shapes) is training another model, or leaving some of it untrained.
+        return _unless_unsure(
+            Judged(
+                "different",
+                f"{where}: the migrated step updates other variables than the original's ({len(m_vars)} against {len(o_vars)}, or other shapes): "
+                "another model (a layer's width or bias changed), or a variable left out of the update",
+                steps,
+            ),
+            unsure,
         )
     said = _transplants(mine)
 
