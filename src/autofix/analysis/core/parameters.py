@@ -1,6 +1,8 @@
 """Parameters: what the calls of a function pass it (a class's instantiations for
-``__init__``, ``obj.method(...)`` for methods, ``strategy.run(fn, args=...)``), and whether
-other code may call it too. Part of :class:`~autofix.analysis.core.value_flow.Values`."""
+``__init__``, ``obj.method(...)`` for methods, ``strategy.run(fn, args=...)``; the calls of a
+function handed to a local function that only calls it, or returned by a local factory whose
+results are only called: ``train_step, test_step = make_steps(...)``), and whether other code
+may call it too. Part of :class:`~autofix.analysis.core.value_flow.Values`."""
 
 from __future__ import annotations
 
@@ -161,8 +163,81 @@ class Parameters:
             )
             return calls, passed_on or not calls or external_base
         for ref in self.references(function):
-            passed_on = not (self._called(ref, 0, calls) or self._decorates(ref)) or passed_on
+            passed_on = not (self._called(ref, 0, calls) or self._decorates(ref) or self._handed_then_called(ref, calls)) or passed_on
         return calls, passed_on
+
+    def _handed_then_called(self, ref: cst.CSTNode, calls: list[tuple[cst.Call, int]], depth: int = 0) -> bool:
+        """A function handed to a local function that only calls it (``make_distributed(strategy,
+        train_step)`` whose parameter goes to ``strategy.run``), or returned by a local factory
+        whose results are only called: adds those calls; False when any use is not seen."""
+        if depth > 3:
+            return False
+        return self._passed_then_called(ref, calls, depth) or self._returned_then_called(ref, calls, depth)
+
+    def _reads_only_called(self, name: cst.Name, calls: list[tuple[cst.Call, int]], depth: int) -> bool:
+        uses = self.uses(name)
+        return bool(uses) and all(self._called(use, 0, calls) or self._handed_then_called(use, calls, depth + 1) for use in uses)
+
+    def _passed_then_called(self, ref: cst.CSTNode, calls: list[tuple[cst.Call, int]], depth: int) -> bool:
+        arg = self.program.parent(ref)
+        holder = self.program.parent(arg) if isinstance(arg, cst.Arg) and arg.value is ref and not arg.star else None
+        if not isinstance(holder, cst.Call) or holder.func is ref:
+            return False
+        callee = self.local_definition(holder.func)
+        info = self.functions.get(callee) if isinstance(callee, cst.FunctionDef) else None
+        if info is None or info.is_method:
+            return False
+        for param in (*callee.params.params, *callee.params.kwonly_params):
+            if parameter_argument(callee, holder, param) is arg:
+                return self._reads_only_called(param.name, calls, depth)
+        return False
+
+    def _returned_then_called(self, ref: cst.CSTNode, calls: list[tuple[cst.Call, int]], depth: int) -> bool:
+        """A function a local factory returns (``return step``, ``return train_step,
+        test_step``), where every call of the factory binds what it returns to names
+        (``step = make_step(...)``, ``train_step, test_step = make_steps(...)``) that are only
+        called or handed to ``strategy.run``: adds those calls; False when any use is not seen."""
+        parent = self.program.parent(ref)
+        index: int | None = None
+        if isinstance(parent, cst.Element):
+            container = self.program.parent(parent)
+            if not isinstance(container, (cst.Tuple, cst.List)) or any(isinstance(e, cst.StarredElement) for e in container.elements):
+                return False
+            index = list(container.elements).index(parent)
+            ref, parent = container, self.program.parent(container)
+        if not (isinstance(parent, cst.Return) and parent.value is ref):
+            return False
+        factory = self.enclosing_function(parent)
+        info = self.functions.get(factory) if factory is not None else None
+        if factory is None or info is None or info.is_method:
+            return False
+        factory_refs = self.references(factory)
+        if not factory_refs:
+            return False
+        for factory_ref in factory_refs:
+            call = self.program.parent(factory_ref)
+            if not (isinstance(call, cst.Call) and call.func is factory_ref):
+                return False
+            name = self._bound_name(call, index)
+            if name is None or not self._reads_only_called(name, calls, depth):
+                return False
+        return True
+
+    def _bound_name(self, call: cst.Call, index: int | None) -> cst.Name | None:
+        """The name ``call``'s value (``index`` None) or its ``index``-th item is assigned to
+        (``name = call``, ``a, b = call``)."""
+        assign = self.program.parent(call)
+        if not (isinstance(assign, cst.Assign) and assign.value is call and len(assign.targets) == 1):
+            return None
+        target = assign.targets[0].target
+        if index is None:
+            return target if isinstance(target, cst.Name) else None
+        if not isinstance(target, (cst.Tuple, cst.List)) or index >= len(target.elements):
+            return None
+        if any(isinstance(e, cst.StarredElement) for e in target.elements):
+            return None
+        element = target.elements[index].value
+        return element if isinstance(element, cst.Name) else None
 
     def _decorates(self, ref: cst.CSTNode) -> bool:
         """``@ref`` over a function or class (:meth:`decorated_by` says what it is given)."""

@@ -3,7 +3,8 @@ a callable expression may be.
 
 Followed: a local ``def`` (``helper(...)``), ``self.<method>`` of the enclosing class, a name or
 ``self`` attribute bound to a function (``loss_fn = helper``), to a lambda, to what a local
-factory returns (``loss_fn = make_loss()`` with ``def make_loss(): ... return loss``), or to an
+factory returns (``loss_fn = make_loss()`` with ``def make_loss(): ... return loss``, or one item
+of the tuple it returns: ``train_step, test_step = make_steps(...)``), or to an
 instance of a local class (its ``__call__``); ``obj.method`` on such an instance; and a
 parameter that every caller (or every ``strategy.run(f, args=...)``) passes a local function
 for, a method's too as the value flow (:mod:`autofix.analysis.core.value_flow`) follows them
@@ -129,7 +130,19 @@ class Callables(Derived):
             found.extend(passed or ())
             return passed is not None
         value = self.facts.assigned_value(node)
-        return value is not None and self._made(value, found, depth + 1)
+        if value is None:
+            return self._unpacked(node, found)
+        return self._made(value, found, depth + 1)
+
+    def _unpacked(self, node: cst.CSTNode, found: list[Callee]) -> bool:
+        """A name bound by unpacking (``train_step, test_step = make_steps(...)``, ``a, b =
+        f, g``): the functions the value flow says that item is, when every origin of it is a
+        function or lambda of this file (what a factory defines and returns in a tuple)."""
+        origins = self.facts.values.binding_origins(node)
+        if not origins or not all(o.whole and isinstance(o.node, (cst.FunctionDef, cst.Lambda)) for o in origins):
+            return False
+        found.extend(Callee(o.node) for o in origins)  # type: ignore[arg-type]
+        return True
 
     def _made(self, value: cst.BaseExpression, found: list[Callee], depth: int) -> bool:
         """What calling the value ``value`` runs: a function or lambda, an instance's

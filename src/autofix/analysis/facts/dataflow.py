@@ -4,7 +4,8 @@
 Data is followed through method chains (``.prefetch()``, ``.repeat()``...), names, tuples
 (``train, val = make()``, a batch unpacked ``x, y = batch`` or a part of it given on,
 ``step(batch[0])``), ``return`` and the call sites of
-local functions, into the parameters of local functions, and through what iterates it unchanged
+local functions, into the parameters of local functions (also of a function a local factory
+made and returned: ``step = make_step(...)``; ``step(batch)``), and through what iterates it unchanged
 (``iter``, ``next``, ``zip``, ``enumerate``, a progress bar: ``tqdm(dataset)``). Anything else (attributes, containers, other modules) ends
 the trail: such data is not claimed to reach training.
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from autofix.analysis import Derived
+from autofix.analysis.facts.callees import Callables
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value, parameter_for
@@ -203,6 +205,15 @@ class DataFlow(Derived):
             if param is not None:
                 for use in self.facts.uses(param.name):
                     self._follow(use, flow, seen)
+        elif definition is None and isinstance(func, cst.Name):
+            # A function a local factory made (``step = make_step(strategy)``, ``train_step,
+            # test_step = make_steps(...)``): into the functions it may be.
+            for callee in Callables.of(self.program).of_call(func)[0]:
+                if isinstance(callee.function, cst.FunctionDef) and not callee.bound:
+                    param = parameter_for(callee.function, call, arg)
+                    if param is not None:
+                        for use in self.facts.uses(param.name):
+                            self._follow(use, flow, seen)
 
     def _inference(self, call: cst.Call) -> bool:
         """A Keras model of the file called with ``training=False`` (said, not defaulted: a
