@@ -121,6 +121,11 @@ CALL_MEAN_MESSAGE = (
     "Loss subclass whose call() returns a mean: Keras passes a scalar through its reduction "
     "without dividing it by the replica count, so gradients come out N times too large"
 )
+SHARE_MESSAGE = (
+    "loss divided by one replica's share of the batch (a size computed by dividing by the "
+    "replica count, whatever its name says), not by the global batch: each replica returns its "
+    "own mean and the summed gradients come out N times too large"
+)
 REGULARIZATION_MESSAGE = (
     "regularization losses (model.losses) added on every replica: gradients are summed across "
     "replicas, so the regularization counts N times; scale it with tf.nn.scale_regularization_loss"
@@ -334,6 +339,7 @@ class UnscaledCustomLoss(Rule):
                 REGULARIZATION_MESSAGE if kind == "regularization"
                 else CALL_MEAN_MESSAGE if detail == "call"
                 else COUNT_MEAN_MESSAGE if detail == "count"
+                else SHARE_MESSAGE if detail == "share"
                 else MEAN_MESSAGE
             )
             bypassed = [t for t in paths if t.bypassed and not t.scaling]
@@ -348,6 +354,8 @@ class UnscaledCustomLoss(Rule):
                 )
             elif detail == "call":
                 finding.why = "the mean is in the Loss subclass's call(), which Keras calls wherever the object is used"
+            elif detail == "share":
+                finding.why = self._share_reason(paths[0].node)
             elif detail == "count" and finding.remote is None:
                 finding.why = (
                     "what divides it counts this replica's own examples: dividing by the replica count "
@@ -374,6 +382,18 @@ class UnscaledCustomLoss(Rule):
                 finding.why = _mixed(self.program, scaled[0])
             return TWICE_MESSAGE if scaled else DEFAULT_MESSAGE
         return None
+
+    def _share_reason(self, node: cst.CSTNode) -> str:
+        """Why a loss divided by one replica's share is not fixed: which global batch was meant
+        (the divisor times the replica count, or the batch the data is cut into) is the
+        author's to say, and TFD002 may be asking to change that batch too."""
+        divisor = node.right if isinstance(node, cst.BinaryOperation) else argument_value(node, "global_batch_size", 2)  # type: ignore[arg-type]
+        code = self.program.module.code_for_node(divisor) if divisor is not None else "the divisor"
+        return (
+            f"{code} is computed by dividing by the replica count (one replica's share of the batch); "
+            "divide the loss by the global batch instead, the per-replica batch times "
+            "num_replicas_in_sync, and batch the dataset with that same global batch"
+        )
 
     def _decide(self, findings: dict, losses: dict) -> None:
         """A loss is fixed whole or not at all: a finding is fixed only if every loss it is part

@@ -42,6 +42,8 @@ FORMS = {
     "default in a helper": ("1.000", "fails: ValueError"),
     "default / replicas": ("0.500", "fails: ValueError"),
     "compute_average_loss of (batch, T)": ("5.000", "5.000"),
+    "compute_average_loss(global_batch_size=B * T)": ("1.000", "1.000"),
+    "compute_average_loss(global_batch_size=B * T // replicas)": ("2.000", "2.000"),
     "reduce_mean / replicas": ("1.000", "1.000"),
     "reduce_mean / replica context": ("1.000", "1.000"),
     "Loss subclass __call__ returning a mean": ("2.000", "2.000"),

@@ -65,6 +65,8 @@ FORMS = {
     "default in a helper": lambda y, p: helper(y, p),
     "default / replicas": lambda y, p: default(y, p) / N,
     "compute_average_loss of (batch, T)": lambda y, p: tf.nn.compute_average_loss(none(y, p)),
+    "compute_average_loss(global_batch_size=B * T)": lambda y, p: tf.nn.compute_average_loss(none(y, p), global_batch_size=B * T),
+    "compute_average_loss(global_batch_size=B * T // replicas)": lambda y, p: tf.nn.compute_average_loss(none(y, p), global_batch_size=B * T // N),
     "reduce_mean / replicas": lambda y, p: tf.reduce_mean(none(y, p)) / N,
     "reduce_mean / replica context": lambda y, p: tf.reduce_mean(none(y, p)) / tf.distribute.get_replica_context().num_replicas_in_sync,
     "Loss subclass __call__ returning a mean": lambda y, p: mean_call(y, p),

@@ -21,7 +21,7 @@ from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
 from autofix.tf.symbols import SINGLE_REPLICA
 
-__all__ = ["RUN_METHODS", "REPLICA_WORDS", "Steps", "counts_replicas", "inverse_count", "named_for", "tf_names", "words"]
+__all__ = ["RUN_METHODS", "REPLICA_WORDS", "Steps", "counts_replicas", "inverse_count", "named_for", "replica_share", "tf_names", "words"]
 
 TF_FUNCTION = "tensorflow.function"
 GRADIENT_TAPE = "tensorflow.GradientTape"
@@ -473,6 +473,33 @@ def named_for(facts: Facts, expr: cst.BaseExpression, test: Callable[[set[str]],
 def counts_replicas(facts: Facts, expr: cst.BaseExpression) -> bool:
     """Whether ``expr`` is (or is made from) the replica count or the global batch size."""
     return named_for(facts, expr, lambda found: bool(found & REPLICA_WORDS) or {"global", "batch"} <= found)
+
+
+def replica_share(facts: Facts, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """Whether ``expr`` is computed by dividing by the replica count (``BATCH /
+    strategy.num_replicas_in_sync``, ``int(B // n_gpus)``, what a local helper returns, or a name every
+    assignment of which is): one replica's share of a batch, whatever its name says (``GLOBAL_BATCH_SIZE = 64 /
+    replicas``). A loss divided by it is each replica's own mean."""
+    if depth > 4:
+        return False
+    if isinstance(expr, cst.Call) and facts.names_of(expr.func) & _NUMBER_CASTS:
+        positional = [a.value for a in expr.args if a.keyword is None and not a.star]
+        return bool(positional) and replica_share(facts, positional[0], depth + 1)
+    if isinstance(expr, cst.Call):
+        # ``GLOBAL = global_batch(BATCH, strategy)`` with a helper returning ``b / s.num_replicas_in_sync``.
+        helper = facts.local_definition(expr.func)
+        info = facts.functions.get(helper) if isinstance(helper, cst.FunctionDef) else None
+        returns = [r.value for r in info.returns] if info is not None else []
+        return bool(returns) and all(r is not None and replica_share(facts, r, depth + 1) for r in returns)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Divide, cst.FloorDivide)):
+        return named_for(facts, expr.right, lambda found: bool(found & REPLICA_WORDS))
+    if isinstance(expr, cst.Name):
+        values = [facts.assigned_value(b) for b in facts.bindings(expr) or []]
+        return bool(values) and all(v is not None and replica_share(facts, v, depth + 1) for v in values)
+    return False
+
+
+_NUMBER_CASTS = frozenset({"builtins.int", "builtins.float", "tensorflow.cast", "tensorflow.dtypes.cast"})
 
 
 def inverse_count(facts: Facts, expr: cst.BaseExpression, depth: int = 0) -> bool:

@@ -9,7 +9,9 @@ computes it on its share of the batch and the optimizer sums the replicas' gradi
 docs/losses.md):
 
 - ``mean``: ``tf.reduce_mean`` over everything, per replica: N times too large unless divided
-  by the replica count on the way (``scaling``). Also a Keras ``Loss`` subclass whose own
+  by the replica count on the way (``scaling``). Also a sum divided by one replica's share of
+  the batch (``compute_average_loss(l, global_batch_size=B / replicas)``, ``tf.reduce_sum(l) /
+  (B / replicas)``: ``detail`` "share"), whatever the divisor is named. Also a Keras ``Loss`` subclass whose own
   ``__call__`` returns one (Keras's reduction and replica scaling are skipped), and one whose
   ``call`` returns a scalar mean (Keras passes a scalar through unscaled).
 - ``loss``: a Keras loss object's call (``reduction`` in ``detail``; its ``call`` method, one
@@ -55,7 +57,7 @@ from autofix.analysis.program import Program
 from autofix.analysis.project.callers import callers
 from autofix.analysis.project.imports import ProjectImports, program_of
 from autofix.analysis.project.layout import digest
-from autofix.analysis.steps.custom import Steps, counts_replicas, inverse_count
+from autofix.analysis.steps.custom import Steps, counts_replicas, inverse_count, replica_share
 from autofix.analysis.syntax import argument_value, nodes_in, parameter_argument
 from autofix.tf.index import Binding
 from autofix.tf.losses import (
@@ -225,6 +227,11 @@ class LossWalk:
         if isinstance(operator, (cst.Add, cst.Subtract)):
             self.added(left, right, state)
         elif isinstance(operator, cst.Divide):
+            if replica_share(self.facts, right):
+                # ``tf.reduce_sum(l) / (BATCH / replicas)``: divided by one replica's share of
+                # the batch, a mean over the replica's own examples, whatever the divisor's name.
+                self.end(node, state, "mean", "share")  # type: ignore[arg-type]
+                return
             if self.counts_replicas(right):
                 state = state.but(scaling=(*state.scaling, node))
             elif self.local_count(right):
@@ -346,6 +353,12 @@ class LossWalk:
             self.mean(call, state)
             return
         if names & GLOBAL:
+            given = argument_value(call, "global_batch_size", 2)
+            if given is not None and replica_share(self.facts, given):
+                # ``compute_average_loss(l, global_batch_size=BATCH / replicas)``: the "global"
+                # batch is one replica's share of it, so each replica returns its own mean.
+                self.end(call, state, "mean", "share")
+                return
             self.end(call, state, "global")
             self.reduced(call, positional, state)
             return
