@@ -201,6 +201,8 @@ class BatchPlanner:
         trained = [t for t in (self.training.distributed_site(call) for call in sinks) if t is not None]
         if not trained:
             return None  # evaluation, prediction, or training under no multi-replica strategy
+        if not per_replica and self.program.migration is None and self._divided_by_itself(site):
+            return None  # the step divides its loss by this very batch, as the global batch
         if any(_fixed_batch(member) for t in trained for member in t.members):
             return None  # the model is built for one batch size: the data's is global
         if any(symbols.makes_parallel_model(self.facts.names_of(member.func)) for t in trained for member in t.members):
@@ -299,6 +301,18 @@ class BatchPlanner:
             for other in self.sites
             if other is not site
         )
+
+    def _divided_by_itself(self, site: Site) -> bool:
+        """Whether the batch is fed to a custom step whose loss is divided, as by the global
+        batch, by this same batch (``compute_average_loss(l, global_batch_size=GLOBAL)`` with
+        ``GLOBAL = BATCH`` and ``ds.batch(BATCH)``): the code says it is the global batch,
+        split over the replicas on purpose (each replica's sum over its share, divided by it,
+        adds up to the global mean)."""
+        if site.arg is None or site.flow is None or not any(s.kind == "step" for s in site.flow.sinks):
+            return False
+        found = normalizers(self.program)
+        comparisons = Comparisons.of(self.program)
+        return bool(found) and all(comparisons.same_batch(site.arg.value, n.node) for n in found)
 
     def _constant_divisor(self) -> str | None:
         """Why a batch fed to a custom step cannot be scaled when the step divides its loss
