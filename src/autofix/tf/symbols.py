@@ -21,6 +21,8 @@ _KERAS_PREFIXES = (
     "keras.src.",
     "keras.api.",
     "keras._tf_keras.keras.",
+    # Keras 3's preview package, the same API under another name.
+    "keras_core.",
 )
 _DISTRIBUTE_PREFIXES = (
     "tensorflow.compat.v1.distribute.",
@@ -49,7 +51,7 @@ def canonical(name: str) -> str:
     for prefix in _KERAS_PREFIXES:
         if name.startswith(prefix):
             return "keras." + name[len(prefix) :]
-    for base in ("tensorflow.keras", "tf_keras"):
+    for base in ("tensorflow.keras", "tf_keras", "keras_core"):
         if name == base:
             return "keras"
     for prefix in _DISTRIBUTE_PREFIXES:

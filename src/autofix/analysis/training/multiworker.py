@@ -360,7 +360,7 @@ def _is_zero(expr: cst.BaseExpression) -> bool:
 
 
 def _keras_kind(path: str) -> str | None:
-    if path == "keras" or path.startswith("keras."):
+    if path in ("keras", "keras_core") or path.startswith(("keras.", "keras_core.")):
         return KERAS3
     if path == "tf_keras" or path.startswith("tf_keras."):
         return KERAS2
