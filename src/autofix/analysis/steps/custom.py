@@ -492,7 +492,8 @@ def replica_share(facts: Facts, expr: cst.BaseExpression, depth: int = 0) -> boo
         returns = [r.value for r in info.returns] if info is not None else []
         return bool(returns) and all(r is not None and replica_share(facts, r, depth + 1) for r in returns)
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Divide, cst.FloorDivide)):
-        return named_for(facts, expr.right, lambda found: bool(found & REPLICA_WORDS))
+        # (``1 / replicas`` is the inverse of the count, not a share of a batch.)
+        return not isinstance(expr.left, (cst.Integer, cst.Float)) and named_for(facts, expr.right, lambda found: bool(found & REPLICA_WORDS))
     if isinstance(expr, cst.Name):
         values = [facts.assigned_value(b) for b in facts.bindings(expr) or []]
         return bool(values) and all(v is not None and replica_share(facts, v, depth + 1) for v in values)
