@@ -311,6 +311,18 @@ class Bindings:
             target = parent.target
         return target if isinstance(target, cst.Name) else None
 
+    def unpacked_name(self, value: cst.CSTNode, position: int) -> cst.Name | None:
+        """``b`` in ``a, b = value`` for ``position`` 1: the name the item of ``value`` at
+        ``position`` is unpacked to, when that item is a plain name."""
+        assign = self.program.parent(value)
+        if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1):
+            return None
+        target = assign.targets[0].target
+        if isinstance(target, (cst.Tuple, cst.List)) and position < len(target.elements):
+            name = target.elements[position].value
+            return name if isinstance(name, cst.Name) else None
+        return None
+
     def uses(self, name: cst.Name | cst.Param) -> list[cst.CSTNode]:
         """The later reads of the value bound at ``name`` (an assignment target, or a
         parameter or its name)."""

@@ -232,12 +232,9 @@ class Parameters:
         target = assign.targets[0].target
         if index is None:
             return target if isinstance(target, cst.Name) else None
-        if not isinstance(target, (cst.Tuple, cst.List)) or index >= len(target.elements):
+        if isinstance(target, (cst.Tuple, cst.List)) and any(isinstance(e, cst.StarredElement) for e in target.elements):
             return None
-        if any(isinstance(e, cst.StarredElement) for e in target.elements):
-            return None
-        element = target.elements[index].value
-        return element if isinstance(element, cst.Name) else None
+        return self.unpacked_name(call, index)
 
     def _decorates(self, ref: cst.CSTNode) -> bool:
         """``@ref`` over a function or class (:meth:`decorated_by` says what it is given)."""

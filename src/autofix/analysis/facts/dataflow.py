@@ -251,25 +251,15 @@ class DataFlow(Derived):
                 call = self.program.parent(ref)
                 if isinstance(call, cst.Call) and call.func is ref:
                     flow.through.append(call)
-                    target = self._unpacked(call, position)
+                    target = self.facts.unpacked_name(call, position)
                     if target is not None:
                         for use in self.facts.uses(target):
                             self._follow(use, flow, seen)
         elif isinstance(holder, cst.Assign):
-            target = self._unpacked(tuple_node, position)
+            target = self.facts.unpacked_name(tuple_node, position)
             if target is not None:
                 for use in self.facts.uses(target):
                     self._follow(use, flow, seen)
-
-    def _unpacked(self, value: cst.CSTNode, position: int) -> cst.Name | None:
-        assign = self.program.parent(value)
-        if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1):
-            return None
-        target = assign.targets[0].target
-        if isinstance(target, (cst.Tuple, cst.List)) and position < len(target.elements):
-            name = target.elements[position].value
-            return name if isinstance(name, cst.Name) else None
-        return None
 
     def _function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
         for ancestor in self.program.ancestors(node):

@@ -43,6 +43,7 @@ class Facts(Strategies, Scopes, KerasObjects, Effects, Derived):
         self.is_module_reference = values.is_module_reference
         self.references = values.references
         self.assigned_name = values.assigned_name
+        self.unpacked_name = values.unpacked_name
         self.uses = values.uses
         self._strategy_memo: dict[tuple[int, str], Strategy | None] = {}
         self._in_progress: set[object] = set()
