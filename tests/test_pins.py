@@ -258,13 +258,22 @@ def test_a_readme_pin_is_named_with_its_place(tmp_path, monkeypatch):
 # --- the cache ----------------------------------------------------------------------------------
 
 
-def test_editing_adding_or_removing_a_pin_file_checks_the_file_again(tmp_path, monkeypatch, cached):
-    root = project(tmp_path, "tf212", monkeypatch)
+def counting_check(cached):
+    """``autofix check .`` run in-process: its outcome, and how many files it analysed again
+    (the results the cache stored meanwhile)."""
 
     def check():
         before = len(cached)
         outcome = run("check", ".")
         return outcome, len(cached) - before
+
+    return check
+
+
+def test_editing_adding_or_removing_a_pin_file_checks_the_file_again(tmp_path, monkeypatch, cached):
+    root = project(tmp_path, "tf212", monkeypatch)
+
+    check = counting_check(cached)
 
     cold, count = check()
     assert count == 1 and "TFD006" not in codes(cold[1])
@@ -429,10 +438,7 @@ def test_tf_use_legacy_keras_must_be_set_where_the_program_runs(tmp_path, monkey
 def test_editing_the_dockerfile_checks_the_file_again(tmp_path, monkeypatch, cached):
     root = project(tmp_path, "docker_legacy", monkeypatch)
 
-    def check():
-        before = len(cached)
-        outcome = run("check", ".")
-        return outcome, len(cached) - before
+    check = counting_check(cached)
 
     cold, count = check()
     assert count == 1 and "TFD006" not in codes(cold[1])
