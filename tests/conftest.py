@@ -1,4 +1,5 @@
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -63,6 +64,20 @@ def announce(message: str) -> None:
     capture = _config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled():
         reporter._tw.write(f"[{message}] ", flush=True)
+
+def measure_script(script, keras: int, what: str, timeout: float = 300) -> dict[str, str]:
+    """Run one of tests/data's measuring scripts on Keras 3 (``keras=3``) or tf_keras
+    (``keras=2``: ``TF_USE_LEGACY_KERAS=1`` and its ``keras2`` argument) and read the
+    ``name<TAB>value`` lines it prints."""
+    announce(f"measuring {what} on Keras {keras}")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    args = [sys.executable, str(script)]
+    if keras == 2:
+        env["TF_USE_LEGACY_KERAS"] = "1"
+        args.append("keras2")
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout, check=True).stdout
+    return dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+
 
 BROKEN = (
     "import tensorflow as tf\n"

@@ -6,15 +6,12 @@ strategy.run does with what it is handed, and inside a Keras train_step."""
 from __future__ import annotations
 
 import importlib.util
-import os
-import subprocess
-import sys
 from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
-from conftest import announce
+from conftest import measure_script
 
 pytestmark = [
     pytest.mark.tf,
@@ -25,14 +22,7 @@ SCRIPT = Path(__file__).resolve().parent / "data" / "loss_forms.py"
 
 @lru_cache(maxsize=None)
 def measured(keras: int) -> dict[str, str]:
-    announce(f"measuring the loss forms on Keras {keras}")
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    args = [sys.executable, str(SCRIPT)]
-    if keras == 2:
-        env["TF_USE_LEGACY_KERAS"] = "1"
-        args.append("keras2")
-    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, check=True).stdout
-    return dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+    return measure_script(SCRIPT, keras, "the loss forms")
 
 
 # form: (Keras 3, Keras 2); a number is the gradient as a multiple of the single-device one.
@@ -83,14 +73,7 @@ BROADCAST = Path(__file__).resolve().parent / "data" / "broadcast_forms.py"
 
 @lru_cache(maxsize=None)
 def measured_broadcast(keras: int) -> dict[str, str]:
-    announce(f"measuring a mean added to every example, and a clip, on Keras {keras}")
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    args = [sys.executable, str(BROADCAST)]
-    if keras == 2:
-        env["TF_USE_LEGACY_KERAS"] = "1"
-        args.append("keras2")
-    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, check=True).stdout
-    return dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+    return measure_script(BROADCAST, keras, "a mean added to every example, and a clip,")
 
 
 @pytest.mark.parametrize("keras", [3, 2])
@@ -127,14 +110,7 @@ FEEDS = Path(__file__).resolve().parent / "data" / "train_on_batch_feeds.py"
 
 @lru_cache(maxsize=None)
 def measured_feeds(keras: int) -> dict[str, str]:
-    announce(f"measuring what train_on_batch hands each replica on Keras {keras}")
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    args = [sys.executable, str(FEEDS)]
-    if keras == 2:
-        env["TF_USE_LEGACY_KERAS"] = "1"
-        args.append("keras2")
-    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, check=True).stdout
-    return dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+    return measure_script(FEEDS, keras, "what train_on_batch hands each replica")
 
 
 def test_keras3_train_on_batch_hands_the_whole_batch_to_every_replica():
@@ -159,14 +135,7 @@ GIVEN = Path(__file__).resolve().parent / "data" / "run_given_forms.py"
 
 @lru_cache(maxsize=None)
 def measured_given(keras: int) -> dict[str, str]:
-    announce(f"measuring what strategy.run does with what it is handed on Keras {keras}")
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    args = [sys.executable, str(GIVEN)]
-    if keras == 2:
-        env["TF_USE_LEGACY_KERAS"] = "1"
-        args.append("keras2")
-    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=1200, check=True).stdout
-    return dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+    return measure_script(GIVEN, keras, "what strategy.run does with what it is handed", timeout=1200)
 
 
 @pytest.mark.parametrize("keras", [3, 2])

@@ -6,15 +6,12 @@ the original's optimizer), on Keras 3 and tf_keras."""
 from __future__ import annotations
 
 import importlib.util
-import os
-import subprocess
-import sys
 from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
-from conftest import announce
+from conftest import measure_script
 
 pytestmark = [
     pytest.mark.tf,
@@ -25,14 +22,7 @@ SCRIPT = Path(__file__).resolve().parent / "data" / "migrate_forms.py"
 
 @lru_cache(maxsize=None)
 def measured(keras: int) -> dict[str, str]:
-    announce(f"measuring the migration's forms on Keras {keras}")
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    args = [sys.executable, str(SCRIPT)]
-    if keras == 2:
-        env["TF_USE_LEGACY_KERAS"] = "1"
-        args.append("keras2")
-    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, check=True).stdout
-    return dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+    return measure_script(SCRIPT, keras, "the migration's forms")
 
 
 RIGHT = "1.000 same"
