@@ -6,31 +6,12 @@ from __future__ import annotations
 
 import libcst as cst
 
+from autofix.analysis.facts.arrays import Arrays
 from autofix.analysis.facts.dataflow import LOADERS, PASSTHROUGH
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.facts.sizes import Sizes
 from autofix.analysis.syntax import nodes_in
-
-_ARRAY_MAKERS = (
-    "numpy.",
-    "tensorflow.zeros",
-    "tensorflow.ones",
-    "tensorflow.constant",
-    "tensorflow.random.",
-    "tensorflow.convert_to_tensor",
-    "tensorflow.range",
-    "tensorflow.one_hot",
-    "tensorflow.cast",
-    "tensorflow.reshape",
-    "tensorflow.concat",
-    "tensorflow.stack",
-    "keras.utils.to_categorical",
-)
-
-# NumPy random generators, and their methods that draw arrays.
-_GENERATORS = frozenset({"numpy.random.default_rng", "numpy.random.RandomState", "numpy.random.Generator"})
-_DRAWS = frozenset({"normal", "uniform", "random", "integers", "randint", "rand", "randn", "standard_normal", "choice", "permutation", "binomial", "poisson"})
 
 
 class Data:
@@ -40,45 +21,9 @@ class Data:
         self.program = program
         self.facts = Facts.of(program)
 
-    def is_array(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
-        if depth > 8:
-            return False
-        if isinstance(expr, cst.Call):
-            names = self.facts.names_of(expr.func)
-            if any(n.startswith(_ARRAY_MAKERS) for n in names):
-                return True
-            if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("astype", "reshape", "numpy"):
-                return self.is_array(expr.func.value, depth + 1)
-            if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _DRAWS and self._numpy_generator(expr.func.value):
-                return True  # ``rng.normal(size=...)`` of ``rng = np.random.default_rng()``
-            local = self.facts.local_definition(expr.func)
-            if isinstance(local, cst.FunctionDef):
-                # A helper of the file's own: what every return gives (``vectorize(seqs)``
-                # returning ``np.zeros(...)`` filled in place).
-                origins = self.facts.values.returned(local, expr)
-                return bool(origins) and all(
-                    o.whole and isinstance(o.node, cst.BaseExpression) and o.node is not expr and self.is_array(o.node, depth + 1)
-                    for o in origins
-                )
-            return False
-        if isinstance(expr, cst.BinaryOperation):
-            return self.is_array(expr.left, depth + 1) or self.is_array(expr.right, depth + 1)
-        if isinstance(expr, cst.Subscript):
-            return self.is_array(expr.value, depth + 1)
-        if isinstance(expr, cst.Name):
-            bindings = self.facts.bindings(expr)
-            if not bindings:
-                return False
-            return all(self._binding_is_array(b, depth + 1) for b in bindings)
-        return False
-
-    def _numpy_generator(self, expr: cst.BaseExpression) -> bool:
-        """Whether ``expr`` is only ever a NumPy random generator (``np.random.default_rng()``,
-        ``np.random.RandomState()``)."""
-        origins = self.facts.values.origins(expr)
-        return bool(origins) and all(
-            o.whole and isinstance(o.node, cst.Call) and self.facts.names_of(o.node.func) & _GENERATORS for o in origins
-        )
+    def is_array(self, expr: cst.BaseExpression) -> bool:
+        """Whether ``expr`` is an in-memory array ``fit`` batches itself (:mod:`autofix.analysis.facts.arrays`)."""
+        return Arrays.of(self.program).is_array(expr)
 
     def unbound_source(self, expr: cst.BaseExpression) -> bool:
         """Whether a dataset method chain starts at a name that nothing binds."""
@@ -124,20 +69,6 @@ class Data:
             values = [self.facts.assigned_value(b) for b in self.facts.reaching_bindings(expr) or ()]
             return bool(values) and all(v is not None and self.is_dataset(v, depth + 1) for v in values)
         return False
-
-    def _binding_is_array(self, binding: cst.CSTNode, depth: int) -> bool:
-        value = self.facts.assigned_value(binding)
-        if value is not None:
-            return self.is_array(value, depth)
-        # ``(x_train, y_train), _ = keras.datasets.mnist.load_data()``, ``x, y = a / 255, b``
-        origins = self.facts.values.binding_origins(binding)
-        return bool(origins) and all(self._origin_is_array(o, depth) for o in origins)
-
-    def _origin_is_array(self, origin, depth: int) -> bool:
-        node = origin.node
-        if isinstance(node, cst.Call) and any(n.startswith("keras.datasets.") for n in self.facts.names_of(node.func)):
-            return True
-        return origin.whole and isinstance(node, cst.BaseExpression) and self.is_array(node, depth)
 
 
 def _is_generator(function: cst.FunctionDef) -> bool:

@@ -15,17 +15,39 @@ class Bindings:
     # --- names, bindings and definitions ----------------------------------------------------------
 
     def assigned_value(self, binding: cst.CSTNode) -> cst.BaseExpression | None:
-        """The value bound by a simple assignment ``name = value`` (None for anything else)."""
+        """The value bound by a simple assignment ``name = value``, or by the item of a tuple
+        written beside it (``epochs, loss = 100, MeanSquaredError()``: ``loss``'s value is the
+        call); None for anything else."""
         parent = self.program.parent(binding)
         if isinstance(parent, cst.AssignTarget):
             assign = self.program.parent(parent)
             if isinstance(assign, cst.Assign):
                 return assign.value
+        elif isinstance(parent, cst.Element) and isinstance(binding, cst.Name):
+            return self._item_bound(binding, parent)
         elif isinstance(parent, cst.AnnAssign) and parent.target is binding:
             return parent.value
         elif isinstance(parent, cst.NamedExpr) and parent.target is binding:
             return parent.value
         return None
+
+    def _item_bound(self, name: cst.Name, element: cst.Element) -> cst.BaseExpression | None:
+        """``b``'s value in ``a, b = x, y`` (``y``): a tuple or list of names unpacking a
+        tuple or list literal of as many items, nothing starred on either side."""
+        target = self.program.parent(element)
+        if not isinstance(target, (cst.Tuple, cst.List)):
+            return None
+        holder = self.program.parent(target)
+        assign = self.program.parent(holder) if isinstance(holder, cst.AssignTarget) else None
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+            return None
+        value = assign.value
+        if not isinstance(value, (cst.Tuple, cst.List)) or len(value.elements) != len(target.elements):
+            return None
+        if any(isinstance(e, cst.StarredElement) for e in (*value.elements, *target.elements)):
+            return None
+        position = next(i for i, e in enumerate(target.elements) if e is element)
+        return value.elements[position].value
 
     def bindings(self, name: cst.Name) -> list[cst.CSTNode] | None:
         """The nodes that bind a name where it is used (for a name being assigned: every

@@ -209,8 +209,10 @@ def _batches_of(program: Program, dataset: cst.BaseExpression, depth: int = 0) -
         return []
     for origin in origins:
         node = origin.node
-        if not origin.whole or not isinstance(node, cst.BaseExpression) or node is dataset:
+        if not origin.whole or not isinstance(node, cst.BaseExpression):
             return []
+        if node is dataset and not (isinstance(node, cst.Call) and isinstance(facts.local_definition(node.func), cst.FunctionDef)):
+            return []  # (a call of a function of the file is followed into what it returns)
         made = batch_size_of(program, node)
         if made is not None:
             found.append(made)
@@ -221,7 +223,7 @@ def _batches_of(program: Program, dataset: cst.BaseExpression, depth: int = 0) -
                 return []
             found.append(yielded.arg.value)
             continue
-        function = facts.call_kind(node) if isinstance(node, cst.Call) else None
+        function = facts.local_definition(node.func) if isinstance(node, cst.Call) else None
         if not isinstance(function, cst.FunctionDef):
             # A data builder of another module of the project that batches with what this
             # call passes it (read from that module's summary).

@@ -11,6 +11,7 @@ from functools import cached_property
 import libcst as cst
 
 from autofix.analysis import Derived
+from autofix.analysis.facts.arrays import Arrays
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.migration.refusal import Refusal
 from autofix.analysis.migration.wrapper_build import compiled_with, fed_prediction, keras_compile, optimizer_model
@@ -66,43 +67,9 @@ class ModelPrep(Derived):
             found.append(call)
         return found
 
-    def _array_like(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
-        """An in-memory array: made by NumPy or a ``keras.datasets`` loader (followed through
-        names, tuple items, arithmetic, subscripts and array methods)."""
-        if depth > 8:
-            return False
-        if isinstance(expr, cst.Call):
-            names = self.facts.names_of(expr.func)
-            if any(n.startswith(("numpy.", "keras.datasets.")) or n == "keras.utils.to_categorical" for n in names):
-                return True
-            if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("astype", "reshape", "copy", "squeeze"):
-                return self._array_like(expr.func.value, depth + 1)
-            if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "load_data":
-                # ``mnist = tf.keras.datasets.mnist; mnist.load_data()``
-                receivers = [o.node for o in self.facts.values.origins(expr.func.value) if o.whole]
-                return bool(receivers) and all(
-                    any(n.startswith("keras.datasets.") for n in self.facts.names_of(r)) for r in receivers if isinstance(r, cst.BaseExpression)
-                )
-            return False
-        if isinstance(expr, cst.BinaryOperation):
-            return self._array_like(expr.left, depth + 1) or self._array_like(expr.right, depth + 1)
-        if isinstance(expr, (cst.List, cst.Tuple)):
-            # A model of several inputs: ``fit([titles, bodies], ...)``, batched together.
-            return bool(expr.elements) and all(
-                isinstance(e, cst.Element) and self._array_like(e.value, depth + 1) for e in expr.elements
-            )
-        if isinstance(expr, cst.Dict):
-            return bool(expr.elements) and all(
-                isinstance(e, cst.DictElement) and self._array_like(e.value, depth + 1) for e in expr.elements
-            )
-        if isinstance(expr, cst.Subscript):
-            return self._array_like(expr.value, depth + 1)
-        if isinstance(expr, cst.Name):
-            origins = self.facts.values.origins(expr)
-            return bool(origins) and all(
-                isinstance(o.node, cst.BaseExpression) and o.node is not expr and self._array_like(o.node, depth + 1) for o in origins
-            )
-        return False
+    def _array_like(self, expr: cst.BaseExpression) -> bool:
+        """An in-memory array (:mod:`autofix.analysis.facts.arrays`)."""
+        return Arrays.of(self.program).is_array(expr)
 
     # --- models Keras 3 cannot build under a strategy -----------------------------------------
 

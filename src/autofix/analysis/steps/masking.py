@@ -14,6 +14,7 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.analysis.facts.callees import Callables, Callee
+from autofix.analysis.facts.dataflow import LOADERS, PASSTHROUGH
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.syntax import argument_value, nodes_in
 from autofix.tf.symbols import Kind
@@ -52,6 +53,8 @@ def _unknown_origin(facts: Facts, callables: Callables, expr: cst.BaseExpression
     if depth > _DEPTH:
         return expr
     if isinstance(expr, cst.Name):
+        if _dataset_item(facts, expr):
+            return None
         bindings = facts.bindings(expr) or []
         if len(bindings) == 1 and isinstance(bindings[0], cst.Param):
             return _passed_origin(facts, callables, bindings[0], depth)
@@ -119,6 +122,46 @@ def _element_origin(facts: Facts, callables: Callables, bindings: list, depth: i
         if found is not None:
             return found
     return None
+
+
+def _dataset_item(facts: Facts, name: cst.Name) -> bool:
+    """A name whose every value is an item of what a ``tf.data`` dataset yields (``for step,
+    (x, y) in enumerate(ds)``, also of a distributed dataset, also handed to a step as its
+    parameter): what a dataset yields is a plain tensor, never one a Keras layer attached a
+    mask to."""
+    origins = facts.values.origins(name)
+    return bool(origins) and all(
+        all(kind == "item" for kind, _key in o.path) and isinstance(o.node, cst.BaseExpression) and _is_dataset(facts, o.node, 0)
+        for o in origins
+    )
+
+
+def _is_dataset(facts: Facts, expr: cst.BaseExpression, depth: int) -> bool:
+    if depth > _DEPTH:
+        return False
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        names = facts.names_of(func)
+        if names & {"builtins.enumerate", "builtins.zip"}:
+            values = [a.value for a in expr.args if a.keyword is None and not a.star]
+            if "builtins.enumerate" in names:
+                values = values[:1]
+            return bool(values) and all(_is_dataset(facts, v, depth + 1) for v in values)
+        if any(n.startswith("tensorflow.data.") or n in LOADERS for n in names):
+            return True
+        if isinstance(func, cst.Attribute) and not facts.is_module_reference(func.value):
+            if func.attr.value in (*PASSTHROUGH, "batch", "padded_batch", "unbatch"):
+                return _is_dataset(facts, func.value, depth + 1)
+            if func.attr.value in ("experimental_distribute_dataset", "distribute_datasets_from_function"):
+                return True
+        return False
+    if isinstance(expr, cst.Name):
+        origins = facts.values.origins(expr)
+        return bool(origins) and all(
+            o.whole and isinstance(o.node, cst.BaseExpression) and o.node is not expr and _is_dataset(facts, o.node, depth + 1)
+            for o in origins
+        )
+    return False
 
 
 def _built_here(facts: Facts, callables: Callables, func: cst.BaseExpression, depth: int) -> bool:

@@ -288,9 +288,18 @@ def _dict_literal(facts: Facts, name: cst.Name) -> bool:
 
 
 def _keras_value(facts: Facts, name: cst.Name) -> bool:
-    """A name bound to a Keras loss, metric, optimizer or model object."""
+    """A name bound to a Keras loss, metric, optimizer or model object, or a parameter that
+    every call of its function gives one (``def loss_fn(model, x, y)`` called with the model)."""
     kinds = facts._value_kinds(name)
-    return bool(kinds) and all(isinstance(k, Kind) for k in kinds)
+    if kinds:
+        return all(isinstance(k, Kind) for k in kinds)
+    bindings = facts.bindings(name) or []
+    if len(bindings) != 1 or not isinstance(bindings[0], cst.Param):
+        return False
+    origins = facts.values.origins(name)
+    return bool(origins) and all(
+        o.whole and isinstance(o.node, cst.Call) and isinstance(facts.call_kind(o.node), Kind) for o in origins
+    )
 
 
 def statement_effect(program: Program, steps: Steps, statement: cst.CSTNode, fresh: Callable[[cst.Name], bool]) -> str | None:
