@@ -192,6 +192,13 @@ def _run_checks(index: int, run: RunRecord, replicas: int, crashed: bool, worker
         )
         return checks
     checks.append(Check(f"{name}.given", True, f"strategy.run was given {run.given} {run.name}"))
+    if run.built:
+        layers = ", ".join(run.built[:3]) + (" ..." if len(run.built) > 3 else "")
+        checks.append(Check(f"{name}.built", False, (
+            f"{run.name} builds the Sequential model ({layers}) on its first call, per replica inside a tf.function, at "
+            f"{run.site}: run as written, Keras 3 fails on that step under the strategy; build the model before the "
+            "loop (keras.Input as its first layer, or model.build(...) in strategy.scope())"
+        )))
     if run.error is not None and crashed:
         return checks
     seen = run_replicas(run, replicas, workers)

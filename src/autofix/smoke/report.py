@@ -135,6 +135,7 @@ class RunRecord:
     sharded: bool | None = None
     # {replica: [examples, digest]} of the step's first call (see autofix.smoke.state.RunRec).
     fed: dict[str, Any] = field(default_factory=dict)
+    built: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

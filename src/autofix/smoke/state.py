@@ -81,6 +81,9 @@ class RunRec:
     # What each replica was given in the step's first call: {replica: [examples, digest]} (one
     # digest of all its examples): replicas given the same examples are not data-parallel.
     fed: dict[str, list[Any]] = field(default_factory=dict)
+    # Keras 3 Sequential models the step built on its first call, per replica inside a
+    # tf.function: outside the harness that run fails (see keras_hooks._sequential_build).
+    built: list[str] = field(default_factory=list)
 
     def saw_replica(self, replica: int | None) -> None:
         self.replicas_observed = True
