@@ -439,7 +439,14 @@ class MigrateToStrategy(Rule):
         definition = cst.parse_statement(f"{decorator}def {wrapper}({signature}):\n{body}")
         for draw in step.host_draws:
             edits.replace(draw.node, lambda _node, draw=draw: cst.parse_expression(draw.code(tf)))
-        for call in step.calls:
+        if step.handed_out:
+            # A factory returns the step: it returns the wrapper instead, which its callers
+            # call as they called the step.
+            if step.inputs is not None:
+                raise NotFound(f"{name}() is made by a factory and called on arguments the loop computes")
+            for ref in step.handed_out:
+                edits.replace(ref, lambda _node, wrapper=wrapper: cst.Name(wrapper))
+        for call in [] if step.handed_out else step.calls:
             if step.inputs is not None:
                 edits.replace(call, lambda node, wrapper=wrapper, params=params: node.with_changes(
                     func=cst.Name(wrapper), args=_plain_args(params)

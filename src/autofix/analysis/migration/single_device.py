@@ -111,6 +111,10 @@ class CustomStep:
     passed: list[tuple[cst.Call, cst.BaseExpression]] = field(default_factory=list)
     # NumPy draws in it, drawn with tf.random once it runs per replica (:mod:`.host_draws`).
     host_draws: list[HostDraw] = field(default_factory=list)
+    # A step a local factory returns (``return step``; ``train_step = make_step(...)``, then
+    # ``train_step(x, y)``): the names it is returned by, which return the wrapper instead
+    # (the calls stay as written).
+    handed_out: list[cst.Name] = field(default_factory=list)
 
     @property
     def params(self) -> list[cst.Param]:
@@ -370,10 +374,55 @@ class SingleDevice(Derived):
             if isinstance(parent, cst.Call) and parent.func is ref:
                 calls.append(parent)
                 continue
+            followed = self._made_by_factory(function)
+            if followed is not None:
+                self._via_factory.add(id(function))
+                return followed
             return Refusal(ref, (
                 f"{function.name.value}() is used as a value on line {self.program.line(ref)}, not only called: "
                 "where it runs cannot be followed"
             ))
+        return calls
+
+    def _returned_names(self, function: cst.FunctionDef, calls: list[cst.Call]) -> list[cst.Name] | None:
+        """For a step whose calls are not calls of its own name (a factory returns it): the
+        names that hand it out (``return step``, ``return step, evaluate``); [] for a step
+        called by name; None when it is handed out otherwise."""
+        if id(function) not in self._via_factory:
+            return []
+        found = []
+        for ref in self.facts.references(function):
+            parent = self.program.parent(ref)
+            if isinstance(parent, cst.Call) and parent.func is ref:
+                continue
+            holder = parent
+            if isinstance(parent, cst.Element) and isinstance(self.program.parent(parent), (cst.Tuple, cst.List)):
+                holder = self.program.parent(self.program.parent(parent))  # ``return step, evaluate``
+                if not (isinstance(holder, cst.Return) and holder.value is self.program.parent(parent)):
+                    return None
+            elif not (isinstance(parent, cst.Return) and parent.value is ref):
+                return None
+            if not isinstance(ref, cst.Name):
+                return None
+            found.append(ref)
+        return found or None
+
+    @cached_property
+    def _via_factory(self) -> set[int]:
+        """The steps whose calls were found through the factory that returns them."""
+        return set()
+
+    def _made_by_factory(self, function: cst.FunctionDef) -> list[cst.Call] | None:
+        """The calls of a step that a local factory returns (``train_step =
+        make_step(model, optimizer)``, then ``train_step(x, y)``), when the value flow sees
+        every use of it: only called, each call passing every parameter (no ``strategy.run``
+        of it yet: this file trains on one device). None otherwise."""
+        found, passed_on = self.facts.values.calls_of(function)
+        if passed_on or not found or any(offset != 0 for _call, offset in found):
+            return None
+        calls = [call for call, _offset in found]
+        if any(self.program.enclosing_function(call) is function for call in calls):
+            return None  # (recursion)
         return calls
 
     def _describe(self, step: CustomStep) -> Refusal | None:
@@ -383,6 +432,13 @@ class SingleDevice(Derived):
         if isinstance(calls, Refusal):
             return calls
         step.calls = calls
+        step.handed_out = self._returned_names(function, calls)
+        if step.handed_out is None:
+            return Refusal(function, (
+                f"{name}() is handed out by the function that makes it in a way autofix does not rewrite "
+                "(only `return step` and `return step, other` are): where the distributed step would be handed out "
+                "cannot be followed"
+            ))
         for decorator in function.decorators:
             expr = decorator.decorator
             if self.steps_analysis._is_tf_function(expr.func if isinstance(expr, cst.Call) else expr):
