@@ -35,7 +35,12 @@ with Keras 3), a model built in another module whose Keras is not known (a libra
 function of the project that calls out of its module), ``predict``, custom training loops. A
 model built by a function or model class of another module of the project that uses Keras 3
 alone is reported like one built here, naming where it is built; the switch to tf_keras is then
-not made (it would have to change that module too).
+not made (it would have to change that module too). A model made by a module the file imports
+as one of its project's that autofix cannot find (``from mypkg.models import build_model``,
+``mypkg`` not found from the file) is reported without a fix, naming it and saying so, where
+the file names Keras 3 alone or no Keras and nothing says Keras 2 (no tf_keras, no
+``TF_USE_LEGACY_KERAS``, no pin): the question does not depend on where the model is made,
+only on which Keras makes it, which autofix then cannot read.
 
 Nor is a file whose repository pins Keras 2 outside it, as it runs it: a ``requirements*.txt``
 (``tensorflow==2.12``, ``tensorflow<2.16``, ``keras<3``), the dependencies of ``setup.py``,
@@ -147,7 +152,12 @@ class Keras3MultiWorker(Rule):
         self.imported: dict[cst.Call, tuple[str, int, str]] = {}
         # The imported models each failing call trains.
         self.sources: dict[cst.Call, list[tuple[str, int, str]]] = {}
+        # Failing calls on a model made by a module autofix cannot read: why it is reported.
+        self.unseen: dict[cst.Call, str] = {}
         sites = [call for call, _owner in self.facts.calls if self._fails(workers, call)]
+        for call in [c for c in sites if c in self.unseen]:
+            self.report(call, message(call.func.attr.value), self.unseen[call], self._related(call))
+        sites = [c for c in sites if c not in self.unseen]
         if not sites:
             return
         try:
@@ -171,8 +181,18 @@ class Keras3MultiWorker(Rule):
             return False
         training = TrainingModel.of(self.program)
         models = [m for m in training.makers(func.value) if training.is_model_maker(m)]
-        if not models or not all(self._made_here(training, m, 0) for m in models):
+        if not models:
             return False
+        elsewhere = [m for m in models if not self._made_here(training, m, 0)]
+        if elsewhere:
+            unseen = [self._unseen(workers, m) for m in elsewhere]
+            if any(u is None for u in unseen):
+                return False
+            self.unseen[call] = (
+                f"the model is made by {', '.join(dict.fromkeys(unseen))}, which autofix cannot read: made with Keras 3 "
+                "(tf.keras on TensorFlow 2.16 and later, or keras), as this file's Keras is, this call fails on every "
+                "worker; made with tf_keras, it trains (not fixed: which Keras makes it is not known)"
+            )
         self.sources[call] = [self.imported[m] for m in models if m in self.imported]
         # The model is distributed by the strategy whose scope it is made in (a model made
         # in no scope trains under the default strategy, which works).
@@ -204,6 +224,21 @@ class Keras3MultiWorker(Rule):
                 if any(self.facts.call_kind(m) is Kind.OPTIMIZER and any(n.startswith("keras.") for n in self.facts.names_of(m.func)) for m in made):
                     return True
         return False
+
+    def _unseen(self, workers: MultiWorker, maker: cst.Call) -> str | None:
+        """``module.function()`` (``models.build_model``) when ``maker`` is made by a module
+        the file imports as one of its project's that autofix cannot find, and this file names
+        Keras 3 alone or no Keras (no tf_keras, no ``TF_USE_LEGACY_KERAS``, no pin or API of
+        Keras 2): the question (Keras 3's
+        ``fit`` under the strategy) does not depend on where the model is made, only on which
+        Keras makes it, which the file's own says most likely. None otherwise."""
+        keras = workers.keras
+        if keras.keras2_only is not None or keras.legacy_env or not keras.spellings <= {KERAS3, TF_KERAS}:
+            return None  # (no spelling at all: TensorFlow 2.16 and later run Keras 3)
+        resolved = ProjectImports.of(self.program).resolve(maker.func)
+        if resolved is None or resolved.path is not None or resolved.name is None:
+            return None
+        return f"{resolved.module}.{resolved.name}() (not found from this file)"
 
     def _imported_keras3(self, maker: cst.Call) -> bool:
         """A model made by a function or model class of another module of the project

@@ -156,3 +156,46 @@ def test_a_hub_layer_outside_any_model_says_nothing_of_keras():
     assert [f.code for f in analyse(subclassed, SAFE_ONLY).findings] == ["TFD006"]
     program = Program(cst.parse_module(in_model), in_model)
     assert Facts.of(program).needs_keras2 == "it puts hub.KerasLayer (line 4) in a Keras model, which only Keras 2 (tf_keras) takes"
+
+
+ENTRY = (
+    "import tensorflow as tf\n"
+    "from mypkg.models import build_model\n"
+    "strategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
+    "with strategy.scope():\n"
+    "    model = build_model()\n"
+    "    model.compile(optimizer='adam', loss='mse')\n"
+    "model.fit(dataset, epochs=1)\n"
+)
+
+
+def _checked(tmp_path, files: dict[str, str]):
+    from autofix.engine import process_path
+
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    return process_path(str(tmp_path / "train.py"), SAFE_ONLY)
+
+
+def test_a_model_from_a_module_of_the_project_it_cannot_find_is_reported_with_why(tmp_path):
+    """The question (Keras 3's fit under the strategy) does not depend on where the model is
+    made, only on which Keras makes it: a module the file imports as its project's but that
+    autofix cannot find is said, and nothing is rewritten."""
+    (finding,) = _checked(tmp_path, {"train.py": ENTRY}).findings
+    assert finding.code == "TFD006" and finding.line == 7 and not finding.fixable
+    assert "the model is made by mypkg.models.build_model() (not found from this file), which autofix cannot read" in finding.reason
+
+
+def test_a_model_from_a_module_it_cannot_find_is_not_reported_where_keras_2_runs(tmp_path):
+    # A tf_keras import, or a pin of the repository, says Keras 2 runs: nothing to say.
+    assert not _checked(tmp_path, {"train.py": "import tf_keras\n" + ENTRY}).findings
+    assert not _checked(tmp_path, {"train.py": ENTRY, "requirements.txt": "tensorflow==2.12\n"}).findings
+
+
+def test_a_model_from_a_module_it_finds_that_builds_it_with_keras_3_names_it(tmp_path):
+    models = "import keras\n\ndef build_model():\n    return keras.Sequential([keras.layers.Dense(1)])\n"
+    (finding,) = _checked(tmp_path, {"train.py": ENTRY, "mypkg/__init__.py": "", "mypkg/models.py": models}).findings
+    assert "which autofix cannot read" not in finding.reason

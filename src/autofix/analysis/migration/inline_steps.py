@@ -36,6 +36,7 @@ from autofix.analysis import Derived
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.core.inline_flow import Flow, NotSplit, Unsplittable, position_of
 from autofix.analysis.migration.inline_names import loop_targets, split_names
+from autofix.analysis.migration.unbuilt_models import unbuilt_sequential
 from autofix.analysis.program import Program
 from autofix.analysis.steps.custom import Steps
 from autofix.analysis.steps.tracing import statement_effect
@@ -221,61 +222,16 @@ class InlineSteps(Derived):
                 ))
 
     def _unbuilt_models(self, step: list[cst.BaseStatement], loop: cst.For | cst.While) -> None:
-        """Raises when the step calls a Sequential model made without its input's shape that
-        nothing outside the step builds, fits or calls: its first call, inside the step run on
-        every replica in a tf.function, would create its variables there. Measured (TF 2.21,
-        Keras 3, 2 replicas): a masked SimpleRNN fails on its first step (AddN of shapes
-        [11,10] and [0]); a Dense fails in a plain run ("You must feed a value for placeholder
-        tensor"); built in the scope before the loop, both train."""
+        """Raises when the step calls a Sequential model that its first call would build per
+        replica (:mod:`.unbuilt_models`)."""
         calls = [c for s in step for c in _nodes(s, cst.Call)]
         for call in list(calls):
             local = self.facts.local_definition(call.func) if isinstance(call.func, cst.Name) else None
             if isinstance(local, cst.FunctionDef):
                 calls.extend(self.steps.calls(local))
-        inside = {id(c) for c in calls}
-        for call in calls:
-            if not isinstance(call.func, cst.Name):
-                continue
-            for origin in self.facts.values.origins(call.func):
-                made = origin.node
-                if not (origin.whole and isinstance(made, cst.Call) and _sequential(self.facts, made)):
-                    continue
-                if _shaped(self.facts, made) or self._built_elsewhere(made, inside, loop):
-                    continue
-                raise Unsplittable(call, (
-                    f"the step calls {self.program.module.code_for_node(call.func)} (line {self.program.line(call)}), a "
-                    f"Sequential model made without its input's shape (line {self.program.line(made)}) that nothing builds "
-                    "before the loop: its first call, inside the step that runs on every replica, would create its "
-                    "variables there, which fails under MirroredStrategy; give it its input shape (keras.Input as its "
-                    "first layer) or build it before the loop, then migrate"
-                ))
-
-    def _built_elsewhere(self, made: cst.Call, inside: set[int], loop: cst.CSTNode) -> bool:
-        """Whether the model ``made`` may be built before the loop: its ``build``, ``fit``,
-        ``predict``, ``evaluate``, ``train_on_batch`` or a call of it written above the loop
-        (in a function too: whether that runs first is not decided, so nothing is claimed)."""
-        program = self.program
-        target = program.parent(made)
-        names = set()
-        if isinstance(target, cst.Assign) and len(target.targets) == 1 and isinstance(target.targets[0].target, cst.Name):
-            names.add(target.targets[0].target.value)
-        if not names:
-            return True  # not followed: not refused here
-        start = position_of(program, loop)
-        for call, _owner in self.facts.calls:
-            if id(call) in inside or position_of(program, call) > start:
-                continue
-            func = call.func
-            if isinstance(func, cst.Name) and func.value in names and any(o.node is made for o in self.facts.values.origins(func)):
-                return True
-            if (
-                isinstance(func, cst.Attribute)
-                and func.attr.value in ("build", "fit", "predict", "evaluate", "train_on_batch", "test_on_batch", "predict_on_batch", "load_weights")
-                and isinstance(func.value, cst.Name)
-                and any(o.node is made for o in self.facts.values.origins(func.value))
-            ):
-                return True
-        return False
+        found = unbuilt_sequential(self.program, self.facts, calls, loop)
+        if found is not None:
+            raise Unsplittable(found.call, found.reason)
 
     def _effects(self, statement: cst.BaseStatement, moved: set[int], flow: Flow) -> None:
         """Raises when ``statement`` does in Python what run per replica (or traced) it would
@@ -290,55 +246,6 @@ class InlineSteps(Derived):
                 "that would happen once on each replica (and in a tf.function, only while it is traced); "
                 "move it out of the training step, then migrate"
             ))
-
-
-# What gives a model's first layer its input's shape (a built Sequential).
-_SHAPE_KEYWORDS = frozenset({"input_shape", "input_dim", "batch_input_shape", "batch_shape", "batch_size"})
-
-
-def _sequential(facts: Facts, call: cst.Call) -> bool:
-    return bool({n.removeprefix("tensorflow.") for n in facts.names_of(call.func)} & {"keras.Sequential", "keras.models.Sequential"})
-
-
-def _shaped(facts: Facts, made: cst.Call) -> bool:
-    """Whether the Sequential ``made`` is given its input's shape: its first layer, in its
-    list or its first ``add``, is an ``Input``/``InputLayer`` or has ``input_shape=`` (or a
-    like keyword); True when that cannot be read (nothing is claimed then)."""
-    layers = made.args[0].value if made.args and made.args[0].keyword is None else None
-    for arg in made.args:
-        if arg.keyword is not None and arg.keyword.value == "layers":
-            layers = arg.value
-    if layers is not None:
-        if not isinstance(layers, (cst.List, cst.Tuple)):
-            return True
-        if layers.elements:
-            first = layers.elements[0]
-            return not isinstance(first, cst.Element) or _gives_shape(facts, first.value)
-    program = facts.program
-    target = program.parent(made)
-    if not (isinstance(target, cst.Assign) and len(target.targets) == 1 and isinstance(target.targets[0].target, cst.Name)):
-        return True
-    name = target.targets[0].target.value
-    adds = [
-        c for c, _owner in facts.calls
-        if isinstance(c.func, cst.Attribute) and c.func.attr.value == "add" and isinstance(c.func.value, cst.Name)
-        and c.func.value.value == name and any(o.node is made for o in facts.values.origins(c.func.value))
-    ]
-    if not adds:
-        return True
-    first = min(adds, key=lambda c: position_of(program, c))
-    return not first.args or _gives_shape(facts, first.args[0].value)
-
-
-def _gives_shape(facts: Facts, layer: cst.BaseExpression) -> bool:
-    if not isinstance(layer, cst.Call):
-        return True  # a layer made elsewhere: not read
-    if any(n.rpartition(".")[2] in ("Input", "InputLayer") for n in facts.names_of(layer.func)):
-        return True
-    # (An Embedding's ``input_dim`` is its vocabulary's size, not its input's shape.)
-    embedding = any(n.endswith("Embedding") for n in facts.names_of(layer.func))
-    keywords = _SHAPE_KEYWORDS - {"input_dim"} if embedding else _SHAPE_KEYWORDS
-    return any(a.keyword is not None and a.keyword.value in keywords for a in layer.args)
 
 
 # Random numbers drawn in TensorFlow or Keras.

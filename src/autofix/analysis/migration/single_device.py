@@ -31,6 +31,8 @@ from autofix.analysis.migration.compiled_losses import CompiledLosses, PerExampl
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.migration.imported import ImportedTraining
 from autofix.analysis.migration.inline_steps import InlineStep, InlineSteps
+from autofix.analysis.migration.unbuilt_models import unbuilt_sequential
+from autofix.analysis.core.inline_flow import position_of
 from autofix.analysis.facts.keras1 import first_keras
 from autofix.analysis.steps.method_steps import MethodSteps
 from autofix.analysis.program import Program
@@ -456,6 +458,10 @@ class SingleDevice(Derived):
         for call in calls:
             if any(arg.star for arg in call.args):
                 return Refusal(call, f"{name}() is called with *args or **kwargs on line {self.program.line(call)}")
+        first = min(calls, key=lambda c: position_of(self.program, c))
+        unbuilt = unbuilt_sequential(self.program, self.facts, self.steps_analysis.calls(function), first)
+        if unbuilt is not None:
+            return Refusal(unbuilt.call, unbuilt.reason)
         inputs = computed_inputs(self.program, self.facts, name, calls) if not step.method else None
         if isinstance(inputs, Refusal):
             return inputs

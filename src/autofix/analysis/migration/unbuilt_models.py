@@ -1,0 +1,131 @@
+"""A training step that would build a Keras 3 ``Sequential`` per replica.
+
+A ``Sequential`` made without its input's shape (no ``keras.Input`` first, no
+``input_shape=``) is built by its first call. When that call is the distributed step's, the
+model is built per replica inside the ``tf.function``. Measured (TF 2.21, Keras 3.15,
+MirroredStrategy on 2 logical CPUs), run as written: a Dense fails on the first step ("You
+must feed a value for placeholder tensor"), a masked SimpleRNN with an AddN of mismatched
+shapes; built in the scope before the loop, both train. (A subclassed model whose layers build
+there trains, and so does tf_keras; ``autofix smoke`` fails such a run: ``run[i].built``.)
+
+So ``migrate`` does not move a step that calls such a model, unless something before the
+step's first call may build it (its ``build``, ``fit``, ``predict``, ``evaluate``,
+``train_on_batch``, ``load_weights``, or a call of it), and says why at the call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from autofix.analysis.core.inline_flow import position_of
+from autofix.analysis.facts.script import Facts
+from autofix.analysis.program import Program
+
+# Methods whose call builds a model.
+_BUILDING = frozenset({"build", "fit", "predict", "evaluate", "train_on_batch", "test_on_batch", "predict_on_batch", "load_weights"})
+
+
+@dataclass(frozen=True)
+class Unbuilt:
+    call: cst.Call
+    reason: str
+
+
+def unbuilt_sequential(program: Program, facts: Facts, calls: list[cst.Call], first: cst.CSTNode) -> Unbuilt | None:
+    """The first of ``calls`` (what the step runs, its helpers' calls among them) that calls a
+    Sequential made without its input's shape that nothing written before ``first`` (the
+    loop, or the step's first call) may build; None when there is none."""
+    inside = {id(c) for c in calls}
+    for call in calls:
+        if not isinstance(call.func, cst.Name):
+            continue
+        for origin in facts.values.origins(call.func):
+            made = origin.node
+            if not (origin.whole and isinstance(made, cst.Call) and _sequential(facts, made)):
+                continue
+            if _shaped(facts, made) or _built_before(program, facts, made, inside, first):
+                continue
+            return Unbuilt(call, (
+                f"the step calls {program.module.code_for_node(call.func)} (line {program.line(call)}), a "
+                f"Sequential model made without its input's shape (line {program.line(made)}) that nothing builds "
+                "before the loop: its first call, inside the step that runs on every replica, would create its "
+                "variables there, which fails under MirroredStrategy; give it its input shape (keras.Input as its "
+                "first layer) or build it before the loop, then migrate"
+            ))
+    return None
+
+
+def _built_before(program: Program, facts: Facts, made: cst.Call, inside: set[int], first: cst.CSTNode) -> bool:
+    """Whether the model ``made`` may be built before ``first``: a building method or a call
+    of it written above (in a function too: whether that runs first is not decided, so
+    nothing is claimed); True when the name it is bound to is not followed."""
+    target = program.parent(made)
+    if not (isinstance(target, cst.Assign) and len(target.targets) == 1 and isinstance(target.targets[0].target, cst.Name)):
+        return True
+    name = target.targets[0].target.value
+    start = position_of(program, first)
+    for call, _owner in facts.calls:
+        if id(call) in inside or position_of(program, call) > start:
+            continue
+        func = call.func
+        if isinstance(func, cst.Name) and func.value == name and any(o.node is made for o in facts.values.origins(func)):
+            return True
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in _BUILDING
+            and isinstance(func.value, cst.Name)
+            and any(o.node is made for o in facts.values.origins(func.value))
+        ):
+            return True
+    return False
+
+
+# What gives a model's first layer its input's shape (a built Sequential).
+_SHAPE_KEYWORDS = frozenset({"input_shape", "input_dim", "batch_input_shape", "batch_shape", "batch_size"})
+
+
+def _sequential(facts: Facts, call: cst.Call) -> bool:
+    return bool({n.removeprefix("tensorflow.") for n in facts.names_of(call.func)} & {"keras.Sequential", "keras.models.Sequential"})
+
+
+def _shaped(facts: Facts, made: cst.Call) -> bool:
+    """Whether the Sequential ``made`` is given its input's shape: its first layer, in its
+    list or its first ``add``, is an ``Input``/``InputLayer`` or has ``input_shape=`` (or a
+    like keyword); True when that cannot be read (nothing is claimed then)."""
+    layers = made.args[0].value if made.args and made.args[0].keyword is None else None
+    for arg in made.args:
+        if arg.keyword is not None and arg.keyword.value == "layers":
+            layers = arg.value
+    if layers is not None:
+        if not isinstance(layers, (cst.List, cst.Tuple)):
+            return True
+        if layers.elements:
+            first = layers.elements[0]
+            return not isinstance(first, cst.Element) or _gives_shape(facts, first.value)
+    program = facts.program
+    target = program.parent(made)
+    if not (isinstance(target, cst.Assign) and len(target.targets) == 1 and isinstance(target.targets[0].target, cst.Name)):
+        return True
+    name = target.targets[0].target.value
+    adds = [
+        c for c, _owner in facts.calls
+        if isinstance(c.func, cst.Attribute) and c.func.attr.value == "add" and isinstance(c.func.value, cst.Name)
+        and c.func.value.value == name and any(o.node is made for o in facts.values.origins(c.func.value))
+    ]
+    if not adds:
+        return True
+    first = min(adds, key=lambda c: position_of(program, c))
+    return not first.args or _gives_shape(facts, first.args[0].value)
+
+
+def _gives_shape(facts: Facts, layer: cst.BaseExpression) -> bool:
+    if not isinstance(layer, cst.Call):
+        return True  # a layer made elsewhere: not read
+    if any(n.rpartition(".")[2] in ("Input", "InputLayer") for n in facts.names_of(layer.func)):
+        return True
+    # (An Embedding's ``input_dim`` is its vocabulary's size, not its input's shape.)
+    embedding = any(n.endswith("Embedding") for n in facts.names_of(layer.func))
+    keywords = _SHAPE_KEYWORDS - {"input_dim"} if embedding else _SHAPE_KEYWORDS
+    return any(a.keyword is not None and a.keyword.value in keywords for a in layer.args)
