@@ -1,6 +1,6 @@
 """Which values are in-memory arrays: what ``fit`` batches itself, with its ``batch_size=``
-(Keras's 32 when it is not given), as opposed to a dataset, a generator or a Sequence, which
-batch themselves.
+(Keras's 32 when it is not given), and which are input that batches itself: a ``tf.data``
+dataset, a Keras dataset loader's result, a generator, a ``keras.utils.Sequence``.
 
 An array is made by NumPy (``np.load``, ``np.random.rand``, a NumPy generator's draw), by a
 ``keras.datasets`` loader (also through a name bound to the dataset's module:
@@ -19,7 +19,9 @@ import libcst as cst
 
 from autofix.analysis import Derived
 from autofix.analysis.core.value_flow import Values
+from autofix.analysis.facts.dataflow import LOADERS, PASSTHROUGH
 from autofix.analysis.program import Program
+from autofix.analysis.syntax import nodes_in
 
 # Functions whose result is an in-memory array or tensor.
 _ARRAY_MAKERS = (
@@ -133,3 +135,40 @@ class Arrays(Derived):
         return bool(origins) and all(
             o.whole and isinstance(o.node, cst.Call) and self.values.names_of(o.node.func) & _GENERATORS for o in origins
         )
+
+    # --- input that batches itself -----------------------------------------------------------------
+
+    def is_dataset(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """Whether ``expr`` is a tf.data dataset (a distributed one too), a Keras dataset
+        loader's result, a generator, or a ``keras.utils.Sequence``: input that batches itself
+        (followed through the names that reach it)."""
+        if depth > _DEPTH:
+            return False
+        values = self.values
+        if isinstance(expr, cst.Call):
+            names = values.names_of(expr.func)
+            if any(n.startswith("tensorflow.data.") or n in LOADERS for n in names):
+                return True
+            func = expr.func
+            # (A method of a dataset, not a function of a module: ``np.concatenate`` and
+            # ``np.repeat`` make arrays.)
+            if (
+                isinstance(func, cst.Attribute)
+                and not values.is_module_reference(func.value)
+                and func.attr.value in (*PASSTHROUGH, "batch", "padded_batch", "unbatch", "experimental_distribute_dataset")
+            ):
+                return True
+            local = values.local_definition(func)
+            if isinstance(local, cst.FunctionDef):
+                return _is_generator(local)
+            if isinstance(local, cst.ClassDef):
+                return any(n.rpartition(".")[2] in ("Sequence", "PyDataset") for b in local.bases for n in values.names_of(b.value))
+            return False
+        if isinstance(expr, cst.Name):
+            found = [values.assigned_value(b) for b in values.reaching_bindings(expr) or ()]
+            return bool(found) and all(v is not None and self.is_dataset(v, depth + 1) for v in found)
+        return False
+
+
+def _is_generator(function: cst.FunctionDef) -> bool:
+    return bool(nodes_in(function, cst.Yield, stop=(cst.FunctionDef, cst.Lambda)))

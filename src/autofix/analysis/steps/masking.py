@@ -14,7 +14,7 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.analysis.facts.callees import Callables, Callee
-from autofix.analysis.facts.dataflow import LOADERS, PASSTHROUGH
+from autofix.analysis.facts.arrays import Arrays
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.syntax import argument_value, nodes_in
 from autofix.tf.symbols import Kind
@@ -137,31 +137,20 @@ def _dataset_item(facts: Facts, name: cst.Name) -> bool:
 
 
 def _is_dataset(facts: Facts, expr: cst.BaseExpression, depth: int) -> bool:
+    """Input that batches itself (:meth:`Arrays.is_dataset`), also iterated through
+    ``enumerate`` or ``zip``, or distributed (``strategy.distribute_datasets_from_function``)."""
     if depth > _DEPTH:
         return False
     if isinstance(expr, cst.Call):
-        func = expr.func
-        names = facts.names_of(func)
+        names = facts.names_of(expr.func)
         if names & {"builtins.enumerate", "builtins.zip"}:
             values = [a.value for a in expr.args if a.keyword is None and not a.star]
             if "builtins.enumerate" in names:
                 values = values[:1]
             return bool(values) and all(_is_dataset(facts, v, depth + 1) for v in values)
-        if any(n.startswith("tensorflow.data.") or n in LOADERS for n in names):
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "distribute_datasets_from_function":
             return True
-        if isinstance(func, cst.Attribute) and not facts.is_module_reference(func.value):
-            if func.attr.value in (*PASSTHROUGH, "batch", "padded_batch", "unbatch"):
-                return _is_dataset(facts, func.value, depth + 1)
-            if func.attr.value in ("experimental_distribute_dataset", "distribute_datasets_from_function"):
-                return True
-        return False
-    if isinstance(expr, cst.Name):
-        origins = facts.values.origins(expr)
-        return bool(origins) and all(
-            o.whole and isinstance(o.node, cst.BaseExpression) and o.node is not expr and _is_dataset(facts, o.node, depth + 1)
-            for o in origins
-        )
-    return False
+    return Arrays.of(facts.program).is_dataset(expr)
 
 
 def _built_here(facts: Facts, callables: Callables, func: cst.BaseExpression, depth: int) -> bool:
