@@ -202,16 +202,21 @@ class InlineSteps(Derived):
                 return False  # its block would be left empty
         return True
 
-    def _random_draws(self, step: list[cst.BaseStatement]) -> None:
-        """Raises when the step draws random numbers in TensorFlow (a GAN's noise): split over
-        the replicas, each draws its own rows, which ``smoke --compare`` holds equal to the
-        original's draw only when the original draws them in a ``tf.function`` step (measured:
-        drawn in the loop, the first updates differ), so the migration could not be proven."""
+    def _calls_run(self, step: list[cst.BaseStatement]) -> list[cst.Call]:
+        """The calls the step's statements make, and those of the local functions they call."""
         calls = [c for s in step for c in _nodes(s, cst.Call)]
         for call in list(calls):
             local = self.facts.local_definition(call.func) if isinstance(call.func, cst.Name) else None
             if isinstance(local, cst.FunctionDef):
                 calls.extend(self.steps.calls(local))
+        return calls
+
+    def _random_draws(self, step: list[cst.BaseStatement]) -> None:
+        """Raises when the step draws random numbers in TensorFlow (a GAN's noise): split over
+        the replicas, each draws its own rows, which ``smoke --compare`` holds equal to the
+        original's draw only when the original draws them in a ``tf.function`` step (measured:
+        drawn in the loop, the first updates differ), so the migration could not be proven."""
+        calls = self._calls_run(step)
         for call in calls:
             if any(n.startswith(_RANDOM) for n in self.facts.names_of(call.func)):
                 raise Unsplittable(call, (
@@ -224,11 +229,7 @@ class InlineSteps(Derived):
     def _unbuilt_models(self, step: list[cst.BaseStatement], loop: cst.For | cst.While) -> None:
         """Raises when the step calls a Sequential model that its first call would build per
         replica (:mod:`.unbuilt_models`)."""
-        calls = [c for s in step for c in _nodes(s, cst.Call)]
-        for call in list(calls):
-            local = self.facts.local_definition(call.func) if isinstance(call.func, cst.Name) else None
-            if isinstance(local, cst.FunctionDef):
-                calls.extend(self.steps.calls(local))
+        calls = self._calls_run(step)
         found = unbuilt_sequential(self.program, self.facts, calls, loop)
         if found is not None:
             raise Unsplittable(found.call, found.reason)
