@@ -98,7 +98,10 @@ from autofix.analysis.training.inputs import Feed, Inputs
 from autofix.analysis.program import Program
 from autofix.analysis.steps.custom import Steps, words
 from autofix.analysis.steps.run_targets import KERAS_LOOPS, Handed, RunTargets
-from autofix.analysis.syntax import argument_value, attribute_path, names_in, root_name
+from autofix.analysis.syntax import argument_value, attribute_path, names_in, nodes_in, root_name
+from autofix.analysis.migration.model_prep import ModelPrep
+from autofix.analysis.migration.optimizer_builds import BUILD_COMMENT, IN_STEP_COMMENT, InStepBuild, optimizer_builds
+from autofix.analysis.training.multiworker import MultiWorker
 from autofix.analysis.steps.tracing import python_effect
 from autofix.analysis.training.compiled import batch_size_of, compile_of, fit_datasets
 from autofix.analysis.training.model import TrainingModel
@@ -471,6 +474,41 @@ class StrategyRunModel(Rule):
                 raise NotFound(f"{traced.name.value if traced else 'the step'}() {why}, which would behave differently inside a tf.function")
         decorator = cst.Decorator(cst.parse_expression(f"{tf}.function"))
         edits.replace(function, lambda node: node.with_changes(decorators=[decorator, *node.decorators]))
+        if step is not None:
+            self._build_optimizers(step, edits)
+
+    def _build_optimizers(self, step: cst.FunctionDef, edits: BlockEdits) -> None:
+        """Traced now, the step would make a Keras 3 optimizer's variables per replica inside
+        the tf.function, which fails on GPUs (:mod:`autofix.analysis.migration.optimizer_builds`):
+        each optimizer it updates with is built before, right after what it needs is made, or
+        the fix is refused with why."""
+        program = self.program
+        if not MultiWorker.of(program).keras.keras3:
+            return
+        updates = [
+            c for c in nodes_in(step, cst.Call)
+            if isinstance(c.func, cst.Attribute) and c.func.attr.value in ("apply_gradients", "minimize")
+        ]
+        builds, refused = optimizer_builds(program, self.facts, updates, ModelPrep.of(program)._built_where_made)
+        if refused:
+            raise NotFound(refused[0].reason.replace(", then migrate", ""))
+        tf = module_alias(program, "tensorflow") or "tf"
+        for build in builds:
+            index = list(build.block.body).index(build.statement)  # type: ignore[union-attr]
+            if isinstance(build, InStepBuild):
+                made = cst.parse_statement(build.code.replace("tf.init_scope", f"{tf}.init_scope"))
+                comment, where = IN_STEP_COMMENT, index
+            else:
+                made, comment, where = cst.parse_statement(f"{build.code}\n"), BUILD_COMMENT, index + 1
+
+            def insert(body, index, made=made.with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(comment))])):
+                body = list(body)
+                first = made.with_changes(leading_lines=[*body[index].leading_lines, *made.leading_lines]) if index < len(body) else made
+                if index < len(body):
+                    body[index] = body[index].with_changes(leading_lines=())
+                return body[:index] + [first] + body[index:]
+
+            edits.insert(build.block, where, insert)
 
     # --- strategy.run fed undistributed data ----------------------------------------------------
 
@@ -662,6 +700,7 @@ class StrategyRunModel(Rule):
             f"def {wrapper_name}({args}):\n"
             f"    return {strategy}.run({run_what}, args=({args}{',' if len(params) == 1 else ''}))\n"
         )
+        self._build_optimizers(step, edits)
         comment = cst.EmptyLine(comment=cst.Comment("# Runs the step as one graph on every replica, not op by op."))
         gap = [cst.EmptyLine(indent=False)] * (2 if isinstance(outer, cst.Module) else 1)
         edits.replace(call, lambda _node: cst.parse_expression(f"{wrapper_name}({args})"))

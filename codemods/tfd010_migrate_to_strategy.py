@@ -132,6 +132,7 @@ from autofix.analysis.migration.eval_batches import EvalBatch
 from autofix.analysis.migration.few_examples import called_directly
 from autofix.analysis.migration.single_device import KINDS, ROWS, CustomStep, Refusal, SingleDevice
 from autofix.analysis.migration.model_prep import ModelPrep
+from autofix.analysis.migration.optimizer_builds import BUILD_COMMENT as OPTIMIZER_BUILD_COMMENT, IN_STEP_COMMENT as OPTIMIZER_IN_STEP_COMMENT, InStepBuild
 from autofix.analysis.migration.step_logs import LOGS
 from autofix.analysis.migration.step_returns import DICT, SUM
 from autofix.analysis.migration.placement import Placement
@@ -275,6 +276,18 @@ class MigrateToStrategy(Rule):
             self._give_call(cls, model, inserts)
         for statement, model in prep.optimizers.values():
             self._build_optimizer(statement, model, inserts)
+        together: dict[tuple[int, int], list] = {}
+        for build in single.optimizer_builds[0]:
+            together.setdefault((id(build.block), id(build.statement)), []).append(build)
+        for builds in together.values():
+            # After the statement that makes the last of what they need (in the step: before
+            # the update); one comment for them.
+            home, statement = builds[0].block, builds[0].statement
+            index = next(i for i, s in enumerate(home.body) if s is statement)  # type: ignore[union-attr]
+            in_step = isinstance(builds[0], InStepBuild)
+            comment = cst.EmptyLine(comment=cst.Comment(OPTIMIZER_IN_STEP_COMMENT if in_step else OPTIMIZER_BUILD_COMMENT))
+            made = [cst.parse_statement(b.code.replace("tf.init_scope", f"{tf}.init_scope") if in_step else f"{b.code}\n") for b in builds]
+            inserts.add(home, index if in_step else index + 1, [made[0].with_changes(leading_lines=[comment]), *made[1:]])
         for call in prep.default_batches:
             edits.replace(call, _with_default_batch)
         for part in single.boolean_casts.casts:

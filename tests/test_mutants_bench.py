@@ -500,7 +500,7 @@ def test_the_driver_proves_each_mutant_against_its_original(monkeypatch, capsys)
     assert len(seen) == 1 + 4  # the migration itself first, then its 4 mutants
     assert "mutation score: 1 of 2 wrong mutants rejected (50%)" in out
     assert "false alarms: 0 of 2 right variants not proven" in out
-    assert "loop.py line 36: divisor-per-replica: divided by BATCH_SIZE (per replica), not GLOBAL_BATCH_SIZE\n      equivalent: same" in out
+    assert "loop.py line 38: divisor-per-replica: divided by BATCH_SIZE (per replica), not GLOBAL_BATCH_SIZE\n      equivalent: same" in out
     assert code == 1
 
 

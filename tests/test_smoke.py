@@ -69,6 +69,8 @@ KERAS3 = [
     "sequential_built_in_step.py",
     "sequential_built_in_step.fixed.py",
     "subclassed_built_in_step.py",
+    "optimizer_built_in_step.py",
+    "optimizer_built_in_step.fixed.py",
     # Ends the batch's process: last, so that nothing has to run again after it.
     "os_exit_after_fit.py",
 ]
@@ -115,6 +117,9 @@ BROKEN = {
     "run_model.py": "strategy.run was given a model (sequential)",
     # Passes under the harness's hooks, fails run as written on Keras 3 (measured).
     "sequential_built_in_step.py": "train_step builds the Sequential model (Sequential sequential) on its first call, per replica inside a tf.function",
+    # The same: an optimizer built by its first update in the distributed step (measured with
+    # TensorFlow's default all-reduce, which the harness replaces on logical devices).
+    "optimizer_built_in_step.py": "train_step makes variables on its first call, per replica inside a tf.function (adam/",
 }
 
 
@@ -145,6 +150,19 @@ def test_subclassed_model_built_by_the_distributed_step_passes(keras3):
     report = keras3[0]["subclassed_built_in_step.py"]
     assert report.ok, report.failures
     assert [run.built for run in report.runs] == [()]
+    assert [run.unlifted for run in report.runs] == [()]
+
+
+@needs_tf
+def test_an_optimizer_built_by_the_distributed_step_is_failed_with_its_variables_and_the_fix(keras3):
+    report = keras3[0]["optimizer_built_in_step.py"]
+    [run] = report.runs
+    # Adam's iteration count, learning rate and two moments per variable: none is a replica's copy.
+    assert run.collective_replaced and run.unlifted and all("/replica_" not in name for name in run.unlifted)
+    assert any(name.endswith("_momentum") for name in run.unlifted) and any(name.endswith("_velocity") for name in run.unlifted)
+    [failed] = [c for c in report.checks if not c.passed]
+    assert failed.name == "run[0].variables"
+    assert "optimizer.build(model.trainable_variables)" in failed.message and "ReductionToOneDevice" in failed.message
 
 
 @needs_tf
@@ -445,3 +463,31 @@ def test_check_and_diff_never_run_the_script(tmp_path, monkeypatch):
     assert not marker.exists()
 
 
+
+
+# Run as written, outside the harness: 2 logical CPUs, a plain MirroredStrategy over them with
+# TensorFlow's default all-reduce (the collective one a machine of GPUs runs too).
+AS_WRITTEN = """\
+import runpy, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+made = tf.distribute.MirroredStrategy
+tf.distribute.MirroredStrategy = lambda: made([d.name for d in tf.config.list_logical_devices("CPU")])
+runpy.run_path(sys.argv[1], run_name="__main__")
+"""
+
+
+@needs_tf
+@pytest.mark.parametrize("name, fails", [("optimizer_built_in_step.py", True), ("optimizer_built_in_step.fixed.py", False)])
+def test_the_optimizer_measurement_holds_run_as_written(tmp_path, name, fails):
+    import subprocess
+    import sys
+
+    bootstrap = tmp_path / "as_written.py"
+    bootstrap.write_text(AS_WRITTEN)
+    done = subprocess.run([sys.executable, str(bootstrap), str(SMOKE / name)], capture_output=True, text=True, timeout=300)
+    if fails:
+        assert done.returncode != 0 and "You must feed a value for placeholder tensor" in done.stderr
+    else:
+        assert done.returncode == 0, done.stderr[-2000:]

@@ -62,7 +62,7 @@ import libcst as cst
 
 from autofix.analysis.facts import ordering
 from autofix.analysis.facts.contexts import Context, Contexts, index_of
-from autofix.analysis.facts.keras_objects import COMPILE, TRAIN
+from autofix.analysis.facts.keras_objects import BUILD, COMPILE, TRAIN
 from autofix.analysis.facts.strategies import Strategy, may_be_none
 from autofix.analysis.project import pins
 from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker
@@ -78,6 +78,7 @@ _WHAT = {
     Kind.LOAD: "model or weights loaded",
     Kind.OPTIMIZER: "optimizer created",
     COMPILE: "compile() called",
+    BUILD: "optimizer built",
     Kind.METRIC: "metric created",
     Kind.LOSS: "loss object created",
     Kind.LAYER: "layer created",
@@ -90,6 +91,7 @@ _MIXING = 'Keras 3 fails with "Mixing different tf.distribute.Strategy objects"'
 _MESSAGES = {
     Kind.OPTIMIZER: f"optimizer created outside strategy.scope() but trains under it: {_MIXING}",
     COMPILE: f"compile() makes its optimizer outside strategy.scope(): {_MIXING}",
+    BUILD: 'optimizer built outside strategy.scope() but trains under it: Keras 3 fails with "Need to be inside `with strategy.scope()`"',
     Kind.METRIC: (
         "metric created outside strategy.scope() but used in training under it: Keras 2 rejects it "
         '("created inside a different distribution strategy")'
@@ -347,13 +349,15 @@ class _Planner:
         """Whether ``call`` (a Keras call of ``kind``) makes variables, so that where it runs
         decides their strategy. Loss objects hold none; ``compile`` makes only an optimizer it
         is given by name; loading weights into a model assigns what exists."""
-        if kind in (COMPILE, Kind.OPTIMIZER) and self.facts.needs_keras2:
+        if kind in (COMPILE, BUILD, Kind.OPTIMIZER) and self.facts.needs_keras2:
             # Keras 2 trains with an optimizer made outside the scope; only Keras 3 refuses it,
             # and this file cannot run on Keras 3.
             self.kept_for_keras2.add(call)
             return False
         if kind == COMPILE:
             return self.training.creates_optimizer(call)
+        if kind == BUILD:
+            return True  # the optimizer's slots (Keras 3: "Need to be inside `with strategy.scope()`" outside it)
         made = call.func if isinstance(call.func, cst.Call) else call  # ``Dropout(0.5)(x)``: the layer made inline
         if kind is Kind.LAYER and self._holds_no_variables(made):
             return False  # ``keras.Input``: a symbolic tensor; ``Dropout``, pooling: no variables
@@ -504,7 +508,7 @@ class _Planner:
                     trains = True
                 if not effects.creates or kind in self.internal:
                     continue
-            elif not (isinstance(kind, Kind) or kind == COMPILE):
+            elif not (isinstance(kind, Kind) or kind in (COMPILE, BUILD)):
                 continue
             if self.training.under_scope_where_distributed(call) or not self.training.takes_part(call):
                 continue

@@ -199,6 +199,15 @@ def _run_checks(index: int, run: RunRecord, replicas: int, crashed: bool, worker
             f"{run.site}: run as written, Keras 3 fails on that step under the strategy; build the model before the "
             "loop (keras.Input as its first layer, or model.build(...) in strategy.scope())"
         )))
+    elif run.unlifted:
+        made = ", ".join(run.unlifted[:3]) + (f" and {len(run.unlifted) - 3} more" if len(run.unlifted) > 3 else "")
+        slots = " (an optimizer's slot variables: optimizer.build(model.trainable_variables))" if _optimizer_slots(run.unlifted) else ""
+        checks.append(Check(f"{name}.variables", False, (
+            f"{run.name} makes variables on its first call, per replica inside a tf.function ({made}), at {run.site}: "
+            "TensorFlow cannot initialize them outside the function and runs the step in a tf.cond, where the default "
+            "all-reduce of a machine of GPUs fails (\"You must feed a value for placeholder tensor\"; this run used "
+            f"ReductionToOneDevice, which hides it); make them in strategy.scope() before the loop{slots}"
+        )))
     if run.error is not None and crashed:
         return checks
     seen = run_replicas(run, replicas, workers)
@@ -224,6 +233,17 @@ def _run_checks(index: int, run: RunRecord, replicas: int, crashed: bool, worker
             )
         )
     return checks
+
+
+def _optimizer_slots(names: list[str] | tuple[str, ...]) -> bool:
+    """Whether variables were made by an optimizer (Keras names its slots after it)."""
+    return any(n.split("/")[0].lower().rstrip("_0123456789") in _OPTIMIZER_SCOPES or "/iteration" in n or n.endswith("iterations") for n in names)
+
+
+_OPTIMIZER_SCOPES = {
+    "adam", "adamw", "adamax", "nadam", "sgd", "rmsprop", "adagrad", "adadelta", "adafactor", "ftrl", "lion", "lamb",
+    "loss_scale_optimizer",
+}
 
 
 def run_replicas(run: RunRecord, replicas: int, workers: int = 1) -> int:

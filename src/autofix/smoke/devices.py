@@ -6,8 +6,11 @@ runs before the script, which does not start TensorFlow's runtime, so the script
 ``tf.config`` calls still work. The device list is read when the first strategy is created.
 
 A ``MirroredStrategy()`` without devices gets these; on logical devices it also gets
-``ReductionToOneDevice`` (the default all-reduce fails inside a ``tf.function`` there, and NCCL
-needs distinct GPUs). A strategy given explicit devices is left as the script wrote it.
+``ReductionToOneDevice`` (NCCL needs distinct GPUs). TensorFlow's default there, a collective
+all-reduce, is what a machine of GPUs runs, and it fails where ``ReductionToOneDevice`` does not:
+a step function that makes variables on its first call which TensorFlow cannot initialize
+outside it (see ``loops._unlifted``); the strategy is marked so that such a step is still failed.
+A strategy given explicit devices is left as the script wrote it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import functools
 import os
 
 import tensorflow as tf
+from tensorflow.python.distribute import cross_device_ops as cross_device_ops_lib
 from tensorflow.python.distribute import mirrored_strategy
 
 from autofix.smoke.state import describe_exception, recorder
@@ -62,6 +66,7 @@ def _patch_strategy(provision: Provision) -> None:
 
     @functools.wraps(original)
     def __init__(self, devices=None, cross_device_ops=None):
+        replaced = False
         if devices is None:
             devices = provision.devices()
             if provision.logical and not isinstance(cross_device_ops, tf.distribute.ReductionToOneDevice):
@@ -70,8 +75,12 @@ def _patch_strategy(provision: Provision) -> None:
                         f"the script's {type(cross_device_ops).__name__} was replaced by ReductionToOneDevice, "
                         f"which works on {provision.how}"
                     )
+                # Measured only for the collective all-reduce (TensorFlow's default).
+                replaced = cross_device_ops is None or isinstance(cross_device_ops, cross_device_ops_lib.CollectiveAllReduce)
                 cross_device_ops = tf.distribute.ReductionToOneDevice()
         original(self, devices=devices, cross_device_ops=cross_device_ops)
+        # The script runs TensorFlow's default (collective) all-reduce on GPUs.
+        self._autofix_collective_replaced = replaced
         recorder.strategies.append(f"{type(self).__name__} ({self.num_replicas_in_sync} replicas)")
 
     cls.__init__ = __init__

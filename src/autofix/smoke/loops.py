@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.distribute import distribute_lib, mirrored_run
+from tensorflow.python.eager import lift_to_graph
 from tensorflow.python.eager.polymorphic_function import polymorphic_function
 
 from autofix.smoke import accumulate, controls, feeds, multiworker, phases, replicas, reported, snapshot, updates
@@ -40,6 +41,7 @@ def install() -> None:
     _wrap(base, "reduce", _reduce)
     _wrap(base, "experimental_distribute_dataset", _distribute_dataset)
     _wrap(polymorphic_function.Function, "__call__", _function_call)
+    _wrap(polymorphic_function.Function, "_initialize_uninitialized_variables", _unlifted)
     original = mirrored_run._call_for_each_replica
     mirrored_run._call_for_each_replica = functools.wraps(original)(_for_each_replica(original))
     updates.install_tape()
@@ -69,6 +71,7 @@ def _run(original):
             record = RunRec(site, given, name, in_function, type(self).__name__, int(self.num_replicas_in_sync))
             recorder.runs[f"{site}|{name}"] = record
         record.in_tf_function = record.in_tf_function or in_function
+        record.collective_replaced = record.collective_replaced or bool(getattr(self, "_autofix_collective_replaced", False))
         eager_step = outer is None and not in_function
         if outer is not None:
             step = recorder.step_functions.get(id(outer))
@@ -189,6 +192,35 @@ def _feed(replica: Any, structure: Any) -> None:
     else:
         value = tf.get_static_value(replica)
         feeds.record(snapshot.step(), 0 if value is None else int(value), structure, call="eager-run")
+
+
+def _unlifted(original):
+    """A ``tf.function`` that made variables on its first call initializes them outside itself
+    when it can; when it cannot (a mirrored variable made in ``strategy.run``: the initial value
+    of each replica's copy is read from the first, inside the function), TensorFlow runs the
+    whole function in a ``tf.cond`` on whether they are initialized. Measured (TF 2.21, Keras
+    3, 2 logical CPUs): with the default collective all-reduce - what a machine of GPUs runs -
+    that step fails ("You must feed a value for placeholder tensor ... cond"; keras-team/keras
+    #19246 reports it on 2 GPUs); with ``ReductionToOneDevice``, which the harness gives a
+    ``MirroredStrategy()`` on logical devices, it runs. Keras 3 makes an optimizer's slot
+    variables (Adam's moments, SGD's momentum) on its first ``apply_gradients``, and a Sequential
+    made without its input's shape its weights on its first call: in a distributed step, both
+    land here. So the variables are recorded on the step's runs, whose check then fails."""
+
+    def initialize(self, initializers):
+        try:
+            return original(self, initializers)
+        except lift_to_graph.UnliftableError:
+            step = recorder.step_functions.get(id(self))
+            for record in step.runs if step is not None else ():
+                if record.collective_replaced and record.num_replicas > 1:
+                    for variable, _ in initializers:
+                        name = str(getattr(variable, "name", "?")).split(":")[0]
+                        if "/replica_" not in name and name not in record.unlifted:
+                            record.unlifted.append(name)
+            raise
+
+    return initialize
 
 
 def _function_call(original):

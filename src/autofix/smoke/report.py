@@ -136,6 +136,8 @@ class RunRecord:
     # {replica: [examples, digest]} of the step's first call (see autofix.smoke.state.RunRec).
     fed: dict[str, Any] = field(default_factory=dict)
     built: tuple[str, ...] = ()
+    unlifted: tuple[str, ...] = ()
+    collective_replaced: bool = False
 
 
 @dataclass(frozen=True)

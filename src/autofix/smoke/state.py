@@ -84,6 +84,11 @@ class RunRec:
     # Keras 3 Sequential models the step built on its first call, per replica inside a
     # tf.function: outside the harness that run fails (see keras_hooks._sequential_build).
     built: list[str] = field(default_factory=list)
+    # Variables the step's tf.function made on its first call and TensorFlow could not
+    # initialize outside it, under a strategy whose collective all-reduce the harness replaced:
+    # run as written that step fails (see loops._unlifted).
+    unlifted: list[str] = field(default_factory=list)
+    collective_replaced: bool = False
 
     def saw_replica(self, replica: int | None) -> None:
         self.replicas_observed = True

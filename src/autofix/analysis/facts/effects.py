@@ -9,7 +9,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from autofix.analysis.facts.keras_objects import COMPILE, TRAIN
+from autofix.analysis.facts.keras_objects import BUILD, COMPILE, TRAIN
 from autofix.tf import symbols
 from autofix.tf.symbols import Kind
 
@@ -49,7 +49,7 @@ class Effects:
                     effects.trains = True
                 elif self.scoped_within(call, function):
                     continue
-                elif (isinstance(kind, Kind) or kind == COMPILE) and not (kind in (Kind.OPTIMIZER, COMPILE) and self.needs_keras2):
+                elif (isinstance(kind, Kind) or kind in (COMPILE, BUILD)) and not (kind in (Kind.OPTIMIZER, COMPILE, BUILD) and self.needs_keras2):
                     # (On Keras 2, where a file that needs it runs, an optimizer may be made
                     # anywhere.)
                     effects.creates = True

@@ -1,4 +1,4 @@
-"""Keras objects: what a call makes or does (a Keras kind, ``COMPILE``, ``TRAIN``, a local
+"""Keras objects: what a call makes or does (a Keras kind, ``COMPILE``, ``BUILD``, ``TRAIN``, a local
 function it calls), the file's Keras subclasses, the calls a statement makes, and which Keras
 the file can run on. Part of :class:`~autofix.analysis.facts.script.Facts`."""
 
@@ -21,6 +21,8 @@ _SEQUENTIAL = frozenset({"keras.Sequential", "keras.models.Sequential"})
 # What a call does, beyond the Keras kinds: compile a model, train it, call a local function.
 COMPILE = "compile"
 TRAIN = "train"
+# ``optimizer.build(variables)``: makes an optimizer's variables (not a construction).
+BUILD = "build"
 
 
 class KerasObjects:
@@ -145,6 +147,15 @@ class KerasObjects:
             return Kind.LOAD
         if attr in symbols.TRAIN_METHODS or attr == "apply_gradients":
             return TRAIN
+        if attr == "build" and (
+            isinstance(receiver, cst.Name) and Kind.OPTIMIZER in self._value_kinds(receiver)
+            or isinstance(receiver, cst.Attribute) and receiver.attr.value == "optimizer" and isinstance(receiver.value, cst.Name)
+        ):
+            # ``optimizer.build(model.trainable_variables)`` (or ``model.optimizer``, what compile
+            # gave it): makes the optimizer's variables
+            # (Keras 3 fails outside the scope of the strategy it was made under: "Need to be
+            # inside `with strategy.scope()`").
+            return BUILD
         if attr in ("run", "experimental_run_v2") and self.is_strategy_expr(receiver):
             return TRAIN
         return None

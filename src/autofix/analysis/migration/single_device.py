@@ -32,6 +32,7 @@ from autofix.analysis.facts.script import Facts
 from autofix.analysis.migration.imported import ImportedTraining
 from autofix.analysis.migration.inline_steps import InlineStep, InlineSteps
 from autofix.analysis.migration.unbuilt_models import unbuilt_sequential
+from autofix.analysis.migration.optimizer_builds import OptimizerBuild, optimizer_builds
 from autofix.analysis.core.inline_flow import position_of
 from autofix.analysis.facts.keras1 import first_keras
 from autofix.analysis.steps.method_steps import MethodSteps
@@ -287,7 +288,22 @@ class SingleDevice(Derived):
         found.extend(Refusal(*refused) for refused in self.imported.refusals)
         found.extend(Refusal(*refused) for refused in self.boolean_casts.refusals)
         found.extend(Refusal(*refused) for refused in few_examples(self.program, self.facts, self.training.sites))
+        found.extend(Refusal(refused.call, refused.reason) for refused in self.optimizer_builds[1])
         return found
+
+    @cached_property
+    def optimizer_builds(self) -> tuple[list[OptimizerBuild], list]:
+        """On Keras 3: the ``optimizer.build(...)`` each custom step's optimizer needs before
+        the loop, and the updates whose optimizer cannot be built there
+        (:mod:`.optimizer_builds`)."""
+        from autofix.analysis.migration.model_prep import ModelPrep
+        from autofix.analysis.training.multiworker import MultiWorker
+
+        if not self.custom_steps or not MultiWorker.of(self.program).keras.keras3:
+            return [], []
+        updates = [u for step in self.custom_steps for u in step.updates]
+        prep = ModelPrep.of(self.program)
+        return optimizer_builds(self.program, self.facts, updates, prep._built_where_made)
 
     @cached_property
     def one_device_predicts(self) -> list[cst.Call]:

@@ -6,7 +6,8 @@ model is built per replica inside the ``tf.function``. Measured (TF 2.21, Keras 
 MirroredStrategy on 2 logical CPUs), run as written: a Dense fails on the first step ("You
 must feed a value for placeholder tensor"), a masked SimpleRNN with an AddN of mismatched
 shapes; built in the scope before the loop, both train. (A subclassed model whose layers build
-there trains, and so does tf_keras; ``autofix smoke`` fails such a run: ``run[i].built``.)
+there trains, and so does tf_keras; ``autofix smoke`` fails such a run: ``run[i].built``. The
+optimizer's variables made there fail the same way: :mod:`.optimizer_builds`.)
 
 So ``migrate`` does not move a step that calls such a model, unless something before the
 step's first call may build it (its ``build``, ``fit``, ``predict``, ``evaluate``,

@@ -9,7 +9,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from autofix.analysis.facts.keras_objects import COMPILE
+from autofix.analysis.facts.keras_objects import BUILD, COMPILE
 from autofix.analysis.program import Program
 from autofix.analysis.steps.custom import Steps
 from autofix.analysis.training.sites import VARIABLE_ATTRIBUTES, Site
@@ -26,12 +26,27 @@ class Members:
         for call in calls:
             if call not in site.members:
                 site.members.append(call)
+                if self.facts.call_kind(call) is Kind.OPTIMIZER:
+                    # ``optimizer.build(model.trainable_variables)`` makes its variables.
+                    self._add(site, [b for b in self._optimizer_builds if any(o.whole and o.node is call for o in self.facts.values.origins(b.func.value))])
+
+    @cached_property
+    def _optimizer_builds(self) -> list[cst.Call]:
+        """``optimizer.build(...)`` calls of the file (see ``KerasObjects.call_kind``)."""
+        return [call for call, _owner in self.facts.calls if self.facts.call_kind(call) == BUILD]
 
     def _add_model_members(self, site: Site, receiver: cst.BaseExpression, models: list[cst.Call]) -> None:
         for model in models:
             self._add(site, [model, *self.ingredients(model)])
         for call, factory in self.method_calls_on(models):
             self._add_method_call(site, call.func.value, factory)  # type: ignore[union-attr]
+        made = {id(m) for m in models}
+        for build in self._optimizer_builds:
+            owner = build.func.value  # type: ignore[union-attr]
+            if isinstance(owner, cst.Attribute) and owner.attr.value == "optimizer":
+                # ``model.optimizer.build(...)``: the optimizer compile gave the model.
+                if any(o.whole and id(o.node) in made for o in self.facts.values.origins(owner.value)):
+                    self._add(site, [build])
 
     def method_calls_on(self, models: list[cst.Call]) -> list[tuple[cst.Call, cst.Call | None]]:
         """The ``compile``, ``load_weights`` and ``add`` calls made anywhere in the file on the
@@ -362,3 +377,4 @@ def _side(program: Program, node: cst.CSTNode, statement: cst.If) -> str | None:
 
 def _inside(program: Program, node: cst.CSTNode, container: cst.CSTNode) -> bool:
     return any(a is container for a in program.ancestors(node))
+
