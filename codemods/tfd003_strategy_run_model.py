@@ -502,11 +502,10 @@ class StrategyRunModel(Rule):
                 made, comment, where = cst.parse_statement(f"{build.code}\n"), BUILD_COMMENT, index + 1
 
             def insert(body, index, made=made.with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(comment))])):
+                # Right after the statement it follows, or right before the update: what the
+                # next statement's blank lines and comments say stays with it.
                 body = list(body)
-                first = made.with_changes(leading_lines=[*body[index].leading_lines, *made.leading_lines]) if index < len(body) else made
-                if index < len(body):
-                    body[index] = body[index].with_changes(leading_lines=())
-                return body[:index] + [first] + body[index:]
+                return body[:index] + [made] + body[index:]
 
             edits.insert(build.block, where, insert)
 

@@ -363,6 +363,19 @@ def test_checks_messages():
         "t.py:7: run as written, Keras 3 fails on that step under the strategy; build the model before the loop "
         "(keras.Input as its first layer, or model.build(...) in strategy.scope())"
     ]
+    # Variables the step made that TensorFlow could not lift: an optimizer's slots fail the run
+    # with the build that fixes it; a model's with no word on optimizers.
+    run.update(built=[], unlifted=["adam/dense_kernel_momentum", "adam/dense_kernel_velocity", "adam/iteration", "x", "y"], collective_replaced=True)
+    [failed] = [c for c in checks.evaluate(raw, replicas=2, timeout=60) if not c.passed]
+    assert failed.name == "run[0].variables"
+    assert failed.message.startswith(
+        "step makes variables on its first call, per replica inside a tf.function (adam/dense_kernel_momentum, "
+        "adam/dense_kernel_velocity, adam/iteration and 2 more), at t.py:7: "
+    )
+    assert failed.message.endswith("(an optimizer's slot variables: optimizer.build(model.trainable_variables))")
+    run.update(unlifted=["dense/kernel"])
+    [failed] = [c for c in checks.evaluate(raw, replicas=2, timeout=60) if not c.passed]
+    assert failed.message.endswith("make them in strategy.scope() before the loop")
 
 
 def test_json_has_no_nan_and_round_trips():

@@ -335,3 +335,43 @@ def test_a_step_shaped_by_the_datasets_batch_is_not_distributed():
     analysis = _check(source.replace("{loop}", "for x in ds:\n    step(x)"))
     (finding,) = analysis.findings
     assert not finding.fixable and "the step reads B on line 9" in finding.reason
+
+
+# --- a traced step must not build a Keras 3 optimizer per replica ------------------------------
+
+SUBCLASSED = read(FIXTURES / "tfd003" / "eager_loop_adam.py").replace(
+    '    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])\n',
+    "    model = Head()\n",
+).replace(
+    "with strategy.scope():\n",
+    "class Head(tf.keras.Model):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.out = tf.keras.layers.Dense(1)\n\n"
+    "    def call(self, x, training=False):\n"
+    "        return self.out(x)\n\n\n"
+    "with strategy.scope():\n",
+)
+
+
+def test_tracing_an_eager_step_builds_its_adam_before_the_loop_when_the_model_is_built():
+    fixed = analyse(read(FIXTURES / "tfd003" / "eager_loop_adam.py"), OPTIONS).new_text
+    assert "    optimizer = tf.keras.optimizers.Adam(0.05)\n    # Keras 3 makes" in fixed
+    assert "    optimizer.build(model.trainable_variables)\n    loss_object = " in fixed
+
+
+def test_tracing_an_eager_step_of_a_model_built_by_its_first_call_builds_adam_in_the_step():
+    assert "model = Head()" in SUBCLASSED
+    fixed = analyse(SUBCLASSED, OPTIONS).new_text
+    assert (
+        "    with tf.init_scope():\n"
+        "        optimizer.build(model.trainable_variables)\n"
+        "    optimizer.apply_gradients(zip(gradients, model.trainable_variables))\n"
+    ) in fixed
+    assert "@tf.function\ndef distributed_train_step(batch):" in fixed
+
+
+def test_on_keras_2_a_traced_step_builds_nothing():
+    keras2 = "import os\nos.environ[\"TF_USE_LEGACY_KERAS\"] = \"1\"\n" + read(FIXTURES / "tfd003" / "eager_loop_adam.py").split('"""', 2)[2]
+    fixed = analyse(keras2, OPTIONS).new_text
+    assert fixed is not None and "@tf.function" in fixed and ".build(" not in fixed
