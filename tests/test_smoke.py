@@ -199,7 +199,7 @@ def test_correct_custom_loop_passes(keras3):
     assert report.status == "step-limit"
     run = report.runs[0]
     assert (run.given, run.name, run.in_tf_function) == ("function", "train_step", True)
-    assert run.site == "custom_loop.py:57 distributed_train_step"
+    assert run.site == "custom_loop.py:58 distributed_train_step"
     assert run.replicas == (0, 1) and run.replicas_observed and run.applies_gradients
     assert run.steps == STEPS and len(run.losses) == STEPS and run.global_batch == 64
     assert not report.fits
