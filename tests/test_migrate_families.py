@@ -74,6 +74,14 @@ FAMILIES = {
         ("fit_boolean_arrays",),
         "report_fit_boolean_labels_metric", 22, "is given a boolean array (picks, made on line 18",
     ),
+    "an inline step keeping its loss in a list made before the loop (a loss history)": (
+        ("inline_loss_history_appended",),
+        "report_inline_history_of_gradient_norms", 19, "the step calls norm_history.append() (line 19)",
+    ),
+    "training placed by hand on one device (tf.device around fit or the loop); a device block around the data only migrates": (
+        ("fit_data_prepared_on_cpu",),
+        "report_custom_loop_placed_on_one_device", 22, "the training on line 25 is placed on one device by hand (tf.device(\"/cpu:0\"), line 22)",
+    ),
 }
 
 PAIRS = {c.name for c in cases("tfd010") if c.after is not None}
@@ -127,3 +135,14 @@ def test_a_numpy_draw_made_a_tf_random_draw_is_held_equal_and_a_moved_mean_is_no
     )
     assert right.compare.status == "equivalent", right.compare.message
     assert wrong.compare.status == "different", wrong.compare.message
+
+
+def test_each_fit_placed_on_one_device_is_refused_at_its_own_block():
+    """A notebook timing the CPU against the GPU: one refusal per tf.device block, at the
+    block, naming the fit it holds; nothing is written."""
+    analysis = analyse(read(FIXTURES / "tfd010" / "report_fit_placed_on_one_device.py"), MIGRATE)
+    assert analysis.new_text is None
+    placed = sorted((f.line, f.reason) for f in analysis.findings if "placed on one device by hand" in (f.reason or ""))
+    assert [line for line, _ in placed] == [18, 22]
+    assert "the training on line 19" in placed[0][1] and '"/CPU:0"' in placed[0][1]
+    assert "the training on line 23" in placed[1][1] and '"/GPU:0"' in placed[1][1]

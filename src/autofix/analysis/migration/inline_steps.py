@@ -116,7 +116,7 @@ class InlineSteps(Derived):
         start = self._batch_reading(body, start, end, scope, counters)
         end = self._metric_updates(body, start, end, scope)
         start = self._batch_reading(body, start, end, scope, counters)
-        prints = [p for s in body[start:end] for p in _prints(program, self.facts, s)]
+        prints = [p for s in body[start:end] for p in _prints(program, self.facts, s, loop)]
         flow = Flow(program, scope, {id(p) for p in prints})
         flow.run(body[start:end])
         ids = {id(p) for p in prints}
@@ -198,7 +198,7 @@ class InlineSteps(Derived):
                 return False
         holder = program.parent(statement)
         if isinstance(holder, cst.IndentedBlock) and not any(s is statement for s in step):
-            if all(_is_print(program, self.facts, s) for s in holder.body):
+            if all(_is_print(program, self.facts, s) or _is_record(program, self.facts, s, program.parent(holder)) for s in holder.body):
                 return False  # its block would be left empty
         return True
 
@@ -346,13 +346,39 @@ def _is_print(program: Program, facts: Facts, statement: cst.CSTNode) -> bool:
     return isinstance(call, cst.Call) and "builtins.print" in facts.names_of(call.func)
 
 
-def _prints(program: Program, facts: Facts, statement: cst.BaseStatement) -> list[cst.SimpleStatementLine]:
+def _is_record(program: Program, facts: Facts, statement: cst.CSTNode, loop: cst.CSTNode) -> bool:
+    """``history.append(value)`` / ``logs["loss"].append(value)``: a value kept in a Python
+    list made before the loop (a loss history to plot), which, like a ``print``, only takes what
+    the step computed and can be kept after it."""
+    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], cst.Expr)):
+        return False
+    call = statement.body[0].value
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "append"):
+        return False
+    if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+        return False
+    holder = call.func.value
+    if isinstance(holder, cst.Subscript) and len(holder.slice) == 1 and isinstance(holder.slice[0].slice, cst.Index):
+        if not isinstance(holder.slice[0].slice.value, cst.SimpleString):
+            return False
+        holder = holder.value
+    if not isinstance(holder, cst.Name):
+        return False
+    bindings = facts.reaching_bindings(holder) or []
+    inside = lambda node: any(a is loop for a in program.ancestors(node))  # noqa: E731
+    return bool(bindings) and all(
+        isinstance(facts.assigned_value(b), (cst.List, cst.Dict)) and not inside(b) for b in bindings
+    )
+
+
+def _prints(program: Program, facts: Facts, statement: cst.BaseStatement, loop: cst.CSTNode) -> list[cst.SimpleStatementLine]:
     """The ``print`` statements of the step at its top level or in its ``with`` blocks (the
-    ones that run once per pass)."""
-    if _is_print(program, facts, statement):
+    ones that run once per pass), and the values it appends to lists made before the loop
+    (:func:`_is_record`)."""
+    if _is_print(program, facts, statement) or _is_record(program, facts, statement, loop):
         return [statement]  # type: ignore[list-item]
     if isinstance(statement, cst.With) and isinstance(statement.body, cst.IndentedBlock):
-        return [p for s in statement.body.body for p in _prints(program, facts, s)]
+        return [p for s in statement.body.body for p in _prints(program, facts, s, loop)]
     return []
 
 

@@ -681,6 +681,7 @@ class SingleDevice(Derived):
                     "autofix cannot show to be the global batch"
                 )))
         found.extend(self._updates_by_hand())
+        found.extend(self._placed_by_hand())
         for call, _owner in self.facts.calls:
             names = self.facts.names_of(call.func)
             if names & IN_BATCH_OBJECTIVES:
@@ -700,6 +701,36 @@ class SingleDevice(Derived):
                         + (" (a stateful RNN carries its state from one batch to the next, row by row)" if keyword == "stateful" else "")
                     )))
         return found
+
+    def _placed_by_hand(self) -> list[Refusal]:
+        """Training the script places on one device itself (``with tf.device("/CPU:0"):
+        model.fit(...)``, a loop under ``with tf.device("/GPU:0")``): a strategy would spread
+        it over every device, which is not what the block says (a notebook timing one device
+        against another). Refused once per block, at the block."""
+        trained: list[cst.CSTNode] = [site.call for site in self.training.sites]
+        trained.extend(self.updates)
+        trained.extend(call for step in self.custom_steps for call in step.calls)
+        trained.extend(method.call for method in self.method_fits)
+        updates = {id(update) for update in self.updates}
+        found: dict[int, Refusal] = {}
+        for node in trained:
+            step = self.program.enclosing_function(node) if id(node) in updates else None
+            for ancestor in self.program.ancestors(node):
+                if ancestor is step:
+                    break  # a device block in the step itself: towers (refused with the step)
+                if not isinstance(ancestor, cst.With) or id(ancestor) in found:
+                    continue
+                for item in ancestor.items:
+                    call = item.item
+                    if isinstance(call, cst.Call) and "tensorflow.device" in self.facts.names_of(call.func):
+                        device = _short(self.program, call)
+                        found[id(ancestor)] = Refusal(item, (
+                            f"the training on line {self.program.line(node)} is placed on one device by hand "
+                            f"({device}, line {self.program.line(item)}): a strategy would spread it over every "
+                            "device, which is not what the block asks for; remove the tf.device block if the "
+                            "training may use every device, then migrate"
+                        ))
+        return list(found.values())
 
     def _updates_by_hand(self) -> list[Refusal]:
         """Variables updated from their gradients by the script itself
