@@ -121,7 +121,7 @@ class InlineSteps(Derived):
         flow.run(body[start:end])
         ids = {id(p) for p in prints}
         others = {n for s in body[start:end] for part in _parts(s, ids) for n in _names_used(program, part)}
-        moved = [p for p in prints if self._movable(p, flow, body[start:end], others)]
+        moved = [p for p in prints if self._movable(p, flow, body[start:end], others, loop)]
         for statement in body[start:end]:
             self._effects(statement, {id(p) for p in moved}, flow)
         self._random_draws(body[start:end])
@@ -181,8 +181,8 @@ class InlineSteps(Derived):
                 return start
             start = found
 
-    def _movable(self, statement: cst.SimpleStatementLine, flow: Flow, step: list[cst.BaseStatement], others: set[str]) -> bool:
-        """Whether a ``print`` of the step can run after it instead: it reads only what the
+    def _movable(self, statement: cst.SimpleStatementLine, flow: Flow, step: list[cst.BaseStatement], others: set[str], loop: cst.CSTNode) -> bool:
+        """Whether a ``print`` (or an append to a list made before the loop) of the step can run after it instead: it reads only what the
         step sets before it and not after (handed back), and names the rest of the step does
         not use (``others``: what it shows of them may change in the step)."""
         program = self.program
@@ -198,7 +198,7 @@ class InlineSteps(Derived):
                 return False
         holder = program.parent(statement)
         if isinstance(holder, cst.IndentedBlock) and not any(s is statement for s in step):
-            if all(_is_print(program, self.facts, s) or _is_record(program, self.facts, s, program.parent(holder)) for s in holder.body):
+            if all(_is_print(program, self.facts, s) or _is_record(program, self.facts, s, loop) for s in holder.body):
                 return False  # its block would be left empty
         return True
 
