@@ -142,10 +142,8 @@ class InlineSteps(Derived):
         return end
 
     def _metric_update(self, statement: cst.BaseStatement) -> bool:
-        if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], cst.Expr)):
-            return False
-        call = statement.body[0].value
-        if not isinstance(call, cst.Call):
+        call = _called(statement)
+        if call is None:
             return False
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value == "update_state":
@@ -339,21 +337,25 @@ def _computes(statement: cst.BaseStatement) -> bool:
     return isinstance(statement, cst.SimpleStatementLine) and all(isinstance(s, (cst.Assign, cst.AugAssign, cst.AnnAssign)) for s in statement.body)
 
 
-def _is_print(program: Program, facts: Facts, statement: cst.CSTNode) -> bool:
+def _called(statement: cst.CSTNode) -> cst.Call | None:
+    """The call a statement of one call alone makes (``print(x)``, ``h.append(x)``)."""
     if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], cst.Expr)):
-        return False
+        return None
     call = statement.body[0].value
-    return isinstance(call, cst.Call) and "builtins.print" in facts.names_of(call.func)
+    return call if isinstance(call, cst.Call) else None
+
+
+def _is_print(program: Program, facts: Facts, statement: cst.CSTNode) -> bool:
+    call = _called(statement)
+    return call is not None and "builtins.print" in facts.names_of(call.func)
 
 
 def _is_record(program: Program, facts: Facts, statement: cst.CSTNode, loop: cst.CSTNode) -> bool:
     """``history.append(value)`` / ``logs["loss"].append(value)``: a value kept in a Python
     list made before the loop (a loss history to plot), which, like a ``print``, only takes what
     the step computed and can be kept after it."""
-    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(statement.body[0], cst.Expr)):
-        return False
-    call = statement.body[0].value
-    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "append"):
+    call = _called(statement)
+    if call is None or not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "append"):
         return False
     if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
         return False

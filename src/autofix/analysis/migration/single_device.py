@@ -640,8 +640,7 @@ class SingleDevice(Derived):
         """A step that places parts of its work on devices itself (``with tf.device(...)``
         towers) distributes by hand already."""
         for item in nodes_in(function, cst.WithItem):
-            call = item.item
-            if isinstance(call, cst.Call) and "tensorflow.device" in self.facts.names_of(call.func):
+            if self._device_block(item):
                 return Refusal(item, (
                     f"the step places its work on devices itself (tf.device, line {self.program.line(item)}): it is "
                     "distributed by hand already; replace that with strategy.run yourself"
@@ -702,6 +701,10 @@ class SingleDevice(Derived):
                     )))
         return found
 
+    def _device_block(self, item: cst.WithItem) -> bool:
+        """Whether a ``with`` item is ``tf.device(...)``."""
+        return isinstance(item.item, cst.Call) and "tensorflow.device" in self.facts.names_of(item.item.func)
+
     def _placed_by_hand(self) -> list[Refusal]:
         """Training the script places on one device itself (``with tf.device("/CPU:0"):
         model.fit(...)``, a loop under ``with tf.device("/GPU:0")``): a strategy would spread
@@ -721,9 +724,8 @@ class SingleDevice(Derived):
                 if not isinstance(ancestor, cst.With) or id(ancestor) in found:
                     continue
                 for item in ancestor.items:
-                    call = item.item
-                    if isinstance(call, cst.Call) and "tensorflow.device" in self.facts.names_of(call.func):
-                        device = _short(self.program, call)
+                    if self._device_block(item):
+                        device = _short(self.program, item.item)
                         found[id(ancestor)] = Refusal(item, (
                             f"the training on line {self.program.line(node)} is placed on one device by hand "
                             f"({device}, line {self.program.line(item)}): a strategy would spread it over every "
