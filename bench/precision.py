@@ -150,7 +150,7 @@ def evaluate(manifest: list[dict], triage: dict, files: Path, results: dict | No
     already computed, by file id; else autofix is run here)."""
     report: dict = {"files": len(manifest), "missing": [], "corrupted": [], "false_parse_errors": [],
                     "parse_errors": [], "rules": {}, "untriaged_findings": [], "fixes": {},
-                    "untriaged_fixes": [], "wrong_fixes": [], "misses": {}, "recall": {}}
+                    "untriaged_fixes": [], "wrong_fixes": [], "false_findings": [], "misses": {}, "recall": {}}
     present = []
     for entry in manifest:
         path = files / entry["id"]
@@ -194,6 +194,9 @@ def evaluate(manifest: list[dict], triage: dict, files: Path, results: dict | No
                     {"file": fid, "cell": f.cell, "line": f.line, "code": f.code, "message": f.message})
             else:
                 c[verdict["verdict"]] += 1
+                if verdict["verdict"] == "false":
+                    report["false_findings"].append({"file": fid, "cell": f.cell, "line": f.line, "code": f.code,
+                                                     "why": verdict.get("why", "")})
         if result.changed:
             changed += 1
             digest = sha256_text(result.new_text)
@@ -259,6 +262,7 @@ def show(report: dict) -> None:
                 ("missing files", [{"file": f} for f in report["missing"]], "{file}"),
                 ("corrupted files (sha256 differs from the manifest)", [{"file": f} for f in report["corrupted"]], "{file}"),
                 ("wrong fixes", report["wrong_fixes"], "{file}: {why}"),
+                ("false findings (the triage's reason)", report.get("false_findings", []), "{file}:{where}: {code} {why}"),
                 ("untriaged fixes", report["untriaged_fixes"], "{file} sha256={sha256} fixable findings={findings}"),
                 ("untriaged findings", report["untriaged_findings"], "{file}:{where}: {code} {message}")]
     for title, items, fmt in sections:

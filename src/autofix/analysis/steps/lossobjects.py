@@ -153,9 +153,17 @@ def construction_reduction(facts: Facts, callables: Callables, func: cst.BaseExp
     return found.pop() if len(found) == 1 else "other"
 
 
+# Loss functions spelled in capitals (``tf.keras.losses.MSE`` is ``mean_squared_error``, one
+# loss per example, as on tf_keras): functions, not classes, whatever their first letter says.
+KERAS_LOSS_FUNCTION_ALIASES = frozenset({"KLD", "MAE", "MAPE", "MSE", "MSLE"})
+
+
 def keras_loss_class(name: str) -> bool:
     head, _, last = name.rpartition(".")
-    return head == "keras.losses" and last[:1].isupper() and last != "Reduction" or name == "keras.Loss"
+    return (
+        head == "keras.losses" and last[:1].isupper() and last not in ("Reduction", *KERAS_LOSS_FUNCTION_ALIASES)
+        or name == "keras.Loss"
+    )
 
 
 def keras_own(facts: Facts, constructions: list[cst.Call]) -> bool:
@@ -165,4 +173,10 @@ def keras_own(facts: Facts, constructions: list[cst.Call]) -> bool:
 
 
 def keras_loss_function(names: frozenset[str]) -> bool:
-    return any(n.startswith("keras.losses.") and n.rpartition(".")[2][:1].islower() and n.rpartition(".")[2] != "get" for n in names)
+    """Whether one of ``names`` is a Keras loss function (``keras.losses.mse``, ``tf.keras.losses.MSE``):
+    one loss per example, reduced over the last axis only."""
+    return any(
+        n.startswith("keras.losses.")
+        and (n.rpartition(".")[2][:1].islower() and n.rpartition(".")[2] != "get" or n.rpartition(".")[2] in KERAS_LOSS_FUNCTION_ALIASES)
+        for n in names
+    )
