@@ -521,3 +521,73 @@ def test_migrate_smoke_proves_what_it_shows_and_what_it_writes(repo):
     written = run("migrate", "--no-cache", "--smoke", "--write", "custom_loop.py")
     assert written.exit_code == 0
     assert "custom_loop.py: equivalent: on 2 replicas" in written.stderr
+
+
+# --- a decline says where what stops it is ----------------------------------------------------
+
+def _lines_named(reason: str) -> set[int]:
+    import re
+
+    found = re.search(r", at lines? ([\d, and]+)\)?$", reason)
+    return {int(n) for n in re.findall(r"\d+", found.group(1))} if found else set()
+
+
+@pytest.mark.parametrize("case", [c.name for c in cases("tfd010") if c.name.startswith("report_")])
+def test_a_decline_said_away_from_its_cause_names_the_lines_of_the_cause(case):
+    # A migration checked after it is written (the code it would leave, its batches) is
+    # refused at the first pass's findings; the reason there names the lines where the
+    # findings that say why are, and each of those lines has one.
+    findings = [f for f in analyse(read(FIXTURES / "tfd010" / f"{case}.py"), MIGRATE).findings if f.code == "TFD010"]
+    lines = {f.line for f in findings}
+    for finding in findings:
+        named = _lines_named(finding.reason or "")
+        assert named <= lines, (finding.line, finding.reason, lines)
+
+
+def test_a_script_declined_for_a_batch_names_the_line_of_that_batch():
+    source = """import numpy as np
+import tensorflow as tf
+
+images = np.random.rand(128, 6).astype("float32")
+labels = np.random.randint(0, 2, 128)
+model = tf.keras.Sequential([tf.keras.Input((6,)), tf.keras.layers.Dense(2)])
+optimizer = tf.keras.optimizers.Adam(0.01)
+
+for step in range(10):
+    picked = np.random.choice(128, 16)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(labels[picked], model(images[picked]), from_logits=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+"""
+    analysis = _migrate(source)
+    assert analysis.new_text is None
+    findings = [f for f in analysis.findings if f.code == "TFD010"]
+    said = [f for f in findings if ", at line" in (f.reason or "")]
+    assert said, [(f.line, f.reason) for f in findings]
+    for finding in said:
+        named = _lines_named(finding.reason)
+        assert named and named <= {f.line for f in findings if f is not finding} | {finding.line}
+    assert ", at line" in analysis.refused
+
+
+def test_a_notebook_declined_says_where_in_its_cells():
+    cells = [
+        "import numpy as np\nimport tensorflow as tf",
+        "images = np.random.rand(128, 6).astype('float32')\nlabels = np.random.randint(0, 2, 128)\n"
+        "model = tf.keras.Sequential([tf.keras.Input((6,)), tf.keras.layers.Dense(2)])\noptimizer = tf.keras.optimizers.Adam(0.01)",
+        "for step in range(10):\n    picked = np.random.choice(128, 16)\n    with tf.GradientTape() as tape:\n"
+        "        loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(labels[picked], model(images[picked]), from_logits=True))\n"
+        "    grads = tape.gradient(loss, model.trainable_variables)\n    optimizer.apply_gradients(zip(grads, model.trainable_variables))",
+    ]
+    notebook = {
+        "cells": [{"cell_type": "code", "metadata": {}, "source": c.splitlines(keepends=True), "outputs": [], "execution_count": None} for c in cells],
+        "metadata": {"kernelspec": {"name": "python3", "language": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    result = process_notebook(json.dumps(notebook), "train.ipynb", MIGRATE)
+    assert result.new_text is None
+    # The notebook's lines are its cells' lines, in what the warning says as in the findings.
+    assert ", at cell 3, line " in result.refused, result.refused
+    assert all(", at line" not in (f.reason or "") for f in result.findings)

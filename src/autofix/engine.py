@@ -125,7 +125,9 @@ def _migrated(
     rule = next(r for r in fixers if r.MIGRATION)
     unfinished = migrating.unfinished(fixed, settled.get(rule)) if fixed is not None else []
     if unfinished:
-        why = "the steps written in loops were moved into functions, but those could not be migrated"
+        why = "the steps written in loops were moved into functions, but those could not be migrated" + migrating.at_lines(
+            text, new_text, [line for line, _ in unfinished]
+        )
         found = migrating.refused(findings, why) + migrating.unscaled_refusals(rule.CODE, rule.NAME, text, new_text, unfinished)
         return Analysis(found, None, why)
     try:
@@ -134,17 +136,23 @@ def _migrated(
         return Analysis(migrating.refused(findings, f"the migrated code could not be checked ({exc})"), None, "it could not be checked")
     left = migrating.with_migration_reasons(migrating.left_over(check.findings, options.unsafe_fixes), fixed, settled)
     if left:
-        why = f"the migrated code would still have {len(left)} finding{'s' if len(left) != 1 else ''}"
+        why = f"the migrated code would still have {len(left)} finding{'s' if len(left) != 1 else ''}" + migrating.at_lines(
+            text, new_text, [f.line for f in left]
+        )
         found = migrating.refused(findings, why) + migrating.refusals(rule.CODE, rule.NAME, text, new_text, left)
         return Analysis(found, None, why)
     unscaled = migrating.unscaled(fixed) if fixed is not None else []
     if unscaled:
-        why = "a batch of the migrated code is not shown to be the global batch"
+        why = "a batch of the migrated code is not shown to be the global batch" + migrating.at_lines(
+            text, new_text, [line for line, _ in unscaled]
+        )
         found = migrating.refused(findings, why) + migrating.unscaled_refusals(rule.CODE, rule.NAME, text, new_text, unscaled)
         return Analysis(found, None, why)
     broken = migrating.importers_broken(original, fixed, new_text) if original is not None else []
     if broken:
-        why = "another module of the project uses what the migration changes, and would break"
+        why = "another module of the project uses what the migration changes, and would break" + migrating.at_lines(
+            text, new_text, [line for line, _ in broken]
+        )
         found = migrating.refused(findings, why) + migrating.unscaled_refusals(rule.CODE, rule.NAME, text, new_text, broken)
         return Analysis(found, None, why)
     return Analysis(findings, new_text)
@@ -460,7 +468,7 @@ def process_notebook(text: str, path: str, options: Options, project: bool = Fal
             replace(finding, message=message, line=start[1], column=column, end_line=end[1], end_column=end_column, cell=start[0], reason=reason)
         )
     new_text = None
-    refused = analysis.refused
+    refused = notebook.in_cells(analysis.refused) if analysis.refused else analysis.refused
     if analysis.new_text is not None:
         try:
             new_text = notebooks.rebuild(notebook, analysis.new_text)

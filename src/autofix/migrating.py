@@ -91,6 +91,18 @@ def with_migration_reasons(left: list[Finding], program: Program | None, settled
     return [replace(f, reason=f"no automatic fix: {reasons[f.code, f.line]}") if f.reason is None and (f.code, f.line) in reasons else f for f in left]
 
 
+def at_lines(original: str, migrated: str, lines: list[int]) -> str:
+    """", at line 12" / ", at lines 12 and 40": where in the original what stops a migration is
+    (``lines``: of the migrated code), for the finding that says it stopped at another line."""
+    mapping = LineMap(original, migrated)
+    found = sorted({mapping.original(line) for line in lines})
+    if not found:
+        return ""
+    if len(found) == 1:
+        return f", at line {found[0]}"
+    return f", at lines {', '.join(map(str, found[:-1]))} and {found[-1]}"
+
+
 def unscaled_refusals(code: str, name: str, original: str, migrated: str, places: list[tuple[int, str]]) -> list[Finding]:
     """One finding of the migration rule for each batch in migrated code that is not shown to
     be global, at the line of the original it comes from."""
