@@ -67,10 +67,22 @@ _STARTS = frozenset(
         "tensorflow.distribute.MirroredStrategy", "tensorflow.distribute.OneDeviceStrategy",
         "tensorflow.summary.create_file_writer",
         "tensorflow.data.TFRecordDataset", "tensorflow.data.TextLineDataset", "tensorflow.data.FixedLengthRecordDataset",
+        # TensorFlow Datasets' loader returns tf.data datasets (a loader: kin of their constructors).
+        "tensorflow_datasets.load",
     }
 )
 _STARTS_PREFIXES = ("tensorflow.data.Dataset.",)
-_KERAS_STARTS = frozenset({"models.load_model"})
+_KERAS_STARTS = frozenset(
+    {
+        "models.load_model",
+        # Keras's dataset utilities make tf.data datasets (measured: the three first; the audio
+        # one is their kin, and ``preprocessing.`` is their older home).
+        "utils.image_dataset_from_directory", "utils.text_dataset_from_directory", "utils.timeseries_dataset_from_array",
+        "utils.audio_dataset_from_directory",
+        "preprocessing.image_dataset_from_directory", "preprocessing.text_dataset_from_directory",
+        "preprocessing.timeseries_dataset_from_array",
+    }
+)
 # A model starts it once it has variables: a Sequential given its input shape (an ``Input``
 # first, or ``input_shape=``), a functional Model (its layers were called on an Input before).
 # ``keras.Input`` alone, an unbuilt Sequential or layer: not (measured).

@@ -78,6 +78,7 @@ STARTING = (
     "keras.optimizers.Adam()",
     "keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])",
     "keras.Sequential([keras.layers.Dense(1, input_shape=(2,))])",
+    "keras.utils.timeseries_dataset_from_array(__import__('numpy').zeros((8, 2), 'float32'), None, 4)",
     "tf.config.list_logical_devices('CPU')",
 )
 
@@ -87,11 +88,19 @@ def test_the_rule_knows_which_calls_start_the_runtime():
         assert _lines(_script(f"_ = {call}")) == [], call
     for call in STARTING:
         assert _lines(_script(f"_ = {call}")) == [4], call
+    # Loaders that return tf.data datasets: Keras's folder readers (measured by
+    # fixtures/multiworker/measure/starts_runtime.py, which needs a folder of files) and
+    # TensorFlow Datasets' (not installed here: kin of the tf.data constructors).
+    for call in ("keras.utils.image_dataset_from_directory('photos')", "tf.keras.preprocessing.text_dataset_from_directory('reviews')"):
+        assert _lines(_script(f"_ = {call}")) == [4], call
+    assert _lines(_script("_ = tfds.load('mnist')", head="import tensorflow_datasets as tfds\n")) == [5]
+    # Keras's NumPy loaders make no tensor.
+    assert _lines(_script("_ = keras.datasets.mnist.load_data()")) == []
 
 
 @pytest.mark.tf
 @pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
-@pytest.mark.parametrize("starting", STARTING[:4])
+@pytest.mark.parametrize("starting", STARTING[:5])
 def test_tensorflow_agrees_on_which_calls_start_the_runtime(starting):
     program = textwrap.dedent(
         f"""
