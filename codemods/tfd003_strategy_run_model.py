@@ -100,7 +100,7 @@ from autofix.analysis.steps.custom import Steps, words
 from autofix.analysis.steps.run_targets import KERAS_LOOPS, Handed, RunTargets
 from autofix.analysis.syntax import argument_value, attribute_path, names_in, nodes_in, root_name
 from autofix.analysis.migration.model_prep import ModelPrep
-from autofix.analysis.migration.optimizer_builds import BUILD_COMMENT, IN_STEP_COMMENT, InStepBuild, optimizer_builds
+from autofix.analysis.steps.optimizer_builds import BUILD_COMMENT, IN_STEP_COMMENT, InStepBuild, optimizer_builds
 from autofix.analysis.training.multiworker import MultiWorker
 from autofix.analysis.steps.tracing import python_effect
 from autofix.analysis.training.compiled import batch_size_of, compile_of, fit_datasets
@@ -479,7 +479,7 @@ class StrategyRunModel(Rule):
 
     def _build_optimizers(self, step: cst.FunctionDef, edits: BlockEdits) -> None:
         """Traced now, the step would make a Keras 3 optimizer's variables per replica inside
-        the tf.function, which fails on GPUs (:mod:`autofix.analysis.migration.optimizer_builds`):
+        the tf.function, which fails on GPUs (:mod:`autofix.analysis.steps.optimizer_builds`):
         each optimizer it updates with is built before, right after what it needs is made, or
         the fix is refused with why."""
         program = self.program

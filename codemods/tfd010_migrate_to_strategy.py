@@ -132,7 +132,7 @@ from autofix.analysis.migration.eval_batches import EvalBatch
 from autofix.analysis.migration.few_examples import called_directly
 from autofix.analysis.migration.single_device import KINDS, ROWS, CustomStep, Refusal, SingleDevice
 from autofix.analysis.migration.model_prep import ModelPrep
-from autofix.analysis.migration.optimizer_builds import BUILD_COMMENT as OPTIMIZER_BUILD_COMMENT, IN_STEP_COMMENT as OPTIMIZER_IN_STEP_COMMENT, InStepBuild
+from autofix.analysis.steps.optimizer_builds import BUILD_COMMENT as OPTIMIZER_BUILD_COMMENT, IN_STEP_COMMENT as OPTIMIZER_IN_STEP_COMMENT, InStepBuild
 from autofix.analysis.migration.step_logs import LOGS
 from autofix.analysis.migration.step_returns import DICT, SUM
 from autofix.analysis.migration.placement import Placement

@@ -32,7 +32,7 @@ from autofix.analysis.facts.script import Facts
 from autofix.analysis.migration.imported import ImportedTraining
 from autofix.analysis.migration.inline_steps import InlineStep, InlineSteps
 from autofix.analysis.migration.unbuilt_models import unbuilt_sequential
-from autofix.analysis.migration.optimizer_builds import OptimizerBuild, optimizer_builds
+from autofix.analysis.steps.optimizer_builds import OptimizerBuild, optimizer_builds
 from autofix.analysis.core.inline_flow import position_of
 from autofix.analysis.facts.keras1 import first_keras
 from autofix.analysis.steps.method_steps import MethodSteps
