@@ -224,12 +224,29 @@ class _Flow:
             if any(c.function is function for c in self.callables.of_call(top.func)[0]):
                 pending.append((top, stack[:-1]))
                 return None
-        sites = self.callables.call_sites(function) + list(self.steps.roots.get(function, ()))  # type: ignore[arg-type]
+        # A function a local decorator wraps (``@distributed`` over the step): calling its name
+        # runs the wrapper, which hands back what it makes of the return (a ``strategy.reduce``
+        # of it); the return itself goes where the wrapper runs the function, as a step's goes
+        # to the ``strategy.run`` calls that run it.
+        direct = [] if self._wrapped(function) else self.callables.call_sites(function)  # type: ignore[arg-type]
+        sites = direct + list(self.steps.roots.get(function, ()))  # type: ignore[arg-type]
         if not sites:
             return Use(ret, "returned")
         for site in sites:
             pending.append((site, ()))
         return None
+
+    def _wrapped(self, function: cst.FunctionDef | cst.Lambda) -> bool:
+        """Whether a decorator of ``function`` is a function of this file (or what calling one
+        returns: ``@distributed(strategy)``), which replaces it with a wrapper."""
+        if not isinstance(function, cst.FunctionDef):
+            return False
+        for decorator in function.decorators:
+            expr = decorator.decorator
+            expr = expr.func if isinstance(expr, cst.Call) else expr
+            if isinstance(self.facts.local_definition(expr), cst.FunctionDef):
+                return True
+        return False
 
 
 def _target_names(target: cst.BaseExpression) -> list[cst.Name]:

@@ -92,12 +92,16 @@ class Steps(Derived):
 
     @cached_property
     def roots(self) -> dict[cst.FunctionDef, list[cst.Call]]:
-        """Each function run by ``strategy.run`` on a strategy with several replicas, with
-        the calls that run it; and the ``train_step`` of a Keras model made in the scope of
+        """Each function run by ``strategy.run`` on a strategy with several replicas (or called
+        by the lambda it runs), with the calls that run it; and the ``train_step`` of a Keras model made in the scope of
         such a strategy (``fit`` runs it with ``strategy.run``: no call of this file does)."""
         found: dict[cst.FunctionDef, list[cst.Call]] = {}
         for call in self.runs:
             target = self.run_target(call)
+            if isinstance(target, cst.Lambda) and isinstance(target.body, cst.Call):
+                # ``strategy.run(lambda: func(self, *args))`` (a decorator's wrapper): each
+                # replica runs the one function the lambda calls, and gets what it returns.
+                target = target.body.func
             definition = self.definition(target) if target is not None else None
             if definition is not None and not self.single_replica(call):
                 found.setdefault(definition, []).append(call)
