@@ -54,6 +54,7 @@ from autofix.analysis.syntax import is_wall
 from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker, _tf_config_change
 from autofix.codegen import NotFound, reordered
 from autofix.rule import Example, Rule
+from autofix.tf.input_shapes import gives_input_shape
 
 # Calls that start TensorFlow's runtime (measured on TF 2.21 in a fresh process, one call each,
 # with fixtures/multiworker/measure/starts_runtime.py: after them the eager context exists, and a
@@ -87,7 +88,6 @@ _KERAS_STARTS = frozenset(
 # first, or ``input_shape=``), a functional Model (its layers were called on an Input before).
 # ``keras.Input`` alone, an unbuilt Sequential or layer: not (measured).
 _KERAS_MODELS = frozenset({"Sequential", "models.Sequential", "Model", "models.Model"})
-_INPUT_KEYWORDS = frozenset({"input_shape", "input_dim", "batch_input_shape", "batch_shape"})
 _KERAS_STARTS_PREFIXES = ("optimizers.", "applications.")
 _KERAS_ROOTS = ("keras.", "tensorflow.keras.", "tf_keras.")
 
@@ -136,9 +136,8 @@ def _built(model: str, call: cst.Call, names_of) -> bool:
         layer = element.value
         if not isinstance(layer, cst.Call):
             continue
-        if any((_keras_name(n) or "").rpartition(".")[2] in ("Input", "InputLayer") for n in names_of(layer.func)):
-            return True
-        if any(arg.keyword is not None and arg.keyword.value in _INPUT_KEYWORDS for arg in layer.args):
+        # (Read as Keras 3 reads it: an Embedding's input_dim is no input shape there.)
+        if gives_input_shape([n for n in names_of(layer.func) if _keras_name(n)], layer):
             return True
     return False
 

@@ -33,6 +33,7 @@ from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.syntax import argument_value
 from autofix.analysis.training.sites import Site
+from autofix.tf.input_shapes import gives_input_shape
 from autofix.tf.symbols import Kind
 
 _FLOATS = frozenset({"float16", "float32", "float64", "bfloat16"})
@@ -149,9 +150,7 @@ def _float_input(program: Program, facts: Facts, site: Site, model: cst.Call) ->
         first = None
     if not isinstance(first, cst.Call):
         return unknown
-    starts = any(n.endswith(("Input", "InputLayer")) for n in facts.names_of(first.func)) or any(
-        a.keyword is not None and a.keyword.value in ("input_shape", "input_dim") for a in first.args
-    )
+    starts = gives_input_shape(facts.names_of(first.func), first)
     return None if starts and _float_dtype(facts, first) else unknown
 
 

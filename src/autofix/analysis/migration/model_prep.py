@@ -20,6 +20,7 @@ from autofix.analysis.syntax import argument_value, nodes_in
 from autofix.analysis.training.model import TrainingModel
 from autofix.analysis.training.multiworker import MultiWorker
 from autofix.analysis.training.sites import Site
+from autofix.tf.input_shapes import gives_input_shape
 from autofix.tf.symbols import Kind
 
 
@@ -238,10 +239,7 @@ class ModelPrep(Derived):
         first = layers.elements[0].value
         if not isinstance(first, cst.Call):
             return False
-        first_names = self.facts.names_of(first.func)
-        return any(n.endswith(("Input", "InputLayer")) for n in first_names) or any(
-            a.keyword is not None and a.keyword.value in ("input_shape", "input_dim", "batch_input_shape") for a in first.args
-        )
+        return gives_input_shape(self.facts.names_of(first.func), first)
 
 
 def _self_attribute(program: Program, call: cst.Call) -> str | None:

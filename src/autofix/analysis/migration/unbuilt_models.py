@@ -23,6 +23,7 @@ import libcst as cst
 from autofix.analysis.core.inline_flow import position_of
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
+from autofix.tf.input_shapes import gives_input_shape
 
 # Methods whose call builds a model.
 _BUILDING = frozenset({"build", "fit", "predict", "evaluate", "train_on_batch", "test_on_batch", "predict_on_batch", "load_weights"})
@@ -83,8 +84,6 @@ def _built_before(program: Program, facts: Facts, made: cst.Call, inside: set[in
     return False
 
 
-# What gives a model's first layer its input's shape (a built Sequential).
-_SHAPE_KEYWORDS = frozenset({"input_shape", "input_dim", "batch_input_shape", "batch_shape", "batch_size"})
 
 
 def _sequential(facts: Facts, call: cst.Call) -> bool:
@@ -124,9 +123,4 @@ def _shaped(facts: Facts, made: cst.Call) -> bool:
 def _gives_shape(facts: Facts, layer: cst.BaseExpression) -> bool:
     if not isinstance(layer, cst.Call):
         return True  # a layer made elsewhere: not read
-    if any(n.rpartition(".")[2] in ("Input", "InputLayer") for n in facts.names_of(layer.func)):
-        return True
-    # (An Embedding's ``input_dim`` is its vocabulary's size, not its input's shape.)
-    embedding = any(n.endswith("Embedding") for n in facts.names_of(layer.func))
-    keywords = _SHAPE_KEYWORDS - {"input_dim"} if embedding else _SHAPE_KEYWORDS
-    return any(a.keyword is not None and a.keyword.value in keywords for a in layer.args)
+    return gives_input_shape(facts.names_of(layer.func), layer)
