@@ -552,3 +552,58 @@ def test_assume_proven_skips_the_proof_of_the_migrations(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert len(seen) == 1 and "the migrations are taken as proven" in out
     assert code == 0
+
+
+SOFTMAX_FIT = '''
+import numpy as np
+import tensorflow as tf
+import keras
+
+strategy = tf.distribute.MirroredStrategy()
+x = np.random.rand(64, 4).astype("float32")
+y = np.random.randint(0, 3, 64)
+with strategy.scope():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation=ACTIVATION)])
+    model.compile(optimizer=keras.optimizers.Adam(), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=False))
+model.fit(x, y, batch_size=8 * strategy.num_replicas_in_sync, epochs=1)
+'''
+
+
+def test_from_logits_is_not_flipped_where_a_softmax_or_sigmoid_makes_the_prediction():
+    # Keras computes the crossentropy from the softmax's logits whatever from_logits says (the
+    # flag flipped there was proven equivalent: a label that was wrong, not the proof).
+    assert of(SOFTMAX_FIT.replace("ACTIVATION", '"softmax"'), "from-logits-flipped") == []
+    assert of(SOFTMAX_FIT.replace("ACTIVATION", "tf.nn.sigmoid"), "from-logits-flipped") == []
+    (flipped,) = of(SOFTMAX_FIT.replace("ACTIVATION", "None"), "from-logits-flipped")
+    assert "from_logits=True" in flipped.text
+
+
+DEAD_BRANCH = '''
+import numpy as np
+import tensorflow as tf
+import keras
+
+strategy = tf.distribute.MirroredStrategy()
+x = np.random.rand(64, 4).astype("float32")
+y = np.random.rand(64, 1).astype("float32")
+with strategy.scope():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    if True:
+        model.compile(optimizer=keras.optimizers.Adam(), loss="mse")
+    else:
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mae")
+model.fit(x, y, batch_size=8 * strategy.num_replicas_in_sync, epochs=1)
+'''
+
+
+def test_code_behind_a_constant_test_that_never_runs_is_not_mutated():
+    # A tutorial keeping a second variant in the else of `if True:`: changing it changes nothing.
+    for kind in ("clipnorm-added", "learning-rate-changed", "optimizer-class-changed", "epsilon-changed"):
+        for mutant in of(DEAD_BRANCH, kind):
+            removed, _added = changed_lines(DEAD_BRANCH, mutant.text)
+            assert all("SGD" not in line for line in removed), (kind, mutant.what)
+    assert any("Adam" in changed_lines(DEAD_BRANCH, m.text)[0][0] for m in of(DEAD_BRANCH, "clipnorm-added"))
+    flipped = DEAD_BRANCH.replace("if True:", "if False:")
+    for mutant in of(flipped, "clipnorm-added"):
+        removed, _added = changed_lines(flipped, mutant.text)
+        assert all("Adam" not in line for line in removed)

@@ -189,6 +189,21 @@ class Program:
                 return ancestor
         return None
 
+    def dead(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` is in code that never runs: the ``else`` of an ``if True:``, the
+        body of an ``if False:`` (a tutorial that keeps a second variant behind a constant
+        test). A change there changes nothing the program does, whatever its kind says."""
+        child = node
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, cst.If):
+                value = _constant_truth(ancestor.test)
+                if value is True and ancestor.orelse is not None and child is ancestor.orelse:
+                    return True
+                if value is False and child is ancestor.body:
+                    return True
+            child = ancestor
+        return False
+
     def is_wall(self, statement: cst.CSTNode) -> bool:
         """A notebook's wall between cells or an IPython line's mask."""
         return bool(_CELL_WALL.search(self.code(statement).strip()))
@@ -201,6 +216,8 @@ class Program:
 
     # --- writing ---------------------------------------------------------------------------
     def replace(self, changes: dict[cst.CSTNode, object]) -> str:
+        if any(self.dead(node) for node in changes):
+            return self.text  # no mutant: nothing that runs would change
         paths = {id(self.module)}
         for node in changes:
             paths.add(id(node))
@@ -222,6 +239,15 @@ class Program:
 
     def insert_after(self, statement: cst.CSTNode, new: Sequence[cst.BaseStatement]) -> str:
         return self.replace_one(statement, cst.FlattenSentinel([statement, *new]))
+
+
+def _constant_truth(test: cst.BaseExpression) -> bool | None:
+    """True / False for a test written as a constant (``True``, ``False``, ``1``, ``0``), else None."""
+    if isinstance(test, cst.Name) and test.value in ("True", "False"):
+        return test.value == "True"
+    if isinstance(test, cst.Integer):
+        return test.evaluated_value != 0
+    return None
 
 
 # --- small builders shared by the operators ----------------------------------------------------

@@ -130,8 +130,29 @@ def label_smoothing_added(p):
         yield Edit(p.replace_one(call, with_keyword(call, "label_smoothing", expr(repr(new)))), f"{callee(call)} label_smoothing {value:g} -> {new:g}", p.line(call))
 
 
+# Keras (3 and tf_keras, TensorFlow backend) computes a crossentropy from the logits of a
+# prediction a softmax or sigmoid made, whatever from_logits says (``_get_logits`` in
+# keras/src/backend/tensorflow/nn.py: the ``_keras_logits`` its activations attach, or the op's
+# input; from_logits=True there only warns): flipping the flag where such an activation may make
+# the prediction changes nothing (measured: part D's fashion classifier, softmax output, proven
+# equivalent with the flag flipped, 1 replica within 0).
+_PROBABILITIES = frozenset({"softmax", "sigmoid", "Softmax", "log_softmax"})
+
+
+def _makes_probabilities(p) -> bool:
+    """Whether a softmax or sigmoid appears anywhere in the program (read conservatively: any
+    model's output may be one)."""
+    for node in p.nodes((cst.SimpleString, cst.Name)):
+        text = node.value.strip("'\"") if isinstance(node, cst.SimpleString) else node.value
+        if text in _PROBABILITIES:
+            return True
+    return False
+
+
 @operator("from-logits-flipped", WRONG, FAMILY, "from_logits flipped on a crossentropy the step uses", SEES)
 def from_logits_flipped(p):
+    if _makes_probabilities(p):
+        return
     for call in uses.used_losses(p):
         if callee(call) not in CROSSENTROPY:
             continue
