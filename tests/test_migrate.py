@@ -528,7 +528,7 @@ def test_migrate_smoke_proves_what_it_shows_and_what_it_writes(repo):
 def _lines_named(reason: str) -> set[int]:
     import re
 
-    found = re.search(r", at lines? ([\d, and]+)\)?$", reason)
+    found = re.search(r", at lines? ([\d, ]+)\)?$", reason)
     return {int(n) for n in re.findall(r"\d+", found.group(1))} if found else set()
 
 

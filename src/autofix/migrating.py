@@ -92,15 +92,16 @@ def with_migration_reasons(left: list[Finding], program: Program | None, settled
 
 
 def at_lines(original: str, migrated: str, lines: list[int]) -> str:
-    """", at line 12" / ", at lines 12 and 40": where in the original what stops a migration is
-    (``lines``: of the migrated code), for the finding that says it stopped at another line."""
+    """", at line 12" / ", at lines 12, 40" (the form a notebook's reasons are mapped to its cells
+    from): where in the original what stops a migration is (``lines``: of the migrated code),
+    for the finding that says it stopped at another line."""
     mapping = LineMap(original, migrated)
     found = sorted({mapping.original(line) for line in lines})
     if not found:
         return ""
     if len(found) == 1:
         return f", at line {found[0]}"
-    return f", at lines {', '.join(map(str, found[:-1]))} and {found[-1]}"
+    return f", at lines {', '.join(map(str, found))}"
 
 
 def unscaled_refusals(code: str, name: str, original: str, migrated: str, places: list[tuple[int, str]]) -> list[Finding]:
