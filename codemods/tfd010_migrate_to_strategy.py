@@ -217,7 +217,7 @@ class MigrateToStrategy(Rule):
                 self.report(refusal.node, NOT_MIGRATED, refusal.reason)
             return
         anchor = _anchor(single)
-        if self.fix(anchor, message, lambda edits: self._plan(single, kind.cls, edits)):
+        if self.fix(anchor, message, lambda edits: self._plan(single, kind.cls, edits), refused=NOT_MIGRATED):
             # What the migration leaves as it is but changes the meaning of: counts of steps.
             for count in StepCounts.of(self.program).found:
                 self.report(count.node, COUNT_MESSAGE, step_count_note(self.program, count))

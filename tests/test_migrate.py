@@ -591,3 +591,47 @@ def test_a_notebook_declined_says_where_in_its_cells():
     # The notebook's lines are its cells' lines, in what the warning says as in the findings.
     assert ", at cell 3, line " in result.refused, result.refused
     assert all(", at line" not in (f.reason or "") for f in result.findings)
+
+
+# --- where no strategy can be placed --------------------------------------------------------
+
+METHOD_FIT = """import numpy as np
+import tensorflow as tf
+
+
+class Detector:
+    def __init__(self, width):
+        inputs = tf.keras.Input((width,))
+        self.model = tf.keras.Model(inputs, tf.keras.layers.Dense(width)(inputs))
+        self.model.compile(optimizer="adam", loss="mse")
+
+    def train(self, x):
+        self.model.fit(x, x, batch_size=16, epochs=1)
+"""
+
+LIBRARY_MODEL = """import tensorflow as tf
+import keras
+
+
+class Pair(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.encoder = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+
+    def train_step(self, data):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(self.encoder(data)))
+        grads = tape.gradient(loss, self.encoder.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.encoder.trainable_variables))
+        return {"loss": loss}
+"""
+
+
+def test_a_migration_that_finds_no_place_for_the_strategy_says_not_migrated_and_why():
+    # A message that says what the migration does must not stand over one not made.
+    method = [f for f in _migrate(METHOD_FIT).findings if f.code == "TFD010"]
+    assert [f.message for f in method] == ["trains on one device: not migrated"]
+    assert "the training on line 12 is in the method Detector.train()" in method[0].reason
+    library = [f for f in _migrate(LIBRARY_MODEL).findings if f.code == "TFD010"]
+    assert [f.message for f in library] == ["trains on one device: not migrated"]
+    assert "Pair.train_step (line 10) is run by fit wherever a Pair is trained" in library[0].reason

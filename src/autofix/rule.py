@@ -239,19 +239,20 @@ class Rule:
 
     def fix(
         self, node: cst.CSTNode, message: str, plan: Callable[[BlockEdits], None],
-        related: tuple[tuple[str | None, int, str], ...] = (),
+        related: tuple[tuple[str | None, int, str], ...] = (), refused: str | None = None,
     ) -> bool:
         """Report ``node`` and plan its fix with ``plan(edits)``. When ``plan`` raises
         :class:`~autofix.codegen.NotFound`, nothing it planned is kept and the finding says
-        why; a suppressed place is reported without calling it. Returns whether it was fixed.
-        ``related``: as for :meth:`report`."""
+        why (with the message ``refused`` instead, when given: a message that says what the
+        fix does must not stand over a fix that was not made); a suppressed place is reported
+        without calling it. Returns whether it was fixed. ``related``: as for :meth:`report`."""
         if self.suppressed(node):
             return self.report(node, message, related=related)
         edits = BlockEdits()
         try:
             plan(edits)
         except NotFound as why:
-            return self.report(node, message, str(why), related)
+            return self.report(node, refused or message, str(why), related)
         self.edits.extend(edits)
         return self.report(node, message, related=related)
 

@@ -100,10 +100,11 @@ class Placement(Derived):
     def training_block(self) -> Block | Refusal:
         """The block the strategy is made in: the innermost one every part of the training
         runs in (the module for a script, ``main()``'s body for a script that trains there)."""
-        chains = [self.chain(anchor) for anchor in self.anchors()]
+        anchors = self.anchors()
+        chains = [self.chain(anchor) for anchor in anchors]
         chains = [c for c in chains if c]
         if not chains:
-            return Refusal(self.program.module, "no training site was found where a strategy can be made")
+            return Refusal(self.program.module, self._why_nowhere(anchors))
         common = [b for b in chains[0] if all(any(b is other for other in c) for c in chains[1:])]
         if not common:
             return Refusal(self.program.module, (
@@ -111,6 +112,38 @@ class Placement(Derived):
                 "should make the strategy is for you to decide"
             ))
         return common[0]
+
+    def _why_nowhere(self, anchors: list[cst.CSTNode]) -> str:
+        """Why no block holds the training: the function it is in is a method, or is called
+        from nowhere in this file (or from more than one place), said for the first call that
+        trains."""
+        for anchor in anchors:
+            function = self.program.enclosing_function(anchor)
+            if function is None or function not in self.facts.functions:
+                continue
+            line = self.program.line(anchor)
+            if self.facts.functions[function].is_method:
+                cls = next((a for a in self.program.ancestors(function) if isinstance(a, cst.ClassDef)), None)
+                owner = f"{cls.name.value}." if cls is not None else ""
+                return (
+                    f"the training on line {line} is in the method {owner}{function.name.value}(), and where its objects "
+                    "are made and trained is not followed from there: make the strategy where they are made, and "
+                    "migrate by hand"
+                )
+            calls = [c for c in (self.program.parent(r) for r in self.facts.references(function)) if isinstance(c, cst.Call)]
+            if not calls:
+                return (
+                    f"the training on line {line} is in {function.name.value}(), which nothing in this file calls: "
+                    "the strategy belongs where it is called"
+                )
+        for function in [*self.single.train_steps, *(s.function for s in self.single.custom_steps)]:
+            cls = next((a for a in self.program.ancestors(function) if isinstance(a, cst.ClassDef)), None)
+            if cls is not None and function.name.value == "train_step":
+                return (
+                    f"{cls.name.value}.train_step (line {self.program.line(function)}) is run by fit wherever a "
+                    f"{cls.name.value} is trained, and nothing in this file trains one: migrate the script that does"
+                )
+        return "no training site was found where a strategy can be made"
 
     def position(self, block: Block) -> int:
         """The index in ``block`` where the strategy is made: after the imports, device setup,
