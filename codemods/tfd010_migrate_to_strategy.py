@@ -147,6 +147,9 @@ from autofix.results import NOT_MIGRATED
 from autofix.rule import Example, Rule
 
 MESSAGE = "trains on one device: moved to tf.distribute.{cls}"
+# A module whose only training is a model's own train_step, fitted by another module of the
+# project: migrated with that module, not on its own (not a decline).
+ELSEWHERE_MESSAGE = "trains on one device where another module trains it"
 EVALUATE_MESSAGE = "evaluate left as it is by the migration: its first batch may not split evenly over the replicas"
 # What Keras batches arrays by when fit or evaluate is not told.
 KERAS_DEFAULT_BATCH = 32
@@ -217,6 +220,10 @@ class MigrateToStrategy(Rule):
                 self.report(refusal.node, NOT_MIGRATED, refusal.reason)
             return
         anchor = _anchor(single)
+        elsewhere = Placement.of(self.program).trained_elsewhere()
+        if elsewhere is not None:
+            self.report(anchor, ELSEWHERE_MESSAGE, elsewhere)
+            return
         if self.fix(anchor, message, lambda edits: self._plan(single, kind.cls, edits), refused=NOT_MIGRATED):
             # What the migration leaves as it is but changes the meaning of: counts of steps.
             for count in StepCounts.of(self.program).found:

@@ -854,6 +854,23 @@ def test_a_two_file_migration_is_one_diff_git_applies_and_is_written_whole(tmp_p
     assert again.exit_code == 0 and again.stdout == "", again.stdout
 
 
+def test_a_model_module_whose_train_step_another_module_fits_is_not_a_decline(tmp_path, monkeypatch):
+    """model.py's only training is VAE.train_step, which test.py fits: given alone it names the
+    module whose migration migrates it (not "not migrated", which would make `migrate .` fail
+    after writing both); with nothing of the project using VAE, it is a decline with the reason."""
+    root = project(tmp_path, "vae_train_step")
+    monkeypatch.chdir(root)
+    (finding,) = [f for f in migrate(root / "model.py").findings if f.code == "TFD010"]
+    assert finding.message == "trains on one device where another module trains it"
+    assert "where test.py:5 uses VAE: migrate test.py, which migrates this module with it" in finding.reason
+    alone = CliRunner().invoke(main, ["migrate", "--no-cache", "model.py"], catch_exceptions=False)
+    assert alone.exit_code == 0 and alone.stdout == ""
+    (root / "test.py").unlink()
+    (finding,) = [f for f in migrate(root / "model.py").findings if f.code == "TFD010"]
+    assert finding.message == "trains on one device: not migrated"
+    assert "nothing in this file trains one" in finding.reason
+
+
 def test_a_two_file_migration_whose_other_file_is_excluded_is_refused(tmp_path, monkeypatch):
     root = project(tmp_path, "vae_train_step")
     monkeypatch.chdir(root)

@@ -6,6 +6,8 @@ come before the training, and before the first object it must cover."""
 
 from __future__ import annotations
 
+import os
+
 import libcst as cst
 
 from autofix.analysis import Derived
@@ -136,14 +138,45 @@ class Placement(Derived):
                     f"the training on line {line} is in {function.name.value}(), which nothing in this file calls: "
                     "the strategy belongs where it is called"
                 )
+        for function, cls in self._own_train_steps():
+            return (
+                f"{cls.name.value}.train_step (line {self.program.line(function)}) is run by fit wherever a "
+                f"{cls.name.value} is trained, and nothing in this file trains one: migrate the script that does"
+            )
+        return "no training site was found where a strategy can be made"
+
+    def _own_train_steps(self) -> list[tuple[cst.FunctionDef, cst.ClassDef]]:
+        """Each model's own ``train_step`` in this file, with its class."""
+        found = []
         for function in [*self.single.train_steps, *(s.function for s in self.single.custom_steps)]:
             cls = next((a for a in self.program.ancestors(function) if isinstance(a, cst.ClassDef)), None)
             if cls is not None and function.name.value == "train_step":
-                return (
-                    f"{cls.name.value}.train_step (line {self.program.line(function)}) is run by fit wherever a "
-                    f"{cls.name.value} is trained, and nothing in this file trains one: migrate the script that does"
-                )
-        return "no training site was found where a strategy can be made"
+                found.append((function, cls))
+        return found
+
+    def trained_elsewhere(self) -> str | None:
+        """Why this module is not migrated on its own, when no block of it holds training and
+        the training is a model's own ``train_step`` whose class another module of the project
+        uses (``from model import VAE`` in ``test.py``, which fits one): that module's
+        migration edits this one with it (:mod:`.companions`). None otherwise."""
+        if self.anchors() and any(self.chain(anchor) for anchor in self.anchors()):
+            return None
+        path = self.program.path
+        if not path:
+            return None
+        from autofix.analysis.project.callers import users
+
+        for function, cls in self._own_train_steps():
+            found = users(path, cls.name.value)
+            if not found:
+                continue
+            use = found[0]
+            shown = os.path.relpath(use.path, os.path.dirname(os.path.abspath(path)))
+            return (
+                f"{cls.name.value}.train_step (line {self.program.line(function)}) is run by fit where {shown}:{use.line} "
+                f"uses {cls.name.value}: migrate {shown}, which migrates this module with it"
+            )
+        return None
 
     def position(self, block: Block) -> int:
         """The index in ``block`` where the strategy is made: after the imports, device setup,
