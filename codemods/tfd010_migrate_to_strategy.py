@@ -156,6 +156,7 @@ KERAS_DEFAULT_BATCH = 32
 BUILT_COMMENT = "# Built: its models are; under a strategy Keras 3 would build it by calling it, and it has no call()."
 # A call() given to such a model compiled with metrics or a loss, which Keras 3 builds with what it returns.
 CALL_COMMENT = "# What train_step hands its compiled metrics: under a strategy Keras 3 builds them before fit by calling the model."
+MODEL_IN_STEP_COMMENT = "# Keras 3 builds a Sequential made without its input's shape on its first call: built when the step is traced, outside it."
 OPTIMIZER_COMMENT = "# Built on the variables train_step applies it to: under a strategy Keras 3 would build it on every variable of the model."
 
 
@@ -283,6 +284,13 @@ class MigrateToStrategy(Rule):
             self._give_call(cls, model, inserts)
         for statement, model in prep.optimizers.values():
             self._build_optimizer(statement, model, inserts)
+        for step in single.custom_steps:
+            for model_build in step.model_builds:
+                home = model_build.block
+                index = next(i for i, s in enumerate(home.body) if s is model_build.statement)  # type: ignore[union-attr]
+                code = model_build.code.replace("tf.init_scope", f"{tf}.init_scope")
+                comment = cst.EmptyLine(comment=cst.Comment(MODEL_IN_STEP_COMMENT))
+                inserts.add(home, index, [cst.parse_statement(code).with_changes(leading_lines=[comment])])
         together: dict[tuple[int, int], list] = {}
         for build in single.optimizer_builds[0]:
             together.setdefault((id(build.block), id(build.statement)), []).append(build)

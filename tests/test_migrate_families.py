@@ -82,6 +82,10 @@ FAMILIES = {
         ("fit_data_prepared_on_cpu",),
         "report_custom_loop_placed_on_one_device", 22, "the training on line 25 is placed on one device by hand (tf.device(\"/cpu:0\"), line 22)",
     ),
+    "a Keras 3 Sequential made without its input's shape, first called by the step (built in the step when it is traced); a loss summed and divided by the batch's static size": (
+        ("custom_step_sequential_unbuilt", "inline_loop_sequential_unbuilt", "custom_loop_sum_over_static_batch_size"),
+        "report_sequential_unbuilt_input_computed_in_call", 19, "the call is given tf.reshape(batch_images, (-1, 16)), whose shape autofix cannot read again",
+    ),
 }
 
 PAIRS = {c.name for c in cases("tfd010") if c.after is not None}

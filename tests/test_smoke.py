@@ -69,6 +69,7 @@ KERAS3 = [
     "sequential_built_in_step.py",
     "sequential_built_in_step.fixed.py",
     "subclassed_built_in_step.py",
+    "sequential_built_when_traced.py",
     "optimizer_built_in_step.py",
     "optimizer_built_in_step.fixed.py",
     # Ends the batch's process: last, so that nothing has to run again after it.
@@ -141,6 +142,16 @@ def test_fixed_version_passes(keras3, name):
         assert (fit.replicas, fit.all_mirrored, fit.unmirrored, fit.steps) == (2, True, (), STEPS)
     for run in report.runs:
         assert (run.given, run.replicas, run.applies_gradients, run.steps) == ("function", (0, 1), True, STEPS)
+
+
+@needs_tf
+def test_a_sequential_the_step_builds_when_traced_passes(keras3):
+    # Built under tf.init_scope() before its first call (what migrate writes): eagerly, not
+    # in the function; its variables and the optimizer's are mirrored and every step trains.
+    report = keras3[0]["sequential_built_when_traced.py"]
+    assert report.ok and report.exit_code == 0, report.failures
+    (run,) = report.runs
+    assert (run.replicas, run.applies_gradients, run.steps, tuple(run.built)) == ((0, 1), True, STEPS, ())
 
 
 @needs_tf
@@ -492,7 +503,10 @@ runpy.run_path(sys.argv[1], run_name="__main__")
 
 
 @needs_tf
-@pytest.mark.parametrize("name, fails", [("optimizer_built_in_step.py", True), ("optimizer_built_in_step.fixed.py", False)])
+@pytest.mark.parametrize("name, fails", [
+    ("optimizer_built_in_step.py", True), ("optimizer_built_in_step.fixed.py", False),
+    ("sequential_built_in_step.py", True), ("sequential_built_when_traced.py", False),
+])
 def test_the_optimizer_measurement_holds_run_as_written(tmp_path, name, fails):
     import subprocess
     import sys

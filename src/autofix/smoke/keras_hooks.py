@@ -62,7 +62,10 @@ def _sequential_build(original):
     script fails on its first step ("You must feed a value for placeholder tensor", or an
     AddN of mismatched shapes for a masked SimpleRNN), whatever its initializers, while the
     harness's own hooks let it run; a subclassed model whose layers build there runs, and so
-    does tf_keras. So it is recorded on the run, and its check fails."""
+    does tf_keras. So it is recorded on the run, and its check fails. A build the step makes
+    under ``tf.init_scope()`` (what ``migrate`` writes: eagerly, when the step is traced) is
+    not one: measured, so built, a Dense Sequential and a masked SimpleRNN train with the
+    default all-reduce (``fixtures/smoke/sequential_built_when_traced.py``)."""
 
     def build(self, *args, **kwargs):
         run = recorder.current_run
@@ -70,6 +73,7 @@ def _sequential_build(original):
             run is not None
             and recorder.keras_depth == 0
             and tf.inside_function()
+            and not tf.executing_eagerly()
             and tf.distribute.has_strategy()
             and not tf.distribute.in_cross_replica_context()
         ):

@@ -36,7 +36,7 @@ from autofix.analysis import Derived
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.core.inline_flow import Flow, NotSplit, Unsplittable, position_of
 from autofix.analysis.migration.inline_names import loop_targets, split_names
-from autofix.analysis.migration.unbuilt_models import unbuilt_sequential
+from autofix.analysis.migration.unbuilt_models import Unbuilt, in_step_builds
 from autofix.analysis.program import Program
 from autofix.analysis.steps.custom import Steps
 from autofix.analysis.steps.tracing import statement_effect
@@ -226,10 +226,11 @@ class InlineSteps(Derived):
 
     def _unbuilt_models(self, step: list[cst.BaseStatement], loop: cst.For | cst.While) -> None:
         """Raises when the step calls a Sequential model that its first call would build per
-        replica (:mod:`.unbuilt_models`)."""
+        replica and that cannot be built in the step once it is a function of its own
+        (:mod:`.unbuilt_models`)."""
         calls = self._calls_run(step)
-        found = unbuilt_sequential(self.program, self.facts, calls, loop)
-        if found is not None:
+        found = in_step_builds(self.program, self.facts, calls, loop)
+        if isinstance(found, Unbuilt):
             raise Unsplittable(found.call, found.reason)
 
     def _effects(self, statement: cst.BaseStatement, moved: set[int], flow: Flow) -> None:

@@ -31,7 +31,7 @@ from autofix.analysis.migration.compiled_losses import CompiledLosses, PerExampl
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.migration.imported import ImportedTraining
 from autofix.analysis.migration.inline_steps import InlineStep, InlineSteps
-from autofix.analysis.migration.unbuilt_models import unbuilt_sequential
+from autofix.analysis.migration.unbuilt_models import InStepModelBuild, Unbuilt, in_step_builds
 from autofix.analysis.steps.optimizer_builds import OptimizerBuild, optimizer_builds
 from autofix.analysis.core.inline_flow import position_of
 from autofix.analysis.facts.keras1 import first_keras
@@ -118,6 +118,9 @@ class CustomStep:
     # ``train_step(x, y)``): the names it is returned by, which return the wrapper instead
     # (the calls stay as written).
     handed_out: list[cst.Name] = field(default_factory=list)
+    # Keras 3 Sequential models made without their input's shape that it calls first: built
+    # when it is traced, before that call (:mod:`.unbuilt_models`).
+    model_builds: list[InStepModelBuild] = field(default_factory=list)
 
     @property
     def params(self) -> list[cst.Param]:
@@ -475,9 +478,10 @@ class SingleDevice(Derived):
             if any(arg.star for arg in call.args):
                 return Refusal(call, f"{name}() is called with *args or **kwargs on line {self.program.line(call)}")
         first = min(calls, key=lambda c: position_of(self.program, c))
-        unbuilt = unbuilt_sequential(self.program, self.facts, self.steps_analysis.calls(function), first)
-        if unbuilt is not None:
-            return Refusal(unbuilt.call, unbuilt.reason)
+        builds = in_step_builds(self.program, self.facts, self.steps_analysis.calls(function), first)
+        if isinstance(builds, Unbuilt):
+            return Refusal(builds.call, builds.reason)
+        step.model_builds = builds
         inputs = computed_inputs(self.program, self.facts, name, calls) if not step.method else None
         if isinstance(inputs, Refusal):
             return inputs

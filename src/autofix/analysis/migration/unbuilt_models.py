@@ -9,9 +9,16 @@ shapes; built in the scope before the loop, both train. (A subclassed model whos
 there trains, and so does tf_keras; ``autofix smoke`` fails such a run: ``run[i].built``. The
 optimizer's variables made there fail the same way: :mod:`.optimizer_builds`.)
 
-So ``migrate`` does not move a step that calls such a model, unless something before the
+So ``migrate`` builds such a model in the step, right before its call, when the step is
+traced and outside it (``with tf.init_scope(): if not model.built: model.build(x.shape)``, x
+what the call is given: measured on Keras 3, a Dense Sequential and a masked SimpleRNN so built
+train with TensorFlow's default all-reduce, eagerly and in a ``tf.function``, their variables
+mirrored, the optimizer's too; the first replica builds it, the others find it built; tf_keras
+builds it the same way). Where what the call is given is not a name or attribute whose shape
+can be read again (``model(tf.reshape(x, s))``), or the call is not a statement's, the step is
+not moved, and the reason is given at the call. Nothing is done where something before the
 step's first call may build it (its ``build``, ``fit``, ``predict``, ``evaluate``,
-``train_on_batch``, ``load_weights``, or a call of it), and says why at the call.
+``train_on_batch``, ``load_weights``, or a call of it).
 """
 
 from __future__ import annotations
@@ -35,11 +42,62 @@ class Unbuilt:
     reason: str
 
 
+@dataclass(frozen=True)
+class InStepModelBuild:
+    """``with tf.init_scope(): if not {model}.built: {model}.build({input}.shape)`` to insert
+    before ``statement`` of ``block`` (the statement of the model's first call in that
+    function). Its code names TensorFlow ``tf``: the caller respells it."""
+
+    block: cst.CSTNode
+    statement: cst.BaseStatement
+    code: str
+
+
 def unbuilt_sequential(program: Program, facts: Facts, calls: list[cst.Call], first: cst.CSTNode) -> Unbuilt | None:
     """The first of ``calls`` (what the step runs, its helpers' calls among them) that calls a
     Sequential made without its input's shape that nothing written before ``first`` (the
     loop, or the step's first call) may build; None when there is none."""
+    found = _unbuilt_calls(program, facts, calls, first)
+    return found[0][0] if found else None
+
+
+def in_step_builds(program: Program, facts: Facts, calls: list[cst.Call], first: cst.CSTNode) -> list[InStepModelBuild] | Unbuilt:
+    """The builds that make every such model of ``calls`` (as :func:`unbuilt_sequential`) when
+    the step is traced, before its first call in each function that calls it; the first call
+    that cannot be so built when there is one."""
+    builds: dict[tuple[int, int], InStepModelBuild] = {}
+    code = program.module.code_for_node
+    for unbuilt, made in _unbuilt_calls(program, facts, calls, first):
+        call = unbuilt.call
+        given = call.args[0].value if call.args and call.args[0].keyword is None and not call.args[0].star else None
+        statement = program.statement_of(call)
+        block = program.block_of(statement) if statement is not None else None
+        if given is None or not _pure(given) or block is None:
+            what = (
+                "is not a statement of its own" if block is None
+                else f"is given {code(given)}, whose shape autofix cannot read again to build it before" if given is not None
+                else "is given no input whose shape autofix can read to build it before"
+            )
+            return Unbuilt(call, (
+                f"{unbuilt.reason.split(': its first call')[0]}: its first call, inside the step that runs on every "
+                f"replica, would create its variables there, which fails under MirroredStrategy, and the call {what}: "
+                "give it its input shape (keras.Input as its first "
+                "layer) or build it before the loop, then migrate"
+            ))
+        key = (id(made), id(program.enclosing_function(call)))
+        if key in builds and position_of(program, builds[key].statement) <= position_of(program, statement):
+            continue
+        model = code(call.func)
+        builds[key] = InStepModelBuild(block, statement, (
+            f"with tf.init_scope():\n    if not {model}.built:\n        {model}.build({code(given)}.shape)\n"
+        ))
+    return list(builds.values())
+
+
+def _unbuilt_calls(program: Program, facts: Facts, calls: list[cst.Call], first: cst.CSTNode) -> list[tuple[Unbuilt, cst.Call]]:
+    """Each of ``calls`` that calls an unbuilt Sequential (with the construction), in order."""
     inside = {id(c) for c in calls}
+    found = []
     for call in calls:
         if not isinstance(call.func, cst.Name):
             continue
@@ -49,14 +107,22 @@ def unbuilt_sequential(program: Program, facts: Facts, calls: list[cst.Call], fi
                 continue
             if _shaped(facts, made) or _built_before(program, facts, made, inside, first):
                 continue
-            return Unbuilt(call, (
+            found.append((Unbuilt(call, (
                 f"the step calls {program.module.code_for_node(call.func)} (line {program.line(call)}), a "
                 f"Sequential model made without its input's shape (line {program.line(made)}) that nothing builds "
                 "before the loop: its first call, inside the step that runs on every replica, would create its "
                 "variables there, which fails under MirroredStrategy; give it its input shape (keras.Input as its "
                 "first layer) or build it before the loop, then migrate"
-            ))
-    return None
+            )), made))
+            break
+    return found
+
+
+def _pure(expr: cst.BaseExpression) -> bool:
+    """A name or an attribute of one: read again, it is the same value and does nothing."""
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+    return isinstance(expr, cst.Name)
 
 
 def _built_before(program: Program, facts: Facts, made: cst.Call, inside: set[int], first: cst.CSTNode) -> bool:

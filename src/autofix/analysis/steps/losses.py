@@ -232,6 +232,14 @@ class LossWalk:
                 # the batch, a mean over the replica's own examples, whatever the divisor's name.
                 self.end(node, state, "mean", "share")  # type: ignore[arg-type]
                 return
+            if _static_batch_size(_unwrapped(right)):
+                # ``tf.reduce_sum(l) / x.shape[0]``: divided by the static size of the batch
+                # the replica is handed, a mean over it, as ``tf.reduce_mean`` is (where the
+                # step is traced, each replica's tensors have their own static shape; where
+                # it is not known the division fails at tracing, rather than computing
+                # something else).
+                self.end(node, state, "mean")  # type: ignore[arg-type]
+                return
             if self.counts_replicas(right):
                 state = state.but(scaling=(*state.scaling, node))
             elif self.local_count(right):
@@ -829,7 +837,8 @@ class LossWalk:
         ``tf.while_loop`` accumulates from ``0`` (``_, num_fg, ... = tf.while_loop(...)``),
         through ``tf.cast``, ``tf.maximum(count, 1)``, ``count + eps`` and the local names
         they are assigned to (each assignment reaching the read so). A parameter, a global, a
-        number, a shape read in Python (``x.shape[0]``, static), or anything else is not."""
+        number, a shape read in Python (``x.shape[0]``, static: a batch size, see ``operation``),
+        or anything else is not."""
         if depth > _DEPTH:
             return False
         expr = _unwrapped(expr)
@@ -1273,3 +1282,17 @@ def _argument(call: cst.Call, name: str, position: int | None) -> cst.BaseExpres
     if position is not None and position < len(positional):
         return positional[position].value
     return None
+
+
+def _static_batch_size(expr: cst.BaseExpression) -> bool:
+    """``x.shape[0]`` (``x`` a name or an attribute of one): a tensor's static batch size."""
+    if not isinstance(expr, cst.Subscript):
+        return False
+    value = expr.value
+    if not (isinstance(value, cst.Attribute) and value.attr.value == "shape" and len(expr.slice) == 1):
+        return False
+    index = expr.slice[0].slice
+    target = value.value
+    while isinstance(target, cst.Attribute):
+        target = target.value
+    return isinstance(target, cst.Name) and isinstance(index, cst.Index) and isinstance(index.value, cst.Integer) and index.value.value == "0"
