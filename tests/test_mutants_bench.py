@@ -113,6 +113,7 @@ EXPECTED = [
     ("loop", "tf-function-toggled", 1, None),
     ("loop", "distribute-from-function", 1, "dist_dataset = strategy.distribute_datasets_from_function(lambda input_context: dataset.rebatch(input_context.get_per_replica_batch_size(GLOBAL_BATCH_SIZE)))"),
     ("loop", "comments-formatting", 1, None),
+    ("unbuilt", "in-step-build-dropped", 2, None),
 ]
 
 
@@ -607,3 +608,16 @@ def test_code_behind_a_constant_test_that_never_runs_is_not_mutated():
     for mutant in of(flipped, "clipnorm-added"):
         removed, _added = changed_lines(flipped, mutant.text)
         assert all("Adam" not in line for line in removed)
+
+
+def test_a_build_the_step_makes_when_traced_is_dropped_as_a_wrong_mutant():
+    text = migrated("unbuilt")
+    found = of(text, "in-step-build-dropped")
+    assert len(found) == 2  # the model's build and the optimizer's, one mutant each
+    removed = [changed_lines(text, m.text)[0] for m in found]
+    assert "model.build(flat.shape)" in removed[0] and "optimizer.build(model.trainable_variables)" in removed[1]
+    for mutant, lines in zip(found, removed):
+        assert mutant.label == "wrong" and "with tf.init_scope():" in lines
+        assert not [a for a in changed_lines(text, mutant.text)[1] if a]
+    # Outside a function (a build at the top of a script) nothing is made.
+    assert of("import tensorflow as tf\nwith tf.init_scope():\n    model.build((None, 3))\n", "in-step-build-dropped") == []

@@ -184,3 +184,22 @@ def seed_changed(p):
         changed = call.with_changes(args=[call.args[0].with_changes(value=expr(str(int(value) + 1)))])
         yield Edit(p.replace_one(call, changed), f"{name}({int(value)}) -> {int(value) + 1}", p.line(call))
 
+
+
+@operator(
+    "in-step-build-dropped", WRONG, FAMILY,
+    "a step's build when traced (`with tf.init_scope(): ... .build(...)`) removed: a Sequential made without its input's "
+    "shape, or an optimizer, is built per replica inside the distributed tf.function",
+    "the build in the function (run[i].built, run[i].variables: Keras 3 fails there as written)",
+)
+def in_step_build_dropped(p):
+    for block in p.nodes(cst.With):
+        items = block.items
+        if len(items) != 1 or not isinstance(items[0].item, cst.Call) or callee(items[0].item) != "init_scope":
+            continue
+        if p.function_of(block) is None:
+            continue
+        builds = [c for c in p.nodes(cst.Call) if callee(c) == "build" and any(a is block for a in p.ancestors(c))]
+        if builds:
+            yield Edit(p.remove_statement(block), f"{p.code(builds[0])} removed from the step", p.line(block))
+
