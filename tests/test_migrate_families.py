@@ -150,3 +150,41 @@ def test_each_fit_placed_on_one_device_is_refused_at_its_own_block():
     assert [line for line, _ in placed] == [18, 22]
     assert "the training on line 19" in placed[0][1] and '"/CPU:0"' in placed[0][1]
     assert "the training on line 23" in placed[1][1] and '"/GPU:0"' in placed[1][1]
+
+
+UNBUILT = """\
+import tensorflow as tf
+
+x = tf.random.normal((64, 3))
+y = tf.reduce_sum(x, axis=1, keepdims=True)
+dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+optimizer = tf.keras.optimizers.SGD(0.01)
+
+
+def train_step(features, labels):
+    with tf.GradientTape() as tape:
+        loss = {loss}
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+
+
+for features, labels in dataset:
+    train_step(features, labels)
+"""
+
+
+def test_an_unbuilt_sequential_given_its_input_by_keyword_is_built_on_it():
+    analysis = analyse(UNBUILT.format(loss="tf.reduce_mean(tf.square(model(inputs=features) - labels))"), MIGRATE)
+    assert analysis.new_text is not None
+    assert "            if not model.built:\n                model.build(features.shape)\n" in analysis.new_text
+
+
+def test_an_unbuilt_sequential_called_in_a_comprehension_is_not_built_where_its_names_are_unbound():
+    text = UNBUILT.format(loss="tf.reduce_mean([tf.reduce_mean(tf.square(model(row[None]) - labels)) for row in features])")
+    analysis = analyse(text, MIGRATE)
+    assert analysis.new_text is None
+    (refusal,) = [f for f in analysis.findings if f.code == "TFD010" and "comprehension" in (f.reason or "")]
+    assert refusal.line == 12 and "whose names the statement before it does not see" in refusal.reason
+    # A plain name the comprehension binds would be unbound before the statement: refused too.
+    text = UNBUILT.format(loss="tf.reduce_mean([tf.reduce_mean(tf.square(model(row) - labels)) for row in [features]])")
+    assert "is in a comprehension" in next(f.reason for f in analyse(text, MIGRATE).findings if f.code == "TFD010" and f.reason)

@@ -69,12 +69,14 @@ def in_step_builds(program: Program, facts: Facts, calls: list[cst.Call], first:
     code = program.module.code_for_node
     for unbuilt, made in _unbuilt_calls(program, facts, calls, first):
         call = unbuilt.call
-        given = call.args[0].value if call.args and call.args[0].keyword is None and not call.args[0].star else None
+        given = _input_of(call)
         statement = program.statement_of(call)
         block = program.block_of(statement) if statement is not None else None
-        if given is None or not _pure(given) or block is None:
+        nested = _nested(program, call, statement)
+        if given is None or not _pure(given) or block is None or nested is not None:
             what = (
                 "is not a statement of its own" if block is None
+                else f"is in a {nested}, whose names the statement before it does not see" if nested is not None
                 else f"is given {code(given)}, whose shape autofix cannot read again to build it before" if given is not None
                 else "is given no input whose shape autofix can read to build it before"
             )
@@ -116,6 +118,31 @@ def _unbuilt_calls(program: Program, facts: Facts, calls: list[cst.Call], first:
             )), made))
             break
     return found
+
+
+def _input_of(call: cst.Call) -> cst.BaseExpression | None:
+    """What the model is given: its first positional argument, or ``inputs=``."""
+    for index, arg in enumerate(call.args):
+        if arg.star:
+            return None
+        if arg.keyword is None and index == 0 or arg.keyword is not None and arg.keyword.value == "inputs":
+            return arg.value
+    return None
+
+
+_NESTED = {cst.Lambda: "lambda", cst.ListComp: "comprehension", cst.SetComp: "comprehension", cst.DictComp: "comprehension", cst.GeneratorExp: "generator expression"}
+
+
+def _nested(program: Program, call: cst.Call, statement: cst.CSTNode | None) -> str | None:
+    """The lambda or comprehension between ``call`` and its statement, if any: a name it binds
+    is not bound where the build would be written."""
+    for ancestor in program.ancestors(call):
+        if ancestor is statement:
+            return None
+        for kind, what in _NESTED.items():
+            if isinstance(ancestor, kind):
+                return what
+    return None
 
 
 def _pure(expr: cst.BaseExpression) -> bool:
