@@ -53,18 +53,12 @@ class InStepModelBuild:
     code: str
 
 
-def unbuilt_sequential(program: Program, facts: Facts, calls: list[cst.Call], first: cst.CSTNode) -> Unbuilt | None:
-    """The first of ``calls`` (what the step runs, its helpers' calls among them) that calls a
-    Sequential made without its input's shape that nothing written before ``first`` (the
-    loop, or the step's first call) may build; None when there is none."""
-    found = _unbuilt_calls(program, facts, calls, first)
-    return found[0][0] if found else None
-
-
 def in_step_builds(program: Program, facts: Facts, calls: list[cst.Call], first: cst.CSTNode) -> list[InStepModelBuild] | Unbuilt:
-    """The builds that make every such model of ``calls`` (as :func:`unbuilt_sequential`) when
-    the step is traced, before its first call in each function that calls it; the first call
-    that cannot be so built when there is one."""
+    """The builds that make, when the step is traced, every Sequential made without its
+    input's shape that ``calls`` (what the step runs, its helpers' calls among them) call and
+    that nothing written before ``first`` (the loop, or the step's first call) may build: one
+    before its first call in each function that calls it; or the first call that cannot be so
+    built, with why."""
     builds: dict[tuple[int, int], InStepModelBuild] = {}
     code = program.module.code_for_node
     for unbuilt, made in _unbuilt_calls(program, facts, calls, first):
