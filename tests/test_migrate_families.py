@@ -188,3 +188,34 @@ def test_an_unbuilt_sequential_called_in_a_comprehension_is_not_built_where_its_
     # A plain name the comprehension binds would be unbound before the statement: refused too.
     text = UNBUILT.format(loss="tf.reduce_mean([tf.reduce_mean(tf.square(model(row) - labels)) for row in [features]])")
     assert "is in a comprehension" in next(f.reason for f in analyse(text, MIGRATE).findings if f.code == "TFD010" and f.reason)
+
+
+def test_a_step_returning_its_loss_as_a_python_number_is_refused_saying_so():
+    text = """\
+import tensorflow as tf
+
+x = tf.random.normal((64, 3))
+y = tf.reduce_sum(x, axis=1, keepdims=True)
+dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])
+optimizer = tf.keras.optimizers.SGD(0.01)
+
+
+def train_step(features, labels):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(features) - labels))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return {returned}
+
+
+for features, labels in dataset:
+    print(train_step(features, labels))
+"""
+    for returned, said in (("float(loss)", "float() makes it a Python number"), ("loss.numpy()", ".numpy() makes it a Python number")):
+        analysis = analyse(text.format(returned=returned), MIGRATE)
+        assert analysis.new_text is None
+        (refusal,) = [f for f in analysis.findings if f.code == "TFD010" and said in (f.reason or "")]
+        assert refusal.line == 14 and "return the tensor and convert it where the loop reads it" in refusal.reason
+    # A float() of the file's own (rebound) is not the builtin: not said so.
+    shadowed = "def float(v):\n    return v\n\n\n" + text.format(returned="float(loss)")
+    assert not any("Python number" in (f.reason or "") for f in analyse(shadowed, MIGRATE).findings)

@@ -338,7 +338,24 @@ class Combining:
                 "it is a Keras loss object's value that the step does not differentiate: inside a replica Keras 3 divides it "
                 "by the replica count and tf_keras refuses it; compute it with reduction=\"none\" and tf.reduce_mean, then migrate"
             ))
+        python = self._python_number(call)
+        if python is not None:
+            return Declined(call, (
+                f"{python} makes it a Python number inside the step: run per replica in a tf.function it has no value "
+                "there (a symbolic tensor), and the replicas' numbers could not be combined; return the tensor and "
+                "convert it where the loop reads it, then migrate"
+            ))
         return Declined(call, "it is not a mean, a sum or a count over the batch")
+
+    def _python_number(self, call: cst.Call) -> str | None:
+        """``float(x)``, ``int(x)`` (the builtins, not rebound), ``x.numpy()``, ``x.item()``:
+        how the call turns a tensor into a Python value; None for any other call."""
+        func = call.func
+        if isinstance(func, cst.Name) and func.value in ("float", "int") and len(call.args) == 1 and not self.facts.bindings(func):
+            return f"{func.value}()"
+        if isinstance(func, cst.Attribute) and func.attr.value in ("numpy", "item") and not call.args:
+            return f".{func.attr.value}()"
+        return None
 
     def _reshaped_rows(self, call: cst.Call, positional: list[cst.BaseExpression]) -> bool:
         """``tf.reshape(x, [-1, d, ...])`` of the batch itself, the other sizes not computed
