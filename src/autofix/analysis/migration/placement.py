@@ -159,7 +159,7 @@ class Placement(Derived):
         the training is a model's own ``train_step`` whose class another module of the project
         uses (``from model import VAE`` in ``test.py``, which fits one): that module's
         migration edits this one with it (:mod:`.companions`). None otherwise."""
-        if self.anchors() and any(self.chain(anchor) for anchor in self.anchors()):
+        if any(self.chain(anchor) for anchor in self.anchors()):
             return None
         path = self.program.path
         if not path:

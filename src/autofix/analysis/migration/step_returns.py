@@ -351,8 +351,9 @@ class Combining:
         """``float(x)``, ``int(x)`` (the builtins, not rebound), ``x.numpy()``, ``x.item()``:
         how the call turns a tensor into a Python value; None for any other call."""
         func = call.func
-        if isinstance(func, cst.Name) and func.value in ("float", "int") and len(call.args) == 1 and not self.facts.bindings(func):
-            return f"{func.value}()"
+        builtin = self.program.qualified_names(func) & {"builtins.float", "builtins.int"}
+        if builtin and len(call.args) == 1:
+            return f"{min(builtin).removeprefix('builtins.')}()"
         if isinstance(func, cst.Attribute) and func.attr.value in ("numpy", "item") and not call.args:
             return f".{func.attr.value}()"
         return None

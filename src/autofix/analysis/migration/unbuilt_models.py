@@ -61,8 +61,7 @@ def in_step_builds(program: Program, facts: Facts, calls: list[cst.Call], first:
     built, with why."""
     builds: dict[tuple[int, int], InStepModelBuild] = {}
     code = program.module.code_for_node
-    for unbuilt, made in _unbuilt_calls(program, facts, calls, first):
-        call = unbuilt.call
+    for call, made in _unbuilt_calls(program, facts, calls, first):
         given = _input_of(call)
         statement = program.statement_of(call)
         block = program.block_of(statement) if statement is not None else None
@@ -75,7 +74,8 @@ def in_step_builds(program: Program, facts: Facts, calls: list[cst.Call], first:
                 else "is given no input whose shape autofix can read to build it before"
             )
             return Unbuilt(call, (
-                f"{unbuilt.reason.split(': its first call')[0]}: its first call, inside the step that runs on every "
+                f"the step calls {code(call.func)} (line {program.line(call)}), a Sequential model made without its "
+                f"input's shape (line {program.line(made)}) that nothing builds before the loop: its first call, inside the step that runs on every "
                 f"replica, would create its variables there, which fails under MirroredStrategy, and the call {what}: "
                 "give it its input shape (keras.Input as its first "
                 "layer) or build it before the loop, then migrate"
@@ -90,8 +90,8 @@ def in_step_builds(program: Program, facts: Facts, calls: list[cst.Call], first:
     return list(builds.values())
 
 
-def _unbuilt_calls(program: Program, facts: Facts, calls: list[cst.Call], first: cst.CSTNode) -> list[tuple[Unbuilt, cst.Call]]:
-    """Each of ``calls`` that calls an unbuilt Sequential (with the construction), in order."""
+def _unbuilt_calls(program: Program, facts: Facts, calls: list[cst.Call], first: cst.CSTNode) -> list[tuple[cst.Call, cst.Call]]:
+    """Each of ``calls`` that calls an unbuilt Sequential, with its construction, in order."""
     inside = {id(c) for c in calls}
     found = []
     for call in calls:
@@ -103,13 +103,7 @@ def _unbuilt_calls(program: Program, facts: Facts, calls: list[cst.Call], first:
                 continue
             if _shaped(facts, made) or _built_before(program, facts, made, inside, first):
                 continue
-            found.append((Unbuilt(call, (
-                f"the step calls {program.module.code_for_node(call.func)} (line {program.line(call)}), a "
-                f"Sequential model made without its input's shape (line {program.line(made)}) that nothing builds "
-                "before the loop: its first call, inside the step that runs on every replica, would create its "
-                "variables there, which fails under MirroredStrategy; give it its input shape (keras.Input as its "
-                "first layer) or build it before the loop, then migrate"
-            )), made))
+            found.append((call, made))
             break
     return found
 
