@@ -211,6 +211,22 @@ def test_noise_layers_run_otherwise_are_different(tmp_path):
         ({"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 250}]}, {"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 500}]}, "equivalent", ""),
         ({"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 4}]}, {"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 7}]}, "equivalent", ""),
         ({"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": 500}]}, {"fits": [{"epochs": 2, "initial_epoch": 0, "steps_per_epoch": "None"}]}, "equivalent", ""),
+        # ... and what it trains on: its arrays' rows (cut short, the first steps are the same),
+        # whether it shuffles them (off in every run), the share kept for validation
+        ({"fits": [{"epochs": 2, "examples": 200}]}, {"fits": [{"epochs": 2, "examples": 256}]}, "different",
+         "fit trains on 200 examples in the migration, 256 in the original: an epoch holds other examples"),
+        ({"fits": [{"epochs": 2, "examples": 256}]}, {"fits": [{"epochs": 2, "examples": 256}]}, "equivalent", ""),
+        ({"fits": [{"epochs": 2, "shuffle": False}]}, {"fits": [{"epochs": 2, "shuffle": True}]}, "different",
+         "fit is given shuffle=False in the migration, shuffle=True in the original (Keras's default is True)"),
+        ({"fits": [{"epochs": 2, "shuffle": "batch"}]}, {"fits": [{"epochs": 2, "shuffle": True}]}, "different", "fit is given shuffle='batch'"),
+        ({"fits": [{"epochs": 2, "shuffle": True}]}, {"fits": [{"epochs": 2, "shuffle": True}]}, "equivalent", ""),
+        ({"fits": [{"epochs": 2, "validation_split": 0.1}]}, {"fits": [{"epochs": 2, "validation_split": 0.2}]}, "different",
+         "fit keeps validation_split=0.1 of its arrays apart in the migration, 0.2 in the original"),
+        ({"fits": [{"epochs": 2, "validation_split": 0.0}]}, {"fits": [{"epochs": 2, "validation_split": 0.0}]}, "equivalent", ""),
+        # the callbacks it is given (the harness's own is not among them; BackupAndRestore is left out)
+        ({"fits": [{"callbacks": []}]}, {"fits": [{"callbacks": ["EarlyStopping", "ReduceLROnPlateau"]}]}, "different",
+         "fit is given other callbacks: none in the migration, EarlyStopping, ReduceLROnPlateau in the original"),
+        ({"fits": [{"callbacks": ["EarlyStopping"]}]}, {"fits": [{"callbacks": ["EarlyStopping"]}]}, "equivalent", ""),
     ],
 )
 def test_what_holding_the_data_equal_hides_is_compared_where_the_scripts_do_it(tmp_path, mine, theirs, status, says):
@@ -328,3 +344,53 @@ def test_training_the_run_never_reached_is_said_with_the_proof(tmp_path):
     everything = tuple(LoopRecord(site=f"distill.py:{n}", name="fit", steps=3, global_batch=16) for n in (2, 4, 5))
     reached = compare.judge("o.py", o1, on, dataclasses.replace(mn, loops=everything), m1, 2)
     assert reached.status == "equivalent" and "the training the script does after" not in reached.message
+
+
+@pytest.mark.parametrize(
+    ("mine", "theirs", "status", "says"),
+    [
+        # fit's dataset: a right migration's epoch makes as many steps as the reference's
+        ({"fits": [{"batches": 16}]}, {"fits": [{"batches": 16}]}, "equivalent", ""),
+        ({"fits": [{"batches": 6}]}, {"fits": [{"batches": 16}]}, "different", "an epoch of fit's dataset makes 6 steps in the migration, where the original's makes 16"),
+        ({"fits": [{"batches": None}]}, {"fits": [{"batches": 16}]}, "equivalent", ""),
+        # the dataset a loop iterates; a reference run of micro-steps takes N of its batches a step
+        ({"trained": {"site": "m.py:40", "batches": 32}}, {"trained": {"site": "o.py:30", "batches": 16}}, "different",
+         "an epoch of the dataset iterated at m.py:40 makes 32 steps in the migration, where the original's makes 16"),
+        ({"trained": {"site": "m.py:40", "batches": 8, "micro": 1}}, {"trained": {"site": "o.py:30", "batches": 16, "micro": 2}}, "equivalent", ""),
+        ({"trained": {"site": "m.py:40", "batches": 9, "micro": 1}}, {"trained": {"site": "o.py:30", "batches": 17, "micro": 2}}, "equivalent", ""),
+        ({"trained": {"site": "m.py:40", "batches": 5, "micro": 1}}, {"trained": {"site": "o.py:30", "batches": 16, "micro": 2}}, "different", "makes 5 steps"),
+        ({"trained": None}, {"trained": {"site": "o.py:30", "batches": 16}}, "equivalent", ""),
+        # an epoch the script cuts to n batches (ds.take(n)) may keep its steps or its examples
+        ({"trained": {"site": "m.py:40", "batches": 5, "limited": True}}, {"trained": {"site": "o.py:30", "batches": 10, "limited": True}}, "equivalent", ""),
+        ({"trained": {"site": "m.py:40", "batches": 10, "limited": True}}, {"trained": {"site": "o.py:30", "batches": 10, "limited": True}}, "equivalent", ""),
+        ({"trained": {"site": "m.py:40", "batches": 7, "limited": True}}, {"trained": {"site": "o.py:30", "batches": 10, "limited": True}}, "different", "makes 7 steps"),
+        # ... not an epoch of the whole data: half of it is half the examples
+        ({"trained": {"site": "m.py:40", "batches": 8}}, {"trained": {"site": "o.py:30", "batches": 16}}, "different", "makes 8 steps"),
+        # fit's validation arrays (what it reports at the end of an epoch, what callbacks read)
+        ({"fits": [{"validation": "24:ab"}]}, {"fits": [{"validation": "24:ab"}]}, "equivalent", ""),
+        ({"fits": [{"validation": "16:cd"}]}, {"fits": [{"validation": "24:ab"}]}, "different",
+         "fit validates on other data than the original's (16 examples in the migration, 24 in the original)"),
+        ({"fits": [{"validation": "24:cd"}]}, {"fits": [{"validation": "24:ab"}]}, "different", "fit validates on other data than the original's: what it reports"),
+        ({"fits": [{"validation": None}]}, {"fits": [{"validation": "24:ab"}]}, "equivalent", ""),
+    ],
+)
+def test_the_steps_an_epoch_of_the_trained_dataset_makes_are_compared_where_both_are_known(tmp_path, mine, theirs, status, says):
+    """Every run is capped to the steps compared: a dataset cut short (``take``) or made longer
+    (``repeat``) trains the same first steps, and shows only in how many batches an epoch holds."""
+    rows = [f"r{k}" for k in range(8)]
+    reference = _trace(tmp_path / "r.npz", START, STEPS[:1], feeds=_feeds([rows[:4], rows[4:]]), pipeline=theirs)
+    result = _judge(tmp_path, _trace(tmp_path / "m.npz", START, STEPS[:1], feeds=_feeds([rows[:4], rows[4:]]), pipeline=mine), reference)
+    assert result.status == status, result.message
+    assert says in result.message
+
+
+def test_epochs_of_runs_not_fed_the_same_batches_are_not_compared(tmp_path):
+    """Where the runs' first steps were not fed the same examples (data the harness could not
+    hold equal), their epochs need not hold as many batches: inconclusive, not different."""
+    rows = [f"r{k}" for k in range(8)]
+    reference = _trace(tmp_path / "r.npz", START, STEPS[:1], feeds=_feeds([rows[:4], rows[4:]]), pipeline={"trained": {"site": "o.py:3", "batches": 16}})
+    other = [f"x{k}" for k in range(8)]
+    migrated = _trace(tmp_path / "m.npz", START, STEPS[:1], feeds=_feeds([other[:4], other[4:]]), pipeline={"trained": {"site": "m.py:3", "batches": 5}})
+    result = _judge(tmp_path, migrated, reference)
+    assert result.status == "inconclusive", result.message
+    assert "makes 5 steps" not in result.message

@@ -88,6 +88,20 @@ CASES = {
     # fit's steps_per_epoch as written (every run is capped): the original's, or divided by the replicas
     "steps_per_epoch": ("steps_per_epoch.migrated.py", "steps_per_epoch.py", "equivalent", "the same 3 steps"),
     "steps_per_epoch_wrong_doubled": ("steps_per_epoch.wrong_doubled.py", "steps_per_epoch.py", "different", "fit is asked for steps_per_epoch=16 in the migration, steps_per_epoch=8 in the original"),
+    # every run is capped to the steps compared: what an epoch holds is compared as the
+    # scripts give it (fit's arrays and shuffle, the batches of a dataset fit or a loop trains on)
+    "pretrained_wrong_cut": ("pretrained.wrong_cut.py", "pretrained.py", "different", "fit trains on 112 examples in the migration, 128 in the original"),
+    "pretrained_wrong_shuffled": ("pretrained.wrong_shuffled.py", "pretrained.py", "different", "fit is given shuffle=True in the migration, shuffle=False in the original"),
+    "fit_wrong_take": ("fit.wrong_take.py", "fit.py", "different", "an epoch of fit's dataset makes 6 steps in the migration, where the original's makes 16"),
+    "loop_wrong_repeat": ("loop.wrong_repeat.py", "loop.py", "different", "makes 32 steps in the migration, where the original's makes 16"),
+    "inline_wrong_take": ("inline.wrong_take.py", "inline.py", "different", "makes 5 steps in the migration, where the original's makes 8"),
+    "taken": ("taken.migrated.py", "taken.py", "equivalent", "the same 3 steps"),
+    "taken_fewer_steps": ("taken.fewer_steps.py", "taken.py", "equivalent", "the same 3 steps"),
+    "taken_wrong_cut": ("taken.wrong_cut.py", "taken.py", "different", "makes 7 steps in the migration, where the original's makes 10"),
+    "validated": ("validated.migrated.py", "validated.py", "equivalent", "the same 3 steps"),
+    "validated_wrong_validation": ("validated.wrong_validation.py", "validated.py", "different", "fit validates on other data than the original's (16 examples in the migration, 24 in the original)"),
+    "validated_wrong_no_scheduler": ("validated.wrong_no_scheduler.py", "validated.py", "different", "fit is given other callbacks: none in the migration, LearningRateScheduler in the original"),
+    "validated_wrong_unshuffled": ("validated.wrong_unshuffled.py", "validated.py", "different", "fit is given shuffle=False in the migration, shuffle=True in the original"),
     "clipped_wrong_per_replica": ("clipped.wrong_per_replica.py", "clipped.py", "different", "or are the gradients clipped by each replica's norm, not the all-reduced one"),
     # what the migrated step returns, against an original written inline (the loss its loop
     # differentiates) and one whose step draws its batch itself (micro-steps' returns averaged)

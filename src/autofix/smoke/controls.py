@@ -42,10 +42,11 @@ import tensorflow as tf
 
 from autofix.smoke import context, noise
 from autofix.smoke.noise import SEED
-from autofix.smoke.state import recorder, user_site
+from autofix.smoke.state import _is_user_file, recorder, user_site
 
 _active = False
 _scale = 1
+_micro = 0  # the script's batches a step (a reference of micro-steps), 0: off
 _floatx: str | None = None
 _seen: dict[str, int] = {}
 # What the script's own data pipeline does that holding it equal hides, for the verdict: the
@@ -55,8 +56,16 @@ _dropping: list[str] = []
 # The seeds the script sets itself, in order: ("np.random.seed", "7"), ...
 _seeds: list[tuple[str, str]] = []
 _seeding = False  # the harness is seeding (not the script)
-# How long each fit the script calls was asked to train (capped in every run, so compared here).
+# How long each fit the script calls was asked to train (capped in every run, so compared here),
+# and on what: its arrays' rows, its dataset's batches, whether it shuffles them, the share it
+# keeps apart for validation.
 _fits: list[dict[str, Any]] = []
+# The datasets the script itself starts to iterate (plain or distributed), in order, and the one
+# being iterated when the first update was made: how many batches an epoch of it holds. Every run is
+# capped to the steps compared, so an epoch cut short (``take``) or made longer (``repeat``)
+# shows only here.
+_iterated: list[dict[str, Any]] = []
+_trained: list[dict[str, Any]] = []
 # Tensors made in a step with float32 as their default type (``labels = tf.ones((n, 1))``).
 FILLED = ("ones", "zeros")
 
@@ -66,6 +75,12 @@ def install() -> None:
     for name in ("batch", "padded_batch"):
         _wrap(dataset, name, _batch)
     _wrap(dataset, "shuffle", _shuffle)
+    _wrap(dataset, "__iter__", _iterate)
+    from tensorflow.python.distribute import input_lib
+
+    for distributed in ("DistributedDataset", "DistributedDatasetsFromFunction"):
+        if hasattr(input_lib, distributed):
+            _wrap(getattr(input_lib, distributed), "__iter__", _iterate)
     _wrap_seed(random, "seed", "random.seed")
     _wrap_seed(np.random, "seed", "np.random.seed")
     _wrap_seed(tf.random, "set_seed", "tf.random.set_seed")
@@ -86,16 +101,18 @@ def install_keras(module: Any) -> None:
             _set_floatx(module, _floatx)
 
 
-def start(active: bool, scale: int = 1, floatx: str | None = None) -> None:
+def start(active: bool, scale: int = 1, floatx: str | None = None, micro: int = 0) -> None:
     """Before each script: hold things equal (``active``), the batch scaled by ``scale``,
-    Keras's float type ``floatx``; after the script, ``start(False)``: float32 again."""
-    global _active, _scale, _floatx
+    Keras's float type ``floatx``, ``micro`` of the script's batches a step (a reference run as
+    micro-steps; 0: off); after the script, ``start(False)``: float32 again."""
+    global _active, _scale, _floatx, _micro
+    _micro = int(micro) if active else 0
     if _floatx:
         for module in _kerases():
             _set_floatx(module, "float32")
     _active, _scale, _floatx = active, max(1, int(scale)), (floatx if active else None)
     _seen.clear()
-    del _shuffled[:], _dropping[:], _seeds[:], _fits[:]
+    del _shuffled[:], _dropping[:], _seeds[:], _fits[:], _iterated[:], _trained[:]
     noise.forget_notes()
     noise.start(active, _floatx)
     if not active:
@@ -170,16 +187,110 @@ def _plain_number(value: Any) -> Any:
         return repr(value)
 
 
+def _micro_steps() -> int:
+    """How many of the script's batches make one step of this run (the reference of a step
+    that cannot be split runs N of its own batches a step: see :mod:`autofix.smoke.accumulate`)."""
+    return max(1, _micro)
+
+
+def _rows_of(x: Any) -> int | None:
+    """The rows of fit's arrays (the first array's leading dimension)."""
+    for leaf in tf.nest.flatten(x):
+        shape = getattr(leaf, "shape", None)
+        if shape is not None and len(shape) and shape[0] is not None:
+            return int(shape[0])
+    return None
+
+
+def _digest_of(arrays: Any) -> str | None:
+    """One digest of fit's validation arrays (their rows, as what a step is fed is digested),
+    with their count; None when they are not arrays."""
+    from autofix.smoke import feeds
+
+    try:
+        rows = feeds.rows(arrays)
+        count = _rows_of(arrays)
+    except Exception:
+        return None
+    return f"{count}:{feeds.digest(rows)}" if rows else None
+
+
+def _plain_value(value: Any) -> Any:
+    """A flag or number as JSON holds it (a string or a float: ``shuffle="batch"``, a split)."""
+    if isinstance(value, (bool, str)) or value is None:
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
 def fits() -> list[dict[str, Any]]:
     """The epochs (and steps an epoch) each ``fit`` of the script was asked for, in order."""
     return [dict(f) for f in _fits]
 
 
-def pipeline() -> dict[str, list[str]]:
-    """Where the script's datasets were shuffled (each place once), and where a batch dropped
+def pipeline() -> dict[str, Any]:
+    """Where the script's datasets were shuffled (each place once), where a batch dropped
     a partial last batch (``drop_remainder=True`` on a dataset whose size is not a multiple of
-    the batch, or of unknown size)."""
-    return {"shuffled": list(_shuffled), "dropping": list(_dropping)}
+    the batch, or of unknown size), and the dataset the script's own loop was iterating when
+    its first update was made (``trained``: its site and batches an epoch, None when unknown)."""
+    return {"shuffled": list(_shuffled), "dropping": list(_dropping), "trained": dict(_trained[0]) if _trained else None}
+
+
+def batches_of(dataset: Any) -> int | None:
+    """How many batches an epoch of ``dataset`` holds, when tf.data knows (None when it is
+    infinite or unknown, or not a tf.data dataset)."""
+    if not isinstance(dataset, tf.data.Dataset):
+        return None
+    try:
+        count = int(dataset.cardinality())
+    except Exception:
+        return None
+    return count if count >= 0 else None
+
+
+def _limited(dataset: Any) -> bool:
+    """Whether an epoch of ``dataset`` is cut to a number of batches (a ``take`` in its chain):
+    its steps are then the script's choice, not its data's size."""
+    current, depth = dataset, 0
+    while current is not None and depth < 100:
+        if type(current).__name__ == "_TakeDataset":
+            return True
+        current, depth = getattr(current, "_input_dataset", None), depth + 1
+    return False
+
+
+def distributed(dataset: Any, made: Any) -> None:
+    """``strategy.experimental_distribute_dataset(dataset)`` made ``made``: an epoch of it
+    holds as many (global) batches as ``dataset``."""
+    try:
+        made._autofix_smoke_batches = batches_of(dataset)
+        made._autofix_smoke_limited = _limited(dataset)
+    except Exception:
+        pass
+
+
+def _iterate(original):
+    def __iter__(self):
+        # The script's own iteration (not one tf.distribute or Keras starts for it).
+        if _script_call() and not tf.inside_function() and _is_user_file(sys._getframe(1).f_code.co_filename):
+            if isinstance(self, tf.data.Dataset):
+                batches, limited = batches_of(self), _limited(self)
+            else:
+                batches, limited = getattr(self, "_autofix_smoke_batches", None), getattr(self, "_autofix_smoke_limited", False)
+            _iterated.append({"site": user_site(2), "batches": batches, "limited": limited})
+        return original(self)
+
+    return __iter__
+
+
+def training_began() -> None:
+    """The first update of the script's own loop is made: the dataset it iterates is the one
+    begun last (a preview or a probe of another dataset before training is not; fit's data is
+    recorded with fit)."""
+    if _active and not _trained and recorder.current_fit is None and _iterated:
+        _trained.append(dict(_iterated[-1], micro=_micro_steps()))
 
 
 def held() -> list[str]:
@@ -203,6 +314,24 @@ def fit_arguments(given: dict[str, Any], array_input: bool) -> None:
     unscaled = _unscaled_batcher(given.get("x"))
     if unscaled is not None:
         _fits[-1]["unscaled"] = unscaled
+    x = given.get("x")
+    if array_input:
+        _fits[-1]["examples"] = _rows_of(x)
+        _fits[-1]["shuffle"] = _plain_value(given.get("shuffle", True))
+        _fits[-1]["validation_split"] = _plain_value(given.get("validation_split") or 0.0)
+    callbacks = given.get("callbacks")
+    if isinstance(callbacks, (list, tuple)):
+        # BackupAndRestore changes nothing a run computes (a migration to several workers adds it)
+        _fits[-1]["callbacks"] = sorted(type(c).__name__ for c in callbacks if type(c).__name__ != "BackupAndRestore")
+    elif callbacks is None:
+        _fits[-1]["callbacks"] = []
+    validation = given.get("validation_data")
+    if validation is not None and not hasattr(validation, "element_spec") and isinstance(validation, (tuple, list)):
+        _fits[-1]["validation"] = _digest_of(validation)
+    else:
+        _fits[-1]["batches"] = batches_of(x)
+        _fits[-1]["limited"] = _limited(x)
+        _fits[-1]["micro"] = _micro_steps()
     given["shuffle"] = False
     if array_input and _scale > 1 and given.get("batch_size"):
         given["batch_size"] = int(given["batch_size"]) * _scale

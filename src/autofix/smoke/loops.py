@@ -338,7 +338,9 @@ def _distribute_dataset(original):
             recorder.last_user_batch = batch_of(dataset)
             if recorder.multi_worker:
                 recorder.last_user_sharding = multiworker.sharding(dataset)
-        return original(self, dataset, options)
+        made = original(self, dataset, options)
+        controls.distributed(dataset, made)
+        return made
 
     return experimental_distribute_dataset
 

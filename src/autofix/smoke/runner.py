@@ -220,7 +220,7 @@ def _run_one(job: dict[str, Any], replicas: int) -> dict[str, Any]:
         sys.path[0] = script_dir
         virtual_count, micro = int(compare.get("virtual") or 0), int(compare.get("accumulate") or 0)
         context.start(max(virtual_count, micro, 1))
-        controls.start(bool(compare), compare.get("batch_scale", 1), compare.get("floatx"))
+        controls.start(bool(compare), compare.get("batch_scale", 1), compare.get("floatx"), micro)
         virtual.start(virtual_count)
         accumulate.start(micro)
         snapshot.start(compare.get("snapshot"), compare.get("initial"), int(compare.get("steps") or recorder.steps))

@@ -172,6 +172,7 @@ def applied(optimizer: Any, variables: list[Any] | None = None) -> None:
     if not active():
         return
     phases.reached_here()
+    controls.training_began()
     _open = True
     if optimizer is not None and not any(optimizer is o for o in _optimizers):
         _optimizers.append(optimizer)

@@ -123,6 +123,10 @@ def judge_pair(
         return Judged("different", f"{where}: {fed.message}", steps)
     if fed.status == "not-compared":
         unsure.append(fed.message)
+    else:
+        epoch = epochs(mine.get("pipeline"), theirs.get("pipeline"), compared or replicas)
+        if epoch is not None:
+            return Judged("different", f"{where}: {epoch}", steps)
 
     try:
         with np.load(mine["file"]) as m_data, np.load(theirs["file"]) as o_data:
@@ -276,6 +280,9 @@ def pipeline(mine: dict[str, Any] | None, theirs: dict[str, Any] | None, replica
         steps = _steps_per_epoch(m_fit.get("steps_per_epoch"), o_fit.get("steps_per_epoch"), replicas)
         if steps is not None:
             return steps
+        given = _fit_data(m_fit, o_fit)
+        if given is not None:
+            return given
     m_shuffled, o_shuffled = mine.get("shuffled") or [], theirs.get("shuffled") or []
     if len(m_shuffled) > len(o_shuffled):
         return (
@@ -293,6 +300,80 @@ def pipeline(mine: dict[str, Any] | None, theirs: dict[str, Any] | None, replica
     if len(m_drop) < len(o_drop):
         return f"the original drops the partial last batch of an epoch (drop_remainder=True at {o_drop[-1]}), the migration trains on it"
     return None
+
+
+def _fit_data(mine: dict[str, Any], theirs: dict[str, Any]) -> str | None:
+    """What ``fit`` trains on, as the scripts give it: its arrays' rows (every run is capped to
+    the steps compared, so arrays cut short show only here), whether it shuffles them each epoch
+    (turned off in every run), the share kept apart for validation. A right migration keeps
+    each as it is."""
+    rows_m, rows_o = mine.get("examples"), theirs.get("examples")
+    if isinstance(rows_m, int) and isinstance(rows_o, int) and rows_m != rows_o:
+        return f"fit trains on {rows_m} examples in the migration, {rows_o} in the original: an epoch holds other examples"
+    if "shuffle" in mine and "shuffle" in theirs and mine["shuffle"] != theirs["shuffle"]:
+        return (
+            f"fit is given shuffle={mine['shuffle']!r} in the migration, shuffle={theirs['shuffle']!r} in the original "
+            "(Keras's default is True): it trains on its examples in another order"
+        )
+    calls_m, calls_o = mine.get("callbacks"), theirs.get("callbacks")
+    if isinstance(calls_m, list) and isinstance(calls_o, list) and calls_m != calls_o:
+        said = lambda names: ", ".join(names) or "none"  # noqa: E731
+        return (
+            f"fit is given other callbacks: {said(calls_m)} in the migration, {said(calls_o)} in the original "
+            "(a callback may change the learning rate, stop training or restore weights after the steps compared)"
+        )
+    split_m, split_o = mine.get("validation_split"), theirs.get("validation_split")
+    if split_m is not None and split_o is not None and split_m != split_o:
+        return (
+            f"fit keeps validation_split={split_m!r} of its arrays apart in the migration, {split_o!r} in the original: "
+            "it trains on other examples"
+        )
+    return None
+
+
+def epochs(mine: dict[str, Any] | None, theirs: dict[str, Any] | None, replicas: int = 1) -> str | None:
+    """How many batches an epoch of the trained dataset holds (fit's dataset, or the one the
+    script's own loop iterates), where both runs' are known: every run is capped to the steps
+    compared, so a dataset cut short (``take``) or made longer (``repeat``) shows only here.
+    Asked only when both runs were fed the same batches (the reference's batch is the
+    migration's global batch, so a right migration's epoch of the whole data holds as many).
+    An epoch the script cuts to a number of batches (``ds.take(n)``) may keep its steps or its
+    examples: n, or n / N, as fit's ``steps_per_epoch`` may."""
+    if mine is None or theirs is None:
+        return None
+    pairs = list(zip(mine.get("fits") or [], theirs.get("fits") or [], ["fit's dataset"] * len(mine.get("fits") or [])))
+    m_loop, o_loop = mine.get("trained") or {}, theirs.get("trained") or {}
+    pairs.append((m_loop, o_loop, f"the dataset iterated at {m_loop.get('site')}"))
+    for m_fit, o_fit in zip(mine.get("fits") or [], theirs.get("fits") or []):
+        if m_fit.get("validation") and o_fit.get("validation") and m_fit["validation"] != o_fit["validation"]:
+            m_count, o_count = m_fit["validation"].split(":")[0], o_fit["validation"].split(":")[0]
+            sizes = f" ({m_count} examples in the migration, {o_count} in the original)" if m_count != o_count else ""
+            return (
+                f"fit validates on other data than the original's{sizes}: what it reports at the end of an epoch "
+                "(val_loss, val_ metrics) and the callbacks that read it differ"
+            )
+    for m_data, o_data, what in pairs:
+        m_steps, o_steps = _steps_an_epoch(m_data), _steps_an_epoch(o_data)
+        if m_steps is None or o_steps is None:
+            continue
+        kept = {o_steps}
+        if m_data.get("limited") or o_data.get("limited"):
+            kept |= {o_steps // n for n in range(2, replicas + 1)} | {-(-o_steps // n) for n in range(2, replicas + 1)}
+        if m_steps not in kept:
+            return (
+                f"an epoch of {what} makes {_plural(m_steps, 'step')} in the migration, where the original's makes {o_steps} "
+                "at the same global batch: after the steps compared it trains on other examples"
+            )
+    return None
+
+
+def _steps_an_epoch(data: dict[str, Any]) -> int | None:
+    """The steps an epoch of a run's trained dataset makes: its batches, N of them a step in a
+    reference run of micro-steps."""
+    batches, micro = data.get("batches"), data.get("micro") or 1
+    if not isinstance(batches, int) or isinstance(batches, bool) or not isinstance(micro, int):
+        return None
+    return -(-batches // max(1, micro))
 
 
 def _steps_per_epoch(mine: Any, theirs: Any, replicas: int) -> str | None:
