@@ -114,6 +114,10 @@ EXPECTED = [
     ("loop", "distribute-from-function", 1, "dist_dataset = strategy.distribute_datasets_from_function(lambda input_context: dataset.rebatch(input_context.get_per_replica_batch_size(GLOBAL_BATCH_SIZE)))"),
     ("loop", "comments-formatting", 1, None),
     ("unbuilt", "in-step-build-dropped", 2, None),
+    ("loop", "epoch-cut", 1, "dist_dataset = strategy.experimental_distribute_dataset(dataset.take(15))"),
+    ("fit", "epoch-cut", 1, "x_train[:-1], y_train[:-1]"),
+    ("fit", "fit-shuffle-flipped", 1, "shuffle=False"),
+    ("fit", "validation-cut", 1, "validation_data=(x_val[:-1], y_val[:-1])"),
 ]
 
 
@@ -171,6 +175,8 @@ def test_clipnorm_removed_only_where_the_clip_certainly_acts():
         ("train_step", "class-weight-added"),  # its own train_step
         ("dropout", "distribute-from-function"),  # a partial last batch is split otherwise
         ("loop", "metric-fed-replica-share"),  # no metric
+        ("loop", "fit-shuffle-flipped"),  # no fit
+        ("train_step", "validation-cut"),  # no validation data
     ],
 )
 def test_no_mutant_where_the_pattern_is_absent(name, kind):
@@ -201,6 +207,28 @@ def test_layers_and_optimizers_of_a_model_that_is_never_trained_are_left_alone()
     assert of(UNTRAINED, "learning-rate-changed") == []  # only the untrained probe has an optimizer object
     (string_optimizer,) = of(UNTRAINED, "optimizer-class-changed")
     assert "optimizer='sgd'" in string_optimizer.text
+
+
+FIT_ON_A_DATASET = '''
+import tensorflow as tf
+import keras
+
+strategy = tf.distribute.MirroredStrategy()
+dataset = tf.data.Dataset.from_tensor_slices((tf.zeros((64, 4)), tf.zeros((64, 2)))).batch(8 * strategy.num_replicas_in_sync)
+with strategy.scope():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile(optimizer="adam", loss="mse")
+model.fit(dataset, epochs=2, shuffle=True)
+'''
+
+
+def test_fit_shuffle_is_flipped_only_on_arrays_and_an_epoch_cut_only_past_the_steps_compared():
+    """fit ignores shuffle for a dataset; a dataset of 4 batches cut to 3 would change nothing
+    a proof of 3 steps compares but its end, which is what the kind is for, so it needs 5."""
+    assert of(FIT_ON_A_DATASET, "fit-shuffle-flipped") == []
+    assert of(FIT_ON_A_DATASET, "epoch-cut") == []
+    (cut,) = of(FIT_ON_A_DATASET.replace("(64, ", "(80, "), "epoch-cut")
+    assert ".take(4)" in cut.text
 
 
 INFERENCE_STEP = '''

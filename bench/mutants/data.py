@@ -275,3 +275,57 @@ def example_dropped(p):
                 continue
             changes = {a.value: expr(f"{p.code(a.value)}[1:]") for a in args[:2]}
             yield Edit(p.replace(changes), f"fit({p.code(args[0].value)}[1:], {p.code(args[1].value)}[1:], ...): the first example dropped", p.line(call))
+
+
+@operator("epoch-cut", WRONG, FAMILY, "an epoch cut after the steps compared: the trained dataset's last batch left out (.take), fit's arrays without their last rows", "what an epoch holds (its batches, fit's rows), compared as the scripts give it")
+def epoch_cut(p):
+    for dataset, how in trained_datasets(p):
+        batches = _batches_in(p, dataset)
+        # more batches than the steps a proof compares (3 by default): the steps it runs are the
+        # original's, only the epoch's end differs
+        if batches is None or batches < 5:
+            continue
+        new = expr(f"{p.code(dataset)}.take({batches - 1})") if not isinstance(dataset, cst.Name) else expr(f"{dataset.value}.take({batches - 1})")
+        yield Edit(p.replace_one(dataset, new), f"{p.code(dataset)} -> .take({batches - 1}) of it ({batches} batches an epoch)", p.line(dataset))
+    for call in p.nodes(cst.Call):
+        if callee(call) != "fit" or not _trained_fit(p, call):
+            continue
+        args = positional(call)
+        if len(args) >= 2 and not is_dataset(p, args[0].value) and all(isinstance(a.value, (cst.Name, cst.Attribute, cst.Subscript)) for a in args[:2]):
+            if any(isinstance(p.facts.resolve(a.value), (cst.Dict, cst.List)) for a in args[:2]):
+                continue
+            changes = {a.value: expr(f"{p.code(a.value)}[:-1]") for a in args[:2]}
+            yield Edit(p.replace(changes), f"fit({p.code(args[0].value)}[:-1], {p.code(args[1].value)}[:-1], ...): the last example left out", p.line(call))
+
+
+@operator("fit-shuffle-flipped", WRONG, FAMILY, "fit on arrays given shuffle=False where it shuffles (Keras's default), or shuffle=True where it does not", "fit's shuffle, compared as the scripts give it (every run's shuffling is turned off)")
+def fit_shuffle_flipped(p):
+    for call in p.nodes(cst.Call):
+        if callee(call) != "fit" or not _trained_fit(p, call):
+            continue
+        args = positional(call)
+        x = args[0].value if args else (keyword(call, "x").value if keyword(call, "x") is not None else None)
+        if x is None or is_dataset(p, x) or isinstance(p.facts.resolve(x) if isinstance(x, cst.Name) else x, cst.Call) and callee(p.facts.resolve(x) if isinstance(x, cst.Name) else x) in DATASET_METHODS:
+            continue
+        given = keyword(call, "shuffle")
+        if given is None or true(given.value):
+            new = with_keyword(call, "shuffle", expr("False")) if given is None else call.with_changes(args=[a.with_changes(value=expr("False")) if a is given else a for a in call.args])
+            yield Edit(p.replace_one(call, new), "fit(..., shuffle=False): its arrays trained in order, where the original shuffles them", p.line(call))
+        else:
+            new = call.with_changes(args=[a.with_changes(value=expr("True")) if a is given else a for a in call.args])
+            yield Edit(p.replace_one(call, new), "fit(..., shuffle=True): its arrays shuffled, where the original trains on them in order", p.line(call))
+
+
+@operator("validation-cut", WRONG, FAMILY, "fit's validation arrays without their last example", "fit's validation arrays, digested as a step's examples are (what it reports at an epoch's end)")
+def validation_cut(p):
+    for call in p.nodes(cst.Call):
+        if callee(call) != "fit" or not _trained_fit(p, call):
+            continue
+        validation = keyword(call, "validation_data")
+        if validation is None or not isinstance(validation.value, cst.Tuple) or len(validation.value.elements) != 2:
+            continue
+        parts = [e.value for e in validation.value.elements]
+        if not all(isinstance(v, (cst.Name, cst.Attribute, cst.Subscript)) for v in parts):
+            continue
+        changes = {v: expr(f"{p.code(v)}[:-1]") for v in parts}
+        yield Edit(p.replace(changes), f"validation_data=({p.code(parts[0])}[:-1], {p.code(parts[1])}[:-1]): its last example left out", p.line(call))
