@@ -112,6 +112,10 @@ CASES = {
     # it is what it reports (before, nothing was seen and ReduceOp.MEAN of the shares was proven)
     "eager_reduced": ("eager_reduced.migrated.py", "inline_reported.py", "equivalent", "(6 variables, within"),
     "eager_reduced_wrong_mean": ("eager_reduced.wrong_mean.py", "inline_reported.py", "different", "the loss its step returns differs in step 1"),
+    # an eager step whose replicas update a metric: the harness's own read of the metric (a
+    # strategy.reduce of its variables) was taken for the script's reduce of the step's return
+    "eager_metric": ("eager_metric.migrated.py", "eager_metric.py", "equivalent", "the same 3 steps"),
+    "eager_metric_wrong_mean": ("eager_metric.wrong_mean.py", "eager_metric.py", "different", "(1/2: each replica's share of the loss, not the loss?)"),
     "drawn": ("drawn.migrated.py", "drawn.py", "equivalent", "on 1 replica: the same 3 steps as the original"),
     "drawn_wrong_mean": ("drawn.wrong_mean.py", "drawn.py", "different", "(1/2: each replica's share of the loss, not the loss?)"),
     "drawn_wrong_sum": ("drawn.wrong_sum.py", "drawn.py", "different", "(2 x: the replicas' values summed where they should be averaged?)"),

@@ -171,11 +171,17 @@ _UNSEEN = object()
 def _result(metric: Any) -> Any:
     import tensorflow as tf
 
+    # Read as Keras reads it, not as the script: a metric of the replicas (its variables
+    # synchronized on read) is read through strategy.reduce, which must not be taken for the
+    # script's own reduce of an eager step's return.
+    recorder.keras_depth += 1
     try:
         with tf.init_scope():
             return _plain(metric.result())
     except Exception:
         return None
+    finally:
+        recorder.keras_depth -= 1
 
 
 def recorded() -> dict[str, Any]:
