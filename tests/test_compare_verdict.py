@@ -364,6 +364,10 @@ def test_training_the_run_never_reached_is_said_with_the_proof(tmp_path):
         ({"trained": {"site": "m.py:40", "batches": 5, "limited": True}}, {"trained": {"site": "o.py:30", "batches": 10, "limited": True}}, "equivalent", ""),
         ({"trained": {"site": "m.py:40", "batches": 10, "limited": True}}, {"trained": {"site": "o.py:30", "batches": 10, "limited": True}}, "equivalent", ""),
         ({"trained": {"site": "m.py:40", "batches": 7, "limited": True}}, {"trained": {"site": "o.py:30", "batches": 10, "limited": True}}, "different", "makes 7 steps"),
+        # ... also where the reference runs the original's steps as micro-steps (N of them a step)
+        ({"trained": {"site": "m.py:40", "batches": 6, "limited": True}}, {"trained": {"site": "o.py:30", "batches": 6, "limited": True, "micro": 2}}, "equivalent", ""),
+        ({"trained": {"site": "m.py:40", "batches": 3, "limited": True}}, {"trained": {"site": "o.py:30", "batches": 6, "limited": True, "micro": 2}}, "equivalent", ""),
+        ({"trained": {"site": "m.py:40", "batches": 5, "limited": True}}, {"trained": {"site": "o.py:30", "batches": 6, "limited": True, "micro": 2}}, "different", "makes 5 steps"),
         # ... not an epoch of the whole data: half of it is half the examples
         ({"trained": {"site": "m.py:40", "batches": 8}}, {"trained": {"site": "o.py:30", "batches": 16}}, "different", "makes 8 steps"),
         # fit's validation arrays (what it reports at the end of an epoch, what callbacks read)

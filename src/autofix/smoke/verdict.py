@@ -338,7 +338,8 @@ def epochs(mine: dict[str, Any] | None, theirs: dict[str, Any] | None, replicas:
     Asked only when both runs were fed the same batches (the reference's batch is the
     migration's global batch, so a right migration's epoch of the whole data holds as many).
     An epoch the script cuts to a number of batches (``ds.take(n)``) may keep its steps or its
-    examples: n, or n / N, as fit's ``steps_per_epoch`` may."""
+    examples: n, or n / N, as fit's ``steps_per_epoch`` may (n the original's own steps, also
+    where its reference runs N of them a step as micro-steps)."""
     if mine is None or theirs is None:
         return None
     pairs = list(zip(mine.get("fits") or [], theirs.get("fits") or [], ["fit's dataset"] * len(mine.get("fits") or [])))
@@ -358,7 +359,10 @@ def epochs(mine: dict[str, Any] | None, theirs: dict[str, Any] | None, replicas:
             continue
         kept = {o_steps}
         if m_data.get("limited") or o_data.get("limited"):
-            kept |= {o_steps // n for n in range(2, replicas + 1)} | {-(-o_steps // n) for n in range(2, replicas + 1)}
+            # The original's own steps an epoch (its batches: a reference of micro-steps runs
+            # at its batch; a scaled one keeps a take(n) of batches), or its examples' (/ N).
+            own = o_data["batches"]
+            kept |= {own} | {own // n for n in range(2, replicas + 1)} | {-(-own // n) for n in range(2, replicas + 1)}
         if m_steps not in kept:
             return (
                 f"an epoch of {what} makes {_plural(m_steps, 'step')} in the migration, where the original's makes {o_steps} "
