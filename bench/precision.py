@@ -1,6 +1,6 @@
 """Precision, recall, fix quality and false parse errors of autofix on the real-world corpus.
 
-    python bench/precision.py [--files DIR] [--autofix PATH] [--json OUT] [--part A|B|C|D|E]
+    python bench/precision.py [--files DIR] [--autofix PATH] [--json OUT] [--part A|B|C|D|E|F|G|H]
 
 Runs the autofix engine (default options) on every file of bench/realworld/manifest.json and
 compares what it finds and fixes with the hand triage in bench/realworld/triage.json (format:
@@ -39,6 +39,7 @@ PARTS = {
     "E": "62 files from 42 other repositories, gathered and triaged before the tool was run on them (the third blind part)",
     "F": "61 files from 47 other repositories, gathered and triaged before the tool was run on them (the fourth blind part)",
     "G": "60 files from 47 other repositories, gathered and triaged before the tool was run on them (the fifth blind part)",
+    "H": "61 files from 47 other repositories, gathered and triaged before the tool was run on them (the sixth blind part)",
 }
 RULES = ("TFD001", "TFD002", "TFD003", "TFD004", "TFD005", "TFD006", "TFD007", "TFD008", "TFD009", "TFD011", "TFD012")
 
