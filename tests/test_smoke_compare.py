@@ -95,6 +95,8 @@ CASES = {
     "fit_wrong_take": ("fit.wrong_take.py", "fit.py", "different", "an epoch of fit's dataset makes 6 steps in the migration, where the original's makes 16"),
     "loop_wrong_repeat": ("loop.wrong_repeat.py", "loop.py", "different", "makes 32 steps in the migration, where the original's makes 16"),
     "inline_wrong_take": ("inline.wrong_take.py", "inline.py", "different", "makes 5 steps in the migration, where the original's makes 8"),
+    "fit_validated": ("fit_validated.migrated.py", "fit_validated.py", "equivalent", "the same 3 steps"),
+    "fit_validated_wrong_take": ("fit_validated.wrong_take.py", "fit_validated.py", "different", "an epoch of fit's dataset makes 10 steps in the migration, where the original's makes 16"),
     "taken": ("taken.migrated.py", "taken.py", "equivalent", "the same 3 steps"),
     "taken_fewer_steps": ("taken.fewer_steps.py", "taken.py", "equivalent", "the same 3 steps"),
     "taken_wrong_cut": ("taken.wrong_cut.py", "taken.py", "different", "makes 7 steps in the migration, where the original's makes 10"),

@@ -319,6 +319,10 @@ def fit_arguments(given: dict[str, Any], array_input: bool) -> None:
         _fits[-1]["examples"] = _rows_of(x)
         _fits[-1]["shuffle"] = _plain_value(given.get("shuffle", True))
         _fits[-1]["validation_split"] = _plain_value(given.get("validation_split") or 0.0)
+    else:
+        _fits[-1]["batches"] = batches_of(x)
+        _fits[-1]["limited"] = _limited(x)
+        _fits[-1]["micro"] = _micro_steps()
     callbacks = given.get("callbacks")
     if isinstance(callbacks, (list, tuple)):
         # BackupAndRestore changes nothing a run computes (a migration to several workers adds it)
@@ -326,12 +330,8 @@ def fit_arguments(given: dict[str, Any], array_input: bool) -> None:
     elif callbacks is None:
         _fits[-1]["callbacks"] = []
     validation = given.get("validation_data")
-    if validation is not None and not hasattr(validation, "element_spec") and isinstance(validation, (tuple, list)):
+    if isinstance(validation, (tuple, list)):
         _fits[-1]["validation"] = _digest_of(validation)
-    else:
-        _fits[-1]["batches"] = batches_of(x)
-        _fits[-1]["limited"] = _limited(x)
-        _fits[-1]["micro"] = _micro_steps()
     given["shuffle"] = False
     if array_input and _scale > 1 and given.get("batch_size"):
         given["batch_size"] = int(given["batch_size"]) * _scale
