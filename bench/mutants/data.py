@@ -266,6 +266,14 @@ def example_dropped(p):
             source = calls[-1]
             new = expr(f"{p.code(source)}.skip(1)")
             yield Edit(p.replace_one(source, new), f"{p.code(source)[:60]} -> .skip(1) of it", p.line(source))
+    for call, x, y in _fits_on_arrays(p):
+        changes = {x: expr(f"{p.code(x)}[1:]"), y: expr(f"{p.code(y)}[1:]")}
+        yield Edit(p.replace(changes), f"fit({p.code(x)}[1:], {p.code(y)}[1:], ...): the first example dropped", p.line(call))
+
+
+def _fits_on_arrays(p):
+    """The trained fit calls given their examples and labels as two arrays written as names,
+    attributes or slices (not datasets, dicts or lists): (call, x, y)."""
     for call in p.nodes(cst.Call):
         if callee(call) != "fit" or not _trained_fit(p, call):
             continue
@@ -273,8 +281,7 @@ def example_dropped(p):
         if len(args) >= 2 and not is_dataset(p, args[0].value) and all(isinstance(a.value, (cst.Name, cst.Attribute, cst.Subscript)) for a in args[:2]):
             if any(isinstance(p.facts.resolve(a.value), (cst.Dict, cst.List)) for a in args[:2]):
                 continue
-            changes = {a.value: expr(f"{p.code(a.value)}[1:]") for a in args[:2]}
-            yield Edit(p.replace(changes), f"fit({p.code(args[0].value)}[1:], {p.code(args[1].value)}[1:], ...): the first example dropped", p.line(call))
+            yield call, args[0].value, args[1].value
 
 
 @operator("epoch-cut", WRONG, FAMILY, "an epoch cut after the steps compared: the trained dataset's last batch left out (.take), fit's arrays without their last rows", "what an epoch holds (its batches, fit's rows), compared as the scripts give it")
@@ -287,15 +294,9 @@ def epoch_cut(p):
             continue
         new = expr(f"{p.code(dataset)}.take({batches - 1})") if not isinstance(dataset, cst.Name) else expr(f"{dataset.value}.take({batches - 1})")
         yield Edit(p.replace_one(dataset, new), f"{p.code(dataset)} -> .take({batches - 1}) of it ({batches} batches an epoch)", p.line(dataset))
-    for call in p.nodes(cst.Call):
-        if callee(call) != "fit" or not _trained_fit(p, call):
-            continue
-        args = positional(call)
-        if len(args) >= 2 and not is_dataset(p, args[0].value) and all(isinstance(a.value, (cst.Name, cst.Attribute, cst.Subscript)) for a in args[:2]):
-            if any(isinstance(p.facts.resolve(a.value), (cst.Dict, cst.List)) for a in args[:2]):
-                continue
-            changes = {a.value: expr(f"{p.code(a.value)}[:-1]") for a in args[:2]}
-            yield Edit(p.replace(changes), f"fit({p.code(args[0].value)}[:-1], {p.code(args[1].value)}[:-1], ...): the last example left out", p.line(call))
+    for call, x, y in _fits_on_arrays(p):
+        changes = {x: expr(f"{p.code(x)}[:-1]"), y: expr(f"{p.code(y)}[:-1]")}
+        yield Edit(p.replace(changes), f"fit({p.code(x)}[:-1], {p.code(y)}[:-1], ...): the last example left out", p.line(call))
 
 
 @operator("fit-shuffle-flipped", WRONG, FAMILY, "fit on arrays given shuffle=False where it shuffles (Keras's default), or shuffle=True where it does not", "fit's shuffle, compared as the scripts give it (every run's shuffling is turned off)")
@@ -304,16 +305,17 @@ def fit_shuffle_flipped(p):
         if callee(call) != "fit" or not _trained_fit(p, call):
             continue
         args = positional(call)
-        x = args[0].value if args else (keyword(call, "x").value if keyword(call, "x") is not None else None)
-        if x is None or is_dataset(p, x) or isinstance(p.facts.resolve(x) if isinstance(x, cst.Name) else x, cst.Call) and callee(p.facts.resolve(x) if isinstance(x, cst.Name) else x) in DATASET_METHODS:
+        given_x = keyword(call, "x")
+        x = args[0].value if args else (given_x.value if given_x is not None else None)
+        made = p.facts.resolve(x) if isinstance(x, cst.Name) else x
+        if x is None or is_dataset(p, x) or isinstance(made, cst.Call) and callee(made) in DATASET_METHODS:
             continue
         given = keyword(call, "shuffle")
-        if given is None or true(given.value):
-            new = with_keyword(call, "shuffle", expr("False")) if given is None else call.with_changes(args=[a.with_changes(value=expr("False")) if a is given else a for a in call.args])
-            yield Edit(p.replace_one(call, new), "fit(..., shuffle=False): its arrays trained in order, where the original shuffles them", p.line(call))
-        else:
-            new = call.with_changes(args=[a.with_changes(value=expr("True")) if a is given else a for a in call.args])
-            yield Edit(p.replace_one(call, new), "fit(..., shuffle=True): its arrays shuffled, where the original trains on them in order", p.line(call))
+        shuffles = given is None or true(given.value)
+        flag = expr("False" if shuffles else "True")
+        new = with_keyword(call, "shuffle", flag) if given is None else call.with_changes(args=[a.with_changes(value=flag) if a is given else a for a in call.args])
+        what = "its arrays trained in order, where the original shuffles them" if shuffles else "its arrays shuffled, where the original trains on them in order"
+        yield Edit(p.replace_one(call, new), f"fit(..., shuffle={'False' if shuffles else 'True'}): {what}", p.line(call))
 
 
 @operator("validation-cut", WRONG, FAMILY, "fit's validation arrays without their last example", "fit's validation arrays, digested as a step's examples are (what it reports at an epoch's end)")
