@@ -1,11 +1,18 @@
 """Precision, recall, fix quality and false parse errors of autofix on the real-world corpus.
 
     python bench/precision.py [--files DIR] [--autofix PATH] [--json OUT] [--part A|B|C|D|E|F|G|H]
+                              [--in-repo CLONES]
 
 Runs the autofix engine (default options) on every file of bench/realworld/manifest.json and
 compares what it finds and fixes with the hand triage in bench/realworld/triage.json (format:
 bench/realworld/README.md). The corpus files are not in the repository; get them with
 ``python bench/realworld/fetch.py``. DIR defaults to $AUTOFIX_CORPUS, else bench/realworld/files.
+``--in-repo CLONES`` measures each file as a user running autofix on its repository meets it:
+the file is analysed in place in a copy of its repository at the recorded commit, read from the
+local clone ``CLONES/<owner>+<name>/repo`` (its Python modules, notebooks and the files that pin
+a TensorFlow: requirements, setup files, Dockerfiles, shell scripts, READMEs), so that what the
+analysis follows into the project's other modules and pins counts; only the findings in the
+corpus file itself are compared with the triage. Without it each file is analysed alone.
 ``--autofix`` measures another autofix: a checkout (or its src/ folder) to import it from, or a
 Python interpreter that has autofix installed (this script is then run again with it).
 
@@ -23,6 +30,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -140,6 +148,97 @@ def run_autofix(paths: list[Path]) -> dict[str, object]:
     return {p.name: process_path(str(p), Options()) for p in paths}
 
 
+# What a copy of a repository holds for ``--in-repo``: the code the analysis may follow and the
+# files that say which TensorFlow runs it (autofix.analysis.project.pins); no data, no binaries.
+_TREE_SUFFIXES = (".py", ".ipynb", ".txt", ".cfg", ".toml", ".yml", ".yaml", ".sh", ".md", ".rst", ".in")
+_TREE_NAMES = ("Dockerfile", "Makefile", "README")
+_TREE_LARGEST = 2_000_000
+
+
+def repository_tree(clones: Path, entry: dict, trees: Path) -> Path:
+    """A copy of ``entry``'s repository at its commit under ``trees`` (made once per repository
+    and commit), read from the local clone ``clones/<owner>+<name>/repo``; returns its root."""
+    root = trees / entry["repo"].replace("/", "+") / entry["commit"][:12]
+    done = root / ".autofix-tree"
+    if done.is_file():
+        return root
+    base = clones / entry["repo"].replace("/", "+") / "repo"
+    git_dir = base / ".git" if (base / ".git").is_dir() else base
+    if not git_dir.is_dir():
+        raise OSError(f"no clone at {base}")
+    listing = subprocess.run(["git", "--git-dir", str(git_dir), "ls-tree", "-r", "-l", "-z", entry["commit"]],
+                             capture_output=True, check=True).stdout.decode("utf-8", "surrogateescape")
+    wanted: list[tuple[str, str]] = []
+    for item in listing.split("\0"):
+        if not item:
+            continue
+        meta, path = item.split("\t", 1)
+        _mode, kind, sha, size = meta.split()
+        name = path.rsplit("/", 1)[-1]
+        if kind != "blob":
+            continue
+        # (a size that is not a number: the blob is absent from a partial snapshot)
+        small = size.isdigit() and int(size) <= _TREE_LARGEST
+        if path == entry["path"] or (small and (name.endswith(_TREE_SUFFIXES) or name.startswith(_TREE_NAMES))):
+            wanted.append((sha, path))
+    batch = subprocess.Popen(["git", "--git-dir", str(git_dir), "cat-file", "--batch"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert batch.stdin is not None and batch.stdout is not None
+    for sha, path in wanted:
+        batch.stdin.write(sha.encode() + b"\n")
+        batch.stdin.flush()
+        header = batch.stdout.readline().split()
+        if len(header) < 3 or header[1] != b"blob":
+            continue  # absent from the snapshot
+        data = batch.stdout.read(int(header[2]))
+        batch.stdout.read(1)
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    batch.stdin.close()
+    batch.wait()
+    # A checkout's root holds .git: where autofix finds the project (and its pins) from.
+    (root / ".git").mkdir(parents=True, exist_ok=True)
+    done.write_text(entry["commit"] + "\n")
+    return root
+
+
+def run_autofix_in_repositories(entries: list[dict], clones: Path, trees: Path) -> dict[str, object]:
+    """autofix on each corpus file in place in a copy of its repository (``--in-repo``)."""
+    from autofix.engine import Options, process_path
+
+    results = {}
+    for entry in entries:
+        path = repository_tree(clones, entry, trees) / entry["path"]
+        if hashlib.sha256(path.read_bytes()).hexdigest() != entry["sha256"]:
+            raise OSError(f"{entry['id']}: the repository's copy of {entry['path']} at {entry['commit'][:12]} is not the corpus file")
+        results[entry["id"]] = as_seen_from(process_path(str(path), Options()), path)
+    return results
+
+
+def as_seen_from(result, path: Path):
+    """``result`` with only the findings about ``path``: its own, and each finding placed in
+    another module of the repository (a loss module's per-replica mean) at every line of
+    ``path`` it names as related (the step that uses it), where the triage records such a bug;
+    the rest is about files the corpus does not hold."""
+    from dataclasses import replace
+
+    def here(where: str | None) -> bool:
+        return where is None or os.path.samefile(where, path)
+
+    seen, placed = [], set()
+    for finding in result.findings:
+        if here(finding.path):
+            seen.append(finding)
+            continue
+        for where, line, _text in finding.related:
+            key = (finding.code, line)
+            if here(where) and key not in placed:
+                placed.add(key)
+                seen.append(replace(finding, path=None, line=line, end_line=line, related=()))
+    return replace(result, findings=tuple(seen))
+
+
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -167,6 +266,10 @@ def evaluate(manifest: list[dict], triage: dict, files: Path, results: dict | No
         results = run_autofix([path for _, path, _ in present])
 
     verdicts = {(f["file"], f["cell"], f["line"], f["code"]): f for f in triage["findings"]}
+    # A recorded miss is a bug judged real at its line before autofix reported it: a finding
+    # there later is true by that judgement (a verdict written for the finding comes first).
+    for miss in triage["misses"]:
+        verdicts.setdefault((miss["file"], miss["cell"], miss["line"], miss["code"]), dict(miss, verdict="true"))
     fix_verdicts = {(f["file"], f["sha256"]): f for f in triage["fixes"]}
     counts: dict[str, Counter] = defaultdict(Counter)
     reported: set[tuple] = set()
@@ -284,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", help="folder holding the corpus files (default: $AUTOFIX_CORPUS, else bench/realworld/files)")
     parser.add_argument("--autofix", help="autofix to measure: a checkout or src/ folder, or a Python interpreter")
     parser.add_argument("--json", help="also write the whole report as JSON to this file")
+    parser.add_argument("--in-repo", metavar="CLONES", help="analyse each file in a copy of its repository read from the clones CLONES/<owner>+<name>/repo")
+    parser.add_argument("--trees", help="where --in-repo puts the copies (default: a temporary folder)")
     parser.add_argument("--part", action="append", help="measure only this part of the corpus (repeatable; default: every part, each alone, then all)")
     args = parser.parse_args(argv)
 
@@ -307,8 +412,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.part:
         manifest = [entry for entry in manifest if entry.get("part", "A") in args.part]
         parts = [p for p in parts if p in args.part]
-    present = [files / e["id"] for e in manifest if (files / e["id"]).is_file()]
-    results = run_autofix(present)
+    if args.in_repo:
+        trees = Path(args.trees) if args.trees else Path(tempfile.mkdtemp(prefix="autofix-trees-"))
+        intact = [e for e in manifest if (files / e["id"]).is_file()]
+        results = run_autofix_in_repositories(intact, Path(args.in_repo), trees)
+    else:
+        present = [files / e["id"] for e in manifest if (files / e["id"]).is_file()]
+        results = run_autofix(present)
     reports = {}
     for part in parts:
         subset = [entry for entry in manifest if entry.get("part", "A") == part]
