@@ -145,3 +145,59 @@ def test_a_keras2_feeder_argument_means_keras2_for_tfd006():
     )
     assert analyse(source.format(given=", workers=4"), TFD006).findings == []
     assert [f.code for f in analyse(source.format(given=""), TFD006).findings] == ["TFD006"]
+
+
+# --- the version a file checks for itself ------------------------------------------------------
+
+_CHECKED = (
+    "import sys\n"
+    "import tensorflow as tf\n"
+    "from packaging import version\n"
+    "{check}\n"
+    "\n"
+    "strategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
+    "with strategy.scope():\n"
+    "    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])\n"
+    '    model.compile(optimizer="adam", loss="mse")\n'
+    "model.fit(tf.zeros((8, 4)), tf.zeros((8, 1)), epochs=1)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "check, keras2",
+    [
+        ('assert tf.__version__.startswith("2.3")', True),
+        ('assert tf.__version__.startswith("2.1")', True),  # 2.1.x, by whole parts
+        ('assert tf.__version__.startswith(("2.14", "2.15"))', True),
+        ('assert tf.version.VERSION.startswith("2.15.")', True),
+        ('assert version.parse(tf.__version__) < version.parse("2.4")', True),
+        ('assert version.parse("2.4") > version.parse(tf.__version__)', True),
+        ('assert tf.__version__ == "2.3.0"', True),
+        ('assert tf.keras.__version__.startswith("2.")', True),  # Keras's own version
+        ('if version.parse(tf.__version__) >= version.parse("2.16"):\n    raise RuntimeError("TF < 2.16")', True),
+        ('if not tf.__version__.startswith("2.15"):\n    sys.exit("TF 2.15 only")', True),
+        ('assert tf.__version__.startswith("2.15") and tf.executing_eagerly()', True),
+        # What allows a Keras 3 TensorFlow too says nothing.
+        ('assert tf.__version__.startswith("2.")', False),
+        ('assert version.parse(tf.__version__) >= version.parse("2.0")', False),
+        ('assert tf.__version__ < "2.4"', False),  # as text, "2.16.0" < "2.4" holds
+        ('assert version.parse(tf.__version__) >= version.parse("2.16")', False),
+        ('if version.parse(tf.__version__) < version.parse("2.16"):\n    print("old")', False),  # not a stop
+        ('if tf.__version__.startswith("2.3"):\n    raise RuntimeError("not 2.3")', False),  # 2.3 excluded
+        ('def check():\n    assert tf.__version__.startswith("2.3")', False),  # may never run
+        ('assert tf.__version__.startswith("2.3") or tf.__version__ >= "2"', False),
+    ],
+)
+def test_a_file_that_checks_for_an_older_tensorflow_runs_on_keras2(check, keras2):
+    result = analyse(_CHECKED.format(check=check), TFD006)
+    assert (not [f for f in result.findings if f.code == "TFD006"]) is keras2
+
+
+def test_the_version_check_is_named_as_the_reason():
+    from autofix.analysis.facts.script import Facts
+    from autofix.analysis.program import Program
+    import libcst as cst
+
+    source = _CHECKED.format(check='assert tf.__version__.startswith("2.3")')
+    program = Program(cst.parse_module(source), source=source)
+    assert Facts.of(program).needs_keras2 == "it checks that it runs on an older TensorFlow (line 4), whose Keras is Keras 2"

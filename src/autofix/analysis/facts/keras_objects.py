@@ -10,6 +10,7 @@ import libcst as cst
 
 from autofix.analysis import environment
 from autofix.analysis.project import pins
+from autofix.analysis.facts.version_checks import version_check
 from autofix.analysis.project.imports import ProjectImports
 from autofix.tf import symbols
 from autofix.tf.keras2_only import keras2_only
@@ -271,8 +272,9 @@ class KerasObjects:
         ``use_multiprocessing=`` / ``max_queue_size=`` (Keras 3 rejects the arguments), or
         TensorFlow Addons (which needs Keras 2), a TensorFlow Hub layer put in a model (a
         tf_keras layer, which Keras 3 models refuse), or a notebook that installs a TensorFlow
-        older than 2.16 (:mod:`autofix.analysis.environment`), or whose repository pins Keras 2
-        outside it (a requirements file, a Dockerfile...: :mod:`autofix.analysis.project.pins`).
+        older than 2.16 (:mod:`autofix.analysis.environment`), or a file that checks its own
+        TensorFlow for an older one (``assert tf.__version__.startswith("2.3")``:
+        :mod:`.version_checks`), or whose repository pins Keras 2 outside it (a requirements file, a Dockerfile...: :mod:`autofix.analysis.project.pins`).
         Where a file can only run on
         Keras 2, what fails only on Keras 3 is not a bug of it."""
         pinned = environment.current().keras2
@@ -300,6 +302,10 @@ class KerasObjects:
         if used is not None:
             node, name = used
             return f"it uses {name} (line {self.program.line(node)}), which only TensorFlow 2.15 and older (Keras 2) has"
+        check = version_check(self, self.program.module)
+        if check is not None and check.keras == 2:
+            package = "TensorFlow" if check.subject == "tensorflow" else "Keras"
+            return f"it checks that it runs on an older {package} (line {self.program.line(check.node)}), whose Keras is Keras 2"
         # (A notebook that installs TensorFlow or Keras itself runs what it installs.)
         pin = pins.keras2_pin(self.program.path) if environment.current().installs is None else None
         if pin is not None:

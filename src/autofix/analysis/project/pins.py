@@ -259,6 +259,15 @@ _PREVIEW = re.compile(r"tf-nightly(?:-gpu|-cpu)?-(\d+\.\d+)-preview")
 _FIRST_NEW = {"tensorflow": Version("2.16"), "keras": Version("3.0"), "python": Version("3.9")}
 
 
+def keras_of_versions(subject: str, allowed) -> int | None:
+    """The Keras (2 or 3) of every version of ``subject`` ("tensorflow" or "keras") for which
+    ``allowed`` (a test of the version as ``__version__`` spells it, ``"2.15.0"``) holds, or
+    None when it holds for versions of both (or of none)."""
+    old = any(allowed(v) for v in _OLD[subject])
+    new = any(allowed(v) for v in _NEW[subject])
+    return 2 if old and not new else 3 if new and not old else None
+
+
 def _keras_of(subject: str, specifier: SpecifierSet) -> tuple[int, str] | None:
     old = any(specifier.contains(v, prereleases=True) for v in _OLD[subject])
     new = any(specifier.contains(v, prereleases=True) for v in _NEW[subject])
