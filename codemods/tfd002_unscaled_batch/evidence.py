@@ -73,7 +73,14 @@ _DEVICE_COUNTS = frozenset(
     }
 )
 _GLOBAL_HELP = re.compile(r"\b(global|total)\b", re.IGNORECASE)
-_COUNTED = frozenset({"worker", "replica", "gpu", "device", "core", "tpu", "host", "node"})
+# What a batch can be one of, by its name (``BATCH_PER_GPU``, ``BATCH_SIZE_PER_COPY``,
+# ``batch_per_tower`` of TF1's multi-GPU code) and what a count can count (``NUM_TOWERS``).
+_COUNTED = frozenset({"worker", "replica", "gpu", "device", "core", "tpu", "host", "node", "copy", "tower", "chip", "accelerator"})
+
+
+def _singular(word: str) -> str:
+    """``copies`` -> copy, ``gpus`` -> gpu."""
+    return word[:-3] + "y" if word.endswith("ies") else word.rstrip("s")
 
 
 def _words(name: str) -> list[str]:
@@ -86,7 +93,7 @@ def per_device_name(name: str) -> bool:
     """A name for one device's batch: ``PER_GPU_BATCH``, ``batch_size_per_replica``,
     ``batch_per_device``."""
     words = _words(name)
-    return any(w == "per" and i + 1 < len(words) and words[i + 1].rstrip("s") in _COUNTED for i, w in enumerate(words))
+    return any(w == "per" and i + 1 < len(words) and _singular(words[i + 1]) in _COUNTED for i, w in enumerate(words))
 
 
 def _per_device_times_count(node: cst.BinaryOperation) -> bool:
@@ -133,7 +140,7 @@ def _counts(name: str) -> bool:
         return False
     for word in words:
         for stem in (word, word[1:] if word.startswith("n") else "", word[3:] if word.startswith("num") else ""):
-            if stem.rstrip("s") in _COUNTED:
+            if _singular(stem) in _COUNTED:
                 return True
     return False
 
