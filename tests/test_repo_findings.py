@@ -943,3 +943,60 @@ def test_a_step_loss_divided_by_its_own_batch_in_one_file_is_reported_and_not_fi
     [finding] = [f for f in result.findings if f.code == "TFD004"]
     assert finding.line == 12 and "count of one replica's own examples" in finding.message
     assert not finding.fixable and not result.changed
+
+
+# --- caller_scope: a class's training methods called in the scope by another module -----------
+
+def _tfd001(root: Path) -> list:
+    return [f for f in process_path(str(root / "configuration.py"), Options()).findings if f.code == "TFD001"]
+
+
+def test_a_method_that_only_another_module_calls_in_the_scope_builds_in_it(tmp_path):
+    """ModelConfiguration.train builds, compiles and fits; only train.py calls it, inside
+    ``with config.strategy.scope():`` of the object it made: the model is made in the scope."""
+    root = tree(tmp_path, "caller_scope")
+    assert _tfd001(root) == []
+    code, out, _err = run("check", str(root))
+    assert code == 0 and "TFD001" not in out
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        # called outside the scope
+        ("with config.strategy.scope():\n    config.train(x, y)\n", "config.train(x, y)\n"),
+        # once in the scope, once outside it
+        ("    config.train(x, y)\n", "    config.train(x, y)\nconfig.train(x, y)\n"),
+        # the object handed on: whoever gets it may call train anywhere
+        ("    config.train(x, y)\n", "    config.train(x, y)\nprint(config)\n"),
+        # the method itself handed on
+        ("    config.train(x, y)\n", "    config.train(x, y)\nfit = config.train\n"),
+        # another object in the same name, called outside
+        ("config = ModelConfiguration(1e-3)\n", "config = ModelConfiguration(1e-3)\nModelConfiguration(0.1).train(x, y)\n"),
+    ],
+)
+def test_a_method_called_outside_the_scope_or_out_of_sight_still_builds_outside(tmp_path, old, new):
+    root = tree(tmp_path, "caller_scope")
+    script = root / "train.py"
+    text = script.read_text()
+    assert old in text
+    script.write_text(text.replace(old, new, 1))
+    found = _tfd001(root)
+    assert [f.line for f in found if "model built" in f.message] == [line_of(root / "configuration.py", "self.model = self.configure_model()")]
+
+
+def test_a_second_module_calling_the_method_outside_the_scope_counts(tmp_path):
+    root = tree(tmp_path, "caller_scope")
+    (root / "evaluate.py").write_text(
+        "import numpy as np\n\nfrom configuration import ModelConfiguration\n\n"
+        "config = ModelConfiguration(1e-3)\nconfig.train(np.zeros((8, 8)), np.zeros((8, 2)))\n"
+    )
+    assert any("model built" in f.message for f in _tfd001(root))
+
+
+def test_the_class_read_alone_builds_outside_the_scope(tmp_path):
+    """Without the project (the module alone in a folder), nothing calls train in a scope."""
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(TREES / "caller_scope" / "configuration.py", alone / "configuration.py")
+    assert any("model built" in f.message for f in _tfd001(alone))

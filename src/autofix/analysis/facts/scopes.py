@@ -9,12 +9,17 @@ from functools import cached_property
 import libcst as cst
 
 from autofix.analysis.facts.strategies import UNKNOWN_STRATEGY, Strategy
+from autofix.analysis.project.callers import Caller, method_calls, reads_named
 from autofix.analysis.syntax import attribute_path
 
 
 def _run_receivers(call: cst.Call) -> bool:
     func = call.func
     return isinstance(func, cst.Attribute) and func.attr.value in ("run", "experimental_run_v2")
+
+# The methods whose callers in other modules are being looked at (see _project_method_calls).
+_ASKING: set[tuple[str, str, str]] = set()
+
 
 class Scopes:
     """The scopes section of :class:`~autofix.analysis.facts.script.Facts`."""
@@ -205,6 +210,13 @@ class Scopes:
                 # As always_called_under_scope: ``Trainer(...)`` runs ``__init__`` where it is
                 # made, a method runs where ``obj.method()`` is called.
                 calls, passed_on = self.values.calls_of(function)
+                if not calls:
+                    remote = self._project_method_calls(function)
+                    if remote:
+                        classes = set()
+                        for caller in remote:
+                            classes |= type(self).of(caller.program).scope_classes_at(caller.call)  # type: ignore[attr-defined]
+                        return classes
                 if not calls or passed_on:
                     return {"get_strategy"}
                 classes = set()
@@ -244,13 +256,41 @@ class Scopes:
                 # ``Trainer(...)`` made in the scope runs ``__init__`` there; a method runs
                 # where ``self.method()`` / ``obj.method()`` is called.
                 calls, passed_on = self.values.calls_of(function)
-                result = bool(calls) and not passed_on and all(self.under_scope(call) for call, _offset in calls)
+                if not calls:
+                    remote = self._project_method_calls(function)
+                    result = bool(remote) and all(type(self).of(c.program).under_scope(c.call) for c in remote)  # type: ignore[attr-defined]
+                else:
+                    result = bool(calls) and not passed_on and all(self.under_scope(call) for call, _offset in calls)
             else:
                 result = bool(references) and all(self.under_scope(ref) for ref in references)
         finally:
             self._in_progress.discard(key)
         memo[function] = result
         return result
+
+    def _project_method_calls(self, method: cst.FunctionDef) -> tuple[Caller, ...] | None:
+        """The calls other modules of the project make of ``method`` of a top-level class of
+        this file, on objects of it they make and keep (:func:`~autofix.analysis.project.callers.method_calls`):
+        a trainer class whose ``train()`` only the entry script calls, inside its strategy's
+        scope. None when this file is not in a project, the class is not top-level, or who
+        calls it cannot be shown; the question is not asked again of a module while it is being
+        answered (two modules calling each other's classes)."""
+        path = self.program.path
+        cls = self.values.class_of(method)
+        if path is None or cls is None or not isinstance(self.program.parent(cls), cst.Module):
+            return None
+        if reads_named(self.program, method.name.value):
+            return None  # this module reads the method too (hands it on, calls it on something)
+        if any(self.values.local_definition(base.value) is None and "builtins.object" not in self.names_of(base.value) for base in cls.bases):
+            return None  # a class it derives from (Keras's Model) may call it
+        key = (path, cls.name.value, method.name.value)
+        if key in _ASKING:
+            return None
+        _ASKING.add(key)
+        try:
+            return method_calls(path, cls.name.value, method.name.value)
+        finally:
+            _ASKING.discard(key)
 
     @cached_property
     def _scope_memo(self) -> dict[cst.FunctionDef, bool]:

@@ -162,8 +162,19 @@ class Strategies:
     def _strategy_evidence(self) -> tuple[set[int], set[tuple[cst.ClassDef, str]]]:
         """The bindings, and the (class, attribute) pairs, whose values the module uses as a
         strategy."""
+        return self._all_strategy_evidence[:2]
+
+    @cached_property
+    def _object_strategy_evidence(self) -> set[tuple[int, str]]:
+        """The (binding of a name, attribute) pairs whose ``name.attribute`` the module uses as
+        a strategy: ``config = ModelConfiguration(args)`` then ``with config.strategy.scope():``."""
+        return self._all_strategy_evidence[2]
+
+    @cached_property
+    def _all_strategy_evidence(self) -> tuple[set[int], set[tuple[cst.ClassDef, str]], set[tuple[int, str]]]:
         bindings: set[int] = set()
         attributes: set[tuple[cst.ClassDef, str]] = set()
+        objects: set[tuple[int, str]] = set()
         members = [a for m in (*self._STRATEGY_MEMBERS, "run") for a in self.values.attributes_named(m)]
         for node in members:
             if not self._strategy_member(node):
@@ -179,7 +190,9 @@ class Strategies:
                         cls = self.values.class_of(function) if function is not None else None
                         if cls is not None:
                             attributes.add((cls, receiver.attr.value))
-        return bindings, attributes
+                    else:
+                        objects.add((id(binding), receiver.attr.value))
+        return bindings, attributes, objects
 
     def _strategy_member(self, node: cst.Attribute) -> bool:
         member = node.attr.value
@@ -208,6 +221,8 @@ class Strategies:
                     cls = self.values.class_of(function) if function is not None else None
                     if cls is not None and any((c, expr.attr.value) in attributes for c in self.values.family(cls)):
                         return True
+                elif (id(binding), expr.attr.value) in self._object_strategy_evidence:
+                    return True
         return False
 
     def strategy_for_name(self, name: cst.Name) -> Strategy | None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from autofix.analysis import Derived
+from autofix.analysis.core.value_flow import Values
 from autofix.analysis.program import Program
 from autofix.analysis.project import layout
 from autofix.analysis.project.imports import ProjectImports, project_program, record
@@ -74,7 +75,7 @@ def users(path: str, name: str) -> tuple[Caller, ...] | None:
         if program is None:
             continue
         imports = ProjectImports.of(program)
-        for node in _reads_named(program, name):
+        for node in reads_named(program, name):
             resolved = imports.resolve(node)
             if resolved is None or resolved.path is None or resolved.definition is None:
                 continue
@@ -85,7 +86,7 @@ def users(path: str, name: str) -> tuple[Caller, ...] | None:
     return tuple(uses)
 
 
-def _reads_named(program: Program, name: str) -> list[cst.BaseExpression]:
+def reads_named(program: Program, name: str) -> list[cst.BaseExpression]:
     """The names ``name`` read and the attributes ``<...>.name`` of ``program``, outermost
     first (not the names an import statement binds)."""
     return _Reads.of(program).named.get(name, [])
@@ -108,3 +109,50 @@ class _Reads(Derived):
                 parent = program.parent(node)
                 if not (isinstance(parent, cst.Attribute) and parent.attr is node):
                     self.named.setdefault(node.value, []).append(node)
+
+
+def method_calls(path: str, class_name: str, method: str) -> tuple[Caller, ...] | None:
+    """Every call ``obj.method(...)`` that another module of the project makes on an object of
+    the top-level class ``class_name`` of the project file ``path``, where those modules make
+    every such object themselves and keep it to themselves: ``config = ModelConfiguration(args)``
+    bound to a name only read as ``config.attr`` (or ``ModelConfiguration(args).method()``).
+    None when that cannot be shown (the class subclassed, passed on, made into an attribute or
+    a container, an object handed elsewhere, a project too large to search): whoever else
+    holds an object may call the method anywhere. Empty when no other module makes one."""
+    found = users(path, class_name)
+    if found is None:
+        return None
+    calls: list[Caller] = []
+    for use in found:
+        if not isinstance(use.call, cst.Call):
+            return None  # a base class, a value passed on
+        program = use.program
+        made = use.call
+        parent = program.parent(made)
+        if isinstance(parent, cst.Attribute) and parent.value is made:
+            grand = program.parent(parent)
+            if parent.attr.value == method and isinstance(grand, cst.Call) and grand.func is parent:
+                calls.append(Caller(use.path, program, grand))
+            continue
+        if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name)):
+            return None
+        binding = program.index.bindings.get(parent.targets[0].target)
+        if binding is None:
+            return None
+        for access in binding.references:
+            node = access.node
+            read = program.parent(node)
+            if not (isinstance(read, cst.Attribute) and read.value is node):
+                return None  # the object itself is handed on
+        values = Values.of(program)
+        for read in reads_named(program, method):
+            if not isinstance(read, cst.Attribute):
+                continue
+            origins = values.origins(read.value)
+            if not any(o.node is made for o in origins):
+                continue
+            call = program.parent(read)
+            if not (isinstance(call, cst.Call) and call.func is read and all(o.whole and o.node is made for o in origins)):
+                return None  # the method handed on, or called on this object or another one
+            calls.append(Caller(use.path, program, call))
+    return tuple(calls)
