@@ -398,3 +398,75 @@ def test_epochs_of_runs_not_fed_the_same_batches_are_not_compared(tmp_path):
     result = _judge(tmp_path, migrated, reference)
     assert result.status == "inconclusive", result.message
     assert "makes 5 steps" not in result.message
+
+
+def _loops(*counts, fit=False):
+    """A run's loops record: ("range", n) or ("other",) outermost first."""
+    return {"loops": {"fit": fit, "loops": [
+        {"site": f"s.py:{10 + i}", "kind": c[0], "length": c[1] if c[0] == "range" else None} for i, c in enumerate(counts)
+    ]}}
+
+
+@pytest.mark.parametrize(
+    ("mine", "theirs", "status", "says"),
+    [
+        # an epochs loop around a loop over data runs as often as the original's
+        (_loops(("range", 3), ("other",)), _loops(("range", 3), ("other",)), "equivalent", ""),
+        (_loops(("range", 2), ("other",)), _loops(("range", 3), ("other",)), "different",
+         "the loop at s.py:10 runs 2 times in the migration, where the original's (at s.py:10) runs 3"),
+        # an innermost loop of steps may keep the original's or divide them by the replicas
+        (_loops(("range", 2), ("range", 16)), _loops(("range", 2), ("range", 32)), "equivalent", ""),
+        (_loops(("range", 2), ("range", 32)), _loops(("range", 2), ("range", 32)), "equivalent", ""),
+        (_loops(("range", 2), ("range", 17)), _loops(("range", 2), ("range", 33)), "equivalent", ""),
+        (_loops(("range", 2), ("range", 8)), _loops(("range", 2), ("range", 32)), "different", "runs 8 times in the migration"),
+        # ... but not the epochs around it
+        (_loops(("range", 1), ("range", 16)), _loops(("range", 2), ("range", 32)), "different", "runs 1 time in the migration"),
+        # a loop around fit counts epochs: as the original's
+        (_loops(("range", 2), fit=True), _loops(("range", 4), fit=True), "different", "runs 2 times in the migration"),
+        # loops that do not match (another structure, unknown lengths) are not compared
+        (_loops(("range", 2)), _loops(("range", 4), ("other",)), "equivalent", ""),
+        (_loops(("other",), ("range", 2)), _loops(("range", 4), ("range", 2)), "equivalent", ""),
+        ({"loops": None}, _loops(("range", 4)), "equivalent", ""),
+    ],
+)
+def test_the_scripts_own_loops_run_as_often_as_the_originals(tmp_path, mine, theirs, status, says):
+    """Every run is capped to the steps compared: a loop of epochs cut short trains the same first
+    steps, and shows only in how many times the script's loops would run."""
+    rows = [f"r{k}" for k in range(8)]
+    reference = _trace(tmp_path / "r.npz", START, STEPS[:1], feeds=_feeds([rows[:4], rows[4:]]), pipeline=theirs)
+    result = _judge(tmp_path, _trace(tmp_path / "m.npz", START, STEPS[:1], feeds=_feeds([rows[:4], rows[4:]]), pipeline=mine), reference)
+    assert result.status == status, result.message
+    assert says in result.message
+
+
+def test_the_loops_around_a_point_of_the_script_are_read_from_its_source(tmp_path):
+    """script_loops reads the for statements around a frame's line, evaluates what a range is
+    given in that frame (nothing with side effects), and calls any other loop "other"."""
+    from autofix.smoke import script_loops
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys\n"
+        "from autofix.smoke import script_loops\n"
+        "EPOCHS, DATA, BATCH = 3, list(range(100)), 8\n"
+        "found = []\n"
+        "def step():\n"
+        "    found.append(script_loops.around(sys._getframe(1)))\n"
+        "class Config:\n"
+        "    steps = 5\n"
+        "def train(config):\n"
+        "    for epoch in range(EPOCHS):\n"
+        "        for i, batch in enumerate(range(len(DATA) // BATCH)):\n"
+        "            for item in zip(range(2), DATA):\n"
+        "                for k in range(config.steps):\n"
+        "                    for j in range(DATA.pop()):\n"  # a call with side effects: not evaluated again
+        "                        step()\n"
+        "                        return\n"
+        "train(Config())\n"
+    )
+    namespace: dict = {"__name__": "train"}
+    exec(compile(script.read_text(), str(script), "exec"), namespace)
+    [loops] = namespace["found"]
+    assert [(loop["kind"], loop["length"]) for loop in loops] == [("range", 3), ("range", 12), ("other", None), ("range", 5), ("other", None)]
+    assert [loop["site"].rsplit(":", 1)[1] for loop in loops] == ["10", "11", "12", "13", "14"]
+    assert len(namespace["DATA"]) == 99  # the script's own pop, once

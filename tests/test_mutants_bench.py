@@ -118,6 +118,8 @@ EXPECTED = [
     ("fit", "epoch-cut", 1, "x_train[:-1], y_train[:-1]"),
     ("fit", "fit-shuffle-flipped", 1, "shuffle=False"),
     ("fit", "validation-cut", 1, "validation_data=(x_val[:-1], y_val[:-1])"),
+    ("loop", "loop-epochs-changed", 1, "for epoch in range(1):"),
+    ("drawn", "loop-epochs-changed", 1, "for step in range(31):"),
 ]
 
 

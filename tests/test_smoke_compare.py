@@ -97,6 +97,12 @@ CASES = {
     "inline_wrong_take": ("inline.wrong_take.py", "inline.py", "different", "makes 5 steps in the migration, where the original's makes 8"),
     "fit_validated": ("fit_validated.migrated.py", "fit_validated.py", "equivalent", "the same 3 steps"),
     "fit_validated_wrong_take": ("fit_validated.wrong_take.py", "fit_validated.py", "different", "an epoch of fit's dataset makes 10 steps in the migration, where the original's makes 16"),
+    # the script's own loops around its first update, capped like everything else: how many
+    # times each runs (an epochs loop exactly; an innermost loop of steps may keep its steps or
+    # divide them by the replicas, the same examples an epoch)
+    "loop_wrong_epochs": ("loop.wrong_epochs.py", "loop.py", "different", "the loop at loop.wrong_epochs.py:43 runs 2 times in the migration, where the original's (at loop.py:29) runs 3"),
+    "stepped": ("stepped.migrated.py", "stepped.py", "equivalent", "the same 3 steps"),
+    "stepped_wrong_epochs": ("stepped.wrong_epochs.py", "stepped.py", "different", "runs 1 time in the migration, where the original's (at stepped.py:32) runs 2"),
     "taken": ("taken.migrated.py", "taken.py", "equivalent", "the same 3 steps"),
     "taken_fewer_steps": ("taken.fewer_steps.py", "taken.py", "equivalent", "the same 3 steps"),
     "taken_wrong_cut": ("taken.wrong_cut.py", "taken.py", "different", "makes 7 steps in the migration, where the original's makes 10"),

@@ -331,3 +331,17 @@ def validation_cut(p):
             continue
         changes = {v: expr(f"{p.code(v)}[:-1]") for v in parts}
         yield Edit(p.replace(changes), f"validation_data=({p.code(parts[0])}[:-1], {p.code(parts[1])}[:-1]): its last example left out", p.line(call))
+
+
+@operator("loop-epochs-changed", WRONG, FAMILY, "a loop of the script's own over range(n) around its steps run once more (n + 1), or once less (n - 1 of a number 2 or more)", "how many times the script's own loops around its first update run, compared as the scripts give them")
+def loop_epochs_changed(p):
+    for loop in p.nodes(cst.For):
+        ranged = loop.iter
+        if isinstance(ranged, cst.Call) and callee(ranged) in ("enumerate", "tqdm") and ranged.args:
+            ranged = ranged.args[0].value
+        if not (isinstance(ranged, cst.Call) and callee(ranged) == "range" and len(ranged.args) == 1 and _runs_strategy(p, loop.body)):
+            continue
+        count = ranged.args[0].value
+        value = number(count)
+        new = expr(str(int(value) - 1)) if isinstance(count, cst.Integer) and value is not None and value >= 2 else expr(f"{p.code(count)} + 1")
+        yield Edit(p.replace_one(count, new), f"range({p.code(count)}) -> range({p.code(new)})", p.line(loop))

@@ -40,7 +40,7 @@ import numpy as np
 
 import tensorflow as tf
 
-from autofix.smoke import context, noise
+from autofix.smoke import context, noise, script_loops
 from autofix.smoke.noise import SEED
 from autofix.smoke.state import _is_user_file, recorder, user_site
 
@@ -66,6 +66,9 @@ _fits: list[dict[str, Any]] = []
 # shows only here.
 _iterated: list[dict[str, Any]] = []
 _trained: list[dict[str, Any]] = []
+# The script's own for loops around its first update (:mod:`autofix.smoke.script_loops`), and
+# whether that update was made by fit: recorded once a run.
+_looped: list[dict[str, Any]] = []
 # Tensors made in a step with float32 as their default type (``labels = tf.ones((n, 1))``).
 FILLED = ("ones", "zeros")
 
@@ -112,7 +115,7 @@ def start(active: bool, scale: int = 1, floatx: str | None = None, micro: int = 
             _set_floatx(module, "float32")
     _active, _scale, _floatx = active, max(1, int(scale)), (floatx if active else None)
     _seen.clear()
-    del _shuffled[:], _dropping[:], _seeds[:], _fits[:], _iterated[:], _trained[:]
+    del _shuffled[:], _dropping[:], _seeds[:], _fits[:], _iterated[:], _trained[:], _looped[:]
     noise.forget_notes()
     noise.start(active, _floatx)
     if not active:
@@ -234,8 +237,15 @@ def pipeline() -> dict[str, Any]:
     """Where the script's datasets were shuffled (each place once), where a batch dropped
     a partial last batch (``drop_remainder=True`` on a dataset whose size is not a multiple of
     the batch, or of unknown size), and the dataset the script's own loop was iterating when
-    its first update was made (``trained``: its site and batches an epoch, None when unknown)."""
-    return {"shuffled": list(_shuffled), "dropping": list(_dropping), "trained": dict(_trained[0]) if _trained else None}
+    its first update was made (``trained``: its site and batches an epoch, None when unknown),
+    and the script's for loops around that update (``loops``: ``{"fit", "loops"}``, None when no
+    update was made)."""
+    return {
+        "shuffled": list(_shuffled),
+        "dropping": list(_dropping),
+        "trained": dict(_trained[0]) if _trained else None,
+        "loops": dict(_looped[0]) if _looped else None,
+    }
 
 
 def batches_of(dataset: Any) -> int | None:
@@ -291,6 +301,17 @@ def training_began() -> None:
     recorded with fit)."""
     if _active and not _trained and recorder.current_fit is None and _iterated:
         _trained.append(dict(_iterated[-1], micro=_micro_steps()))
+    if _active and not _looped:
+        try:
+            # MirroredStrategy runs each replica's step in a thread of its own; the script's
+            # loops are on the main thread's stack, which waits for them.
+            main = threading.main_thread()
+            frame = sys._getframe(1) if threading.current_thread() is main else sys._current_frames().get(main.ident)
+            found = script_loops.around(frame)
+        except Exception:  # reading the script's loops must never stop its run
+            found = None
+        if found is not None:
+            _looped.append({"fit": recorder.current_fit is not None, "loops": found})
 
 
 def held() -> list[str]:

@@ -114,6 +114,8 @@ def judge_pair(
         unsure.append(f"the original's step cannot be computed as replicas: {inexact[0]}")
 
     piped = pipeline(mine.get("pipeline"), theirs.get("pipeline"), compared or replicas)
+    if piped is None:
+        piped = loops(mine.get("pipeline"), theirs.get("pipeline"), compared or replicas)
     if piped is not None:
         return Judged("different", f"{where}: {piped}", steps)
 
@@ -367,6 +369,38 @@ def epochs(mine: dict[str, Any] | None, theirs: dict[str, Any] | None, replicas:
             return (
                 f"an epoch of {what} makes {_plural(m_steps, 'step')} in the migration, where the original's makes {o_steps} "
                 "at the same global batch: after the steps compared it trains on other examples"
+            )
+    return None
+
+
+def loops(mine: dict[str, Any] | None, theirs: dict[str, Any] | None, replicas: int = 1) -> str | None:
+    """How many times the script's own ``for`` loops around its first update run
+    (:mod:`autofix.smoke.script_loops`): every run is capped to the steps compared, so a loop
+    of epochs cut (``range(EPOCHS // 2)``) shows only here. Compared where both runs' loops are
+    known and alike (as many, of the same kinds); a loop over a range must run as often as the
+    original's, but the innermost one, when no loop over data and no ``fit`` is inside it,
+    counts steps: it may keep the original's or divide them by the replicas (the same examples
+    at N x the batch), as fit's ``steps_per_epoch`` may."""
+    m_record, o_record = (mine or {}).get("loops"), (theirs or {}).get("loops")
+    if not m_record or not o_record:
+        return None
+    m_loops, o_loops = m_record.get("loops") or [], o_record.get("loops") or []
+    if len(m_loops) != len(o_loops) or any(m["kind"] != o["kind"] for m, o in zip(m_loops, o_loops)):
+        return None
+    for index, (m_loop, o_loop) in enumerate(zip(m_loops, o_loops)):
+        m_count, o_count = m_loop.get("length"), o_loop.get("length")
+        if m_loop["kind"] != "range" or not isinstance(m_count, int) or not isinstance(o_count, int):
+            continue
+        kept = {o_count}
+        steps = not m_record.get("fit") and not o_record.get("fit") and all(loop["kind"] == "range" for loop in m_loops[index + 1:])
+        if steps and index == len(m_loops) - 1:
+            kept |= {o_count // n for n in range(2, replicas + 1)} | {-(-o_count // n) for n in range(2, replicas + 1)}
+        if m_count not in kept:
+            also = f" (or {sorted(kept - {o_count})[0]} for its steps at {replicas} x the batch)" if len(kept) > 1 else ""
+            return (
+                f"the loop at {m_loop['site']} runs {_plural(m_count, 'time')} in the migration, where the original's "
+                f"(at {o_loop['site']}) runs {o_count}{also}: after the steps compared it trains for another number of "
+                "epochs or steps"
             )
     return None
 
