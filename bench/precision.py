@@ -48,6 +48,7 @@ PARTS = {
     "F": "61 files from 47 other repositories, gathered and triaged before the tool was run on them (the fourth blind part)",
     "G": "60 files from 47 other repositories, gathered and triaged before the tool was run on them (the fifth blind part)",
     "H": "61 files from 47 other repositories, gathered and triaged before the tool was run on them (the sixth blind part)",
+    "I": "63 files from 45 other repositories, gathered and triaged before the tool was run on them (the seventh blind part)",
 }
 RULES = ("TFD001", "TFD002", "TFD003", "TFD004", "TFD005", "TFD006", "TFD007", "TFD008", "TFD009", "TFD011", "TFD012")
 
