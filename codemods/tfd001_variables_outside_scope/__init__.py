@@ -52,7 +52,9 @@ trainer whose single-device path passes none) gets ``with (strategy or
 tf.distribute.get_strategy()).scope():``, which changes nothing where it is None
 (docs/optional-strategy.md); an object of such a class constructed without it, or a call of
 such a function made without it, trains on one device on purpose and is neither moved nor
-reported.
+reported. A strategy bound only on some paths to the code (``if multi_gpu: strategy = ...``
+before a model built after the ``if``) is reported without a fix: ``with strategy.scope():``
+there would raise ``UnboundLocalError`` on the other paths.
 """
 from __future__ import annotations
 
@@ -61,7 +63,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from autofix.analysis.facts import ordering
-from autofix.analysis.facts.contexts import Context, Contexts, index_of
+from autofix.analysis.facts.contexts import Context, Contexts, index_of, unbound_on_a_path
 from autofix.analysis.facts.keras_objects import BUILD, COMPILE, TRAIN
 from autofix.analysis.facts.strategies import Strategy, may_be_none
 from autofix.analysis.project import pins
@@ -561,7 +563,7 @@ class _Planner:
         if context.index is not None:
             order = self._order(body, info, context)
             start = order.index(context.index) + 1
-        conflict = context.conflict or self._maybe_none(context)
+        conflict = context.conflict or self._maybe_none(context) or self._maybe_unbound(context)
         spelled = on_both_paths(self.program, context.strategy.name, block, placeholders=False)
         if conflict is None and spelled is None:
             conflict = (
@@ -665,6 +667,21 @@ class _Planner:
                 f"`with {strategy.name}.scope():` could fail; enter the scope where the strategy is known to exist"
             )
         return None
+
+    def _maybe_unbound(self, context: Context) -> str | None:
+        """Why the strategy's name may be unbound where the context's code runs (a local bound
+        only in a branch: ``if multi_gpu: strategy = ...`` before code after the ``if``), else
+        None: entering its scope there would fail on the other paths."""
+        name = context.strategy.name
+        if not name.isidentifier():
+            return None
+        where = unbound_on_a_path(self.program, name, context.block, context.index)
+        if where is None:
+            return None
+        return (
+            f"{name} is bound only on some paths to here (line {self.program.line(where)}): `with {name}.scope():` "
+            "would raise UnboundLocalError on the others; enter the scope where the strategy is made"
+        )
 
     def _order(self, body: list[cst.BaseStatement], info: list[_Statement], context: Context) -> list[int]:
         """The statement order after moving Keras objects made before the strategy: cheap

@@ -350,3 +350,137 @@ class Contexts(Derived):
             or self.facts.always_called_under_scope(function)
         )
 
+
+
+def unbound_on_a_path(program: Program, name: str, block: Block, after: int | None = None) -> cst.CSTNode | None:
+    """Where a function's local ``name`` is bound when some path from the function's start to
+    ``block`` (past its statement ``after``, when given) binds it nowhere (``if multi_gpu: strategy = MirroredStrategy()`` before code after
+    the ``if``): reading it in ``block`` could raise ``UnboundLocalError``. None when every path
+    binds it first, or when ``name`` is not bound in the function (a global, a parameter, or a
+    name of an enclosing function: not this question)."""
+    function = program.enclosing_function(block) if not isinstance(block, cst.Module) else None
+    if function is None:
+        return None
+    if any(p.name.value == name for p in (*function.params.params, *function.params.kwonly_params, *function.params.posonly_params)):
+        return None
+    bindings = [n for n in _bound_names(function.body) if n.value == name]
+    if not bindings:
+        return None
+    if after is not None and any(_binds_on_every_path(s, name) for s in block.body[: after + 1]):
+        return None
+    # The chain of statements from the function's body down to ``block``.
+    chain: list[cst.CSTNode] = []
+    node: cst.CSTNode | None = block
+    while node is not None and node is not function:
+        chain.append(node)
+        node = program.parent(node)
+    chain.reverse()
+    for node in chain:
+        if isinstance(node, (cst.IndentedBlock, cst.Module)):
+            continue
+        if isinstance(node, cst.BaseStatement):
+            outer = program.block_of(node)
+            position = index_of(outer.body, node) if outer is not None else None
+            if outer is not None and position is not None and any(_binds_on_every_path(s, name) for s in outer.body[:position]):
+                return None
+            if isinstance(node, cst.For) and name in {n.value for n in _target_names(node.target)}:
+                return None
+            if isinstance(node, cst.With) and any(
+                item.asname is not None and name in {n.value for n in _target_names(item.asname.name)} for item in node.items
+            ):
+                return None
+    return bindings[0]
+
+
+def _bound_names(node: cst.CSTNode) -> list[cst.Name]:
+    """The names ``node`` binds by assignment (its nested functions and classes left out)."""
+    found: list[cst.Name] = []
+
+    class _Visitor(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            found.append(node.name)
+            return False
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            found.append(node.name)
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            found.extend(_target_names(node.target))
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            if node.value is not None:
+                found.extend(_target_names(node.target))
+
+        def visit_For(self, node: cst.For) -> None:
+            found.extend(_target_names(node.target))
+
+        def visit_AsName(self, node: cst.AsName) -> None:
+            found.extend(_target_names(node.name))
+
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            found.extend(_target_names(node.target))
+
+    if isinstance(node, cst.CSTNode):
+        node.visit(_Visitor())
+    return found
+
+
+def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for element in target.elements for n in _target_names(element.value)]
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    return []
+
+
+def _binds_on_every_path(statement: cst.BaseStatement, name: str) -> bool:
+    """Whether running ``statement`` to its end binds ``name`` whichever way it goes (a path
+    that leaves by ``return`` or ``raise`` does not reach what follows, and counts as binding)."""
+    if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        for small in statement.body:
+            if isinstance(small, (cst.Return, cst.Raise)):
+                return True
+            if isinstance(small, cst.Assign) and any(name in {n.value for n in _target_names(t.target)} for t in small.targets):
+                return True
+            if isinstance(small, cst.AnnAssign) and small.value is not None and name in {n.value for n in _target_names(small.target)}:
+                return True
+            if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                for alias in small.names:
+                    bound = alias.asname.name if alias.asname is not None else alias.name
+                    if isinstance(bound, cst.Name) and bound.value == name:
+                        return True
+                    if isinstance(bound, cst.Attribute) and root_of(bound) == name:
+                        return True
+        return False
+    if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+        return statement.name.value == name
+    if isinstance(statement, cst.If):
+        if statement.orelse is None:
+            return False
+        other = statement.orelse
+        orelse_binds = _binds_on_every_path(other, name) if isinstance(other, cst.If) else _block_binds(other.body, name)
+        return _block_binds(statement.body, name) and orelse_binds
+    if isinstance(statement, cst.With):
+        if any(item.asname is not None and name in {n.value for n in _target_names(item.asname.name)} for item in statement.items):
+            return True
+        return _block_binds(statement.body, name)
+    if isinstance(statement, cst.Try):
+        return _block_binds(statement.body, name) and all(_block_binds(h.body, name) for h in statement.handlers)
+    return False
+
+
+def _block_binds(block: cst.BaseSuite, name: str) -> bool:
+    body = block.body if isinstance(block, cst.IndentedBlock) else [block]
+    return any(_binds_on_every_path(s, name) for s in body)  # type: ignore[arg-type]
+
+
+def root_of(node: cst.BaseExpression) -> str | None:
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else None
