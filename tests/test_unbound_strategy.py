@@ -54,3 +54,13 @@ def test_a_parameter_a_global_or_a_block_past_the_binding_is_not_asked():
     program, body = _last_block(source)
     inner = body.body[0].body  # the if's block
     assert unbound_on_a_path(program, "s", inner, after=0) is None
+
+
+def test_at_the_module_level_a_global_bound_in_one_branch_is_found():
+    source = "import sys\nif len(sys.argv) > 1:\n    s = make()\nif True:\n    use(s)\n"
+    program = Program(cst.parse_module(source), source=source)
+    inner = program.module.body[2].body  # the second if's block
+    assert unbound_on_a_path(program, "s", inner) is not None
+    source = "import sys\nif len(sys.argv) > 1:\n    s = make()\nelse:\n    s = other()\nif True:\n    use(s)\n"
+    program = Program(cst.parse_module(source), source=source)
+    assert unbound_on_a_path(program, "s", program.module.body[2].body) is None

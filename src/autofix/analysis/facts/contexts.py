@@ -353,17 +353,20 @@ class Contexts(Derived):
 
 
 def unbound_on_a_path(program: Program, name: str, block: Block, after: int | None = None) -> cst.CSTNode | None:
-    """Where a function's local ``name`` is bound when some path from the function's start to
-    ``block`` (past its statement ``after``, when given) binds it nowhere (``if multi_gpu: strategy = MirroredStrategy()`` before code after
-    the ``if``): reading it in ``block`` could raise ``UnboundLocalError``. None when every path
-    binds it first, or when ``name`` is not bound in the function (a global, a parameter, or a
-    name of an enclosing function: not this question)."""
+    """Where a function's local ``name`` (or a module's global, for code at the module's level)
+    is bound when some path from the start of the function (module) to ``block`` (past its
+    statement ``after``, when given) binds it nowhere (``if multi_gpu: strategy =
+    MirroredStrategy()`` before code after the ``if``): reading it in ``block`` could raise
+    ``UnboundLocalError`` (``NameError``). None when every path binds it first, or when ``name``
+    is not bound there (a parameter, a name of an enclosing function or of the module read by a
+    function: not this question)."""
     function = program.enclosing_function(block) if not isinstance(block, cst.Module) else None
-    if function is None:
+    scope: cst.CSTNode = function if function is not None else program.module
+    if function is not None and any(
+        p.name.value == name for p in (*function.params.params, *function.params.kwonly_params, *function.params.posonly_params)
+    ):
         return None
-    if any(p.name.value == name for p in (*function.params.params, *function.params.kwonly_params, *function.params.posonly_params)):
-        return None
-    bindings = [n for n in _bound_names(function.body) if n.value == name]
+    bindings = [n for n in _bound_names(function.body if function is not None else program.module) if n.value == name]
     if not bindings:
         return None
     if after is not None and any(_binds_on_every_path(s, name) for s in block.body[: after + 1]):
@@ -371,7 +374,7 @@ def unbound_on_a_path(program: Program, name: str, block: Block, after: int | No
     # The chain of statements from the function's body down to ``block``.
     chain: list[cst.CSTNode] = []
     node: cst.CSTNode | None = block
-    while node is not None and node is not function:
+    while node is not None and node is not scope:
         chain.append(node)
         node = program.parent(node)
     chain.reverse()
