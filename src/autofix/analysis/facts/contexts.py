@@ -20,6 +20,7 @@ from autofix.analysis.facts.keras_objects import COMPILE
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.facts.strategies import Strategy
 from autofix.analysis.program import Block, Program
+from autofix.analysis.syntax import nodes_in
 from autofix.tf.symbols import Kind
 
 
@@ -396,39 +397,23 @@ def unbound_on_a_path(program: Program, name: str, block: Block, after: int | No
 
 
 def _bound_names(node: cst.CSTNode) -> list[cst.Name]:
-    """The names ``node`` binds by assignment (its nested functions and classes left out)."""
+    """The names ``node`` binds by assignment (its nested functions and classes left out; an
+    iterative walk, so deeply nested expressions cost no recursion)."""
     found: list[cst.Name] = []
-
-    class _Visitor(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            found.append(node.name)
-            return False
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            found.append(node.name)
-            return False
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            found.extend(_target_names(node.target))
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            if node.value is not None:
-                found.extend(_target_names(node.target))
-
-        def visit_For(self, node: cst.For) -> None:
-            found.extend(_target_names(node.target))
-
-        def visit_AsName(self, node: cst.AsName) -> None:
-            found.extend(_target_names(node.name))
-
-        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-            found.extend(_target_names(node.target))
-
-    if isinstance(node, cst.CSTNode):
-        node.visit(_Visitor())
+    kinds = (cst.AssignTarget, cst.AnnAssign, cst.For, cst.AsName, cst.NamedExpr, cst.FunctionDef, cst.ClassDef)
+    for item in nodes_in(node, kinds, stop=(cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if isinstance(item, (cst.FunctionDef, cst.ClassDef)):
+            if item is not node:
+                found.append(item.name)
+        elif isinstance(item, cst.AssignTarget):
+            found.extend(_target_names(item.target))
+        elif isinstance(item, cst.AnnAssign):
+            if item.value is not None:
+                found.extend(_target_names(item.target))
+        elif isinstance(item, (cst.For, cst.NamedExpr)):
+            found.extend(_target_names(item.target))
+        elif isinstance(item, cst.AsName):
+            found.extend(_target_names(item.name))
     return found
 
 
