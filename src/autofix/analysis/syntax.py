@@ -54,6 +54,17 @@ def root_name(expr: cst.BaseExpression) -> cst.Name | None:
     return expr if isinstance(expr, cst.Name) else None
 
 
+def target_names(target: cst.BaseExpression) -> list[cst.Name]:
+    """The names an assignment target binds (``a``, ``a, (b, c)``, ``*rest``)."""
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [name for element in target.elements for name in target_names(element.value)]
+    if isinstance(target, cst.StarredElement):
+        return target_names(target.value)
+    return []
+
+
 def attribute_path(expr: cst.BaseExpression) -> tuple[str, ...] | None:
     """``("self", "model")`` for ``self.model``; None unless it is names and attributes."""
     parts: list[str] = []

@@ -20,7 +20,6 @@ from __future__ import annotations
 import ast
 import linecache
 import math
-import sys
 from typing import Any
 
 from autofix.smoke.state import _is_user_file, place
@@ -163,8 +162,3 @@ def _evaluate(node: ast.expr, frame: Any) -> Any:
             raise _Unsafe("call")
         return function(*[_evaluate(arg, frame) for arg in node.args])
     raise _Unsafe(type(node).__name__)
-
-
-def here() -> list[dict[str, Any]]:
-    """:func:`around` the caller of the caller."""
-    return around(sys._getframe(2))

@@ -20,7 +20,7 @@ from autofix.analysis.facts.keras_objects import COMPILE
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.facts.strategies import Strategy
 from autofix.analysis.program import Block, Program
-from autofix.analysis.syntax import nodes_in
+from autofix.analysis.syntax import nodes_in, root_name, target_names
 from autofix.tf.symbols import Kind
 
 
@@ -387,10 +387,10 @@ def unbound_on_a_path(program: Program, name: str, block: Block, after: int | No
             position = index_of(outer.body, node) if outer is not None else None
             if outer is not None and position is not None and any(_binds_on_every_path(s, name) for s in outer.body[:position]):
                 return None
-            if isinstance(node, cst.For) and name in {n.value for n in _target_names(node.target)}:
+            if isinstance(node, cst.For) and name in {n.value for n in target_names(node.target)}:
                 return None
             if isinstance(node, cst.With) and any(
-                item.asname is not None and name in {n.value for n in _target_names(item.asname.name)} for item in node.items
+                item.asname is not None and name in {n.value for n in target_names(item.asname.name)} for item in node.items
             ):
                 return None
     return bindings[0]
@@ -406,25 +406,15 @@ def _bound_names(node: cst.CSTNode) -> list[cst.Name]:
             if item is not node:
                 found.append(item.name)
         elif isinstance(item, cst.AssignTarget):
-            found.extend(_target_names(item.target))
+            found.extend(target_names(item.target))
         elif isinstance(item, cst.AnnAssign):
             if item.value is not None:
-                found.extend(_target_names(item.target))
+                found.extend(target_names(item.target))
         elif isinstance(item, (cst.For, cst.NamedExpr)):
-            found.extend(_target_names(item.target))
+            found.extend(target_names(item.target))
         elif isinstance(item, cst.AsName):
-            found.extend(_target_names(item.name))
+            found.extend(target_names(item.name))
     return found
-
-
-def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
-    if isinstance(target, cst.Name):
-        return [target]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for element in target.elements for n in _target_names(element.value)]
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return []
 
 
 def _binds_on_every_path(statement: cst.BaseStatement, name: str) -> bool:
@@ -434,16 +424,16 @@ def _binds_on_every_path(statement: cst.BaseStatement, name: str) -> bool:
         for small in statement.body:
             if isinstance(small, (cst.Return, cst.Raise)):
                 return True
-            if isinstance(small, cst.Assign) and any(name in {n.value for n in _target_names(t.target)} for t in small.targets):
+            if isinstance(small, cst.Assign) and any(name in {n.value for n in target_names(t.target)} for t in small.targets):
                 return True
-            if isinstance(small, cst.AnnAssign) and small.value is not None and name in {n.value for n in _target_names(small.target)}:
+            if isinstance(small, cst.AnnAssign) and small.value is not None and name in {n.value for n in target_names(small.target)}:
                 return True
             if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
                 for alias in small.names:
                     bound = alias.asname.name if alias.asname is not None else alias.name
                     if isinstance(bound, cst.Name) and bound.value == name:
                         return True
-                    if isinstance(bound, cst.Attribute) and root_of(bound) == name:
+                    if isinstance(bound, cst.Attribute) and (root := root_name(bound)) is not None and root.value == name:
                         return True
         return False
     if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
@@ -455,7 +445,7 @@ def _binds_on_every_path(statement: cst.BaseStatement, name: str) -> bool:
         orelse_binds = _binds_on_every_path(other, name) if isinstance(other, cst.If) else _block_binds(other.body, name)
         return _block_binds(statement.body, name) and orelse_binds
     if isinstance(statement, cst.With):
-        if any(item.asname is not None and name in {n.value for n in _target_names(item.asname.name)} for item in statement.items):
+        if any(item.asname is not None and name in {n.value for n in target_names(item.asname.name)} for item in statement.items):
             return True
         return _block_binds(statement.body, name)
     if isinstance(statement, cst.Try):
@@ -466,9 +456,3 @@ def _binds_on_every_path(statement: cst.BaseStatement, name: str) -> bool:
 def _block_binds(block: cst.BaseSuite, name: str) -> bool:
     body = block.body if isinstance(block, cst.IndentedBlock) else [block]
     return any(_binds_on_every_path(s, name) for s in body)  # type: ignore[arg-type]
-
-
-def root_of(node: cst.BaseExpression) -> str | None:
-    while isinstance(node, cst.Attribute):
-        node = node.value
-    return node.value if isinstance(node, cst.Name) else None

@@ -9,7 +9,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from autofix.analysis.syntax import argument_value
+from autofix.analysis.syntax import argument_value, target_names
 from autofix.tf import symbols
 
 # The class of a strategy known only by use (``with s.scope():``), made in another module.
@@ -297,7 +297,7 @@ class Strategies:
             maybe = self._may_make_strategy(assign.value)
             targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
             for target in targets:
-                for name in _target_names(target):
+                for name in target_names(target):
                     # (``strategy, auto = detect_hardware()`` from another module: known by use.)
                     if maybe or id(name) in bindings:
                         add(self.strategy_for_name(name))
@@ -404,17 +404,6 @@ class Strategies:
                 if classes:
                     found.append((cls, attribute, classes))
         return found
-
-
-def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
-    """The names an assignment target binds (``a``, ``a, (b, c)``)."""
-    if isinstance(target, cst.Name):
-        return [target]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for e in target.elements for n in _target_names(e.value)]
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return []
 
 
 # --- a strategy that may be None ---------------------------------------------------------------

@@ -18,7 +18,7 @@ from autofix.analysis import Derived
 from autofix.analysis.facts.callees import RUN_METHODS, Callables, tf_names, words
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
-from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
+from autofix.analysis.syntax import argument_value, attribute_path, nodes_in, target_names
 from autofix.tf.symbols import SINGLE_REPLICA
 
 __all__ = ["RUN_METHODS", "REPLICA_WORDS", "Steps", "counts_replicas", "inverse_count", "named_for", "replica_share", "tf_names", "words"]
@@ -437,7 +437,7 @@ class Steps(Derived):
             if isinstance(parent, (cst.Assign, cst.AnnAssign, cst.AugAssign)) and getattr(parent, "value", None) is node:
                 targets = parent.targets if isinstance(parent, cst.Assign) else [parent]
                 for target in targets:
-                    for name in _target_names(target.target):
+                    for name in target_names(target.target):
                         for use in self.facts.uses(name):
                             pending.append((use, depth + 1))
                 continue
@@ -446,16 +446,6 @@ class Steps(Derived):
             if isinstance(parent, cst.Call) and parent.func is node and not isinstance(node, cst.Attribute):
                 continue  # ``value(...)``: calling it is not computing with it
             pending.append((parent, depth + 1))
-
-
-def _target_names(target: cst.BaseExpression) -> list[cst.Name]:
-    if isinstance(target, cst.Name):
-        return [target]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [name for element in target.elements for name in _target_names(element.value)]
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return []
 
 
 def named_for(facts: Facts, expr: cst.BaseExpression, test: Callable[[set[str]], bool], depth: int = 0) -> bool:
