@@ -201,3 +201,81 @@ def test_the_version_check_is_named_as_the_reason():
     source = _CHECKED.format(check='assert tf.__version__.startswith("2.3")')
     program = Program(cst.parse_module(source), source=source)
     assert Facts.of(program).needs_keras2 == "it checks that it runs on an older TensorFlow (line 4), whose Keras is Keras 2"
+
+
+# --- what Keras 3 refuses at run time ----------------------------------------------------------
+
+_CHECKPOINTED = read(FIXTURES / "tfd006" / "noop_keras2_checkpoint_path.py")
+_CHECKPOINT_CALL = 'tf.keras.callbacks.ModelCheckpoint(\n    os.path.join("ckpt", "weights_{epoch:02d}.hdf5"),\n    save_weights_only=True,\n)'
+
+
+@pytest.mark.parametrize(
+    "checkpoint, keras2",
+    [
+        ('tf.keras.callbacks.ModelCheckpoint("./checkpoints/ckpt", save_freq=1000)', True),  # no extension
+        ('tf.keras.callbacks.ModelCheckpoint("ckpt/model_{epoch:02d}.hdf5")', True),  # .hdf5 is refused too
+        ('tf.keras.callbacks.ModelCheckpoint("ckpt_{epoch}", save_weights_only=True)', True),
+        ('tf.keras.callbacks.ModelCheckpoint("w.h5", "val_loss", 0, False, True)', True),  # weights, positionally
+        ('tf.keras.callbacks.ModelCheckpoint(f"{out}/model", save_best_only=True)', True),
+        ('tf.keras.callbacks.ModelCheckpoint(out + "/ckpt.tf")', True),
+        # What Keras 3 takes, or a path whose end the code does not show: nothing said.
+        ('tf.keras.callbacks.ModelCheckpoint("model.keras")', False),
+        ('tf.keras.callbacks.ModelCheckpoint("model_{epoch:02d}.h5")', False),
+        ('tf.keras.callbacks.ModelCheckpoint("w.weights.h5", save_weights_only=True)', False),
+        ('tf.keras.callbacks.ModelCheckpoint(f"{out}/best.keras", save_best_only=True)', False),
+        ('tf.keras.callbacks.ModelCheckpoint("w.h5", save_weights_only=weights_only)', False),  # .h5 fits one of the two
+        ("tf.keras.callbacks.ModelCheckpoint(out)", False),
+        ('tf.keras.callbacks.ModelCheckpoint(f"{out}/{name}")', False),
+    ],
+)
+def test_a_checkpoint_path_keras3_refuses_means_keras2(checkpoint, keras2):
+    source = _CHECKPOINTED.replace(_CHECKPOINT_CALL, checkpoint).replace("import os\n", 'import os\nout, name, weights_only = "runs", "m.keras", False\n')
+    assert checkpoint in source
+    assert (not analyse(source, TFD006).findings) is keras2
+
+
+_LOGS_RATE = read(FIXTURES / "tfd001" / "noop_keras2_callback_reads_optimizer_lr.py")
+_READ = "tf.keras.backend.get_value(self.model.optimizer.lr)"
+
+
+@pytest.mark.parametrize(
+    "read_rate, keras2",
+    [
+        (_READ, True),
+        ("float(optimizer.lr)", True),  # an optimizer made here
+        ("self.model.optimizer.lr.numpy()", True),
+        ("self.model.optimizer.learning_rate", False),  # Keras 3 has it
+        ('getattr(self.model.optimizer, "lr", 0.0)', False),  # guarded
+        ('self.model.optimizer.lr if hasattr(self.model.optimizer, "lr") else 0.0', False),
+        ("self.model.lr", False),  # not an optimizer
+    ],
+)
+def test_an_optimizer_lr_read_means_keras2(read_rate, keras2):
+    source = _LOGS_RATE.replace(_READ, read_rate)
+    findings = analyse(source, Options(select=("TFD001",))).findings
+    assert (not findings) is keras2
+
+
+def test_an_optimizer_lr_read_in_a_try_that_catches_attribute_error_says_nothing():
+    source = _LOGS_RATE.replace(
+        f"        rate = {_READ}\n",
+        "        try:\n            rate = self.model.optimizer.lr\n        except AttributeError:\n            rate = self.model.optimizer.learning_rate\n",
+    )
+    assert "except AttributeError" in source
+    assert [f.code for f in analyse(source, Options(select=("TFD001",))).findings] == ["TFD001"]
+
+
+def test_setting_lr_is_not_a_read():
+    source = _LOGS_RATE.replace(f"        rate = {_READ}\n", "        self.model.optimizer.lr = 0.001\n        rate = 0.001\n")
+    assert [f.code for f in analyse(source, Options(select=("TFD001",))).findings] == ["TFD001"]
+
+
+def test_the_refusal_is_named_as_the_reason():
+    from autofix.analysis.facts.script import Facts
+    from autofix.analysis.program import Program
+    import libcst as cst
+
+    program = Program(cst.parse_module(_LOGS_RATE), source=_LOGS_RATE)
+    assert Facts.of(program).needs_keras2 == "it reads self.model.optimizer.lr (line 9), which Keras 3 optimizers do not have"
+    program = Program(cst.parse_module(_CHECKPOINTED), source=_CHECKPOINTED)
+    assert Facts.of(program).needs_keras2 == "its ModelCheckpoint saves to a path ending 'weights_{epoch:02d}.hdf5' (line 13), which Keras 3 refuses"

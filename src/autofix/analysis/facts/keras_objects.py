@@ -10,6 +10,7 @@ import libcst as cst
 
 from autofix.analysis import environment
 from autofix.analysis.project import pins
+from autofix.analysis.facts.keras3_refusals import keras3_refusal
 from autofix.analysis.facts.version_checks import version_check
 from autofix.analysis.project.imports import ProjectImports
 from autofix.tf import symbols
@@ -274,7 +275,9 @@ class KerasObjects:
         tf_keras layer, which Keras 3 models refuse), or a notebook that installs a TensorFlow
         older than 2.16 (:mod:`autofix.analysis.environment`), or a file that checks its own
         TensorFlow for an older one (``assert tf.__version__.startswith("2.3")``:
-        :mod:`.version_checks`), or whose repository pins Keras 2 outside it (a requirements file, a Dockerfile...: :mod:`autofix.analysis.project.pins`).
+        :mod:`.version_checks`), or that does what Keras 3 refuses at run time (reads an
+        optimizer's ``lr``, saves with a ``ModelCheckpoint`` path Keras 3 rejects:
+        :mod:`.keras3_refusals`), or whose repository pins Keras 2 outside it (a requirements file, a Dockerfile...: :mod:`autofix.analysis.project.pins`).
         Where a file can only run on
         Keras 2, what fails only on Keras 3 is not a bug of it."""
         pinned = environment.current().keras2
@@ -302,6 +305,9 @@ class KerasObjects:
         if used is not None:
             node, name = used
             return f"it uses {name} (line {self.program.line(node)}), which only TensorFlow 2.15 and older (Keras 2) has"
+        refused = keras3_refusal(self)
+        if refused is not None:
+            return refused
         check = version_check(self, self.program.module)
         if check is not None and check.keras == 2:
             package = "TensorFlow" if check.subject == "tensorflow" else "Keras"
