@@ -334,3 +334,16 @@ def test_an_adapted_layer_is_moved_with_its_adapt_only_where_tf_keras_may_run(sp
     assert [f.line for f in keras2.findings] == [7]
     assert "with strategy.scope():\n    norm = " in keras2.new_text
     assert "    norm.adapt(x)\n    model = " in keras2.new_text
+
+
+def test_a_model_handed_to_fit_only_on_the_branch_without_a_strategy_trains_on_one_device():
+    """``if multi_gpu: (strategy, scope, parallel copy) trained = parallel`` / ``else: trained =
+    self.model``, then ``trained.fit()``: the model of the single-device branch is not trained
+    under the strategy. Made while a strategy exists on that branch too, it is reported."""
+    source = read(FIXTURES / "tfd001" / "noop_single_device_branch_trains_the_model_made_before.py")
+    options = Options(select=("TFD001",))
+    assert analyse(source, options).findings == []
+    before = "        if multi_gpu:\n            strategy = tf.distribute.MirroredStrategy()\n"
+    assert before in source
+    made_first = source.replace(before, "        strategy = tf.distribute.MirroredStrategy()\n        if multi_gpu:\n")
+    assert [f.line for f in analyse(made_first, options).findings if f.code == "TFD001"] == [22, 37]

@@ -27,7 +27,9 @@ Not findings (measured, or kept apart on purpose):
   is no part of what is trained;
 - training kept apart from the strategy: nothing of it made or run in a scope of a file that
   enters one elsewhere (a baseline, a model reloaded "without a strategy"), or a branch whose
-  other branch enters the scope (``if replicas == 1``);
+  other branch enters the scope (``if replicas == 1``), also where that branch only hands a
+  model made earlier to a ``fit`` after the ``if`` (``else: trained = self.model``) and no
+  strategy exists on it;
 - single-replica strategies (``OneDeviceStrategy``, ``MirroredStrategy(devices=[one])``, the
   default strategy); code that runs before the strategy exists and is not trained under it;
 - an optimizer (or ``compile``'s own) made outside the scope in a file that can only run on

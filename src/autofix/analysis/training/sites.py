@@ -60,6 +60,7 @@ class Sites:
                     found.append(held)
                     continue
                 models = self._trained_where_a_strategy_exists(call, func.value, [m for m in self.makers(func.value) if self.is_model_maker(m)])
+                models = self._handed_on_a_branch_with_a_strategy(call, func.value, models)
                 if models:
                     site = Site(call, "fit", self._strategies_at(call) | self.made_under(models))
                     self._add_model_members(site, func.value, models)
@@ -186,6 +187,30 @@ class Sites:
                 kept |= found
         # A model every call trains alike (made in the helper itself) depends on no caller.
         return [m for m in models if id(m) in kept or id(m) not in reached or id(m) in (every or set())]
+
+    def _handed_on_a_branch_with_a_strategy(self, call: cst.Call, receiver: cst.BaseExpression, models: list[cst.Call]) -> list[cst.Call]:
+        """The models ``receiver.fit`` may train under a strategy, where the receiver is a name
+        bound on both branches of an ``if`` (``if multi_gpu: with strategy.scope(): parallel =
+        build() ... trained = parallel`` / ``else: trained = self.model``): a model handed to it
+        only by a binding in a branch whose other branch enters a strategy scope, where no
+        strategy exists, is trained there on one device by choice (the single-device path)."""
+        if not isinstance(receiver, cst.Name) or self._strategies_at(call) or self.facts.under_scope(call):
+            return models
+        bindings = self.facts.reaching_bindings(receiver) or []
+        if len(bindings) < 2:
+            return models
+        apart: set[int] = set()
+        kept: set[int] = set()
+        for binding in bindings:
+            value = self.facts.assigned_value(binding)
+            if value is None:
+                return models
+            made = {id(m) for m in self.makers(value)}
+            if self._other_branch_scopes(binding) and not self._strategies_at(binding) and not self.facts.under_scope(binding):
+                apart |= made
+            else:
+                kept |= made
+        return [m for m in models if id(m) not in apart or id(m) in kept]
 
     def _inside(self, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
         return node is function.body or any(a is function for a in self.program.ancestors(node))
