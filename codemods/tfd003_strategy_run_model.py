@@ -75,7 +75,8 @@ Not fixed (reported with the reason):
   it changes an object from outside (``stats["steps"] += 1``), prints or logs, calls code that
   is not TensorFlow or Keras, reads a Python value that changes between calls, or uses up a
   Python iterator (inside a ``tf.function`` each would happen only while tracing);
-- undistributed data that is a NumPy array or a shard, that is distributed on some paths only,
+- undistributed data that is a NumPy array (Keras's Python feeders too: an
+  ``ImageDataGenerator``'s ``flow``, a ``keras.utils.Sequence`` of the file) or a shard, that is distributed on some paths only,
   a dataset that is a parameter (other files may pass a distributed one), batches also used
   outside ``strategy.run``, a step that divides its loss by a global batch other than the
   dataset's (split over the replicas, the loss would change) or reads the dataset's batch size

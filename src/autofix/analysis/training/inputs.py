@@ -16,7 +16,8 @@ returns, and ``self`` attributes (an iterator or dataset kept in one, ``self.tra
 iter(ds)``, is iterated where it is read), and a class's ``__init__`` parameters to what the
 class's constructions in this file pass (none in view: unknown). An origin is
 ``distributed``, ``dataset`` (a ``tf.data`` / Keras / TFDS dataset, with the expression
-iterated), ``array`` (NumPy, or a Keras ``load_data``), ``shard``, or unknown (scalars, step
+iterated), ``array`` (NumPy, a Keras ``load_data``, or the batches of Keras's Python feeders:
+``ImageDataGenerator(...).flow*(...)``, a ``keras.utils.Sequence`` of the file), ``shard``, or unknown (scalars, step
 counters, tensors made by TensorFlow, values from other modules, what a local generator
 yields: never a finding).
 """
@@ -48,6 +49,11 @@ _PER_REPLICA_METHODS = frozenset({"run", "experimental_run_v2", "experimental_lo
 _DATASET_METHODS = PASSTHROUGH | {"batch", "padded_batch", "unbatch", "rebatch", "interleave", "flat_map", "zip", "window", "prefetch"}
 _ARRAY_METHODS = frozenset({"astype", "reshape", "copy", "squeeze", "transpose"})
 _DATASET_MAKERS = ("tensorflow.data.", "tensorflow_datasets.load")
+# Keras's Python data feeders: what iterating them (or ``next``) gives is a NumPy batch, made on
+# the host, which ``strategy.run`` hands whole to every replica.
+_IMAGE_GENERATORS = frozenset({"keras.preprocessing.image.ImageDataGenerator"})
+_FEEDER_METHODS = frozenset({"flow", "flow_from_directory", "flow_from_dataframe"})
+_SEQUENCES = frozenset({"keras.utils.Sequence", "keras.utils.PyDataset"})
 _DEPTH = 12
 # TPU strategies take their own kind of input: not judged here.
 _TPU = ("TPUStrategy", "TPUStrategyV2")
@@ -186,7 +192,7 @@ class Inputs(Derived):
         if names & {"builtins.next"} and call.args:
             self._elements(call.args[0].value, found, seen, depth + 1, None)
             return
-        if any(n.startswith("numpy.") for n in names) or any(n.startswith("keras.datasets.") for n in names):
+        if any(n.startswith("numpy.") for n in names) or any(n.startswith("keras.datasets.") for n in names) or self._keras_feeder(call):
             found.append(Origin("array", call))
             return
         if isinstance(func, cst.Attribute):
@@ -356,9 +362,25 @@ class Inputs(Derived):
             names = facts.names_of(expr.func)
             if any(n.startswith(_DATASET_MAKERS) for n in names) or names & LOADERS:
                 return "dataset"
-            if any(n.startswith("numpy.") for n in names):
+            if any(n.startswith("numpy.") for n in names) or self._keras_feeder(expr):
                 return "array"
         return None
+
+    def _keras_feeder(self, call: cst.Call) -> bool:
+        """``ImageDataGenerator(...).flow(x, y)`` (``flow_from_directory``,
+        ``flow_from_dataframe``; the generator through a name), or an object of a class of this
+        file that subclasses ``keras.utils.Sequence`` / ``PyDataset``: Keras's Python feeders,
+        whose batches are NumPy arrays made on the host."""
+        facts = self.facts
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _FEEDER_METHODS:
+            receiver = func.value
+            values = [facts.assigned_value(b) for b in facts.reaching_bindings(receiver) or ()] if isinstance(receiver, cst.Name) else [receiver]
+            return bool(values) and all(isinstance(v, cst.Call) and facts.names_of(v.func) & _IMAGE_GENERATORS for v in values)
+        definition = facts.local_definition(func)
+        if isinstance(definition, cst.ClassDef):
+            return any(facts.names_of(base.value) & _SEQUENCES for base in definition.bases)
+        return False
 
     def _parameter(self, param: cst.Param, found: list[Origin], seen: set, depth: int, iterated: bool = False, path: list[int] | None = None) -> None:
         """A parameter: what every call of its function in this file passes for it (or, when
