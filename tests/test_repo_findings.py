@@ -1000,3 +1000,62 @@ def test_the_class_read_alone_builds_outside_the_scope(tmp_path):
     alone.mkdir()
     shutil.copy(TREES / "caller_scope" / "configuration.py", alone / "configuration.py")
     assert any("model built" in f.message for f in _tfd001(alone))
+
+
+# --- dataset_module: a dataset another module of the project makes, fed to strategy.run ---------
+
+def _tfd003(root: Path) -> list:
+    return [f for f in process_path(str(root / "train.py"), Options()).findings if f.code == "TFD003"]
+
+
+def test_a_plain_dataset_from_another_module_fed_to_strategy_run_is_distributed(tmp_path):
+    """data.make_dataset returns a tf.data dataset batched with its parameter: train.py's loop
+    hands its batches to strategy.run whole. Fixed where train.py iterates it, with the batch
+    train.py passes (GLOBAL_BATCH, what the step divides by)."""
+    root = tree(tmp_path, "dataset_module")
+    [finding] = _tfd003(root)
+    assert finding.line == line_of(root / "train.py", "strategy.run(replica_step") and "batch of train_ds" in finding.message
+    code, out, _err = run("fix", str(root))
+    text = (root / "train.py").read_text()
+    assert code == 0 or code == 1
+    assert "dist_train_ds = strategy.experimental_distribute_dataset(train_ds)\n" in text
+    assert "    for features, targets in dist_train_ds:\n" in text
+    assert (root / "data.py").read_text() == (TREES / "dataset_module" / "data.py").read_text()
+    assert _tfd003(root) == []
+
+
+@pytest.mark.parametrize(
+    "made, fixable",
+    [
+        ("train_ds, test_ds, steps = data.make_datasets(GLOBAL_BATCH)", False),  # an item of a tuple it returns
+        ("train_ds = data.make_dataset(GLOBAL_BATCH).repeat(2)", True),
+    ],
+)
+def test_other_shapes_of_a_plain_dataset_from_another_module(tmp_path, made, fixable):
+    root = tree(tmp_path, "dataset_module")
+    script = root / "train.py"
+    script.write_text(script.read_text().replace("train_ds = data.make_dataset(GLOBAL_BATCH)", made))
+    [finding] = _tfd003(root)
+    assert finding.fixable is fixable
+
+
+@pytest.mark.parametrize(
+    "made",
+    [
+        "train_ds = data.distributed_dataset(strategy, GLOBAL_BATCH)",  # it distributes what it makes
+        "train_ds = data._examples(64, 0)",  # not a dataset
+        "train_test = data.make_datasets(GLOBAL_BATCH)\ntrain_ds = train_test[2]",  # the step count
+    ],
+)
+def test_what_another_module_returns_distributed_or_not_a_dataset_is_no_finding(tmp_path, made):
+    root = tree(tmp_path, "dataset_module")
+    script = root / "train.py"
+    script.write_text(script.read_text().replace("train_ds = data.make_dataset(GLOBAL_BATCH)", made))
+    assert _tfd003(root) == []
+
+
+def test_the_trainer_read_without_its_data_module_says_nothing(tmp_path):
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(TREES / "dataset_module" / "train.py", alone / "train.py")
+    assert _tfd003(alone) == []

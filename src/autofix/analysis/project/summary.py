@@ -45,6 +45,15 @@ CLIPS = ("clipnorm", "clipvalue", "global_clipnorm")
 # Dataset methods that batch, and methods that keep the batches of what they are called on.
 BATCHING = ("batch", "padded_batch")
 KEEPS_BATCHES = frozenset({"prefetch", "repeat", "cache", "take", "skip", "map", "filter", "ignore_errors", "with_options"})
+# What makes a ``tf.data`` dataset, the methods that give one back, and those that distribute it.
+DATASET_MAKERS = ("tensorflow.data.", "tensorflow_datasets.load")
+DATASET_METHODS = frozenset(
+    {*BATCHING, *KEEPS_BATCHES, "shuffle", "unbatch", "rebatch", "interleave", "flat_map", "zip", "window", "shard", "apply",
+     "concatenate", "enumerate", "padded_batch", "map_with_legacy_function", "snapshot", "batch"}
+)
+DISTRIBUTES = frozenset(
+    {"experimental_distribute_dataset", "distribute_datasets_from_function", "experimental_distribute_datasets_from_function"}
+)
 # Methods of a model class that change what fit does with a batch or a loss.
 TRAINING_OVERRIDES = ("train_step", "compute_loss", "test_step")
 
@@ -90,6 +99,11 @@ class Definition:
     # it (``tf.reduce_mean(...)`` without an axis), which a step run on each replica must
     # divide by the replicas (what TFD004 asks of a step).
     step_means: tuple[int, ...] = ()
+    # A function every return of which is a ``tf.data`` dataset (a ``tf.data`` or TFDS maker
+    # and dataset methods, through names bound once in it) that it does not distribute: True;
+    # returning tuples instead, the positions that are such a dataset in every one of them.
+    returns_dataset: bool = False
+    datasets_at: tuple[int, ...] = ()
 
     @property
     def only_builds(self) -> bool:
@@ -391,7 +405,59 @@ class _Summariser:
             calls_out=tuple(dict.fromkeys(calls_out)),
             batch_parameter=None if problems else self._batch_parameter(function),
             constant_checks=self._checks(problems),
+            **self._returned_datasets(function),
         )
+
+    def _returned_datasets(self, function: cst.FunctionDef) -> dict:
+        """``returns_dataset`` / ``datasets_at`` of ``function`` (see :class:`Definition`)."""
+        stop = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+        for call in nodes_in(function.body, cst.Call, stop=stop):
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in DISTRIBUTES:
+                return {}
+        returns = [r.value for r in nodes_in(function.body, cst.Return, stop=stop)]
+        if not returns or any(value is None for value in returns):
+            return {}
+        if all(self._a_dataset(value, function, 0) for value in returns):  # type: ignore[arg-type]
+            return {"returns_dataset": True}
+        sizes = {len(v.elements) if isinstance(v, cst.Tuple) else None for v in returns}  # type: ignore[union-attr]
+        if len(sizes) != 1 or None in sizes:
+            return {}
+        (size,) = sizes
+        at = tuple(
+            i for i in range(size)  # type: ignore[arg-type]
+            if all(self._a_dataset(v.elements[i].value, function, 0) for v in returns)  # type: ignore[union-attr]
+        )
+        return {"datasets_at": at} if at else {}
+
+    def _a_dataset(self, expr: cst.BaseExpression, function: cst.FunctionDef, depth: int, assumed: frozenset[str] = frozenset()) -> bool:
+        """Whether ``expr`` is a ``tf.data`` dataset by how it is made: a maker, dataset methods
+        called on one, a name every assignment in ``function`` binds to one (``ds = ds.map(f)``
+        rebinding it; at least one of them made by a maker, not by the name itself)."""
+        if depth > 12:
+            return False
+        if isinstance(expr, cst.Name):
+            if expr.value in assumed:
+                return True
+            values = [
+                a.value
+                for a in nodes_in(function.body, cst.Assign, stop=(cst.FunctionDef, cst.Lambda, cst.ClassDef))
+                if any(isinstance(t.target, cst.Name) and t.target.value == expr.value for t in a.targets)
+            ]
+            grounded = any(self._a_dataset(v, function, depth + 1, assumed) for v in values)
+            return grounded and all(self._a_dataset(v, function, depth + 1, assumed | {expr.value}) for v in values)
+        if not isinstance(expr, cst.Call):
+            return False
+        if any(n.startswith(DATASET_MAKERS) for n in self.program.qualified_names(expr.func)):
+            return True
+        func = expr.func
+        if isinstance(func, cst.Name) and func.value in self.functions and func.value not in self._delegating:
+            # ``return make_dataset(b)``: a function of the module that returns one.
+            self._delegating.add(func.value)
+            try:
+                return self._returned_datasets(self.functions[func.value]).get("returns_dataset", False)
+            finally:
+                self._delegating.discard(func.value)
+        return isinstance(func, cst.Attribute) and func.attr.value in DATASET_METHODS and self._a_dataset(func.value, function, depth + 1, assumed)
 
     def _checks(self, problems: list[tuple[int, str]]) -> tuple[tuple[int, str, str], ...]:
         return tuple(dict.fromkeys((line, reason, self._deferred[(line, reason)]) for line, reason in problems if (line, reason) in self._deferred))

@@ -10,6 +10,7 @@ from autofix.analysis.facts.dataflow import PASSTHROUGH
 from autofix.analysis.facts.keras_objects import COMPILE, TRAIN
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
+from autofix.analysis.project.imports import ProjectImports
 from autofix.analysis.syntax import argument_value
 
 
@@ -59,7 +60,8 @@ def fit_datasets(facts: Facts, model: cst.Name) -> list[cst.BaseExpression]:
 
 def batch_size_of(program: Program, dataset: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression | None:
     """The expression a dataset was batched with (``ds.batch(E)`` -> ``E``), following names
-    and dataset method chains back to where it was made."""
+    and dataset method chains back to where it was made (also into a function of another
+    module of the project that batches with a parameter: what the call passes there)."""
     facts = Facts.of(program)
     if depth > 8:
         return None
@@ -77,4 +79,10 @@ def batch_size_of(program: Program, dataset: cst.BaseExpression, depth: int = 0)
             return argument_value(dataset, "batch_size", 0)
         if method in PASSTHROUGH:
             return batch_size_of(program, dataset.func.value, depth + 1)
+    if isinstance(dataset, cst.Call):
+        # ``data.make_dataset(64)``: a function of another module of the project that batches
+        # what it returns with that parameter (its summary's ``batch_parameter``).
+        passed = ProjectImports.of(program).batch_argument(dataset)
+        if passed is not None:
+            return passed[0].value
     return None

@@ -19,7 +19,9 @@ class's constructions in this file pass (none in view: unknown). An origin is
 iterated), ``array`` (NumPy, a Keras ``load_data``, or the batches of Keras's Python feeders:
 ``ImageDataGenerator(...).flow*(...)``, a ``keras.utils.Sequence`` of the file), ``shard``, or unknown (scalars, step
 counters, tensors made by TensorFlow, values from other modules, what a local generator
-yields: never a finding).
+yields: never a finding), except a dataset a function of another module of the project returns
+(its summary's ``returns_dataset`` / ``datasets_at``: ``train_ds = data.make_dataset(64)``,
+``train_ds, test_ds = data.make_datasets()``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import libcst as cst
 from autofix.analysis import Derived
 from autofix.analysis.facts.callees import Callables
 from autofix.analysis.facts.dataflow import LOADERS, PASSTHROUGH, progress_bar_iterable
+from autofix.analysis.project.imports import ProjectImports
 from autofix.analysis.steps.custom import Steps, words
 from autofix.analysis.syntax import argument, argument_value, attribute_path
 from autofix.tf.symbols import Kind
@@ -297,6 +300,9 @@ class Inputs(Derived):
                 # ``train_ds, test_ds = make_datasets()``: what the value flow says it is.
                 for value in unpacked:
                     self._elements(value, inner, seen, depth + 1, loop, path)
+            elif bindings and (items := self._imported_item(bindings)):
+                # The same, ``make_datasets`` of another module of the project: its summary.
+                inner.extend(Origin("dataset", item, loop, (item,)) for item in items)
             else:
                 found.append(Origin("unknown", expr))
                 return
@@ -364,7 +370,37 @@ class Inputs(Derived):
                 return "dataset"
             if any(n.startswith("numpy.") for n in names) or self._keras_feeder(expr):
                 return "array"
+            imported = self._imported_definition(expr)
+            if imported is not None and imported.returns_dataset:
+                return "dataset"
         return None
+
+    def _imported_definition(self, call: cst.Call):
+        """The summary of the function of another module of the project that ``call`` calls."""
+        imports = ProjectImports.of(self.program)
+        if not imports.active:
+            return None
+        resolved = imports.resolve(call.func)
+        return resolved.definition if resolved is not None and resolved.definition is not None and resolved.definition.kind == "function" else None
+
+    def _imported_item(self, bindings: list[cst.CSTNode]) -> list[cst.Call]:
+        """``train_ds, test_ds = data.make_datasets()`` with ``make_datasets`` a function of
+        another module of the project returning datasets at those positions: the calls, when
+        every binding is such an item (else empty)."""
+        made: list[cst.Call] = []
+        for binding in bindings:
+            element = self.program.parent(binding)
+            holder = self.program.parent(element) if isinstance(element, cst.Element) else None
+            target = self.program.parent(holder) if isinstance(holder, cst.Tuple) else None
+            assign = self.program.parent(target) if isinstance(target, cst.AssignTarget) else None
+            if not (isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call) and target.target is holder):
+                return []
+            definition = self._imported_definition(assign.value)
+            position = list(holder.elements).index(element)  # type: ignore[union-attr]
+            if definition is None or any(isinstance(e, cst.StarredElement) for e in holder.elements) or position not in definition.datasets_at:  # type: ignore[union-attr]
+                return []
+            made.append(assign.value)
+        return made
 
     def _keras_feeder(self, call: cst.Call) -> bool:
         """``ImageDataGenerator(...).flow(x, y)`` (``flow_from_directory``,
