@@ -104,6 +104,8 @@ class Definition:
     # returning tuples instead, the positions that are such a dataset in every one of them.
     returns_dataset: bool = False
     datasets_at: tuple[int, ...] = ()
+    # A class: its methods that return such a dataset (``TFRecordDataGenerator(...).generate()``).
+    dataset_methods: tuple[str, ...] = ()
 
     @property
     def only_builds(self) -> bool:
@@ -257,6 +259,7 @@ class _Summariser:
                     constant_checks=self._checks(problems),
                     training_methods=self._training_methods(statement),
                     step_means=self._step_means(statement) if keras else (),
+                    dataset_methods=self._dataset_methods(statement),
                 )
             elif isinstance(statement, cst.SimpleStatementLine):
                 for small in statement.body:
@@ -329,6 +332,14 @@ class _Summariser:
                     if axis is None or (isinstance(axis, cst.Name) and axis.value == "None"):
                         lines.append(self.program.line(call))
         return tuple(dict.fromkeys(lines))
+
+    def _dataset_methods(self, cls: cst.ClassDef) -> tuple[str, ...]:
+        """The methods of ``cls`` every return of which is a plain ``tf.data`` dataset."""
+        body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+        return tuple(
+            m.name.value for m in body
+            if isinstance(m, cst.FunctionDef) and self._returned_datasets(m).get("returns_dataset", False)
+        )
 
     def _training_methods(self, cls: cst.ClassDef) -> tuple[tuple[str, int, str], ...]:
         """The methods of ``cls`` that train (a training call on something other than a

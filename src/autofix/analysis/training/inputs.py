@@ -21,7 +21,8 @@ iterated), ``array`` (NumPy, a Keras ``load_data``, or the batches of Keras's Py
 counters, tensors made by TensorFlow, values from other modules, what a local generator
 yields: never a finding), except a dataset a function of another module of the project returns
 (its summary's ``returns_dataset`` / ``datasets_at``: ``train_ds = data.make_dataset(64)``,
-``train_ds, test_ds = data.make_datasets()``).
+``train_ds, test_ds = data.make_datasets()``), or a method of a class of one
+(``TFRecordDataGenerator(...).generate()``: ``dataset_methods``).
 """
 
 from __future__ import annotations
@@ -371,9 +372,33 @@ class Inputs(Derived):
             if any(n.startswith("numpy.") for n in names) or self._keras_feeder(expr):
                 return "array"
             imported = self._imported_definition(expr)
-            if imported is not None and imported.returns_dataset:
+            if imported is not None and imported.returns_dataset or self._imported_dataset_method(expr):
                 return "dataset"
         return None
+
+    def _imported_dataset_method(self, call: cst.Call, depth: int = 0) -> bool:
+        """``TFRecordDataGenerator(...).generate(...)`` (the object also through a name bound
+        only to such constructions): a method that the summary of a class of another module of
+        the project says returns a plain ``tf.data`` dataset."""
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return False
+        receiver = func.value
+        if isinstance(receiver, cst.Name) and depth < 4:
+            values = [self.facts.assigned_value(b) for b in self.facts.reaching_bindings(receiver) or ()]
+        else:
+            values = [receiver]
+        if not values or not all(isinstance(v, cst.Call) for v in values):
+            return False
+        imports = ProjectImports.of(self.program)
+        if not imports.active:
+            return False
+        for value in values:
+            resolved = imports.resolve(value.func)  # type: ignore[union-attr]
+            definition = resolved.definition if resolved is not None else None
+            if definition is None or definition.kind != "class" or func.attr.value not in definition.dataset_methods:
+                return False
+        return True
 
     def _imported_definition(self, call: cst.Call):
         """The summary of the function of another module of the project that ``call`` calls."""
