@@ -375,3 +375,25 @@ def test_on_keras_2_a_traced_step_builds_nothing():
     keras2 = "import os\nos.environ[\"TF_USE_LEGACY_KERAS\"] = \"1\"\n" + read(FIXTURES / "tfd003" / "eager_loop_adam.py").split('"""', 2)[2]
     fixed = analyse(keras2, OPTIONS).new_text
     assert fixed is not None and "@tf.function" in fixed and ".build(" not in fixed
+
+
+@pytest.mark.parametrize(
+    "call, reported",
+    [
+        ("get_dataset(64, GLOBAL_BATCH, strategy=strategy)", False),
+        ("get_dataset(64, GLOBAL_BATCH, strategy)", False),
+        ("get_dataset(64, GLOBAL_BATCH)", True),  # no strategy given: the plain dataset
+        ("get_dataset(64, GLOBAL_BATCH, strategy=None)", True),
+    ],
+)
+def test_a_dataset_distributed_when_its_helper_is_given_a_strategy(call, reported):
+    """``if strategy is not None: dataset = strategy.experimental_distribute_dataset(dataset)``:
+    the plain dataset reaches the return only when no strategy is given."""
+    source = read(FIXTURES / "tfd003" / "noop_distributed_when_given_a_strategy.py")
+    assert "get_dataset(64, GLOBAL_BATCH, strategy=strategy)" in source
+    source = source.replace("get_dataset(64, GLOBAL_BATCH, strategy=strategy)", call)
+    findings = [f for f in analyse(source, Options(select=("TFD003",))).findings]
+    assert bool(findings) is reported
+    # An else branch, or a test of something else, says nothing about the plain dataset.
+    other = source.replace("    if strategy is not None:\n", "    if size > 32:\n")
+    assert [f.code for f in analyse(other, Options(select=("TFD003",))).findings] == ["TFD003"]

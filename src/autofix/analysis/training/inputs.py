@@ -9,7 +9,9 @@ each of 2 replicas sees all 8 examples): no data parallelism, and the replicas' 
 same batch are summed.
 
 Each argument is followed backwards to where its value is made: through names (every binding
-that may reach the read: a value rebuilt on one branch counts), ``for`` loops and
+that may reach the read: a value rebuilt on one branch counts, except a plain dataset that an
+``if strategy is not None:`` without an ``else`` distributes, where the strategy tested is
+always given: it reaches past the ``if`` only with no strategy), ``for`` loops and
 ``enumerate`` / ``zip`` / ``iter`` / ``next`` and progress bars (``tqdm(ds)``), tuple
 unpacking, subscripts, the parameters of local functions (to what their callers pass) and their
 returns, and ``self`` attributes (an iterator or dataset kept in one, ``self.train_iter =
@@ -288,7 +290,7 @@ class Inputs(Derived):
                 self._elements(wrapped, found, seen, depth + 1, loop, path)
                 return
         if isinstance(expr, cst.Name):
-            bindings = facts.reaching_bindings(expr) or []
+            bindings = self._past_a_strategy_test(facts.reaching_bindings(expr) or [])
             values = [facts.assigned_value(b) for b in bindings]
             inner: list[Origin] = []
             if bindings and all(v is not None for v in values):
@@ -336,6 +338,59 @@ class Inputs(Derived):
                 return
         kind = self._kind(expr)
         found.append(Origin(kind or "unknown", expr, loop, (expr,) if kind == "dataset" else ()))
+
+    def _past_a_strategy_test(self, bindings: list[cst.CSTNode]) -> list[cst.CSTNode]:
+        """``if strategy is not None: dataset = strategy.experimental_distribute_dataset(dataset)``
+        (or ``if strategy:``), the ``if`` without an ``else``: the bindings made before it reach
+        past it only when there is no strategy, where nothing is distributed and no replica
+        runs; they are left out. (The other bindings are kept.)"""
+        program = self.program
+        guarded = []
+        for binding in bindings:
+            value = self.facts.assigned_value(binding)
+            if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in DISTRIBUTE_METHODS):
+                continue
+            strategy = value.func.value
+            statement = program.statement_of(binding)
+            block = program.parent(statement) if statement is not None else None
+            test = program.parent(block) if isinstance(block, cst.IndentedBlock) else None
+            if isinstance(test, cst.If) and test.orelse is None and _tests_present(test.test, strategy) and self._always_given(strategy):
+                guarded.append(test)
+        if not guarded:
+            return bindings
+        return [b for b in bindings if not any(self._before(b, test) for test in guarded)]
+
+    def _always_given(self, strategy: cst.BaseExpression) -> bool:
+        """Whether the strategy tested is there whenever a replica could run: a name that is not
+        a parameter, or a parameter every call of its function in view passes a value for (not
+        ``None``); a function called nowhere in view says nothing."""
+        if not isinstance(strategy, cst.Name):
+            return False
+        bindings = self.facts.reaching_bindings(strategy) or []
+        params = [b for b in bindings if isinstance(b, cst.Param)]
+        if not params:
+            return bool(bindings)
+        if len(bindings) != 1:
+            return False
+        function = self.program.enclosing_function(params[0])
+        sites = self.callables.call_sites(function) if function is not None else []
+        if not sites:
+            return False
+        for site in sites:
+            callee = next((c for c in self.callables.of_call(site.func)[0] if c.function is function), None)
+            arg = callee.argument(site, params[0]) if callee is not None else None
+            if arg is None or isinstance(arg.value, cst.Name) and arg.value.value == "None":
+                return False
+        return True
+
+    def _before(self, node: cst.CSTNode, statement: cst.If) -> bool:
+        """Whether ``node`` is in a statement of the block holding ``statement``, before it."""
+        block = self.program.parent(statement)
+        body = list(getattr(block, "body", ()))
+        if statement not in body:
+            return False
+        index = body.index(statement)
+        return any(a in body[:index] for a in [node, *self.program.ancestors(node)])
 
     def unpacked(self, bindings: list[cst.CSTNode]) -> list[cst.BaseExpression]:
         """What names bound by unpacking (``a, b = make()``) are made by, where the value flow
@@ -523,3 +578,16 @@ def _arguments(run: cst.Call) -> list[cst.BaseExpression]:
 
 def is_self_attribute(expr: cst.Attribute) -> bool:
     return isinstance(expr.value, cst.Name) and expr.value.value == "self"
+
+
+def _tests_present(test: cst.BaseExpression, strategy: cst.BaseExpression) -> bool:
+    """``strategy is not None`` or ``strategy`` (alone, or a term of an ``and``)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _tests_present(test.left, strategy) or _tests_present(test.right, strategy)
+    same = lambda e: isinstance(e, cst.Name) and isinstance(strategy, cst.Name) and e.value == strategy.value  # noqa: E731
+    if same(test):
+        return True
+    if isinstance(test, cst.Comparison) and same(test.left) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        return isinstance(target.operator, cst.IsNot) and isinstance(target.comparator, cst.Name) and target.comparator.value == "None"
+    return False
