@@ -397,3 +397,15 @@ def test_a_dataset_distributed_when_its_helper_is_given_a_strategy(call, reporte
     # An else branch, or a test of something else, says nothing about the plain dataset.
     other = source.replace("    if strategy is not None:\n", "    if size > 32:\n")
     assert [f.code for f in analyse(other, Options(select=("TFD003",))).findings] == ["TFD003"]
+
+
+def test_the_call_whose_dataset_is_trained_on_decides_not_every_call():
+    """Another call of the helper without a strategy (a test set only evaluated) leaves the
+    training loop's dataset distributed."""
+    source = read(FIXTURES / "tfd003" / "noop_distributed_when_given_a_strategy.py")
+    source += "\ntest_batches = list(get_dataset(16, GLOBAL_BATCH))\n"
+    assert analyse(source, Options(select=("TFD003",))).findings == []
+    swapped = source.replace("get_dataset(64, GLOBAL_BATCH, strategy=strategy)", "get_dataset(64, GLOBAL_BATCH)").replace(
+        "get_dataset(16, GLOBAL_BATCH))", "get_dataset(16, GLOBAL_BATCH, strategy))"
+    )
+    assert [f.code for f in analyse(swapped, Options(select=("TFD003",))).findings] == ["TFD003"]

@@ -96,6 +96,8 @@ class Inputs(Derived):
         self.steps = Steps.of(program)
         self.facts = self.steps.facts
         self.callables = Callables.of(program)
+        # The calls whose returns are being followed, innermost last.
+        self._through: list[cst.Call] = []
 
     @cached_property
     def undistributed(self) -> list[Feed]:
@@ -331,8 +333,12 @@ class Inputs(Derived):
             if callees and complete:
                 infos = [facts.functions.get(callee.function) for callee in callees]  # type: ignore[arg-type]
                 returned = [ret.value for info in infos if info for ret in info.returns if ret.value is not None]
-                for value in returned:
-                    self._elements(value, found, seen, depth + 1, loop, path)
+                self._through.append(expr)  # what the callee's parameters hold: this call's arguments
+                try:
+                    for value in returned:
+                        self._elements(value, found, seen, depth + 1, loop, path)
+                finally:
+                    self._through.pop()
                 if not returned:
                     found.append(Origin("unknown", expr, loop))  # a generator: what it yields
                 return
@@ -362,8 +368,9 @@ class Inputs(Derived):
 
     def _always_given(self, strategy: cst.BaseExpression) -> bool:
         """Whether the strategy tested is there whenever a replica could run: a name that is not
-        a parameter, or a parameter every call of its function in view passes a value for (not
-        ``None``); a function called nowhere in view says nothing."""
+        a parameter, or a parameter the call whose return is followed passes a value for (not
+        ``None``), or else every call of its function in view; a function called nowhere in
+        view says nothing."""
         if not isinstance(strategy, cst.Name):
             return False
         bindings = self.facts.reaching_bindings(strategy) or []
@@ -374,6 +381,9 @@ class Inputs(Derived):
             return False
         function = self.program.enclosing_function(params[0])
         sites = self.callables.call_sites(function) if function is not None else []
+        # Reached through the return of one call of the function: that call's argument.
+        followed = next((site for site in reversed(self._through) if site in sites), None)
+        sites = [followed] if followed is not None else sites
         if not sites:
             return False
         for site in sites:
