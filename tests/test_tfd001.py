@@ -347,3 +347,19 @@ def test_a_model_handed_to_fit_only_on_the_branch_without_a_strategy_trains_on_o
     assert before in source
     made_first = source.replace(before, "        strategy = tf.distribute.MirroredStrategy()\n        if multi_gpu:\n")
     assert [f.line for f in analyse(made_first, options).findings if f.code == "TFD001"] == [22, 37]
+
+
+def test_a_function_handed_to_code_not_followed_is_reported_not_changed():
+    source = read(FIXTURES / "tfd001" / "report_factory_handed_to_code_not_followed.py")
+    options = Options(select=("TFD001",))
+    findings = analyse(source, options).findings
+    assert findings and not any(f.fixable for f in findings)
+    assert any("create_model() is never called here but handed to partial() (line 27)" in (f.reason or "") for f in findings)
+    # Called here, where the strategy exists: the scope goes into its body, as before.
+    called = source.replace(
+        'environment = CompressionEnvironment(create_model=partial(create_model, train_ds=train_ds, weights_path="lenet.weights.h5"), strategy=strategy)\n',
+        'model = create_model(train_ds, "lenet.weights.h5")\n',
+    )
+    assert "model = create_model(train_ds" in called
+    result = analyse(called, options)
+    assert result.findings and all(f.fixable for f in result.findings) and "with strategy.scope():" in (result.new_text or "")

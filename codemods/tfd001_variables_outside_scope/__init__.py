@@ -45,6 +45,9 @@ Not fixed (reported with the reason):
   condition, before a strategy that cannot move up, where no strategy is in view): the whole
   unit stays, since a model left outside with its compile moved in does not train;
 - a model kept in an attribute of a trainer class (``self.model = self.build()``);
+- a function that builds and trains, never called in the file but handed as a value to code
+  autofix does not follow (``partial(create_model, ...)`` given to another module's class, a
+  thread's target): where that code runs it, and what it does with the model, is decided there;
 - a function that builds a model but is called both inside and outside a scope; two
   strategies in one block; a strategy that may be None where the scope would go (a
   ``strategy = None`` placeholder not yet overwritten there).
@@ -65,6 +68,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from autofix.analysis.facts import ordering
+from autofix.analysis.facts.callees import Callables
 from autofix.analysis.facts.contexts import Context, Contexts, index_of, unbound_on_a_path
 from autofix.analysis.facts.keras_objects import BUILD, COMPILE, TRAIN
 from autofix.analysis.facts.strategies import Strategy, may_be_none
@@ -565,7 +569,7 @@ class _Planner:
         if context.index is not None:
             order = self._order(body, info, context)
             start = order.index(context.index) + 1
-        conflict = context.conflict or self._maybe_none(context) or self._maybe_unbound(context)
+        conflict = context.conflict or self._maybe_none(context) or self._maybe_unbound(context) or self._handed_on(context)
         spelled = on_both_paths(self.program, context.strategy.name, block, placeholders=False)
         if conflict is None and spelled is None:
             conflict = (
@@ -668,6 +672,29 @@ class _Planner:
                 f"{strategy.name} may be None here (line {self.program.line(binding)}), so an unconditional "
                 f"`with {strategy.name}.scope():` could fail; enter the scope where the strategy is known to exist"
             )
+        return None
+
+    def _handed_on(self, context: Context) -> str | None:
+        """Why the code of a function that builds and trains is not changed when the function
+        is never called in this file but handed, as a value, to code that autofix does not
+        follow (``partial(create_model, ...)`` given to another module's class, a thread's
+        target): where that code runs it, in a scope or not, and what it does with what it
+        returns, is decided there."""
+        function = self.contexts.function_of(context.block)
+        if function is None or context.index is not None or Callables.of(self.program).call_sites(function):
+            return None
+        for ref in self.facts.references(function):
+            parent = self.program.parent(ref)
+            if isinstance(parent, cst.Call) and parent.func is ref or isinstance(parent, cst.Decorator):
+                continue
+            if isinstance(parent, cst.Arg):
+                holder = self.program.parent(parent)
+                named = self.program.module.code_for_node(holder.func) if isinstance(holder, cst.Call) else "code"  # type: ignore[union-attr]
+                return (
+                    f"{function.name.value}() is never called here but handed to {named}() (line {self.program.line(ref)}), "
+                    "which autofix does not follow: whether it runs in strategy.scope(), and what is done with what it "
+                    "makes, is decided there"
+                )
         return None
 
     def _maybe_unbound(self, context: Context) -> str | None:
