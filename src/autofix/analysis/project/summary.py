@@ -49,7 +49,7 @@ KEEPS_BATCHES = frozenset({"prefetch", "repeat", "cache", "take", "skip", "map",
 DATASET_MAKERS = ("tensorflow.data.", "tensorflow_datasets.load")
 DATASET_METHODS = frozenset(
     {*BATCHING, *KEEPS_BATCHES, "shuffle", "unbatch", "rebatch", "interleave", "flat_map", "zip", "window", "shard", "apply",
-     "concatenate", "enumerate", "padded_batch", "map_with_legacy_function", "snapshot", "batch"}
+     "concatenate", "enumerate", "snapshot"}
 )
 DISTRIBUTES = frozenset(
     {"experimental_distribute_dataset", "distribute_datasets_from_function", "experimental_distribute_datasets_from_function"}

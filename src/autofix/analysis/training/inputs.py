@@ -441,7 +441,7 @@ class Inputs(Derived):
                 return "dataset"
         return None
 
-    def _imported_dataset_method(self, call: cst.Call, depth: int = 0) -> bool:
+    def _imported_dataset_method(self, call: cst.Call) -> bool:
         """``TFRecordDataGenerator(...).generate(...)`` (the object also through a name bound
         only to such constructions): a method that the summary of a class of another module of
         the project says returns a plain ``tf.data`` dataset."""
@@ -449,7 +449,7 @@ class Inputs(Derived):
         if not isinstance(func, cst.Attribute):
             return False
         receiver = func.value
-        if isinstance(receiver, cst.Name) and depth < 4:
+        if isinstance(receiver, cst.Name):
             values = [self.facts.assigned_value(b) for b in self.facts.reaching_bindings(receiver) or ()]
         else:
             values = [receiver]
