@@ -455,3 +455,56 @@ def test_editing_the_dockerfile_checks_the_file_again(tmp_path, monkeypatch, cac
     dockerfile.unlink()
     removed, count = check()
     assert count == 1 and "TFD006" not in codes(removed[1]) and removed == run("check", "--no-cache", ".")
+
+
+# --- Python job launchers -----------------------------------------------------------------------
+
+
+def test_the_launcher_formats(tmp_path):
+    assert read_pins(tmp_path, "job.py", """\
+        env = Environment.get(workspace=ws, name="AzureML-tensorflow-2.4-ubuntu18.04-py37-cuda11-gpu")
+        """) == [(1, "AzureML-tensorflow-2.4-ubuntu18.04-py37-cuda11-gpu", 2)]
+    assert read_pins(tmp_path, "launch.py", """\
+        from sagemaker.tensorflow import TensorFlow
+        estimator = TensorFlow(entry_point="train.py", framework_version="2.3.1", py_version="py37")
+        other = TensorFlow(entry_point="new.py", framework_version='2.16')
+        """) == [(2, 'framework_version="2.3.1"', 2), (3, "framework_version='2.16'", 3)]
+    assert read_pins(tmp_path, "vertex.py", """\
+        job = aiplatform.CustomTrainingJob(container_uri="us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-11.py310:latest")
+        op = dsl.ContainerOp(image="tensorflow/tensorflow:2.4.1-gpu")
+        """) == [(1, "us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-11.py310:latest", 2), (2, "tensorflow/tensorflow:2.4.1-gpu", 2)]
+    # What is no launcher's: a version argument outside SageMaker, an image without a version,
+    # prose, an ordinary script.
+    assert read_pins(tmp_path, "tool.py", 'framework_version = "2.3"\nIMAGE = "tensorflow/tensorflow:latest-gpu"\n# runs on tensorflow/tensorflow:2.4.0\n') == []
+    assert read_pins(tmp_path, "train.py", "import tensorflow as tf\nmodel = tf.keras.Sequential()\n") == []
+
+
+def test_a_job_launcher_on_tensorflow_2_4_silences_tfd006(tmp_path, monkeypatch):
+    root = project(tmp_path, "azureml_job", monkeypatch)
+    code, out, _ = run("check", "--no-cache", ".")
+    assert "TFD006" not in codes(out)
+    # The environment renamed to a Keras 3 one, or the launcher gone: TFD006.
+    job = root / "job.py"
+    job.write_text(job.read_text().replace("AzureML-tensorflow-2.4-", "AzureML-tensorflow-2.16-"))
+    assert "TFD006" in codes(run("check", "--no-cache", ".")[1])
+    job.unlink()
+    assert "TFD006" in codes(run("check", "--no-cache", ".")[1])
+
+
+def test_only_files_named_as_launchers_are_read(tmp_path, monkeypatch):
+    """A pin file's edit re-checks every file below its folder: ordinary modules are not read
+    for pins, whatever strings they hold."""
+    root = project(tmp_path, "azureml_job", monkeypatch)
+    (root / "job.py").rename(root / "workspace_utils.py")
+    assert "TFD006" in codes(run("check", "--no-cache", ".")[1])
+    (root / "workspace_utils.py").rename(root / "submit_training.py")
+    assert "TFD006" not in codes(run("check", "--no-cache", ".")[1])
+
+
+def test_adding_a_launcher_checks_the_file_again(tmp_path, monkeypatch):
+    root = project(tmp_path, "azureml_job", monkeypatch)
+    job = (root / "job.py").read_text()
+    (root / "job.py").unlink()
+    assert "TFD006" in codes(run("check", ".")[1])
+    (root / "job.py").write_text(job)
+    assert "TFD006" not in codes(run("check", ".")[1])

@@ -88,6 +88,11 @@ def is_package(path: str) -> bool:
     return os.path.basename(path) == "__init__.py"
 
 
+# What names a Python file that submits training jobs (only such files are read for pins: a
+# pin file's edit re-checks every file below its folder).
+_LAUNCHER_WORDS = frozenset({"job", "jobs", "submit", "launch", "launcher", "sagemaker", "azureml", "aml", "vertex", "estimator"})
+
+
 def _may_pin(name: str) -> bool:
     lower = name.lower()
     return (
@@ -98,6 +103,9 @@ def _may_pin(name: str) -> bool:
         or (lower.endswith((".yml", ".yaml")) and not lower.startswith("."))
         or lower.startswith("dockerfile")
         or lower.endswith((".dockerfile", ".sh"))
+        # a Python job launcher by its name (``job.py``, ``submit_training.py``,
+        # ``sagemaker_launch.py``): read by :mod:`.pins`
+        or lower.endswith(".py") and bool(set(re.split(r"[^a-z]+", lower[:-3])) & _LAUNCHER_WORDS)
         or is_readme(name)
     )
 
@@ -112,7 +120,8 @@ def is_readme(name: str) -> bool:
 def pin_files(folder: str) -> list[str]:
     """The names of the files in ``folder`` that may pin the TensorFlow or Keras its programs
     run on (requirements files, setup and project files, conda environments, Dockerfiles,
-    compose files and other YAML manifests, ``.env``, shell scripts, a Makefile, a README),
+    compose files and other YAML manifests, ``.env``, shell scripts, a Makefile, Python files
+    named as job launchers, a README),
     sorted; :mod:`.pins` reads them."""
     try:
         names = os.listdir(folder)

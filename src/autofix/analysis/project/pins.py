@@ -6,7 +6,11 @@ dependencies of ``setup.py``, ``setup.cfg`` or ``pyproject.toml``, a conda ``env
 (``tensorflow=2.11``, ``python=3.7``), a Dockerfile's base image (``FROM
 tensorflow/tensorflow:2.11.0-gpu``, ``FROM python:3.8``) or its ``RUN pip install``, and the
 ``pip install`` lines and Python interpreters (``python3.7 main.py``) of its shell scripts and
-Makefile; and, when none of those pins one, the install commands a README gives
+Makefile, the environment a Python job launcher (a file named so: ``job.py``,
+``submit_training.py``, ``sagemaker_launch.py``) runs its scripts in (an Azure ML curated
+environment ``AzureML-tensorflow-2.4-...``, a SageMaker estimator's ``framework_version=``, an
+image named in a string: ``tensorflow/tensorflow:2.4.1-gpu``, Vertex AI's ``tf-gpu.2-4``); and,
+when none of those pins one, the install commands a README gives
 (``pip install tf-nightly-2.0-preview``, ``pip install tensorflow==2.1``, a requirement line
 ``tensorflow-gpu==2.0.0`` in a code block; never its prose). TensorFlow 2.16 made Keras 3 its Keras, and Keras 3.0 is Keras 3: a pin that allows
 only older versions (or a Python older than 3.9, on which no TensorFlow 2.16 installs) means
@@ -206,6 +210,8 @@ def _pins_of(name: str, key: str, data: bytes) -> tuple[tuple[int, str, int, str
         items = _pyproject(text)
     elif lower == "setup.py":
         items = _strings(text)
+    elif lower.endswith(".py"):
+        items = _launcher(text)
     elif lower.endswith((".yml", ".yaml")) and lower.startswith(("environment", "conda")):
         items = _conda(text)
     elif lower.endswith((".yml", ".yaml")):
@@ -433,6 +439,34 @@ def _dockerfile(text: str) -> list[tuple]:
             shown = text[match.start():].splitlines()[0].strip()
             found.append((_line_of(text, match.start()), requirement, shown))
     return found + _commands(text)
+
+
+# What a Python job launcher runs its training scripts on: an Azure ML curated environment
+# (``Environment.get(ws, name="AzureML-tensorflow-2.4-ubuntu18.04-py37-cuda11-gpu")``), a
+# SageMaker TensorFlow estimator's ``framework_version="2.3.1"``, a container image given by
+# name (``image_uri="tensorflow/tensorflow:2.4.1-gpu"``, Vertex AI's prebuilt
+# ``.../tf-gpu.2-4:latest``).
+_AZUREML_ENVIRONMENT = re.compile(r"""['"]AzureML-tensorflow-(\d+\.\d+)[\w.-]*['"]""", re.IGNORECASE)
+_FRAMEWORK_VERSION = re.compile(r"""\bframework_version\s*=\s*['"](\d+\.\d+(?:\.\d+)?)['"]""")
+_IMAGE_STRING = re.compile(r"""['"]((?:[\w.-]+/)*(?:tensorflow/tensorflow:[^'"\s]+|[\w.-]*tf-(?:cpu|gpu)\.\d+-\d+[^'"\s]*))['"]""")
+
+
+def _launcher(text: str) -> list[tuple]:
+    """The TensorFlow a Python launcher of training jobs runs them on (see above); nothing
+    for other Python files (a launcher must use Azure ML, SageMaker or name an image)."""
+    found: list[tuple] = []
+    for match in _AZUREML_ENVIRONMENT.finditer(text):
+        found.append((_line_of(text, match.start()), f"tensorflow=={match.group(1)}.*", match.group(0).strip("'\"")))
+    if "sagemaker" in text:
+        for match in _FRAMEWORK_VERSION.finditer(text):
+            version = match.group(1)
+            requirement = f"tensorflow=={version}.*" if version.count(".") < 2 else f"tensorflow=={version}"
+            found.append((_line_of(text, match.start()), requirement, match.group(0)))
+    for match in _IMAGE_STRING.finditer(text):
+        requirement = _image(match.group(1))
+        if requirement is not None:
+            found.append((_line_of(text, match.start()), requirement, match.group(1)))
+    return found
 
 
 def _manifest(text: str) -> list[tuple]:
