@@ -1437,3 +1437,44 @@ def test_an_importer_added_later_refuses_the_migration_with_the_cache_on(tmp_pat
     code, out = diff()
     assert code == 1 and "+++ b/gan.py" not in out and "ls_gan.py:27 uses train()" in out
 
+
+
+def test_what_functions_return_datasets_is_summarised():
+    text = (
+        "import tensorflow as tf\n"
+        "import tensorflow_datasets as tfds\n\n"
+        "def make(batch):\n"
+        "    ds = tf.data.TFRecordDataset('f').map(parse)\n"
+        "    ds = ds.shuffle(10)\n"
+        "    return ds.batch(batch).prefetch(2)\n\n"
+        "def pair(b):\n"
+        "    return make(b), tfds.load('mnist', split='test').batch(b), 3\n\n"
+        "def distributed(strategy):\n"
+        "    return strategy.experimental_distribute_dataset(make(8))\n\n"
+        "def handed(ds):\n"
+        "    ds = ds.shuffle(3)\n"
+        "    return ds\n\n"
+        "def parse(record):\n"
+        "    return record\n\n"
+        "class Reader:\n"
+        "    def dataset(self, b):\n"
+        "        return tf.data.Dataset.range(8).batch(b)\n"
+        "    def size(self):\n"
+        "        return 8\n"
+    )
+    definitions = summary_of(text.encode()).definitions
+    assert definitions["make"].returns_dataset and not definitions["make"].datasets_at
+    assert not definitions["pair"].returns_dataset and definitions["pair"].datasets_at == (0, 1)
+    assert not definitions["distributed"].returns_dataset  # it distributes what it makes
+    assert not definitions["handed"].returns_dataset  # made from a parameter only: not known
+    assert not definitions["parse"].returns_dataset
+    assert definitions["Reader"].dataset_methods == ("dataset",)
+
+
+def test_a_name_rebound_many_times_is_summarised_once_per_name():
+    """``ds = ds.map(f)`` forty times over: each binding read once (it was read again for every
+    read of the name, which never ended on a real model module of 40 rebindings)."""
+    lines = ["import tensorflow as tf", "", "def make():", "    ds = tf.data.Dataset.range(8)"]
+    lines += [f"    ds = ds.map(lambda v: v + {i})" for i in range(40)]
+    lines += ["    x = ds", "    x = x.batch(2) if ds else x.repeat()", "    return ds.batch(4)", ""]
+    assert summary_of("\n".join(lines).encode()).definitions["make"].returns_dataset

@@ -235,6 +235,8 @@ class _Summariser:
         self._deferred: dict[tuple[int, str], str] = {}
         self._bindings: dict[str, int] | None = None
         self._delegating: set[str] = set()
+        # (function, name, names assumed datasets) -> whether the name is a dataset there.
+        self._datasets: dict[tuple, bool] = {}
 
     def run(self) -> None:
         program, summary = self.program, self.summary
@@ -447,15 +449,21 @@ class _Summariser:
         if depth > 12:
             return False
         if isinstance(expr, cst.Name):
-            if expr.value in assumed:
+            name = expr.value
+            if name in assumed:
                 return True
-            values = [
-                a.value
-                for a in nodes_in(function.body, cst.Assign, stop=(cst.FunctionDef, cst.Lambda, cst.ClassDef))
-                if any(isinstance(t.target, cst.Name) and t.target.value == expr.value for t in a.targets)
-            ]
-            grounded = any(self._a_dataset(v, function, depth + 1, assumed) for v in values)
-            return grounded and all(self._a_dataset(v, function, depth + 1, assumed | {expr.value}) for v in values)
+            key = (id(function), name, assumed)
+            if key not in self._datasets:
+                self._datasets[key] = False  # while it is decided
+                values = [
+                    a.value
+                    for a in nodes_in(function.body, cst.Assign, stop=(cst.FunctionDef, cst.Lambda, cst.ClassDef))
+                    if any(isinstance(t.target, cst.Name) and t.target.value == name for t in a.targets)
+                ]
+                # Every binding a dataset (the name itself assumed one), and one not made from it.
+                grounded = any(_chain_root(v) is not None and _chain_root(v) != name for v in values)  # type: ignore[arg-type]
+                self._datasets[key] = grounded and all(self._a_dataset(v, function, depth + 1, assumed | {name}) for v in values)
+            return self._datasets[key]
         if not isinstance(expr, cst.Call):
             return False
         if any(n.startswith(DATASET_MAKERS) for n in self.program.qualified_names(expr.func)):
@@ -834,3 +842,18 @@ class _Summariser:
             if local in self.functions and local not in seen:
                 return self._returned_model(self.functions[local], seen)
         return None
+
+
+def _chain_root(expr: cst.BaseExpression) -> str | None:
+    """What a chain of method calls starts from: the name (``ds`` of ``ds.map(f).batch(8)``),
+    ``""`` for a call of something else (a maker), None for anything else."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        inner = expr.func.value
+        if isinstance(inner, cst.Name):
+            return inner.value
+        if not isinstance(inner, cst.Call):
+            return ""
+        expr = inner
+    if isinstance(expr, cst.Name):
+        return expr.value
+    return "" if isinstance(expr, cst.Call) else None
