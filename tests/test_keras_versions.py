@@ -248,6 +248,9 @@ _READ = "tf.keras.backend.get_value(self.model.optimizer.lr)"
         ('getattr(self.model.optimizer, "lr", 0.0)', False),  # guarded
         ('self.model.optimizer.lr if hasattr(self.model.optimizer, "lr") else 0.0', False),
         ("self.model.lr", False),  # not an optimizer
+        ("self.cfg.optimizer.lr", False),  # a configuration's number, not a Keras optimizer
+        ("self.trainer.optimizer.lr", False),
+        ("self.keras_model.optimizer.lr", True),
     ],
 )
 def test_an_optimizer_lr_read_means_keras2(read_rate, keras2):

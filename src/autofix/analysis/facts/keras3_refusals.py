@@ -6,7 +6,8 @@ Measured on TensorFlow 2.21.0 with Keras 3.15.1 (docs/keras-versions.md):
 
 - an optimizer's ``lr`` read (``model.optimizer.lr``, ``K.set_value(opt.lr, ...)``, a callback's
   ``self.model.optimizer.lr``): ``AttributeError: 'Adam' object has no attribute 'lr'`` (Keras 3
-  optimizers have ``learning_rate`` only);
+  optimizers have ``learning_rate`` only). The optimizer must be a model's (what holds it is
+  named a model) or one the file makes: ``cfg.optimizer.lr`` is a configuration's number;
 - ``ModelCheckpoint(filepath)`` whose path does not end in ``.keras`` or ``.h5``
   (``ValueError: The filepath provided must end in `.keras` (Keras model format)``), or, with
   ``save_weights_only=True``, does not end in ``.weights.h5`` (``ValueError: When using
@@ -91,9 +92,7 @@ def _literal_bool(expr: cst.BaseExpression) -> bool | None:
 
 
 def _optimizer_lr_read(facts) -> cst.Attribute | None:
-    """The first ``<optimizer>.lr`` the file reads unguarded: the value is ``X.optimizer`` (a
-    model's, ``self.model.optimizer``) or a name every binding of which is an optimizer made
-    here."""
+    """The first ``<optimizer>.lr`` the file reads unguarded (:func:`_an_optimizer`)."""
     index = facts.program.index
     for node in index.parents:
         if not (isinstance(node, cst.Attribute) and node.attr.value == "lr"):
@@ -105,8 +104,12 @@ def _optimizer_lr_read(facts) -> cst.Attribute | None:
 
 
 def _an_optimizer(facts, expr: cst.BaseExpression) -> bool:
+    """A Keras optimizer: a model's (``model.optimizer``, ``self.model.optimizer``: what holds
+    it is named a model; ``cfg.optimizer.lr`` is a configuration's number), or a name every
+    binding of which is an optimizer made here."""
     if isinstance(expr, cst.Attribute):
-        return expr.attr.value == "optimizer"
+        path = attribute_path(expr)
+        return expr.attr.value == "optimizer" and path is not None and len(path) >= 2 and "model" in path[-2].lower().split("_")
     if isinstance(expr, cst.Name):
         values = [facts.assigned_value(b) for b in facts.bindings(expr) or ()]
         return bool(values) and all(isinstance(v, cst.Call) and facts.call_kind(v) is Kind.OPTIMIZER for v in values)
