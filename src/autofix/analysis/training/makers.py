@@ -12,6 +12,24 @@ from autofix.tf.symbols import Kind
 
 _MODEL_KINDS = (Kind.MODEL, Kind.LOAD)
 
+# What says a value is plain data, never an object with variables: a tensor or array read out
+# (``.numpy()``, ``.item()``), a number or text (``int(...)``, ``len(...)``), a shape, a
+# configuration or a copy of the weights, a vocabulary's size. A model built with
+# ``vocab_size=tokenizer.get_vocab_size().numpy()`` is not built from the tokenizer.
+_PLAIN_METHODS = frozenset({"numpy", "item", "tolist", "count_params", "get_config", "get_weights", "get_vocab_size", "vocab_size", "vocabulary_size", "get_vocabulary", "get_shape"})
+_PLAIN_BUILTINS = frozenset({"int", "float", "len", "str", "bool", "round", "min", "max", "sum"})
+_PLAIN_ATTRIBUTES = frozenset({"shape", "dtype", "name", "ndim", "size"})
+
+
+def _plain_data(node: cst.CSTNode) -> bool:
+    """Whether ``node`` says its value is plain data (see ``_PLAIN_METHODS``)."""
+    if isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            return func.attr.value in _PLAIN_METHODS
+        return isinstance(func, cst.Name) and func.value in _PLAIN_BUILTINS
+    return isinstance(node, cst.Attribute) and node.attr.value in _PLAIN_ATTRIBUTES
+
 
 class Makers:
     """The makers section of :class:`~autofix.analysis.training.model.TrainingModel`."""
@@ -102,6 +120,8 @@ class Makers:
             if id(node) in seen:
                 continue
             seen.add(id(node))
+            if _plain_data(node):
+                continue
             if isinstance(node, cst.Name):
                 for binding in self.facts.reaching_bindings(node) or ():
                     if isinstance(binding, cst.Param):
