@@ -349,6 +349,21 @@ def test_a_model_handed_to_fit_only_on_the_branch_without_a_strategy_trains_on_o
     assert [f.line for f in analyse(made_first, options).findings if f.code == "TFD001"] == [22, 37]
 
 
+def test_nested_branches_hand_fit_the_single_device_model_only_where_no_strategy_exists():
+    """The same with the branches nested (context, then devices): the strategy one path makes
+    reaches the fit after them, but not the bindings that hand it ``self.net``. Made before the
+    branches, the strategy reaches those bindings too, and the models are reported."""
+    source = read(FIXTURES / "tfd001" / "noop_single_device_branch_nested.py")
+    options = Options(select=("TFD001",))
+    assert analyse(source, options).findings == []
+    inner = "                mirrored = tf.distribute.MirroredStrategy()\n"
+    branches = "        if context:\n            if multi_gpu:\n"
+    assert source.count(inner) == 2 and source.count(branches) == 1
+    made_first = source.replace(inner, "").replace(branches, "        mirrored = tf.distribute.MirroredStrategy()\n" + branches)
+    assert {f.line for f in analyse(made_first, options).findings} >= {25, 51}
+
+
+
 def test_a_function_handed_to_code_not_followed_is_reported_not_changed():
     source = read(FIXTURES / "tfd001" / "report_factory_handed_to_code_not_followed.py")
     options = Options(select=("TFD001",))

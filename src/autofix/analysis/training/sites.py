@@ -62,7 +62,7 @@ class Sites:
                 models = self._trained_where_a_strategy_exists(call, func.value, [m for m in self.makers(func.value) if self.is_model_maker(m)])
                 models = self._handed_on_a_branch_with_a_strategy(call, func.value, models)
                 if models:
-                    site = Site(call, "fit", self._strategies_at(call) | self.made_under(models))
+                    site = Site(call, "fit", self._strategies_at(call) | self.made_under(models) | self._strategies_where_handed(func.value, models))
                     self._add_model_members(site, func.value, models)
                     self._add_train_step_metrics(site, models)
                     found.append(site)
@@ -193,8 +193,9 @@ class Sites:
         bound on both branches of an ``if`` (``if multi_gpu: with strategy.scope(): parallel =
         build() ... trained = parallel`` / ``else: trained = self.model``): a model handed to it
         only by a binding in a branch whose other branch enters a strategy scope, where no
-        strategy exists, is trained there on one device by choice (the single-device path)."""
-        if not isinstance(receiver, cst.Name) or self._strategies_at(call) or self.facts.under_scope(call):
+        strategy exists, is trained there on one device by choice (the single-device path),
+        also when the branches nest and the strategy the other branch makes reaches the call."""
+        if not isinstance(receiver, cst.Name) or self.facts.under_scope(call):
             return models
         bindings = self.facts.reaching_bindings(receiver) or []
         if len(bindings) < 2:
@@ -206,7 +207,7 @@ class Sites:
             if value is None:
                 return models
             made = {id(m) for m in self.makers(value)}
-            if self._other_branch_scopes(binding) and not self._strategies_at(binding) and not self.facts.under_scope(binding):
+            if self._single_device_branch(binding) and not self._strategies_at(binding) and not self.facts.under_scope(binding):
                 apart |= made
             else:
                 kept |= made
@@ -370,6 +371,34 @@ class Sites:
                 other = ancestor.orelse if previous is ancestor.body else ancestor.body
                 if other is not None and self._enters_scope_in(other):
                     return True
+            previous = ancestor
+        return False
+
+    def _strategies_where_handed(self, receiver: cst.BaseExpression, models: list[cst.Call]) -> frozenset[str]:
+        """The strategies that exist where the name ``fit`` is called on is bound to one of the
+        models: ``if multi_gpu: strategy = ...; copy = build(); ... trained = copy`` then
+        ``trained.fit()`` after the ``if`` trains ``copy`` on the path that made a strategy."""
+        if not isinstance(receiver, cst.Name):
+            return frozenset()
+        made = {id(m) for m in models}
+        classes: set[str] = set()
+        for binding in self.facts.reaching_bindings(receiver) or []:
+            value = self.facts.assigned_value(binding)
+            if value is not None and any(id(m) in made for m in self.makers(value)):
+                classes |= self._strategies_at(binding)
+        return frozenset(classes)
+
+    def _single_device_branch(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` lies in a branch that enters no strategy scope while the other branch
+        of its ``if`` does: the single-device path. With the branches nested, a branch that
+        enters a scope itself (``if context: if multi_gpu: with s.scope(): ...``) is not one,
+        whatever the outer ``else`` does."""
+        previous = node
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, cst.If) and previous in (ancestor.body, ancestor.orelse):
+                other = ancestor.orelse if previous is ancestor.body else ancestor.body
+                if other is not None and self._enters_scope_in(other):
+                    return not self._enters_scope_in(previous)
             previous = ancestor
         return False
 
