@@ -50,8 +50,17 @@ def test_the_opt_in_rule_runs_only_when_named(repo):
         "strategy.num_replicas_in_sync (suggestion; no automatic fix: a string optimizer uses its default rate; to "
         "scale it, pass keras.optimizers.Adam(learning_rate=<rate> * strategy.num_replicas_in_sync))",
     ]
-    assert "Checked 2 files, 2 findings (TFD001 2), 2 fixable, 1 suggestion (--unsafe-fixes to apply)" in result.stderr
+    # Its suggestion has no fix: --unsafe-fixes would apply nothing, so the summary does not offer it.
+    assert "Checked 2 files, 2 findings (TFD001 2), 2 fixable, 1 suggestion." in result.stderr
     assert "TFD005" not in run("check", "--select", "ALL", ".").stdout
+    (repo / "rates.py").write_text(
+        "import tensorflow as tf\nfrom tensorflow import keras\n\nstrategy = tf.distribute.MirroredStrategy()\n"
+        "with strategy.scope():\n    model = keras.Sequential([keras.layers.Dense(1)])\n"
+        "    model.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-3), loss='mse')\n"
+        "model.fit(tf.zeros((8, 4)), tf.zeros((8, 1)), batch_size=64 * strategy.num_replicas_in_sync)\n"
+    )
+    offered = run("check", "--select", "TFD005", "rates.py")
+    assert "1 suggestion (--unsafe-fixes to apply)" in offered.stderr, offered.stderr
 
 
 def test_check_clean_exits_0(repo):

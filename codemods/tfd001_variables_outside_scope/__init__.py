@@ -47,7 +47,9 @@ Not fixed (reported with the reason):
 - a model kept in an attribute of a trainer class (``self.model = self.build()``);
 - a function that builds and trains, never called in the file but handed as a value to code
   autofix does not follow (``partial(create_model, ...)`` given to another module's class, a
-  thread's target): where that code runs it, and what it does with the model, is decided there;
+  thread's target): where that code runs it, and what it does with the model, is decided there.
+  It is said once, as a suggestion where the function is handed on, naming each object it
+  makes, not as a finding per object: whether it is a bug is decided by code autofix did not read;
 - a function that builds a model but is called both inside and outside a scope; two
   strategies in one block; a strategy that may be None where the scope would go (a
   ``strategy = None`` placeholder not yet overwritten there).
@@ -245,6 +247,9 @@ class _Planner:
         # Optimizers (and compiles making one) left outside the scope because the file runs
         # Keras 2, which trains with them.
         self.kept_for_keras2: set[cst.Call] = set()
+        # Functions never called here but handed as a value to code autofix does not follow,
+        # each with the reference that hands it on and why it is not changed.
+        self.handed: dict[cst.FunctionDef, tuple[cst.CSTNode, str]] = {}
 
     def commit(self) -> None:
         reported = {id(self.program.statement_of(call)) for call, _kind, _why in self.reports}
@@ -256,11 +261,42 @@ class _Planner:
                 unreached.setdefault(statement, []).append((call, self._kind(call), why))
         self.reports.extend(min(calls, key=lambda ck: _rank(ck[1])) for calls in unreached.values())
         related = self._keras2_pin()
+        handed: dict[cst.FunctionDef, list[tuple[cst.Call, object]]] = {}
         for call, kind, why in self.reports:
+            function = self._handed_function(call)
+            if function is not None:
+                handed.setdefault(function, []).append((call, kind))
+                continue
             layer = preprocessing_layer(self.facts.names_of(call.func)) if kind is Kind.LAYER else None
             message = _PREPROCESSING.format(layer) if layer else _message(call, kind)
             self.rule.report(call, message, why, related)
+        for function, made in handed.items():
+            self._suggest_handed(function, made)
         self.rule.edits.extend(self.edits)
+
+    def _handed_function(self, call: cst.Call) -> cst.FunctionDef | None:
+        """The handed-on function (see :meth:`_handed_on`) whose code makes ``call``, if any."""
+        for ancestor in self.program.ancestors(call):
+            if ancestor in self.handed:
+                return ancestor  # type: ignore[return-value]
+        return None
+
+    def _suggest_handed(self, function: cst.FunctionDef, made: list[tuple[cst.Call, object]]) -> None:
+        """One note for a function that builds (and trains) outside any scope but is handed to
+        code autofix does not follow: whether that code runs it under a strategy cannot be
+        told here, so it is neither a finding per object nor changed, but said once, where the
+        function is handed on, with each object it makes as a related place."""
+        ref, why = self.handed[function]
+        made = sorted(made, key=lambda ck: self.program.line(ck[0]))
+        lines = [self.program.line(call) for call, _kind in made]
+        related = tuple((None, line, f"{_callee(self.program, call)}() made here") for (call, _kind), line in zip(made, lines))
+        span = f"line {lines[0]}" if len(set(lines)) == 1 else f"lines {lines[0]}-{lines[-1]}"
+        message = (
+            f"{function.name.value}() makes {len(made)} Keras object{'s' if len(made) > 1 else ''} outside strategy.scope() "
+            f"({span}) and is handed on here: if the code it is handed to trains them under the strategy, "
+            "build them in strategy.scope() there or here"
+        )
+        self.rule.suggest(ref, message, related=related, reason=why)
 
     def _keras2_pin(self) -> tuple[tuple[str | None, int, str], ...]:
         """Where the repository pins Keras 2, when that pin is why an optimizer made outside
@@ -690,6 +726,11 @@ class _Planner:
             if isinstance(parent, cst.Arg):
                 holder = self.program.parent(parent)
                 named = self.program.module.code_for_node(holder.func) if isinstance(holder, cst.Call) else "code"  # type: ignore[union-attr]
+                self.handed.setdefault(function, (ref, (
+                    f"{function.name.value}() is never called here but handed to {named}() (line {self.program.line(ref)}), "
+                    "which autofix does not follow: whether it runs in strategy.scope(), and what is done with what it "
+                    "makes, is decided there"
+                )))
                 return (
                     f"{function.name.value}() is never called here but handed to {named}() (line {self.program.line(ref)}), "
                     "which autofix does not follow: whether it runs in strategy.scope(), and what is done with what it "
@@ -802,6 +843,14 @@ class _Planner:
         for calls in by_statement.values():
             self.reports.append(min(calls, key=lambda ck: _rank(ck[1])))
 
+
+
+def _callee(program, call: cst.Call) -> str:
+    """What ``call`` calls, as written (``Dense`` for ``Dense(10)(x)``)."""
+    func = call.func
+    while isinstance(func, cst.Call):
+        func = func.func
+    return program.module.code_for_node(func)
 
 
 def _describe(statement: cst.CSTNode | None) -> str:

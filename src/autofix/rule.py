@@ -179,13 +179,20 @@ class Rule:
         fix in ``self.edits`` (only where :meth:`report` said the place may be fixed)."""
         raise NotImplementedError
 
-    def suggest(self, node: cst.CSTNode, message: str, plan: Callable[[BlockEdits], None] | None = None) -> bool:
+    def suggest(
+        self,
+        node: cst.CSTNode,
+        message: str,
+        plan: Callable[[BlockEdits], None] | None = None,
+        related: tuple[tuple[str | None, int, str], ...] = (),
+        reason: str | None = None,
+    ) -> bool:
         """Report ``node`` as a suggestion: correct code that could be better (a training step
         run eagerly). Its fix (``plan``) is planned to know whether there is one, but kept only
         with --unsafe-fixes: by default correct code is left byte for byte as it is."""
         key = (id(node), message)
         if plan is None:
-            reason: str | None = "no fix is planned for it"
+            reason = reason or "no fix is planned for it"
         elif self.suppressed(node):
             reason = SUPPRESSED
         else:
@@ -198,7 +205,7 @@ class Rule:
             if reason is None and self.unsafe_fixes:
                 self.edits.extend(edits)
         if key not in self._reports:
-            self._reports[key] = Report(node, message, reason, suggestion=True)
+            self._reports[key] = Report(node, message, reason, suggestion=True, related=related)
         return reason is None and self.unsafe_fixes
 
     def report_elsewhere(

@@ -210,6 +210,8 @@ class Run:
             if finding.unsafe and not self.options.unsafe_fixes:
                 # A suggestion (TFD005): shown, but it does not fail `check`.
                 self.counts["suggestions"] += 1
+                # One whose fix --unsafe-fixes would apply (no reason given against it).
+                self.counts["suggested_fixes"] += finding.reason is None
                 continue
             self.counts["findings"] += 1
             self.counts["fixable"] += finding.fixable
@@ -230,7 +232,8 @@ class Run:
         else:
             parts.append("no findings")
         if c["suggestions"]:
-            parts.append(f"{_plural(c['suggestions'], 'suggestion')} (--unsafe-fixes to apply)")
+            hint = " (--unsafe-fixes to apply)" if c["suggested_fixes"] else ""
+            parts.append(f"{_plural(c['suggestions'], 'suggestion')}{hint}")
         if c["changed"]:
             parts.append(f"{_plural(c['changed'], 'file')} {'changed' if wrote else 'to change'}")
         if c["refused"]:
