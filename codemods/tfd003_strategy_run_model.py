@@ -76,7 +76,8 @@ Not fixed (reported with the reason):
   is not TensorFlow or Keras, reads a Python value that changes between calls, or uses up a
   Python iterator (inside a ``tf.function`` each would happen only while tracing);
 - undistributed data that is a NumPy array (Keras's Python feeders too: an
-  ``ImageDataGenerator``'s ``flow``, a ``keras.utils.Sequence`` of the file) or a shard, that is distributed on some paths only,
+  ``ImageDataGenerator``'s ``flow``, a ``keras.utils.Sequence`` of the file), a batch drawn with
+  ``tf.random`` (``tf.random.normal((64, 8))``) or a shard, that is distributed on some paths only,
   a dataset that is a parameter (other files may pass a distributed one), batches also used
   outside ``strategy.run``, a step that divides its loss by a global batch other than the
   dataset's (split over the replicas, the loss would change) or reads the dataset's batch size
@@ -95,7 +96,7 @@ import libcst as cst
 from autofix.analysis.facts.dataflow import PASSTHROUGH
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.training.distribution import NotDistributable, distribution
-from autofix.analysis.training.inputs import Feed, Inputs
+from autofix.analysis.training.inputs import UNDISTRIBUTED, Feed, Inputs
 from autofix.analysis.program import Program
 from autofix.analysis.steps.custom import Steps, words
 from autofix.analysis.steps.run_targets import KERAS_LOOPS, Handed, RunTargets
@@ -384,7 +385,7 @@ class StrategyRunModel(Rule):
         inputs = Inputs.of(program)
         for value in passed:
             kinds = {o.kind for o in inputs.origins(value)}
-            if kinds & {"dataset", "array", "shard"}:
+            if kinds & UNDISTRIBUTED:
                 raise NotFound(
                     f"{program.module.code_for_node(value)} is not distributed either: handed to strategy.run, every "
                     "replica would get the whole batch (distribute the dataset first)"
@@ -715,6 +716,10 @@ class StrategyRunModel(Rule):
         edits.insert(outer, index, insert)
 
 
+def _callee_text(program: Program, call: cst.CSTNode) -> str:
+    return program.module.code_for_node(call.func) + "(...)" if isinstance(call, cst.Call) else program.module.code_for_node(call)
+
+
 def _fed(program: Program, feeds: list[Feed]) -> str:
     """What the undistributed data is, for the message."""
     origins = [o for feed in feeds for o in feed.undistributed]
@@ -724,6 +729,9 @@ def _fed(program: Program, feeds: list[Feed]) -> str:
         return f"one replica's shard ({program.module.code_for_node(shard.node)})"
     if kinds == {"array"}:
         return "a NumPy array"
+    if kinds <= {"array", "tensor"}:
+        tensor = next(o for o in origins if o.kind == "tensor")
+        return f"a tensor made on one device ({_callee_text(program, tensor.node)}, line {program.line(tensor.node)})"
     dataset = next(o for o in origins if o.kind == "dataset")
     facts = Facts.of(program)
     named = dataset.named or dataset.node

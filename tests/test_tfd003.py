@@ -409,3 +409,16 @@ def test_the_call_whose_dataset_is_trained_on_decides_not_every_call():
         "get_dataset(16, GLOBAL_BATCH))", "get_dataset(16, GLOBAL_BATCH, strategy))"
     )
     assert [f.code for f in analyse(swapped, Options(select=("TFD003",))).findings] == ["TFD003"]
+
+
+def test_a_random_batch_drawn_on_one_device_is_not_distributed():
+    """``tf.random.normal((GLOBAL_BATCH, 8))`` handed to strategy.run: every replica trains on all
+    of it. Reported, not fixed (no dataset to distribute); a scalar draw is not a batch."""
+    source = (FIXTURES / "tfd003" / "report_undistributed_random_tensor.py").read_text()
+    (finding,) = _check(source).findings
+    assert finding.line == 24 and not finding.fixable
+    assert "strategy.run is given a tensor made on one device (tf.random.normal(...), line 28)" in finding.message
+    scalar = source.replace("tf.random.normal((GLOBAL_BATCH, 8))", "tf.random.normal(())").replace(
+        "tf.random.uniform(shape=[GLOBAL_BATCH]", "tf.random.uniform(shape=[]"
+    )
+    assert not _check(scalar).findings

@@ -10,7 +10,7 @@ import libcst as cst
 
 from autofix.analysis.facts.dataflow import PASSTHROUGH
 from autofix.analysis.facts.script import Facts
-from autofix.analysis.training.inputs import Inputs, Origin
+from autofix.analysis.training.inputs import UNDISTRIBUTED, Inputs, Origin
 from autofix.analysis.migration.single_device import Refusal
 from autofix.analysis.program import Program
 from autofix.analysis.project.imports import ProjectImports
@@ -50,7 +50,7 @@ def unscaled_batches(program: Program) -> list[Refusal]:
     for run in Steps.of(program).runs:
         origins = [o for argument in _run_arguments(run) for o in inputs.origins(argument)]
         kinds = {o.kind for o in origins}
-        if "distributed" not in kinds or kinds & {"dataset", "array", "shard"}:
+        if "distributed" not in kinds or kinds & UNDISTRIBUTED:
             # Named where the loop calls the step (a line of the original), not in the wrapper
             # the migration wrote.
             site = _caller(program, facts, run)

@@ -76,7 +76,7 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
     origins = [o for feed in feeds for o in feed.origins if o.kind != "unknown"]
     if any(o.kind != "dataset" for o in origins):
         kinds = sorted({o.kind for o in origins if o.kind != "dataset"})
-        arrays = [o.node for o in origins if o.kind == "array"]
+        arrays = [o.node for o in origins if o.kind in ("array", "tensor")]
         # Where the array comes from: the call that binds what the step's caller passes (a
         # sampler drawing each batch), else where the array is made.
         drawn = _drawn_by(inputs, feeds) if arrays else None
@@ -87,7 +87,8 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
         )
         raise NotDistributable(
             "some of it is distributed and some is not" if "distributed" in kinds else
-            f"it is a {'NumPy array' if 'array' in kinds else 'replica shard'}{made}, not a dataset that can be distributed in place"
+            f"it is a {'NumPy array' if 'array' in kinds else 'tensor made on one device' if 'tensor' in kinds else 'replica shard'}{made}, "
+            "not a dataset that can be distributed in place"
         )
     # ``it = iter(dataset)`` read by ``next(it)`` (made again where it runs out): one place.
     iterators = [_iterators(inputs, o.node) if o.loop is None else None for o in origins]

@@ -61,13 +61,42 @@ _IMAGE_GENERATORS = frozenset({"keras.preprocessing.image.ImageDataGenerator"})
 _FEEDER_METHODS = frozenset({"flow", "flow_from_directory", "flow_from_dataframe"})
 _SEQUENCES = frozenset({"keras.utils.Sequence", "keras.utils.PyDataset"})
 _DEPTH = 12
+# TensorFlow's random draws, with the keyword of their shape: a tensor of rank one or more drawn
+# by one is sample data, a whole batch on one device like a NumPy array (``tf.random.uniform(
+# shape=[100])`` handed to strategy.run gives every replica all of it). A scalar, or a draw whose
+# shape is not written out, is not judged (a noise scale, a seed); nor are constants (``tf.ones``,
+# ``tf.zeros``: a mask, an initial state, the same on every replica by design).
+_TENSOR_FACTORIES = {
+    "tensorflow.random.uniform": "shape",
+    "tensorflow.random.normal": "shape",
+    "tensorflow.random.truncated_normal": "shape",
+    "tensorflow.random.stateless_uniform": "shape",
+    "tensorflow.random.stateless_normal": "shape",
+}
 # TPU strategies take their own kind of input: not judged here.
 _TPU = ("TPUStrategy", "TPUStrategyV2")
 
 
+# What a step's argument can be that is not distributed: a batch of a plain dataset, a NumPy
+# array, a batch tensor made on one device, one replica's shard.
+UNDISTRIBUTED = frozenset({"dataset", "array", "tensor", "shard"})
+
+
+def _batch_tensor(call: cst.Call, names: set[str]) -> bool:
+    """``tf.random.uniform(shape=[100], ...)``: a random draw given a shape of rank one or more,
+    written out (see ``_TENSOR_FACTORIES``)."""
+    keyword = next((_TENSOR_FACTORIES[n] for n in names if n in _TENSOR_FACTORIES), None)
+    if keyword is None:
+        return False
+    shape = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == keyword), None)
+    if shape is None and call.args and call.args[0].keyword is None and not call.args[0].star:
+        shape = call.args[0].value
+    return isinstance(shape, (cst.List, cst.Tuple)) and len(shape.elements) >= 1
+
+
 @dataclass(frozen=True)
 class Origin:
-    kind: str  # "distributed", "dataset", "array", "shard", "unknown"
+    kind: str  # "distributed", "dataset", "array", "tensor", "shard", "unknown"
     node: cst.CSTNode
     # For a batch of a dataset: the ``for`` loop that iterates the dataset, when it is one.
     loop: cst.For | None = None
@@ -87,7 +116,7 @@ class Feed:
 
     @property
     def undistributed(self) -> list[Origin]:
-        return [o for o in self.origins if o.kind in ("dataset", "array", "shard")]
+        return [o for o in self.origins if o.kind in UNDISTRIBUTED]
 
 
 class Inputs(Derived):
@@ -202,6 +231,9 @@ class Inputs(Derived):
             return
         if any(n.startswith("numpy.") for n in names) or any(n.startswith("keras.datasets.") for n in names) or self._keras_feeder(call):
             found.append(Origin("array", call))
+            return
+        if _batch_tensor(call, names):
+            found.append(Origin("tensor", call))
             return
         if isinstance(func, cst.Attribute):
             method = func.attr.value
