@@ -14,6 +14,11 @@ The fix, for OFF with no ``shard()`` anywhere in the dataset's pipeline: the pol
 ``AutoShardPolicy.DATA``, which splits the examples whatever the source (and, unlike a
 hand-written ``shard(num_workers, task_id)``, counts a ``chief`` task right).
 
+A dataset's pipeline is followed back to its source (a ``tf.data`` constructor, or a split
+``tfds.load`` reads whole: also unpacked, ``splits, info = tfds.load(..., with_info=True)``, and
+subscripted, ``splits["train"]``; one given a ``read_config`` may be sharded by it and is not
+judged).
+
 Not findings: datasets not fed to training (evaluation, a dataset only built to show the
 option), a strategy with one worker (``TF_CONFIG`` removed before it is made), a pipeline with
 a ``shard()``, a dataset or options object that is passed through code autofix does not follow
@@ -230,16 +235,24 @@ class UnshardedInput(Rule):
         if isinstance(expr, cst.Name):
             bindings = self.facts.reaching_bindings(expr) or []
             values = [self.facts.assigned_value(b) for b in bindings]
+            if len(bindings) == 1 and values[0] is None and self._unpacked_from_tfds(bindings[0]):
+                return  # ``datasets, info = tfds.load(..., with_info=True)``: the source
             if len(values) != 1 or values[0] is None:
                 lineage.complete = False
                 return
             self._follow(values[0], lineage, depth + 1)
+            return
+        if isinstance(expr, cst.Subscript):
+            # ``datasets["train"]``: one split of what TensorFlow Datasets loaded.
+            self._follow(expr.value, lineage, depth + 1)
             return
         if not isinstance(expr, cst.Call):
             lineage.complete = False
             return
         func = expr.func
         if any(n.startswith("tensorflow.data.") for n in self.facts.names_of(func)):
+            return  # the source
+        if self._tfds_load(expr):
             return  # the source
         if isinstance(func, cst.Attribute) and func.attr.value in _KEEPS and not self.facts.is_module_reference(func.value):
             lineage.methods.append(func.attr.value)
@@ -254,6 +267,22 @@ class UnshardedInput(Rule):
                 self._follow(returns[0].value, lineage, depth + 1)
                 return
         lineage.complete = False
+
+    def _tfds_load(self, call: cst.Call) -> bool:
+        """``tfds.load(...)`` reading every example (no ``read_config``, which can shard it by
+        an input context)."""
+        return bool(self.facts.names_of(call.func) & {"tensorflow_datasets.load"}) and argument_value(call, "read_config", 99) is None
+
+    def _unpacked_from_tfds(self, binding: cst.CSTNode) -> bool:
+        """A name unpacked from ``tfds.load(...)``: ``datasets, info = tfds.load(...,
+        with_info=True)``, ``(train, test), info = tfds.load(split=[...], ...)``."""
+        node = self.program.parent(binding)
+        if not isinstance(node, cst.Element):
+            return False
+        while isinstance(node, (cst.Element, cst.Tuple, cst.List)):
+            node = self.program.parent(node)
+        assign = self.program.parent(node) if isinstance(node, cst.AssignTarget) else None
+        return isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call) and self._tfds_load(assign.value)
 
     # --- TF 1's auto_shard = True / False ---------------------------------------------------------
 
