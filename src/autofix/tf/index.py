@@ -23,6 +23,10 @@ import dataclasses
 import libcst as cst
 
 _BUILTINS = frozenset(dir(builtins))
+# The aliases every TensorFlow script writes for its libraries: in a file that star-imports
+# another module (``from layers.embedding_layer import *``) and never binds them itself, they are
+# the library that module imported under that alias.
+_CONVENTIONAL = {"tf": "tensorflow", "np": "numpy"}
 
 # Node types that never matter to a rule: whitespace, punctuation, operators.
 _SKIP = (
@@ -205,6 +209,8 @@ class Index:
         self.with_items: list[cst.WithItem] = []
         self.attributes: list[cst.Attribute] = []
         self._count = 0
+        # Whether the module has a ``from x import *`` (names it reads may come from there).
+        self.star_import = False
         self._owners: list[cst.CSTNode] = [module]
         self._all_accesses: list[Access] = []
         root = Scope("module", module, None)
@@ -303,6 +309,8 @@ class Index:
                 scope = scope.parent
             if not found and name in _BUILTINS and not module.bindings.get(name):
                 found = [Binding(name, access.node, module, 0, "builtin", f"builtins.{name}")]
+            elif not found and self.star_import and name in _CONVENTIONAL and not module.bindings.get(name):
+                found = [Binding(name, access.node, module, 0, "import", _CONVENTIONAL[name])]
             access.referents = found
             for binding in found:
                 binding.references.append(access)
@@ -572,6 +580,7 @@ def _handle_import(index: Index, node: cst.Import, scope: Scope) -> None:
 
 def _handle_import_from(index: Index, node: cst.ImportFrom, scope: Scope) -> None:
     if isinstance(node.names, cst.ImportStar):
+        index.star_import = True
         return
     base = "." * len(node.relative)
     if node.module is not None:
