@@ -1083,3 +1083,21 @@ def test_a_plain_dataset_from_a_method_of_another_modules_class_is_reported(tmp_
         "        return tf.distribute.get_strategy().experimental_distribute_dataset(ds.batch(batch_size))\n",
     ))
     assert _tfd003(root) == []
+
+
+# --- keras2_module: another module of the program says it runs Keras 2 -----------------------
+
+def test_a_module_the_script_imports_says_which_keras_the_program_runs(tmp_path):
+    """model.py calls experimental_run_v2 (TensorFlow 2.15 or older): train.py, which imports
+    it, runs Keras 2 too, where an optimizer made before the strategy trains. Alone, or with
+    model.py written for Keras 3, the optimizer is reported."""
+    root = tree(tmp_path, "keras2_module")
+    script = root / "train.py"
+    assert [f.code for f in process_path(str(script), Options()).findings] == []
+    from autofix.engine import analyse
+
+    alone = analyse(script.read_text(), Options(select=("TFD001",)))
+    assert [f.line for f in alone.findings] == [line_of(script, "optimizer = tf.keras.optimizers.Adam")]
+    model = root / "model.py"
+    model.write_text(model.read_text().replace("experimental_run_v2(", "run("))
+    assert [f.code for f in process_path(str(script), Options()).findings] == ["TFD001"]

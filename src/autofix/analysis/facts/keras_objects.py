@@ -4,6 +4,7 @@ the file can run on. Part of :class:`~autofix.analysis.facts.script.Facts`."""
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
 
 import libcst as cst
@@ -301,6 +302,13 @@ class KerasObjects:
         hub = self._hub_layer_in_a_model()
         if hub is not None:
             return f"it puts hub.KerasLayer (line {self.program.line(hub)}) in a Keras model, which only Keras 2 (tf_keras) takes"
+        internal = self._internal_keras2_object()
+        if internal is not None:
+            call, name = internal
+            return (
+                f"it makes {name}() of tensorflow.python.keras (line {self.program.line(call)}), TensorFlow's "
+                "internal Keras 2, whose objects Keras 3 refuses"
+            )
         used = self._keras2_only_use()
         if used is not None:
             node, name = used
@@ -308,6 +316,11 @@ class KerasObjects:
         refused = keras3_refusal(self)
         if refused is not None:
             return refused
+        imported = ProjectImports.of(self.program).keras2_module()
+        if imported is not None:
+            line, path, where, what = imported
+            shown = os.path.relpath(path, os.path.dirname(os.path.abspath(self.program.path))) if self.program.path else path
+            return f"it imports {shown} (line {line}), whose line {where} {what}: one program runs one Keras, here Keras 2"
         check = version_check(self, self.program.module)
         if check is not None and check.keras == 2:
             package = "TensorFlow" if check.subject == "tensorflow" else "Keras"
@@ -395,6 +408,20 @@ class KerasObjects:
             pinned = environment.keras2_pin(" ".join(words))
             if pinned is not None:
                 return f"it installs {pinned} (line {self.program.line(call)}), whose Keras is Keras 2"
+        return None
+
+    def _internal_keras2_object(self) -> tuple[cst.Call, str] | None:
+        """The first object the file makes from ``tensorflow.python.keras`` (an optimizer of
+        ``optimizer_v2``, a layer, a model: a class, by its capitalised name), with the class's
+        name. TensorFlow 2.21 still ships that internal copy of Keras 2, but Keras 3 refuses what
+        it makes (measured: ``compile`` raises "Could not interpret optimizer identifier", a
+        ``Sequential`` "Only instances of `keras.Layer` can be added"), so such a file runs on
+        Keras 2. Its functions (``backend.clear_session``) say nothing."""
+        for call, _owner in self.calls:
+            for name in self.program.index.qualified_names(call.func):
+                last = name.rsplit(".", 1)[-1]
+                if name.startswith("tensorflow.python.keras.") and last[:1].isupper():
+                    return call, last
         return None
 
     def _keras2_only_use(self) -> tuple[cst.CSTNode, str] | None:

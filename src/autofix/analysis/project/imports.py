@@ -223,6 +223,41 @@ class ProjectImports(Derived):
                     return _resolve_in(f"{'.' * level}{module}.{name}", "." * level + module, path, name, set())
         return None
 
+    def imported_modules(self) -> list[tuple[int, str]]:
+        """The project modules this file imports at its top level (``import model``, ``from
+        model import X``, ``from .layers import *``): each statement's line and the module's
+        path."""
+        if self.path is None:
+            return []
+        found: list[tuple[int, str]] = []
+        for statement in self.program.module.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                modules: list[tuple[str, int]] = []
+                if isinstance(small, cst.ImportFrom):
+                    module = self.program.module.code_for_node(small.module) if small.module is not None else ""
+                    modules.append((module, len(small.relative)))
+                elif isinstance(small, cst.Import):
+                    modules.extend((self.program.module.code_for_node(alias.name), 0) for alias in small.names)
+                for module, level in modules:
+                    if level == 0 and module.split(".", 1)[0] in LIBRARIES:
+                        continue
+                    path = self._module(module, level)
+                    if path is not None and os.path.normpath(path) != os.path.normpath(self.path):
+                        found.append((self.program.line(statement), path))
+        return found
+
+    def keras2_module(self) -> tuple[int, str, int, str] | None:
+        """A project module this file imports whose own code runs only on Keras 2 (see
+        ``ModuleSummary.keras2``): the import's line, the module's path, the line there and
+        what it is."""
+        for line, path in self.imported_modules():
+            summary = _load(path)
+            if summary is not None and summary.keras2 is not None:
+                return line, path, *summary.keras2
+        return None
+
     def definitions_called(self) -> list[tuple[cst.Call, Resolved]]:
         """Every call of this program whose function is an imported project name."""
         found = []

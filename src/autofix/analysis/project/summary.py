@@ -146,6 +146,10 @@ class ModuleSummary:
     exported: tuple[str, ...] | None = None
     # Why the module could not be read (it does not parse).
     error: str | None = None
+    # What in the module's own code runs only on Keras 2 (TensorFlow 2.15 or older): its line
+    # and what it is (``calls experimental_run_v2()``). One program runs one Keras, so a module
+    # importing this one runs Keras 2 too.
+    keras2: tuple[int, str] | None = None
 
     @cached_property
     def public(self) -> list[str]:
@@ -238,8 +242,29 @@ class _Summariser:
         # (function, name, names assumed datasets) -> whether the name is a dataset there.
         self._datasets: dict[tuple, bool] = {}
 
+    # Methods TensorFlow 2.16+ (Keras 3) no longer has (measured: docs/keras-versions.md).
+    _REMOVED_METHODS = frozenset({"experimental_run_v2", "fit_generator", "evaluate_generator", "predict_generator"})
+
+    def _keras2(self) -> tuple[int, str] | None:
+        """The first thing in the module that only Keras 2 runs: a method TensorFlow 2.16+ no
+        longer has, an object of TensorFlow's internal Keras 2 (``tensorflow.python.keras``),
+        TensorFlow Addons (which needs Keras 2)."""
+        program = self.program
+        for call, _owner in program.index.calls:
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in self._REMOVED_METHODS:
+                return program.line(call), f"calls {func.attr.value}(), which TensorFlow 2.16+ no longer has"
+            for name in program.index.qualified_names(func):
+                if name.startswith("tensorflow.python.keras.") and name.rsplit(".", 1)[-1][:1].isupper():
+                    return program.line(call), f"makes {name.rsplit('.', 1)[-1]}() of tensorflow.python.keras, TensorFlow's internal Keras 2"
+        for binding in program.index.bindings.values():
+            if binding.kind == "import" and binding.path is not None and binding.path.split(".")[0] == "tensorflow_addons":
+                return program.line(binding.node), "imports tensorflow_addons, which needs Keras 2"
+        return None
+
     def run(self) -> None:
         program, summary = self.program, self.summary
+        summary.keras2 = self._keras2()
         for statement in program.module.body:
             line = program.line(statement)
             if isinstance(statement, cst.FunctionDef):
