@@ -1101,3 +1101,23 @@ def test_a_module_the_script_imports_says_which_keras_the_program_runs(tmp_path)
     model = root / "model.py"
     model.write_text(model.read_text().replace("experimental_run_v2(", "run("))
     assert [f.code for f in process_path(str(script), Options()).findings] == ["TFD001"]
+
+
+def test_a_script_whose_tensorflow_comes_from_a_star_import_is_fixed_only_where_that_module_is_read(tmp_path):
+    """Alone, `from common import *` is a module not read: tf is TensorFlow by convention, the
+    model built outside the scope is reported, nothing changed. In its project, with common.py
+    read, the same file is fixed."""
+    from autofix.engine import analyse
+
+    source = (FIXTURES / "tfd001" / "report_tensorflow_from_an_unread_star_import.py").read_text()
+    alone = analyse(source, Options(select=("TFD001",)))
+    assert alone.findings and not any(f.fixable for f in alone.findings) and alone.new_text is None
+    assert all("from common import *`, which autofix did not read" in (f.reason or "") for f in alone.findings)
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "pyproject.toml").write_text('[project]\nname = "star"\nversion = "0"\n')
+    (root / "common.py").write_text("import numpy as np\nimport tensorflow as tf\n")
+    (root / "train.py").write_text(source)
+    code, _out, _err = run("fix", "--select", "TFD001", str(root / "train.py"))
+    assert code in (0, 1)
+    assert "with strategy.scope():\n    model = tf.keras.Sequential(" in (root / "train.py").read_text()

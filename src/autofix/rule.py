@@ -167,6 +167,11 @@ class Rule:
         self._reports: dict[tuple, Report] = {}
         if self.applies():
             self.check()
+        blind = _read_blind(program)
+        if blind is not None:
+            # Nothing is fixed on names whose meaning is only assumed: reported, with why.
+            self.edits = BlockEdits()
+            self._reports = {k: r if r.reason is not None or r.suggestion else replace(r, reason=blind) for k, r in self._reports.items()}
         outcome = Outcome(list(self._reports.values()), edits=self.edits, tree=program.module, parents=program.index.parents)
         return outcome.sorted_by(lambda r: _start(program, r.node))
 
@@ -266,6 +271,27 @@ class Rule:
     def suppressed(self, node: cst.CSTNode) -> bool:
         """Whether an ``# autofix: ignore`` comment for this rule covers ``node``."""
         return self.program.suppressed(node, self.CODE)
+
+
+def _read_blind(program: Program) -> str | None:
+    """Why no fix is made in a file that reads ``tf`` (or ``np``) only through a star
+    import of a module autofix has not read (the file alone, or a module outside its
+    project): what the file takes from there is assumed, not seen. None otherwise."""
+    index = program.index
+    if not index.conventional:
+        return None
+    from autofix.analysis.project.imports import ProjectImports
+
+    imports = ProjectImports.of(program)
+    unread = [(m, level) for m, level in index.star_modules if imports.module_path(m, level) is None]
+    if not unread:
+        return None
+    module, level = unread[0]
+    names = " and ".join(sorted(index.conventional))
+    return (
+        f"{names} come{'s' if len(index.conventional) == 1 else ''} from `from {'.' * level}{module} import *`, which autofix "
+        "did not read (run it on the repository): what the file takes from there is not known, so nothing is changed"
+    )
 
 
 def _start(program: Program, node: cst.CSTNode) -> tuple[int, int]:

@@ -209,8 +209,12 @@ class Index:
         self.with_items: list[cst.WithItem] = []
         self.attributes: list[cst.Attribute] = []
         self._count = 0
-        # Whether the module has a ``from x import *`` (names it reads may come from there).
+        # Whether the module has a ``from x import *`` (names it reads may come from there),
+        # and the modules it star-imports (as written, with their level).
         self.star_import = False
+        self.star_modules: list[tuple[str, int]] = []
+        # The aliases read as their library by convention only (see ``_CONVENTIONAL``).
+        self.conventional: set[str] = set()
         self._owners: list[cst.CSTNode] = [module]
         self._all_accesses: list[Access] = []
         root = Scope("module", module, None)
@@ -311,6 +315,7 @@ class Index:
                 found = [Binding(name, access.node, module, 0, "builtin", f"builtins.{name}")]
             elif not found and self.star_import and name in _CONVENTIONAL and not module.bindings.get(name):
                 found = [Binding(name, access.node, module, 0, "import", _CONVENTIONAL[name])]
+                self.conventional.add(name)
             access.referents = found
             for binding in found:
                 binding.references.append(access)
@@ -581,6 +586,7 @@ def _handle_import(index: Index, node: cst.Import, scope: Scope) -> None:
 def _handle_import_from(index: Index, node: cst.ImportFrom, scope: Scope) -> None:
     if isinstance(node.names, cst.ImportStar):
         index.star_import = True
+        index.star_modules.append((index.module.code_for_node(node.module) if node.module is not None else "", len(node.relative)))
         return
     base = "." * len(node.relative)
     if node.module is not None:

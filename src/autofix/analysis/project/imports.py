@@ -200,6 +200,11 @@ class ProjectImports(Derived):
         assert self.path is not None
         return resolve_from(self.path, qualified)
 
+    def module_path(self, module: str, level: int) -> str | None:
+        """The project file of ``module`` (``level`` dots before it) as this file imports it;
+        None when it is not a module of the project, or the file has no project."""
+        return self._module(module, level) if self.path is not None else None
+
     def _module(self, module: str, level: int) -> str | None:
         assert self.path is not None
         return _FileImports(self.path).module(module, level)
