@@ -1121,3 +1121,30 @@ def test_a_script_whose_tensorflow_comes_from_a_star_import_is_fixed_only_where_
     code, _out, _err = run("fix", "--select", "TFD001", str(root / "train.py"))
     assert code in (0, 1)
     assert "with strategy.scope():\n    model = tf.keras.Sequential(" in (root / "train.py").read_text()
+
+
+# --- dead_step: a step nothing in the project runs --------------------------------------------
+
+def _findings(root: Path) -> list:
+    found = []
+    for path in sorted(root.glob("*.py")):
+        found.extend(process_path(str(path), Options()).findings)
+    return found
+
+
+def test_a_step_nothing_in_the_project_runs_is_no_finding(tmp_path):
+    root = tree(tmp_path, "dead_step")
+    assert [f for f in _findings(root) if f.code in ("TFD003", "TFD004")] == []
+
+
+@pytest.mark.parametrize("where", ["train.py", "evaluate.py"])
+def test_the_same_step_run_in_the_file_or_imported_by_another_module_is_reported(tmp_path, where):
+    root = tree(tmp_path, "dead_step")
+    if where == "train.py":
+        script = root / "train.py"
+        commented = "# for batch in strategy.experimental_distribute_dataset(data):\n#     train_step(batch)\n"
+        assert commented in script.read_text()
+        script.write_text(script.read_text().replace(commented, commented.replace("# ", "").replace("#", "")))
+    else:
+        (root / where).write_text("from train import train_step\n\nrunner = train_step\n")
+    assert "TFD004" in [f.code for f in _findings(root)]

@@ -50,9 +50,34 @@ class Steps(Derived):
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value in RUN_METHODS and call.args and (
                 self.is_strategy(func.value) or self._held_strategy(func.value, call)
-            ):
+            ) and not self._never_run(call):
                 found.append(call)
         return found
+
+    def _never_run(self, call: cst.Call) -> bool:
+        """Whether ``call`` is in a top-level function that nothing runs: never read in this
+        file (not called, not passed on) and, in the file's project, never used by another
+        module (``project.callers.users``: an import, a call, a value passed on). Dead code (a
+        custom step kept after training moved to ``fit``, its call commented out) trains
+        nothing. Only with a project: a file checked alone may be imported by code not seen."""
+        if self.program.path is None:
+            return False
+        function = self.program.enclosing_function(call)
+        while function is not None:
+            outer = self.program.enclosing_function(function)
+            if outer is None:
+                break
+            function = outer
+        if function is None or function not in self.program.module.body:
+            return False
+        for decorator in function.decorators:
+            if not self.facts.names_of(decorator.decorator) & {"tensorflow.function"}:
+                return False  # a decorator may register it (a command, a callback)
+        if self.facts.references(function):
+            return False
+        from autofix.analysis.project.callers import users
+
+        return users(self.program.path, function.name.value) == ()
 
     def _held_strategy(self, expr: cst.BaseExpression, call: cst.Call) -> bool:
         """``obj.strategy`` of ``obj.strategy.run(fn, args=(...))``: an attribute named for a
