@@ -282,3 +282,30 @@ def test_the_refusal_is_named_as_the_reason():
     assert Facts.of(program).needs_keras2 == "it reads self.model.optimizer.lr (line 9), which Keras 3 optimizers do not have"
     program = Program(cst.parse_module(_CHECKPOINTED), source=_CHECKPOINTED)
     assert Facts.of(program).needs_keras2 == "its ModelCheckpoint saves to a path ending 'weights_{epoch:02d}.hdf5' (line 13), which Keras 3 refuses"
+
+
+@pytest.mark.parametrize(
+    "header, keras2",
+    [
+        ("#########\n# Worker code\n#\n# tested with TensorFlow 2.0.0-rc0\n#########\nimport os\n", True),
+        ("# tested with TensorFlow 2.0.1 and 2.0.1-gpu\n", True),
+        ('"""Trainer.\n\nTested with tensorflow 2.4.1.\n"""\nimport tensorflow as tf\n', True),
+        ("# written for Keras 2.2.4\n", True),
+        ("# works with TensorFlow 2.4+\n", False),  # and with any later one
+        ("# tested with TensorFlow 2.4 or later\n", False),
+        ("# tested with TensorFlow 2.17\n", False),  # Keras 3
+        ("import tensorflow as tf\nx = 1  # tested with tf 2.3\n", False),  # not the header
+    ],
+)
+def test_the_tensorflow_a_header_says_the_file_was_made_with(header, keras2):
+    from autofix.analysis.facts.version_checks import stated_version
+
+    assert (stated_version(header) is not None) is keras2
+
+
+def test_a_header_naming_an_older_tensorflow_makes_the_file_keras2():
+    source = read(FIXTURES / "tfd006" / "noop_header_tested_with_old_tensorflow.py")
+    options = Options(select=("TFD006",))
+    assert analyse(source, options).findings == []
+    newer = source.replace("tested with TensorFlow 2.3.1", "tested with TensorFlow 2.16.1")
+    assert [f.code for f in analyse(newer, options).findings] == ["TFD006"]

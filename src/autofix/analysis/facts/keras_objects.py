@@ -12,7 +12,7 @@ import libcst as cst
 from autofix.analysis import environment
 from autofix.analysis.project import pins
 from autofix.analysis.facts.keras3_refusals import keras3_refusal
-from autofix.analysis.facts.version_checks import version_check
+from autofix.analysis.facts.version_checks import stated_version, version_check
 from autofix.analysis.project.imports import ProjectImports
 from autofix.tf import symbols
 from autofix.tf.keras2_only import keras2_only
@@ -325,6 +325,10 @@ class KerasObjects:
         if check is not None and check.keras == 2:
             package = "TensorFlow" if check.subject == "tensorflow" else "Keras"
             return f"it checks that it runs on an older {package} (line {self.program.line(check.node)}), whose Keras is Keras 2"
+        stated = stated_version(self.program.source)
+        if stated is not None:
+            line, package, version = stated
+            return f"its header says it was made with {package} {version} (line {line}), whose Keras is Keras 2"
         # (A notebook that installs TensorFlow or Keras itself runs what it installs.)
         pin = pins.keras2_pin(self.program.path) if environment.current().installs is None else None
         if pin is not None:

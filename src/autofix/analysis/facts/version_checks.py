@@ -18,6 +18,7 @@ compared with a string, or a parser of a string (a string compares as text, as P
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import libcst as cst
@@ -166,3 +167,51 @@ def _written(expr: cst.BaseExpression) -> str | None:
         text = expr.evaluated_value.strip()
         return text if text and all(part.isdigit() for part in text.split(".")) else None
     return None
+
+
+# ``# tested with TensorFlow 2.0.0-rc0``, ``Requires: tensorflow==2.3``: what a file's header
+# says it was made for. Only a version stated as the one it ran with (not "2.4+" or "2.4 or
+# later", which allow a Keras 3 TensorFlow too).
+_STATED = re.compile(
+    r"\b(?:tested|developed|written|built|made)\s+(?:with|on|for|using|under)\s+"
+    r"(?P<what>tensorflow|tf|keras)(?:[\s=:-]*|\s+version\s+)v?(?P<version>\d+\.\d+(?:\.\d+)?(?:-?rc\d+)?)"
+    r"(?P<after>\s*(?:\+|or\s+(?:later|newer|above|higher)|and\s+(?:later|newer|above|higher)|>|\.x\b)?)",
+    re.IGNORECASE,
+)
+# How far into a file its header is read (lines).
+_HEADER_LINES = 40
+
+
+def stated_version(source: str) -> tuple[int, str, str] | None:
+    """The TensorFlow (or Keras) version a file's header comment or docstring says it was tested
+    or written with, when that version's Keras is Keras 2 (TensorFlow before 2.16, Keras before
+    3): its line, what ("TensorFlow") and the version. None otherwise."""
+    for number, line in enumerate(source.splitlines()[:_HEADER_LINES], start=1):
+        stripped = line.strip()
+        if not stripped.startswith(("#", '"', "'")) and not _in_docstring(source, number):
+            continue
+        for match in _STATED.finditer(stripped):
+            if match.group("after").strip():
+                continue
+            what = "keras" if match.group("what").lower() == "keras" else "tensorflow"
+            version = match.group("version").replace("-rc", "rc")
+            try:
+                parsed = Version(version)
+            except InvalidVersion:
+                continue
+            if parsed < (Version("2.16") if what == "tensorflow" else Version("3")):
+                return number, "TensorFlow" if what == "tensorflow" else "Keras", match.group("version")
+    return None
+
+
+def _in_docstring(source: str, number: int) -> bool:
+    """Whether line ``number`` lies in the module's docstring (a string first in the file)."""
+    lines = source.splitlines()
+    first = next((i for i, l in enumerate(lines) if l.strip() and not l.strip().startswith("#")), None)
+    if first is None or not lines[first].lstrip().startswith(('"""', "'''", 'r"""', "r'''")):
+        return False
+    quote = '"""' if '"""' in lines[first] else "'''"
+    end = first
+    if lines[first].count(quote) < 2:
+        end = next((i for i in range(first + 1, len(lines)) if quote in lines[i]), len(lines) - 1)
+    return first < number - 1 <= end or number - 1 == first
