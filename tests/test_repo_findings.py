@@ -1148,3 +1148,35 @@ def test_the_same_step_run_in_the_file_or_imported_by_another_module_is_reported
     else:
         (root / where).write_text("from train import train_step\n\nrunner = train_step\n")
     assert "TFD004" in [f.code for f in _findings(root)]
+
+
+# --- optional_strategy_caller: a trainer class given its strategy by the entry script ---------
+
+def _tfd001(root: Path) -> list:
+    return [f for f in process_path(str(root / "configuration.py"), Options()).findings if f.code == "TFD001"]
+
+
+def test_a_trainer_given_its_strategy_trains_in_the_callers_scope(tmp_path):
+    """train() is called in the scope on the object given the strategy, and outside it on one
+    made without it (one device by choice); the base class comes from another module of the
+    project and never calls train(): the model and optimizer are made in the scope."""
+    root = tree(tmp_path, "optional_strategy_caller")
+    assert _tfd001(root) == []
+
+
+@pytest.mark.parametrize(
+    "path, old, new",
+    [
+        # The distributed object's train() called after the scope.
+        ("train.py", "        config = ModelConfiguration(1e-3, mirrored_strategy=strategy)\n        config.train()\n",
+         "        config = ModelConfiguration(1e-3, mirrored_strategy=strategy)\n    config.train()\n"),
+        # The base class may call train() itself.
+        ("datasets.py", "        return tf.data.Dataset", "        self.train\n        return tf.data.Dataset"),
+    ],
+)
+def test_a_trainer_whose_train_may_run_outside_the_scope_is_reported(tmp_path, path, old, new):
+    root = tree(tmp_path, "optional_strategy_caller")
+    changed = root / path
+    assert old in changed.read_text()
+    changed.write_text(changed.read_text().replace(old, new))
+    assert _tfd001(root)

@@ -4,6 +4,7 @@ does). Part of :class:`~autofix.analysis.facts.script.Facts`."""
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 
 import libcst as cst
@@ -213,6 +214,7 @@ class Scopes:
                 if not calls:
                     remote = self._project_method_calls(function)
                     if remote:
+                        remote = tuple(c for c in remote if not self._made_without_strategy(function, c)) or remote
                         classes = set()
                         for caller in remote:
                             classes |= type(self).of(caller.program).scope_classes_at(caller.call)  # type: ignore[attr-defined]
@@ -258,6 +260,10 @@ class Scopes:
                 calls, passed_on = self.values.calls_of(function)
                 if not calls:
                     remote = self._project_method_calls(function)
+                    if remote:
+                        # Calls on objects made without the class's optional strategy run on
+                        # one device by choice (the entry script's single-device path).
+                        remote = tuple(c for c in remote if not self._made_without_strategy(function, c))
                     result = bool(remote) and all(type(self).of(c.program).under_scope(c.call) for c in remote)  # type: ignore[attr-defined]
                 else:
                     result = bool(calls) and not passed_on and all(self.under_scope(call) for call, _offset in calls)
@@ -281,7 +287,11 @@ class Scopes:
             return None
         if reads_named(self.program, method.name.value):
             return None  # this module reads the method too (hands it on, calls it on something)
-        if any(self.values.local_definition(base.value) is None and "builtins.object" not in self.names_of(base.value) for base in cls.bases):
+        if any(
+            self.values.local_definition(base.value) is None and "builtins.object" not in self.names_of(base.value)
+            and not self._project_base_leaves(base.value, method.name.value)
+            for base in cls.bases
+        ):
             return None  # a class it derives from (Keras's Model) may call it
         key = (path, cls.name.value, method.name.value)
         if key in _ASKING:
@@ -291,6 +301,55 @@ class Scopes:
             return method_calls(path, cls.name.value, method.name.value)
         finally:
             _ASKING.discard(key)
+
+    def _project_base_leaves(self, base: cst.BaseExpression, method: str) -> bool:
+        """Whether ``base`` is a class of another module of the project, not a Keras model,
+        whose module never spells ``.method`` (so it cannot call the method itself: a
+        ``GenerateDatasets`` a trainer class derives its data from)."""
+        from autofix.analysis.project.imports import ProjectImports, _load
+
+        resolved = ProjectImports.of(self.program).resolve(base)
+        definition = resolved.definition if resolved is not None else None
+        if definition is None or definition.kind != "class" or definition.keras_model or resolved.path is None:  # type: ignore[union-attr]
+            return False
+        summary = _load(resolved.path)  # type: ignore[union-attr]
+        return summary is not None and not re.search(rf"\.{re.escape(method)}\b", summary.text)
+
+    def _made_without_strategy(self, method: cst.FunctionDef, caller: Caller) -> bool:
+        """Whether the object ``caller`` calls ``method`` on is made without the strategy its
+        class's ``__init__`` takes as an optional parameter (``ModelConfiguration(args=args)``
+        where ``__init__(self, args, mirrored_strategy=None)``): the single-device path."""
+        cls = self.values.class_of(method)
+        init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None) if cls else None
+        if init is None:
+            return False
+        params = [p for p in (*init.params.params, *init.params.kwonly_params)]
+        optional = next(
+            (i for i, p in enumerate(params) if p.default is not None and isinstance(p.default, cst.Name) and p.default.value == "None"
+             and {"strategy", "strat"} & set(p.name.value.lower().split("_"))),
+            None,
+        )
+        if optional is None:
+            return False
+        name = params[optional].name.value
+        index = optional - 1 if params and params[0].name.value == "self" else optional
+        func = caller.call.func  # type: ignore[union-attr]
+        if not isinstance(func, cst.Attribute):
+            return False
+        from autofix.analysis.core.value_flow import Values
+
+        origins = Values.of(caller.program).origins(func.value)
+        made = [o.node for o in origins if o.whole and isinstance(o.node, cst.Call)]
+        if not made or len(made) != len(origins):
+            return False
+        for construction in made:
+            given = [a for a in construction.args if a.keyword is not None and a.keyword.value == name]
+            positional = [a for a in construction.args if a.keyword is None and not a.star]
+            if any(a.star for a in construction.args) or given and not (isinstance(given[0].value, cst.Name) and given[0].value.value == "None"):
+                return False
+            if not given and len(positional) > index:
+                return False
+        return True
 
     @cached_property
     def _scope_memo(self) -> dict[cst.FunctionDef, bool]:

@@ -9,6 +9,7 @@ What a call runs is :mod:`.callees`'s answer; the loss itself, term by term, is
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
 from typing import Callable, Iterator
 
@@ -59,7 +60,8 @@ class Steps(Derived):
         file (not called, not passed on) and, in the file's project, never used by another
         module (``project.callers.users``: an import, a call, a value passed on). Dead code (a
         custom step kept after training moved to ``fit``, its call commented out) trains
-        nothing. Only with a project: a file checked alone may be imported by code not seen."""
+        nothing. Only in a project (a root marked by pyproject.toml, setup.py, setup.cfg or
+        .git): a file checked alone, or in a bare folder, may be imported by code not seen."""
         if self.program.path is None:
             return False
         function = self.program.enclosing_function(call)
@@ -75,8 +77,12 @@ class Steps(Derived):
                 return False  # a decorator may register it (a command, a callback)
         if self.facts.references(function):
             return False
+        from autofix.analysis.project import layout
         from autofix.analysis.project.callers import users
 
+        root = layout.project_root(self.program.path)
+        if not any(os.path.exists(os.path.join(root, marker)) for marker in layout.MARKERS):
+            return False  # a folder, not a project: what else imports the file is not known
         return users(self.program.path, function.name.value) == ()
 
     def _held_strategy(self, expr: cst.BaseExpression, call: cst.Call) -> bool:
