@@ -508,3 +508,15 @@ def test_adding_a_launcher_checks_the_file_again(tmp_path, monkeypatch):
     assert "TFD006" in codes(run("check", ".")[1])
     (root / "job.py").write_text(job)
     assert "TFD006" not in codes(run("check", ".")[1])
+
+
+def test_a_package_is_run_as_its_repository_runs_it(tmp_path, monkeypatch):
+    """The package's root (setup.py) holds no pin; the repository's Dockerfile above it runs it on
+    TensorFlow 2.3.1: Keras 2, no TFD006. Without a repository root (.git) above the package
+    the Dockerfile is not its repository's, and a pin of the package's own decides first."""
+    root = project(tmp_path, "package_in_repository", monkeypatch)
+    assert "TFD006" in codes(run("check", "--no-cache", "multi-worker/trainer/task.py")[1])
+    (root / ".git").mkdir()
+    assert "TFD006" not in codes(run("check", "--no-cache", "multi-worker/trainer/task.py")[1])
+    (root / "multi-worker" / "requirements.txt").write_text("tensorflow==2.17.0\n")
+    assert "TFD006" in codes(run("check", "--no-cache", "multi-worker/trainer/task.py")[1])

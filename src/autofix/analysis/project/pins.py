@@ -159,7 +159,32 @@ def _folders(path: str | None) -> list[str]:
         if parent == folder:
             break
         folder = parent
-    return folders
+    return folders + _above_package(root)
+
+
+# How far above a package's root its repository's root is looked for (folders).
+_REPOSITORY_DEPTH = 4
+
+
+def _above_package(root: str) -> list[str]:
+    """The folders above a project root that a package marker (``setup.py``, ``pyproject.toml``)
+    makes, up to the repository's root (the nearest folder above holding ``.git``), when there
+    is one: a repository's Dockerfile or requirements that build and run the package
+    (``COPY multi-worker/trainer/ trainer/`` on ``FROM tensorflow/tensorflow:2.3.1``) pin what it
+    runs on, where the package's own folders say nothing (the nearest folder that does decides)."""
+    if os.path.exists(os.path.join(root, ".git")):
+        return []
+    above: list[str] = []
+    folder = root
+    for _ in range(_REPOSITORY_DEPTH):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return []
+        above.append(parent)
+        if os.path.exists(os.path.join(parent, ".git")):
+            return above
+        folder = parent
+    return []
 
 
 def _nearest(folders: list[str], wanted, readme: bool = False) -> Pin | None:
