@@ -1180,3 +1180,31 @@ def test_a_trainer_whose_train_may_run_outside_the_scope_is_reported(tmp_path, p
     assert old in changed.read_text()
     changed.write_text(changed.read_text().replace(old, new))
     assert _tfd001(root)
+
+
+# --- constructed_in_scope: __init__ runs where another module constructs the object ------------
+
+def test_a_model_made_in_init_is_made_where_another_module_constructs_the_object(tmp_path):
+    """train.py imports net.py through its own package (``from app.models.net import``, run from
+    server/) and constructs TrainModel in the scope: the model TrainModel.__init__ makes for its
+    strategy.run step is made there. Constructed after the scope, it is reported."""
+    root = tree(tmp_path, "constructed_in_scope")
+    net = root / "server" / "app" / "models" / "net.py"
+    assert [f for f in process_path(str(net), Options()).findings if f.code == "TFD001"] == []
+    script = root / "server" / "app" / "models" / "train.py"
+    inside = "with strategy.scope():\n    model = TrainModel(16, strategy)\n"
+    assert inside in script.read_text()
+    script.write_text(script.read_text().replace(inside, "model = TrainModel(16, strategy)\nwith strategy.scope():\n"))
+    found = [f for f in process_path(str(net), Options()).findings if f.code == "TFD001"]
+    assert [f.line for f in found] == [line_of(net, "self.model = Encoder(width)")]
+
+
+def test_a_module_of_the_importers_own_package_is_found_from_the_folder_it_runs_from(tmp_path):
+    from autofix.analysis.project import layout
+
+    root = tree(tmp_path, "constructed_in_scope")
+    script = root / "server" / "app" / "models" / "train.py"
+    assert layout.resolve_module(str(script), "app.models.net") == str(root / "server" / "app" / "models" / "net.py")
+    assert layout.resolve_module(str(script), "models.net") == str(root / "server" / "app" / "models" / "net.py")  # run from app/
+    assert layout.resolve_module(str(script), "app.models.missing") is None
+    assert layout.resolve_module(str(script), "other.models.net") is None

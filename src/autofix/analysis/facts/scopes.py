@@ -10,7 +10,7 @@ from functools import cached_property
 import libcst as cst
 
 from autofix.analysis.facts.strategies import UNKNOWN_STRATEGY, Strategy
-from autofix.analysis.project.callers import Caller, method_calls, reads_named
+from autofix.analysis.project.callers import Caller, method_calls, reads_named, users
 from autofix.analysis.syntax import attribute_path
 
 
@@ -167,6 +167,12 @@ class Scopes:
         here, and it was given the strategy to use it."""
         if isinstance(node, cst.Call) and self.is_module_reference(node.func) and self._given_strategy(node):
             return True
+        return self.runs_in_scope(node)
+
+    def runs_in_scope(self, node: cst.CSTNode) -> bool:
+        """:meth:`under_scope` without taking a call given the strategy for one made in its
+        scope: ``Trainer(strategy)`` whose ``__init__`` (read in its own module) enters no
+        scope makes what it makes where it is constructed."""
         previous = node
         for ancestor in self.program.ancestors(node):
             if isinstance(ancestor, cst.With) and previous is ancestor.body:
@@ -258,7 +264,10 @@ class Scopes:
                 # ``Trainer(...)`` made in the scope runs ``__init__`` there; a method runs
                 # where ``self.method()`` / ``obj.method()`` is called.
                 calls, passed_on = self.values.calls_of(function)
-                if not calls:
+                if not calls and function.name.value == "__init__":
+                    made = self._project_constructions(function)
+                    result = bool(made) and all(type(self).of(c.program).runs_in_scope(c.call) for c in made)  # type: ignore[attr-defined]
+                elif not calls:
                     remote = self._project_method_calls(function)
                     if remote:
                         # Calls on objects made without the class's optional strategy run on
@@ -301,6 +310,22 @@ class Scopes:
             return method_calls(path, cls.name.value, method.name.value)
         finally:
             _ASKING.discard(key)
+
+    def _project_constructions(self, init: cst.FunctionDef) -> tuple[Caller, ...] | None:
+        """The constructions ``Cls(...)`` other modules of the project make of the top-level
+        class whose ``__init__`` is ``init``, when every use of the class there is one (not a
+        base class, not handed on) and this module never reads the class's name; None when
+        that cannot be shown, or outside a project."""
+        path = self.program.path
+        cls = self.values.class_of(init)
+        if path is None or cls is None or not isinstance(self.program.parent(cls), cst.Module):
+            return None
+        if any(not any(a is cls for a in self.program.ancestors(r)) for r in reads_named(self.program, cls.name.value)):
+            return None  # made (or subclassed, handed on) here too; ``super(Cls, self)`` is not
+        found = users(path, cls.name.value)
+        if not found or not all(isinstance(u.call, cst.Call) for u in found):
+            return None
+        return found
 
     def _project_base_leaves(self, base: cst.BaseExpression, method: str) -> bool:
         """Whether ``base`` is a class of another module of the project, not a Keras model,

@@ -81,6 +81,17 @@ def resolve_module(importer: str, module: str, level: int = 0) -> str | None:
         found = _module_file(base, parts)
         if found is not None and inside(found, root):
             return os.path.normpath(found)
+    # ``from ai_api.ai_models.facenet.model import X`` in ``AIServer/ai_api/ai_models/facenet/
+    # train.py``: the file's own package, imported from the folder it sits in (run from there,
+    # or with that folder on PYTHONPATH).
+    child = os.path.dirname(os.path.abspath(importer))
+    while inside(child, root) and child != root:
+        parent = os.path.dirname(child)
+        if os.path.basename(child) == parts[0]:
+            found = _module_file(parent, parts)
+            if found is not None and inside(found, root):
+                return os.path.normpath(found)
+        child = parent
     return None
 
 
