@@ -309,3 +309,18 @@ def test_a_header_naming_an_older_tensorflow_makes_the_file_keras2():
     assert analyse(source, options).findings == []
     newer = source.replace("tested with TensorFlow 2.3.1", "tested with TensorFlow 2.16.1")
     assert [f.code for f in analyse(newer, options).findings] == ["TFD006"]
+
+
+def test_a_notebooks_tested_with_comment_does_not_pin_it(tmp_path):
+    """A notebook runs on the runtime of the day (Colab's): "# Tested with TensorFlow 2.1.0" in
+    a cell says nothing of the Keras it runs; the same header in a script does."""
+    import json
+
+    source = read(FIXTURES / "tfd006" / "noop_header_tested_with_old_tensorflow.py")
+    cells = [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": source.splitlines(keepends=True)}]
+    notebook = tmp_path / "train.ipynb"
+    notebook.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    assert [f.code for f in process_path(str(notebook), Options(select=("TFD006",))).findings] == ["TFD006"]
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    assert not process_path(str(script), Options(select=("TFD006",))).findings

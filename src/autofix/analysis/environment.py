@@ -26,6 +26,9 @@ class Environment:
     # The notebook's own ``pip install`` line of TensorFlow or Keras, whatever version: what it
     # runs is what it installs, not what its repository pins (``project/pins.py``).
     installs: str | None = None
+    # Whether the file is a notebook: it runs on the runtime of the day (Colab's), whatever a
+    # comment says it was tested with; only what it installs pins it.
+    notebook: bool = False
 
 
 _CURRENT: ContextVar[Environment] = ContextVar("autofix_environment", default=Environment())
@@ -77,7 +80,7 @@ def from_shell_lines(lines: Iterable[str], env: tuple[tuple[bytes, str, str], ..
     see :attr:`Environment.env`)."""
     lines = list(lines)
     found = _keras2(lines)
-    return Environment(keras2=found, env=env, installs=_installs(lines))
+    return Environment(keras2=found, env=env, installs=_installs(lines), notebook=True)
 
 
 # TensorFlow or Keras named in a ``pip install`` line (not ``tensorflow-datasets``, ``keras-cv``).

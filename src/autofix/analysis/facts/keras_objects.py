@@ -325,7 +325,7 @@ class KerasObjects:
         if check is not None and check.keras == 2:
             package = "TensorFlow" if check.subject == "tensorflow" else "Keras"
             return f"it checks that it runs on an older {package} (line {self.program.line(check.node)}), whose Keras is Keras 2"
-        stated = stated_version(self.program.source)
+        stated = None if environment.current().notebook else stated_version(self.program.source)
         if stated is not None:
             line, package, version = stated
             return f"its header says it was made with {package} {version} (line {line}), whose Keras is Keras 2"
