@@ -83,7 +83,14 @@ class Steps(Derived):
         root = layout.project_root(self.program.path)
         if not any(os.path.exists(os.path.join(root, marker)) for marker in layout.MARKERS):
             return False  # a folder, not a project: what else imports the file is not known
-        return users(self.program.path, function.name.value) == ()
+        if users(self.program.path, function.name.value) != ():
+            return False
+        # No other file of the project spells the name at all: a use whose import autofix
+        # cannot resolve (``from seed_rl.agents.vtrace import learner`` in a checkout not named
+        # seed_rl) is a use still.
+        here = os.path.normpath(os.path.abspath(self.program.path))
+        spelled = layout.mentions(root, function.name.value)
+        return spelled is not None and all(os.path.normpath(os.path.abspath(path)) == here for path, _key in spelled)
 
     def _held_strategy(self, expr: cst.BaseExpression, call: cst.Call) -> bool:
         """``obj.strategy`` of ``obj.strategy.run(fn, args=(...))``: an attribute named for a
