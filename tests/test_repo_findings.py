@@ -1118,6 +1118,12 @@ def test_a_script_whose_tensorflow_comes_from_a_star_import_is_fixed_only_where_
     (root / "pyproject.toml").write_text('[project]\nname = "star"\nversion = "0"\n')
     (root / "common.py").write_text("import numpy as np\nimport tensorflow as tf\n")
     (root / "train.py").write_text(source)
+    # A module that does not bind tf itself (it star-imports another): still not seen.
+    (root / "common.py").write_text("from more import *\n")
+    (root / "more.py").write_text("import numpy as np\nimport tensorflow as tf\n")
+    findings = process_path(str(root / "train.py"), Options(select=("TFD001",))).findings
+    assert findings and all("whose module does not bind them itself" in (f.reason or "") for f in findings)
+    (root / "common.py").write_text("import numpy as np\nimport tensorflow as tf\n")
     code, _out, _err = run("fix", "--select", "TFD001", str(root / "train.py"))
     assert code in (0, 1)
     assert "with strategy.scope():\n    model = tf.keras.Sequential(" in (root / "train.py").read_text()

@@ -282,14 +282,34 @@ def _read_blind(program: Program) -> str | None:
         return None
     from autofix.analysis.project.imports import ProjectImports
 
+    from autofix.analysis.project.imports import _load
+
     imports = ProjectImports.of(program)
-    unread = [(m, level) for m, level in index.star_modules if imports.module_path(m, level) is None]
-    if not unread:
+    paths = [(m, level, imports.module_path(m, level)) for m, level in index.star_modules]
+    summaries = [_load(path) for _m, _level, path in paths if path is not None]
+    # Read, and binding the names as the libraries they are taken for (``import tensorflow as tf``).
+    seen = all(
+        any(
+            summary is not None and (d := summary.definitions.get(name)) is not None and d.kind == "import"
+            and d.source is not None and d.source[0].split(".")[0] == {"tf": "tensorflow", "np": "numpy"}[name]
+            for summary in summaries
+        )
+        for name in index.conventional
+    )
+    if seen:
         return None
-    module, level = unread[0]
+    unread = next((p for p in paths if p[2] is None), None)
     names = " and ".join(sorted(index.conventional))
+    verb = "comes" if len(index.conventional) == 1 else "come"
+    if unread is None:
+        module, level, _path = paths[0]
+        return (
+            f"{names} {verb} from `from {'.' * level}{module} import *`, whose module does not bind "
+            f"{'it' if len(index.conventional) == 1 else 'them'} itself: what the file takes from there is not known, so nothing is changed"
+        )
+    module, level, _path = unread
     return (
-        f"{names} come{'s' if len(index.conventional) == 1 else ''} from `from {'.' * level}{module} import *`, which autofix "
+        f"{names} {verb} from `from {'.' * level}{module} import *`, which autofix "
         "did not read (run it on the repository): what the file takes from there is not known, so nothing is changed"
     )
 
