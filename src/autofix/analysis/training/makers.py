@@ -17,7 +17,7 @@ _MODEL_KINDS = (Kind.MODEL, Kind.LOAD)
 # configuration or a copy of the weights, a vocabulary's size. A model built with
 # ``vocab_size=tokenizer.get_vocab_size().numpy()`` is not built from the tokenizer.
 _PLAIN_METHODS = frozenset({"numpy", "item", "tolist", "count_params", "get_config", "get_weights", "get_vocab_size", "vocab_size", "vocabulary_size", "get_vocabulary", "get_shape"})
-_PLAIN_BUILTINS = frozenset({"int", "float", "len", "str", "bool", "round", "min", "max", "sum"})
+_PLAIN_BUILTINS = frozenset({"int", "float", "len", "str", "bool", "round"})
 _PLAIN_ATTRIBUTES = frozenset({"shape", "dtype", "name", "ndim", "size"})
 
 
