@@ -1218,3 +1218,16 @@ def test_a_module_of_the_importers_own_package_is_found_from_the_folder_it_runs_
     assert layout.resolve_module(str(script), "models.net") == str(root / "server" / "app" / "models" / "net.py")  # run from app/
     assert layout.resolve_module(str(script), "app.models.missing") is None
     assert layout.resolve_module(str(script), "other.models.net") is None
+
+
+def test_an_object_made_without_its_optional_strategy_is_the_single_device_path(tmp_path):
+    """A second construction, without the strategy (TrainModel's strategy=None), outside the
+    scope: one device by choice, which leaves __init__'s models made in the scope where the
+    strategy is given. Given the strategy outside the scope, they are reported."""
+    root = tree(tmp_path, "constructed_in_scope")
+    net = root / "server" / "app" / "models" / "net.py"
+    script = root / "server" / "app" / "models" / "train.py"
+    script.write_text(script.read_text() + "\nbaseline = TrainModel(16)\nbaseline.compile(optimizer='adam', loss='mse')\n")
+    assert [f for f in process_path(str(net), Options()).findings if f.code == "TFD001"] == []
+    script.write_text(script.read_text().replace("baseline = TrainModel(16)\n", "baseline = TrainModel(16, strategy)\n"))
+    assert [f.line for f in process_path(str(net), Options()).findings if f.code == "TFD001"] == [line_of(net, "self.model = Encoder(width)")]

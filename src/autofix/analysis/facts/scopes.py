@@ -266,6 +266,10 @@ class Scopes:
                 calls, passed_on = self.values.calls_of(function)
                 if not calls and function.name.value == "__init__":
                     made = self._project_constructions(function)
+                    if made:
+                        # Objects made without the class's optional strategy: one device by choice.
+                        cls = self.values.class_of(function)
+                        made = tuple(c for c in made if not self._constructed_without_strategy(cls, c.call))  # type: ignore[arg-type]
                     result = bool(made) and all(type(self).of(c.program).runs_in_scope(c.call) for c in made)  # type: ignore[attr-defined]
                 elif not calls:
                     remote = self._project_method_calls(function)
@@ -344,7 +348,20 @@ class Scopes:
         """Whether the object ``caller`` calls ``method`` on is made without the strategy its
         class's ``__init__`` takes as an optional parameter (``ModelConfiguration(args=args)``
         where ``__init__(self, args, mirrored_strategy=None)``): the single-device path."""
-        cls = self.values.class_of(method)
+        func = caller.call.func  # type: ignore[union-attr]
+        if not isinstance(func, cst.Attribute):
+            return False
+        from autofix.analysis.core.value_flow import Values
+
+        origins = Values.of(caller.program).origins(func.value)
+        made = [o.node for o in origins if o.whole and isinstance(o.node, cst.Call)]
+        if not made or len(made) != len(origins):
+            return False
+        return all(self._constructed_without_strategy(self.values.class_of(method), c) for c in made)  # type: ignore[arg-type]
+
+    def _constructed_without_strategy(self, cls: cst.ClassDef | None, construction: cst.Call) -> bool:
+        """Whether ``construction`` of ``cls`` leaves out the strategy its ``__init__`` takes as
+        an optional parameter (``strategy=None``, ``mirrored_strategy=None``)."""
         init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None) if cls else None
         if init is None:
             return False
@@ -358,23 +375,11 @@ class Scopes:
             return False
         name = params[optional].name.value
         index = optional - 1 if params and params[0].name.value == "self" else optional
-        func = caller.call.func  # type: ignore[union-attr]
-        if not isinstance(func, cst.Attribute):
+        given = [a for a in construction.args if a.keyword is not None and a.keyword.value == name]
+        positional = [a for a in construction.args if a.keyword is None and not a.star]
+        if any(a.star for a in construction.args) or given and not (isinstance(given[0].value, cst.Name) and given[0].value.value == "None"):
             return False
-        from autofix.analysis.core.value_flow import Values
-
-        origins = Values.of(caller.program).origins(func.value)
-        made = [o.node for o in origins if o.whole and isinstance(o.node, cst.Call)]
-        if not made or len(made) != len(origins):
-            return False
-        for construction in made:
-            given = [a for a in construction.args if a.keyword is not None and a.keyword.value == name]
-            positional = [a for a in construction.args if a.keyword is None and not a.star]
-            if any(a.star for a in construction.args) or given and not (isinstance(given[0].value, cst.Name) and given[0].value.value == "None"):
-                return False
-            if not given and len(positional) > index:
-                return False
-        return True
+        return not (not given and len(positional) > index)
 
     @cached_property
     def _scope_memo(self) -> dict[cst.FunctionDef, bool]:
