@@ -1141,6 +1141,10 @@ def _findings(root: Path) -> list:
 def test_a_step_nothing_in_the_project_runs_is_no_finding(tmp_path):
     root = tree(tmp_path, "dead_step")
     assert [f for f in _findings(root) if f.code in ("TFD003", "TFD004")] == []
+    # A module of functions (no __main__ block) is there for others to call: reported.
+    script = root / "train.py"
+    script.write_text(script.read_text().replace('if __name__ == "__main__":', "if True:"))
+    assert "TFD004" in [f.code for f in _findings(root)]
 
 
 @pytest.mark.parametrize("where", ["train.py", "evaluate.py", "launch.py"])
@@ -1148,9 +1152,9 @@ def test_the_same_step_run_in_the_file_or_imported_by_another_module_is_reported
     root = tree(tmp_path, "dead_step")
     if where == "train.py":
         script = root / "train.py"
-        commented = "# for batch in strategy.experimental_distribute_dataset(data):\n#     train_step(batch)\n"
+        commented = "    # for batch in strategy.experimental_distribute_dataset(data):\n    #     train_step(batch)\n"
         assert commented in script.read_text()
-        script.write_text(script.read_text().replace(commented, commented.replace("# ", "").replace("#", "")))
+        script.write_text(script.read_text().replace(commented, "    for batch in strategy.experimental_distribute_dataset(data):\n        train_step(batch)\n"))
     elif where == "evaluate.py":
         (root / where).write_text("from train import train_step\n\nrunner = train_step\n")
     else:

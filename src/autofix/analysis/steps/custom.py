@@ -55,14 +55,29 @@ class Steps(Derived):
                 found.append(call)
         return found
 
+    @cached_property
+    def _entry_script(self) -> bool:
+        """Whether the file is a program to run (an ``if __name__ == "__main__":`` block), not
+        a module whose functions are there for others (a notebook, a script autofix does not
+        read) to call."""
+        for statement in self.program.module.body:
+            if isinstance(statement, cst.If) and isinstance(statement.test, cst.Comparison):
+                sides = [statement.test.left, *(c.comparator for c in statement.test.comparisons)]
+                if any(isinstance(x, cst.Name) and x.value == "__name__" for x in sides) and any(
+                    isinstance(x, cst.SimpleString) and x.evaluated_value == "__main__" for x in sides
+                ):
+                    return True
+        return False
+
     def _never_run(self, call: cst.Call) -> bool:
         """Whether ``call`` is in a top-level function that nothing runs: never read in this
         file (not called, not passed on) and, in the file's project, never used by another
         module (``project.callers.users``: an import, a call, a value passed on). Dead code (a
         custom step kept after training moved to ``fit``, its call commented out) trains
-        nothing. Only in a project (a root marked by pyproject.toml, setup.py, setup.cfg or
-        .git): a file checked alone, or in a bare folder, may be imported by code not seen."""
-        if self.program.path is None:
+        nothing. Only in an entry script (an ``if __name__ == "__main__":`` block) of a project
+        (a root marked by pyproject.toml, setup.py, setup.cfg or .git): a module of functions,
+        a file checked alone, or one in a bare folder may be used by code not seen."""
+        if self.program.path is None or not self._entry_script:
             return False
         function = self.program.enclosing_function(call)
         while function is not None:
