@@ -271,7 +271,7 @@ class UnshardedInput(Rule):
     def _tfds_load(self, call: cst.Call) -> bool:
         """``tfds.load(...)`` reading every example (no ``read_config``, which can shard it by
         an input context)."""
-        return bool(self.facts.names_of(call.func) & {"tensorflow_datasets.load"}) and argument_value(call, "read_config", 99) is None
+        return bool(self.facts.names_of(call.func) & {"tensorflow_datasets.load"}) and argument_value(call, "read_config") is None
 
     def _unpacked_from_tfds(self, binding: cst.CSTNode) -> bool:
         """A name unpacked from ``tfds.load(...)``: ``datasets, info = tfds.load(...,

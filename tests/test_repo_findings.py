@@ -31,6 +31,13 @@ def tree(tmp_path: Path, name: str) -> Path:
     return target
 
 
+def _edit(path: Path, old: str, new: str) -> None:
+    """Replace ``old`` (which must be there) by ``new`` in the file ``path``."""
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
 def run(*args: str):
     result = CliRunner().invoke(main, [*args, "-j", "1"], catch_exceptions=False)
     return result.exit_code, result.stdout, result.stderr
@@ -617,8 +624,7 @@ def test_a_loss_function_passed_to_the_step_through_parameters_is_followed_to_it
 def test_a_passed_loss_function_that_is_right_is_no_finding(tmp_path, old, new):
     root = tree(tmp_path, "passed_loss")
     trainer = root / "trainer.py"
-    assert old in trainer.read_text()
-    trainer.write_text(trainer.read_text().replace(old, new))
+    _edit(trainer, old, new)
     assert _tfd004(root) == []
 
 
@@ -637,8 +643,7 @@ def test_a_passed_loss_function_that_is_right_is_no_finding(tmp_path, old, new):
 def test_a_passed_loss_function_that_cannot_be_followed_is_not_guessed(tmp_path, old, new):
     root = tree(tmp_path, "passed_loss")
     trainer = root / "trainer.py"
-    assert old in trainer.read_text()
-    trainer.write_text(trainer.read_text().replace(old, new))
+    _edit(trainer, old, new)
     assert _tfd004(root) == []
 
 
@@ -831,8 +836,7 @@ def test_a_mean_only_behind_a_raise_the_callers_path_takes_is_not_reported(tmp_p
 def test_without_a_guard_that_holds_every_branch_is_reported(tmp_path, path, old, new):
     root = tree(tmp_path, "guarded_branch")
     target = root / path
-    assert old in target.read_text()
-    target.write_text(target.read_text().replace(old, new))
+    _edit(target, old, new)
     lines = root / "losses.py"
     expected = sorted(
         ("losses.py", line_of(lines, text))
@@ -910,8 +914,7 @@ def test_a_count_a_while_loop_accumulates_is_one_too(tmp_path):
 def test_a_factory_step_that_is_right_or_cannot_be_followed_is_no_finding(tmp_path, path, old, new):
     root = tree(tmp_path, "factory_step")
     target = root / path
-    assert old in target.read_text()
-    target.write_text(target.read_text().replace(old, new))
+    _edit(target, old, new)
     assert [f for f in process_path(str(root / "trainer.py"), Options()).findings if f.code == "TFD004"] == []
 
 
@@ -1072,8 +1075,7 @@ def test_a_plain_dataset_from_a_method_of_another_modules_class_is_reported(tmp_
         "reader = data.RecordReader(512)\nbatches = iter(reader.dataset(GLOBAL_BATCH).repeat())\nfor epoch in range(2):\n"
         "    for _ in range(512 // GLOBAL_BATCH):\n        features, targets = next(batches)\n"
     )
-    assert old in script.read_text()
-    script.write_text(script.read_text().replace(old, new))
+    _edit(script, old, new)
     [finding] = _tfd003(root)
     assert not finding.fixable and "batch of batches" in finding.message
     # A method that distributes what it makes is no finding.
@@ -1191,8 +1193,7 @@ def test_a_trainer_given_its_strategy_trains_in_the_callers_scope(tmp_path):
 def test_a_trainer_whose_train_may_run_outside_the_scope_is_reported(tmp_path, path, old, new):
     root = tree(tmp_path, "optional_strategy_caller")
     changed = root / path
-    assert old in changed.read_text()
-    changed.write_text(changed.read_text().replace(old, new))
+    _edit(changed, old, new)
     assert _tfd001(root)
 
 

@@ -726,16 +726,13 @@ class _Planner:
             if isinstance(parent, cst.Arg):
                 holder = self.program.parent(parent)
                 named = self.program.module.code_for_node(holder.func) if isinstance(holder, cst.Call) else "code"  # type: ignore[union-attr]
-                self.handed.setdefault(function, (ref, (
-                    f"{function.name.value}() is never called here but handed to {named}() (line {self.program.line(ref)}), "
-                    "which autofix does not follow: whether it runs in strategy.scope(), and what is done with what it "
-                    "makes, is decided there"
-                )))
-                return (
+                why = (
                     f"{function.name.value}() is never called here but handed to {named}() (line {self.program.line(ref)}), "
                     "which autofix does not follow: whether it runs in strategy.scope(), and what is done with what it "
                     "makes, is decided there"
                 )
+                self.handed.setdefault(function, (ref, why))
+                return why
         return None
 
     def _maybe_unbound(self, context: Context) -> str | None:

@@ -125,6 +125,15 @@ class Program:
                 return ancestor
         return None
 
+    def outermost_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        """The outermost function whose code contains ``node`` (a method's, its class's
+        method; a nested function's, the function it is nested in)."""
+        found = None
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                found = ancestor
+        return found
+
     def block_of(self, statement: cst.BaseStatement) -> Block | None:
         """The block (module or indented block) whose ``body`` lists ``statement``."""
         parent = self.parent(statement)

@@ -26,3 +26,18 @@ def keras2_only(name: str) -> bool:
     exists only in a TensorFlow whose Keras is Keras 2."""
     parts = name.split(".")
     return any(".".join(parts[:i]) in KERAS2_ONLY for i in range(2, len(parts) + 1))
+
+
+# Methods TensorFlow 2.16+ (Keras 3) no longer has (measured on TF 2.21 / Keras 3.15): a file
+# that calls one runs on TensorFlow 2.15 or older.
+REMOVED_METHODS = frozenset({"experimental_run_v2", "fit_generator", "evaluate_generator", "predict_generator"})
+
+
+def internal_keras2_class(name: str) -> str | None:
+    """The class a raw qualified name (``tensorflow.python.keras.optimizer_v2.adam.Adam``)
+    makes when it is one of ``tensorflow.python.keras``, TensorFlow's internal Keras 2, whose
+    objects Keras 3 refuses (docs/keras-versions.md); a class by its capitalised name. None
+    otherwise (its functions, ``backend.clear_session``, say nothing)."""
+    last = name.rsplit(".", 1)[-1]
+    return last if name.startswith("tensorflow.python.keras.") and last[:1].isupper() else None
+

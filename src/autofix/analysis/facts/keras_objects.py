@@ -15,7 +15,7 @@ from autofix.analysis.facts.keras3_refusals import keras3_refusal
 from autofix.analysis.facts.version_checks import stated_version, version_check
 from autofix.analysis.project.imports import ProjectImports
 from autofix.tf import symbols
-from autofix.tf.keras2_only import keras2_only
+from autofix.tf.keras2_only import REMOVED_METHODS, internal_keras2_class, keras2_only
 from autofix.tf.symbols import Kind
 
 # Keras's Sequential, which refuses a layer that is not a Keras 3 layer.
@@ -76,12 +76,7 @@ class KerasObjects:
         """Whether ``call`` is code this file runs: at its top level, or in functions it calls
         (not one another module may call, under a strategy scope the file cannot see: a
         ``train_setup(strategy)`` that the entry script calls in ``strategy.scope()``)."""
-        function = self.program.enclosing_function(call)
-        while function is not None:
-            outer = self.program.enclosing_function(function)
-            if outer is None:
-                break
-            function = outer
+        function = self.program.outermost_function(call)
         if function is None:
             return not any(isinstance(a, cst.ClassDef) for a in self.program.ancestors(call))
         if self.functions.get(function) is None or self.functions[function].is_method:
@@ -263,9 +258,6 @@ class KerasObjects:
 
     # --- which Keras the file can run on ------------------------------------------------------
 
-    # Methods that TensorFlow 2.16+ (Keras 3) no longer has (measured on TF 2.21 / Keras 3.15).
-    _REMOVED_METHODS = frozenset({"experimental_run_v2", "fit_generator", "evaluate_generator", "predict_generator"})
-
     @cached_property
     def needs_keras2(self) -> str | None:
         """What makes the file unable to run on Keras 3 (TensorFlow 2.16 and later), if
@@ -286,7 +278,7 @@ class KerasObjects:
             return pinned
         for call, _owner in self.calls:
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value in self._REMOVED_METHODS:
+            if isinstance(func, cst.Attribute) and func.attr.value in REMOVED_METHODS:
                 return f"it calls {func.attr.value}() (line {self.program.line(call)}), which TensorFlow 2.16+ no longer has"
             if any(a.keyword is not None and a.keyword.value == "lr" for a in call.args) and self.call_kind(call) is Kind.OPTIMIZER:
                 return f"its optimizer takes lr= (line {self.program.line(call)}), which Keras 3 rejects"
@@ -423,9 +415,9 @@ class KerasObjects:
         Keras 2. Its functions (``backend.clear_session``) say nothing."""
         for call, _owner in self.calls:
             for name in self.program.index.qualified_names(call.func):
-                last = name.rsplit(".", 1)[-1]
-                if name.startswith("tensorflow.python.keras.") and last[:1].isupper():
-                    return call, last
+                made = internal_keras2_class(name)
+                if made is not None:
+                    return call, made
         return None
 
     def _keras2_only_use(self) -> tuple[cst.CSTNode, str] | None:

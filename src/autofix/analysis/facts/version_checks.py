@@ -186,9 +186,11 @@ def stated_version(source: str) -> tuple[int, str, str] | None:
     """The TensorFlow (or Keras) version a file's header comment or docstring says it was tested
     or written with, when that version's Keras is Keras 2 (TensorFlow before 2.16, Keras before
     3): its line, what ("TensorFlow") and the version. None otherwise."""
-    for number, line in enumerate(source.splitlines()[:_HEADER_LINES], start=1):
+    lines = source.splitlines()[:_HEADER_LINES]
+    docstring = _docstring_lines(lines)
+    for number, line in enumerate(lines, start=1):
         stripped = line.strip()
-        if not stripped.startswith(("#", '"', "'")) and not _in_docstring(source, number):
+        if not stripped.startswith(("#", '"', "'")) and number not in docstring:
             continue
         for match in _STATED.finditer(stripped):
             if match.group("after").strip():
@@ -204,14 +206,14 @@ def stated_version(source: str) -> tuple[int, str, str] | None:
     return None
 
 
-def _in_docstring(source: str, number: int) -> bool:
-    """Whether line ``number`` lies in the module's docstring (a string first in the file)."""
-    lines = source.splitlines()
+def _docstring_lines(lines: list[str]) -> range:
+    """The line numbers (from 1) of the module's docstring among ``lines``: a string first in
+    the file (after comments), to its closing quotes; empty when there is none."""
     first = next((i for i, l in enumerate(lines) if l.strip() and not l.strip().startswith("#")), None)
     if first is None or not lines[first].lstrip().startswith(('"""', "'''", 'r"""', "r'''")):
-        return False
+        return range(0)
     quote = '"""' if '"""' in lines[first] else "'''"
     end = first
     if lines[first].count(quote) < 2:
         end = next((i for i in range(first + 1, len(lines)) if quote in lines[i]), len(lines) - 1)
-    return first < number - 1 <= end or number - 1 == first
+    return range(first + 1, end + 2)

@@ -32,6 +32,7 @@ import libcst as cst
 from autofix.analysis.program import Program
 from autofix.analysis.project.layout import digest
 from autofix.analysis.syntax import argument_value, nodes_in
+from autofix.tf.keras2_only import REMOVED_METHODS, internal_keras2_class
 from autofix.tf.losses import ELEMENTWISE, MEANS, SUMS
 from autofix.tf.symbols import NO_KERAS_OBJECTS, Kind, keras_kind
 
@@ -242,9 +243,6 @@ class _Summariser:
         # (function, name, names assumed datasets) -> whether the name is a dataset there.
         self._datasets: dict[tuple, bool] = {}
 
-    # Methods TensorFlow 2.16+ (Keras 3) no longer has (measured: docs/keras-versions.md).
-    _REMOVED_METHODS = frozenset({"experimental_run_v2", "fit_generator", "evaluate_generator", "predict_generator"})
-
     def _keras2(self) -> tuple[int, str] | None:
         """The first thing in the module that only Keras 2 runs: a method TensorFlow 2.16+ no
         longer has, an object of TensorFlow's internal Keras 2 (``tensorflow.python.keras``),
@@ -252,11 +250,12 @@ class _Summariser:
         program = self.program
         for call, _owner in program.index.calls:
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value in self._REMOVED_METHODS:
+            if isinstance(func, cst.Attribute) and func.attr.value in REMOVED_METHODS:
                 return program.line(call), f"calls {func.attr.value}(), which TensorFlow 2.16+ no longer has"
             for name in program.index.qualified_names(func):
-                if name.startswith("tensorflow.python.keras.") and name.rsplit(".", 1)[-1][:1].isupper():
-                    return program.line(call), f"makes {name.rsplit('.', 1)[-1]}() of tensorflow.python.keras, TensorFlow's internal Keras 2"
+                made = internal_keras2_class(name)
+                if made is not None:
+                    return program.line(call), f"makes {made}() of tensorflow.python.keras, TensorFlow's internal Keras 2"
         for binding in program.index.bindings.values():
             if binding.kind == "import" and binding.path is not None and binding.path.split(".")[0] == "tensorflow_addons":
                 return program.line(binding.node), "imports tensorflow_addons, which needs Keras 2"

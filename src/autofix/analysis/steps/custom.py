@@ -79,12 +79,7 @@ class Steps(Derived):
         a file checked alone, or one in a bare folder may be used by code not seen."""
         if self.program.path is None or not self._entry_script:
             return False
-        function = self.program.enclosing_function(call)
-        while function is not None:
-            outer = self.program.enclosing_function(function)
-            if outer is None:
-                break
-            function = outer
+        function = self.program.outermost_function(call)
         if function is None or function not in self.program.module.body:
             return False
         for decorator in function.decorators:
