@@ -1166,6 +1166,29 @@ def test_the_same_step_run_in_the_file_or_imported_by_another_module_is_reported
     assert "TFD004" in [f.code for f in _findings(root)]
 
 
+def test_another_module_with_its_own_step_of_that_name_does_not_make_the_step_live(tmp_path):
+    """A file that spells ``train_step`` but never names the module ``train`` (its own
+    ``train_step``) cannot run this one: the step stays dead."""
+    root = tree(tmp_path, "dead_step")
+    (root / "pretrain.py").write_text("def train_step(batch):\n    return batch\n\n\nprint(train_step(1))\n")
+    assert [f for f in _findings(root) if f.code in ("TFD003", "TFD004")] == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Imports everything of a module autofix does not resolve.
+        "from dead_step_pkg.train import *\n\nrunner = train_step\n",
+        # Imports a module by a name it computes.
+        "import importlib\n\nrunner = importlib.import_module('dead_' + 'step').train_step\n",
+    ],
+)
+def test_a_file_that_may_import_the_module_another_way_makes_the_step_live(tmp_path, text):
+    root = tree(tmp_path, "dead_step")
+    (root / "launch.py").write_text(text)
+    assert "TFD004" in [f.code for f in _findings(root)]
+
+
 # --- optional_strategy_caller: a trainer class given its strategy by the entry script ---------
 
 def _tfd001(root: Path) -> list:

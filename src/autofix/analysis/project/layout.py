@@ -206,6 +206,27 @@ def mentions(root: str, name: str) -> list[tuple[str, str]] | None:
     return found
 
 
+def may_import(path: str, module: str) -> bool:
+    """Whether the file ``path`` may import the module whose last name is ``module``: it
+    spells that name as a word (``import train``, ``from app.train import step``), imports
+    with ``*``, or imports by a name it computes (``importlib.import_module``, ``__import__``,
+    ``runpy``, ``exec``). A file that does none of these cannot reach a function of that module
+    (unreadable: it may)."""
+    read = _words_of(path)
+    if read is None:
+        return True
+    _key, words, data = read
+    if module.encode("utf-8") in words or words & _DYNAMIC_IMPORTS:
+        return True
+    data = data if data is not None else _bytes(path)
+    return data is None or _STAR_IMPORT.search(data) is not None
+
+
+# Words of a file that imports modules by computed names.
+_DYNAMIC_IMPORTS = frozenset({b"import_module", b"__import__", b"runpy", b"exec", b"execfile", b"SourceFileLoader", b"spec_from_file_location"})
+_STAR_IMPORT = re.compile(rb"\bimport\s*\(?\s*\*")
+
+
 # An ASCII word: the words of a file are the runs of these, so a name is spelled in it when
 # it is one of them (``\bname\b``).
 _WORD = re.compile(rb"\w+")

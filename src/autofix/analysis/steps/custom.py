@@ -95,12 +95,16 @@ class Steps(Derived):
             return False  # a folder, not a project: what else imports the file is not known
         if users(self.program.path, function.name.value) != ():
             return False
-        # No other file of the project spells the name at all: a use whose import autofix
-        # cannot resolve (``from seed_rl.agents.vtrace import learner`` in a checkout not named
-        # seed_rl) is a use still.
+        # No other file of the project that could import this module spells the name: a use
+        # whose import autofix cannot resolve (``from seed_rl.agents.vtrace import learner`` in
+        # a checkout not named seed_rl) is a use still, but a file that never names the module
+        # (nor imports with ``*`` or by a computed name) has its own ``train_step``.
         here = os.path.normpath(os.path.abspath(self.program.path))
+        module = os.path.splitext(os.path.basename(self.program.path))[0]
         spelled = layout.mentions(root, function.name.value)
-        return spelled is not None and all(os.path.normpath(os.path.abspath(path)) == here for path, _key in spelled)
+        return spelled is not None and all(
+            os.path.normpath(os.path.abspath(path)) == here or not layout.may_import(path, module) for path, _key in spelled
+        )
 
     def _held_strategy(self, expr: cst.BaseExpression, call: cst.Call) -> bool:
         """``obj.strategy`` of ``obj.strategy.run(fn, args=(...))``: an attribute named for a
