@@ -60,3 +60,55 @@ def test_dead_code_under_the_facts():
     assert guards.dead(p, call(p, "four"), known)  # after `if not self.adaptive: return`
     assert not any(guards.dead(p, call(p, name), {}) for name in ("one", "two", "three", "four"))
     assert not guards.dead(p, call(p, "one"), {"weights": guards.NONE})
+
+
+MODES = '''\
+def make(mode="gpu", n=2):
+    if mode == "gpu":
+        return gpu()
+    elif mode in ("tpu", "tpu_pod"):
+        return tpu()
+    if n != 2:
+        return other()
+    return last()
+'''
+
+
+def test_a_name_known_to_hold_a_constant_decides_comparisons():
+    p = Program(cst.parse_module(MODES), MODES)
+    gpu = {"mode": guards.Literal("gpu"), "n": guards.Literal(2)}
+    assert not guards.dead(p, call(p, "gpu"), gpu)
+    assert all(guards.dead(p, call(p, name), gpu) for name in ("tpu", "other", "last"))
+    tpu = {"mode": guards.Literal("tpu_pod"), "n": guards.Literal(2)}
+    assert guards.dead(p, call(p, "gpu"), tpu)
+    assert not guards.dead(p, call(p, "tpu"), tpu)
+    assert guards.dead(p, call(p, "other"), tpu)
+    # Unknown mode: its tests are unknown; n = 3 leaves before last().
+    assert not any(guards.dead(p, call(p, name), {"n": guards.Literal(3)}) for name in ("gpu", "tpu", "other"))
+    assert guards.dead(p, call(p, "last"), {"n": guards.Literal(3)})
+    # A string is never equal to a number, the string "None" is not None.
+    assert guards.dead(p, call(p, "gpu"), {"mode": guards.Literal(2)})
+    assert guards.literal(cst.parse_expression('"None"')) == guards.Literal("None") != guards.NONE
+
+
+def test_returns_a_call_cannot_reach_are_not_what_it_returns():
+    from autofix.analysis.core.value_flow import Values
+
+    source = MODES.replace("gpu()", "Gpu()").replace("tpu()", "Tpu()").replace("other()", "Other()").replace("last()", "Last()") + (
+        'a = make()\nb = make("tpu")\nc = make(choice)\nd = make("tpu", n=3)\n\n\ndef remade(mode="gpu"):\n    mode = mode.lower()\n'
+        '    if mode == "gpu":\n        return Gpu()\n    return Tpu()\n\n\ne = remade()\n'
+    )
+    p = Program(cst.parse_module(source), source)
+    values = Values.of(p)
+    functions = {f.name.value: f for f in nodes_in(p.module, cst.FunctionDef)}
+
+    def returned(target: str) -> set[str]:
+        assign = next(a for a in nodes_in(p.module, cst.Assign) if a.targets[0].target.value == target)
+        function = functions[assign.value.func.value]
+        return {o.node.func.value for o in values.returned(function, assign.value)}
+
+    assert returned("a") == {"Gpu"}
+    assert returned("b") == {"Tpu"}
+    assert returned("c") == {"Gpu", "Tpu", "Last"}  # the mode is not a constant; n is 2 by default
+    assert returned("d") == {"Tpu"}
+    assert returned("e") == {"Gpu", "Tpu"}  # the parameter is bound again before the test

@@ -21,6 +21,8 @@ dead branch). Anything else is unknown, and unknown code is live.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import libcst as cst
 
 from autofix.analysis.program import Program
@@ -28,7 +30,44 @@ from autofix.analysis.program import Program
 # The value ``None`` (a parameter left at its default ``None``): falsy, ``is None``.
 NONE = "None"
 
+
+@dataclass(frozen=True)
+class Literal:
+    """A constant a name is known to hold (a parameter a call passes ``"gpus_one_machine"``, or
+    leaves at that default): compared with ``==``, ``!=`` and ``in`` against constants."""
+
+    value: object
+
+
 Known = dict[str, object]
+
+
+def literal(expr: cst.BaseExpression | None) -> object | None:
+    """What ``expr`` is known as when it is a constant: :data:`NONE`, a truth value, or a
+    :class:`Literal` string or number; None otherwise."""
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
+        return expr.value == "True"
+    if isinstance(expr, cst.Name) and expr.value == "None":
+        return NONE
+    if isinstance(expr, (cst.SimpleString, cst.Integer, cst.Float)):
+        return Literal(expr.evaluated_value)
+    if isinstance(expr, cst.ConcatenatedString):
+        value = expr.evaluated_value
+        return Literal(value) if isinstance(value, str) else None
+    return None
+
+
+def _constant(expr: cst.BaseExpression) -> object | None:
+    """The Python value of a constant written in the code (``_MISSING`` otherwise)."""
+    known = literal(expr)
+    if known is None:
+        return _MISSING
+    if known == NONE:
+        return None
+    return known.value if isinstance(known, Literal) else known
+
+
+_MISSING = object()
 
 
 def key_of(expr: cst.BaseExpression) -> str | None:
@@ -53,6 +92,8 @@ def truth(program: Program, expr: cst.BaseExpression, known: Known, depth: int =
         key = key_of(expr)
         if key is not None and key in known:
             value = known[key]
+            if isinstance(value, Literal):
+                return bool(value.value)
             return False if value == NONE else bool(value)
         if isinstance(expr, cst.Name):
             return _local_truth(program, expr, known, depth)
@@ -77,6 +118,35 @@ def truth(program: Program, expr: cst.BaseExpression, known: Known, depth: int =
             if is_none is None:
                 return None
             return is_none if isinstance(target.operator, cst.Is) else not is_none
+        return _compared(expr.left, target, known)
+    return None
+
+
+def _compared(left: cst.BaseExpression, target: cst.ComparisonTarget, known: Known) -> bool | None:
+    """``mode == "tpu"``, ``mode != "gpu"``, ``mode in ("a", "b")`` where ``mode`` is known
+    to hold a constant (a :class:`Literal`, a truth value or None)."""
+    key = key_of(left)
+    if key is None or key not in known:
+        return None
+    held = known[key]
+    value = None if held == NONE else (held.value if isinstance(held, Literal) else held)
+    if isinstance(target.operator, (cst.Equal, cst.NotEqual)):
+        other = _constant(target.comparator)
+        if other is _MISSING:
+            return None
+        same = value == other and type(value) is type(other) if isinstance(value, str) or isinstance(other, str) else value == other
+        return same if isinstance(target.operator, cst.Equal) else not same
+    if isinstance(target.operator, (cst.In, cst.NotIn)) and isinstance(target.comparator, (cst.Tuple, cst.List, cst.Set)):
+        members = []
+        for element in target.comparator.elements:
+            if isinstance(element, (cst.StarredElement,)):
+                return None
+            member = _constant(element.value)
+            if member is _MISSING:
+                return None
+            members.append(member)
+        inside = any(value == m and (not isinstance(value, str) or isinstance(m, str)) for m in members)
+        return inside if isinstance(target.operator, cst.In) else not inside
     return None
 
 
@@ -216,10 +286,23 @@ def dead(program: Program, node: cst.CSTNode, known: Known, depth: int = 0) -> b
         return False
     for statement, in_body in _enclosing(program, node):
         if in_body is None:
-            guard = _exits_if(statement)
-            if guard is not None and truth(program, guard.test, known, depth) is True:
+            if isinstance(statement, cst.If) and _taken_branch_leaves(program, statement, known, depth):
                 return True
         elif isinstance(statement, cst.If):
             if truth(program, statement.test, known, depth) is (not in_body):
                 return True
     return False
+
+
+def _taken_branch_leaves(program: Program, statement: cst.If, known: Known, depth: int) -> bool:
+    """Whether the branch of ``if`` / ``elif`` / ``else`` that ``known`` decides is taken
+    always leaves (``if mode == "gpu": return ...`` with ``mode`` known to be ``"gpu"``)."""
+    branch: cst.If | cst.Else | None = statement
+    while isinstance(branch, cst.If):
+        test = truth(program, branch.test, known, depth)
+        if test is None:
+            return False
+        if test:
+            return _leaves(branch.body)
+        branch = branch.orelse
+    return isinstance(branch, cst.Else) and _leaves(branch.body)

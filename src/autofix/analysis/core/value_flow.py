@@ -33,7 +33,8 @@ from autofix.analysis.core.classes import Classes
 from autofix.analysis.core.origins import ANY, Frame, FunctionInfo, Origin, Projection, literal_key
 from autofix.analysis.core.parameters import Parameters
 from autofix.analysis.program import Program
-from autofix.analysis.syntax import parameter_argument
+from autofix.analysis.core import guards
+from autofix.analysis.syntax import nodes_in, parameter_argument
 
 _LIMIT = 40
 
@@ -248,7 +249,7 @@ class Values(Bindings, Parameters, Classes, Derived):
             # ``detect_hardware()[1]``, ``make()["optimizer"]``: into what the function returns.
             found: list[Origin] = []
             entered = self._frame(local, call)
-            for ret in self.functions[local].returns if local in self.functions else ():
+            for ret in self._live_returns(local, call):
                 if ret.value is not None:
                     found.extend(self._follow(ret.value, path, entered, depth))
             if found:
@@ -265,11 +266,48 @@ class Values(Bindings, Parameters, Classes, Derived):
         parameters bound to that call's arguments)."""
         frame = self._frame(function, call) if call is not None else ()
         found: list[Origin] = []
-        info = self.functions.get(function)
-        for ret in info.returns if info else ():
+        for ret in self._live_returns(function, call):
             if ret.value is not None:
                 found.extend(self._follow(ret.value, (), frame, 0))
         return found
+
+    def _live_returns(self, function: cst.FunctionDef, call: cst.Call | None) -> list[cst.Return]:
+        """The ``return`` statements of ``function`` that ``call`` can reach: those a test of
+        a parameter the call passes a constant (or leaves at a constant default) does not make
+        dead (``create_strategy()`` with ``mode="gpus_one_machine"`` by default returns only
+        from ``if mode == "gpus_one_machine": return tf.distribute.MirroredStrategy()``; see
+        :mod:`.guards`). Every return without a call, or when nothing is known."""
+        info = self.functions.get(function)
+        returns = list(info.returns) if info else []
+        if call is None or len(returns) < 2:
+            return returns
+        known = self._constants_passed(function, call)
+        if not known:
+            return returns
+        return [r for r in returns if not guards.dead(self.program, r, known)]
+
+    def _constants_passed(self, function: cst.FunctionDef, call: cst.Call) -> guards.Known:
+        """The parameters of ``function`` that ``call`` binds to a constant (written at the
+        call, or the parameter's default where the call leaves it), among those the function
+        never binds again."""
+        if any(arg.star for arg in call.args):
+            return {}
+        info = self.functions.get(function)
+        if info is None or info.is_method:
+            return {}  # a method may be called bound or not: which argument is which is not sure
+        offset = 0
+        params = [*function.params.posonly_params, *function.params.params]
+        rebound = _rebound_names(function)
+        known: guards.Known = {}
+        for param in (*params, *function.params.kwonly_params):
+            name = param.name.value
+            if name in rebound:
+                continue
+            passed = self._argument(function, call, param, offset)
+            constant = guards.literal(passed if passed is not None else param.default)
+            if constant is not None:
+                known[name] = constant
+        return known
 
     def _frame(self, function: cst.FunctionDef, call: cst.Call) -> Frame:
         info = self.functions.get(function)
@@ -284,3 +322,31 @@ class Values(Bindings, Parameters, Classes, Derived):
             pairs.append((param, value))
         return tuple(pairs)
 
+
+
+def _rebound_names(function: cst.FunctionDef) -> set[str]:
+    """The names ``function`` binds in its body (assignments, loop and ``with`` targets,
+    ``:=``, ``global`` / ``nonlocal``, nested definitions): a parameter among them may not
+    hold what the call passed when a test reads it."""
+    names: set[str] = set()
+    for node in nodes_in(function.body, cst.CSTNode):
+        targets: list[cst.CSTNode] = []
+        if isinstance(node, cst.AssignTarget):
+            targets.append(node.target)
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+            targets.append(node.target)
+        elif isinstance(node, (cst.For, cst.CompFor)):
+            targets.append(node.target)
+        elif isinstance(node, cst.NamedExpr):
+            targets.append(node.target)
+        elif isinstance(node, cst.AsName):
+            targets.append(node.name)
+        elif isinstance(node, (cst.Global, cst.Nonlocal)):
+            names.update(n.name.value for n in node.names)
+        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            names.add(node.name.value)
+        for target in targets:
+            names.update(n.value for n in nodes_in(target, cst.Name))
+            if isinstance(target, cst.Name):
+                names.add(target.value)
+    return names
