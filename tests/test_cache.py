@@ -358,6 +358,26 @@ def test_a_file_that_imports_a_helper_is_checked_again_when_the_helper_changes(t
     assert "TFD001" in cold[1]
 
 
+def test_the_same_bytes_in_another_folder_are_another_question(tmp_path, monkeypatch, cached):
+    """A copy of train.py beside its helper, and one in a folder with no helper: the same
+    bytes, two projects. Neither answer is the other's, whichever is checked first (the copy
+    alone cannot know what build_model() makes: its finding names the helper's project)."""
+    project, alone = tmp_path / "project", tmp_path / "alone"
+    project.mkdir()
+    alone.mkdir()
+    for folder in (project, alone):
+        (folder / "train.py").write_text(HELPER_USER)
+    (project / "helpers.py").write_text(HELPERS)
+    monkeypatch.chdir(tmp_path)
+    expected = {folder: run("check", "--no-cache", str(folder / "train.py")) for folder in (project, alone)}
+    assert expected[project][1].replace(str(project), "") != expected[alone][1].replace(str(alone), "")
+    for first, second in ((project, alone), (alone, project)):
+        shutil.rmtree(tmp_path / ".autofix_cache", ignore_errors=True)
+        assert analysed_by(cached, "check", str(first / "train.py")) == (expected[first], 1)
+        assert analysed_by(cached, "check", str(second / "train.py")) == (expected[second], 1)
+        assert analysed_by(cached, "check", str(first / "train.py")) == (expected[first], 0)
+
+
 def every_fixture() -> list[Path]:
     return sorted(p for p in FIXTURES.rglob("*.py") if "smoke" not in p.parts and "multiworker" not in p.parts)
 

@@ -14,7 +14,9 @@ it (the project itself, ``--cache-dir .``, a shared ``~/.cache``) gets the cache
 
 One entry per file and question, named by a hash of everything the answer depends on:
 
-- the file's bytes (their digest) and whether it is a notebook;
+- the file's bytes (their digest), where it is (its absolute path: the same bytes in another
+  folder belong to another project, whose modules the analysis reads, and their findings name
+  other paths) and whether it is a notebook;
 - the rules that run on it (``--select`` / ``--ignore`` and the per-file ignores already
   folded in), ``--unsafe-fixes``, ``--unused-suppressions``, and whether fixes are built
   (``check`` in most formats only asks whether one exists);
@@ -271,12 +273,15 @@ class ResultCache:
             pass
         return found
 
-    def key(self, digest: str, options: "Options", notebook: bool) -> str:
-        """The entry for a file whose bytes have ``digest``, analysed with ``options`` (its
-        per-file ignores already folded in)."""
+    def key(self, digest: str, options: "Options", notebook: bool, path: str) -> str:
+        """The entry for the file at ``path`` whose bytes have ``digest``, analysed with
+        ``options`` (its per-file ignores already folded in). The same bytes elsewhere are
+        another question: the project whose modules the analysis reads, and the paths its
+        findings name, are those of where the file is."""
         question = [
             self.fingerprint,
             digest,
+            os.path.normcase(os.path.abspath(path)),
             notebook,
             [rule.CODE for rule in options.rule_infos()],
             options.unsafe_fixes,
@@ -295,7 +300,7 @@ class ResultCache:
         # engine.
         if not self.usable(options):
             return None, None
-        key = self.key(source.digest, options, path.lower().endswith(".ipynb"))
+        key = self.key(source.digest, options, path.lower().endswith(".ipynb"), path)
         result = self.get(key, path, source.text)
         if result is not None and result.changed and (write or not self.fixes):
             result = None
