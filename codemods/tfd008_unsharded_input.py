@@ -20,7 +20,10 @@ subscripted, ``splits["train"]``; one given a ``read_config`` may be sharded by 
 judged).
 
 Not findings: datasets not fed to training (evaluation, a dataset only built to show the
-option), a strategy with one worker (``TF_CONFIG`` removed before it is made), a pipeline with
+option), a dataset made (``from_tensor_slices`` / ``from_tensors``) from random numbers each
+worker draws for itself (``np.random`` or ``tf.random`` with no seed, in a file that seeds
+neither: no two workers read the same examples, and DATA would only throw part of each
+worker's away; a seeded draw is the same on every worker and stays a finding), a strategy with one worker (``TF_CONFIG`` removed before it is made), a pipeline with
 a ``shard()``, a dataset or options object that is passed through code autofix does not follow
 (another module, a container): nothing is claimed about it.
 
@@ -57,6 +60,14 @@ from autofix.rule import Example, Rule
 
 _POLICY = "tensorflow.data.experimental.AutoShardPolicy."
 # Dataset methods that keep the examples of the dataset they are called on.
+# tf.data constructors whose examples are the values they are given.
+_FROM_VALUES = {"tensorflow.data.Dataset.from_tensor_slices", "tensorflow.data.Dataset.from_tensors"}
+# What keeps a value's numbers (a cast of a draw is that draw).
+_CASTS = {"tensorflow.cast", "tensorflow.convert_to_tensor", "tensorflow.constant", "numpy.asarray", "numpy.array", "numpy.float32"}
+# Functions of np.random / tf.random that are not draws.
+_NOT_DRAWS = {"seed", "set_seed", "get_state", "set_state", "default_rng", "RandomState", "Generator", "SeedGenerator", "stateless_normal", "stateless_uniform"}
+# Calls that seed a generator every worker then draws the same numbers from.
+_SEEDS = {"numpy.random.seed", "tensorflow.random.set_seed", "random.seed", "keras.utils.set_random_seed", "tensorflow.keras.utils.set_random_seed", "tf_keras.utils.set_random_seed"}
 _KEEPS = PASSTHROUGH | {"batch", "padded_batch", "unbatch", "rebatch", "map", "interleave", "flat_map", "with_options", "bucket_by_sequence_length", "ragged_batch", "shard"}
 _FIT = frozenset({"fit", "fit_generator"})
 
@@ -87,6 +98,9 @@ class Lineage:
     # The arguments of its ``with_options(...)`` calls.
     options: list[cst.BaseExpression] = field(default_factory=list)
     complete: bool = True
+    # Made from random numbers each worker draws for itself (unseeded): no two workers read
+    # the same examples.
+    drawn: bool = False
 
 
 class UnshardedInput(Rule):
@@ -169,7 +183,7 @@ class UnshardedInput(Rule):
             return
         lineage = Lineage()
         self._follow(expr, lineage, 0)
-        if not lineage.complete or "shard" in lineage.methods:
+        if not lineage.complete or lineage.drawn or "shard" in lineage.methods:
             return
         for options in lineage.options:
             policy = self._policy(options)
@@ -251,6 +265,9 @@ class UnshardedInput(Rule):
             return
         func = expr.func
         if any(n.startswith("tensorflow.data.") for n in self.facts.names_of(func)):
+            names = self.facts.names_of(func)
+            if names & _FROM_VALUES and expr.args and self._drawn_per_worker(expr.args[0].value, 0):
+                lineage.drawn = True
             return  # the source
         if self._tfds_load(expr):
             return  # the source
@@ -267,6 +284,41 @@ class UnshardedInput(Rule):
                 self._follow(returns[0].value, lineage, depth + 1)
                 return
         lineage.complete = False
+
+    def _drawn_per_worker(self, expr: cst.BaseExpression, depth: int) -> bool:
+        """Whether ``expr`` (what ``from_tensor_slices`` is given) is random numbers every
+        worker draws for itself: every part of it (a tuple's items, what a name holds, a cast
+        of it) a draw of ``np.random`` or ``tf.random`` with no seed, in a file that seeds
+        neither (a seeded draw is the same on every worker)."""
+        if depth > 8 or self._seeded:
+            return False
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            items = [e.value for e in expr.elements if isinstance(e, cst.Element)]
+            return bool(items) and len(items) == len(expr.elements) and all(self._drawn_per_worker(i, depth + 1) for i in items)
+        if isinstance(expr, cst.Dict):
+            values = [e.value for e in expr.elements if isinstance(e, cst.DictElement)]
+            return bool(values) and len(values) == len(expr.elements) and all(self._drawn_per_worker(v, depth + 1) for v in values)
+        if isinstance(expr, cst.Name):
+            origins = self.facts.values.origins(expr)
+            return bool(origins) and all(o.whole and o.node is not expr and self._drawn_per_worker(o.node, depth + 1) for o in origins)
+        if not isinstance(expr, cst.Call):
+            return False
+        names = self.facts.names_of(expr.func)
+        if names & _CASTS and expr.args:
+            return self._drawn_per_worker(expr.args[0].value, depth + 1)
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "astype" and not names:
+            return self._drawn_per_worker(expr.func.value, depth + 1)
+        draws = {n for n in names if n.startswith(("numpy.random.", "tensorflow.random."))}
+        if not draws or any(n.rpartition(".")[2] in _NOT_DRAWS for n in draws):
+            return False
+        return argument_value(expr, "seed") is None
+
+    @property
+    def _seeded(self) -> bool:
+        """The file seeds NumPy's, TensorFlow's or Python's generator (or Keras's)."""
+        if not hasattr(self, "_seeded_memo"):
+            self._seeded_memo = any(self.facts.names_of(call.func) & _SEEDS for call, _owner in self.facts.calls)
+        return self._seeded_memo
 
     def _tfds_load(self, call: cst.Call) -> bool:
         """``tfds.load(...)`` reading every example (no ``read_config``, which can shard it by
