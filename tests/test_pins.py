@@ -226,6 +226,27 @@ def test_a_makefile_running_python_3_7_silences_tfd006(tmp_path, monkeypatch):
     assert "TFD006" not in codes(run("check", "--no-cache", ".")[1])
 
 
+@pytest.mark.parametrize(
+    "module, reported",
+    [
+        ("module load TensorFlow/2.11.0-foss-2022a-CUDA-11.7.0", False),
+        ("ml Horovod/0.28.1-foss-2022a-CUDA-11.7.0-TensorFlow-2.11.0", False),
+        ("module purge && module load tensorflow-gpu/2.4.1 cuda/11.0", False),
+        ("module load TensorFlow/2.17.0-foss-2023a", True),
+        ("# module load TensorFlow/2.11.0-foss-2022a", True),
+        ("module load GCC/12.3.0 CUDA/12.1", True),
+    ],
+)
+def test_an_hpc_job_script_loading_a_tensorflow_module_decides_tfd006(tmp_path, monkeypatch, module, reported):
+    """A SLURM job script selects TensorFlow with the cluster's environment modules (Lmod,
+    EasyBuild's names): TensorFlow 2.11 is Keras 2, 2.17 Keras 3; a commented line or other
+    modules say nothing."""
+    root = project(tmp_path, "tf217", monkeypatch)
+    (root / "requirements.txt").unlink()
+    (root / "jobscript.sh").write_text(f"#!/bin/bash\n#SBATCH -N 2\n{module}\nsrun python train.py\n")
+    assert ("TFD006" in codes(run("check", "--no-cache", ".")[1])) is reported
+
+
 def test_a_readme_that_installs_the_tensorflow_2_0_nightly_silences_tfd001_and_tfd006(tmp_path, monkeypatch):
     """lambdal's TensorFlow 2 tutorial: no pin file, a README that installs
     tf-nightly-gpu-2.0-preview (Keras 2), an optimizer made before the scope, a multi-worker fit."""

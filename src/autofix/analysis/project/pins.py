@@ -5,8 +5,9 @@ A repository says which TensorFlow its programs run on outside their Python code
 dependencies of ``setup.py``, ``setup.cfg`` or ``pyproject.toml``, a conda ``environment.yml``
 (``tensorflow=2.11``, ``python=3.7``), a Dockerfile's base image (``FROM
 tensorflow/tensorflow:2.11.0-gpu``, ``FROM python:3.8``) or its ``RUN pip install``, and the
-``pip install`` lines and Python interpreters (``python3.7 main.py``) of its shell scripts and
-Makefile, the environment a Python job launcher (a file named so: ``job.py``,
+``pip install`` lines, Python interpreters (``python3.7 main.py``) and HPC environment modules
+(``module load TensorFlow/2.11.0-foss-2022a-CUDA-11.7.0``, Lmod's ``ml``) of its shell scripts
+and Makefile, the environment a Python job launcher (a file named so: ``job.py``,
 ``submit_training.py``, ``sagemaker_launch.py``) runs its scripts in (an Azure ML curated
 environment ``AzureML-tensorflow-2.4-...``, a SageMaker estimator's ``framework_version=``, an
 image named in a string: ``tensorflow/tensorflow:2.4.1-gpu``, Vertex AI's ``tf-gpu.2-4``); and,
@@ -569,7 +570,22 @@ def _commands(text: str) -> list[tuple]:
                         found.append((start + 1, word))
             for interpreter in _PYTHON.finditer(part):
                 found.append((start + 1, f"python=={interpreter.group(1)}.*", f"python{interpreter.group(1)}"))
+            for module in _MODULE_LOAD.finditer(part):
+                # An HPC cluster's environment module (Lmod / Environment Modules, EasyBuild's
+                # names): ``module load TensorFlow/2.11.0-foss-2022a-CUDA-11.7.0`` is that
+                # release of TensorFlow; ``ml Horovod/...-TensorFlow-2.11.0`` builds on it.
+                for name in module.group(1).split():
+                    version = _MODULE_TENSORFLOW.search(name)
+                    if version is not None:
+                        found.append((start + 1, f"tensorflow=={version.group(1)}", name))
     return found
+
+
+# ``module load A B/1.2`` / ``module add`` / Lmod's ``ml A``: the modules a job script loads.
+_MODULE_LOAD = re.compile(r"(?:^|\s)(?:module\s+(?:load|add|switch|swap)|ml)\s+((?:[^\s;&|#]+\s*)+)")
+# A module of TensorFlow named with its release: ``TensorFlow/2.11.0-foss-2022a``,
+# ``tensorflow-gpu/2.4.1``, ``Horovod/0.28.1-...-TensorFlow-2.11.0``.
+_MODULE_TENSORFLOW = re.compile(r"(?i)tensorflow(?:-gpu|-cpu)?[/-](\d+\.\d+(?:\.\d+)?)(?![\d.])")
 
 
 # A README line that runs an installer: ``pip install``, ``pip3 install``, ``python -m pip
