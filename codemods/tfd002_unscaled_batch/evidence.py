@@ -348,7 +348,8 @@ class Evidence:
         """Whether the batch is not written in this file but chosen when it runs: a
         command-line flag (``args.batch_size``, ``FLAGS.batch_size``), a hyperparameter search
         or a configuration read at run time, an environment variable, a parameter of a function
-        nothing here calls. Whoever chooses it may mean the global batch (a paper's 4096):
+        nothing here calls, or what a method of such a parameter returns (a job's
+        ``context.get_property(BATCH_SIZE)``). Whoever chooses it may mean the global batch (a paper's 4096):
         nothing here says it is per replica."""
         origins = self.facts.values.origins(expr)
         return bool(origins) and all(self._run_time(o.node, bool(o.path)) for o in origins)
@@ -370,6 +371,12 @@ class Evidence:
                 return self.chosen_at_run_time(node.args[0].value)
             if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("getenv", "get") and names & {"os.getenv", "os.environ.get"}:
                 return True
+            if isinstance(node.func, cst.Attribute) and not self.facts.is_module_reference(node.func.value):
+                # ``context.get_property(BATCH_SIZE)``, ``cfg.getint("train", "batch")``: asked of
+                # an object the program is handed when it runs (an entry point's parameter).
+                receiver = self.facts.values.origins(node.func.value)
+                if receiver and all(isinstance(o.node, cst.Param) for o in receiver):
+                    return True
             # An attribute or item of what a call made elsewhere returns: parsed arguments, a
             # configuration, a tuner's parameters.
             return projected and self.facts.local_definition(node.func) is None
