@@ -268,6 +268,14 @@ def _assume(test: cst.BaseExpression, value: bool, known: Known, false_conjuncti
         elif conjunction:  # a and b false: one of them false
             false_conjunctions.append(_operands(test, cst.And))
         return
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        # ``x is None`` true, ``x is not None`` false: x is None there.
+        target = test.comparisons[0]
+        if isinstance(target.comparator, cst.Name) and target.comparator.value == "None":
+            key = key_of(test.left)
+            if key is not None and (isinstance(target.operator, cst.Is) == value) and isinstance(target.operator, (cst.Is, cst.IsNot)):
+                known.setdefault(key, NONE)
+        return
     key = key_of(test)
     if key is not None:
         known.setdefault(key, value)

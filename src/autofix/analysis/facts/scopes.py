@@ -279,6 +279,10 @@ class Scopes:
                         remote = tuple(c for c in remote if not self._made_without_strategy(function, c))
                     result = bool(remote) and all(type(self).of(c.program).under_scope(c.call) for c in remote)  # type: ignore[attr-defined]
                 else:
+                    # A call where the strategy is known to be None (``else: self.init_net()``
+                    # after ``if self.strategy is not None: with self.strategy.scope():
+                    # self.init_net()``) is the single-device path, not a call outside the scope.
+                    calls = [(call, offset) for call, offset in calls if not self._strategy_none_at(call)]
                     result = bool(calls) and not passed_on and all(self.under_scope(call) for call, _offset in calls)
             else:
                 result = bool(references) and all(self.under_scope(ref) for ref in references)
@@ -286,6 +290,21 @@ class Scopes:
             self._in_progress.discard(key)
         memo[function] = result
         return result
+
+    def _strategy_none_at(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` runs where a strategy of the file is known to be None: inside
+        ``if strategy is None:`` or the ``else`` of ``if self.strategy is not None:`` (a
+        name or attribute named for a strategy, or one the file uses as one)."""
+        from autofix.analysis.core import guards
+        from autofix.analysis.facts.callees import words
+
+        for key, value in guards.known_at(self.program, node).items():
+            if value != guards.NONE:
+                continue
+            last = key.rpartition(".")[2]
+            if words(last) & {"strategy", "strat"}:
+                return True
+        return False
 
     def _project_method_calls(self, method: cst.FunctionDef) -> tuple[Caller, ...] | None:
         """The calls other modules of the project make of ``method`` of a top-level class of
