@@ -234,6 +234,32 @@ def test_a_checkpoint_path_keras3_refuses_means_keras2(checkpoint, keras2):
     assert (not analyse(source, TFD006).findings) is keras2
 
 
+_SAVED = read(FIXTURES / "tfd006" / "noop_keras2_save_format.py")
+_SAVE_CALL = 'model.save(os.path.join(out, "model"), save_format="tf")'
+
+
+@pytest.mark.parametrize(
+    "save, keras2",
+    [
+        (_SAVE_CALL, True),  # ValueError on Keras 3 (measured)
+        ('model.save_weights(os.path.join(out, "w"), save_format="tf")', True),  # TypeError
+        ('model.save_weights("w.weights.h5", save_format="h5")', True),  # any save_format
+        ('tf.keras.models.save_model(model, os.path.join(out, "model"), save_format="tf")', True),
+        # What Keras 3 takes (a warning at most), or no save_format: nothing said.
+        ('model.save("model.h5", save_format="tf")', False),
+        ('model.save(f"{out}/model.keras", save_format="tf")', False),
+        ('model.save(os.path.join(out, "model.h5"), save_format="h5")', False),
+        ('model.save(os.path.join(out, "model.keras"))', False),
+        ('tf.saved_model.save(model, os.path.join(out, "model"))', False),
+        ('np.save(os.path.join(out, "x"), np.zeros(3))', False),
+    ],
+)
+def test_a_save_format_keras3_refuses_means_keras2(save, keras2):
+    source = _SAVED.replace(_SAVE_CALL, save)
+    assert save in source
+    assert (not analyse(source, TFD006).findings) is keras2
+
+
 _LOGS_RATE = read(FIXTURES / "tfd001" / "noop_keras2_callback_reads_optimizer_lr.py")
 _READ = "tf.keras.backend.get_value(self.model.optimizer.lr)"
 

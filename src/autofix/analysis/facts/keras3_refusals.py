@@ -12,7 +12,12 @@ Measured on TensorFlow 2.21.0 with Keras 3.15.1 (docs/keras-versions.md):
   (``ValueError: The filepath provided must end in `.keras` (Keras model format)``), or, with
   ``save_weights_only=True``, does not end in ``.weights.h5`` (``ValueError: When using
   `save_weights_only=True` in `ModelCheckpoint`, the filepath provided must end in
-  `.weights.h5```). Both are raised when the callback is made, before ``fit`` runs.
+  `.weights.h5```). Both are raised when the callback is made, before ``fit`` runs;
+- ``save_format=`` given to ``save_weights`` (``TypeError: Model.save_weights() got an
+  unexpected keyword argument 'save_format'``), or ``save_format="tf"`` given to ``save`` /
+  ``save_model`` (``ValueError: The `save_format` argument is deprecated in Keras 3. Please
+  remove this argument and pass a file path with either `.keras` or `.h5` extension``; with a
+  path shown to end in ``.keras`` or ``.h5`` it is only a warning).
 
 A read guarded where it would fail (``hasattr(opt, "lr")``, ``getattr(opt, "lr", None)``, a
 ``try`` that catches ``AttributeError``) and a path whose end the code does not show say nothing.
@@ -36,10 +41,42 @@ def keras3_refusal(facts) -> str | None:
             refused = _checkpoint_refused(call)
             if refused is not None:
                 return f"its ModelCheckpoint saves to {refused} (line {facts.program.line(call)}), which Keras 3 refuses"
+    for call, _owner in facts.calls:
+        refused = _save_format_refused(facts, call)
+        if refused is not None:
+            return f"it {refused} (line {facts.program.line(call)}), which Keras 3 refuses"
     read = _optimizer_lr_read(facts)
     if read is not None:
         return f"it reads {facts.program.module.code_for_node(read)} (line {facts.program.line(read)}), which Keras 3 optimizers do not have"
     return None
+
+
+# --- save_format= -----------------------------------------------------------------------------
+
+
+def _save_format_refused(facts, call: cst.Call) -> str | None:
+    """``model.save_weights(path, save_format=...)``, ``model.save(path, save_format="tf")``
+    (or ``save_model``) with a path not shown to end in ``.keras`` / ``.h5``: what it does."""
+    func = call.func
+    method = func.attr.value if isinstance(func, cst.Attribute) else None
+    if method not in ("save", "save_weights", "save_model"):
+        return None
+    if method == "save_model" and not any(n.endswith("models.save_model") or n.endswith("saving.save_model") for n in facts.names_of(func)):
+        return None
+    if isinstance(func, cst.Attribute) and facts.is_module_reference(func.value) and method != "save_model":
+        return None  # ``tf.saved_model.save``, ``np.save``: not a model's
+    fmt = argument_value(call, "save_format")
+    if fmt is None:
+        return None
+    if method == "save_weights":
+        return "gives save_weights a save_format"
+    if not (isinstance(fmt, cst.SimpleString) and fmt.evaluated_value in ("tf", "tensorflow")):
+        return None
+    path = argument_value(call, "filepath", 1 if method == "save_model" else 0)
+    end = _literal_end(path) if path is not None else None
+    if end is not None and end.endswith((".keras", ".h5")):
+        return None
+    return f"saves with save_format={fmt.value}"
 
 
 # --- ModelCheckpoint --------------------------------------------------------------------------
