@@ -296,13 +296,12 @@ class Scopes:
         ``if strategy is None:`` or the ``else`` of ``if self.strategy is not None:`` (a
         name or attribute named for a strategy, or one the file uses as one)."""
         from autofix.analysis.core import guards
-        from autofix.analysis.facts.callees import words
 
         for key, value in guards.known_at(self.program, node).items():
             if value != guards.NONE:
                 continue
             last = key.rpartition(".")[2]
-            if words(last) & {"strategy", "strat"}:
+            if {w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", last)} & {"strategy", "strat"}:
                 return True
         return False
 
