@@ -873,3 +873,41 @@ def test_a_constant_learning_rate_says_nothing_of_the_batch():
     source = _fit_on("BATCH = 64\n").replace("optimizer='adam'", "optimizer=tf.keras.optimizers.Adam(learning_rate=0.001 * 2)")
     (finding,) = analyse(source, DEFAULT).findings
     assert not finding.fixable
+
+
+
+_JOB_CONTEXT = read(FIXTURES / "tfd002" / "noop_batch_read_from_a_job_context.py")
+_OWN_METHOD = """\
+import numpy as np
+import tensorflow as tf
+
+
+class Trainer:
+    def get_property(self, name):
+        return 64
+
+    def train_entry(self):
+        batch_size = int(self.get_property("batch_size"))
+        strategy = tf.distribute.MirroredStrategy()
+        x = np.random.rand(256, 4).astype("float32")
+        train_ds = tf.data.Dataset.from_tensor_slices((x, x)).batch(batch_size)
+        with strategy.scope():
+            model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(4)])
+            model.compile(optimizer="adam", loss="mse")
+        model.fit(train_ds, epochs=1)
+
+
+Trainer().train_entry()
+"""
+
+
+@pytest.mark.parametrize(
+    "source, reported",
+    [
+        (_JOB_CONTEXT, False),  # a method of the entry point's parameter: chosen when the job runs
+        (_OWN_METHOD, True),  # the same method asked of self: the file's own class writes the batch
+    ],
+)
+def test_a_batch_a_job_hands_over_is_chosen_at_run_time(source, reported):
+    findings = analyse(source, Options(select=("TFD002",))).findings
+    assert bool(findings) is reported

@@ -374,8 +374,9 @@ class Evidence:
             if isinstance(node.func, cst.Attribute) and not self.facts.is_module_reference(node.func.value):
                 # ``context.get_property(BATCH_SIZE)``, ``cfg.getint("train", "batch")``: asked of
                 # an object the program is handed when it runs (an entry point's parameter).
+                # Not ``self``: a method of the file's own class computes what the file writes.
                 receiver = self.facts.values.origins(node.func.value)
-                if receiver and all(isinstance(o.node, cst.Param) for o in receiver):
+                if receiver and all(isinstance(o.node, cst.Param) and not o.path and not self.facts.values.is_self(o.node) for o in receiver):
                     return True
             # An attribute or item of what a call made elsewhere returns: parsed arguments, a
             # configuration, a tuner's parameters.
