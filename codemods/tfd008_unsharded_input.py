@@ -23,7 +23,8 @@ Not findings: datasets not fed to training (evaluation, a dataset only built to 
 option), a dataset made (``from_tensor_slices`` / ``from_tensors``) from random numbers each
 worker draws for itself (``np.random`` or ``tf.random`` with no seed, in a file that seeds
 neither: no two workers read the same examples, and DATA would only throw part of each
-worker's away; a seeded draw is the same on every worker and stays a finding), a strategy with one worker (``TF_CONFIG`` removed before it is made), a pipeline with
+worker's away; a seeded draw is the same on every worker and stays a finding), a strategy
+with one worker (``TF_CONFIG`` removed before it is made), a pipeline with
 a ``shard()``, a dataset or options object that is passed through code autofix does not follow
 (another module, a container): nothing is claimed about it.
 

@@ -252,6 +252,8 @@ _SAVE_CALL = 'model.save(os.path.join(out, "model"), save_format="tf")'
         ('model.save(os.path.join(out, "model.keras"))', False),
         ('tf.saved_model.save(model, os.path.join(out, "model"))', False),
         ('np.save(os.path.join(out, "x"), np.zeros(3))', False),
+        # Written for both Kerases: the branch tests the version.
+        ('if tf.__version__ < "2.16":\n        model.save(os.path.join(out, "model"), save_format="tf")\n    else:\n        model.save(os.path.join(out, "model.keras"))', False),
     ],
 )
 def test_a_save_format_keras3_refuses_means_keras2(save, keras2):

@@ -43,7 +43,7 @@ def keras3_refusal(facts) -> str | None:
                 return f"its ModelCheckpoint saves to {refused} (line {facts.program.line(call)}), which Keras 3 refuses"
     for call, _owner in facts.calls:
         refused = _save_format_refused(facts, call)
-        if refused is not None:
+        if refused is not None and not _version_guarded(facts, call):
             return f"it {refused} (line {facts.program.line(call)}), which Keras 3 refuses"
     read = _optimizer_lr_read(facts)
     if read is not None:
@@ -52,6 +52,15 @@ def keras3_refusal(facts) -> str | None:
 
 
 # --- save_format= -----------------------------------------------------------------------------
+
+
+def _version_guarded(facts, node: cst.CSTNode) -> bool:
+    """Whether ``node`` is in a branch of an ``if`` that tests a version (``if
+    tf.__version__ < "2.16":``, ``if keras_version == 2:``): code written for both Kerases."""
+    for ancestor in facts.program.ancestors(node):
+        if isinstance(ancestor, cst.If) and "version" in facts.program.module.code_for_node(ancestor.test).lower():
+            return True
+    return False
 
 
 def _save_format_refused(facts, call: cst.Call) -> str | None:

@@ -292,9 +292,9 @@ class Scopes:
         return result
 
     def _strategy_none_at(self, node: cst.CSTNode) -> bool:
-        """Whether ``node`` runs where a strategy of the file is known to be None: inside
-        ``if strategy is None:`` or the ``else`` of ``if self.strategy is not None:`` (a
-        name or attribute named for a strategy, or one the file uses as one)."""
+        """Whether ``node`` runs where a strategy is known to be None: inside ``if strategy
+        is None:`` or the ``else`` of ``if self.strategy is not None:`` (a name or attribute
+        whose last name is a strategy's: ``strategy``, ``mirrored_strategy``, ``strat``)."""
         from autofix.analysis.core import guards
 
         for key, value in guards.known_at(self.program, node).items():
