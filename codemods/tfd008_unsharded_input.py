@@ -50,6 +50,7 @@ loudly on the first batch, on every worker), ``shard()`` by hand with auto-shard
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import libcst as cst
 
@@ -58,6 +59,7 @@ from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker
 from autofix.analysis.syntax import argument_value, attribute_path, calls_in
 from autofix.codegen import NotFound, module_alias
 from autofix.rule import Example, Rule
+from autofix.tf.numpy_draws import SEEDS
 
 _POLICY = "tensorflow.data.experimental.AutoShardPolicy."
 # Dataset methods that keep the examples of the dataset they are called on.
@@ -67,8 +69,6 @@ _FROM_VALUES = {"tensorflow.data.Dataset.from_tensor_slices", "tensorflow.data.D
 _CASTS = {"tensorflow.cast", "tensorflow.convert_to_tensor", "tensorflow.constant", "numpy.asarray", "numpy.array", "numpy.float32"}
 # Functions of np.random / tf.random that are not draws.
 _NOT_DRAWS = {"seed", "set_seed", "get_state", "set_state", "default_rng", "RandomState", "Generator", "SeedGenerator", "stateless_normal", "stateless_uniform"}
-# Calls that seed a generator every worker then draws the same numbers from.
-_SEEDS = {"numpy.random.seed", "tensorflow.random.set_seed", "random.seed", "keras.utils.set_random_seed", "tensorflow.keras.utils.set_random_seed", "tf_keras.utils.set_random_seed"}
 _KEEPS = PASSTHROUGH | {"batch", "padded_batch", "unbatch", "rebatch", "map", "interleave", "flat_map", "with_options", "bucket_by_sequence_length", "ragged_batch", "shard"}
 _FIT = frozenset({"fit", "fit_generator"})
 
@@ -314,12 +314,10 @@ class UnshardedInput(Rule):
             return False
         return argument_value(expr, "seed") is None
 
-    @property
+    @cached_property
     def _seeded(self) -> bool:
         """The file seeds NumPy's, TensorFlow's or Python's generator (or Keras's)."""
-        if not hasattr(self, "_seeded_memo"):
-            self._seeded_memo = any(self.facts.names_of(call.func) & _SEEDS for call, _owner in self.facts.calls)
-        return self._seeded_memo
+        return any(self.facts.names_of(call.func) & SEEDS for call, _owner in self.facts.calls)
 
     def _tfds_load(self, call: cst.Call) -> bool:
         """``tfds.load(...)`` reading every example (no ``read_config``, which can shard it by

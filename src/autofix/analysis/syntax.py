@@ -4,6 +4,7 @@ and calls inside an expression, the root of an attribute chain."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import libcst as cst
 
@@ -220,3 +221,8 @@ def is_wall(statement: cst.CSTNode) -> bool:
         and isinstance(expr.value.func, cst.Name)
         and expr.value.func.value == CELL_MARKER
     )
+
+def words(identifier: str) -> set[str]:
+    """``numReplicasInSync`` / ``NUM_REPLICAS`` -> {"num", "replicas", ...}."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", identifier)
+    return {w for w in spaced.lower().split("_") if w}

@@ -1,6 +1,7 @@
 """NumPy's random draws of a distribution ``tf.random`` draws too: the migration rewrites a
 step's draw as its ``tf.random`` twin (analysis/migration/host_draws.py), and the proof holds the
-two equal (smoke/noise.py). One table for both, so that they cannot disagree."""
+two equal (smoke/noise.py). One table for both, so that they cannot disagree. And the calls that
+seed the generators (the migration's placement, TFD008's per-worker data)."""
 
 from __future__ import annotations
 
@@ -15,3 +16,8 @@ NUMPY_DRAWS: dict[str, tuple[str, tuple[tuple[str, str], ...], bool]] = {
     "random_sample": ("uniform", (), False),
     "rand": ("uniform", (), True),
 }
+
+# Calls that seed the generators a script draws from (NumPy's, Python's, TensorFlow's, Keras's),
+# as the analysis names them (``tf.keras`` and ``tf_keras`` read as ``keras``): after one, every
+# process that runs the script draws the same numbers.
+SEEDS = frozenset({"numpy.random.seed", "random.seed", "tensorflow.random.set_seed", "keras.utils.set_random_seed"})

@@ -34,7 +34,7 @@ from autofix.analysis.core.origins import ANY, Frame, FunctionInfo, Origin, Proj
 from autofix.analysis.core.parameters import Parameters
 from autofix.analysis.program import Program
 from autofix.analysis.core import guards
-from autofix.analysis.syntax import nodes_in, parameter_argument
+from autofix.analysis.syntax import parameter_argument
 
 _LIMIT = 40
 
@@ -295,15 +295,13 @@ class Values(Bindings, Parameters, Classes, Derived):
         info = self.functions.get(function)
         if info is None or info.is_method:
             return {}  # a method may be called bound or not: which argument is which is not sure
-        offset = 0
-        params = [*function.params.posonly_params, *function.params.params]
-        rebound = _rebound_names(function)
         known: guards.Known = {}
-        for param in (*params, *function.params.kwonly_params):
+        for param in (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params):
             name = param.name.value
-            if name in rebound:
-                continue
-            passed = self._argument(function, call, param, offset)
+            binding = self.program.assignment(param)
+            if binding is None or len(binding.scope.bindings.get(name, ())) != 1:
+                continue  # bound again in the function (``mode = mode.lower()``, a loop, ``nonlocal``)
+            passed = self._argument(function, call, param, 0)
             constant = guards.literal(passed if passed is not None else param.default)
             if constant is not None:
                 known[name] = constant
@@ -321,32 +319,3 @@ class Values(Bindings, Parameters, Classes, Derived):
             )
             pairs.append((param, value))
         return tuple(pairs)
-
-
-
-def _rebound_names(function: cst.FunctionDef) -> set[str]:
-    """The names ``function`` binds in its body (assignments, loop and ``with`` targets,
-    ``:=``, ``global`` / ``nonlocal``, nested definitions): a parameter among them may not
-    hold what the call passed when a test reads it."""
-    names: set[str] = set()
-    for node in nodes_in(function.body, cst.CSTNode):
-        targets: list[cst.CSTNode] = []
-        if isinstance(node, cst.AssignTarget):
-            targets.append(node.target)
-        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
-            targets.append(node.target)
-        elif isinstance(node, (cst.For, cst.CompFor)):
-            targets.append(node.target)
-        elif isinstance(node, cst.NamedExpr):
-            targets.append(node.target)
-        elif isinstance(node, cst.AsName):
-            targets.append(node.name)
-        elif isinstance(node, (cst.Global, cst.Nonlocal)):
-            names.update(n.name.value for n in node.names)
-        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-            names.add(node.name.value)
-        for target in targets:
-            names.update(n.value for n in nodes_in(target, cst.Name))
-            if isinstance(target, cst.Name):
-                names.add(target.value)
-    return names

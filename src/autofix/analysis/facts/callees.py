@@ -40,10 +40,6 @@ def tf_names(facts: Facts, expr: cst.BaseExpression) -> frozenset[str]:
 _COMPAT = re.compile(r"^tensorflow\.compat\.v[12]\.")
 
 
-def words(identifier: str) -> set[str]:
-    """``numReplicasInSync`` / ``NUM_REPLICAS`` -> {"num", "replicas", ...}."""
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", identifier)
-    return {w for w in spaced.lower().split("_") if w}
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import libcst as cst
 
 from autofix.analysis.facts.strategies import UNKNOWN_STRATEGY, Strategy
 from autofix.analysis.project.callers import Caller, method_calls, reads_named, users
-from autofix.analysis.syntax import attribute_path
+from autofix.analysis.syntax import attribute_path, words
 
 
 def _run_receivers(call: cst.Call) -> bool:
@@ -301,7 +301,7 @@ class Scopes:
             if value != guards.NONE:
                 continue
             last = key.rpartition(".")[2]
-            if {w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", last)} & {"strategy", "strat"}:
+            if words(last) & {"strategy", "strat"}:
                 return True
         return False
 

@@ -16,18 +16,11 @@ from autofix.analysis.migration.single_device import Refusal, SingleDevice
 from autofix.analysis.program import Block, Program
 from autofix.analysis.syntax import nodes_in
 from autofix.analysis.training.model import TrainingModel
+from autofix.tf.numpy_draws import SEEDS as RANDOM_SEEDS
 
 # Calls whose effect the strategy must not precede (what seeds the random generators): the
 # strategy is made after them, as a script's reader expects.
-SEEDS = frozenset(
-    {
-        "tensorflow.random.set_seed",
-        "keras.utils.set_random_seed",
-        "numpy.random.seed",
-        "random.seed",
-        "tensorflow.config.experimental.enable_op_determinism",
-    }
-)
+SEEDS = RANDOM_SEEDS | {"tensorflow.config.experimental.enable_op_determinism"}
 
 
 class Placement(Derived):

@@ -16,10 +16,10 @@ from typing import Callable, Iterator
 import libcst as cst
 
 from autofix.analysis import Derived
-from autofix.analysis.facts.callees import RUN_METHODS, Callables, tf_names, words
+from autofix.analysis.facts.callees import RUN_METHODS, Callables, tf_names
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
-from autofix.analysis.syntax import argument_value, attribute_path, nodes_in, target_names
+from autofix.analysis.syntax import argument_value, attribute_path, nodes_in, target_names, words
 from autofix.tf.symbols import SINGLE_REPLICA
 
 __all__ = ["RUN_METHODS", "REPLICA_WORDS", "Steps", "counts_replicas", "inverse_count", "named_for", "replica_share", "tf_names", "words"]

@@ -34,11 +34,10 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from autofix.analysis.facts.callees import words
 from autofix.analysis.facts.dataflow import PROGRESS_BARS, progress_bar_iterable
 from autofix.analysis.training.inputs import Feed, Inputs, is_self_attribute
 from autofix.analysis.steps.losses import loss_terms_of
-from autofix.analysis.syntax import argument_value, nodes_in
+from autofix.analysis.syntax import argument_value, nodes_in, words
 from autofix.analysis.training.compiled import batch_size_of
 
 

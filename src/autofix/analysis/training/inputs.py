@@ -38,8 +38,8 @@ from autofix.analysis import Derived
 from autofix.analysis.facts.callees import Callables
 from autofix.analysis.facts.dataflow import LOADERS, PASSTHROUGH, progress_bar_iterable
 from autofix.analysis.project.imports import ProjectImports
-from autofix.analysis.steps.custom import Steps, words
-from autofix.analysis.syntax import argument, argument_value, attribute_path
+from autofix.analysis.steps.custom import Steps
+from autofix.analysis.syntax import argument, argument_value, attribute_path, words
 from autofix.tf.symbols import Kind
 
 DISTRIBUTE_METHODS = frozenset(
