@@ -59,7 +59,9 @@ Not fixed (reported, or left alone):
   a ``reduction="sum"`` loss divided by the global batch, a per-replica mean divided by the
   replica count (or multiplied by its inverse) before the gradient, losses used only through
   ``compile``/``fit``, any step under a one-replica strategy, and a step that averages its
-  gradients across replicas itself (``all_reduce``, ``experimental_aggregate_gradients=False``);
+  gradients across replicas itself (``all_reduce``, ``experimental_aggregate_gradients=False``),
+  or returns them, unapplied, to another ``strategy.run`` step that does (gradient
+  accumulation whose learning rate is divided by the replica count by hand);
 - a loss with a term whose reduction is not known here (a model's output, a function of
   another module that cannot be followed, a mean over given axes, a product of two losses), or
   a term reached both divided by the replica count and not;
@@ -244,7 +246,7 @@ class UnscaledCustomLoss(Rule):
         # its terms.
         losses: dict[cst.Call, tuple[list[cst.FunctionDef], list[Term]]] = {}
         for root in self.steps.roots:
-            if self.steps.aggregates_itself(root):
+            if self.steps.aggregates_itself(root) or self.steps.combined_by_hand(root):
                 continue  # gradients averaged by hand: a per-replica mean is what that wants
             for call, target in self.steps.gradient_targets(root):
                 if call in losses:

@@ -239,6 +239,25 @@ class Steps(Derived):
                         return True
         return False
 
+    def combined_by_hand(self, function: cst.FunctionDef) -> bool:
+        """Whether the gradients ``function`` takes leave the replica to be combined by a
+        step that aggregates them itself: ``function`` applies none (no ``apply_gradients``,
+        no ``minimize``) and another replica function of this file, which applies them,
+        aggregates itself (gradient accumulation over several ``strategy.run`` calls, the
+        replicas' sum applied with ``experimental_aggregate_gradients=False``). How that
+        step weighs the replicas' shares (a learning rate divided by the replica count, an
+        ``all_reduce`` MEAN) is its own: a per-replica mean is not judged here."""
+        if any(self.differentiated(call) is not None and call.func.attr.value == "minimize"  # type: ignore[union-attr]
+               for call in self.calls(function) if isinstance(call.func, cst.Attribute)):
+            return False
+        if any(isinstance(call.func, cst.Attribute) and call.func.attr.value == "apply_gradients"
+               for call in self.calls(function)):
+            return False
+        return any(
+            other is not function and self.trains(other) and self.aggregates_itself(other)
+            for other in self.roots
+        )
+
     def _only_a_norm(self, call: cst.Call) -> bool:
         """Whether ``call`` is inside the ``use_norm=`` of a ``tf.clip_by_global_norm``."""
         for ancestor in self.program.ancestors(call):
