@@ -383,3 +383,27 @@ def test_a_function_handed_to_code_not_followed_is_reported_not_changed():
     assert "model = create_model(train_ds" in called
     result = analyse(called, options)
     assert result.findings and all(f.fixable for f in result.findings) and "with strategy.scope():" in (result.new_text or "")
+
+
+def test_a_fit_batch_that_does_not_split_over_the_replicas_the_file_asks_for_blocks_the_fix():
+    """Mirroring the model makes fit split its batch over the replicas; Keras 3 fails on a
+    batch that does not split evenly. Where the file says how many replicas there are
+    (CUDA_VISIBLE_DEVICES, devices=[...]) and fit's batch does not divide by it, the model is
+    reported with that reason, not moved."""
+    source = read(FIXTURES / "tfd001" / "report_fit_batch_uneven_over_the_visible_gpus.py")
+    findings = analyse(source, TFD001).findings
+    assert findings and not any(f.fixable for f in findings)
+    assert "the strategy has 3 replicas (line 6) and fit's batch of 32 (line 18)" in (findings[0].reason or "")
+    # Two GPUs, or a batch of 96 on three: the batch splits, and the fix is made.
+    for even in (source.replace('"0,1,2"', '"0,1"'), source.replace("batch_size=32", "batch_size=96")):
+        analysis = analyse(even, TFD001)
+        assert analysis.new_text is not None and "with strategy.scope():" in analysis.new_text
+    # The same count written as the strategy's devices.
+    listed = source.replace('os.environ["CUDA_VISIBLE_DEVICES"] = "0,1,2"\n', "").replace(
+        "MirroredStrategy()", 'MirroredStrategy(devices=["/gpu:0", "/gpu:1", "/gpu:2"])'
+    )
+    assert analyse(listed, TFD001).new_text is None
+    assert analyse(listed.replace(', "/gpu:2"', ""), TFD001).new_text is not None
+    # Hidden GPUs (one replica, the CPU), or a count the file does not set: no such reason.
+    for unknown in (source.replace('"0,1,2"', '"-1"'), source.replace('"0,1,2"', 'os.environ["GPUS"]')):
+        assert analyse(unknown, TFD001).new_text is not None

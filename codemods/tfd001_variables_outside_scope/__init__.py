@@ -52,7 +52,11 @@ Not fixed (reported with the reason):
   makes, not as a finding per object: whether it is a bug is decided by code autofix did not read;
 - a function that builds a model but is called both inside and outside a scope; two
   strategies in one block; a strategy that may be None where the scope would go (a
-  ``strategy = None`` placeholder not yet overwritten there).
+  ``strategy = None`` placeholder not yet overwritten there);
+- a model whose ``fit`` is given a batch that does not split evenly over the replicas the file
+  asks for (``CUDA_VISIBLE_DEVICES="0,1,2"`` or ``devices=[...]`` with three entries, a batch
+  of 32): mirrored, the model would make Keras 3 fail on that batch, where it trained on one
+  device before (:mod:`autofix.analysis.facts.devices`).
 
 A strategy that is an optional parameter (``def __init__(self, model, strategy=None)``, a
 trainer whose single-device path passes none) gets ``with (strategy or
@@ -72,6 +76,8 @@ import libcst as cst
 from autofix.analysis.facts import ordering
 from autofix.analysis.facts.callees import Callables
 from autofix.analysis.facts.contexts import Context, Contexts, index_of, unbound_on_a_path
+from autofix.analysis.facts.devices import replica_count
+from autofix.analysis.facts.sizes import Sizes
 from autofix.analysis.facts.keras_objects import BUILD, COMPILE, TRAIN
 from autofix.analysis.facts.strategies import Strategy, may_be_none
 from autofix.analysis.project import pins
@@ -605,7 +611,10 @@ class _Planner:
         if context.index is not None:
             order = self._order(body, info, context)
             start = order.index(context.index) + 1
-        conflict = context.conflict or self._maybe_none(context) or self._maybe_unbound(context) or self._handed_on(context)
+        conflict = (
+            context.conflict or self._maybe_none(context) or self._maybe_unbound(context) or self._handed_on(context)
+            or self._uneven_batch(context)
+        )
         spelled = on_both_paths(self.program, context.strategy.name, block, placeholders=False)
         if conflict is None and spelled is None:
             conflict = (
@@ -733,6 +742,28 @@ class _Planner:
                 )
                 self.handed.setdefault(function, (ref, why))
                 return why
+        return None
+
+    def _uneven_batch(self, context: Context) -> str | None:
+        """Why mirroring the model would break the file's ``fit``: the file says how many
+        replicas its strategy has (``devices=[...]``, ``CUDA_VISIBLE_DEVICES``) and a ``fit``
+        of it is given a batch that does not split evenly over them, which Keras 3 fails on
+        once the model is mirrored (it trained, on one device, before the fix)."""
+        count = replica_count(self.program, context.strategy.constructions)
+        if count is None or count.replicas < 2:
+            return None
+        sizes = Sizes.of(self.program)
+        for call in calls_in(self.program.module):
+            if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "fit"):
+                continue
+            batch = argument_value(call, "batch_size")
+            size = sizes.number(batch) if batch is not None else None
+            if isinstance(size, int) and size > 0 and size % count.replicas:
+                return (
+                    f"the strategy has {count.replicas} replicas (line {self.program.line(count.where)}) and fit's batch of "
+                    f"{size} (line {self.program.line(call)}) does not split evenly over them: once the model is mirrored, "
+                    "Keras 3 fails on that batch; scale the batch by the replica count (TFD002) first"
+                )
         return None
 
     def _maybe_unbound(self, context: Context) -> str | None:
