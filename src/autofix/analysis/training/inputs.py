@@ -18,7 +18,8 @@ returns, and ``self`` attributes (an iterator or dataset kept in one, ``self.tra
 iter(ds)``, is iterated where it is read), and a class's ``__init__`` parameters to what the
 class's constructions in this file pass (none in view: unknown). An origin is
 ``distributed``, ``dataset`` (a ``tf.data`` / Keras / TFDS dataset, with the expression
-iterated), ``array`` (NumPy, a Keras ``load_data``, or the batches of Keras's Python feeders:
+iterated), ``array`` (NumPy, a Keras ``load_data``, the ``.values`` / ``.to_numpy()`` of a
+pandas or xarray object, or the batches of Keras's Python feeders:
 ``ImageDataGenerator(...).flow*(...)``, a ``keras.utils.Sequence`` of the file), ``shard``, or unknown (scalars, step
 counters, tensors made by TensorFlow, values from other modules, what a local generator
 yields: never a finding), except a dataset a function of another module of the project returns
@@ -217,6 +218,15 @@ class Inputs(Derived):
         elif isinstance(expr, cst.Attribute) and is_self_attribute(expr):
             for value, _ in self.callables.attribute_assignments(expr):
                 self._value(value, found, seen, depth + 1)
+        elif isinstance(expr, cst.Attribute) and expr.attr.value == "values":
+            # ``frame.values``, ``data_array.sel(...).values``: the NumPy array of a pandas or
+            # xarray object, whole on the host; of a distributed value, its replicas' shards
+            # as one tuple. Handed to every replica either way.
+            inner = self.origins(expr.value)
+            kind = "shard" if any(o.kind == "distributed" for o in inner) else "array"
+            found.append(Origin(kind, expr))
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "to_numpy" and not expr.args:
+            found.append(Origin("array", expr))  # pandas / xarray: a NumPy array on the host
         elif isinstance(expr, cst.Call):
             self._call(expr, found, seen, depth)
         else:
