@@ -300,6 +300,12 @@ class StrategyRunModel(Rule):
         ),
     )
 
+    def applies(self) -> bool:
+        """A file that makes a strategy, or runs a step with ``strategy.run`` on one it holds
+        in an attribute (``self.strategy = tf.distribute.MirroredStrategy()`` in a trainer
+        class) or is handed."""
+        return bool(self.facts.strategies) or bool(Steps.of(self.program).runs)
+
     def check(self) -> None:
         steps = self.steps = Steps.of(self.program)
         facts = self.facts
@@ -724,6 +730,13 @@ def _fed(program: Program, feeds: list[Feed]) -> str:
     """What the undistributed data is, for the message."""
     origins = [o for feed in feeds for o in feed.undistributed]
     kinds = {o.kind for o in origins}
+    if "foreign" in kinds:
+        handed = next(o for o in origins if o.kind == "foreign")
+        method = program.enclosing_function(handed.node)
+        return (
+            f"data from {handed.node.name.value}, which callers out of view hand to {method.name.value}() while the "  # type: ignore[union-attr]
+            f"strategy is this class's own (line {program.line(handed.made[0])})"
+        )
     if "shard" in kinds:
         shard = next(o for o in origins if o.kind == "shard")
         return f"one replica's shard ({program.module.code_for_node(shard.node)})"

@@ -1478,3 +1478,23 @@ def test_a_name_rebound_many_times_is_summarised_once_per_name():
     lines += [f"    ds = ds.map(lambda v: v + {i})" for i in range(40)]
     lines += ["    x = ds", "    x = x.batch(2) if ds else x.repeat()", "    return ds.batch(4)", ""]
     assert summary_of("\n".join(lines).encode()).definitions["make"].returns_dataset
+
+
+def test_a_trainer_with_its_own_strategy_is_judged_by_the_modules_that_use_it(tmp_path):
+    """A class that makes its own strategy and feeds strategy.run what its callers hand in:
+    alone, or used by modules that distribute nothing, no caller can have distributed that
+    data with its strategy (TFD003); used by a module that distributes data (it may do it with
+    ``trainer.strategy``), it is not judged."""
+    trainer = (FIXTURES / "tfd003" / "report_undistributed_data_of_a_trainer_with_its_own_strategy.py").read_text()
+    plain = "from trainer import Trainer\n\ntrainer = Trainer(make_model, 0.01)\ntrainer.fit(batches, epochs=2)\n"
+    distributing = plain.replace("trainer.fit(batches", "trainer.fit(trainer.strategy.experimental_distribute_dataset(batches)")
+    for caller, reported in ((None, True), (plain, True), (distributing, False)):
+        root = tmp_path / f"case{len(list(tmp_path.iterdir()))}"
+        files = {".git/HEAD": "", "trainer.py": trainer}
+        if caller is not None:
+            files["train.py"] = caller
+        write(root, files)
+        result = process_path(str(root / "trainer.py"), Options(select=("TFD003",)))
+        assert [f.line for f in result.findings] == ([26] if reported else [])
+        if reported:
+            assert "callers out of view hand to fit()" in result.findings[0].message

@@ -156,3 +156,15 @@ def method_calls(path: str, class_name: str, method: str) -> tuple[Caller, ...] 
                 return None  # the method handed on, or called on this object or another one
             calls.append(Caller(use.path, program, call))
     return tuple(calls)
+
+
+
+def users_spell(path: str, name: str, words: frozenset[str] | set[str]) -> bool | None:
+    """Whether a module of the project that uses the top-level definition ``name`` of the
+    file ``path`` (:func:`users`) spells one of ``words``; None when the project is too
+    large to search."""
+    found = users(path, name)
+    if found is None:
+        return None
+    programs = {id(u.program): u.program for u in found}
+    return any(word in program.source for program in programs.values() for word in words)

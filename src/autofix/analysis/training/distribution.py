@@ -84,6 +84,15 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
             f" ({_short(program.module.code_for_node(arrays[0]))}, line {program.line(arrays[0])})"
             if arrays and "distributed" not in kinds else ""
         )
+        foreign = next((o for o in origins if o.kind == "foreign"), None)
+        if foreign is not None and "distributed" not in kinds:
+            strategy = program.module.code_for_node(feeds[0].run.func.value)  # type: ignore[union-attr]
+            name = foreign.node.name.value  # type: ignore[union-attr]
+            raise NotDistributable(
+                f"{name} is handed in by callers out of view, in whatever form they give it: a tf.data.Dataset is "
+                f"distributed with {strategy}.experimental_distribute_dataset({name}) where it is iterated, NumPy data "
+                "must become a dataset first"
+            )
         raise NotDistributable(
             "some of it is distributed and some is not" if "distributed" in kinds else
             f"it is a {'NumPy array' if 'array' in kinds else 'tensor made on one device' if 'tensor' in kinds else 'replica shard'}{made}, "

@@ -38,9 +38,10 @@ import libcst as cst
 from autofix.analysis import Derived
 from autofix.analysis.facts.callees import Callables
 from autofix.analysis.facts.dataflow import LOADERS, PASSTHROUGH, progress_bar_iterable
+from autofix.analysis.project.callers import users_spell
 from autofix.analysis.project.imports import ProjectImports
 from autofix.analysis.steps.custom import Steps
-from autofix.analysis.syntax import argument, argument_value, attribute_path, words
+from autofix.analysis.syntax import argument, argument_value, attribute_path, nodes_in, words
 from autofix.tf.symbols import Kind
 
 DISTRIBUTE_METHODS = frozenset(
@@ -79,8 +80,9 @@ _TPU = ("TPUStrategy", "TPUStrategyV2")
 
 
 # What a step's argument can be that is not distributed: a batch of a plain dataset, a NumPy
-# array, a batch tensor made on one device, one replica's shard.
-UNDISTRIBUTED = frozenset({"dataset", "array", "tensor", "shard"})
+# array, a batch tensor made on one device, one replica's shard, or data callers out of view
+# hand to a class that makes its strategy itself (none of them holds that strategy).
+UNDISTRIBUTED = frozenset({"dataset", "array", "tensor", "shard", "foreign"})
 
 
 def _batch_tensor(call: cst.Call, names: set[str]) -> bool:
@@ -139,11 +141,51 @@ class Inputs(Derived):
             if not self._judged(run):
                 continue
             for argument in _arguments(run):
-                origins = self.origins(argument)
+                origins = [self._foreign(run, o) for o in self.origins(argument)]
                 feed = Feed(run, argument, origins)
                 if feed.undistributed:
                     found.append(feed)
         return found
+
+    def _foreign(self, run: cst.Call, origin: Origin) -> Origin:
+        """``origin`` as a ``foreign`` one when it is a parameter of a method no code in view
+        calls, of the class whose own strategy runs the step: ``self.strategy =
+        tf.distribute.MirroredStrategy()`` in the class, ``self.strategy.run(step, args=(x,))``
+        on what ``train(self, dataset)`` iterates. Its callers cannot have distributed it with
+        that strategy, which only the object holds (nothing in view reads ``obj.strategy``
+        from outside the class): every replica gets it whole. Otherwise ``origin``."""
+        param = origin.node
+        if origin.kind != "unknown" or not isinstance(param, cst.Param) or param.star:
+            return origin
+        receiver = run.func.value if isinstance(run.func, cst.Attribute) else None
+        path = attribute_path(receiver) if receiver is not None else None
+        if path is None or len(path) != 2 or path[0] != "self":
+            return origin
+        program = self.program
+        method = program.enclosing_function(param)
+        cls = program.parent(program.parent(method)) if method is not None else None
+        if not isinstance(cls, cst.ClassDef) or param is method.params.params[0]:  # type: ignore[union-attr]
+            return origin
+        if next((a for a in program.ancestors(run) if isinstance(a, cst.ClassDef)), None) is not cls:
+            return origin
+        if self.callables.call_sites(method):  # type: ignore[arg-type]
+            return origin
+        assigned = self.callables.attribute_assignments(receiver)
+        made = [value for value, _target in assigned]
+        if not made or not all(
+            isinstance(value, cst.Call) and self.facts.strategy_classes(value) for value in made
+        ):
+            return origin
+        attr = path[1]
+        for node in nodes_in(program.module, cst.Attribute):
+            if node.attr.value == attr and not (isinstance(node.value, cst.Name) and node.value.value == "self"):
+                return origin  # ``trainer.strategy`` read from outside: it may distribute there
+        if program.path is not None and program.parent(cls) is program.module:
+            # Another module of the project that uses the class and distributes data may do
+            # it with this object's strategy (``trainer.strategy.experimental_distribute_dataset(ds)``).
+            if users_spell(program.path, cls.name.value, DISTRIBUTE_METHODS) is not False:
+                return origin
+        return Origin("foreign", param, made=tuple(made))
 
     def _judged(self, run: cst.Call, fed: bool = True) -> bool:
         steps = self.steps
