@@ -75,6 +75,13 @@ def test_qualified_names_match_libcst(path):
             # convention (tests below), which libcst does not assume.
             assert not theirs and all(n.split(".")[0] in ("tensorflow", "numpy", "keras") for n in program.qualified_names(node))
             continue
+        conventional = [b for b in access.referents if b.kind == "import" and b.name in program.index.conventional]
+        if conventional:
+            # ``from layers.common import tf``: TensorFlow by convention, where libcst reads
+            # the project module's name.
+            assert all(n.split(".")[0] in ("tensorflow", "numpy", "keras") for n in program.qualified_names(node))
+            assert all(not n.startswith(("tensorflow.", "numpy.", "keras.")) for n in theirs)
+            continue
         assert program.qualified_names(node) == theirs, program.module.code_for_node(node)
 
 

@@ -275,8 +275,9 @@ class Rule:
 
 def _read_blind(program: Program) -> str | None:
     """Why no fix is made in a file that reads ``tf`` (or ``np``) only through a star
-    import of a module autofix has not read (the file alone, or a module outside its
-    project): what the file takes from there is assumed, not seen. None otherwise."""
+    import, or a ``from m import tf``, of a module autofix has not read (the file alone, or a
+    module outside its project) or that does not bind it as the library: what the file takes
+    from there is assumed, not seen. None otherwise."""
     index = program.index
     if not index.conventional:
         return None
@@ -285,8 +286,13 @@ def _read_blind(program: Program) -> str | None:
     from autofix.analysis.project.imports import _load
 
     imports = ProjectImports.of(program)
-    paths = [(m, level, imports.module_path(m, level)) for m, level in index.star_modules]
-    summaries = [_load(path) for _m, _level, path in paths if path is not None]
+    named = " import " + ", ".join(sorted(index.conventional))
+    paths = [
+        (m, level, imports.module_path(m, level), spelled)
+        for modules, spelled in ((index.star_modules, " import *"), (index.conventional_modules, named))
+        for m, level in modules
+    ]
+    summaries = [_load(path) for _m, _level, path, _spelled in paths if path is not None]
     # Read, and binding the names as the libraries they are taken for (``import tensorflow as tf``).
     seen = all(
         any(
@@ -302,14 +308,14 @@ def _read_blind(program: Program) -> str | None:
     names = " and ".join(sorted(index.conventional))
     verb = "comes" if len(index.conventional) == 1 else "come"
     if unread is None:
-        module, level, _path = paths[0]
+        module, level, _path, spelled = paths[0]
         return (
-            f"{names} {verb} from `from {'.' * level}{module} import *`, whose module does not bind "
+            f"{names} {verb} from `from {'.' * level}{module}{spelled}`, whose module does not bind "
             f"{'it' if len(index.conventional) == 1 else 'them'} itself: what the file takes from there is not known, so nothing is changed"
         )
-    module, level, _path = unread
+    module, level, _path, spelled = unread
     return (
-        f"{names} {verb} from `from {'.' * level}{module} import *`, which autofix "
+        f"{names} {verb} from `from {'.' * level}{module}{spelled}`, which autofix "
         "did not read (run it on the repository): what the file takes from there is not known, so nothing is changed"
     )
 

@@ -215,6 +215,8 @@ class Index:
         self.star_modules: list[tuple[str, int]] = []
         # The aliases read as their library by convention only (see ``_CONVENTIONAL``).
         self.conventional: set[str] = set()
+        # The modules (as written, with their level) that ``from m import tf`` takes one from.
+        self.conventional_modules: list[tuple[str, int]] = []
         self._owners: list[cst.CSTNode] = [module]
         self._all_accesses: list[Access] = []
         root = Scope("module", module, None)
@@ -599,6 +601,13 @@ def _handle_import_from(index: Index, node: cst.ImportFrom, scope: Scope) -> Non
         if alias.asname is not None:
             index.parents[alias.asname] = alias
         if isinstance(target, cst.Name):
+            library = _CONVENTIONAL.get(name) if alias.asname is None else None
+            if library is not None and base.split(".")[0] != library and scope.kind == "module":
+                # ``from xuance.tensorflow import tf``: the project's module re-exports the
+                # library under its usual alias; read as the library by convention.
+                path = library
+                index.conventional.add(name)
+                index.conventional_modules.append((base.lstrip("."), len(node.relative)))
             index._bind(target.value, alias, scope, "import", path)
 
 

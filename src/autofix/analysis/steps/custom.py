@@ -108,10 +108,10 @@ class Steps(Derived):
 
     def _held_strategy(self, expr: cst.BaseExpression, call: cst.Call) -> bool:
         """``obj.strategy`` of ``obj.strategy.run(fn, args=(...))``: an attribute named for a
-        strategy of an object (a parameter, a module), asked to run a function with
-        ``args=``."""
+        strategy of an object (a parameter, a module, ``self.policy.mirrored_strategy``),
+        asked to run a function with ``args=``."""
         path = attribute_path(expr)
-        if path is None or len(path) != 2 or not words(path[-1]) & {"strategy", "strat"}:
+        if path is None or len(path) < 2 or not words(path[-1]) & {"strategy", "strat"}:
             return False
         return any(a.keyword is not None and a.keyword.value == "args" for a in call.args) and argument_value(call, "fn", 0) is not None
 
