@@ -734,8 +734,8 @@ def _fed(program: Program, feeds: list[Feed]) -> str:
         handed = next(o for o in origins if o.kind == "foreign")
         method = program.enclosing_function(handed.node)
         return (
-            f"data from {handed.node.name.value}, which callers out of view hand to {method.name.value}() while the "  # type: ignore[union-attr]
-            f"strategy is this class's own (line {program.line(handed.made[0])})"
+            f"data from {handed.node.name.value}, handed to {method.name.value}() while the strategy is this class's own "  # type: ignore[union-attr]
+            f"(line {program.line(handed.made[0])}) and no module of the project distributes data"
         )
     if "shard" in kinds:
         shard = next(o for o in origins if o.kind == "shard")

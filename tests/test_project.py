@@ -1482,10 +1482,11 @@ def test_a_name_rebound_many_times_is_summarised_once_per_name():
 
 def test_a_trainer_with_its_own_strategy_is_judged_by_the_modules_that_use_it(tmp_path):
     """A class that makes its own strategy and feeds strategy.run what its callers hand in:
-    alone, or used by modules that distribute nothing, no caller can have distributed that
-    data with its strategy (TFD003); used by a module that distributes data (it may do it with
-    ``trainer.strategy``), it is not judged."""
-    trainer = (FIXTURES / "tfd003" / "report_undistributed_data_of_a_trainer_with_its_own_strategy.py").read_text()
+    in a project where no module uses it, or only modules that distribute nothing, no caller
+    can have distributed that data with its strategy (TFD003); used by a module that
+    distributes data (it may do it with ``trainer.strategy``), or in a folder that is not
+    marked as a project (code autofix has not read may drive it), it is not judged."""
+    trainer = (PROJECTS / "own_strategy_trainer" / "trainer.py").read_text()
     plain = "from trainer import Trainer\n\ntrainer = Trainer(make_model, 0.01)\ntrainer.fit(batches, epochs=2)\n"
     distributing = plain.replace("trainer.fit(batches", "trainer.fit(trainer.strategy.experimental_distribute_dataset(batches)")
     for caller, reported in ((None, True), (plain, True), (distributing, False)):
@@ -1497,4 +1498,6 @@ def test_a_trainer_with_its_own_strategy_is_judged_by_the_modules_that_use_it(tm
         result = process_path(str(root / "trainer.py"), Options(select=("TFD003",)))
         assert [f.line for f in result.findings] == ([26] if reported else [])
         if reported:
-            assert "callers out of view hand to fit()" in result.findings[0].message
+            assert "handed to fit() while the strategy is this class's own (line 9)" in result.findings[0].message
+    loose = write(tmp_path / "loose", {"trainer.py": trainer})
+    assert not process_path(str(loose / "trainer.py"), Options(select=("TFD003",))).findings

@@ -25,6 +25,14 @@ def project_root(path: str) -> str:
     return _root(os.path.abspath(path), os.getcwd())
 
 
+def marked_project(path: str) -> bool:
+    """Whether the file ``path`` belongs to a project marked as one (a folder above it holds
+    ``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git``), so that its modules are all
+    in view; not a folder of loose scripts."""
+    root = project_root(path)
+    return any(os.path.exists(os.path.join(root, marker)) for marker in MARKERS)
+
+
 @lru_cache(maxsize=256)
 def _root(path: str, cwd: str) -> str:
     folder = os.path.dirname(path)

@@ -89,7 +89,7 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
             strategy = program.module.code_for_node(feeds[0].run.func.value)  # type: ignore[union-attr]
             name = foreign.node.name.value  # type: ignore[union-attr]
             raise NotDistributable(
-                f"{name} is handed in by callers out of view, in whatever form they give it: a tf.data.Dataset is "
+                f"{name} is handed in by its callers, in whatever form they give it: a tf.data.Dataset is "
                 f"distributed with {strategy}.experimental_distribute_dataset({name}) where it is iterated, NumPy data "
                 "must become a dataset first"
             )

@@ -40,6 +40,7 @@ from autofix.analysis.facts.callees import Callables
 from autofix.analysis.facts.dataflow import LOADERS, PASSTHROUGH, progress_bar_iterable
 from autofix.analysis.project.callers import users_spell
 from autofix.analysis.project.imports import ProjectImports
+from autofix.analysis.project.layout import marked_project
 from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import argument, argument_value, attribute_path, nodes_in, words
 from autofix.tf.symbols import Kind
@@ -148,8 +149,9 @@ class Inputs(Derived):
         return found
 
     def _foreign(self, run: cst.Call, origin: Origin) -> Origin:
-        """``origin`` as a ``foreign`` one when it is a parameter of a method no code in view
-        calls, of the class whose own strategy runs the step: ``self.strategy =
+        """``origin`` as a ``foreign`` one when it is a parameter of a method no code of the
+        file's project calls (a project marked as one, whose modules are all in view), of the
+        class whose own strategy runs the step: ``self.strategy =
         tf.distribute.MirroredStrategy()`` in the class, ``self.strategy.run(step, args=(x,))``
         on what ``train(self, dataset)`` iterates. Its callers cannot have distributed it with
         that strategy, which only the object holds (nothing in view reads ``obj.strategy``
@@ -180,11 +182,15 @@ class Inputs(Derived):
         for node in nodes_in(program.module, cst.Attribute):
             if node.attr.value == attr and not (isinstance(node.value, cst.Name) and node.value.value == "self"):
                 return origin  # ``trainer.strategy`` read from outside: it may distribute there
-        if program.path is not None and program.parent(cls) is program.module:
-            # Another module of the project that uses the class and distributes data may do
-            # it with this object's strategy (``trainer.strategy.experimental_distribute_dataset(ds)``).
-            if users_spell(program.path, cls.name.value, DISTRIBUTE_METHODS) is not False:
-                return origin
+        # Who calls the method is known only where the project's modules are in view (a
+        # marked project: a file alone, or a folder of loose scripts, may be driven by code
+        # autofix has not read). Another module of the project that uses the class and
+        # distributes data may do it with this object's strategy
+        # (``trainer.strategy.experimental_distribute_dataset(ds)``).
+        if program.path is None or not marked_project(program.path) or program.parent(cls) is not program.module:
+            return origin
+        if users_spell(program.path, cls.name.value, DISTRIBUTE_METHODS) is not False:
+            return origin
         return Origin("foreign", param, made=tuple(made))
 
     def _judged(self, run: cst.Call, fed: bool = True) -> bool:
