@@ -407,3 +407,32 @@ def test_a_fit_batch_that_does_not_split_over_the_replicas_the_file_asks_for_blo
     # Hidden GPUs (one replica, the CPU), or a count the file does not set: no such reason.
     for unknown in (source.replace('"0,1,2"', '"-1"'), source.replace('"0,1,2"', 'os.environ["GPUS"]')):
         assert analyse(unknown, TFD001).new_text is not None
+
+
+def test_a_model_handed_to_a_trainer_that_makes_its_strategy_is_reported_where_it_is_kept():
+    """A trainer that makes its own strategy and keeps what its caller hands it: those
+    objects were made before the strategy existed, so outside its scope; assigning them in the
+    scope moves nothing. Reported (no fix: building them is the caller's); a loss function,
+    called like a model, is not one."""
+    source = read(FIXTURES / "tfd001" / "report_model_handed_to_a_trainer_that_makes_its_strategy.py")
+    findings = analyse(source, TFD001).findings
+    assert [(f.line, f.fixable) for f in findings] == [(11, False), (12, False)]
+    assert "the model handed in as network was made by the caller before this strategy exists (line 9)" in findings[0].message
+    assert "is trained under it (line 24)" in findings[0].message
+    assert "Mixing different tf.distribute.Strategy objects" in findings[1].message
+    # The strategy handed in too: the caller may have built both in its scope.
+    handed = source.replace("def __init__(self, network, optimizer, loss_fn):", "def __init__(self, network, optimizer, loss_fn, strategy):").replace(
+        "self.strategy = tf.distribute.MirroredStrategy()", "self.strategy = strategy")
+    assert analyse(handed, TFD001).findings == []
+    # Built here from what is handed in (a function), in the scope: nothing to report.
+    built = source.replace("self.network = network", "self.network = network()").replace("self.optimizer = optimizer", "self.optimizer = optimizer()")
+    assert analyse(built, TFD001).findings == []
+    # A default the function may replace with one it builds: not certain.
+    defaulted = source.replace("def __init__(self, network, optimizer, loss_fn):", "def __init__(self, network=None, optimizer=None, loss_fn=None):")
+    assert analyse(defaulted, TFD001).findings == []
+    # On Keras 2 only (experimental_run_v2), the optimizer trains: the model alone.
+    keras2 = source.replace("self.strategy.run(replica", "self.strategy.experimental_run_v2(replica")
+    assert [f.line for f in analyse(keras2, TFD001).findings] == [11]
+    # A one-replica strategy: nothing is mirrored anyway.
+    one = source.replace("MirroredStrategy()", 'OneDeviceStrategy("/cpu:0")')
+    assert analyse(one, TFD001).findings == []

@@ -83,6 +83,7 @@ from autofix.analysis.facts.strategies import Strategy, may_be_none
 from autofix.analysis.project import pins
 from autofix.analysis.training.multiworker import MULTI_WORKER, MultiWorker
 from autofix.analysis.syntax import argument_value, calls_in, is_wall, names_in, root_name
+from autofix.analysis.training.handed_in import handed_in
 from autofix.analysis.training.model import TrainingModel
 from autofix.analysis.training.sites import Site
 from autofix.codegen import BlockEdits, ScopeSpan, on_both_paths, reordered, wrap_spans
@@ -195,6 +196,30 @@ class VariablesOutsideScope(Rule):
             planner = _Planner(self, {**units, **crashing})
             planner.plan()
         planner.commit()
+        self._handed_in()
+
+    def _handed_in(self) -> None:
+        """A model or optimizer handed to a function that makes its strategy itself, kept as
+        it is (:mod:`autofix.analysis.training.handed_in`): made before that strategy
+        existed, so outside its scope. Reported; the fix (building it in the scope) is the
+        caller's. An optimizer only where the file may run Keras 3 (Keras 2 trains with it)."""
+        for found in handed_in(self.program):
+            if found.role == "optimizer" and self.facts.needs_keras2:
+                continue
+            name = found.parameter.name.value
+            strategy = self.program.line(found.strategy)
+            effect = (
+                "its variables are not mirrored across the replicas" if found.role == "model"
+                else 'Keras 3 fails with "Mixing different tf.distribute.Strategy objects"'
+            )
+            self.report(
+                found.assignment,
+                f"the {found.role} handed in as {name} was made by the caller before this strategy exists (line {strategy}), "
+                f"so outside its scope, and is trained under it (line {self.program.line(found.use)}): {effect}",
+                f"assigning it inside strategy.scope() does not move its variables: build the {found.role} in the scope "
+                f"(hand in a function that makes it, called inside `with ...scope():`), or make the strategy before the "
+                f"caller builds the {found.role} and hand it in too",
+            )
 
     def _keras3_multi_worker_units(self) -> dict[cst.Call, str]:
         """Units trained by a Keras 3 ``fit`` / ``evaluate`` under a MultiWorkerMirroredStrategy:
