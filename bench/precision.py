@@ -50,6 +50,7 @@ PARTS = {
     "H": "61 files from 47 other repositories, gathered and triaged before the tool was run on them (the sixth blind part)",
     "I": "63 files from 45 other repositories, gathered and triaged before the tool was run on them (the seventh blind part)",
     "J": "86 files from 51 other repositories, gathered and triaged before the tool was run on them (the eighth blind part)",
+    "K": "89 files from 59 other repositories, gathered and triaged before the tool was run on them (the ninth blind part)",
 }
 RULES = ("TFD001", "TFD002", "TFD003", "TFD004", "TFD005", "TFD006", "TFD007", "TFD008", "TFD009", "TFD011", "TFD012")
 
