@@ -52,6 +52,7 @@ NOT_RUNNABLE = {
 # failure before the fix on Keras 2).
 KERAS2_ONLY = {
     "tfd001/compile_metric_made_outside_scope": "a metric made outside the scope and given to compile: tf_keras raises ValueError, Keras 3 trains (docs/keras-versions.md)",
+    "tfd001/metric_listed_in_a_name": "the same metric, listed in a name compile is given",
 }
 # Fixed for Keras 3 files only: on Keras 2 what the fix leaves alone fails as it did.
 KERAS3_ONLY = {

@@ -47,7 +47,10 @@ class Effects:
                 kind = self.call_kind(call)
                 if kind == TRAIN:
                     effects.trains = True
-                elif self.scoped_within(call, function):
+                elif self.scoped_within(call, function) or self.strategy_none_at(call):  # type: ignore[attr-defined]
+                    # In a scope of its own, or on the path where the strategy is known None
+                    # (``if strategy is not None: with strategy.scope(): ... else: ...``): one
+                    # device by choice, not made outside a scope.
                     continue
                 elif (isinstance(kind, Kind) or kind in (COMPILE, BUILD)) and not (kind in (Kind.OPTIMIZER, COMPILE, BUILD) and self.needs_keras2):
                     # (On Keras 2, where a file that needs it runs, an optimizer may be made

@@ -282,7 +282,7 @@ class Scopes:
                     # A call where the strategy is known to be None (``else: self.init_net()``
                     # after ``if self.strategy is not None: with self.strategy.scope():
                     # self.init_net()``) is the single-device path, not a call outside the scope.
-                    calls = [(call, offset) for call, offset in calls if not self._strategy_none_at(call)]
+                    calls = [(call, offset) for call, offset in calls if not self.strategy_none_at(call)]
                     result = bool(calls) and not passed_on and all(self.under_scope(call) for call, _offset in calls)
             else:
                 result = bool(references) and all(self.under_scope(ref) for ref in references)
@@ -291,7 +291,7 @@ class Scopes:
         memo[function] = result
         return result
 
-    def _strategy_none_at(self, node: cst.CSTNode) -> bool:
+    def strategy_none_at(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` runs where a strategy is known to be None: inside ``if strategy
         is None:`` or the ``else`` of ``if self.strategy is not None:`` (a name or attribute
         whose last name is a strategy's: ``strategy``, ``mirrored_strategy``, ``strat``)."""

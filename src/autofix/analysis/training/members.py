@@ -134,6 +134,17 @@ class Members:
         """The reads of the value bound at ``binding`` (not those a later binding replaces)."""
         return self.facts.uses(binding)
 
+    def _listed(self, value: cst.BaseExpression | None) -> list[cst.BaseExpression]:
+        """The items a ``compile`` argument lists: a list or tuple written there, or held by a
+        name every binding of which is one (``metrics = [mse, psnr]`` ... ``metrics=metrics``);
+        else the value itself."""
+        if isinstance(value, cst.Name):
+            origins = self.facts.values.origins(value, enter=False)
+            lists = [o.node for o in origins if o.whole and isinstance(o.node, (cst.List, cst.Tuple))]
+            if lists and len(lists) == len(origins):
+                return [e.value for listed in lists for e in listed.elements]
+        return _elements(value)
+
     def _add_method_call(self, site: Site, use: cst.CSTNode, factory: cst.Call | None = None) -> None:
         """A ``compile`` / ``load_weights`` / ``add`` call on the model. Reached inside a local
         factory (``factory``, the call that made the model there), only what the factory's
@@ -150,7 +161,7 @@ class Members:
             if self.facts.call_kind(call) == COMPILE:
                 function = self.program.enclosing_function(call)
                 for arg in call.args:
-                    for value in _elements(arg.value):
+                    for value in self._listed(arg.value):
                         made = self.makers_for_call(value, function, factory) if function is not None else []
                         self._add(site, [
                             m for m in made
@@ -162,7 +173,7 @@ class Members:
             # ``optimizer=``, ``metrics=[...]``, and the optimizers of a model whose compile
             # takes others (``compile(encoder_optimizer=..., probe_optimizer=...)``).
             for arg in call.args:
-                for value in _elements(arg.value):
+                for value in self._listed(arg.value):
                     self._add(site, [m for m in self.makers(value) if self.facts.call_kind(m) in (Kind.OPTIMIZER, Kind.METRIC)])
             self._add_helper_calls(site, call)
         elif self.facts.call_kind(call) is Kind.LOAD:
