@@ -778,7 +778,7 @@ class _Planner:
         if count is None or count.replicas < 2:
             return None
         sizes = Sizes.of(self.program)
-        for call in calls_in(self.program.module):
+        for call, _owner in self.facts.calls:
             if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "fit"):
                 continue
             batch = argument_value(call, "batch_size")

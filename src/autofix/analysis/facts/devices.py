@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from autofix.analysis.program import Program
-from autofix.analysis.syntax import argument_value, calls_in, nodes_in
+from autofix.analysis.syntax import argument_value
 
 _ENVIRONMENT = "CUDA_VISIBLE_DEVICES"
 
@@ -88,11 +88,13 @@ def _environ_writes(program: Program) -> list[cst.BaseExpression]:
     """The values the module gives CUDA_VISIBLE_DEVICES anywhere (``os.environ[...] = v``,
     ``os.environ.setdefault(..., v)``, ``os.environ.update(...)``: the last read as unknown)."""
     found: list[cst.BaseExpression] = []
-    for node in nodes_in(program.module, cst.Assign):
+    for node in program.index.assigns:
+        if not isinstance(node, cst.Assign):
+            continue
         for target in node.targets:
             if _names_the_variable(program, target.target):
                 found.append(node.value if program.enclosing_function(node) is None else cst.Name("unknown"))
-    for call in calls_in(program.module):
+    for call, _owner in program.index.calls:
         func = call.func
         if isinstance(func, cst.Attribute) and "os.environ" in program.qualified_names(func.value):
             if func.attr.value == "setdefault" and _is_the_variable(argument_value(call, "key", 0)):
