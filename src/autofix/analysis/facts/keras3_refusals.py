@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from autofix.analysis.facts.version_checks import tests_a_version
 from autofix.analysis.syntax import argument_value, attribute_path
 from autofix.tf.symbols import Kind
 
@@ -57,10 +58,7 @@ def keras3_refusal(facts) -> str | None:
 def _version_guarded(facts, node: cst.CSTNode) -> bool:
     """Whether ``node`` is in a branch of an ``if`` that tests a version (``if
     tf.__version__ < "2.16":``, ``if keras_version == 2:``): code written for both Kerases."""
-    for ancestor in facts.program.ancestors(node):
-        if isinstance(ancestor, cst.If) and "version" in facts.program.module.code_for_node(ancestor.test).lower():
-            return True
-    return False
+    return any(isinstance(a, cst.If) and tests_a_version(facts, a.test) for a in facts.program.ancestors(node))
 
 
 def _save_format_refused(facts, call: cst.Call) -> str | None:

@@ -28,6 +28,7 @@ import operator as op
 from packaging.version import InvalidVersion, Version
 
 from autofix.analysis.project.pins import keras_of_versions
+from autofix.analysis.syntax import nodes_in, words
 
 # What each name is the version of.
 _VERSIONS = {
@@ -144,6 +145,20 @@ def _starts(version: str, prefix: str) -> bool:
         return False
     rest = version[len(prefix):]
     return prefix.endswith(".") or not rest or not rest[0].isdigit()
+
+
+def tests_a_version(facts, test: cst.BaseExpression) -> bool:
+    """Whether an ``if`` test reads a TensorFlow or Keras version: the package's own
+    (``tf.__version__``, ``keras.__version__``, parsed or not) or a name kept for one
+    (``if keras_version == 2:``, ``if TF_VERSION < (2, 16):``). A branch under such a test is
+    code written for one Keras of several, not a sign of which one runs."""
+    for node in nodes_in(test, (cst.Name, cst.Attribute)):
+        if isinstance(node, cst.Attribute) and _version_of(facts, node)[0] is not None:
+            return True
+        name = node.attr.value if isinstance(node, cst.Attribute) else node.value
+        if "version" in words(name):
+            return True
+    return False
 
 
 def _version_of(facts, expr: cst.BaseExpression) -> tuple[str | None, bool]:
