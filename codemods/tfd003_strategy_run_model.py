@@ -739,6 +739,8 @@ def _fed(program: Program, feeds: list[Feed]) -> str:
         )
     if "shard" in kinds:
         shard = next(o for o in origins if o.kind == "shard")
+        if isinstance(shard.node, cst.Attribute):  # ``batch.values``: every replica's, in one tuple
+            return f"the replicas' shards in one tuple ({program.module.code_for_node(shard.node)})"
         return f"one replica's shard ({program.module.code_for_node(shard.node)})"
     if kinds == {"array"}:
         return "a NumPy array"

@@ -422,3 +422,28 @@ def test_a_random_batch_drawn_on_one_device_is_not_distributed():
         "tf.random.uniform(shape=[GLOBAL_BATCH]", "tf.random.uniform(shape=[]"
     )
     assert not _check(scalar).findings
+
+
+def test_the_values_of_a_distributed_batch_handed_to_strategy_run_are_every_replicas_shards():
+    """``batch.values`` of a distributed batch is a tuple of every replica's shard: handed to
+    strategy.run, each replica gets all of them. ``frame.values`` of a pandas object is a
+    NumPy array (tests: report_undistributed_frame_values)."""
+    source = (
+        "import tensorflow as tf\n"
+        "strategy = tf.distribute.MirroredStrategy()\n"
+        "with strategy.scope():\n"
+        "    model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(1)])\n"
+        "    optimizer = tf.keras.optimizers.SGD(0.1)\n"
+        "def step(x):\n"
+        "    with tf.GradientTape() as tape:\n"
+        "        loss = tf.nn.compute_average_loss(tf.reduce_sum(model(x), axis=1))\n"
+        "    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))\n"
+        "dataset = tf.data.Dataset.from_tensor_slices(tf.ones([64, 3])).batch(16)\n"
+        "for batch in strategy.experimental_distribute_dataset(dataset):\n"
+        "    strategy.run(step, args=(batch.values,))\n"
+    )
+    findings = [f for f in analyse(source, Options(select=("TFD003",))).findings if not f.unsafe]
+    assert [f.line for f in findings] == [12]
+    assert "the replicas' shards in one tuple (batch.values)" in findings[0].message
+    distributed = analyse(source.replace("(batch.values,)", "(batch,)"), Options(select=("TFD003",))).findings
+    assert not [f for f in distributed if not f.unsafe]  # (an eager loop is only a suggestion)
