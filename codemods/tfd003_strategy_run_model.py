@@ -35,8 +35,11 @@ batch of ``strategy.experimental_distribute_dataset(<the dataset the model is fi
 value that was used is the per-replica loss reduced with ``strategy.reduce(SUM, ...)``.
 
 A step that applies gradients, run by ``strategy.run`` on batches of a plain ``tf.data``
-dataset, on NumPy arrays or on one replica's shard (``batch.values[0]``), trains every replica
-on the whole batch (:mod:`autofix.analysis.training.inputs`: followed through names, loops, iterators,
+dataset, on NumPy arrays (also a pandas or xarray object's ``.values``), on one replica's shard
+(``batch.values[0]``), or on data handed to a method of a class that makes its own strategy
+(in a marked project where no module using the class distributes data: no caller can have
+distributed it with that strategy; reported without a fix), trains every replica on the whole
+batch (:mod:`autofix.analysis.training.inputs`: followed through names, loops, iterators,
 parameters and returns, ``self`` attributes, and a constructor's parameters to what the class's
 constructions pass). Fixed by distributing the dataset once, before the outermost loop, and
 iterating that (:mod:`autofix.analysis.training.distribution` says when that is safe): as the loop's
