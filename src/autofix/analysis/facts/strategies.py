@@ -83,7 +83,7 @@ class Strategies:
             if isinstance(node, cst.Name) and node.value == "None":
                 continue
             if isinstance(node, cst.Call):
-                kind = self._constructed_class(node)
+                kind = self.constructed_classes(node)
                 if kind is not None:
                     classes |= kind
                     constructions.append(node)
@@ -118,7 +118,10 @@ class Strategies:
             return None
         return classes, constructions
 
-    def _constructed_class(self, call: cst.Call) -> set[str] | None:
+    def constructed_classes(self, call: cst.Call) -> set[str] | None:
+        """The strategy classes ``call`` constructs when it calls a strategy's constructor
+        (``MirroredStrategy(devices=["/gpu:0"])`` is one replica's; ``get_strategy()`` the
+        strategy of the scope it runs in), else None."""
         for name in self.names_of(call.func):
             if symbols.is_strategy_constructor(name):
                 kind = name.rpartition(".")[2]
@@ -313,7 +316,7 @@ class Strategies:
         pending = list(found)
         given: list[cst.Arg] = [
             argument for call, _owner in self.calls for argument in call.args
-            if isinstance(argument.value, cst.Call) and self._constructed_class(argument.value) is not None
+            if isinstance(argument.value, cst.Call) and self.constructed_classes(argument.value) is not None
         ]
         while pending or given:
             if pending:

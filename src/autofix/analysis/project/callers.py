@@ -158,7 +158,6 @@ def method_calls(path: str, class_name: str, method: str) -> tuple[Caller, ...] 
     return tuple(calls)
 
 
-
 def users_spell(path: str, name: str, words: frozenset[str] | set[str]) -> bool | None:
     """Whether a module of the project that uses the top-level definition ``name`` of the
     file ``path`` (:func:`users`) spells one of ``words``; None when the project is too

@@ -29,8 +29,11 @@ def marked_project(path: str) -> bool:
     """Whether the file ``path`` belongs to a project marked as one (a folder above it holds
     ``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git``), so that its modules are all
     in view; not a folder of loose scripts."""
-    root = project_root(path)
-    return any(os.path.exists(os.path.join(root, marker)) for marker in MARKERS)
+    return _marked(project_root(path))
+
+
+def _marked(folder: str) -> bool:
+    return any(os.path.exists(os.path.join(folder, marker)) for marker in MARKERS)
 
 
 @lru_cache(maxsize=256)
@@ -38,7 +41,7 @@ def _root(path: str, cwd: str) -> str:
     folder = os.path.dirname(path)
     current = folder
     while True:
-        if any(os.path.exists(os.path.join(current, marker)) for marker in MARKERS):
+        if _marked(current):
             return current
         parent = os.path.dirname(current)
         if parent == current:

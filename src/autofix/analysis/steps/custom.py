@@ -247,12 +247,10 @@ class Steps(Derived):
         replicas' sum applied with ``experimental_aggregate_gradients=False``). How that
         step weighs the replicas' shares (a learning rate divided by the replica count, an
         ``all_reduce`` MEAN) is its own: a per-replica mean is not judged here."""
-        if any(self.differentiated(call) is not None and call.func.attr.value == "minimize"  # type: ignore[union-attr]
-               for call in self.calls(function) if isinstance(call.func, cst.Attribute)):
-            return False
-        if any(isinstance(call.func, cst.Attribute) and call.func.attr.value == "apply_gradients"
-               for call in self.calls(function)):
-            return False
+        for call in self.calls(function):
+            method = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+            if method == "apply_gradients" or method == "minimize" and self.differentiated(call) is not None:
+                return False  # it applies them itself
         return any(
             other is not function and self.trains(other) and self.aggregates_itself(other)
             for other in self.roots

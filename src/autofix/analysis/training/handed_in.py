@@ -29,7 +29,7 @@ from autofix.analysis.facts.script import Facts
 from autofix.analysis.program import Program
 from autofix.analysis.steps.custom import Steps
 from autofix.analysis.syntax import attribute_path, nodes_in
-from autofix.tf.symbols import SINGLE_REPLICA, is_strategy_constructor
+from autofix.tf.symbols import SINGLE_REPLICA
 
 # What only a model has (a loss function or a metric is called too: calling says nothing).
 _MODEL_USES = frozenset({"trainable_variables", "trainable_weights", "fit", "compile", "summary", "train_on_batch", "save_weights"})
@@ -83,8 +83,10 @@ def _strategy_attribute(facts: Facts, assign: cst.Assign) -> tuple[cst.Call, str
     value = assign.value
     if not isinstance(value, cst.Call) or len(assign.targets) != 1:
         return None
-    names = facts.names_of(value.func)
-    if not any(is_strategy_constructor(n) for n in names) or any(n.rsplit(".", 1)[-1] in SINGLE_REPLICA for n in names):
+    if any(name.endswith(".get_strategy") for name in facts.names_of(value.func)):
+        return None  # the strategy of the scope it is called in: made before, not here
+    classes = facts.constructed_classes(value)
+    if not classes or classes <= SINGLE_REPLICA:
         return None
     path = attribute_path(assign.targets[0].target)
     if path is None or len(path) != 2 or path[0] != "self":
