@@ -52,6 +52,10 @@ class Effects:
                     # (``if strategy is not None: with strategy.scope(): ... else: ...``): one
                     # device by choice, not made outside a scope.
                     continue
+                elif kind is Kind.LOAD and self._loads_into_parameter(call):
+                    # ``model.load_weights(path)`` on a model the caller hands in: restoring
+                    # weights makes no model here; where the caller made it is what counts.
+                    continue
                 elif (isinstance(kind, Kind) or kind in (COMPILE, BUILD)) and not (kind in (Kind.OPTIMIZER, COMPILE, BUILD) and self.needs_keras2):
                     # (On Keras 2, where a file that needs it runs, an optimizer may be made
                     # anywhere.)
@@ -73,6 +77,14 @@ class Effects:
                     if other.trains and not effects.trains:
                         effects.trains = changed = True
         return result
+
+    def _loads_into_parameter(self, call: cst.Call) -> bool:
+        """Whether ``call`` is ``p.load_weights(...)`` with ``p`` a parameter of the function."""
+        receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+        if not isinstance(receiver, cst.Name):
+            return False
+        access = self.program.access(receiver)
+        return access is not None and bool(access.referents) and all(b.kind == "param" for b in access.referents)
 
     def inspection_only(self, call: cst.Call) -> bool:
         """Whether ``call`` makes an object that is only ever looked at (``m.summary()``,

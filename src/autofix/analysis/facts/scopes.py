@@ -293,12 +293,14 @@ class Scopes:
 
     def strategy_none_at(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` runs where a strategy is known to be None: inside ``if strategy
-        is None:`` or the ``else`` of ``if self.strategy is not None:`` (a name or attribute
+        is None:`` / ``if not strategy:`` or the ``else`` of ``if self.strategy is not None:``
+        / ``if strategy:`` (a name or attribute
         whose last name is a strategy's: ``strategy``, ``mirrored_strategy``, ``strat``)."""
         from autofix.analysis.core import guards
 
         for key, value in guards.known_at(self.program, node).items():
-            if value != guards.NONE:
+            if value != guards.NONE and value is not False:
+                # (A strategy is never falsy: ``else:`` of ``if strategy:`` is where it is None.)
                 continue
             last = key.rpartition(".")[2]
             if words(last) & {"strategy", "strat"}:
