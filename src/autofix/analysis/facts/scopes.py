@@ -285,6 +285,8 @@ class Scopes:
                     calls = [(call, offset) for call, offset in calls if not self.strategy_none_at(call)]
                     result = bool(calls) and not passed_on and all(self.under_scope(call) for call, _offset in calls)
             else:
+                # (A call where the strategy is known to be None is the one-device path.)
+                references = [ref for ref in references if not self.strategy_none_at(ref)]
                 result = bool(references) and all(self.under_scope(ref) for ref in references)
         finally:
             self._in_progress.discard(key)
@@ -305,7 +307,48 @@ class Scopes:
             last = key.rpartition(".")[2]
             if words(last) & {"strategy", "strat"}:
                 return True
+        return self._made_on_another_branch(node)
+
+    def _made_on_another_branch(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` lies in the ``else`` of an ``if`` (of its function) whose body makes
+        a strategy ``S = ...Strategy(...)``, every other assignment of ``S`` being ``S = None``:
+        on that path ``S`` holds None (``strategy = None`` at the top of the module, ``if
+        args.use_tpu: strategy = TPUStrategy(...); with strategy.scope(): run_main()`` ``else:
+        run_main()``)."""
+        bodies: list[cst.BaseSuite] = []
+        child = node
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                break
+            if isinstance(ancestor, cst.If) and child is ancestor.orelse:
+                bodies.append(ancestor.body)
+            child = ancestor
+        if not bodies:
+            return False
+
+        def within(target: cst.CSTNode) -> bool:
+            return any(any(a is body for a in self.program.ancestors(target)) for body in bodies)
+
+        made = [
+            assign for assign in self.program.index.assigns
+            if isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name)
+            and within(assign) and self.is_strategy_expr(assign.value)
+        ]
+        for assign in made:
+            target = assign.targets[0].target
+            binding = self.program.assignment(target)
+            if binding is None:
+                continue
+            others = [b for b in binding.scope.assignments(binding.name) if not within(b.node)]
+            if all(b.kind == "assign" and self._bound_to_none(b.node) for b in others):
+                return True
         return False
+
+    def _bound_to_none(self, target: cst.CSTNode) -> bool:
+        assign = self.program.parent(self.program.parent(target))
+        if not isinstance(assign, cst.Assign) or not isinstance(self.program.parent(target), cst.AssignTarget):
+            return False
+        return isinstance(assign.value, cst.Name) and assign.value.value == "None"
 
     def _project_method_calls(self, method: cst.FunctionDef) -> tuple[Caller, ...] | None:
         """The calls other modules of the project make of ``method`` of a top-level class of
