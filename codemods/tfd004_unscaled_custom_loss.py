@@ -111,8 +111,9 @@ from autofix.rule import Example, Rule
 from autofix.tf.symbols import Kind
 
 MEAN_MESSAGE = (
-    "loss averaged with reduce_mean over one replica's batch: gradients are summed across "
-    "replicas, so they come out N times too large; divide it by the number of replicas"
+    "loss averaged over one replica's batch (reduce_mean, or divided by that batch's size): "
+    "gradients are summed across replicas, so they come out N times too large; divide it by "
+    "the number of replicas"
 )
 COUNT_MEAN_MESSAGE = (
     "loss normalised by a count of one replica's own examples (a mean over them): gradients are "

@@ -367,6 +367,16 @@ class LossWalk:
                 # batch is one replica's share of it, so each replica returns its own mean.
                 self.end(call, state, "mean", "share")
                 return
+            if given is not None and _static_batch_size(_unwrapped(given)):
+                # ``compute_average_loss(l, global_batch_size=x.shape[0])``: the batch the
+                # replica is handed, so the "global" average is the replica's own mean.
+                self.end(call, state, "mean")
+                return
+            if given is not None and self.local_count(given):
+                # ``global_batch_size=tf.shape(x)[0]`` / ``len(labels)``: a count of this
+                # replica's own examples (see ``local_count``), the same mean.
+                self.end(call, state, "mean", "count")
+                return
             self.end(call, state, "global")
             self.reduced(call, positional, state)
             return
