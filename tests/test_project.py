@@ -1501,3 +1501,72 @@ def test_a_trainer_with_its_own_strategy_is_judged_by_the_modules_that_use_it(tm
             assert "handed to fit() while the strategy is this class's own (line 9)" in result.findings[0].message
     loose = write(tmp_path / "loose", {"trainer.py": trainer})
     assert not process_path(str(loose / "trainer.py"), Options(select=("TFD003",))).findings
+
+
+_REEXPORTING_LEARNER = '''\
+import numpy as np
+from lib import tf, tk
+
+
+class Learner:
+    def __init__(self, model, strategy):
+        self.model = model
+        self.strategy = strategy
+        with strategy.scope():
+            self.optimizer = tk.optimizers.Adam(1e-3)
+        self.mse = tk.losses.MeanSquaredError()
+
+    def forward(self, x, y):
+        with tf.GradientTape() as tape:
+            loss = self.mse(y, self.model(x))
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+        return loss
+
+    @tf.function
+    def learn(self, x, y):
+        return self.strategy.run(self.forward, args=(x, y))
+'''
+
+
+def test_a_library_re_exported_by_a_project_module_is_read_as_that_library(tmp_path):
+    """``from lib import tf, tk`` where the project's ``lib`` does ``import tensorflow.keras as
+    tk``: ``tk.losses.MeanSquaredError()`` is Keras's loss object (a default reduction in a step
+    strategy.run runs: TFD004). Where ``lib`` is not the project's, or binds ``tk`` to something
+    of its own, nothing is assumed of it."""
+    cases = {
+        "import tensorflow as tf\nimport tensorflow.keras as tk\n": [15],
+        "import tensorflow as tf\nfrom tensorflow import keras as tk\n": [15],
+        "import tensorflow as tf\nfrom .inner import tk\n": [15],
+        "import tensorflow as tf\n\n\nclass tk:\n    losses = None\n    optimizers = None\n": [],
+        None: [],
+    }
+    for init, lines in cases.items():
+        root = tmp_path / f"case{len(list(tmp_path.iterdir()))}"
+        files = {".git/HEAD": "", "learner.py": _REEXPORTING_LEARNER}
+        if init is not None:
+            files["lib/__init__.py"] = init
+            files["lib/inner.py"] = "import tensorflow.keras as tk\n"
+        write(root, files)
+        result = process_path(str(root / "learner.py"), Options(select=("TFD004",)))
+        assert [f.line for f in result.findings] == lines, init
+
+
+def test_library_reexport_names_what_a_project_module_imports(tmp_path):
+    from autofix.analysis.project.imports import library_reexport
+
+    root = write(tmp_path / "p", {
+        ".git/HEAD": "",
+        "lib/__init__.py": "import tensorflow.keras as tk\nfrom tensorflow.keras import layers\n\n\ndef build():\n    return None\n",
+        "pkg/__init__.py": "",
+        "pkg/util.py": "from tensorflow.keras import layers\n",
+        "pkg/train.py": "",
+        "train.py": "",
+    })
+    importer = str(root / "train.py")
+    assert library_reexport(importer, "lib.tk.losses.MeanSquaredError") == "tensorflow.keras.losses.MeanSquaredError"
+    assert library_reexport(importer, "lib.layers.Dense") == "tensorflow.keras.layers.Dense"
+    assert library_reexport(importer, "lib.build") is None
+    assert library_reexport(importer, "tensorflow.keras.layers.Dense") is None
+    assert library_reexport(importer, "missing.tk.losses") is None
+    assert library_reexport(str(root / "pkg" / "train.py"), ".util.layers.Conv2D") == "tensorflow.keras.layers.Conv2D"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import bisect
 from functools import cached_property
-from typing import Iterator, TypeVar
+from typing import Callable, ClassVar, Iterator, TypeVar
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange
@@ -27,6 +27,12 @@ T = TypeVar("T")
 class Program:
     # Positions from libcst's public PositionProvider instead of autofix's own (tests set it).
     use_provider = False
+    # What a name imported from one of the project's own modules stands for when that module
+    # only re-exports a library (``from xuance.tensorflow import tk`` where that module does
+    # ``import tensorflow.keras as tk``): ``(file, "xuance.tensorflow.tk.losses.MSE")`` ->
+    # ``"tensorflow.keras.losses.MSE"``, or None. Set by :mod:`autofix.analysis.project.imports`
+    # (a higher layer, which reads the other modules).
+    reexported: ClassVar[Callable[[str, str], str | None] | None] = None
 
     def __init__(
         self,
@@ -50,6 +56,7 @@ class Program:
         self._syntax_tree = syntax_tree
         # Rules ask the same names of the same expressions many times.
         self._names: dict[cst.CSTNode, frozenset[str]] = {}
+        self._reexports: dict[str, str | None] = {}
         self._ranges: dict[cst.CSTNode, tuple[dict, list[int], int]] = {}
         self._derived: dict[type, object] = {}
         self._provided: dict[cst.CSTNode, CodeRange] | None = None
@@ -70,7 +77,15 @@ class Program:
         cache = self._names
         found = cache.get(node)
         if found is None:
-            found = cache[node] = frozenset(canonical(name) for name in self.index.qualified_names(node))
+            names = self.index.qualified_names(node)
+            follow = Program.reexported
+            if follow is not None and self.path is not None and names:
+                known = self._reexports
+                for name in names:
+                    if name not in known:
+                        known[name] = follow(self.path, name)
+                names = {known[name] or name for name in names}
+            found = cache[node] = frozenset(canonical(name) for name in names)
         return found
 
     def scope(self, node: cst.CSTNode) -> Scope | None:

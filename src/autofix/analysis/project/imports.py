@@ -320,6 +320,34 @@ def _resolve_in(qualified: str, module: str, path: str, name: str, seen: set[str
     return Resolved(qualified, module, name, path, definition)
 
 
+def library_reexport(importer: str, qualified: str) -> str | None:
+    """What ``qualified`` (a name as the file ``importer`` imports it, with the attributes read
+    off it: ``xuance.tensorflow.tk.losses.MeanSquaredError``) stands for when the project module
+    it is imported from binds it by importing a library (``import tensorflow.keras as tk``,
+    ``from tensorflow.keras import layers``), followed through the project's re-exports:
+    ``tensorflow.keras.losses.MeanSquaredError``. None for a library's own name, a name the
+    project defines, or one that cannot be resolved (a module not read: nothing is assumed)."""
+    top = qualified.lstrip(".").split(".", 1)[0]
+    if not qualified.startswith(".") and (top in LIBRARIES or top == "builtins"):
+        return None
+    found = None
+    parts = qualified.split(".")
+    level = len(qualified) - len(qualified.lstrip("."))
+    if level:
+        parts = ["." * level + parts[level]] + parts[level + 1:]
+    for cut in range(len(parts), 1, -1):
+        resolved = resolve_from(importer, ".".join(parts[:cut]))
+        if resolved is None:
+            continue
+        definition = resolved.definition
+        if definition is not None and definition.kind == "import" and definition.source is not None:
+            module, source_level, name = definition.source
+            if not source_level and module.split(".", 1)[0] in LIBRARIES:
+                found = ".".join([module] + ([name] if name else []) + parts[cut:])
+        break
+    return found
+
+
 def resolve_from(importer: str, qualified: str) -> Resolved | None:
     """What ``qualified`` (as :meth:`ProjectImports.resolve_name` takes it) is, imported by
     the project file ``importer``."""
@@ -403,3 +431,6 @@ class _FileImports:
         except (ImportError, ValueError):
             return False
 
+
+# Names a project module re-exports from a library read as that library's (see Program.reexported).
+Program.reexported = staticmethod(library_reexport)  # type: ignore[assignment]
