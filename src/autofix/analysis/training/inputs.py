@@ -280,6 +280,11 @@ class Inputs(Derived):
         else:
             found.append(Origin("unknown", expr))
 
+    @cached_property
+    def _numpy_behavior(self) -> bool:
+        """Whether the file turns on TensorFlow's NumPy behaviour (tensors then have ``astype``)."""
+        return "experimental_enable_numpy_behavior" in self.program.source
+
     def _call(self, call: cst.Call, found: list[Origin], seen: set, depth: int) -> None:
         facts = self.facts
         names = facts.names_of(call.func)
@@ -302,7 +307,15 @@ class Inputs(Derived):
                 self._elements(func.value, found, seen, depth + 1, None)
                 return
             if method in _ARRAY_METHODS:
-                self._value(func.value, found, seen, depth + 1)
+                inner: list[Origin] = []
+                self._value(func.value, inner, seen, depth + 1)
+                if method == "astype" and inner and all(o.kind == "unknown" for o in inner) and not self._numpy_behavior:
+                    # ``samples["rewards"].astype(np.float32)``: only NumPy arrays and pandas
+                    # objects have ``astype`` (a tensor, a distributed value have none, unless
+                    # the file turns on TensorFlow's NumPy behaviour): data on the host.
+                    found.append(Origin("array", call))
+                    return
+                found.extend(inner)
                 return
         callees, complete = self.callables.of_call(func)
         if callees and complete:
