@@ -214,6 +214,16 @@ class DataFlow(Derived):
                     if param is not None:
                         for use in self.facts.uses(param.name):
                             self._follow(use, flow, seen)
+        elif isinstance(func, cst.Attribute) and not self.facts.is_module_reference(func.value):
+            # ``self.train_step(x, y)`` / ``trainer.step(batch)``: into the methods of this
+            # file's classes the call runs (its instance passes ``self``).
+            callees, _complete = Callables.of(self.program).of_call(func)
+            for callee in callees:
+                if isinstance(callee.function, cst.FunctionDef) and callee.bound:
+                    param = _bound_parameter(callee.function, call, arg)
+                    if param is not None:
+                        for use in self.facts.uses(param.name):
+                            self._follow(use, flow, seen)
 
     def _inference(self, call: cst.Call) -> bool:
         """A Keras model of the file called with ``training=False`` (said, not defaulted: a
@@ -278,3 +288,16 @@ def _unpacked_names(target: cst.BaseExpression) -> list[cst.Name]:
     if isinstance(target, (cst.Tuple, cst.List)):
         return [name for element in target.elements for name in _unpacked_names(element.value)]
     return []
+
+
+def _bound_parameter(method: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
+    """The parameter of ``method`` that ``arg`` of ``call`` binds, the call passing the first
+    (``self``) itself."""
+    params = list(method.params.params)
+    if arg.keyword is not None:
+        return next((p for p in [*params[1:], *method.params.kwonly_params] if p.name.value == arg.keyword.value), None)
+    if arg.star:
+        return None
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    position = positional.index(arg) + 1
+    return params[position] if position < len(params) else None
