@@ -329,10 +329,11 @@ class Scopes:
         def within(target: cst.CSTNode) -> bool:
             return any(any(a is body for a in self.program.ancestors(target)) for body in bodies)
 
+        function = self.program.enclosing_function(node)
         made = [
             assign for assign in self.program.index.assigns
             if isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name)
-            and within(assign) and self.is_strategy_expr(assign.value)
+            and within(assign) and self.program.enclosing_function(assign) is function and self.is_strategy_expr(assign.value)
         ]
         for assign in made:
             target = assign.targets[0].target
