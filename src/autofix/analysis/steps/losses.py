@@ -11,7 +11,9 @@ docs/losses.md):
 - ``mean``: ``tf.reduce_mean`` over everything, per replica: N times too large unless divided
   by the replica count on the way (``scaling``). Also a sum divided by one replica's share of
   the batch (``compute_average_loss(l, global_batch_size=B / replicas)``, ``tf.reduce_sum(l) /
-  (B / replicas)``: ``detail`` "share"), whatever the divisor is named. Also a Keras ``Loss`` subclass whose own
+  (B / replicas)``: ``detail`` "share"), whatever the divisor is named, or by the replica's own
+  batch (``compute_average_loss(l, global_batch_size=x.shape[0])``; a count of its examples,
+  ``tf.shape(x)[0]``: ``detail`` "count"). Also a Keras ``Loss`` subclass whose own
   ``__call__`` returns one (Keras's reduction and replica scaling are skipped), and one whose
   ``call`` returns a scalar mean (Keras passes a scalar through unscaled).
 - ``loss``: a Keras loss object's call (``reduction`` in ``detail``; its ``call`` method, one
