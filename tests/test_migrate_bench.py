@@ -26,9 +26,10 @@ def test_manifest_records_are_complete_unique_and_in_a_part():
         assert record["id"] == record["repo"].replace("/", "__") + "__" + record["path"].replace("/", "__").replace(" ", "_")
         assert re.fullmatch(r"[0-9a-f]{40}", record["commit"]) and re.fullmatch(r"[0-9a-f]{64}", record["sha256"])
         assert record["kind"] == ("notebook" if record["path"].endswith(".ipynb") else "script")
-        assert record["part"] in ("A", "B", "C", "D") and record["expect"] in ("migrate", "refuse")
-    parts = {part: [r for r in MANIFEST if r["part"] == part] for part in ("A", "B", "C", "D")}
+        assert record["part"] in ("A", "B", "C", "D", "E") and record["expect"] in ("migrate", "refuse")
+    parts = {part: [r for r in MANIFEST if r["part"] == part] for part in ("A", "B", "C", "D", "E")}
     assert len(parts["A"]) == 38 and len(parts["B"]) == 17 and len(parts["C"]) == PART_C_FILES and len(parts["D"]) == 32
+    assert len(parts["E"]) == 30
     # Part B is code from repositories part A did not hold, mostly.
     new = {r["repo"] for r in parts["B"]} - {r["repo"] for r in parts["A"]}
     assert len(new) >= 5
@@ -38,6 +39,9 @@ def test_manifest_records_are_complete_unique_and_in_a_part():
     # Part D (gathered blind for the round after C) holds only repositories no other part does.
     d_repos = {r["repo"] for r in parts["D"]}
     assert not d_repos & {r["repo"] for r in parts["A"] + parts["B"] + parts["C"]} and len(d_repos) >= 20
+    # Part E (gathered blind for a later round) likewise.
+    e_repos = {r["repo"] for r in parts["E"]}
+    assert not e_repos & {r["repo"] for r in parts["A"] + parts["B"] + parts["C"] + parts["D"]} and len(e_repos) >= 20
 
 
 def test_the_summary_leaves_files_whose_original_does_not_run_out_of_the_runnable(capsys):
