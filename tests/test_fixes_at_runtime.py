@@ -54,6 +54,15 @@ KERAS2_ONLY = {
     "tfd001/compile_metric_made_outside_scope": "a metric made outside the scope and given to compile: tf_keras raises ValueError, Keras 3 trains (docs/keras-versions.md)",
     "tfd001/metric_listed_in_a_name": "the same metric, listed in a name compile is given",
 }
+# Fixed TFD001 pairs that train on Keras 2 but then fail there for a reason of tf_keras's own,
+# which the broken copy never reaches: (why, the failure the fixed copy must end with).
+KERAS2_AFTER_TRAINING = {
+    "tfd001/weights_restored_into_a_model_made_outside": (
+        "tf_keras 2.21 cannot load a .weights.h5 file into a model whose variables a strategy mirrors "
+        "(values_util.on_read_assign_cross_replica divides the h5py Dataset it is handed)",
+        "TypeError: unsupported operand type(s) for /: 'Dataset' and 'int'",
+    ),
+}
 # Fixed for Keras 3 files only: on Keras 2 what the fix leaves alone fails as it did.
 KERAS3_ONLY = {
     "tfd004/loss_object_in_self_shared_with_test_step": (
@@ -314,6 +323,13 @@ def test_tfd001_fixes_also_work_on_keras2(keras2_reports):
 
     for case_id, broken_path, fixed_path in copies:
         fixed, broken = reports[fixed_path], reports[broken_path]
+        if case_id in KERAS2_AFTER_TRAINING:
+            # Trained mirrored on every replica, then stopped by tf_keras where the broken copy
+            # never gets (it fails at compile, as TFD001 says).
+            assert not fixed.ok and KERAS2_AFTER_TRAINING[case_id][1] in fixed.failures[0], (case_id, fixed.failures)
+            assert fixed.fits and all(f.replicas == REPLICAS and f.all_mirrored for f in fixed.fits), case_id
+            assert not broken.ok, case_id
+            continue
         assert fixed.ok, (case_id, fixed.failures)
         assert fixed.fits and all(f.replicas == REPLICAS and f.all_mirrored for f in fixed.fits), case_id
         findings = analyse(Path(broken_path).read_text(), Options(select=("TFD001",))).findings
