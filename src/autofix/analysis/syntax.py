@@ -27,9 +27,10 @@ def argument_value(call: cst.Call, keyword: str, position: int | None = None) ->
     return arg.value if arg is not None else None
 
 
-def parameter_for(function: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
-    """The parameter of ``function`` that ``arg`` of ``call`` binds."""
-    params = list(function.params.params)
+def parameter_for(function: cst.FunctionDef, call: cst.Call, arg: cst.Arg, bound: bool = False) -> cst.Param | None:
+    """The parameter of ``function`` that ``arg`` of ``call`` binds (``bound``: a method
+    called on its instance, which passes the first parameter, ``self``, itself)."""
+    params = list(function.params.params)[1 if bound else 0:]
     if arg.keyword is not None:
         for param in [*params, *function.params.kwonly_params]:
             if param.name.value == arg.keyword.value:

@@ -220,7 +220,7 @@ class DataFlow(Derived):
             callees, _complete = Callables.of(self.program).of_call(func)
             for callee in callees:
                 if isinstance(callee.function, cst.FunctionDef) and callee.bound:
-                    param = _bound_parameter(callee.function, call, arg)
+                    param = parameter_for(callee.function, call, arg, bound=True)
                     if param is not None:
                         for use in self.facts.uses(param.name):
                             self._follow(use, flow, seen)
@@ -288,16 +288,3 @@ def _unpacked_names(target: cst.BaseExpression) -> list[cst.Name]:
     if isinstance(target, (cst.Tuple, cst.List)):
         return [name for element in target.elements for name in _unpacked_names(element.value)]
     return []
-
-
-def _bound_parameter(method: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> cst.Param | None:
-    """The parameter of ``method`` that ``arg`` of ``call`` binds, the call passing the first
-    (``self``) itself."""
-    params = list(method.params.params)
-    if arg.keyword is not None:
-        return next((p for p in [*params[1:], *method.params.kwonly_params] if p.name.value == arg.keyword.value), None)
-    if arg.star:
-        return None
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    position = positional.index(arg) + 1
-    return params[position] if position < len(params) else None

@@ -329,13 +329,10 @@ class Scopes:
         def within(target: cst.CSTNode) -> bool:
             return any(any(a is body for a in self.program.ancestors(target)) for body in bodies)
 
-        function = self.program.enclosing_function(node)
-        made = [
-            assign for assign in self.program.index.assigns
-            if isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name)
-            and within(assign) and self.program.enclosing_function(assign) is function and self.is_strategy_expr(assign.value)
-        ]
-        for assign in made:
+        candidates = [assign for body in bodies for assign in self._branch_assignments.get(id(body), ())]
+        for assign in candidates:
+            if not self.is_strategy_expr(assign.value):
+                continue
             target = assign.targets[0].target
             binding = self.program.assignment(target)
             if binding is None:
@@ -344,6 +341,23 @@ class Scopes:
             if all(b.kind == "assign" and self._bound_to_none(b.node) for b in others):
                 return True
         return False
+
+    @cached_property
+    def _branch_assignments(self) -> dict[int, list[cst.Assign]]:
+        """For the body of each ``if`` (by id), the assignments of one name it holds in its
+        own function (not in a def nested in it): where a strategy may be made on one branch."""
+        found: dict[int, list[cst.Assign]] = {}
+        for assign in self.program.index.assigns:
+            if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name)):
+                continue
+            child: cst.CSTNode = assign
+            for ancestor in self.program.ancestors(assign):
+                if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                    break
+                if isinstance(ancestor, cst.If) and child is ancestor.body:
+                    found.setdefault(id(ancestor.body), []).append(assign)
+                child = ancestor
+        return found
 
     def _bound_to_none(self, target: cst.CSTNode) -> bool:
         assign = self.program.parent(self.program.parent(target))

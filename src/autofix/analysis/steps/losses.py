@@ -229,26 +229,12 @@ class LossWalk:
         if isinstance(operator, (cst.Add, cst.Subtract)):
             self.added(left, right, state)
         elif isinstance(operator, cst.Divide):
-            if replica_share(self.facts, right):
-                # ``tf.reduce_sum(l) / (BATCH / replicas)``: divided by one replica's share of
-                # the batch, a mean over the replica's own examples, whatever the divisor's name.
-                self.end(node, state, "mean", "share")  # type: ignore[arg-type]
-                return
-            if _static_batch_size(_unwrapped(right)):
-                # ``tf.reduce_sum(l) / x.shape[0]``: divided by the static size of the batch
-                # the replica is handed, a mean over it, as ``tf.reduce_mean`` is (where the
-                # step is traced, each replica's tensors have their own static shape; where
-                # it is not known the division fails at tracing, rather than computing
-                # something else).
-                self.end(node, state, "mean")  # type: ignore[arg-type]
+            own = self.replica_batch(right)
+            if own is not None:
+                self.end(node, state, "mean", own or None)  # type: ignore[arg-type]
                 return
             if self.counts_replicas(right):
                 state = state.but(scaling=(*state.scaling, node))
-            elif self.local_count(right):
-                # ``loss / num_fg``: normalised by a count of this replica's own examples, a
-                # mean over them whatever is counted (see ``local_count``).
-                self.end(node, state, "mean", "count")  # type: ignore[arg-type]
-                return
             else:
                 state = state.but(divided=True, divisors=(*state.divisors, right))
             self.value(left, state)
@@ -364,20 +350,12 @@ class LossWalk:
             return
         if names & GLOBAL:
             given = argument_value(call, "global_batch_size", 2)
-            if given is not None and replica_share(self.facts, given):
-                # ``compute_average_loss(l, global_batch_size=BATCH / replicas)``: the "global"
-                # batch is one replica's share of it, so each replica returns its own mean.
-                self.end(call, state, "mean", "share")
-                return
-            if given is not None and _static_batch_size(_unwrapped(given)):
-                # ``compute_average_loss(l, global_batch_size=x.shape[0])``: the batch the
-                # replica is handed, so the "global" average is the replica's own mean.
-                self.end(call, state, "mean")
-                return
-            if given is not None and self.local_count(given):
-                # ``global_batch_size=tf.shape(x)[0]`` / ``len(labels)``: a count of this
-                # replica's own examples (see ``local_count``), the same mean.
-                self.end(call, state, "mean", "count")
+            own = self.replica_batch(given) if given is not None else None
+            if own is not None:
+                # ``compute_average_loss(l, global_batch_size=BATCH / replicas)`` (or ``x.shape[0]``,
+                # ``tf.shape(x)[0]``): the "global" batch is one replica's, so each replica
+                # returns its own mean.
+                self.end(call, state, "mean", own or None)
                 return
             self.end(call, state, "global")
             self.reduced(call, positional, state)
@@ -841,6 +819,24 @@ class LossWalk:
 
     def counts_replicas(self, expr: cst.BaseExpression) -> bool:
         return counts_replicas(self.facts, expr)
+
+    def replica_batch(self, divisor: cst.BaseExpression) -> str | None:
+        """Whether a sum divided by ``divisor`` is one replica's mean over its own examples,
+        whatever the divisor is named, and its ``detail``: ``"share"``, one replica's share of
+        the batch (``BATCH / replicas``); ``""``, the static size of the batch the replica is
+        handed (``x.shape[0]``: a mean as ``tf.reduce_mean`` is; where the step is traced, each
+        replica's tensors have their own static shape, and where it is not known the division
+        fails at tracing rather than computing something else); ``"count"``, a count of the
+        replica's own examples (``tf.shape(x)[0]``, ``num_fg``: see ``local_count``). None
+        for any other divisor."""
+        if replica_share(self.facts, divisor):
+            return "share"
+        if _static_batch_size(_unwrapped(divisor)):
+            return ""
+        # (A count of the replicas is not one of the replica's examples: see ``operation``.)
+        if not self.counts_replicas(divisor) and self.local_count(divisor):
+            return "count"
+        return None
 
     def local_count(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """Whether ``expr`` counts what this replica computes on (a replica's number of
