@@ -470,3 +470,31 @@ def test_the_loops_around_a_point_of_the_script_are_read_from_its_source(tmp_pat
     assert [(loop["kind"], loop["length"]) for loop in loops] == [("range", 3), ("range", 12), ("other", None), ("range", 5), ("other", None)]
     assert [loop["site"].rsplit(":", 1)[1] for loop in loops] == ["10", "11", "12", "13", "14"]
     assert len(namespace["DATA"]) == 99  # the script's own pop, once
+
+
+def _untrained_in_last_step(path, updates):
+    """Two models trained in turn (``fit`` of one, then of the other): the first's variable has
+    no gradient in the last step (what the harness records: none for a variable not trained)."""
+    trace = _trace(path, [[1.0, 2.0], [0.5]], updates, names=["sequential/dense/kernel", "dense_3/kernel"])
+    with np.load(path) as data:
+        arrays = {key: data[key] for key in data.files if key != "g0_3"}
+    np.savez(path, **arrays)
+    return trace
+
+
+def test_a_model_no_longer_trained_is_the_same_whatever_rounding_its_own_steps_left(tmp_path):
+    """sample-11 of migration part E: one model fitted, then another. In the second fit's step
+    the first model's weights stay as they were in both runs; float32's rounding of its own
+    steps (within their update) is no difference of the step that does not update it (before:
+    a zero update scaled nothing, and the right migration was called different)."""
+    first = [[[-0.1, 0.1], [0.0]], [[-0.09, 0.08], [0.0]], [[0.0, 0.0], [0.05]]]
+    rounded = [[[-0.1 + 2e-5, 0.1], [0.0]], first[1], first[2]]
+    reference = _untrained_in_last_step(tmp_path / "r.npz", first)
+    migrated = _untrained_in_last_step(tmp_path / "m.npz", rounded)
+    result = verdict.judge_pair(_report(migrated, 2), _report(reference), 2)
+    assert result.status == "same", result.message
+    # the first model updated again where the original leaves it: different, named
+    moved = [*rounded[:2], [[1e-3, 0.0], [0.05]]]
+    wrong = verdict.judge_pair(_report(_untrained_in_last_step(tmp_path / "w.npz", moved), 2), _report(reference), 2)
+    assert wrong.status == "different", wrong.message
+    assert "in step 3, sequential/dense/kernel differs" in wrong.message
