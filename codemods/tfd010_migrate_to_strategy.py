@@ -621,17 +621,7 @@ def _anchor(single: SingleDevice) -> cst.CSTNode:
 def _with_default_batch(call: cst.Call) -> cst.Call:
     """``fit(x, y, ...)`` on arrays -> ``fit(x, y, ..., batch_size=32)``: Keras's default,
     written out so that it can be kept as each replica's batch."""
-    arg = cst.Arg(keyword=cst.Name("batch_size"), value=cst.Integer(str(KERAS_DEFAULT_BATCH)), equal=cst.AssignEqual(
-        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
-    ))
-    args = list(call.args)
-    if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
-        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    elif args:
-        # A trailing comma: the new argument goes after it, as the others are laid out.
-        arg = arg.with_changes(comma=args[-1].comma)
-        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    return call.with_changes(args=[*args, arg])
+    return add_argument(call, "batch_size", cst.Integer(str(KERAS_DEFAULT_BATCH)))
 
 
 def _as_float32(array: cst.BaseExpression) -> cst.BaseExpression:

@@ -55,7 +55,7 @@ FAMILIES = {
         "its batches come from make_dataset(features, targets, BATCH_SIZE) (line 16), which is not a tf.data dataset",
     ),
     "fit's validation set (validation_split=, a size known at run time) given a batch of its own": (
-        ("fit_validation_split", "fit_validation_split_run_time", "fit_validation_split_two_inputs", "fit_validation_uneven", "fit_validation_data_name"),
+        ("fit_validation_split", "fit_validation_split_run_time", "fit_validation_split_two_inputs", "fit_validation_uneven", "fit_validation_data_name", "fit_padded_sequences_validation_split"),
         "report_validation_split_inputs_made_in_call", 14, "with validation_split=, a validation set smaller than the scaled global batch is a single batch",
     ),
     "a loss object of Keras's default reduction in a custom train_step (Keras 2)": (

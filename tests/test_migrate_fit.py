@@ -331,13 +331,24 @@ def test_a_validation_set_with_a_batch_of_its_own_runs_on_three_replicas(tmp_pat
     assert not runs[1].ok and "Inputs to operation AddN of type AddN must have the same size and shape" in runs[1].failures[0]
 
 
+def _without_validation_batch(text: str) -> str:
+    """The migration without the validation batch it added (the argument and the comma before
+    it; the call's closing parenthesis kept, on the argument's line or on its own)."""
+    start = text.index("validation_batch_size=")
+    comma = text.rindex(",", 0, start)
+    end = text.index("\n", start)
+    line = text[start:end]
+    return text[:comma] + text[end - 1 if line.count(")") > line.count("(") else end :]
+
+
 @pytest.mark.tf
 @pytest.mark.parametrize("replicas", [2, 3, 4])
-@pytest.mark.parametrize("case", ["fit_validation_split_run_time", "fit_validation_split_two_inputs"])
+@pytest.mark.parametrize("case", ["fit_validation_split_run_time", "fit_validation_split_two_inputs", "fit_padded_sequences_validation_split"])
 def test_a_validation_batch_from_the_size_at_run_time_is_proven_on_two_three_and_four_replicas(tmp_path, replicas, case):
-    """fit_validation_split_run_time validates 101 examples (known only at run time), and
+    """fit_validation_split_run_time validates 101 examples (known only at run time),
     fit_validation_split_two_inputs, a list of two arrays, 89 (the first array's length read),
-    which split evenly over none of 2, 3, 4 replicas: the migration is proven equivalent on each
+    and fit_padded_sequences_validation_split (pad_sequences' array, its fit laid out one
+    argument per line) 21, which split evenly over none of 2, 3, 4 replicas: the migration is proven equivalent on each
     (smoke --compare), and runs its validation there (plain smoke: the comparison's runs stop at
     the steps they compare, before fit validates), where without its validation batch Keras 3
     fails on the first validation batch (AddN)."""
@@ -348,10 +359,8 @@ def test_a_validation_batch_from_the_size_at_run_time_is_proven_on_two_three_and
 
     original = FIXTURES / "tfd010" / f"{case}.py"
     fixed = FIXTURES / "tfd010" / f"{case}.fixed.py"
-    text = fixed.read_text()
-    start = text.index(", validation_batch_size=")
     unbatched = tmp_path / "unbatched.py"
-    unbatched.write_text(text[:start] + text[text.index("\n", start) - 1 :])
+    unbatched.write_text(_without_validation_batch(fixed.read_text()))
     assert "validation_batch_size" not in unbatched.read_text()
     (proven,) = compare_many([ComparePair(str(fixed), str(original))], replicas=replicas, offline=True)
     assert proven.compare.status == "equivalent", proven.compare.message

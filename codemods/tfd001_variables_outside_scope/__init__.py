@@ -781,7 +781,7 @@ class _Planner:
         for call, _owner in self.facts.calls:
             if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "fit"):
                 continue
-            batch = argument_value(call, "batch_size")
+            batch = argument_value(call, "batch_size", 2)
             size = sizes.number(batch) if batch is not None else None
             if isinstance(size, int) and size > 0 and size % count.replicas:
                 return (

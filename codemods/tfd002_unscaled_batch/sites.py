@@ -67,7 +67,7 @@ class Sites:
                     # fit batches arrays; ``batch_size=`` has no effect on a dataset or a
                     # generator, which batch themselves.
                     x = argument(call, "x", 0)
-                    arg = argument(call, "batch_size")
+                    arg = argument(call, "batch_size", 2)
                     if x is None or _is_none(x.value) or self.data.is_dataset(x.value) or (arg is not None and _is_none(arg.value)):
                         continue
                     if arg is not None:

@@ -339,9 +339,22 @@ def add_argument(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst
         args[-1] = last.with_changes(comma=comma.with_changes(whitespace_after=between))
         args.append(new.with_changes(comma=comma))
     else:
-        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        args.append(new)
+        # What follows the last argument (a space, or the line break before a closing
+        # parenthesis on a line of its own) follows the new one; on several lines, the new
+        # argument goes on a line of its own, indented as the others.
+        between: cst.BaseParenthesizableWhitespace = cst.SimpleWhitespace(" ")
+        if _breaks(last.whitespace_after_arg):
+            earlier = args[-2].comma.whitespace_after if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else call.whitespace_before_args
+            if _breaks(earlier):
+                between = earlier
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=between), whitespace_after_arg=cst.SimpleWhitespace(""))
+        args.append(new.with_changes(whitespace_after_arg=last.whitespace_after_arg))
     return call.with_changes(args=args)
+
+
+def _breaks(whitespace: cst.BaseParenthesizableWhitespace) -> bool:
+    """Whether ``whitespace`` ends its line (the next argument, or the parenthesis, on a new one)."""
+    return isinstance(whitespace, cst.ParenthesizedWhitespace)
 
 
 def with_reduction_none(node: cst.Call) -> cst.Call:

@@ -4,7 +4,8 @@ dataset, a Keras dataset loader's result, a generator, a ``keras.utils.Sequence`
 
 An array is made by NumPy (``np.load``, ``np.random.rand``, a NumPy generator's draw), by a
 ``keras.datasets`` loader (also through a name bound to the dataset's module:
-``mnist = tf.keras.datasets.mnist; mnist.load_data()``), by ``to_categorical``, or is a
+``mnist = tf.keras.datasets.mnist; mnist.load_data()``), by ``to_categorical``,
+``pad_sequences`` or ``keras.utils.normalize`` (NumPy arrays by their documentation), or is a
 TensorFlow tensor made in memory (``tf.constant``, ``tf.reshape``, ``tf.cast``...: Keras
 batches a tensor as it batches a NumPy array). It is followed through names (every value that
 reaches them), tuple unpacking, arithmetic, subscripts, the array methods that keep it an
@@ -28,6 +29,11 @@ _ARRAY_MAKERS = (
     "numpy.",
     "keras.datasets.",
     "keras.utils.to_categorical",
+    # NumPy arrays by their documentation ("Returns: NumPy array ..."): padded sequences, rows
+    # normalized
+    "keras.preprocessing.sequence.pad_sequences",
+    "keras.utils.pad_sequences",
+    "keras.utils.normalize",
     "tensorflow.zeros",
     "tensorflow.ones",
     "tensorflow.constant",

@@ -35,7 +35,7 @@ def unscaled_batches(program: Program) -> list[Refusal]:
         call = site.call
         x = argument_value(call, "x", 0)
         batches = _batches_of(program, x) if x is not None else []
-        given = argument_value(call, "batch_size")
+        given = argument_value(call, "batch_size", 2)
         if not batches and given is not None:
             batches = [given]
         if not batches or not all(_counts_replicas(facts, b) for b in batches):

@@ -61,7 +61,7 @@ class ModelPrep(Derived):
             if not isinstance(call.func, cst.Attribute) or call.func.attr.value != "fit":
                 continue
             x = argument_value(call, "x", 0)
-            if x is None or argument_value(call, "batch_size") is not None or argument_value(call, "steps_per_epoch") is not None:
+            if x is None or argument_value(call, "batch_size", 2) is not None or argument_value(call, "steps_per_epoch") is not None:
                 continue
             if any(a.star for a in call.args) or not self._array_like(x):
                 continue
