@@ -100,6 +100,24 @@ def test_what_each_replica_is_fed_must_partition_the_global_batch_and_be_the_ori
     assert other.status == "inconclusive" and "fed other examples than the original (the data was not held equal)" in other.message
 
 
+def test_a_batch_that_does_not_split_evenly_is_shared_as_tf_distribute_shares_it(tmp_path):
+    """An epoch's last batch, 7 examples on 3 replicas: tf.distribute gives 3, 3, 1 (measured);
+    a migration fed so, as the reference was, is proven; other unequal shares are different."""
+    rows = [f"r{k}" for k in range(7)]
+    reference = _trace(tmp_path / "r.npz", START, STEPS[:1], feeds=_feeds([rows[:3], rows[3:6], rows[6:]]))
+
+    def judged(*calls):
+        migrated = _trace(tmp_path / "m.npz", START, STEPS[:1], feeds=_feeds(list(calls)))
+        o1, m1 = (_report(_trace(tmp_path / f"{n}.npz", START, STEPS[:1]), 1, 8) for n in ("one", "m1"))
+        return compare.judge("o.py", o1, _report(reference, 1, 24), _report(migrated, 3, 24), m1, 3)
+
+    assert verdict.distributed_shares(7, 3) == [3, 3, 1] and verdict.distributed_shares(32, 3) == [11, 11, 10]
+    assert judged(rows[:3], rows[3:6], rows[6:]).status == "equivalent"
+    wrong = judged(rows[:2], rows[2:5], rows[5:])
+    assert wrong.status == "different"
+    assert "the replicas were fed 2, 3, 2 examples: each must get an equal share of the global batch (of a batch that does not split evenly, an epoch's last, tf.distribute's: 3, 3, 1)" in wrong.message
+
+
 def test_a_global_batch_the_reference_could_not_scale_is_not_compared_never_different(tmp_path):
     """The original's fit fed by a Python generator or a PyDataset, which the reference cannot
     ask for N x its batch: a migration feeding the replicas N x the examples the reference saw

@@ -150,6 +150,14 @@ def update(optimizer: Any, pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]
     return mean
 
 
+def incomplete() -> int:
+    """How many micro-steps of the global step under way have held their update back (0:
+    none, or not deferring)."""
+    if not deferring():
+        return 0
+    return max((len(held) for held in _held.values()), default=0)
+
+
 def applied() -> None:
     """After an update was applied: when nothing is held back any more, the step is complete;
     it ends when the next micro-step starts, or when the script stops."""

@@ -209,6 +209,17 @@ def _fit(original, callback: type, version: str, package: str):
             # made them (plots, 900 predict calls) plays no part, and may take long on N
             # replicas.
             raise StepLimitReached("the steps compared are recorded")
+        held = accumulate.incomplete()
+        if held:
+            # The reference as micro-steps, at the end of fit's epoch: its last batches make
+            # fewer than N micro-steps, the last global batch one that does not split evenly
+            # over the replicas, which a step of the script's own may reduce either way (the
+            # mean of each replica's share, or of the global batch): not computed, said.
+            snapshot.stop(
+                f"fit at {site} ends its epoch within a step of {accumulate.count()} of the original's batches: its last global "
+                f"batch does not split evenly over the replicas, and the script's own train_step may average it either way"
+            )
+            raise StepLimitReached("the steps that can be compared are recorded")
         return result
 
     return fit
@@ -225,6 +236,9 @@ def _stepping(model: Any):
     own = model.__dict__.get("train_step")
     step = model.train_step
     count = replicas.count()
+    # Keras's own train_step scales each replica's loss itself (its mean over the replica's
+    # share, / N): an epoch's last batch, split unevenly, is computed as fit computes it.
+    keras_step = own is None and _keras_defined(type(model), "train_step")
 
     def train_step(data):
         number = snapshot.step()
@@ -234,7 +248,7 @@ def _stepping(model: Any):
                 for index, (a, _) in enumerate(shards):
                     feeds.record(number, index, a, call="virtual-fit")
 
-            return replicas.run(step, (data,), {}, count, on_shards=fed)
+            return replicas.run(step, (data,), {}, count, on_shards=fed, uneven=keras_step)
         if accumulate.deferring():
             accumulate.micro_started(data, _rows(data))
             with context.stepping():
@@ -496,3 +510,11 @@ def _is_mirrored(variable: Any) -> bool:
 
 def _name(variable: Any) -> str:
     return str(getattr(variable, "path", None) or getattr(variable, "name", "?"))
+
+
+def _keras_defined(cls: type, attribute: str) -> bool:
+    """Whether ``cls`` has ``attribute`` from Keras (Keras 3 or tf_keras), not from a class of
+    the script's."""
+    owner = next((c for c in cls.__mro__ if attribute in c.__dict__), None)
+    module = getattr(owner, "__module__", "") or ""
+    return owner is not None and module.split(".")[0] in ("keras", "tf_keras")

@@ -5,7 +5,9 @@ replicas (or micro-steps) for ``n`` > 1, the original as written for ``n`` = 1. 
 judged on, in this order (the first that differs decides):
 
 1. **what each replica was fed** (:func:`feeds`): the replicas' examples together are the
-   global batch, none twice, as many on each; and they are the reference's, in its order;
+   global batch, none twice, as many on each (of a batch that does not split evenly, an
+   epoch's last, as tf.distribute splits it: ``ceil(B / N)`` each, the rest to the last); and
+   they are the reference's, in its order;
 2. **the initial state**: the weights each run starts from; a variable set to the reference's
    value is said (only ones drawn by the same Keras initializer in both runs are ever set);
 3. **the optimizers**: their class and hyper-parameters, their learning rate at every step,
@@ -457,8 +459,13 @@ def feeds(
             return Judged("different", f"in step {step + 1}, replica {missing} was fed nothing: the step did not run on every replica")
         if replicas > 1:
             sizes = [len(rows) for rows in got]
-            if len(set(sizes)) > 1:
-                return Judged("different", f"in step {step + 1}, the replicas were fed {', '.join(map(str, sizes))} examples: each must get an equal share of the global batch")
+            if len(set(sizes)) > 1 and sizes != distributed_shares(sum(sizes), replicas):
+                return Judged(
+                    "different",
+                    f"in step {step + 1}, the replicas were fed {', '.join(map(str, sizes))} examples: each must get an equal share of the "
+                    f"global batch (of a batch that does not split evenly, an epoch's last, tf.distribute's: "
+                    f"{', '.join(map(str, distributed_shares(sum(sizes), replicas)))})",
+                )
             seen: Counter = Counter()
             for rows in got:
                 seen.update(set(rows))
@@ -501,6 +508,13 @@ def feeds(
     # Unseen only where the original's step is written inline and runs as written (the pair
     # on one replica): its updates are still compared.
     return Judged("same", unseen or "")
+
+
+def distributed_shares(total: int, count: int) -> list[int]:
+    """tf.distribute's split of a batch over ``count`` replicas (as
+    :func:`autofix.smoke.replicas.shares`, which runs where TensorFlow is)."""
+    size = -(-total // count)
+    return [max(0, min(size, total - r * size)) for r in range(count)]
 
 
 def _reproducible(original: dict[str, Any], reference: dict[str, Any], replicas: int) -> bool:
