@@ -348,7 +348,7 @@ def test_a_validation_batch_from_the_size_at_run_time_is_proven_on_two_three_and
     """fit_validation_split_run_time validates 101 examples (known only at run time),
     fit_validation_split_two_inputs, a list of two arrays, 89 (the first array's length read),
     and fit_padded_sequences_validation_split (pad_sequences' array, its fit laid out one
-    argument per line) 21, which split evenly over none of 2, 3, 4 replicas: the migration is proven equivalent on each
+    argument per line) 29, which split evenly over none of 2, 3, 4 replicas: the migration is proven equivalent on each
     (smoke --compare), and runs its validation there (plain smoke: the comparison's runs stop at
     the steps they compare, before fit validates), where without its validation batch Keras 3
     fails on the first validation batch (AddN)."""
