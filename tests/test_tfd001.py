@@ -436,3 +436,28 @@ def test_a_model_handed_to_a_trainer_that_makes_its_strategy_is_reported_where_i
     # A one-replica strategy: nothing is mirrored anyway.
     one = source.replace("MirroredStrategy()", 'OneDeviceStrategy("/cpu:0")')
     assert analyse(one, TFD001).findings == []
+
+
+def test_a_model_loaded_on_the_branch_that_only_infers_is_not_trained_unless_a_loop_repeats_it():
+    """``if args.train: (steps) else: model = tf.saved_model.load(...)`` in a trainer's main():
+    the step function reads the name the load binds too, but runs only on the training branch,
+    so the loaded model is never trained. Inside a loop whose next pass trains, it is."""
+    source = read(FIXTURES / "tfd001" / "noop_saved_model_loaded_on_the_inference_branch.py")
+    options = Options(select=("TFD001",))
+    assert analyse(source, options).findings == []
+    branches = """    if args.train:
+        for x, y in dist_data:
+            distributed_train_step(x, y)
+        tf.saved_model.save(model, args.save_dir)
+    else:
+        model = tf.saved_model.load(args.save_dir)
+"""
+    assert branches in source
+    looped = source.replace(branches, """    for train in (False, True):
+        if train:
+            for x, y in dist_data:
+                distributed_train_step(x, y)
+        else:
+            model = tf.saved_model.load(args.save_dir)
+""")
+    assert [(f.code, f.line) for f in analyse(looped, options).findings] == [("TFD001", 42)]

@@ -360,7 +360,51 @@ class Sites:
     def takes_part(self, call: cst.Call) -> bool:
         """Whether ``call`` makes, loads, compiles or restores something trained under a
         strategy with more than one replica, and is not kept outside its scope on purpose."""
-        return call in self.participants and not self._other_branch_scopes(call)
+        return call in self.participants and not self._other_branch_scopes(call) and not self._trained_on_another_branch(call)
+
+    def _trained_on_another_branch(self, call: cst.Call) -> bool:
+        """``if training: ... step(batch) ... else: model = tf.saved_model.load(path)``: what
+        ``call`` makes, on one branch of an ``if`` that no loop repeats, reaches training only
+        through steps and fits that run on its other branch (a step function reads the name
+        the training branch binds too): it is never trained, and needs no scope."""
+        sites = [site for site in self.sites if site.distributed and call in site.members]
+        home = self.program.enclosing_function(call)
+        entries = [entry for site in sites for entry in self._entries(site.call, home)]
+        if not entries or None in entries:
+            return False
+        apart = False
+        previous: cst.CSTNode = call
+        for ancestor in self.program.ancestors(call):
+            if isinstance(ancestor, (cst.For, cst.While)):
+                return False  # a later pass may train what this one made
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+                break
+            if isinstance(ancestor, cst.If) and previous in (ancestor.body, ancestor.orelse) and ancestor.orelse is not None:
+                other = ancestor.orelse if previous is ancestor.body else ancestor.body
+                apart = apart or all(self._within(entry, other) for entry in entries)  # type: ignore[arg-type]
+            previous = ancestor
+        return apart
+
+    def _entries(self, call: cst.Call, home: cst.FunctionDef | None, depth: int = 0) -> list[cst.CSTNode | None]:
+        """Where the training of ``call`` (a fit, a step's ``strategy.run``) starts in the code
+        of ``home`` (the function, or the module: None, that makes the object): the call
+        itself there, or, from a plain function of the file, the calls of that function
+        (followed up to three functions); None where it cannot be told (a method, a function
+        passed on as a value, code outside ``home``)."""
+        function = self.program.enclosing_function(call)
+        if function is home:
+            return [call]
+        info = self.facts.functions.get(function) if function is not None else None
+        if depth >= 3 or info is None or info.is_method:
+            return [None]
+        references = self.facts.references(function)
+        calls = [self.program.parent(reference) for reference in references]
+        if not references or not all(isinstance(c, cst.Call) and c.func is r for c, r in zip(calls, references)):
+            return [None]
+        return [entry for c in calls for entry in self._entries(c, home, depth + 1)]  # type: ignore[arg-type]
+
+    def _within(self, node: cst.CSTNode, block: cst.CSTNode) -> bool:
+        return any(a is block for a in self.program.ancestors(node))
 
     def _other_branch_scopes(self, node: cst.CSTNode) -> bool:
         """``if replicas == 1: model = build() else: with strategy.scope(): model = build()``:
