@@ -423,12 +423,14 @@ def test_the_runtime_formats(tmp_path):
 
 @pytest.mark.parametrize(
     "name, reported",
-    [("docker_legacy", False), ("tfjob", False), ("conflicting", True)],
+    [("docker_legacy", False), ("tfjob", False), ("conflicting", True), ("kubeflow_image", False), ("ai_platform", False)],
 )
 def test_how_the_repository_runs_its_program_decides_tfd006(tmp_path, monkeypatch, name, reported):
     """A Dockerfile that sets TF_USE_LEGACY_KERAS=1 over TensorFlow 2.17, a Kubeflow TFJob on
-    the image of TensorFlow 2.4: Keras 2, no TFD006. A Dockerfile on 2.11 beside a Kubernetes
-    job on 2.17: nothing decided, the finding stays as without pins."""
+    the image of TensorFlow 2.4, a Dockerfile on Kubeflow's notebook image of TensorFlow 2.1
+    (named for it: tensorflow-2.1.0-notebook-gpu), an AI Platform job configuration on runtime
+    version 2.3: Keras 2, no TFD006. A Dockerfile on 2.11 beside a Kubernetes job on 2.17:
+    nothing decided, the finding stays as without pins."""
     project(tmp_path, name, monkeypatch)
     code, out, _ = run("check", "--no-cache", ".")
     assert ("TFD006" in codes(out)) is reported and code == (1 if reported else 0)
@@ -541,3 +543,20 @@ def test_a_package_is_run_as_its_repository_runs_it(tmp_path, monkeypatch):
     assert "TFD006" not in codes(run("check", "--no-cache", "multi-worker/trainer/task.py")[1])
     (root / "multi-worker" / "requirements.txt").write_text("tensorflow==2.17.0\n")
     assert "TFD006" in codes(run("check", "--no-cache", "multi-worker/trainer/task.py")[1])
+
+
+@pytest.mark.parametrize(
+    "name, edited, says",
+    [
+        ("kubeflow_image", ("Dockerfile", "tensorflow-2.1.0-notebook-gpu", "tensorflow-2.17.0-notebook-gpu"), "Dockerfile:1 pins FROM gcr.io/kubeflow-images-public/tensorflow-2.17.0-notebook-gpu:1.0.0: Keras 3"),
+        ("ai_platform", ("config.yaml", 'runtimeVersion: "2.3"', 'runtimeVersion: "2.17"'), 'config.yaml:6 pins runtimeVersion: "2.17": Keras 3'),
+    ],
+)
+def test_an_image_named_for_its_tensorflow_and_an_ai_platform_runtime_pin_both_ways(tmp_path, monkeypatch, name, edited, says):
+    """The same repositories on TensorFlow 2.17 (Keras 3): TFD006, naming the pin."""
+    root = project(tmp_path, name, monkeypatch)
+    file, old, new = edited
+    path = root / file
+    path.write_text(path.read_text().replace(old, new))
+    out = run("check", "--no-cache", ".")[1]
+    assert "TFD006" in codes(out) and says in out, out

@@ -454,7 +454,15 @@ def _image(reference: str) -> str | None:
     prebuilt = _PREBUILT.search(name.rsplit("/", 1)[-1])
     if prebuilt is not None:
         return f"tensorflow=={prebuilt.group(1)}.{prebuilt.group(2)}.*"
+    named = _NAMED_IMAGE.match(name.rsplit("/", 1)[-1])
+    if named is not None:
+        return f"tensorflow=={named.group(1)}" if named.group(1).count(".") == 2 else f"tensorflow=={named.group(1)}.*"
     return None
+
+
+# An image named for the TensorFlow it holds: Kubeflow's notebook images
+# (``gcr.io/kubeflow-images-public/tensorflow-2.1.0-notebook-gpu:1.0.0``), ``tensorflow-2.4-gpu``.
+_NAMED_IMAGE = re.compile(r"tensorflow(?:-gpu|-cpu)?[-_](\d+\.\d+(?:\.\d+)?)(?![\d.])(?:[-_.]|$)")
 
 
 def _dockerfile(text: str) -> list[tuple]:
@@ -497,16 +505,24 @@ def _launcher(text: str) -> list[tuple]:
 
 def _manifest(text: str) -> list[tuple]:
     """A YAML manifest's images (a Kubernetes pod or job, a Kubeflow ``TFJob``, a compose
-    service, a Vertex AI job: ``image: tensorflow/tensorflow:2.4.1-gpu``) and, in one that
-    names an image, the ``pip install`` and versioned interpreters of its commands."""
+    service, a Vertex AI job: ``image: tensorflow/tensorflow:2.4.1-gpu``), an AI Platform
+    training job's runtime (``trainingInput: runtimeVersion: "2.3"``: TensorFlow 2.3) and, in
+    one that names an image, the ``pip install`` and versioned interpreters of its commands."""
     found: list[tuple] = []
     for match in _IMAGE_KEY.finditer(text):
         requirement = _image(match.group(1))
         if requirement is not None:
             found.append((_line_of(text, match.start()), requirement, match.group(0).strip().lstrip("- ")))
+    for match in _RUNTIME_VERSION.finditer(text):
+        found.append((_line_of(text, match.start()), f"tensorflow=={match.group(1)}.*", match.group(0).strip()))
     if _IMAGE_KEY.search(text) is not None:
         found.extend(_commands(text))
     return found
+
+
+# AI Platform (Cloud ML Engine) Training's runtime version, in the job's configuration: its
+# TensorFlow (runtime versions 1.x and 2.x are TensorFlow's).
+_RUNTIME_VERSION = re.compile(r"""(?m)^[ \t]*runtimeVersion[ \t]*:[ \t]*['"]?(\d+\.\d+)['"]?[ \t]*(?:#.*)?$""")
 
 
 # A setting of TF_USE_LEGACY_KERAS on one line: ``ENV TF_USE_LEGACY_KERAS=1`` (or ``... 1``),
