@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autofix.engine import Options, analyse
-from fixturecases import assert_fixed_is_clean, assert_fixes_to_expected, assert_left_alone, params, read
+from fixturecases import FIXTURES, assert_fixed_is_clean, assert_fixes_to_expected, assert_left_alone, params, read
 
 UNSAFE = Options(select=("TFD006",), unsafe_fixes=True)
 SAFE_ONLY = Options(select=("TFD006",))
@@ -199,3 +199,16 @@ def test_a_model_from_a_module_it_finds_that_builds_it_with_keras_3_names_it(tmp
     models = "import keras\n\ndef build_model():\n    return keras.Sequential([keras.layers.Dense(1)])\n"
     (finding,) = _checked(tmp_path, {"train.py": ENTRY, "mypkg/__init__.py": "", "mypkg/models.py": models}).findings
     assert "which autofix cannot read" not in finding.reason
+
+
+@pytest.mark.parametrize(
+    "shape, keras2",
+    [("(args.n_hidden)", True), ("(784)", True), ("784", True), ("(args.n_hidden,)", False), ("(784,)", False), ("args.shape", False)],
+)
+def test_an_integer_input_shape_is_a_file_that_runs_on_keras2(shape, keras2):
+    """keras.Input(shape=<an integer>): a number, or a flag declared type=int (measured: Keras
+    3.15 raises "Cannot convert '784' to a shape.", tf_keras takes it). A tuple, or a value
+    not known to be an integer, says nothing."""
+    source = read(FIXTURES / "tfd006" / "noop_integer_input_shape.py").replace("shape=(args.n_hidden)", f"shape={shape}")
+    findings = [f.code for f in analyse(source, SAFE_ONLY).findings]
+    assert findings == ([] if keras2 else ["TFD006"])

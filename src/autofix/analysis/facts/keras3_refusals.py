@@ -17,7 +17,10 @@ Measured on TensorFlow 2.21.0 with Keras 3.15.1 (docs/keras-versions.md):
   unexpected keyword argument 'save_format'``), or ``save_format="tf"`` given to ``save`` /
   ``save_model`` (``ValueError: The `save_format` argument is deprecated in Keras 3. Please
   remove this argument and pass a file path with either `.keras` or `.h5` extension``; with a
-  path shown to end in ``.keras`` or ``.h5`` it is only a warning).
+  path shown to end in ``.keras`` or ``.h5`` it is only a warning);
+- an integer given as an input's shape (``keras.Input(shape=(784))``: the parentheses make no
+  tuple; ``InputLayer(input_shape=n)``): ``ValueError: Cannot convert '784' to a shape.``, where
+  Keras 2 takes ``(784,)``.
 
 A read guarded where it would fail (``hasattr(opt, "lr")``, ``getattr(opt, "lr", None)``, a
 ``try`` that catches ``AttributeError``) and a path whose end the code does not show say nothing.
@@ -49,7 +52,72 @@ def keras3_refusal(facts) -> str | None:
     read = _optimizer_lr_read(facts)
     if read is not None:
         return f"it reads {facts.program.module.code_for_node(read)} (line {facts.program.line(read)}), which Keras 3 optimizers do not have"
+    shaped = _integer_input_shape(facts)
+    if shaped is not None:
+        call, shape = shaped
+        return (
+            f"its {facts.program.module.code_for_node(call.func)}() is given the shape {facts.program.module.code_for_node(shape)}, "
+            f"an integer (line {facts.program.line(call)}), which Keras 3 refuses (\"Cannot convert ... to a shape\")"
+        )
     return None
+
+
+# --- an integer for an input's shape --------------------------------------------------------------
+
+_INPUTS = {"keras.Input": ("shape", 0), "keras.layers.Input": ("shape", 0), "keras.layers.InputLayer": ("input_shape", 0)}
+
+
+def _integer_input_shape(facts) -> tuple[cst.Call, cst.BaseExpression] | None:
+    """``keras.Input(shape=(784))`` (parentheses make no tuple), ``InputLayer(input_shape=n)``
+    with ``n`` an integer: a number written, a name bound only to one, or a command-line flag
+    declared ``type=int`` / ``DEFINE_integer``. Keras 2 takes it as ``(784,)``; Keras 3 raises
+    ``ValueError: Cannot convert '784' to a shape.`` when the input is made (measured, Keras
+    3.15.1 / tf_keras 2.21)."""
+    from autofix.analysis.facts.sizes import Sizes
+
+    sizes = Sizes.of(facts.program)
+    for call, _owner in facts.calls:
+        found = next((spec for name, spec in _INPUTS.items() if name in facts.names_of(call.func)), None)
+        if found is None:
+            continue
+        keyword, position = found
+        shape = argument_value(call, keyword, position)
+        if shape is None and keyword == "input_shape":
+            shape = argument_value(call, "shape")
+        if shape is None or _version_guarded(facts, call):
+            continue
+        if isinstance(shape, cst.Integer) or isinstance(sizes.number(shape), int) and not isinstance(sizes.number(shape), bool) or _integer_flag(facts, shape):
+            return call, shape
+    return None
+
+
+def _integer_flag(facts, expr: cst.BaseExpression) -> bool:
+    """``args.n_hidden`` of ``parser.add_argument("--n_hidden", type=int, ...)``, or
+    ``FLAGS.units`` of ``flags.DEFINE_integer("units", ...)``, declared in the file."""
+    if not isinstance(expr, cst.Attribute):
+        return False
+    wanted = expr.attr.value
+    for call, _owner in facts.calls:
+        func = call.func
+        if not isinstance(func, cst.Attribute) or not call.args:
+            continue
+        if func.attr.value == "DEFINE_integer":
+            first = call.args[0].value
+            if isinstance(first, cst.SimpleString) and first.evaluated_value == wanted:
+                return True
+            continue
+        if func.attr.value != "add_argument":
+            continue
+        kind = argument_value(call, "type")
+        if not (isinstance(kind, cst.Name) and kind.value == "int"):
+            continue
+        dest = argument_value(call, "dest")
+        names = [dest.evaluated_value] if isinstance(dest, cst.SimpleString) else [
+            a.value.evaluated_value.lstrip("-").replace("-", "_") for a in call.args if a.keyword is None and isinstance(a.value, cst.SimpleString)
+        ]
+        if wanted in names:
+            return True
+    return False
 
 
 # --- save_format= -----------------------------------------------------------------------------
