@@ -149,6 +149,10 @@ OUTSIDE_MESSAGE = (
     "{name}() applies gradients with an optimizer made in strategy.scope() but is not run by strategy.run: "
     "it trains on one device with the whole batch, and the strategy's other replicas do nothing"
 )
+LOOP_MESSAGE = (
+    "this training loop applies gradients with an optimizer made in strategy.scope() outside strategy.run: "
+    "it trains on one device with the whole batch, and the strategy's other replicas do nothing"
+)
 EAGER_MESSAGE = "strategy.run is called eagerly in a training loop: every step runs op by op instead of as a graph"
 FEED_MESSAGE = (
     "strategy.run is given {what}, which is not distributed: every replica gets the whole batch "
@@ -432,6 +436,31 @@ class StrategyRunModel(Rule):
                     "run it per replica with strategy.run inside a tf.function, on batches of "
                     "strategy.experimental_distribute_dataset(...), with the loss averaged over the global batch",
                 )
+
+        self._loops_outside_run()
+
+    def _loops_outside_run(self) -> None:
+        """A training loop written at the top level of the file (a script's or a notebook's
+        ``for x, y in ds:`` with its tape and ``apply_gradients`` inline) that updates with an
+        optimizer made in the scope of a strategy with several replicas: nothing runs it per
+        replica, so it trains on one device with the whole batch, as a step called directly."""
+        for call, _owner in self.facts.calls:
+            func = call.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value in ("apply_gradients", "minimize")):
+                continue
+            ancestors = list(self.program.ancestors(call))
+            if any(isinstance(a, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) for a in ancestors):
+                continue  # a function's: _steps_outside_run judges its calls
+            if not any(isinstance(a, (cst.For, cst.While)) for a in ancestors):
+                continue
+            if not self._made_under_replicas(func.value):
+                continue
+            self.report(
+                call,
+                LOOP_MESSAGE,
+                "write the step as a function run per replica with strategy.run inside a tf.function, on batches of "
+                "strategy.experimental_distribute_dataset(...), with the loss averaged over the global batch",
+            )
 
     def _made_under_replicas(self, optimizer: cst.BaseExpression) -> bool:
         training = TrainingModel.of(self.program)
