@@ -212,3 +212,106 @@ def test_an_integer_input_shape_is_a_file_that_runs_on_keras2(shape, keras2):
     source = read(FIXTURES / "tfd006" / "noop_integer_input_shape.py").replace("shape=(args.n_hidden)", f"shape={shape}")
     findings = [f.code for f in analyse(source, SAFE_ONLY).findings]
     assert findings == ([] if keras2 else ["TFD006"])
+
+
+@pytest.mark.parametrize(
+    "imports, keras2",
+    [
+        ("from tensorflow.keras.utils.vis_utils import plot_model", True),
+        ("from keras.utils.vis_utils import plot_model", True),
+        ("from tensorflow.keras.layers.experimental import preprocessing", True),
+        ("import keras.engine.training", True),
+        ("from keras.layers.core import Dense", True),
+        ("from tensorflow.keras.layers import Dense, CuDNNLSTM", True),
+        # Keras 3 has these (its tf.keras keeps the legacy ImageDataGenerator).
+        ("from tensorflow.keras.utils import plot_model", False),
+        ("from tensorflow.keras.preprocessing.image import ImageDataGenerator", False),
+        ("from tensorflow.keras import layers, backend as K", False),
+        ("import tensorflow.keras.backend as K", False),
+        ("from keras.src.engine import training", False),
+        # Not an unconditional import at the top of the file.
+        ("try:\n    from keras.utils.vis_utils import plot_model\nexcept ImportError:\n    plot_model = None", False),
+        ("def draw(m):\n    from keras.utils.vis_utils import plot_model\n    plot_model(m)", False),
+    ],
+)
+def test_a_top_level_import_keras3_lacks_is_a_file_that_runs_on_keras2(imports, keras2):
+    """An import at the top of the file of a Keras module or name Keras 3 does not have stops the
+    file there on Keras 3 (measured: ModuleNotFoundError / ImportError on Keras 3.15): it runs on
+    Keras 2. What Keras 3 has (``autofix.tf.keras3_api``, either root), internal paths, and an
+    import in a ``try`` or a function say nothing."""
+    source = _script(
+        f"import tensorflow as tf\n{imports}\n",
+        "    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n    model.compile(optimizer='sgd', loss='mse')\n",
+    )
+    findings = [f.code for f in analyse(source, SAFE_ONLY).findings]
+    assert findings == ([] if keras2 else ["TFD006"])
+    if keras2:
+        import libcst as cst
+
+        from autofix.analysis.facts.script import Facts
+        from autofix.analysis.program import Program
+
+        reason = Facts.of(Program(cst.parse_module(source), source=source)).needs_keras2
+        assert reason is not None and "which Keras 3 does not have" in reason and "line 2" in reason
+
+
+def test_what_keras3_can_import():
+    from autofix.analysis.facts.keras3_refusals import keras3_importable
+
+    assert keras3_importable("tensorflow.keras.layers.Dense") and keras3_importable("keras.optimizers.schedules.CosineDecay")
+    assert keras3_importable("tensorflow.python.keras.layers.Dense")  # TensorFlow still ships it
+    assert keras3_importable("numpy.float32") and keras3_importable("keras")
+    assert not keras3_importable("keras.utils.vis_utils.plot_model")
+    assert not keras3_importable("tensorflow.keras.wrappers.scikit_learn.KerasClassifier")
+
+
+@pytest.mark.parametrize(
+    "save, keras2",
+    [
+        ('model.save_weights("ckpt")', True),
+        ('model.save_weights(os.path.join(out, "weights.h5"))', True),
+        ('model.save_weights(f"{out}/epoch_{n}.ckpt")', True),
+        ('model.save_weights(os.path.join(out, "final.weights.h5"))', False),
+        ("model.save_weights(path)", False),  # its end is not written
+        ('helper.save_weights("ckpt")', False),  # not a model
+        ('if tf.__version__ < "2.16":\n    model.save_weights("ckpt")', False),
+    ],
+)
+def test_save_weights_to_a_path_keras3_refuses_is_a_file_that_runs_on_keras2(save, keras2):
+    """Keras 3's save_weights takes only paths ending in .weights.h5 (measured on Keras 3.15:
+    "The filename must end in `.weights.h5`" for "ck", "ck.h5", "ck.ckpt"; tf_keras takes them)."""
+    source = _script(
+        "import os\nimport tensorflow as tf\nout, n, path, helper = 'out', 1, 'p', object()\n",
+        "    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n    model.compile(optimizer='sgd', loss='mse')\n",
+    ) + save + "\n"
+    findings = [f.code for f in analyse(source, SAFE_ONLY).findings if f.code == "TFD006"]
+    assert findings == ([] if keras2 else ["TFD006"])
+
+
+@pytest.mark.parametrize(
+    "base, init, constructed, keras2",
+    [
+        ("tf.keras.Model", "super().__init__(self)", True, True),
+        ("tf.keras.Model", "super(Net, self).__init__(self, name='net')", True, True),
+        ("tf.keras.Model", "super().__init__()", True, False),
+        ("tf.keras.Model", "super().__init__(self)", False, False),  # never made: never runs
+        ("tf.keras.layers.Layer", "super().__init__(self)", True, False),  # fails on both Kerases
+    ],
+)
+def test_a_model_class_that_gives_super_init_self_runs_on_keras2(base, init, constructed, keras2):
+    """``super().__init__(self)`` in a Model subclass: Keras 3 raises TypeError ("takes 1
+    positional argument but 2 were given"), tf_keras takes it (measured); a Layer subclass
+    doing it fails on tf_keras too ("Expected `trainable` argument to be a boolean")."""
+    made = "tf.keras.Sequential([tf.keras.layers.Dense(1)])"
+    if constructed:
+        made = "tf.keras.Sequential([Net()])" if "Layer" in base else "Net()"
+    source = (
+        "import tensorflow as tf\n\n"
+        f"class Net({base}):\n    def __init__(self):\n        {init}\n        self.d = tf.keras.layers.Dense(1)\n\n"
+        "    def call(self, x):\n        return self.d(x)\n\n"
+        "strategy = tf.distribute.MultiWorkerMirroredStrategy()\n"
+        f"with strategy.scope():\n    model = {made}\n    model.compile(optimizer='sgd', loss='mse')\n"
+        "model.fit(dataset, epochs=1)\n"
+    )
+    findings = [f.code for f in analyse(source, SAFE_ONLY).findings if f.code == "TFD006"]
+    assert findings == ([] if keras2 else ["TFD006"])

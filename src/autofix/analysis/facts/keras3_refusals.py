@@ -20,7 +20,23 @@ Measured on TensorFlow 2.21.0 with Keras 3.15.1 (docs/keras-versions.md):
   path shown to end in ``.keras`` or ``.h5`` it is only a warning);
 - an integer given as an input's shape (``keras.Input(shape=(784))``: the parentheses make no
   tuple; ``InputLayer(input_shape=n)``): ``ValueError: Cannot convert '784' to a shape.``, where
-  Keras 2 takes ``(784,)``.
+  Keras 2 takes ``(784,)``;
+- ``model.save_weights(path)`` with a path whose end the code writes and that does not end in
+  ``.weights.h5`` (``"ckpt"``, ``"w.h5"``, ``"w.ckpt"``): ``ValueError: The filename must end in
+  `.weights.h5```, where tf_keras writes a TensorFlow checkpoint (or HDF5) there;
+- a ``keras.Model`` subclass, constructed by the file, whose ``__init__`` calls
+  ``super().__init__(self)``: ``TypeError: Layer.__init__() takes 1 positional argument but 2
+  were given``, where tf_keras takes it (a ``Layer`` subclass doing so fails on both: it says
+  nothing);
+- an import, at the top level of the file (not in a ``try``, a branch or a function), of a
+  Keras module or name that Keras 3 does not have, under ``keras`` or ``tensorflow.keras``
+  (``from keras.utils.vis_utils import plot_model``: ``ModuleNotFoundError``; ``from
+  tensorflow.keras.layers.experimental import preprocessing``): the file stops there on Keras 3.
+  What Keras 3 has is the table :mod:`autofix.tf.keras3_api`, measured; Keras 3 keeps
+  ``tensorflow.keras.preprocessing.image.ImageDataGenerator`` and the other legacy names of its
+  ``tf.keras``, so they say nothing. A name only used as an attribute
+  (``tf.keras.layers.experimental.preprocessing.Rescaling``) says nothing either: files written
+  for Keras 3 keep such remnants in code that may not run (docs/keras-versions.md).
 
 A read guarded where it would fail (``hasattr(opt, "lr")``, ``getattr(opt, "lr", None)``, a
 ``try`` that catches ``AttributeError``) and a path whose end the code does not show say nothing.
@@ -31,7 +47,8 @@ from __future__ import annotations
 import libcst as cst
 
 from autofix.analysis.facts.version_checks import tests_a_version
-from autofix.analysis.syntax import argument_value, attribute_path
+from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
+from autofix.tf import keras3_api
 from autofix.tf.symbols import Kind
 
 CHECKPOINT = "keras.callbacks.ModelCheckpoint"
@@ -52,6 +69,21 @@ def keras3_refusal(facts) -> str | None:
     read = _optimizer_lr_read(facts)
     if read is not None:
         return f"it reads {facts.program.module.code_for_node(read)} (line {facts.program.line(read)}), which Keras 3 optimizers do not have"
+    for call, _owner in facts.calls:
+        refused = _save_weights_refused(facts, call)
+        if refused is not None:
+            return f"it saves weights to {refused} (line {facts.program.line(call)}), which Keras 3 refuses (it must end in .weights.h5)"
+    given_self = _model_init_given_self(facts)
+    if given_self is not None:
+        call, name = given_self
+        return (
+            f"its model class {name} calls super().__init__(self) (line {facts.program.line(call)}), which Keras 3 "
+            "refuses (\"Layer.__init__() takes 1 positional argument but 2 were given\")"
+        )
+    unimportable = _unimportable_import(facts)
+    if unimportable is not None:
+        node, name = unimportable
+        return f"it imports {name} (line {facts.program.line(node)}), which Keras 3 does not have"
     shaped = _integer_input_shape(facts)
     if shaped is not None:
         call, shape = shaped
@@ -60,6 +92,121 @@ def keras3_refusal(facts) -> str | None:
             f"an integer (line {facts.program.line(call)}), which Keras 3 refuses (\"Cannot convert ... to a shape\")"
         )
     return None
+
+
+# --- save_weights to a path Keras 3 refuses --------------------------------------------------
+
+
+def _save_weights_refused(facts, call: cst.Call) -> str | None:
+    """The path a model's ``save_weights(path)`` is given, quoted, when its end is written and is
+    not ``.weights.h5``; None otherwise (and where a version test guards it)."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "save_weights"):
+        return None
+    if argument_value(call, "save_format") is not None:
+        return None  # said by _save_format_refused
+    receiver = func.value
+    if isinstance(receiver, cst.Name):
+        if not facts.is_model_name(receiver):
+            return None
+    else:
+        path = attribute_path(receiver)
+        if path is None or len(path) < 2 or "model" not in path[-1].lower().split("_"):
+            return None
+    path_expr = argument_value(call, "filepath", 0)
+    end = _literal_end(path_expr) if path_expr is not None else None
+    if end is None or not end or end.endswith(".weights.h5") or _version_guarded(facts, call):
+        return None
+    return repr(end) if isinstance(path_expr, cst.SimpleString) else f"a path ending {end!r}"
+
+
+# --- super().__init__(self) in a model class ------------------------------------------------
+
+
+def _model_init_given_self(facts) -> tuple[cst.Call, str] | None:
+    """``super().__init__(self)`` (or ``super(C, self).__init__(self, ...)``) in the ``__init__`` of
+    a ``keras.Model`` subclass that the file constructs: the call and the class's name."""
+    constructed = {c.func.value for c, _owner in facts.calls if isinstance(c.func, cst.Name)}
+    for node in facts.program.index.parents:
+        if not isinstance(node, cst.ClassDef) or node.name.value not in constructed:
+            continue
+        if not any(facts.names_of(b.value) & _MODEL_CLASSES for b in node.bases):
+            continue
+        for statement in node.body.body if isinstance(node.body, cst.IndentedBlock) else ():
+            if not (isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__"):
+                continue
+            params = statement.params.params
+            if not params:
+                continue
+            this = params[0].name.value
+            for call in nodes_in(statement, cst.Call):
+                func = call.func
+                if not (isinstance(func, cst.Attribute) and func.attr.value == "__init__"):
+                    continue
+                if not (isinstance(func.value, cst.Call) and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"):
+                    continue
+                first = call.args[0] if call.args else None
+                if first is not None and first.keyword is None and not first.star and isinstance(first.value, cst.Name) and first.value.value == this:
+                    return call, node.name.value
+    return None
+
+
+_MODEL_CLASSES = frozenset({"keras.Model", "keras.models.Model"})
+
+
+# --- an import Keras 3 cannot make -------------------------------------------------------------
+
+
+def _unimportable_import(facts) -> tuple[cst.CSTNode, str] | None:
+    """The first top-level import of a Keras module or name Keras 3 lacks, with its dotted name."""
+    for statement in facts.program.module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            for name in _imported_names(small):
+                if not keras3_importable(name):
+                    return small, name
+    return None
+
+
+def _imported_names(small: cst.BaseSmallStatement) -> list[str]:
+    """What an import statement names, dotted: ``import a.b`` -> ``a.b``; ``from a import b, c``
+    -> ``a.b``, ``a.c``; ``from a import *`` -> ``a``. Relative imports name nothing here."""
+    if isinstance(small, cst.Import):
+        return [_dotted(alias.name) for alias in small.names]
+    if isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
+        module = _dotted(small.module)
+        if isinstance(small.names, cst.ImportStar):
+            return [module]
+        return [f"{module}.{_dotted(alias.name)}" for alias in small.names]
+    return []
+
+
+def _dotted(expr: cst.BaseExpression) -> str:
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        return f"{_dotted(expr.value)}.{expr.attr.value}"
+    return ""
+
+
+def keras3_importable(name: str) -> bool:
+    """Whether Keras 3 can import ``name`` (``keras.layers.Dense``, ``tensorflow.keras.utils``);
+    True for anything that is not a public Keras path (``numpy``, ``keras.src.engine``,
+    ``tensorflow.python.keras``, which TensorFlow still ships)."""
+    parts = name.split(".")
+    if parts[:2] == ["tensorflow", "keras"]:
+        parts = parts[2:]
+    elif parts[:1] == ["keras"]:
+        parts = parts[1:]
+    else:
+        return True
+    if any(p in ("src", "api") or p.startswith("_") for p in parts):
+        return True
+    if ".".join(parts) in keras3_api.MODULES:
+        return True
+    module, last = ".".join(parts[:-1]), parts[-1]
+    return module in keras3_api.MODULES and last in keras3_api.MODULES[module]
 
 
 # --- an integer for an input's shape --------------------------------------------------------------
