@@ -40,7 +40,11 @@ other read of the same value (however it is bound: plain, tuple or augmented ass
   there saying it is global) is a per-replica number like one imported by name: scaled where
   this file uses it, the finding naming where it is written; ``config.py`` (which other modules
   may read) is left as it is. A module's attribute this file cannot follow into the project
-  (``FLAGS.batch_size``) is chosen at run time: no finding;
+  (``FLAGS.batch_size``) is chosen at run time: no finding, unless the code says the value is
+  one replica's (a comment at its use, ``# per-replica batch size``; the help of the flag it is
+  read from, ``help="batch size per GPU"``; the docstring entry of the parameter it comes
+  through, ``batch_size: ... (per replica)``): then whoever chooses it chooses each replica's
+  batch, a finding fixed as a value read from an attribute is;
 - a value the file itself multiplies into its global batch (``GLOBAL = BATCH *
   strategy.num_replicas_in_sync``, or such a product used for the loss or the learning rate) is
   replaced, at the batch, by that global name (or scaled there), and so is what is computed

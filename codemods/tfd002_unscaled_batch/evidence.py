@@ -195,6 +195,8 @@ class Evidence:
             return True
         if by_name and self.comment_says(expr) == comments.GLOBAL:
             return True
+        if by_name and isinstance(expr, cst.BaseExpression) and self.chosen_at_run_time(expr) and self.run_time_said_per_replica(expr):
+            return False  # chosen when it runs, as each replica's batch: what the callers pass says no more
         if by_name and any(_per_device_times_count(node) for node in _products(expr)):
             return True
         if by_name and isinstance(expr, cst.BaseExpression) and self.chosen_at_run_time(expr):
@@ -353,6 +355,29 @@ class Evidence:
         nothing here says it is per replica."""
         origins = self.facts.values.origins(expr)
         return bool(origins) and all(self._run_time(o.node, bool(o.path)) for o in origins)
+
+    def run_time_said_per_replica(self, expr: cst.BaseExpression) -> bool:
+        """Whether the code says a batch chosen at run time is one replica's: a comment on its
+        use (``fit(..., batch_size=batch_size)  # per-replica batch size``), the docstring of
+        the function whose parameter it is (``batch_size: batch size for training (per
+        replica)``), or the help of the flag it is read from (``help="batch size per GPU"``).
+        Whoever chooses it then chooses each replica's batch, which is fed unscaled."""
+        if self.comment_says(expr) == comments.PER_DEVICE:
+            return True
+        if isinstance(expr, cst.Name):
+            for binding in self.facts.bindings(expr) or ():
+                if isinstance(binding, cst.Param) and _docstring_says_per_device(self.program, binding):
+                    return True
+        for origin in self.facts.values.origins(expr) or ():
+            node = origin.node
+            if isinstance(node, cst.Param) and not origin.path and _docstring_says_per_device(self.program, node):
+                return True
+            flag = node.attr.value if isinstance(node, cst.Attribute) else None
+            if origin.path and origin.path[-1][0] in ("attr", "key"):
+                flag = str(origin.path[-1][1])  # ``args.batch_size``: what parse_args() returns
+            if flag is not None and comments.meaning(self._flag_help(flag)) == comments.PER_DEVICE:
+                return True
+        return False
 
     def _run_time(self, node: cst.CSTNode, projected: bool) -> bool:
         if isinstance(node, cst.Param):
@@ -605,6 +630,10 @@ class Evidence:
     def _flag_says_global(self, name: str) -> bool:
         """``parser.add_argument("--batch_size", help="Global batch size")`` or
         ``flags.DEFINE_integer("batch_size", 512, "Total batch size")``."""
+        return bool(_GLOBAL_HELP.search(self._flag_help(name)))
+
+    def _flag_help(self, name: str) -> str:
+        """The help text of the command-line flag ``name`` declared in this file, or ""."""
         if self._flags is None:
             self._flags = {}
             for call, _owner in self.facts.calls:
@@ -621,7 +650,31 @@ class Evidence:
                     if arg.keyword is None and isinstance(arg.value, cst.SimpleString):
                         flag = str(arg.value.evaluated_value).lstrip("-").replace("-", "_")
                         self._flags[flag] = str(text or "")
-        return bool(_GLOBAL_HELP.search(self._flags.get(name, "")))
+        return self._flags.get(name, "")
+
+
+def _docstring_says_per_device(program, param: cst.Param) -> bool:
+    """Whether the docstring of ``param``'s function documents it as one replica's or device's
+    (an ``Args:`` line ``batch_size: batch size (per replica)``, ``:param batch_size: per GPU``;
+    the entry's continuation lines count)."""
+    function = program.enclosing_function(param)
+    docstring = function.get_docstring() if function is not None else None
+    if not docstring:
+        return False
+    name = param.name.value
+    lines = docstring.splitlines()
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if not re.match(rf"(:param\s+)?{re.escape(name)}\b\s*(\([^)]*\))?\s*:", stripped):
+            continue
+        indent = len(line) - len(line.lstrip())
+        entry = [stripped]
+        for more in lines[i + 1 :]:
+            if not more.strip() or len(more) - len(more.lstrip()) <= indent:
+                break
+            entry.append(more.strip())
+        return comments.meaning(" ".join(entry)) == comments.PER_DEVICE
+    return False
 
 
 class _Finder(cst.CSTVisitor):

@@ -249,6 +249,7 @@ class BatchPlanner:
         meant = (
             per_replica
             or (site.arg is not None and self.evidence.said_per_replica(site.arg.value, self.webs.operands))
+            or (site.arg is not None and self.evidence.chosen_at_run_time(site.arg.value) and self.evidence.run_time_said_per_replica(site.arg.value))
             or self.evidence.rate_follows_replicas
         )
         return Finding(site, context, why, per_replica, meant)
