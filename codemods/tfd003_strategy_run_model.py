@@ -444,6 +444,7 @@ class StrategyRunModel(Rule):
         ``for x, y in ds:`` with its tape and ``apply_gradients`` inline) that updates with an
         optimizer made in the scope of a strategy with several replicas: nothing runs it per
         replica, so it trains on one device with the whole batch, as a step called directly."""
+        reported: set[int] = set()  # one finding per loop, at its first update
         for call, _owner in self.facts.calls:
             func = call.func
             if not (isinstance(func, cst.Attribute) and func.attr.value in ("apply_gradients", "minimize")):
@@ -451,10 +452,12 @@ class StrategyRunModel(Rule):
             ancestors = list(self.program.ancestors(call))
             if any(isinstance(a, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) for a in ancestors):
                 continue  # a function's: _steps_outside_run judges its calls
-            if not any(isinstance(a, (cst.For, cst.While)) for a in ancestors):
+            loops = [a for a in ancestors if isinstance(a, (cst.For, cst.While))]
+            if not loops or id(loops[-1]) in reported:
                 continue
             if not self._made_under_replicas(func.value):
                 continue
+            reported.add(id(loops[-1]))
             self.report(
                 call,
                 LOOP_MESSAGE,

@@ -447,3 +447,46 @@ def test_the_values_of_a_distributed_batch_handed_to_strategy_run_are_every_repl
     assert "the replicas' shards in one tuple (batch.values)" in findings[0].message
     distributed = analyse(source.replace("(batch.values,)", "(batch,)"), Options(select=("TFD003",))).findings
     assert not [f for f in distributed if not f.unsafe]  # (an eager loop is only a suggestion)
+
+
+def _inline_loops(made_in_scope: bool, strategy: str = "tf.distribute.MirroredStrategy()") -> str:
+    optimizer = "    opt = tf.keras.optimizers.SGD(0.1)\n" if made_in_scope else ""
+    outside = "" if made_in_scope else "opt = tf.keras.optimizers.SGD(0.1)\n"
+    step = (
+        "        with tf.GradientTape() as tape:\n"
+        "            loss = tf.reduce_mean(tf.square(model(x) - y))\n"
+        "        grads = tape.gradient(loss, model.trainable_variables)\n"
+        "        opt.apply_gradients(zip(grads, model.trainable_variables))\n"
+    )
+    return (
+        "import tensorflow as tf\n"
+        f"strategy = {strategy}\n"
+        "with strategy.scope():\n"
+        "    model = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(1)])\n"
+        f"{optimizer}{outside}"
+        "ds = tf.data.Dataset.from_tensor_slices((tf.ones((8, 2)), tf.ones((8, 1)))).batch(4)\n"
+        "for epoch in range(2):\n"
+        "    for x, y in ds:\n"
+        f"{step}"
+        "        if epoch:\n"
+        "            opt.apply_gradients(zip(grads, model.trainable_variables))\n"
+        "for x, y in ds.take(1):\n"
+        f"{step.replace('        ', '    ', 1).replace(chr(10) + '        ', chr(10) + '    ')}"
+    )
+
+
+def test_a_top_level_training_loop_outside_strategy_run_is_reported_once_per_loop():
+    """Two updates in one loop are one finding (at the first); a second loop is another."""
+    findings = analyse(_inline_loops(True), DEFAULT).findings
+    assert [(f.code, f.line) for f in findings] == [("TFD003", 12), ("TFD003", 19)]
+    assert all("this training loop" in f.message and not f.fixable for f in findings)
+
+
+@pytest.mark.parametrize(
+    "made_in_scope, strategy",
+    [(False, "tf.distribute.MirroredStrategy()"), (True, "tf.distribute.OneDeviceStrategy('/cpu:0')")],
+)
+def test_a_top_level_loop_whose_optimizer_has_one_replica_is_left_alone(made_in_scope, strategy):
+    """An optimizer made outside any scope (TFD001's question, not this one) or in the scope of a
+    single-replica strategy: nothing is left undone by the strategy."""
+    assert not [f for f in analyse(_inline_loops(made_in_scope, strategy), DEFAULT).findings if "this training loop" in f.message]
