@@ -54,6 +54,7 @@ from typing import Callable
 import libcst as cst
 
 from autofix.analysis.facts.dataflow import DataFlow
+from autofix.analysis.facts.flags import Flags
 from autofix.analysis.facts.script import Facts
 from autofix.analysis.facts.sizes import Sizes
 from autofix.analysis.program import Program
@@ -159,7 +160,6 @@ class Evidence:
     def __init__(self, program: Program) -> None:
         self.program = program
         self.facts = Facts.of(program)
-        self._flags: dict[str, str] | None = None
         # While False, a count of this machine's devices (a device list, its length, a name
         # bound to one) is not a count of replicas: see ``counts_local_devices_only``.
         self._local_counts = True
@@ -634,23 +634,8 @@ class Evidence:
 
     def _flag_help(self, name: str) -> str:
         """The help text of the command-line flag ``name`` declared in this file, or ""."""
-        if self._flags is None:
-            self._flags = {}
-            for call, _owner in self.facts.calls:
-                func = call.func
-                method = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-                if method == "add_argument":
-                    help_text = argument_value(call, "help")
-                elif method.startswith("DEFINE_"):
-                    help_text = argument_value(call, "help", 2)
-                else:
-                    continue
-                text = help_text.evaluated_value if isinstance(help_text, cst.SimpleString) else ""
-                for arg in call.args:
-                    if arg.keyword is None and isinstance(arg.value, cst.SimpleString):
-                        flag = str(arg.value.evaluated_value).lstrip("-").replace("-", "_")
-                        self._flags[flag] = str(text or "")
-        return self._flags.get(name, "")
+        flag = Flags.of(self.program).get(name)
+        return flag.help if flag is not None else ""
 
 
 def _docstring_says_per_device(program, param: cst.Param) -> bool:

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from autofix.analysis.facts.flags import Flags
 from autofix.analysis.facts.version_checks import tests_a_version
 from autofix.analysis.syntax import argument_value, attribute_path, nodes_in
 from autofix.tf import keras3_api
@@ -243,28 +244,8 @@ def _integer_flag(facts, expr: cst.BaseExpression) -> bool:
     ``FLAGS.units`` of ``flags.DEFINE_integer("units", ...)``, declared in the file."""
     if not isinstance(expr, cst.Attribute):
         return False
-    wanted = expr.attr.value
-    for call, _owner in facts.calls:
-        func = call.func
-        if not isinstance(func, cst.Attribute) or not call.args:
-            continue
-        if func.attr.value == "DEFINE_integer":
-            first = call.args[0].value
-            if isinstance(first, cst.SimpleString) and first.evaluated_value == wanted:
-                return True
-            continue
-        if func.attr.value != "add_argument":
-            continue
-        kind = argument_value(call, "type")
-        if not (isinstance(kind, cst.Name) and kind.value == "int"):
-            continue
-        dest = argument_value(call, "dest")
-        names = [dest.evaluated_value] if isinstance(dest, cst.SimpleString) else [
-            a.value.evaluated_value.lstrip("-").replace("-", "_") for a in call.args if a.keyword is None and isinstance(a.value, cst.SimpleString)
-        ]
-        if wanted in names:
-            return True
-    return False
+    flag = Flags.of(facts.program).get(expr.attr.value)
+    return flag is not None and flag.integer
 
 
 # --- save_format= -----------------------------------------------------------------------------
