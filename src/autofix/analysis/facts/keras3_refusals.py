@@ -184,11 +184,7 @@ def _imported_names(small: cst.BaseSmallStatement) -> list[str]:
 
 
 def _dotted(expr: cst.BaseExpression) -> str:
-    if isinstance(expr, cst.Name):
-        return expr.value
-    if isinstance(expr, cst.Attribute):
-        return f"{_dotted(expr.value)}.{expr.attr.value}"
-    return ""
+    return ".".join(attribute_path(expr) or ())
 
 
 def keras3_importable(name: str) -> bool:
