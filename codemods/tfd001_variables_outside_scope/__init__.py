@@ -381,14 +381,10 @@ class _Planner:
         function = self.program.enclosing_function(call)
         if function is None or function in seen or self.facts.functions[function].is_method:
             return False
-        references = self.facts.references(function)
-        calls = [self.program.parent(ref) for ref in references]
-        if not references or not all(isinstance(c, cst.Call) and c.func is ref for c, ref in zip(calls, references)):
+        calls = self.facts.direct_calls(function)
+        if calls is None:
             return False
-        return all(
-            c in self.wrapped or self.facts.under_scope(c) or self._covered(c, seen | {function})  # type: ignore[arg-type]
-            for c in calls
-        )
+        return all(c in self.wrapped or self.facts.under_scope(c) or self._covered(c, seen | {function}) for c in calls)
 
     def _unreached(self, call: cst.Call, site: Site) -> str:
         """Why a call that needs the scope was neither wrapped nor blocked by the plan."""

@@ -124,6 +124,10 @@ class Program:
             yield current
             current = parents.get(current)
 
+    def within(self, node: cst.CSTNode, container: cst.CSTNode) -> bool:
+        """Whether ``node`` lies inside ``container`` (``container`` is one of its ancestors)."""
+        return any(a is container for a in self.ancestors(node))
+
     def statement_of(self, node: cst.CSTNode) -> cst.BaseStatement | None:
         """The innermost statement (simple line or compound) that contains ``node``."""
         if isinstance(node, cst.BaseStatement):

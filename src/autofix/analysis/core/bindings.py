@@ -323,6 +323,15 @@ class Bindings:
         assignment = self.program.assignment(definition)
         return [access.node for access in assignment.references] if assignment is not None else []
 
+    def direct_calls(self, definition: cst.FunctionDef | cst.ClassDef) -> list[cst.Call] | None:
+        """The calls of a function's (or class's) name when every use of it in this module is
+        a call of it; None when it is never used or is also used as a value (passed on, stored)."""
+        references = self.references(definition)
+        calls = [self.program.parent(ref) for ref in references]
+        if not references or not all(isinstance(c, cst.Call) and c.func is ref for c, ref in zip(calls, references)):
+            return None
+        return calls  # type: ignore[return-value]
+
     def assigned_name(self, value: cst.BaseExpression) -> cst.Name | None:
         """``name`` in ``name = value`` (or ``name: T = value``)."""
         parent = self.program.parent(value)

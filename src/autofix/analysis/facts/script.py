@@ -42,6 +42,7 @@ class Facts(Strategies, Scopes, KerasObjects, Effects, Derived):
         self.local_definition = values.local_definition
         self.is_module_reference = values.is_module_reference
         self.references = values.references
+        self.direct_calls = values.direct_calls
         self.assigned_name = values.assigned_name
         self.unpacked_name = values.unpacked_name
         self.uses = values.uses

@@ -168,7 +168,7 @@ def distribution(inputs: Inputs, feeds: list[Feed]) -> Distribution:
     before = _outermost_loop(program, site, bindings[0])
     if iterated is not dataset:
         for name in nodes_in(iterated, cst.Name):
-            if program.access(name) is not None and any(_inside(program, b, before) for b in facts.bindings(name) or ()):
+            if program.access(name) is not None and any(program.within(b, before) for b in facts.bindings(name) or ()):
                 raise NotDistributable(f"{name.value}, which the loop's header reads, is set again in the loop")
     if program.line(bindings[0]) >= program.line(before) and program.enclosing_function(bindings[0]) is program.enclosing_function(before):
         raise NotDistributable(f"{dataset.value} is not made before the loop")
@@ -202,7 +202,7 @@ def _batch_target(inputs: Inputs, loop: cst.For, node: cst.BaseExpression) -> cs
             expr, target = positional[0], parts[1].value  # not the counter
             continue
         if "builtins.zip" in names and positional and len(positional) == len(expr.args) == len(parts):
-            index = next((i for i, p in enumerate(positional) if p is node or _inside(program, node, p)), None)
+            index = next((i for i, p in enumerate(positional) if p is node or program.within(node, p)), None)
             if index is None:
                 return None
             expr, target = positional[index], parts[index].value
@@ -320,7 +320,7 @@ def _drawn_gatherable(inputs: Inputs, assign: cst.Assign, target: cst.BaseExpres
         and program.scope(use) is program.scope(assign)
         and not _feeds_a_step(inputs, use)
         and not inputs.steps.in_graph(assign)
-        and all(_inside(program, b, target) or b is target for b in facts.reaching_bindings(use) or [use])
+        and all(program.within(b, target) or b is target for b in facts.reaching_bindings(use) or [use])
     )
 
 
@@ -354,7 +354,7 @@ def _rebound_before_exit(inputs: Inputs, loop: cst.For, target: cst.Name, use: c
     it): the loop leaves the name holding that value, never the batch it bound at its head
     (what a dataflow that binds the target at the loop's head cannot tell)."""
     program, facts = inputs.program, inputs.facts
-    if _inside(program, use, loop) or loop.orelse is not None or not isinstance(loop.body, cst.IndentedBlock):
+    if program.within(use, loop) or loop.orelse is not None or not isinstance(loop.body, cst.IndentedBlock):
         return False
     if nodes_in(loop.body, (cst.Break, cst.Continue), stop=(cst.For, cst.While, cst.FunctionDef, cst.ClassDef)):
         return False
@@ -458,7 +458,7 @@ def _follow(inputs: Inputs, start: cst.CSTNode, parts: bool = False) -> tuple[li
             f"the batch is indexed on line {program.line(indexed[0])} on its way to the step, and the dataset's items "
             "are not shown to be a tuple or a dict: a distributed batch of one tensor cannot be indexed"
         )
-    if elsewhere is not None and indexed and any(_inside(program, elsewhere, i) or elsewhere is i for i in indexed):
+    if elsewhere is not None and indexed and any(program.within(elsewhere, i) or elsewhere is i for i in indexed):
         # A part of the batch read elsewhere (``batch[0].shape``): read where the batch is.
         elsewhere = start
     return runs, elsewhere
@@ -543,8 +543,8 @@ def _gatherable(inputs: Inputs, loop: cst.For, use: cst.CSTNode) -> bool:
         # Only the loop's batch reaches it (not a value bound again on some path; after the
         # loop, not a value bound before a loop that may draw nothing either).
         and all(
-            _inside(program, b, loop.target) or b is loop.target
-            for b in (facts.reaching_bindings(use) if _inside(program, use, loop.body) else facts.bindings(use)) or [use]
+            program.within(b, loop.target) or b is loop.target
+            for b in (facts.reaching_bindings(use) if program.within(use, loop.body) else facts.bindings(use)) or [use]
         )
     )
 
@@ -560,10 +560,6 @@ def _feeds_a_step(inputs: Inputs, use: cst.CSTNode) -> bool:
             return True
         node = program.parent(node)
     return False
-
-
-def _inside(program, node: cst.CSTNode, container: cst.CSTNode) -> bool:
-    return any(a is container for a in program.ancestors(node))
 
 
 def _strategy_at(inputs: Inputs, runs: list[cst.Call], loop: cst.CSTNode) -> cst.BaseExpression:
@@ -709,7 +705,7 @@ def _outermost_loop(program, loop: cst.BaseStatement, made: cst.CSTNode) -> cst.
     loop ``made`` (where the dataset is bound) is in."""
     outer: cst.BaseStatement = loop
     for ancestor in program.ancestors(loop):
-        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) or _inside(program, made, ancestor):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) or program.within(made, ancestor):
             break
         if isinstance(ancestor, (cst.For, cst.While)):
             outer = ancestor

@@ -165,7 +165,7 @@ class Members:
                         made = self.makers_for_call(value, function, factory) if function is not None else []
                         self._add(site, [
                             m for m in made
-                            if self.facts.call_kind(m) in (Kind.OPTIMIZER, Kind.METRIC) and not _inside(self.program, m, function)
+                            if self.facts.call_kind(m) in (Kind.OPTIMIZER, Kind.METRIC) and not self.program.within(m, function)
                         ])
             return
         if self.facts.call_kind(call) == COMPILE:
@@ -199,7 +199,7 @@ class Members:
         seen: set[cst.FunctionDef] = set()
         while function is not None and function not in seen and not self.facts.functions[function].is_method:
             seen.add(function)
-            if _inside(self.program, site.call, function):
+            if self.program.within(site.call, function):
                 return
             references = self.facts.references(function)
             calls = [self.program.parent(r) for r in references]
@@ -322,7 +322,7 @@ class Members:
             return
         family = self.facts.values.family(cls)
         inits = [s for c in family for s in c.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"]
-        site.members[:] = [m for m in site.members if not any(_inside(self.program, m, init) for init in inits)]
+        site.members[:] = [m for m in site.members if not any(self.program.within(m, init) for init in inits)]
         self._add_model_members(site, target.value, made)
 
     def _add_model(self, site: Site, receiver: cst.BaseExpression) -> None:
@@ -384,8 +384,3 @@ def _side(program: Program, node: cst.CSTNode, statement: cst.If) -> str | None:
             return _branch_of(statement, previous)
         previous = ancestor
     return None
-
-
-def _inside(program: Program, node: cst.CSTNode, container: cst.CSTNode) -> bool:
-    return any(a is container for a in program.ancestors(node))
-

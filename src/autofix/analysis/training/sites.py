@@ -5,6 +5,7 @@ Part of :class:`~autofix.analysis.training.model.TrainingModel`."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -172,9 +173,8 @@ class Sites:
             return models
         if not self.contexts.created or any(self._inside(c.block, function) for c in self.contexts.created):
             return models  # no strategy is made here, or the helper makes one itself
-        references = self.facts.references(function)
-        calls = [self.program.parent(ref) for ref in references]
-        if not references or not all(isinstance(c, cst.Call) and c.func is ref for c, ref in zip(calls, references)):
+        calls = self.facts.direct_calls(function)
+        if calls is None:
             return models
         reached: set[int] = set()
         kept: set[int] = set()
@@ -234,9 +234,8 @@ class Sites:
             return False
         if any(self._inside(c.block, function) for c in self.contexts.created):
             return False
-        references = self.facts.references(function)
-        calls = [self.program.parent(ref) for ref in references]
-        if not references or not all(isinstance(c, cst.Call) and c.func is ref for c, ref in zip(calls, references)):
+        calls = self.facts.direct_calls(function)
+        if calls is None:
             return False
         distributed = [c for c in calls if not self.runs_without_strategy(c)]
         return bool(distributed) and len(distributed) < len(calls) and all(self.facts.under_scope(c) for c in distributed)
@@ -372,18 +371,30 @@ class Sites:
         entries = [entry for site in sites for entry in self._entries(site.call, home)]
         if not entries or None in entries:
             return False
-        apart = False
-        previous: cst.CSTNode = call
+        definitions = (cst.FunctionDef, cst.ClassDef)
         for ancestor in self.program.ancestors(call):
+            if isinstance(ancestor, definitions):
+                break
             if isinstance(ancestor, (cst.For, cst.While)):
                 return False  # a later pass may train what this one made
-            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
-                break
-            if isinstance(ancestor, cst.If) and previous in (ancestor.body, ancestor.orelse) and ancestor.orelse is not None:
-                other = ancestor.orelse if previous is ancestor.body else ancestor.body
-                apart = apart or all(self._within(entry, other) for entry in entries)  # type: ignore[arg-type]
+        return any(
+            branch.orelse is not None and all(self.program.within(entry, other) for entry in entries)  # type: ignore[arg-type]
+            for branch, _here, other in self._if_branches(call, until=definitions)
+        )
+
+    def _if_branches(
+        self, node: cst.CSTNode, until: tuple[type, ...] = ()
+    ) -> Iterator[tuple[cst.If, cst.CSTNode, cst.CSTNode | None]]:
+        """For each ``if`` around ``node``, innermost first (up to an ancestor of a type in
+        ``until``): the ``if``, the branch ``node`` is in, and its other branch (None where there
+        is no ``else``)."""
+        previous = node
+        for ancestor in self.program.ancestors(node):
+            if isinstance(ancestor, until):
+                return
+            if isinstance(ancestor, cst.If) and previous in (ancestor.body, ancestor.orelse):
+                yield ancestor, previous, ancestor.orelse if previous is ancestor.body else ancestor.body
             previous = ancestor
-        return apart
 
     def _entries(self, call: cst.Call, home: cst.FunctionDef | None, depth: int = 0) -> list[cst.CSTNode | None]:
         """Where the training of ``call`` (a fit, a step's ``strategy.run``) starts in the code
@@ -397,26 +408,15 @@ class Sites:
         info = self.facts.functions.get(function) if function is not None else None
         if depth >= 3 or info is None or info.is_method:
             return [None]
-        references = self.facts.references(function)
-        calls = [self.program.parent(reference) for reference in references]
-        if not references or not all(isinstance(c, cst.Call) and c.func is r for c, r in zip(calls, references)):
+        calls = self.facts.direct_calls(function)
+        if calls is None:
             return [None]
-        return [entry for c in calls for entry in self._entries(c, home, depth + 1)]  # type: ignore[arg-type]
-
-    def _within(self, node: cst.CSTNode, block: cst.CSTNode) -> bool:
-        return any(a is block for a in self.program.ancestors(node))
+        return [entry for c in calls for entry in self._entries(c, home, depth + 1)]
 
     def _other_branch_scopes(self, node: cst.CSTNode) -> bool:
         """``if replicas == 1: model = build() else: with strategy.scope(): model = build()``:
         a branch whose other branch enters a strategy scope is outside it by choice."""
-        previous = node
-        for ancestor in self.program.ancestors(node):
-            if isinstance(ancestor, cst.If) and previous in (ancestor.body, ancestor.orelse):
-                other = ancestor.orelse if previous is ancestor.body else ancestor.body
-                if other is not None and self._enters_scope_in(other):
-                    return True
-            previous = ancestor
-        return False
+        return any(other is not None and self._enters_scope_in(other) for _if, _here, other in self._if_branches(node))
 
     def _strategies_where_handed(self, receiver: cst.BaseExpression, models: list[cst.Call]) -> frozenset[str]:
         """The strategies that exist where the name ``fit`` is called on is bound to one of the
@@ -437,13 +437,9 @@ class Sites:
         of its ``if`` does: the single-device path. With the branches nested, a branch that
         enters a scope itself (``if context: if multi_gpu: with s.scope(): ...``) is not one,
         whatever the outer ``else`` does."""
-        previous = node
-        for ancestor in self.program.ancestors(node):
-            if isinstance(ancestor, cst.If) and previous in (ancestor.body, ancestor.orelse):
-                other = ancestor.orelse if previous is ancestor.body else ancestor.body
-                if other is not None and self._enters_scope_in(other):
-                    return not self._enters_scope_in(previous)
-            previous = ancestor
+        for _if, here, other in self._if_branches(node):
+            if other is not None and self._enters_scope_in(other):
+                return not self._enters_scope_in(here)
         return False
 
     def _enters_scope_in(self, node: cst.CSTNode) -> bool:
