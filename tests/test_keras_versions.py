@@ -218,6 +218,13 @@ _CHECKPOINT_CALL = 'tf.keras.callbacks.ModelCheckpoint(\n    os.path.join("ckpt"
         ('tf.keras.callbacks.ModelCheckpoint("w.h5", "val_loss", 0, False, True)', True),  # weights, positionally
         ('tf.keras.callbacks.ModelCheckpoint(f"{out}/model", save_best_only=True)', True),
         ('tf.keras.callbacks.ModelCheckpoint(out + "/ckpt.tf")', True),
+        # A template's written end: what follows its last placeholder.
+        ('tf.keras.callbacks.ModelCheckpoint(os.path.join(out, "%s_train.h5" % name), save_weights_only=True)', True),
+        ('tf.keras.callbacks.ModelCheckpoint("{}_{:02d}_train.h5".format(name, 3), save_weights_only=True)', True),
+        ('tf.keras.callbacks.ModelCheckpoint("%s.weights.h5" % name, save_weights_only=True)', False),
+        # An end the value before it may complete: "{name}.h5" is "m.weights.h5" for name "m.weights".
+        ('tf.keras.callbacks.ModelCheckpoint(f"{name}.h5", save_weights_only=True)', False),
+        ('tf.keras.callbacks.ModelCheckpoint("%s" % name, save_weights_only=True)', False),
         # What Keras 3 takes, or a path whose end the code does not show: nothing said.
         ('tf.keras.callbacks.ModelCheckpoint("model.keras")', False),
         ('tf.keras.callbacks.ModelCheckpoint("model_{epoch:02d}.h5")', False),

@@ -44,6 +44,8 @@ A read guarded where it would fail (``hasattr(opt, "lr")``, ``getattr(opt, "lr",
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from autofix.analysis.facts.flags import Flags
@@ -116,9 +118,9 @@ def _save_weights_refused(facts, call: cst.Call) -> str | None:
             return None
     path_expr = argument_value(call, "filepath", 0)
     end = _literal_end(path_expr) if path_expr is not None else None
-    if end is None or not end or end.endswith(".weights.h5") or _version_guarded(facts, call):
+    if end is None or not end.cannot_end(".weights.h5") or _version_guarded(facts, call):
         return None
-    return repr(end) if isinstance(path_expr, cst.SimpleString) else f"a path ending {end!r}"
+    return str(end)
 
 
 # --- super().__init__(self) in a model class ------------------------------------------------
@@ -273,7 +275,7 @@ def _save_format_refused(facts, call: cst.Call) -> str | None:
         return None
     path = argument_value(call, "filepath", 1 if method == "save_model" else 0)
     end = _literal_end(path) if path is not None else None
-    if end is not None and end.endswith((".keras", ".h5")):
+    if end is not None and end.ends(".keras", ".h5"):
         return None
     return f"saves with save_format={fmt.value}"
 
@@ -289,33 +291,88 @@ def _checkpoint_refused(call: cst.Call) -> str | None:
         return None
     weights_only = argument_value(call, "save_weights_only", 4)
     weights = _literal_bool(weights_only) if weights_only is not None else False
-    as_weights = end.endswith(".weights.h5")
-    as_model = end.endswith((".keras", ".h5"))
-    if weights is True and as_weights or weights is False and as_model or weights is None and (as_weights or as_model):
-        return None
-    return repr(end) if path is not None and isinstance(path, cst.SimpleString) else f"a path ending {end!r}"
+    if weights is True and end.cannot_end(".weights.h5"):
+        return str(end)
+    if weights is False and end.cannot_end(".keras", ".h5"):
+        return str(end)
+    if weights is None and end.cannot_end(".weights.h5", ".keras", ".h5"):
+        return str(end)
+    return None
 
 
-def _literal_end(expr: cst.BaseExpression) -> str | None:
-    """The last characters of a path the code spells out: a string, the literal tail of an
-    f-string or of a concatenation, the last part of ``os.path.join(...)``; None when its end
-    is not written (a variable, a call)."""
+class _End:
+    """The written end of a path: ``tail``, its last characters, and whether the whole path is
+    written (``complete``) or only its end, after a value the code does not show
+    (``f"{name}.h5"``, ``"%s_train.h5" % name``, ``os.path.join(d, "w.h5")``)."""
+
+    def __init__(self, tail: str, complete: bool) -> None:
+        self.tail = tail
+        self.complete = complete
+
+    def ends(self, *suffixes: str) -> bool:
+        """The path surely ends in one of ``suffixes``."""
+        return self.tail.endswith(suffixes)
+
+    def cannot_end(self, *suffixes: str) -> bool:
+        """The path surely ends in none of ``suffixes``: what comes before the written tail
+        cannot complete one (``"{name}.h5"`` may be ``"w.weights.h5"``, ``"{name}_train.h5"``
+        may not)."""
+        return not any(self.tail.endswith(s) or not self.complete and s.endswith(self.tail) for s in suffixes)
+
+    def __str__(self) -> str:
+        return repr(self.tail) if self.complete else f"a path ending {self.tail.lstrip('/')!r}"
+
+
+# ``%s``, ``%05d``, ``%(name)s``: a printf conversion; ``{}``, ``{0:.2f}``: a format field.
+_PRINTF = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[diouxXeEfFgGcrsa]")
+_FIELD = re.compile(r"\{[^{}]*\}")
+
+
+def _literal_end(expr: cst.BaseExpression) -> _End | None:
+    """The end of a path the code spells out: a string, the literal tail of an f-string, of a
+    ``%`` or ``.format`` template, of a concatenation, the last part of ``os.path.join(...)``;
+    None when its end is not written (a variable, a call) or is empty."""
     if isinstance(expr, cst.SimpleString):
         value = expr.evaluated_value
-        return value if isinstance(value, str) else None
+        return _End(value, True) if isinstance(value, str) and value else None
     if isinstance(expr, cst.ConcatenatedString):
         return _literal_end(expr.right)
     if isinstance(expr, cst.FormattedString):
         last = expr.parts[-1] if expr.parts else None
-        if isinstance(last, cst.FormattedStringText) and "{" not in last.value and "\\" not in last.value:
-            return last.value
+        if isinstance(last, cst.FormattedStringText) and "{" not in last.value and "\\" not in last.value and last.value:
+            return _End(last.value, len(expr.parts) == 1)
         return None
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
-        return _literal_end(expr.right)
+        end = _literal_end(expr.right)
+        return _End(end.tail, False) if end is not None else None
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo):
+        return _template_end(expr.left, _PRINTF)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "format":
+        return _template_end(expr.func.value, _FIELD)
     if isinstance(expr, cst.Call) and attribute_path(expr.func) in (("os", "path", "join"), ("path", "join")) and expr.args:
         last = expr.args[-1]
-        return _literal_end(last.value) if last.keyword is None and not last.star else None
+        if last.keyword is not None or last.star:
+            return None
+        end = _literal_end(last.value)
+        if end is None or len(expr.args) == 1:
+            return end
+        # A part joined after others follows a separator.
+        return _End(("/" if end.complete else "") + end.tail, False)
     return None
+
+
+def _template_end(template: cst.BaseExpression, placeholder: re.Pattern) -> _End | None:
+    """The literal end of a ``%`` or ``.format`` template: what follows its last placeholder."""
+    if not isinstance(template, cst.SimpleString):
+        return None
+    value = template.evaluated_value
+    if not isinstance(value, str):
+        return None
+    fields = list(placeholder.finditer(value))
+    tail = value[fields[-1].end():] if fields else value
+    if not tail or "%" in tail or "{" in tail:
+        return None
+    return _End(tail, not fields)
 
 
 def _literal_bool(expr: cst.BaseExpression) -> bool | None:
