@@ -11,9 +11,12 @@ fixes that number in two ways this module reads:
   replica).
 
 Anything else (a flag, a variable of the environment the file does not set, several values,
-another strategy class) is unknown: None. The count says what the file asks for; a machine
+a value set after a TensorFlow call, a GPU split into logical devices, another strategy
+class) is unknown: None. The count says what the file asks for; a machine
 with fewer GPUs has fewer replicas, which only makes a known count an upper bound for
-``CUDA_VISIBLE_DEVICES`` and exact for ``devices=``.
+``CUDA_VISIBLE_DEVICES`` and exact for ``devices=``. Where it is one,
+:meth:`.strategies.Strategies.constructed_classes` reads the strategy as one replica's, so no
+rule about several replicas (a batch, a step's feeding, a loss's reduction) reports it.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def replica_count(program: Program, constructions: list[cst.Call]) -> ReplicaCou
             return None
         devices = argument_value(call, "devices", 0)
         if devices is None:
-            visible = _visible_gpus(program)
+            visible = visible_gpus(program)
             if visible is None:
                 return None
             count, node = visible
@@ -65,14 +68,17 @@ def replica_count(program: Program, constructions: list[cst.Call]) -> ReplicaCou
     return ReplicaCount(counts.pop(), where)
 
 
-def _visible_gpus(program: Program) -> tuple[int, cst.CSTNode] | None:
+def visible_gpus(program: Program) -> tuple[int, cst.CSTNode] | None:
     """How many GPUs the module's only ``os.environ["CUDA_VISIBLE_DEVICES"] = "..."`` (at
-    its top level) lists, with that string; None when it sets none, several, or one read
-    from elsewhere."""
+    its top level) lists, with that string; None when it sets none, several, one read
+    from elsewhere, or sets it after a TensorFlow call at the top level (TensorFlow may have
+    seen the GPUs by then: the variable is read once, when they are first listed)."""
     values = _environ_writes(program)
     if len(values) != 1:
         return None
     (value,) = values
+    if _tensorflow_ran_before(program, value) or _splits_devices(program):
+        return None
     if not isinstance(value, cst.SimpleString):
         return None
     text = value.evaluated_value
@@ -82,6 +88,28 @@ def _visible_gpus(program: Program) -> tuple[int, cst.CSTNode] | None:
     if not entries or "-1" in entries:
         return 1, value  # no GPU: MirroredStrategy runs on the CPU, one replica
     return len(entries), value
+
+
+def _tensorflow_ran_before(program: Program, node: cst.CSTNode) -> bool:
+    """Whether a call of TensorFlow or Keras at the module's top level comes before ``node``."""
+    line = program.line(node)
+    for call, _owner in program.index.calls:
+        if program.line(call) >= line or program.enclosing_function(call) is not None:
+            continue
+        if any(name.startswith(("tensorflow", "keras", "tf_keras")) for name in program.qualified_names(call.func)):
+            return True
+    return False
+
+
+_SPLITS = ("set_logical_device_configuration", "set_virtual_device_configuration")
+
+
+def _splits_devices(program: Program) -> bool:
+    """Whether the module splits a device into logical ones (``set_logical_device_configuration``):
+    a GPU it sees may then be several replicas."""
+    return any(
+        isinstance(call.func, cst.Attribute) and call.func.attr.value in _SPLITS for call, _owner in program.index.calls
+    )
 
 
 def _environ_writes(program: Program) -> list[cst.BaseExpression]:

@@ -9,6 +9,7 @@ from functools import cached_property
 
 import libcst as cst
 
+from autofix.analysis.facts.devices import visible_gpus
 from autofix.analysis.syntax import argument_value, target_names
 from autofix.tf import symbols
 
@@ -34,6 +35,10 @@ class Strategy:
     # Held in an attribute of the objects of a class (``self.strategy``, seen from one method):
     # it exists from the method's start unless the method sets it.
     attribute: bool = False
+
+
+# What ``Strategy.run`` takes: ``run(fn, args=(), kwargs=None, options=None)``.
+_RUN_PARAMETERS = frozenset({"fn", "args", "kwargs", "options"})
 
 
 class Strategies:
@@ -133,6 +138,12 @@ class Strategies:
                 if isinstance(devices, (cst.List, cst.Tuple)) and len(devices.elements) == 1:
                     # ``MirroredStrategy(devices=["/gpu:0"])``: one replica.
                     return {symbols.ONE_DEVICE_MIRRORED}
+                if kind == "MirroredStrategy" and devices is None:
+                    # ``os.environ["CUDA_VISIBLE_DEVICES"] = "0"`` before TensorFlow runs: the
+                    # process sees one GPU (or none): one replica.
+                    visible = visible_gpus(self.program)
+                    if visible is not None and visible[0] == 1:
+                        return {symbols.ONE_DEVICE_MIRRORED}
                 return {kind}
         return None
 
@@ -206,6 +217,10 @@ class Strategies:
         # ``strategy.run(step, args=...)``, not ``session.run(train_op)``.
         call = self.program.parent(node)
         if not (isinstance(call, cst.Call) and call.func is node and call.args):
+            return False
+        if any(a.keyword is not None and a.keyword.value not in _RUN_PARAMETERS or a.star for a in call.args) or len(call.args) > 4:
+            # ``runner.run(train, gpus_per_node=2)`` (Spark's MirroredStrategyRunner): a
+            # strategy's run takes only these.
             return False
         if any(a.keyword is not None and a.keyword.value in ("args", "kwargs") for a in call.args):
             return True
