@@ -52,6 +52,9 @@ class Effects:
                     # (``if strategy is not None: with strategy.scope(): ... else: ...``): one
                     # device by choice, not made outside a scope.
                     continue
+                elif kind is Kind.LAYER and self.names_of((call.func if isinstance(call.func, cst.Call) else call).func) & symbols.NO_VARIABLE_LAYERS:
+                    # ``Input(shape=...)``, ``Dropout(0.5)(x)``: no variables, wherever made.
+                    continue
                 elif kind is Kind.LOAD and self._loads_into_parameter(call):
                     # ``model.load_weights(path)`` on a model the caller hands in: restoring
                     # weights makes no model here; where the caller made it is what counts.
