@@ -404,9 +404,17 @@ def test_a_fit_batch_that_does_not_split_over_the_replicas_the_file_asks_for_blo
     )
     assert analyse(listed, TFD001).new_text is None
     assert analyse(listed.replace(', "/gpu:2"', ""), TFD001).new_text is not None
-    # Hidden GPUs (one replica, the CPU), or a count the file does not set: no such reason.
-    for unknown in (source.replace('"0,1,2"', '"-1"'), source.replace('"0,1,2"', 'os.environ["GPUS"]')):
-        assert analyse(unknown, TFD001).new_text is not None
+    # A count the file does not set: no such reason.
+    assert analyse(source.replace('"0,1,2"', 'os.environ["GPUS"]'), TFD001).new_text is not None
+    # Hidden GPUs, or one: the strategy has one replica (as with devices=[one device]), whose
+    # model trains the same in the scope or outside it: nothing to say.
+    for one in (source.replace('"0,1,2"', '"-1"'), source.replace('"0,1,2"', '"0"')):
+        assert not analyse(one, TFD001).findings
+    # Set after TensorFlow has listed the GPUs, the variable no longer decides: unknown count.
+    late = source.replace("strategy = tf.distribute.MirroredStrategy()", 'print(tf.config.list_physical_devices("GPU"))\nstrategy = tf.distribute.MirroredStrategy()')
+    late = late.replace('os.environ["CUDA_VISIBLE_DEVICES"] = "0,1,2"\n', "").replace("import tensorflow as tf\n", 'import tensorflow as tf\n\nprint(tf.config.list_physical_devices("GPU"))\nos.environ["CUDA_VISIBLE_DEVICES"] = "0"\n')
+    assert 'os.environ["CUDA_VISIBLE_DEVICES"] = "0"' in late
+    assert analyse(late, TFD001).new_text is not None
 
 
 def test_a_model_handed_to_a_trainer_that_makes_its_strategy_is_reported_where_it_is_kept():

@@ -634,7 +634,7 @@ class _Planner:
             start = order.index(context.index) + 1
         conflict = (
             context.conflict or self._maybe_none(context) or self._maybe_unbound(context) or self._handed_on(context)
-            or self._uneven_batch(context)
+            or self._uneven_batch(context) or self._shared_with_a_call_left_outside(context, body, info, order[start:])
         )
         spelled = on_both_paths(self.program, context.strategy.name, block, placeholders=False)
         if conflict is None and spelled is None:
@@ -738,6 +738,41 @@ class _Planner:
                 f"{strategy.name} may be None here (line {self.program.line(binding)}), so an unconditional "
                 f"`with {strategy.name}.scope():` could fail; enter the scope where the strategy is known to exist"
             )
+        return None
+
+    def _shared_with_a_call_left_outside(self, context: Context, body, info: list[_Statement], positions: list[int]) -> str | None:
+        """Why the fix is refused when a metric or optimizer it would move into the scope is
+        also read by a function called where the fix leaves the call outside every scope
+        (``METRICS = [...]`` read by ``init_model()``, called once in the scope to train and once
+        outside to check a shape): that call would then compile a model made outside the scope
+        with objects made in it, which fails ("... was created inside a different distribution
+        strategy scope than the model")."""
+        moved = {id(call) for p in positions if info[p].category in (NEEDS, MIXED) for call, _kind in info[p].needing}
+        fixed = self.contexts.function_of(context.block)  # its own reads move with it
+        for p in positions:
+            statement = body[p]
+            if info[p].category not in (NEEDS, MIXED) or not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            if not any(kind in (Kind.METRIC, Kind.OPTIMIZER) for _call, kind in info[p].needing):
+                continue
+            for small in statement.body:
+                if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+                    continue
+                name = small.targets[0].target
+                for use in self.facts.uses(name):
+                    function = self.program.enclosing_function(use)
+                    if function is None or function is fixed:
+                        continue
+                    for ref in self.facts.references(function):
+                        call = self.program.parent(ref)
+                        if not (isinstance(call, cst.Call) and call.func is ref):
+                            continue
+                        if id(call) in moved or self.facts.under_scope(call):
+                            continue
+                        return (
+                            f"{name.value} is also read by {function.name.value}(), called outside strategy.scope() on line "
+                            f"{self.program.line(call)}: made in the scope, it would be used there with a model made outside it"
+                        )
         return None
 
     def _handed_on(self, context: Context) -> str | None:
