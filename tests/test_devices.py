@@ -37,7 +37,32 @@ HEAD = "import os\nimport tensorflow as tf\n"
         ('def setup():\n    os.environ["CUDA_VISIBLE_DEVICES"] = "0,1,2"\n', "tf.distribute.MirroredStrategy()", None),
         ("", "tf.distribute.MirroredStrategy(devices=[f'/gpu:{i}' for i in range(4)])", None),
         ('os.environ["CUDA_VISIBLE_DEVICES"] = "0,1,2"\n', "tf.distribute.MultiWorkerMirroredStrategy()", None),
+        # Set after TensorFlow listed the GPUs (it reads the variable then), or with a GPU split
+        # into logical devices: the count is not the variable's.
+        ('print(tf.config.list_physical_devices("GPU"))\nos.environ["CUDA_VISIBLE_DEVICES"] = "0"\n', "tf.distribute.MirroredStrategy()", None),
+        (
+            'os.environ["CUDA_VISIBLE_DEVICES"] = "0"\n'
+            'gpu = tf.config.list_physical_devices("GPU")[0]\n'
+            "tf.config.set_logical_device_configuration(gpu, [tf.config.LogicalDeviceConfiguration(1024)] * 2)\n",
+            "tf.distribute.MirroredStrategy()",
+            None,
+        ),
     ],
 )
 def test_the_replica_count_is_what_the_file_says_or_unknown(setup, strategy, expected):
     assert count(HEAD + setup + f"strategy = {strategy}\n") == expected
+
+
+def test_one_visible_gpu_makes_a_one_replica_strategy_for_every_rule():
+    """What the variable leaves one replica is read as MirroredStrategy(devices=[one]) is."""
+    from autofix.tf.symbols import ONE_DEVICE_MIRRORED
+
+    def classes(setup: str) -> set[str]:
+        program = Program(cst.parse_module(HEAD + setup + "strategy = tf.distribute.MirroredStrategy()\n"))
+        (strategy,) = Facts.of(program).strategies
+        return strategy.classes
+
+    assert classes('os.environ["CUDA_VISIBLE_DEVICES"] = "0"\n') == {ONE_DEVICE_MIRRORED}
+    assert classes('os.environ["CUDA_VISIBLE_DEVICES"] = "-1"\n') == {ONE_DEVICE_MIRRORED}
+    assert classes('os.environ["CUDA_VISIBLE_DEVICES"] = "0,1"\n') == {"MirroredStrategy"}
+    assert classes('print(tf.config.list_physical_devices("GPU"))\nos.environ["CUDA_VISIBLE_DEVICES"] = "0"\n') == {"MirroredStrategy"}

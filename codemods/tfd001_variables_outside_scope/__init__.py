@@ -755,14 +755,20 @@ class _Planner:
                 continue
             if not any(kind in (Kind.METRIC, Kind.OPTIMIZER) for _call, kind in info[p].needing):
                 continue
+            shared = {id(call) for call, kind in info[p].needing if kind in (Kind.METRIC, Kind.OPTIMIZER)}
             for small in statement.body:
                 if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
                     continue
+                value = small.value
+                made = [e.value for e in value.elements] if isinstance(value, (cst.List, cst.Tuple)) else [value]
+                if not made or not all(id(v) in shared for v in made):
+                    continue  # not a metric or optimizer (or a list of them) itself
                 name = small.targets[0].target
                 for use in self.facts.uses(name):
                     function = self.program.enclosing_function(use)
-                    if function is None or function is fixed:
-                        continue
+                    effects = self.facts.effects.get(function) if function is not None else None
+                    if function is None or function is fixed or effects is None or not effects.creates:
+                        continue  # only a function that makes a model pairs it with the object
                     for ref in self.facts.references(function):
                         call = self.program.parent(ref)
                         if not (isinstance(call, cst.Call) and call.func is ref):

@@ -77,9 +77,7 @@ def visible_gpus(program: Program) -> tuple[int, cst.CSTNode] | None:
     if len(values) != 1:
         return None
     (value,) = values
-    if _tensorflow_ran_before(program, value) or _splits_devices(program):
-        return None
-    if not isinstance(value, cst.SimpleString):
+    if not isinstance(value, cst.SimpleString) or _tensorflow_ran_before(program, value) or _splits_devices(program):
         return None
     text = value.evaluated_value
     if not isinstance(text, str):
