@@ -96,6 +96,7 @@ import os
 import libcst as cst
 
 from autofix.analysis.facts.callees import Callables, tf_names
+from autofix.analysis.facts.contexts import unbound_on_a_path
 from autofix.analysis.facts.strategies import may_be_none
 from autofix.analysis.migration.clipping import PER_TENSOR, Clipping
 from autofix.analysis.steps.caller_objects import caller_gradients
@@ -578,6 +579,10 @@ class UnscaledCustomLoss(Rule):
         bindings = self.facts.reaching_bindings(target) or []
         if not bindings or not all(any(a is block for a in program.ancestors(b)) for b in bindings):
             raise NotFound("the differentiated value is not computed in the tape's block")
+        if isinstance(block, cst.IndentedBlock) and unbound_on_a_path(program, target.value, block, len(block.body) - 1) is not None:
+            # ``if mixed_precision: scaled = opt.get_scaled_loss(loss)``: its share, computed
+            # at the block's end, would read a name some paths never bind.
+            raise NotFound(f"{target.value} is not computed on every path through the tape's block")
         taken = self.facts.names() | self.reserved
         name = fresh_name(taken, f"replica_{target.value}")
         self.reserved.add(name)

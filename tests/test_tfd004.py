@@ -292,3 +292,17 @@ def test_a_default_reduction_loss_keeps_its_clip():
     ).replace("tf.reduce_mean(tf.square(targets - predictions))", "mse(targets, predictions)")
     analysis = _check(source)
     assert analysis.new_text is not None and "tf.clip_by_global_norm(gradients, 5.0)" in analysis.new_text
+
+
+def test_a_loss_share_is_computed_at_the_tape_block_end_only_where_every_path_binds_the_loss():
+    """The share of a loss bound only in a branch of the tape's block would read an unbound name
+    on the other path (UnboundLocalError): refused. Bound on both paths, the share is added."""
+    source = (FIXTURES / "tfd004" / "report_loss_bound_only_in_a_branch.py").read_text()
+    assert analyse(source, Options(select=("TFD004",))).new_text is None
+    both = source.replace(
+        "            scaled_loss = optimizer.scale_loss(loss)\n",
+        "            scaled_loss = optimizer.scale_loss(loss)\n        else:\n            scaled_loss = loss\n",
+    )
+    assert both != source
+    fixed = analyse(both, Options(select=("TFD004",))).new_text
+    assert fixed is not None and "replica_scaled_loss = scaled_loss / strategy.num_replicas_in_sync" in fixed
