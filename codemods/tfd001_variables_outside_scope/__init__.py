@@ -452,7 +452,7 @@ class _Planner:
         """Whether ``call`` makes, or calls, a layer of :data:`NO_VARIABLE_LAYERS`: made here
         (``Dropout(0.5)``), or called through a name every binding of which makes one
         (``pool = MaxPooling2D()`` ... ``pool(x)``)."""
-        if self.facts.names_of(call.func) & NO_VARIABLE_LAYERS:
+        if self.facts.no_variable_layer(call):
             return True
         if not isinstance(call.func, cst.Name):
             return False
@@ -753,9 +753,9 @@ class _Planner:
             statement = body[p]
             if info[p].category not in (NEEDS, MIXED) or not isinstance(statement, cst.SimpleStatementLine):
                 continue
-            if not any(kind in (Kind.METRIC, Kind.OPTIMIZER) for _call, kind in info[p].needing):
-                continue
             shared = {id(call) for call, kind in info[p].needing if kind in (Kind.METRIC, Kind.OPTIMIZER)}
+            if not shared:
+                continue
             for small in statement.body:
                 if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
                     continue

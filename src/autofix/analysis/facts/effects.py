@@ -52,7 +52,7 @@ class Effects:
                     # (``if strategy is not None: with strategy.scope(): ... else: ...``): one
                     # device by choice, not made outside a scope.
                     continue
-                elif kind is Kind.LAYER and self.names_of((call.func if isinstance(call.func, cst.Call) else call).func) & symbols.NO_VARIABLE_LAYERS:
+                elif kind is Kind.LAYER and self.no_variable_layer(call):
                     # ``Input(shape=...)``, ``Dropout(0.5)(x)``: no variables, wherever made.
                     continue
                 elif kind is Kind.LOAD and self._loads_into_parameter(call):
@@ -80,6 +80,12 @@ class Effects:
                     if other.trains and not effects.trains:
                         effects.trains = changed = True
         return result
+
+    def no_variable_layer(self, call: cst.Call) -> bool:
+        """Whether ``call`` makes a layer that holds no variables (``Input``, ``Dropout``), or
+        calls one made inline (``Dropout(0.5)(x)``)."""
+        made = call.func if isinstance(call.func, cst.Call) else call
+        return bool(self.names_of(made.func) & symbols.NO_VARIABLE_LAYERS)
 
     def _loads_into_parameter(self, call: cst.Call) -> bool:
         """Whether ``call`` is ``p.load_weights(...)`` with ``p`` a parameter of the function."""
