@@ -635,3 +635,33 @@ def test_a_migration_that_finds_no_place_for_the_strategy_says_not_migrated_and_
     library = [f for f in _migrate(LIBRARY_MODEL).findings if f.code == "TFD010"]
     assert [f.message for f in library] == ["trains on one device: not migrated"]
     assert "Pair.train_step (line 10) is run by fit wherever a Pair is trained" in library[0].reason
+
+
+@pytest.mark.parametrize("name", ["custom_loop", "custom_loop_global_batch_size"])
+def test_a_script_that_shows_one_gpu_is_migrated_as_for_several_replicas(name):
+    """CUDA_VISIBLE_DEVICES pinning one GPU makes a file's MirroredStrategy one replica's for
+    the rules; the strategy a migration writes is for several, so the migration (and the check
+    of what it wrote) read it so: the same migration, the pin kept."""
+    pin = 'import os\n\nos.environ["CUDA_VISIBLE_DEVICES"] = "3"\n'
+    source = read(FIXTURES / "tfd010" / f"{name}.py")
+    expected = read(FIXTURES / "tfd010" / f"{name}.fixed.py")
+    head = source.index("import numpy")
+    pinned = source[:head] + pin + source[head:]
+    migrated = analyse(pinned, MIGRATE).new_text
+    assert migrated is not None
+    assert migrated.replace(pin, "", 1) == expected
+
+
+def test_the_check_of_migrated_code_reads_its_strategy_as_several_replicas():
+    from autofix.analysis.facts.script import Facts
+    from autofix.analysis.program import Program
+    import libcst as cst
+
+    source = 'import os\nos.environ["CUDA_VISIBLE_DEVICES"] = "0"\nimport tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\n'
+    for program, classes in (
+        (Program(cst.parse_module(source)), {"MirroredStrategy(one device)"}),
+        (Program(cst.parse_module(source), migrated=True), {"MirroredStrategy"}),
+        (Program(cst.parse_module(source), migration="mirrored"), {"MirroredStrategy"}),
+    ):
+        (strategy,) = Facts.of(program).strategies
+        assert strategy.classes == classes

@@ -56,7 +56,7 @@ def analyse(text: str, options: Options, path: str | None = None) -> Analysis:
     if not rules or not might_need_analysis(text, migrate, path is not None):
         return Analysis(_unused(suppressions, [], rules, options))
     try:
-        program = Program(*_parsed(text), migration=options.migrate, path=path)
+        program = Program(*_parsed(text), migration=options.migrate, path=path, migrated=options.migrated_check)
         if program.migration is not None and migrating.uses_strategy(program):
             program.migration = None  # a file that distributes already is left to the rules
         findings: list[Finding] = []
@@ -131,7 +131,7 @@ def _migrated(
         found = migrating.refused(findings, why) + migrating.unscaled_refusals(rule.CODE, rule.NAME, text, new_text, unfinished)
         return Analysis(found, None, why)
     try:
-        check = analyse(new_text, replace(options, migrate=None, build_fixes=False, unused_suppressions=False), path)
+        check = analyse(new_text, replace(options, migrate=None, migrated_check=True, build_fixes=False, unused_suppressions=False), path)
     except AnalysisError as exc:
         return Analysis(migrating.refused(findings, f"the migrated code could not be checked ({exc})"), None, "it could not be checked")
     left = migrating.with_migration_reasons(migrating.left_over(check.findings, options.unsafe_fixes), fixed, settled)
@@ -176,12 +176,13 @@ def _apply(
     # (A migration's signal holds for every text of its pass: see Program.migration.)
     migration = program.migration if program is not None else None
     path = program.path if program is not None else None
+    migrated = program.migrated if program is not None else False
     for rule in rules:
         if current is text and rule in known:
             outcome = known[rule]
         else:
             if program is None:
-                program = Program(*_parsed(current), migration=migration, path=path)
+                program = Program(*_parsed(current), migration=migration, path=path, migrated=migrated)
             outcome = rule().run(program, unsafe_fixes)
         if outcome.module is not None:
             code = outcome.module.code
@@ -192,7 +193,7 @@ def _apply(
                 continue
         outcomes[rule] = outcome
     if program is None:
-        program = Program(*_parsed(current), migration=migration, path=path)
+        program = Program(*_parsed(current), migration=migration, path=path, migrated=migrated)
     return current, program, outcomes
 
 

@@ -44,6 +44,9 @@ class Options:
     # ``autofix migrate --strategy KIND``: a file that trains on one device is moved to this
     # strategy (``"mirrored"``...); None for check, diff and fix.
     migrate: str | None = None
+    # The text is the code a migration wrote, checked before it is shown: its strategy is for
+    # several replicas, whatever GPUs the single-device script made visible.
+    migrated_check: bool = False
     # The run's exclude globs (relative to ``exclude_root``, or to the folder autofix runs in):
     # a fix that would also edit an excluded file is refused.
     exclude: tuple[str, ...] = ()

@@ -41,6 +41,7 @@ class Program:
         syntax_tree: ast.Module | None = None,
         migration: str | None = None,
         path: str | None = None,
+        migrated: bool = False,
     ) -> None:
         self.module = module
         # The file the text was read from, when it was read from one: its project's modules
@@ -51,6 +52,8 @@ class Program:
         # when it had none: its batches are the single-device (per-replica) batches whatever
         # they are called. None for every other run, and for a file that already distributes.
         self.migration = migration
+        # The text is what a migration wrote, checked before it is shown (Options.migrated_check).
+        self.migrated = migrated
         self._source = source
         # Python's own tree of ``source``, when the caller already has it (see _statement_lines).
         self._syntax_tree = syntax_tree

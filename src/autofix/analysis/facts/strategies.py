@@ -138,9 +138,11 @@ class Strategies:
                 if isinstance(devices, (cst.List, cst.Tuple)) and len(devices.elements) == 1:
                     # ``MirroredStrategy(devices=["/gpu:0"])``: one replica.
                     return {symbols.ONE_DEVICE_MIRRORED}
-                if kind == "MirroredStrategy" and devices is None:
+                if kind == "MirroredStrategy" and devices is None and self.program.migration is None and not self.program.migrated:
                     # ``os.environ["CUDA_VISIBLE_DEVICES"] = "0"`` before TensorFlow runs: the
-                    # process sees one GPU (or none): one replica.
+                    # process sees one GPU (or none): one replica. (Not while migrating, nor in
+                    # the check of what a migration wrote: its strategy is for several
+                    # replicas, whatever GPUs the single-device script made visible.)
                     visible = visible_gpus(self.program)
                     if visible is not None and visible[0] == 1:
                         return {symbols.ONE_DEVICE_MIRRORED}
