@@ -1259,3 +1259,36 @@ def test_an_object_made_without_its_optional_strategy_is_the_single_device_path(
     assert [f for f in process_path(str(net), Options()).findings if f.code == "TFD001"] == []
     script.write_text(script.read_text().replace("baseline = TrainModel(16)\n", "baseline = TrainModel(16, strategy)\n"))
     assert [f.line for f in process_path(str(net), Options()).findings if f.code == "TFD001"] == [line_of(net, "self.model = Encoder(width)")]
+
+
+def test_a_registry_call_whose_constants_reach_no_model_makes_none(tmp_path):
+    root = tree(tmp_path, "loss_registry")
+    result = process_path(str(root / "train.py"), Options())
+    assert [f for f in result.findings if f.code == "TFD001"] == []
+    assert not result.changed
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ('cycle_loss = get_loss("l1")', 'cycle_loss = get_loss("perceptual")'),
+        ('cycle_loss = get_loss("l1")', 'cycle_loss = get_loss(name="perceptual")'),
+        ('cycle_loss = get_loss("l1")', 'cycle_loss = get_loss(os.environ["LOSS"])'),
+        ('cycle_loss = get_loss("l1")', 'cycle_loss = get_loss(**{"name": "l1"})'),
+    ],
+)
+def test_a_registry_call_that_may_reach_the_model_is_a_model_made_outside(tmp_path, old, new):
+    root = tree(tmp_path, "loss_registry")
+    _edit(root / "train.py", old, new)
+    _edit(root / "train.py", "import tensorflow as tf\n", "import os\n\nimport tensorflow as tf\n")
+    result = process_path(str(root / "train.py"), Options())
+    [finding] = [f for f in result.findings if f.code == "TFD001"]
+    assert finding.line == line_of(root / "train.py", "cycle_loss = get_loss(")
+
+
+def test_a_registry_whose_name_is_bound_again_is_not_judged_by_the_constant(tmp_path):
+    # ``name = name.lower()``: what the test compares is no longer what the call passed.
+    root = tree(tmp_path, "loss_registry")
+    _edit(root / "losses.py", 'def get_loss(name="bce"):\n', 'def get_loss(name="bce"):\n    name = name.lower()\n')
+    result = process_path(str(root / "train.py"), Options())
+    assert len([f for f in result.findings if f.code == "TFD001"]) == 3

@@ -86,11 +86,14 @@ class KerasObjects:
     def _project_model(self, call: cst.Call) -> bool:
         """Whether ``call`` calls an imported function of the project that returns a Keras
         model, or a Keras model class of the project (:mod:`autofix.analysis.project`)."""
-        resolved = ProjectImports.of(self.program).resolve(call.func)
+        imports = ProjectImports.of(self.program)
+        resolved = imports.resolve(call.func)
         definition = resolved.definition if resolved is not None else None
         if definition is None:
             return False
-        return definition.kind == "function" and definition.returns_model is not None or definition.kind == "class" and definition.keras_model
+        if definition.kind == "class":
+            return definition.keras_model
+        return imports.may_return_model(call, resolved)  # type: ignore[arg-type]
 
     def _call_kind(self, call: cst.Call) -> Kind | str | cst.FunctionDef | None:
         func = call.func

@@ -29,6 +29,7 @@ from functools import cached_property
 
 import libcst as cst
 
+from autofix.analysis.core import guards
 from autofix.analysis.program import Program
 from autofix.analysis.project.layout import digest
 from autofix.analysis.syntax import argument_value, nodes_in
@@ -107,6 +108,12 @@ class Definition:
     datasets_at: tuple[int, ...] = ()
     # A class: its methods that return such a dataset (``TFRecordDataGenerator(...).generate()``).
     dataset_methods: tuple[str, ...] = ()
+    # A function returning a Keras model: each expression in its own body that makes one
+    # (``VGGLoss()`` of ``loss = VGGLoss()`` in a branch of ``if name == "vgg":``, or the call
+    # of a function of the module that returns one), nodes of the module as :func:`parsed`
+    # reads it. A call that passes constants making every one of them dead (``get_loss("mae")``)
+    # returns no model (:func:`makes_model`).
+    model_makers: tuple[cst.CSTNode, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def only_builds(self) -> bool:
@@ -430,12 +437,14 @@ class _Summariser:
 
     def _function(self, function: cst.FunctionDef) -> Definition:
         problems, calls_out, trains, compiles = self._scan(function.name.value)
-        made = self._returned_model(function, set())
+        makers = self._model_makers(function)
+        made = makers[0][0] if makers else None
         return Definition(
             function.name.value,
             "function",
             self.program.line(function),
             returns_model=made,
+            model_makers=tuple(node for _, node in makers),
             compiles=compiles,
             trains=trains[0] if trains else None,
             problems=tuple(dict.fromkeys(problems)),
@@ -830,42 +839,54 @@ class _Summariser:
         names = self.program.qualified_names(expr)
         return next(iter(names)) if len(names) == 1 else None
 
-    def _returned_model(self, function: cst.FunctionDef, seen: set[str]) -> str | None:
-        """What makes the Keras model ``function`` returns (followed through names bound in
-        it and the module's own functions and classes it calls)."""
-        seen.add(function.name.value)
-        returns = [r for r in nodes_in(function.body, cst.Return, stop=(cst.FunctionDef, cst.Lambda, cst.ClassDef))]
-        for ret in returns:
-            if ret.value is None:
-                continue
-            made = self._made_by(ret.value, function, seen, 0)
-            if made is not None:
-                return made
-        return None
+    def _model_makers(self, function: cst.FunctionDef) -> list[tuple[str, cst.CSTNode]]:
+        """What makes each Keras model ``function`` may return (``keras.Sequential``, a model
+        class of the module...), with the expression of its own body that makes it: followed
+        through names bound in it and the module's own functions and classes it calls."""
+        found: list[tuple[str, cst.CSTNode]] = []
+        for ret in nodes_in(function.body, cst.Return, stop=(cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            if ret.value is not None:
+                found.extend(self._made_by(ret.value, function, {function.name.value}, 0))
+        return list(dict.fromkeys(found))
 
-    def _made_by(self, expr: cst.BaseExpression, function: cst.FunctionDef, seen: set[str], depth: int) -> str | None:
+    def _made_by(self, expr: cst.BaseExpression, function: cst.FunctionDef, seen: set[str], depth: int) -> list[tuple[str, cst.CSTNode]]:
         if depth > 8:
-            return None
+            return []
         if isinstance(expr, cst.Name):
+            found = []
             for assign in nodes_in(function.body, (cst.Assign, cst.AnnAssign), stop=(cst.FunctionDef, cst.Lambda, cst.ClassDef)):
                 targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
                 if assign.value is not None and any(isinstance(t, cst.Name) and t.value == expr.value for t in targets):
-                    made = self._made_by(assign.value, function, seen, depth + 1)
-                    if made is not None:
-                        return made
-            return None
+                    found.extend(self._made_by(assign.value, function, seen, depth + 1))
+            return found
         if not isinstance(expr, cst.Call):
-            return None
+            return []
         for name in sorted(self.program.qualified_names(expr.func)):
             if keras_kind(name) in (Kind.MODEL, Kind.LOAD):
-                return name
+                return [(name, expr)]
         if isinstance(expr.func, cst.Name):
             local = expr.func.value
             if local in self.classes and self._is_model_class(local):
-                return f"{local} (a keras.Model subclass)"
+                return [(f"{local} (a keras.Model subclass)", expr)]
             if local in self.functions and local not in seen:
-                return self._returned_model(self.functions[local], seen)
-        return None
+                inner = self.functions[local]
+                made = [what for ret in nodes_in(inner.body, cst.Return, stop=(cst.FunctionDef, cst.Lambda, cst.ClassDef))
+                        if ret.value is not None for what, _ in self._made_by(ret.value, inner, seen | {local}, depth + 1)]
+                return [(made[0], expr)] if made else []
+        return []
+
+
+def makes_model(program: Program, definition: Definition, passed: guards.Known) -> bool:
+    """Whether a call of the function ``definition`` (of the module ``program`` reads, as
+    :func:`program_alone` gives it) that binds its parameters to the constants ``passed`` may
+    return a Keras model: not when those constants make every expression that makes one dead
+    (``get_loss(name="mae")`` of a ``get_loss`` whose ``VGGLoss()`` is made only under
+    ``elif name == "vgg":``; :mod:`autofix.analysis.core.guards`)."""
+    if definition.returns_model is None:
+        return False
+    if not passed or not definition.model_makers:
+        return True
+    return not all(guards.dead(program, node, passed) for node in definition.model_makers)
 
 
 def _chain_root(expr: cst.BaseExpression) -> str | None:
