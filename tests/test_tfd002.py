@@ -796,8 +796,29 @@ def test_a_batch_nothing_says_is_per_replica_is_reported_and_left_alone(line):
     (finding,) = analysis.findings
     assert not finding.fixable and "meant per replica or as the global batch" in finding.reason
     assert "--unsafe-fixes" in finding.reason
+    # A suggestion: whether it is a bug is not said, so it does not claim one.
+    assert finding.unsafe
     unsafe = analyse(source, TFD002)
     assert unsafe.findings[0].fixable and "strategy.num_replicas_in_sync" in unsafe.new_text
+
+
+def test_a_batch_nothing_says_is_per_replica_does_not_fail_check(tmp_path):
+    """``check`` exits 0 on it and counts it as a suggestion; with --unsafe-fixes it is a
+    finding (exit 1) whose fix ``fix`` writes; said per replica, it fails ``check``."""
+    from click.testing import CliRunner
+
+    from autofix.cli import main
+
+    script = tmp_path / "train.py"
+    script.write_text(_fit_on("BATCH = 64\n"))
+    plain = CliRunner().invoke(main, ["check", "--no-cache", "--select", "TFD002", str(script)])
+    assert plain.exit_code == 0, plain.output
+    assert "no findings, 1 suggestion" in plain.output + plain.stderr
+    unsafe = CliRunner().invoke(main, ["check", "--no-cache", "--unsafe-fixes", "--select", "TFD002", str(script)])
+    assert unsafe.exit_code == 1 and "1 finding (TFD002 1), 1 fixable" in unsafe.output + unsafe.stderr
+    script.write_text(_fit_on("BATCH = 64  # per replica\n"))
+    said = CliRunner().invoke(main, ["check", "--no-cache", "--select", "TFD002", str(script)])
+    assert said.exit_code == 1 and "1 finding (TFD002 1), 1 fixable" in said.output + said.stderr
 
 
 @pytest.mark.parametrize("comment", ["  # global batch", "  # total batch over all GPUs"])

@@ -133,7 +133,9 @@ class BatchPlanner:
                 if why:
                     break
             plans.append((site, finding.context, plan, why))
-            if not finding.meant_per_replica:
+            if not finding.meant_per_replica and not self.program.migrated:
+                # (What a migration wrote from single-device code is checked as the per-replica
+                # batch it is: its findings say why the migration stopped.)
                 unsaid.add(id(site))
         # What is not fixed by default moves nothing.
         moving = [p for p in plans if id(p[0]) not in unsaid or self.rule.unsafe_fixes]
@@ -149,9 +151,9 @@ class BatchPlanner:
                 # A reason that asks the reader to scale by hand warns about uneven batches;
                 # the suppression and the first batches' reasons say all there is to say.
                 note = "" if why in (SUPPRESSED, LOCAL_DEVICES, UNSAID) or why in self.first_batches.reasons else KERAS_NOTE
-                self.rule.report(node, _message(site), why + note, self.evidence.constants_in(node))
+                self.rule.report(node, _message(site), why + note, self.evidence.constants_in(node), suggestion=id(site) in unsaid)
                 continue
-            if self.rule.report(node, _message(site), related=self.evidence.constants_in(node)):
+            if self.rule.report(node, _message(site), related=self.evidence.constants_in(node), suggestion=id(site) in unsaid):
                 self._commit(site, plan, context)
         self.writer.apply()
 

@@ -231,22 +231,24 @@ class Rule:
 
     def report(
         self, node: cst.CSTNode, message: str, reason: str | None = None,
-        related: tuple[tuple[str | None, int, str], ...] = (),
+        related: tuple[tuple[str | None, int, str], ...] = (), suggestion: bool = False,
     ) -> bool:
         """Record a finding at ``node``: fixable when ``reason`` is None, otherwise reported
         with why not. Returns whether the rule may fix it, which it may not where an
         ``# autofix: ignore`` comment covers the place. A place reported twice is one finding
         (the first reason that forbids a fix wins). ``related``: other places that explain it
-        ((path, line, message), path None for this file; another module of the project)."""
+        ((path, line, message), path None for this file; another module of the project).
+        ``suggestion``: what the file says leaves it open whether this is a bug (shown, not
+        failing ``check``; its fix, planned only with --unsafe-fixes, is applied only then)."""
         if reason is None and self.suppressed(node):
             reason = SUPPRESSED
         key = (id(node), message)
         known = self._reports.get(key)
         if known is not None:
             if known.reason is None and reason is not None:
-                self._reports[key] = Report(node, message, reason, related=known.related or related)
+                self._reports[key] = Report(node, message, reason, suggestion=known.suggestion, related=known.related or related)
             return self._reports[key].reason is None
-        self._reports[key] = Report(node, message, reason, related=related)
+        self._reports[key] = Report(node, message, reason, suggestion=suggestion, related=related)
         return reason is None
 
     def fix(
