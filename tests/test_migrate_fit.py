@@ -148,6 +148,86 @@ def test_a_read_in_a_loop_body_sees_the_loop_target_not_what_came_before():
     assert lines[3] == [2] and lines[5] == [4]
 
 
+FILLED = "text = 'the night we met '\nwindow = 5\nseqs = []\n"
+
+
+@pytest.mark.parametrize(
+    "lines, expected",
+    [
+        # A string's length, a tuple's, a list filled once per turn of a range loop.
+        ("probe = np.zeros((len(text), 2))\n", 17),
+        ("pair = (text, window)\nprobe = np.zeros((len(pair), 2))\n", 2),
+        ("for i in range(len(text) - window):\n    seqs.append(text[i:i + window])\nprobe = np.zeros((len(seqs), 2))\n", 12),
+        # Nested loops multiply, items written in the list count, a with block is no branch.
+        ("seqs = [1, 2]\nfor i in range(3):\n    for j in range(1, 5):\n        seqs.append(i * j)\nprobe = np.zeros((len(seqs),))\n", 14),
+        ("with ctx:\n    for i in range(4):\n        seqs.append(i)\nprobe = np.zeros((len(seqs),))\n", 4),
+        # Unpacked from a tuple of lists; read by enumerate and items: still 12.
+        ("a, b = [], []\nfor i in range(12):\n    a.append(i)\n    b.append(-i)\nfor k, v in enumerate(a):\n    print(a[k])\nprobe = np.zeros((len(a),))\n", 12),
+        # Not known: a conditional append, a break, a loop of unknown length, the list given to
+        # a function or extended or changed by item, a read before the loop is over.
+        ("for i in range(9):\n    if i % 2:\n        seqs.append(i)\nprobe = np.zeros((len(seqs),))\n", None),
+        ("for i in range(9):\n    seqs.append(i)\n    if i > 3:\n        break\nprobe = np.zeros((len(seqs),))\n", None),
+        ("for line in open('f.txt'):\n    seqs.append(line)\nprobe = np.zeros((len(seqs),))\n", None),
+        ("for i in range(9):\n    seqs.append(i)\nfill(seqs)\nprobe = np.zeros((len(seqs),))\n", None),
+        ("for i in range(9):\n    seqs.append(i)\nseqs.extend([1])\nprobe = np.zeros((len(seqs),))\n", None),
+        ("for i in range(9):\n    seqs.append(i)\nseqs += [1]\nprobe = np.zeros((len(seqs),))\n", None),
+        ("for i in range(9):\n    seqs.append(i)\n    probe = np.zeros((len(seqs),))\n", None),
+        # A list given to an array is not an array's examples (a list given to fit may be
+        # several inputs): its length is read only through len().
+        ("for i in range(9):\n    seqs.append(i)\nprobe = seqs\n", None),
+    ],
+)
+def test_the_length_of_a_string_tuple_or_list_the_file_fills(lines, expected):
+    assert _rows_of_last(LOADED + FILLED + lines) == expected
+
+
+def test_a_training_set_of_one_uneven_batch_is_not_scaled():
+    """19 examples at 32 per replica: one batch, which 2 replicas cannot split (Keras 3 fails):
+    reported with the counts, and not scaled; 64 examples are uneven on 3 replicas only."""
+    source = LOADED + (
+        "strategy = tf.distribute.MirroredStrategy()\n"
+        "x = np.zeros(({n}, 4)); y = np.zeros(({n}, 1))\n"
+        "with strategy.scope():\n"
+        "    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])\n"
+        "    model.compile(optimizer='adam', loss='mse')\n"
+        "model.fit(x, y, batch_size=32{split})" + PER_REPLICA + "\n"
+    )
+    (finding,) = analyse(source.format(n=19, split=""), TFD002).findings
+    assert not finding.fixable
+    assert "the training set holds 19 examples, fewer than the global batch (32 x replicas) on 2 or more" in finding.reason
+    assert "as 19 does not over 2, 3, 4, 5, 6, 7 or 8 replicas" in finding.reason
+    # validation_split=: what is left for training is what is one batch.
+    (split,) = analyse(source.format(n=22, split=", validation_split=0.1"), TFD002).findings
+    assert "the training set holds 19 examples" in split.reason
+    (three,) = analyse(source.format(n=64, split=""), TFD002).findings
+    assert "as 64 does not over 3, 5, 6 or 7 replicas" in three.reason
+    # Even on every count up to 8: scaled. 7982 at 512 is one uneven batch only on 16 replicas,
+    # beyond the counts a training set is held to.
+    for n in (840, 7982, 60000):
+        (fixed,) = analyse(source.format(n=n, split=""), TFD002).findings
+        assert fixed.fixable, n
+
+
+@pytest.mark.tf
+def test_a_training_set_of_one_uneven_batch_fails_on_two_replicas_once_scaled(tmp_path):
+    """Measured, not assumed: the fixture's training scaled as a migration would scale it
+    fails on 2 replicas (its 19 examples are one batch), and trains on one."""
+    from autofix.smoke import run_many
+    from autofix.smoke.jobs import SmokeJob
+
+    text = (FIXTURES / "tfd010" / "report_fit_training_set_one_uneven_batch.py").read_text()
+    scaled = tmp_path / "scaled.py"
+    scaled.write_text(
+        "import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\n"
+        + text.replace("model = keras.Sequential", "with strategy.scope():\n    model = keras.Sequential")
+        .replace('model.compile(loss="categorical_crossentropy", optimizer="adam")', '    model.compile(loss="categorical_crossentropy", optimizer="adam")')
+        .replace("batch_size=32,", "batch_size=32 * strategy.num_replicas_in_sync,")
+    )
+    two, one = run_many([SmokeJob(str(scaled))], replicas=2, steps=2, offline=True) + run_many([SmokeJob(str(scaled))], replicas=1, steps=2, offline=True)
+    assert not two.ok and "Inputs to operation AddN of type AddN must have the same size and shape" in two.failures[0]
+    assert one.ok, one.failures
+
+
 # --- validation sets: when is the scaled batch's first validation batch even? -----------------
 
 def test_uneven_replica_counts_follow_kerass_arithmetic():

@@ -35,10 +35,14 @@ and shape``), and with the computed validation batch runs on all three.
 Not shown safe, so the batch is reported and not scaled: a validation set of arrays whose size
 no expression reads again unchanged (inputs that are a dict of arrays, made by a call in the
 ``fit`` call, a split computed by a call, ``**options`` that may hold a
-``validation_batch_size``). Not looked at: the training arrays
-(smaller than B x N they would be one batch too, but a training set is rarely that small, and
-its size is seldom known), and validation or evaluation data batched by itself (a dataset, or
-``validation_batch_size=``), which the fix does not change.
+``validation_batch_size``). Not looked at: validation or evaluation data batched by itself (a
+dataset, or ``validation_batch_size=``), which the fix does not change.
+
+The training arrays, where the file shows how many examples they hold (what
+``validation_split=`` leaves of them): fewer than B x N, every epoch is that one batch, which
+fails where N does not divide it (a character model on the 19 windows of one line of text, at
+32 per replica, fails on 2 replicas: measured). They have no batch of their own to be given, so
+such a fit is reported and not scaled, counting replica counts up to ``TRAINING_REPLICAS``.
 """
 
 from __future__ import annotations
@@ -55,6 +59,12 @@ from autofix.analysis.syntax import argument_value, nodes_in
 from .arrays import Data
 
 MAX_REPLICAS = 16
+# The replica counts a training set of known size is held to: up to the 8 GPUs most machines
+# hold. A validation set gets a batch of its own that splits on every count up to
+# MAX_REPLICAS; a training set has no such way out (its batch is what is trained), so a set
+# that would be one uneven batch only on more replicas (7982 examples at 512 x 16) is not a
+# reason to refuse the fix: said in the rule's limits.
+TRAINING_REPLICAS = 8
 
 
 def uneven(examples: int, per_replica: int) -> list[int]:
@@ -86,6 +96,16 @@ class FirstBatches:
         x = argument_value(call, "x", 0)
         examples = self.sizes.rows(x) if x is not None else None
         keyword, validation = self._validation(call, examples)
+        training = examples if keyword != "validation_split" else (examples - validation if examples is not None and validation is not None else None)
+        counts = [n for n in uneven(training, batch) if n <= TRAINING_REPLICAS] if training and batch is not None else []
+        if counts:
+            return self._said(
+                f"the training set holds {training} examples, fewer than the global batch ({batch} x replicas) on "
+                f"{counts[0]} or more replicas, where each epoch is that one batch, and Keras 3 fails when it does not "
+                f"split evenly over the replicas, as {training} does not over {_counts(counts)}; give fit a batch_size "
+                f"that is a multiple of the replica count and at most {training} (a smaller last batch may be uneven), "
+                f"or train so few examples on one device"
+            )
         if keyword is not None and _given(argument_value(call, "validation_batch_size")):
             keyword = None  # validated with a batch of its own, which the fix does not change
         if keyword is not None and (validation is None or batch is None):

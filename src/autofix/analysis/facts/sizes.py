@@ -13,7 +13,11 @@ by a loop counter read in the slice itself (``x[i * n:(i + 1) * n]`` for ``i`` i
 ``range(k)``: ``n`` examples whenever every window lies inside the array).
 
 Numbers (:meth:`Sizes.number`) are integer constants, names bound only to them, sizes, and
-arithmetic on them.
+arithmetic on them; ``len()`` of a string, of a tuple, or of a list that the file fills with
+``append`` statements in ``for`` loops over ``range`` of known length (``for i in
+range(len(text) - window): seqs.append(...)``), every change to it seen and done before the
+read (such a list's length is read only through ``len()``: a list given to ``fit`` may be
+several inputs rather than examples).
 
 Limits, on purpose: anything else is unknown (None): a size that depends on what a run reads
 (files, flags), filtering (``x[y == 1]``), concatenation, an array a call made elsewhere
@@ -66,6 +70,10 @@ _GENERATORS = frozenset({"numpy.random.default_rng", "numpy.random.RandomState",
 _SAME_ROWS_METHODS = frozenset({"astype", "copy", "numpy"})
 
 _LIMIT = 24
+# Calls that read a list without changing it.
+_READING_CALLS = frozenset(
+    {"builtins.len", "builtins.enumerate", "builtins.zip", "builtins.sorted", "builtins.list", "builtins.tuple", "numpy.array", "numpy.asarray"}
+)
 
 
 @dataclass(frozen=True)
@@ -363,9 +371,9 @@ class Sizes(Derived):
             return self._binary(expr, where, depth + 1, counters)
         if isinstance(expr, cst.Call):
             names = self.program.qualified_names(expr.func)
-            if "builtins.len" in names and len(expr.args) == 1:
+            if "builtins.len" in names and len(expr.args) == 1 and not expr.args[0].star:
                 found = self._rows(expr.args[0].value, where, depth + 1)
-                return found.rows if found is not None else None
+                return found.rows if found is not None else self._length(expr.args[0].value, where, depth + 1)
             if names & {"builtins.int", "math.floor"} and len(expr.args) == 1 and not expr.args[0].star:
                 value = self._number(expr.args[0].value, where, depth + 1, False)
                 if not isinstance(value, (int, float)):
@@ -391,6 +399,115 @@ class Sizes(Derived):
                 return values[0]
             return None
         return None
+
+    # --- lengths of Python values ---------------------------------------------------------------
+
+    def _length(self, expr: cst.BaseExpression, where: _Where | None, depth: int) -> int | None:
+        """``len(expr)`` of a string, a tuple, or a list the file fills where it shows how
+        many times: read only through ``len()`` (a list given to ``fit`` may be several
+        inputs, not examples)."""
+        origins = self._origins(expr, where)
+        found = {self._python_length(o.node, expr, where, depth) if o.whole else None for o in origins}
+        return found.pop() if len(found) == 1 and None not in found else None
+
+    def _python_length(self, node: cst.CSTNode, read: cst.BaseExpression, where: _Where | None, depth: int) -> int | None:
+        if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+            value = node.evaluated_value
+            return len(value) if isinstance(value, (str, bytes)) else None
+        if isinstance(node, cst.Tuple) and not any(isinstance(e, cst.StarredElement) for e in node.elements):
+            return len(node.elements)
+        if isinstance(node, cst.List) and not any(isinstance(e, cst.StarredElement) for e in node.elements):
+            appended = self._appended(node, read, where, depth)
+            return None if appended is None else len(node.elements) + appended
+        return None
+
+    def _appended(self, made: cst.List, read: cst.BaseExpression, where: _Where | None, depth: int) -> int | None:
+        """How many items the list ``made`` (``name = [...]``) has gained when ``read`` reads
+        it: ``name.append(...)`` statements, each in ``for`` loops over ``range(...)`` of known
+        length (no ``break``, no ``else``) and ``with`` blocks between it and the assignment's
+        block, every loop ended before ``read``; any other use that may change the list (an
+        argument of a call other than ``len``/``enumerate``/``zip``/``sorted``/``numpy.array``,
+        ``extend``, ``+=``, an item assigned) makes it unknown."""
+        name = self.values.assigned_name(made)
+        element = self.program.parent(made)
+        if name is None and isinstance(element, cst.Element):
+            # ``inputs, targets = [], []``
+            written = self.program.parent(element)
+            if isinstance(written, cst.Tuple) and not any(isinstance(e, cst.StarredElement) for e in written.elements):
+                name = self.values.unpacked_name(written, written.elements.index(element))
+        statement = self.program.statement_of(made)
+        block = self.program.parent(statement) if statement is not None else None
+        if name is None or block is None or self.program.within(read, statement):
+            return None
+        read_line = self.program.position(read).start.line
+        added = 0
+        for use in self.values.uses(name):
+            if self.program.within(read, use) or use is read:
+                continue
+            parent = self.program.parent(use)
+            if isinstance(parent, cst.Attribute) and parent.value is use and parent.attr.value == "append":
+                count = self._appends(parent, block, read_line, where, depth)
+                if count is None:
+                    return None
+                added += count
+            elif not self._reads_only(use, parent):
+                return None
+        return added
+
+    def _appends(self, attribute: cst.Attribute, block: cst.CSTNode, read_line: int, where: _Where | None, depth: int) -> int | None:
+        """How many times ``name.append(x)`` (``attribute`` is ``name.append``), a statement of
+        its own, runs before the line ``read_line``."""
+        call = self.program.parent(attribute)
+        if not isinstance(call, cst.Call) or len(call.args) != 1 or call.args[0].star or call.args[0].keyword is not None:
+            return None
+        expr = self.program.parent(call)
+        if not isinstance(expr, cst.Expr):
+            return None
+        times = 1
+        node: cst.CSTNode | None = self.program.parent(self.program.parent(expr))  # the statement line's block
+        while node is not None and node is not block:
+            if isinstance(node, cst.For):
+                count = self._range_length(node, where, depth)
+                if count is None or node.orelse is not None or any(True for _ in _breaks(node.body)):
+                    return None
+                if self.program.position(node).end.line >= read_line:
+                    return None
+                times *= count
+            elif not isinstance(node, (cst.IndentedBlock, cst.SimpleStatementSuite, cst.With)):
+                return None
+            node = self.program.parent(node)
+        if node is None or self.program.position(expr).start.line >= read_line:
+            return None
+        return times
+
+    def _range_length(self, loop: cst.For, where: _Where | None, depth: int) -> int | None:
+        """How many times ``for ... in range(...)`` (or ``enumerate`` of no range) runs."""
+        iterable = loop.iter
+        if not isinstance(iterable, cst.Call) or "builtins.range" not in self.program.qualified_names(iterable.func):
+            return None
+        args = iterable.args
+        if not 1 <= len(args) <= 3 or any(a.star or a.keyword for a in args):
+            return None
+        bounds = [self._number(a.value, where, depth + 1, False) for a in args]
+        if not all(isinstance(b, int) and not isinstance(b, bool) for b in bounds):
+            return None
+        return len(range(*bounds))  # type: ignore[arg-type]
+
+    def _reads_only(self, use: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
+        """Whether ``use`` (a read of a list) only reads it: the argument of ``len``,
+        ``enumerate``, ``zip``, ``sorted``, ``list``/``tuple``, ``numpy.array``/``asarray``; the
+        iterable of a ``for`` or a comprehension; an item read."""
+        if isinstance(parent, cst.Arg) and parent.value is use and not parent.star:
+            call = self.program.parent(parent)
+            return isinstance(call, cst.Call) and bool(self.program.qualified_names(call.func) & _READING_CALLS)
+        if isinstance(parent, (cst.For, cst.CompFor)) and parent.iter is use:
+            return True
+        if isinstance(parent, cst.Subscript) and parent.value is use:
+            holder = self.program.parent(parent)
+            return not (
+                isinstance(holder, (cst.AssignTarget, cst.Del)) or isinstance(holder, cst.AugAssign) and holder.target is parent
+            )
+        return False
 
     def _binary(self, expr: cst.BinaryOperation, where: _Where | None, depth: int, counters: bool):
         left = self._number(expr.left, where, depth, counters)
@@ -455,3 +572,16 @@ def _linear(value) -> _Linear | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return _Linear(value)
     return None
+
+
+def _breaks(body: cst.CSTNode):
+    """The ``break`` statements that leave the loop whose body is ``body`` (not those of
+    loops inside it)."""
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        for child in node.children:
+            if isinstance(child, cst.Break):
+                yield child
+            elif not isinstance(child, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                stack.append(child)
