@@ -42,7 +42,7 @@ The training arrays, where the file shows how many examples they hold (what
 ``validation_split=`` leaves of them): fewer than B x N, every epoch is that one batch, which
 fails where N does not divide it (a character model on the 19 windows of one line of text, at
 32 per replica, fails on 2 replicas: measured). They have no batch of their own to be given, so
-such a fit is reported and not scaled, counting replica counts up to ``TRAINING_REPLICAS``.
+such a fit is reported and not scaled, on the replica counts of ``TRAINING_REPLICAS``.
 """
 
 from __future__ import annotations
@@ -59,12 +59,12 @@ from autofix.analysis.syntax import argument_value, nodes_in
 from .arrays import Data
 
 MAX_REPLICAS = 16
-# The replica counts a training set of known size is held to: up to the 8 GPUs most machines
-# hold. A validation set gets a batch of its own that splits on every count up to
-# MAX_REPLICAS; a training set has no such way out (its batch is what is trained), so a set
-# that would be one uneven batch only on more replicas (7982 examples at 512 x 16) is not a
-# reason to refuse the fix: said in the rule's limits.
-TRAINING_REPLICAS = 8
+# The replica counts a training set of known size is held to: the 2, 4 and 8 GPUs machines
+# come with. A validation set gets a batch of its own that splits on every count up to
+# MAX_REPLICAS; a training set has no such way out (its batch is what is trained), so a set that
+# would be one uneven batch only on other counts (80 examples at 32 x 3, 7982 at 512 x 16) is
+# not a reason to refuse the fix: said in the rule's limits.
+TRAINING_REPLICAS = (2, 4, 8)
 
 
 def uneven(examples: int, per_replica: int) -> list[int]:
@@ -97,7 +97,7 @@ class FirstBatches:
         examples = self.sizes.rows(x) if x is not None else None
         keyword, validation = self._validation(call, examples)
         training = examples if keyword != "validation_split" else (examples - validation if examples is not None and validation is not None else None)
-        counts = [n for n in uneven(training, batch) if n <= TRAINING_REPLICAS] if training and batch is not None else []
+        counts = [n for n in uneven(training, batch) if n in TRAINING_REPLICAS] if training and batch is not None else []
         if counts:
             return self._said(
                 f"the training set holds {training} examples, fewer than the global batch ({batch} x replicas) on "
