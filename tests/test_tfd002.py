@@ -174,7 +174,10 @@ def test_array_validation_written_in_the_call_gets_a_batch_that_splits_evenly(ke
     """A validation set whose size an expression reads again at run time is batched by
     min(the global batch, its size rounded down to a multiple of the replica count): an even
     first batch on every count."""
-    source = HEADER + "pair = (x, x)\n" + MODEL + f"model.fit(x, x, batch_size=32, {keyword})\n"
+    # (validation_split=: 640 examples, so that what it leaves to train on is more than a global
+    # batch on 2, 4 and 8 replicas; 64 would leave 57, one batch that 2 replicas cannot split)
+    more = "x = np.ones((640, 4), 'float32')\n" if keyword.startswith("validation_split") else ""
+    source = HEADER + more + "pair = (x, x)\n" + MODEL + f"model.fit(x, x, batch_size=32, {keyword})\n"
     analysis = analyse(source, TFD002)
     (finding,) = analysis.findings
     assert finding.fixable
