@@ -693,6 +693,13 @@ class UnscaledCustomLoss(Rule):
                 f"ReduceOp.MEAN (line {program.line(use.node)}); once each replica's loss is its "
                 "share of the global average that must be SUM: change both together"
             )
+        if use.kind == "divided":
+            return (
+                f"the step returns this loss, its caller adds it up over the replicas with ReduceOp.SUM and divides "
+                f"the sum on line {program.line(use.node)} ({_short(program, use.node)}), an average made by hand: once "
+                "each replica's loss is its share of the global average, the sum is that average, and the division "
+                "would show it N times too small: change both together"
+            )
         if use.kind == "returned":
             return f"it is returned on line {program.line(use.node)} to callers that are not in this file"
         return (

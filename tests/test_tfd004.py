@@ -306,3 +306,19 @@ def test_a_loss_share_is_computed_at_the_tape_block_end_only_where_every_path_bi
     assert both != source
     fixed = analyse(both, Options(select=("TFD004",))).new_text
     assert fixed is not None and "replica_scaled_loss = scaled_loss / strategy.num_replicas_in_sync" in fixed
+
+
+def test_a_sum_over_the_replicas_divided_by_hand_keeps_the_loss_as_it_is():
+    """The step's loss goes to strategy.reduce(SUM, ...) and the caller divides the sum by the
+    device count (an average made by hand): scaling the loss in the step would make that
+    average N times too small, so the finding names the division and nothing is fixed. Without
+    the division the sum of the shares is the global loss: fixed."""
+    source = read(FIXTURES / "tfd004" / "report_step_loss_summed_then_divided_by_hand.py")
+    analysis = analyse(source, Options(select=("TFD004",)))
+    (finding,) = analysis.findings
+    assert analysis.new_text is None and not finding.fixable
+    assert "divides the sum on line 38 (loss /= n_gpus)" in finding.reason
+    undivided = analyse(source.replace("        loss /= n_gpus\n", ""), Options(select=("TFD004",)))
+    assert undivided.findings[0].fixable and "/ strategy.num_replicas_in_sync" in undivided.new_text
+    shown = analyse(source.replace("loss /= n_gpus", "shown = loss / n_gpus"), Options(select=("TFD004",)))
+    assert not shown.findings[0].fixable and "(loss / n_gpus)" in shown.findings[0].reason

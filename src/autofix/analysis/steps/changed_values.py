@@ -7,7 +7,9 @@ the parameters of local helpers it is passed to, and returns (a helper's to its 
 step's to the ``strategy.run`` calls that run it, a ``tf.function``'s to its callers). It is
 accounted for where it is differentiated (the change is the point), where the per-replica
 values are combined with ``strategy.reduce(SUM, ...)`` (the sum of the replicas' shares is the
-global value), and where it is thrown away. Anything else is a use the change would change: a
+global value) unless that sum is then divided by a count of replicas, devices or workers (an
+average made by hand: ``loss /= n_gpus``), and
+where it is thrown away. Anything else is a use the change would change: a
 metric, a print or a summary, a comparison, ``.numpy()``, ``ReduceOp.MEAN`` (which must become
 SUM with the fix), a call into code that is not in view.
 """
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from autofix.analysis.facts.callees import Callables, tf_names
-from autofix.analysis.steps.custom import Steps
+from autofix.analysis.steps.custom import REPLICA_WORDS, Steps, named_for
 from autofix.analysis.syntax import argument_value
 from autofix.tf.losses import PASS_METHODS
 
@@ -35,8 +37,9 @@ class Use:
     """A use of a changed value that the change would change."""
 
     node: cst.CSTNode
-    # "mean" for strategy.reduce(MEAN, ...), "returned" for a return to callers not in view,
-    # "use" for anything else.
+    # "mean" for strategy.reduce(MEAN, ...), "divided" for a division of what
+    # strategy.reduce(SUM, ...) returns (an average by hand), "returned" for a return to callers
+    # not in view, "use" for anything else.
     kind: str = "use"
 
 
@@ -63,8 +66,11 @@ def summed(steps: Steps, node: cst.BaseExpression) -> bool:
 
 
 class _Flow:
-    def __init__(self, steps: Steps, every: bool = False) -> None:
+    def __init__(self, steps: Steps, every: bool = False, summed_only: bool = False) -> None:
         self.steps = steps
+        # Following what a strategy.reduce(SUM, ...) of the value returns: only a division of
+        # it is a use (see _divided_sum).
+        self.summed_only = summed_only
         self.program = steps.program
         self.facts = steps.facts
         self.callables = Callables.of(steps.program)
@@ -135,6 +141,13 @@ class _Flow:
     def step(self, node: cst.CSTNode, stack: tuple[cst.Call, ...], pending: list) -> Use | None:
         program = self.program
         parent = program.parent(node)
+        if self.summed_only and (
+            isinstance(parent, cst.BinaryOperation) and parent.left is node and isinstance(parent.operator, (cst.Divide, cst.FloorDivide))
+            and self._replica_count(parent.right)
+            or isinstance(parent, cst.AugAssign) and parent.target is node and isinstance(parent.operator, (cst.DivideAssign, cst.FloorDivideAssign))
+            and self._replica_count(parent.value)
+        ):
+            return Use(parent, "divided")
         holder = program.parent(parent) if isinstance(parent, (cst.Element, cst.DictElement)) else None
         if isinstance(parent, cst.Element) and parent.value is node and isinstance(holder, cst.Tuple) and isinstance(program.parent(holder), cst.Return):
             pending.append((holder, stack, ("index", list(holder.elements).index(parent))))
@@ -180,7 +193,7 @@ class _Flow:
             if op is node or "SUM" not in code:
                 return Use(call, "mean" if "MEAN" in code else "use")
             self.summed = True
-            return None
+            return None if self.summed_only else self._divided_sum(call)
         callees, complete = self.callables.of_call(func)
         if not callees or not complete:
             return Use(call)
@@ -235,6 +248,21 @@ class _Flow:
         for site in sites:
             pending.append((site, ()))
         return None
+
+    def _replica_count(self, divisor: cst.BaseExpression) -> bool:
+        """Whether ``divisor`` names a count of replicas, devices or workers (``n_workers *
+        n_gpu``, ``strategy.num_replicas_in_sync``), or is made from one."""
+        return named_for(self.facts, divisor, lambda found: bool(found & REPLICA_WORDS))
+
+    def _divided_sum(self, reduce: cst.Call) -> Use | None:
+        """Where the sum over the replicas ``reduce`` makes is then divided by a count of
+        replicas, devices or workers (``loss /= n_workers * n_gpu``, ``total /
+        strategy.num_replicas_in_sync``): an average made by hand of the replicas' values, which
+        their shares would make N times too small. Its other uses (a sum over steps divided by
+        the steps, a print) see the global value the shares add up to."""
+        flow = _Flow(self.steps, every=True, summed_only=True)
+        flow.first(reduce)
+        return next((u for u in flow.found if u.kind == "divided"), None)
 
     def _wrapped(self, function: cst.FunctionDef | cst.Lambda) -> bool:
         """Whether a decorator of ``function`` is a function of this file (or what calling one
