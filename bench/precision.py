@@ -55,6 +55,7 @@ PARTS = {
     "M": "61 files from 44 other repositories, gathered and triaged before the tool was run on them (the eleventh blind part)",
     "N": "72 files from 47 other repositories, gathered and triaged before the tool was run on them (the twelfth blind part)",
     "O": "65 files from 43 other repositories, gathered and triaged before the tool was run on them (the thirteenth blind part)",
+    "P": "62 files from 46 other repositories, gathered and triaged before the tool was run on them (the fourteenth blind part)",
 }
 RULES = ("TFD001", "TFD002", "TFD003", "TFD004", "TFD005", "TFD006", "TFD007", "TFD008", "TFD009", "TFD011", "TFD012")
 
