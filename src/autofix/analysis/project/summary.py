@@ -249,6 +249,8 @@ class _Summariser:
         self._delegating: set[str] = set()
         # (function, name, names assumed datasets) -> whether the name is a dataset there.
         self._datasets: dict[tuple, bool] = {}
+        # A function of the module -> what makes the Keras model it returns (None: none).
+        self._returned_models: dict[str, str | None] = {}
 
     def _keras2(self) -> tuple[int, str] | None:
         """The first thing in the module that only Keras 2 runs: a method TensorFlow 2.16+ no
@@ -869,10 +871,14 @@ class _Summariser:
             if local in self.classes and self._is_model_class(local):
                 return [(f"{local} (a keras.Model subclass)", expr)]
             if local in self.functions and local not in seen:
-                inner = self.functions[local]
-                made = [what for ret in nodes_in(inner.body, cst.Return, stop=(cst.FunctionDef, cst.Lambda, cst.ClassDef))
-                        if ret.value is not None for what, _ in self._made_by(ret.value, inner, seen | {local}, depth + 1)]
-                return [(made[0], expr)] if made else []
+                # What the module's own function returns, once per function (not per path to it).
+                memo = self._returned_models
+                if local not in memo:
+                    inner = self.functions[local]
+                    made = [what for ret in nodes_in(inner.body, cst.Return, stop=(cst.FunctionDef, cst.Lambda, cst.ClassDef))
+                            if ret.value is not None for what, _ in self._made_by(ret.value, inner, seen | {local}, depth + 1)]
+                    memo[local] = made[0] if made else None
+                return [(memo[local], expr)] if memo[local] is not None else []
         return []
 
 
