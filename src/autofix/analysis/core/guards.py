@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from autofix.analysis.program import Program
+from autofix.analysis.syntax import parameter_argument
 
 # The value ``None`` (a parameter left at its default ``None``): falsy, ``is None``.
 NONE = "None"
@@ -55,6 +56,26 @@ def literal(expr: cst.BaseExpression | None) -> object | None:
         value = expr.evaluated_value
         return Literal(value) if isinstance(value, str) else None
     return None
+
+
+def constants_passed(program: Program, function: cst.FunctionDef, call: cst.Call) -> Known:
+    """The parameters of ``function`` (read in ``program``) that ``call`` binds to a constant,
+    written at the call or left at a constant default, among those the function never binds
+    again (``mode = mode.lower()``, a loop, ``nonlocal``); nothing when the call unpacks
+    ``*args`` or ``**kwargs``. ``call`` may be read in another program (an importer's)."""
+    if any(arg.star for arg in call.args):
+        return {}
+    known: Known = {}
+    for param in (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params):
+        name = param.name.value
+        binding = program.assignment(param)
+        if binding is None or len(binding.scope.bindings.get(name, ())) != 1:
+            continue
+        passed = parameter_argument(function, call, param)
+        constant = literal(passed.value if passed is not None else param.default)
+        if constant is not None:
+            known[name] = constant
+    return known
 
 
 def _constant(expr: cst.BaseExpression) -> object | None:

@@ -287,25 +287,13 @@ class Values(Bindings, Parameters, Classes, Derived):
         return [r for r in returns if not guards.dead(self.program, r, known)]
 
     def _constants_passed(self, function: cst.FunctionDef, call: cst.Call) -> guards.Known:
-        """The parameters of ``function`` that ``call`` binds to a constant (written at the
-        call, or the parameter's default where the call leaves it), among those the function
-        never binds again."""
-        if any(arg.star for arg in call.args):
-            return {}
+        """The parameters of ``function`` that ``call`` binds to a constant
+        (:func:`.guards.constants_passed`); none for a method, which may be called bound or
+        not, so which argument is which is not sure."""
         info = self.functions.get(function)
         if info is None or info.is_method:
-            return {}  # a method may be called bound or not: which argument is which is not sure
-        known: guards.Known = {}
-        for param in (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params):
-            name = param.name.value
-            binding = self.program.assignment(param)
-            if binding is None or len(binding.scope.bindings.get(name, ())) != 1:
-                continue  # bound again in the function (``mode = mode.lower()``, a loop, ``nonlocal``)
-            passed = self._argument(function, call, param, 0)
-            constant = guards.literal(passed if passed is not None else param.default)
-            if constant is not None:
-                known[name] = constant
-        return known
+            return {}
+        return guards.constants_passed(self.program, function, call)
 
     def _frame(self, function: cst.FunctionDef, call: cst.Call) -> Frame:
         info = self.functions.get(function)

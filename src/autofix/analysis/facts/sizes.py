@@ -481,17 +481,24 @@ class Sizes(Derived):
         return times
 
     def _range_length(self, loop: cst.For, where: _Where | None, depth: int) -> int | None:
-        """How many times ``for ... in range(...)`` (or ``enumerate`` of no range) runs."""
+        """How many times ``for ... in range(...)`` runs."""
         iterable = loop.iter
-        if not isinstance(iterable, cst.Call) or "builtins.range" not in self.program.qualified_names(iterable.func):
+        if not isinstance(iterable, cst.Call):
             return None
-        args = iterable.args
+        found = self._range(iterable, where, depth)
+        return len(found) if found is not None else None
+
+    def _range(self, call: cst.Call, where: _Where | None, depth: int) -> range | None:
+        """The ``range`` a ``range(...)`` call with integer bounds the file shows makes."""
+        if "builtins.range" not in self.program.qualified_names(call.func):
+            return None
+        args = call.args
         if not 1 <= len(args) <= 3 or any(a.star or a.keyword for a in args):
             return None
         bounds = [self._number(a.value, where, depth + 1, False) for a in args]
-        if not all(isinstance(b, int) and not isinstance(b, bool) for b in bounds):
+        if not all(isinstance(b, int) for b in bounds) or len(bounds) == 3 and bounds[2] == 0:
             return None
-        return len(range(*bounds))  # type: ignore[arg-type]
+        return range(*bounds)  # type: ignore[arg-type]
 
     def _reads_only(self, use: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
         """Whether ``use`` (a read of a list) only reads it: the argument of ``len``,
@@ -553,17 +560,10 @@ class Sizes(Derived):
         bindings = self.values.reaching_bindings(read)
         if not bindings or len(bindings) != 1:
             return None
-        args = [a for a in node.args]
-        if not 1 <= len(args) <= 3 or any(a.star or a.keyword for a in args):
+        counted = self._range(node, where, depth)
+        if counted is None or counted.step <= 0 or counted.stop <= counted.start:
             return None
-        bounds = [self._number(a.value, where, depth + 1, False) for a in args]
-        if not all(isinstance(b, int) for b in bounds):
-            return None
-        start, stop = (0, bounds[0]) if len(bounds) == 1 else (bounds[0], bounds[1])
-        step = bounds[2] if len(bounds) == 3 else 1
-        if step <= 0 or stop <= start:  # type: ignore[operator]
-            return None
-        return _Linear(0, ((id(bindings[0]), 1, start, stop - 1),))  # type: ignore[operator]
+        return _Linear(0, ((id(bindings[0]), 1, counted.start, counted.stop - 1),))
 
 
 def _linear(value) -> _Linear | None:

@@ -26,7 +26,6 @@ from autofix.analysis.project import layout
 from autofix.analysis.project.layout import digest
 from autofix.analysis.core import guards
 from autofix.analysis.project.summary import Definition, ModuleSummary, makes_model, parsed, program_alone, summary_of
-from autofix.analysis.syntax import parameter_argument
 from autofix.tf.symbols import NO_KERAS_OBJECTS
 
 # Libraries a project does not shadow in practice: their names are not looked for in it.
@@ -202,7 +201,7 @@ class ProjectImports(Derived):
         if definition is None or definition.kind != "function" or definition.returns_model is None:
             return False
         program = program_of(resolved.path) if resolved.path is not None else None
-        if program is None or any(arg.star for arg in call.args):
+        if program is None:
             return True
         function = next(
             (s for s in program.module.body if isinstance(s, cst.FunctionDef) and s.name.value == definition.name and program.line(s) == definition.line),
@@ -210,18 +209,7 @@ class ProjectImports(Derived):
         )
         if function is None:
             return True
-        known: guards.Known = {}
-        for param in (*function.params.params, *function.params.kwonly_params):
-            name = param.name.value
-            binding = program.assignment(param)
-            if binding is None or len(binding.scope.bindings.get(name, ())) != 1:
-                continue  # bound again in the function: what the call passed may not be what is tested
-            arg = parameter_argument(function, call, param)
-            if arg is None and param.default is None:
-                continue
-            constant = guards.literal(arg.value if arg is not None else param.default)
-            if constant is not None:
-                known[name] = constant
+        known = guards.constants_passed(program, function, call)
         return makes_model(program, definition, known)
 
     def _imported(self, expr: cst.BaseExpression) -> bool:
